@@ -1,0 +1,51 @@
+# distlearn: two commands do all set-up on a fresh machine with Python 3.10+ and make.
+#   make lab    create .venv, install, open JupyterLab on the course
+#   make test   create or reuse .venv, install, run every test
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+STAMP  := $(VENV)/.distlearn-installed
+# Where the CPU-only torch wheel comes from when no local copy is found (Linux; macOS wheels on PyPI are CPU-only).
+TORCH_INDEX ?= $(if $(filter Darwin,$(shell uname -s)),,https://download.pytorch.org/whl/cpu)
+PORT ?= 8888
+
+.PHONY: all setup lab test test-fast bench exercises parity clean help
+all: help
+help:
+	@echo "make lab   - set up .venv and open the course in JupyterLab"
+	@echo "make test  - set up .venv and run every test"
+	@echo "make bench - run the benchmarks and rewrite benchmarks/README.md"
+
+setup: $(STAMP)
+
+$(STAMP): pyproject.toml constraints.txt
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "distlearn needs Python 3.10+ / 需要 Python 3.10 或更新版本")'
+	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@echo "Installing torch 2.13.0 (CPU build) / 安装 torch 2.13.0（CPU 版）..."
+	@$(PY) -m pip install -q --disable-pip-version-check --no-index --no-deps torch==2.13.0 2>/dev/null \
+	  || $(PY) -m pip install -q --disable-pip-version-check --no-deps torch==2.13.0 $(if $(TORCH_INDEX),--index-url $(TORCH_INDEX))
+	@echo "Installing distlearn and its dependencies / 安装 distlearn 及其依赖..."
+	@$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
+	@touch $(STAMP)
+
+lab: $(STAMP)
+	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
+
+test: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
+	  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+
+test-fast: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"
+
+bench: $(STAMP)
+	$(PY) -m benchmarks.run
+
+exercises: $(STAMP)
+	$(PY) -m distlearn.course build-exercises
+
+parity: $(STAMP)
+	$(PY) -m distlearn.course parity
+
+clean:
+	rm -rf $(VENV) build .pytest_cache

@@ -1,0 +1,1 @@
+"""Per-chapter exercise checkers (``chNN.py``), found by :mod:`distlearn.check`."""

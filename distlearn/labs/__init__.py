@@ -1,0 +1,1 @@
+"""Real-engine workers: each lab is importable (for :func:`distlearn.launch.run`) and runnable with torchrun."""

@@ -1,0 +1,38 @@
+"""A minimal lab: every rank contributes ``rank + 1``; all_reduce sums them. Also used by the launcher's tests.
+
+Run it alone: ``torchrun --nproc-per-node 2 -m distlearn.labs.smoke``.
+"""
+import time
+
+import torch
+import torch.distributed as dist
+
+from distlearn.launch import device, torchrun_main
+
+
+def all_reduce_rank(rank: int, world_size: int) -> float:
+    """Return the sum over ranks of (rank + 1), computed with a real all_reduce: world_size·(world_size+1)/2."""
+    t = torch.tensor([float(rank + 1)], device=device())
+    dist.all_reduce(t)
+    return float(t.item())
+
+
+def raise_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
+    """Raise ValueError on ``bad_rank``; the other ranks wait in a collective it never joins."""
+    if rank == bad_rank:
+        raise ValueError(f"deliberate failure on rank {rank}")
+    dist.barrier()
+    return rank
+
+
+def hang_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
+    """``bad_rank`` sleeps instead of joining the all_reduce: the run hangs until the launcher's timeout."""
+    if rank == bad_rank:
+        time.sleep(3600)
+    t = torch.ones(1)
+    dist.all_reduce(t)
+    return rank
+
+
+if __name__ == "__main__":
+    torchrun_main(all_reduce_rank)

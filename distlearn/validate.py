@@ -1,0 +1,113 @@
+"""Input checks that fail with one clear, bilingual error naming the parameter, the value and the allowed range.
+
+Every public function of :mod:`distlearn` validates what a student may type with these helpers, so a bad value
+never becomes a traceback from deep inside numpy or a silently wrong number. The error message always contains
+both languages, whatever :func:`distlearn.set_language` says, because errors are read once and must be understood.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+
+class DistlearnValueError(ValueError):
+    """A ValueError whose message is in English and Chinese. ``.param`` names the offending parameter."""
+
+    def __init__(self, param: str, en: str, zh: str):
+        self.param = param
+        self.en = en
+        self.zh = zh
+        super().__init__(f"{en}\n{zh}")
+
+
+def _is_int(value) -> bool:
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None = None) -> int:
+    """Return ``value`` as an int if it is an integer within [minimum, maximum] (None = unbounded).
+
+    Floats that are whole numbers (``8.0``) are refused too: a world size of 8.0 is a typo worth pointing out.
+    Raises DistlearnValueError.
+    """
+    rng_en, rng_zh = _range_text(minimum, maximum)
+    if not _is_int(value):
+        raise DistlearnValueError(
+            name,
+            f"{name} must be an integer {rng_en}, got {value!r} ({type(value).__name__}).",
+            f"{name} 必须是整数（{rng_zh}），收到 {value!r}（{type(value).__name__}）。",
+        )
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise DistlearnValueError(
+            name,
+            f"{name} must be an integer {rng_en}, got {value}.",
+            f"{name} 必须是整数（{rng_zh}），收到 {value}。",
+        )
+    return value
+
+
+def check_number(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
+                 strict_min: bool = False) -> float:
+    """Return ``value`` as a float if it is a finite real number in range.
+
+    ``strict_min=True`` excludes the minimum itself (e.g. a size must be > 0). Raises DistlearnValueError.
+    """
+    rng_en, rng_zh = _range_text(minimum, maximum, strict_min=strict_min)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise DistlearnValueError(
+            name,
+            f"{name} must be a finite number {rng_en}, got {value!r}.",
+            f"{name} 必须是有限的数值（{rng_zh}），收到 {value!r}。",
+        )
+    value = float(value)
+    too_low = minimum is not None and (value <= minimum if strict_min else value < minimum)
+    too_high = maximum is not None and value > maximum
+    if too_low or too_high:
+        raise DistlearnValueError(
+            name,
+            f"{name} must be a number {rng_en}, got {value:g}.",
+            f"{name} 必须是数值（{rng_zh}），收到 {value:g}。",
+        )
+    return value
+
+
+def check_positive(name: str, value) -> float:
+    """A finite number > 0 (sizes, times, bandwidths). Raises DistlearnValueError."""
+    return check_number(name, value, minimum=0, strict_min=True)
+
+
+def check_choice(name: str, value, choices: Iterable):
+    """Return ``value`` if it is one of ``choices`` (compared as given). Raises DistlearnValueError."""
+    choices = tuple(choices)
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise DistlearnValueError(
+            name,
+            f"{name} must be one of {listed}; got {value!r}.",
+            f"{name} 必须是以下之一：{listed}；收到 {value!r}。",
+        )
+    return value
+
+
+def check_divisible(name: str, value: int, divisor_name: str, divisor: int) -> None:
+    """Raise DistlearnValueError unless ``divisor`` divides ``value``."""
+    if value % divisor:
+        raise DistlearnValueError(
+            name,
+            f"{name} = {value} must be divisible by {divisor_name} = {divisor}.",
+            f"{name} = {value} 必须能被 {divisor_name} = {divisor} 整除。",
+        )
+
+
+def _range_text(minimum, maximum, strict_min=False):
+    lo = ">" if strict_min else "≥"
+    if minimum is not None and maximum is not None:
+        return (f"in [{minimum}, {maximum}]" if not strict_min else f"in ({minimum}, {maximum}]",
+                f"范围 {'(' if strict_min else '['}{minimum}, {maximum}]")
+    if minimum is not None:
+        return f"{lo} {minimum}", f"{lo} {minimum}"
+    if maximum is not None:
+        return f"≤ {maximum}", f"≤ {maximum}"
+    return "", "任意"

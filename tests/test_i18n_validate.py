@@ -1,0 +1,51 @@
+import pytest
+
+import distlearn
+from distlearn import i18n
+from distlearn.validate import DistlearnValueError, check_choice, check_int, check_number
+
+
+def test_language_switch():
+    t = i18n.text("test.hello", "Hello", "你好")
+    try:
+        for lang, expected in [("en", "Hello"), ("zh", "你好"), ("both", "Hello / 你好")]:
+            distlearn.set_language(lang)
+            assert str(t) == expected
+        with pytest.raises(ValueError, match="lang"):
+            distlearn.set_language("fr")
+    finally:
+        distlearn.set_language("both")
+
+
+def test_text_requires_chinese():
+    with pytest.raises(ValueError):
+        i18n.text("test.bad", "Hello", "Hello")
+
+
+@pytest.mark.parametrize("value", [0, -3, 2.5, 2.0, "4", True, None])
+def test_check_int_names_parameter_and_range_in_both_languages(value):
+    with pytest.raises(DistlearnValueError) as info:
+        check_int("world_size", value, minimum=1)
+    msg = str(info.value)
+    assert "world_size" in msg and "≥ 1" in msg and "必须" in msg
+    assert info.value.param == "world_size"
+
+
+@pytest.mark.parametrize("value", [float("nan"), float("inf"), -1.0])
+def test_check_number_refuses_nonfinite_and_out_of_range(value):
+    with pytest.raises(DistlearnValueError):
+        check_number("bandwidth", value, minimum=0, strict_min=True)
+
+
+def test_check_choice_lists_choices():
+    with pytest.raises(DistlearnValueError, match="'a', 'b'"):
+        check_choice("mode", "c", ["a", "b"])
+
+
+def test_all_registered_texts_are_bilingual():
+    import importlib, pkgutil
+    for mod in pkgutil.walk_packages(distlearn.__path__, "distlearn."):
+        if ".labs." not in mod.name and not mod.name.endswith("__main__"):
+            importlib.import_module(mod.name)
+    for key, t in i18n.REGISTRY.items():
+        assert t.en.strip() and i18n._CJK.search(t.zh), key

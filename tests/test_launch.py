@@ -1,0 +1,61 @@
+"""The real multi-process launcher: results, re-runs in one process, worker errors, hangs, no orphans."""
+import multiprocessing as mp
+import time
+
+import pytest
+
+from distlearn import launch
+from distlearn.labs import smoke
+from distlearn.validate import DistlearnValueError
+
+pytestmark = pytest.mark.slow
+
+
+def _no_children_left():
+    deadline = time.time() + 5
+    while mp.active_children() and time.time() < deadline:
+        time.sleep(0.1)
+    return not mp.active_children()
+
+
+@pytest.mark.parametrize("world_size", [1, 2, 4])
+def test_all_reduce_results_in_rank_order(world_size):
+    assert launch.run(smoke.all_reduce_rank, world_size) == [world_size * (world_size + 1) / 2] * world_size
+
+
+def test_second_run_in_same_process_works():
+    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]
+    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]
+
+
+def test_worker_exception_reraised_with_rank_and_traceback():
+    with pytest.raises(launch.WorkerError) as info:
+        launch.run(smoke.raise_on_rank, 2, 1, timeout=60)
+    err = info.value
+    assert err.rank == 1 and err.exc_type == "ValueError"
+    assert "deliberate failure on rank 1" in str(err) and "raise_on_rank" in err.remote_traceback
+    assert _no_children_left()
+
+
+def test_hang_ends_at_timeout_without_orphans():
+    t0 = time.monotonic()
+    with pytest.raises(TimeoutError, match="did not finish within 6 s"):
+        launch.run(smoke.hang_on_rank, 2, 0, timeout=6)
+    assert time.monotonic() - t0 < 20
+    assert _no_children_left()
+
+
+def _local_fn(rank, world_size):
+    return rank
+
+
+def test_non_importable_function_is_refused_clearly():
+    with pytest.raises(DistlearnValueError, match="module-level"):
+        launch.run(lambda r, w: r, 2)
+
+
+@pytest.mark.parametrize("kwargs", [dict(world_size=0), dict(world_size=2.0), dict(world_size=2, backend="mpi"),
+                                    dict(world_size=2, timeout=-1)])
+def test_bad_arguments(kwargs):
+    with pytest.raises(DistlearnValueError):
+        launch.run(smoke.all_reduce_rank, **kwargs)
