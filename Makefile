@@ -33,7 +33,7 @@ lab: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
-	  --nbval --nbval-current-env --nbval-sanitize-with tests/nbval_sanitize.cfg
+	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"

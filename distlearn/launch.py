@@ -6,7 +6,8 @@ destroys it after ``fn`` returns. It returns the per-rank results in rank order.
 
 - ``fn`` must be importable (a module-level function, e.g. in :mod:`distlearn.labs`): spawned processes import it
   by name, so a function defined in a notebook cannot work there.
-- Each call picks a free TCP port on 127.0.0.1, so a second run in the same kernel works.
+- Each call starts its own rendezvous store in the calling process on a port the OS picks (127.0.0.1, port 0),
+  so a second run in the same kernel, or two runs at once, never collide on a port.
 - Gloo uses the loopback interface unless ``GLOO_SOCKET_IFNAME`` is set; ``OMP_NUM_THREADS=1`` unless set.
 - A worker's exception is raised here as :class:`WorkerError` with its rank and the worker's traceback; the other
   workers are stopped. A run that outlasts ``timeout`` seconds (a collective waiting for a rank that never calls
@@ -62,12 +63,6 @@ def device():
     return torch.device("cpu")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _loopback_ifname() -> str:
     try:
         names = [name for _, name in socket.if_nameindex()]
@@ -91,8 +86,9 @@ def _worker(fn, rank, world_size, args, backend, port, pg_timeout, conn):
 
             if backend == "nccl":
                 torch.cuda.set_device(rank % torch.cuda.device_count())
-            dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank,
-                                    world_size=world_size, timeout=datetime.timedelta(seconds=pg_timeout))
+            timeout = datetime.timedelta(seconds=pg_timeout)
+            store = dist.TCPStore("127.0.0.1", port, is_master=False, timeout=timeout)
+            dist.init_process_group(backend, store=store, rank=rank, world_size=world_size, timeout=timeout)
             result = fn(rank, world_size, *args)
             if dist.is_initialized():
                 dist.barrier()  # without it gloo sometimes aborts at exit (platform-notes.md)
@@ -147,8 +143,13 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
     os.environ.setdefault("OMP_NUM_THREADS", "1")  # inherited by the workers; 8x faster on small CPUs
     if backend == "gloo":
         os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
+    from torch.distributed import TCPStore
+
     ctx = mp.get_context("spawn")
-    port = _free_port()
+    # The rendezvous store lives here, on a port the OS assigns: no race with other runs for a "free" port.
+    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                     timeout=datetime.timedelta(seconds=max(timeout, 1.0)))
+    port = store.port
     procs, conns = [], {}
     try:
         for rank in range(world_size):
