@@ -151,6 +151,13 @@ def widgets_frontend_status(versions: dict[str, str | None], extension_dirs: lis
     return WidgetsStatus(ok=not en, problems_en=en, problems_zh=zh)
 
 
+def _display_width(s: str) -> int:
+    """Columns a string takes in a monospace font (CJK characters take two)."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+
+
 @dataclass
 class EnvironmentReport:
     """What :func:`environment_report` found. ``str(report)`` is a bilingual table."""
@@ -175,8 +182,9 @@ class EnvironmentReport:
         return rows
 
     def __str__(self) -> str:
-        width = max(len(k) for k, _ in self.rows())
-        lines = [f"{k:<{width}}  {v}" for k, v in self.rows()]
+        rows = self.rows()
+        width = max(_display_width(k) for k, _ in rows)
+        lines = [k + " " * (width - _display_width(k) + 2) + v for k, v in rows]
         if not self.widgets.ok:
             lines += ["", self.widgets.fix]
         return "\n".join(lines)

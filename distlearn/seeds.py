@@ -262,6 +262,21 @@ def transformer_blocks():
     return _large_lm_classes()[:2]
 
 
+def zero_residual_branches(block):
+    """Zero the last linear layer of both branches of a (seed or fixed) block, in place; returns the block.
+
+    A residual block whose branches output zero must be the identity, ``block(x) == x``: the fixed block is, the
+    seed's block returns ``norm2(x)`` instead, which exposes its bug.
+    """
+    import torch
+
+    with torch.no_grad():
+        for lin in (block.attn.out_proj, block.ffn[2]):
+            lin.weight.zero_()
+            lin.bias.zero_()
+    return block
+
+
 def seed_analyze_memory(model, n_gpus, mode="fsdp", use_bf16=False):
     """Seed B snippet 8 ``analyze_memory``, unchanged. GB (1e9 bytes) per GPU.
 

@@ -135,19 +135,12 @@ def test_large_lm_counted_on_meta_matches_closed_form():
     assert count_parameters(seeds.build_large_lm(fixed=False)) == n     # the fix changes no parameter
 
 
-def _zero_branches(block):
-    with torch.no_grad():
-        block.attn.out_proj.weight.zero_(); block.attn.out_proj.bias.zero_()
-        block.ffn[2].weight.zero_(); block.ffn[2].bias.zero_()
-    return block
-
-
 def test_residual_bug_seed_block_is_not_identity_when_branches_are_zero():
     Seed, Fixed = seeds.transformer_blocks()
     torch.manual_seed(0)
     x = torch.randn(2, 5, 16) * 3 + 1
-    fixed = _zero_branches(Fixed(16, 4, 32))
-    seed = _zero_branches(Seed(16, 4, 32))
+    fixed = seeds.zero_residual_branches(Fixed(16, 4, 32))
+    seed = seeds.zero_residual_branches(Seed(16, 4, 32))
     assert torch.equal(fixed(x), x)                                     # a residual block with zero branches = identity
     out = seed(x)
     assert not torch.allclose(out, x)
