@@ -72,7 +72,8 @@ Rajbhandari 等人（2020，*ZeRO*，§3）把训练显存分为
 - **Mixed precision, ZeRO convention** (`"mixed"`): 16-bit weights (2) and gradients (2); the optimizer keeps
   fp32 master weights, momentum and variance, K = 12 (ZeRO §3.1): 2 + 2 + 12 = **16 B**. No saving over fp32.
 - **Mixed precision with fp32 gradients** (`"mixed-fp32-grads"`, Megatron-LM's bf16 recipe: gradients are
-  accumulated in fp32 `main_grad` buffers): 2 + 4 + 12 = **18 B**. PyTorch's `autocast` keeps fp32 weights and
+  accumulated in fp32 `main_grad` buffers): 2 + 4 + 12 = **18 B**; the Megatron Core documentation (*Distributed
+  Optimizer*) lists 18 B, and 6 + 12/d when the optimizer state is sharded over d data-parallel ranks. PyTorch's `autocast` keeps fp32 weights and
   gradients (16 B with Adam) and makes 16-bit copies of the weights during the forward pass.
 - **SGD**: no state (4 + 4 = 8 B in fp32); **SGD with momentum**: one fp32 buffer, +4 B.
 - **8-bit Adam** (Dettmers et al. 2022, bitsandbytes): two 1-byte states, +2 B (its per-block scales, about
@@ -84,7 +85,8 @@ Rajbhandari 等人（2020，*ZeRO*，§3）把训练显存分为
 - **混合精度，ZeRO 约定**（`"mixed"`）：16 位权重（2）和梯度（2）；优化器保留 fp32 主权重、一阶和二阶动量，K = 12
   （ZeRO §3.1）：2 + 2 + 12 = **16 字节**。相比 fp32 没有节省。
 - **带 fp32 梯度的混合精度**（`"mixed-fp32-grads"`，Megatron-LM 的 bf16 方案：梯度在 fp32 的 `main_grad` 缓冲区中累加）：
-  2 + 4 + 12 = **18 字节**。PyTorch 的 `autocast` 保留 fp32 权重和梯度（配合 Adam 为 16 字节），在前向传播时临时生成
+  2 + 4 + 12 = **18 字节**；Megatron Core 文档（*Distributed Optimizer*）给出的正是 18 字节，优化器状态在 d 个数据并行
+  rank 上分片时为 6 + 12/d。PyTorch 的 `autocast` 保留 fp32 权重和梯度（配合 Adam 为 16 字节），在前向传播时临时生成
   16 位权重副本。
 - **SGD**：没有状态（fp32 下 4 + 4 = 8 字节）；**带动量的 SGD**：一个 fp32 缓冲区，+4 字节。
 - **8 位 Adam**（Dettmers 等人 2022，bitsandbytes）：两个 1 字节状态，+2 字节（分块缩放因子约 0.03 字节/参数，忽略）。
@@ -346,10 +348,11 @@ print(f"seed's thinking (TP shard, then FSDP over 8 GPUs) / 种子的思路（�
 """),
     pair(r"""
 Offload moves bytes, it does not remove them: ZeRO-Offload keeps the optimizer state (master weights included) in
-CPU memory, ZeRO-Infinity also the parameter shards (stage 3).
+CPU memory, ZeRO-Infinity also the parameter shards (stage 3). (DeepSpeed also streams the gradient shards to the
+CPU for the optimizer step; the calculator keeps them on the GPU, the conservative count.)
 """, r"""
 卸载只是搬走字节，而不是消除它们：ZeRO-Offload 把优化器状态（包括主权重）放在 CPU 内存中，ZeRO-Infinity 还把参数分片
-也放到 CPU（阶段 3）。
+也放到 CPU（阶段 3）。（DeepSpeed 还会把梯度分片传到 CPU 上做优化器更新；计算器把它们算在 GPU 上，是偏保守的估计。）
 """),
     code("""
 psi = PRESETS["llama3-70b"].num_parameters()

@@ -239,3 +239,41 @@ def test_checker_says_not_solved():
         raise NotImplementedError
     with pytest.raises(check.CheckFailed):
         check.ex01_bytes_per_param(f)
+
+
+# ---------------------------------------------------------------- independent sources and properties
+@pytest.mark.parametrize("precision,fixed,sharded", [("mixed-fp32-grads", 6, 12), ("fp32", 8, 8)])
+@pytest.mark.parametrize("d", [1, 2, 8, 64])
+def test_megatron_distributed_optimizer_table(precision, fixed, sharded, d):
+    """Megatron Core docs, "Distributed Optimizer": bf16 params + fp32 grads 18 B (6 + 12/d sharded),
+    fp32 params + fp32 grads 16 B (8 + 8/d). Their distributed optimizer is ZeRO stage 1."""
+    psi = 10**9
+    assert model_state_bytes(psi, dp=d, zero_stage=1, precision=precision).total == pytest.approx(
+        psi * (fixed + sharded / d))
+
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+
+@settings(max_examples=60, deadline=None)
+@given(psi=st.integers(1, 10**12), dp=st.integers(1, 4096),
+       precision=st.sampled_from(["fp32", "mixed", "mixed-fp32-grads"]),
+       optimizer=st.sampled_from(["adam", "adam-8bit", "sgd-momentum", "sgd"]))
+def test_zero_properties(psi, dp, precision, optimizer):
+    totals = [model_state_bytes(psi, dp=dp, zero_stage=z, precision=precision, optimizer=optimizer).total
+              for z in range(4)]
+    assert all(a >= b for a, b in zip(totals, totals[1:]))               # each stage saves or breaks even
+    assert totals[3] == pytest.approx(totals[0] / dp)                     # stage 3 shards everything
+    if dp == 1:
+        assert totals == [totals[0]] * 4                                   # nothing to shard over
+    r = memory_widget.compute(model="custom", custom_billions=psi / 1e9, precision=precision,
+                              optimizer=optimizer, dp=dp, zero_stage=2)
+    assert r["total"] == model_state_bytes(round(psi / 1e9 * 1e9), dp=dp, zero_stage=2, precision=precision,
+                                           optimizer=optimizer).total
+    assert r["total_gib"] * GiB == pytest.approx(r["total_gb"] * GB)
+
+
+def test_large_lm_parameters_rejects_bad_sizes():
+    with pytest.raises(DistlearnValueError) as e:
+        seeds.large_lm_parameters(0, 4096, 32, 16384)
+    assert "vocab_size" in str(e.value) and "必须" in str(e.value)

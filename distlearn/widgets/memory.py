@@ -38,8 +38,8 @@ T = {
     "params": text("widgets.memory.params", "parameters", "参数"),
     "grads": text("widgets.memory.grads", "gradients", "梯度"),
     "optim": text("widgets.memory.optim", "optimizer states", "优化器状态"),
-    "ylabel": text("widgets.memory.ylabel", "GB per GPU (1 GB = 1e9 bytes)", "每张 GPU 的 GB（1 GB = 1e9 字节）"),
-    "gib": text("widgets.memory.gib", "GiB (2^30 bytes)", "GiB（2^30 字节）"),
+    "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每卡 GB（1e9 字节）"),
+    "gib": text("widgets.memory.gib", "GiB (2^30 B)", "GiB（2^30 字节）"),
     "capacity": text("widgets.memory.capacity", "GPU memory", "GPU 显存"),
 }
 PRECISION_LABELS = {
@@ -112,22 +112,31 @@ def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str =
     from .. import plots
 
     if ax is None:
-        _, ax = plots.new_figure(max(4.0, 1.3 * len(results) + 3), 3.6)
+        _, ax = plots.new_figure(max(5.5, 1.3 * len(results) + 3), 3.8)
     bottom = [0.0] * len(results)
     for key, name in (("params", "params"), ("grads", "grads"), ("optimizer", "optim")):
         vals = [r[key] / GB for r in results]
-        ax.bar(labels, vals, bottom=bottom, color=plots.COLORS[key], label=str(T[name]))
+        ax.bar(labels, vals, bottom=bottom, color=plots.COLORS[key], label=str(T[name]), width=0.6)
         bottom = [b + v for b, v in zip(bottom, vals)]
     cap = results[0]["capacity"] / GB
     ax.axhline(cap, color="black", linestyle="--", linewidth=1)
-    ax.text(len(results) - 0.5, cap, f" {T['capacity']}: {cap:.1f} GB", va="bottom", ha="right", fontsize=8)
+    ax.text(0.01, cap, f"{T['capacity']}: {cap:.1f} GB", va="bottom", ha="left", fontsize=8,
+            transform=ax.get_yaxis_transform())
     ax.set_ylabel(str(T["ylabel"]))
     ax.set_ylim(0, max(max(bottom), cap) * 1.15)
     sec = ax.secondary_yaxis("right", functions=(lambda g: g * GB / GiB, lambda g: g * GiB / GB))
     sec.set_ylabel(str(T["gib"]))
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8, frameon=False)
     plots.title(ax, title_en, title_zh)
     return ax
+
+
+def _pad(s: str, width: int) -> str:
+    """Left-align ``s`` in ``width`` monospace columns (CJK characters take two)."""
+    import unicodedata
+
+    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+    return s + " " * max(0, width - used)
 
 
 def render(result: dict) -> None:
@@ -142,7 +151,7 @@ def render(result: dict) -> None:
              f"Ψ = {r['num_params']:,} 个参数，分片前每个参数 {r['per_param']:g} 字节", sep="\n"))
     for key, name in (("params", "params"), ("grads", "grads"), ("optimizer", "optim"), ("total", None)):
         label = str(T[name]) if name else bi("total", "合计")
-        print(f"  {label:<28} {r[key + '_gb']:10.2f} GB  {r[key + '_gib']:10.2f} GiB")
+        print(f"  {_pad(label, 32)} {r[key + '_gb']:10.2f} GB  {r[key + '_gib']:10.2f} GiB")
     if r["cpu"]:
         print("  " + bi(f"in CPU memory (offload): {r['cpu_gb']:.2f} GB", f"CPU 内存中（卸载）：{r['cpu_gb']:.2f} GB"))
     verdict = (bi("model states fit; activations, CUDA context and allocator still need room",
