@@ -204,6 +204,22 @@ print(f"LargeLM: {n:,} parameters (closed form / 闭式公式: {seeds.large_lm_p
 print(f"fp32 weights alone / 仅 fp32 权重: {4 * n / 1e9:.1f} GB; fp32 Adam model states / 模型状态: {16 * n / 1e9:.1f} GB")
 """),
     pair(r"""
+The seed then feeds this model to its `analyze_memory`, which makes mistakes 1 and 3 again: "FSDP + BF16" is
+2 + 2 + 8 = 12 B/param (no master weights) divided by the number of GPUs. Beside it, the correct ZeRO-3 numbers with
+dp = number of GPUs (pure data parallelism, the only case where the two coincide):
+""", r"""
+种子随后把这个模型交给它的 `analyze_memory`，又犯了误区 1 和 3：“FSDP + BF16”按 2 + 2 + 8 = 每参数 12 字节（没有主权重）
+计算，再除以 GPU 数。旁边是正确的 ZeRO-3 数值，取 dp = GPU 数（纯数据并行，这是两者唯一一致的情形）：
+"""),
+    code("""
+print(f"{'GPUs':>5} | {'seed FSDP fp32':>14} {'seed FSDP+BF16':>14} | {'ZeRO-3 fp32':>11} {'ZeRO-3 mixed':>12}  (GB per GPU / 每卡)")
+for gpus in (8, 16, 32):
+    fp32 = model_state_bytes(n, dp=gpus, zero_stage=3, precision="fp32").total / GB
+    mixed = model_state_bytes(n, dp=gpus, zero_stage=3, precision="mixed").total / GB
+    print(f"{gpus:>5} | {seeds.seed_analyze_memory(big, gpus, 'fsdp'):>14.1f} {seeds.seed_analyze_memory(big, gpus, 'fsdp', True):>14.1f} |"
+          f" {fp32:>11.1f} {mixed:>12.1f}")
+"""),
+    pair(r"""
 A clean test of the residual bug: make both branches of a block output zero (zero their last linear layers). A
 correct residual block then passes its input through unchanged. The seed's block returns `norm2(x)` instead.
 """, r"""

@@ -277,3 +277,12 @@ def test_large_lm_parameters_rejects_bad_sizes():
     with pytest.raises(DistlearnValueError) as e:
         seeds.large_lm_parameters(0, 4096, 32, 16384)
     assert "vocab_size" in str(e.value) and "必须" in str(e.value)
+
+
+def test_seed_analyze_memory_on_meta_large_lm():
+    big = seeds.build_large_lm()
+    n = count_parameters(big)
+    assert seeds.seed_analyze_memory(big, 8, "fsdp", use_bf16=True) == pytest.approx(n * 12 / 8 / 1e9)
+    assert seeds.seed_analyze_memory(big, 8, "fsdp") == pytest.approx(
+        model_state_bytes(n, dp=8, zero_stage=3, precision="fp32").total / GB)
+    assert model_state_bytes(n, dp=8, zero_stage=3, precision="mixed").total == n * 16 / 8   # not 12
