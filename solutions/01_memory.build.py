@@ -76,7 +76,6 @@ def zero_model_states(num_params, dp, zero_stage):
     return params + grads + optimizer
     ### END SOLUTION
 
-print(f"{zero_model_states(7.5e9, 64, 2) / 1e9:.1f} GB")
 """),
     code("""
 check.ex01_zero_model_states(zero_model_states)
@@ -102,7 +101,6 @@ def llama_layer_params(hidden_size, ffn_hidden_size, num_heads, num_kv_heads):
     return 2 * h * h + 2 * h * kv_dim + 3 * h * f + 2 * h
     ### END SOLUTION
 
-print(f"{llama_layer_params(4096, 11008, 32, 32):,}")
 """),
     code("""
 check.ex01_llama_layer_params(llama_layer_params)
@@ -127,7 +125,6 @@ def zero_with_tp(num_params, num_gpus, tp, zero_stage):
     return zero_model_states(num_params // tp, dp, zero_stage)
     ### END SOLUTION
 
-print(f"{zero_with_tp(8 * 10**9, 8, 8, 3) / 1e9:.0f} GB")
 """),
     code("""
 check.ex01_zero_with_tp(zero_with_tp)
