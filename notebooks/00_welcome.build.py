@@ -61,7 +61,7 @@ Chapters 01 and 02 are the foundation; after them, any order works.
 | 02 | 集合通信 | 广播、规约、AllReduce（全规约，环形算法）、AllGather（全收集）、ReduceScatter（规约散射）、All-to-All；通信量；α-β 代价模型；真实 gloo 进程 |
 | 03 | 数据并行 | 数据并行为何等价于全批次训练、不均匀分片、损失取平均还是求和、采样器补齐、同步 BatchNorm、梯度分桶；真实 DDP |
 | 04 | 张量并行 | 列并行与行并行线性层、Megatron 的 MLP 与注意力切分、序列并行；真实 DTensor |
-| 05 | 流水线并行 | GPipe、1F1B、交错式 1F1B、流水线气泡、在途激活；真实 `torch.distributed.pipelining` |
+| 05 | 流水线并行 | GPipe、1F1B、交错式 1F1B、流水线气泡、在途激活值；真实 `torch.distributed.pipelining` |
 | 06 | ZeRO 与 FSDP | ZeRO-1/2/3 的显存与通信、扁平参数与填充、包装策略；真实 FSDP2 |
 | 07 | 通信与计算重叠、预取 | 通信与计算重叠、前向/反向预取及其显存代价 |
 | 08 | 激活显存与省显存技术 | 每层激活显存、重计算（激活检查点）、卸载、梯度累积 |

@@ -32,7 +32,7 @@ Units: bytes; GB = 10⁹ bytes (the ZeRO paper, GPU data sheets), GiB = 2³⁰ b
 
 **学习目标。** 学完本章，你能够
 
-- 说出一次训练迭代中的*模型状态*（参数、梯度、优化器状态）和*剩余状态*（激活、临时缓冲区、内存碎片）；
+- 说出一次训练迭代中的*模型状态*（参数、梯度、优化器状态）和*剩余状态*（激活值、临时缓冲区、内存碎片）；
 - 给出常见方案下每个参数占的字节数：fp32 Adam 16 字节，ZeRO 式混合精度 2 + 2 + 12 = 16 字节，带 fp32 梯度的
   Megatron 式混合精度 18 字节，SGD，8 位 Adam；
 - 在不分配内存的情况下统计真实模型的参数量（PyTorch 的 meta 设备）；
@@ -61,7 +61,7 @@ Rajbhandari 等人（2020，*ZeRO*，§3）把训练显存分为
 
 - **模型状态**：参数、梯度和优化器状态（Adam 的一阶动量和二阶动量；混合精度下还有一份 fp32 主权重）。它们随参数量 Ψ
   增长：$\text{模型状态} = \Psi\,(w + g + o)$ 字节，其中 $w, g, o$ 分别是权重、梯度和优化器状态每个参数占的字节数；
-- **剩余状态**：为反向传播保存的激活、临时缓冲区（例如通信用的）和内存碎片。它们随批大小和序列长度增长（第 08 章）。
+- **剩余状态**：为反向传播保存的激活值、临时缓冲区（例如通信用的）和内存碎片。它们随批大小和序列长度增长（第 08 章）。
 
 本章讨论模型状态。
 """),
@@ -110,7 +110,7 @@ for precision in PRECISIONS:
 > **常见误区。** *“混合精度能把模型显存减少 25 %。”* 种子材料中的 `mixed_precision_comparison` 把“mixed bf16”算成
 > 2 字节权重 + 2 字节梯度 + 8 字节 Adam 动量 = 每参数 12 字节，并声称比 fp32（16 字节）节省 25 %。它漏掉了
 > **fp32 主权重**。它自己的 `fp16_with_master_gb` 那一行（16 字节）才是对的。模型状态仍是每参数 16 字节（ZeRO 约定）
-> 或 18 字节（fp32 梯度）；混合精度节省的是*激活*显存和时间，而不是模型状态显存。
+> 或 18 字节（fp32 梯度）；混合精度节省的是*激活值*显存和时间，而不是模型状态显存。
 """),
     code("""
 from distlearn import seeds
@@ -382,14 +382,14 @@ for off_opt, off_par in ((False, False), (True, False), (True, True)):
 > (1) Adam state is 8 B/param with 16-bit weights: no master weights (12 B in truth);
 > (2) without layer sizes, activations are `0.5 × params × bytes`, an invented constant that ignores sequence
 > length and batch size; (3) with them, `4·s·b·h·bytes` per layer, while Korthikanti et al. (2022) count
-> `s·b·h·(34 + 5·a·s/h)` bytes per layer, 14× more for a 7B model at s = 2048; (4) "fits on 80 GB" compares
+> `s·b·h·(34 + 5·a·s/h)` bytes per layer, about 14× as much for a 7B model at s = 2048; (4) "fits on 80 GB" compares
 > GB (10⁹) with an 80 GB card and ignores the CUDA context, the allocator's cache and temporary buffers: an
 > "80GB" A100 reports 81,920 MiB = 85.9 GB in total, of which less is usable.
 """, r"""
 > **常见误区。** *种子中的 `memory_calculator`。* 一个函数里有四处错误：
-> （1）16 位权重时 Adam 状态按每参数 8 字节计：漏掉了主权重（实际是 12 字节）；（2）不给层尺寸时，激活按
+> （1）16 位权重时 Adam 状态按每参数 8 字节计：漏掉了主权重（实际是 12 字节）；（2）不给层尺寸时，激活值按
 > `0.5 × 参数量 × 字节数` 计，这是凭空捏造的常数，与序列长度和批大小无关；（3）给了层尺寸时，每层按 `4·s·b·h·字节数`
-> 计，而 Korthikanti 等人（2022）每层计 `s·b·h·(34 + 5·a·s/h)` 字节，对 7B 模型在 s = 2048 时多 14 倍；（4）“80 GB
+> 计，而 Korthikanti 等人（2022）每层计 `s·b·h·(34 + 5·a·s/h)` 字节，对 7B 模型在 s = 2048 时约为前者的 14 倍；（4）“80 GB
 > 放得下”用 GB（10⁹）与 80 GB 显卡比较，并忽略了 CUDA 上下文、分配器缓存和临时缓冲区：一张“80GB”的 A100 总共报告
 > 81,920 MiB = 85.9 GB，其中可用的更少。
 """),
@@ -400,9 +400,9 @@ s_, b_, h_, a_, layers = 2048, 1, 4096, 32, 32        # Llama 2 7B shape, one se
 seed = seeds.seed_memory_calculator(7, sequence_length=s_, batch_size_per_gpu=b_, hidden_dim=h_, num_layers=layers)
 kort = layers * activation_bytes_per_layer(seq_len=s_, micro_batch_size=b_, hidden_size=h_, num_heads=a_)
 print(f"optimizer / 优化器状态:  seed {seeds.seed_memory_calculator(7)['optimizer_gb']:.0f} GB   correct / 正确 {model_state_bytes(7 * 10**9).optimizer / GB:.0f} GB")
-print(f"activations, no sizes / 不给尺寸的激活: seed {seeds.seed_memory_calculator(7, sequence_length=512)['activations_gb']:.0f} GB at s=512,"
+print(f"activations, no sizes / 不给尺寸的激活值: seed {seeds.seed_memory_calculator(7, sequence_length=512)['activations_gb']:.0f} GB at s=512,"
       f" {seeds.seed_memory_calculator(7, sequence_length=8192)['activations_gb']:.0f} GB at s=8192")
-print(f"activations, s={s_} / 激活: seed {seed['activations_gb']:.1f} GB   Korthikanti {kort / GB:.1f} GB  ({kort / (seed['activations_gb'] * GB):.2f}×)")
+print(f"activations, s={s_} / 激活值: seed {seed['activations_gb']:.1f} GB   Korthikanti {kort / GB:.1f} GB  ({kort / (seed['activations_gb'] * GB):.2f}×)")
 print(f"'80GB' A100: {memory.GPUS['A100 80GB']:,} bytes = {memory.GPUS['A100 80GB'] / GB:.1f} GB = {memory.GPUS['A100 80GB'] / 2**30:.0f} GiB (total, not usable)")
 """),
     pair(r"""
@@ -416,7 +416,7 @@ need room too.
 ## 探索器
 
 选择模型（或自定义规模）、精度方案、优化器、数据并行度和 ZeRO 阶段、是否卸载，以及 GPU 型号。柱状图显示每张 GPU 上
-参数、梯度和优化器状态的大小，左轴为 GB，右轴为 GiB，并与 GPU 的总显存对比。别忘了激活、CUDA 上下文和分配器缓存也要占
+参数、梯度和优化器状态的大小，左轴为 GB，右轴为 GiB，并与 GPU 的总显存对比。别忘了激活值、CUDA 上下文和分配器缓存也要占
 空间。
 """),
     code("""
@@ -437,11 +437,11 @@ memory.explorer()
 ## 小结
 
 - 模型状态占 Ψ·(w + g + o) 字节：fp32 Adam **和** ZeRO 式混合精度（2 + 2 + 12）都是每参数 16 字节，使用 fp32 梯度时
-  为 18 字节。混合精度节省的是激活和时间，而不是模型状态。
+  为 18 字节。混合精度节省的是激活值显存和时间，而不是模型状态。
 - 在 meta 设备上统计参数：Llama 3 8B 有 8,030,261,248 个参数；种子的 `LargeLM` 有 6,853,804,880 个，统计它无需 27 GB 内存。
 - Adam 一步之后，真实 PyTorch 张量所占字节与计算器完全相等（外加几个字节的步数计数器）。
 - ZeRO 在数据并行度 dp = GPU 数 / (tp · pp) 上分片，而不是在全部 GPU 上。
-- 种子中的计算器漏掉主权重、捏造激活常数，并混用 GB 与 GiB。
+- 种子中的计算器漏掉主权重、捏造激活值常数，并混用 GB 与 GiB。
 """),
     pair(r"""
 ## Exercises

@@ -157,7 +157,7 @@ def render(result: dict) -> None:
     if r["cpu"]:
         print("  " + bi(f"in CPU memory (offload): {r['cpu_gb']:.2f} GB", f"CPU 内存中（卸载）：{r['cpu_gb']:.2f} GB"))
     verdict = (bi("model states fit; activations, CUDA context and allocator still need room",
-                  "模型状态放得下；但激活、CUDA 上下文和分配器缓存还需要空间") if r["fits"]
+                  "模型状态放得下；但激活值、CUDA 上下文和分配器缓存还需要空间") if r["fits"]
                else bi("model states alone do NOT fit", "仅模型状态就放不下"))
     print(f"  {r['gpu']}: {r['capacity_gb']:.1f} GB = {r['capacity_gib']:.1f} GiB → {verdict}")
     plot_states([r], [f"dp={r['dp']}, ZeRO-{r['zero_stage']}"])
