@@ -342,6 +342,31 @@ memory.plot_states(results, [f"ZeRO-{z}" for z in range(4)],
 plt.show()
 """),
     pair(r"""
+**ZeRO-1 on real processes.** PyTorch's `ZeroRedundancyOptimizer` is ZeRO stage 1: each data-parallel rank keeps
+Adam's state only for the parameters it owns and all-gathers the updated parameters after the step. The lab
+`distlearn.labs.memory_states` runs it on 2 real gloo processes (the tiny model, fp32 AdamW) and reports the bytes
+of optimizer state each rank holds. It assigns whole tensors to ranks, so the shares are close to, not exactly,
+8Ψ/dp; together they are exactly 8Ψ. (DeepSpeed and FSDP flatten and pad instead: chapter 06.)
+""", r"""
+**真实进程上的 ZeRO-1。** PyTorch 的 `ZeroRedundancyOptimizer` 就是 ZeRO 阶段 1：每个数据并行 rank 只为自己负责的参数
+保留 Adam 状态，更新之后再对参数做 AllGather（全收集）。实验 `distlearn.labs.memory_states` 在 2 个真实的 gloo 进程上
+运行它（小模型，fp32 AdamW），报告每个 rank 实际持有的优化器状态字节数。它按整个张量分配给各 rank，因此每份接近而不恰好
+等于 8Ψ/dp；各份之和恰好是 8Ψ。（DeepSpeed 和 FSDP 则是展平后填充：见第 06 章。）
+"""),
+    code("""
+from distlearn import launch
+from distlearn.labs.memory_states import zero1_adam_state_bytes
+
+ranks = launch.run(zero1_adam_state_bytes, 2)
+psi = ranks[0]["num_params"]
+calc = model_state_bytes(psi, dp=2, zero_stage=1, precision="fp32").optimizer
+for r in ranks:
+    print(f"rank {r['rank']}: owns {r['owned_params']:,} params / 个参数, Adam state / Adam 状态 {r['state_bytes']:,} B"
+          f"  (calculator 8Ψ/dp / 计算器: {calc:,.0f} B; plain AdamW / 不分片: {r['full_state_bytes']:,} B)")
+print("sum over ranks / 各 rank 之和 == 8Ψ:", sum(r["state_bytes"] for r in ranks) == 8 * psi,
+      "| ranks agree after the step / 更新后各 rank 参数一致:", all(r["max_param_diff"] == 0.0 for r in ranks))
+"""),
+    pair(r"""
 > **Common misconception.** *"ZeRO/FSDP divides the model states by the number of GPUs."* The seed's
 > `calc_memory` and `memory_calculator` divide by `num_gpus`. ZeRO divides by the **data-parallel degree**
 > dp = #GPUs / (tp · pp). Tensor and pipeline parallelism already split the model; ZeRO only shards what is

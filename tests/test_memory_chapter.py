@@ -286,3 +286,19 @@ def test_seed_analyze_memory_on_meta_large_lm():
     assert seeds.seed_analyze_memory(big, 8, "fsdp") == pytest.approx(
         model_state_bytes(n, dp=8, zero_stage=3, precision="fp32").total / GB)
     assert model_state_bytes(n, dp=8, zero_stage=3, precision="mixed").total == n * 16 / 8   # not 12
+
+
+@pytest.mark.slow
+def test_zero1_on_real_processes_shards_adam_state():
+    from distlearn import launch
+    from distlearn.labs.memory_states import zero1_adam_state_bytes
+
+    ranks = launch.run(zero1_adam_state_bytes, 2)
+    psi = TINY.num_parameters()
+    largest = max(p.numel() for p in build_model(TINY).parameters())
+    assert sum(r["state_bytes"] for r in ranks) == 8 * psi                      # nothing lost, nothing duplicated
+    for r in ranks:
+        assert r["state_bytes"] == 8 * r["owned_params"]                        # exp_avg + exp_avg_sq, fp32
+        assert abs(r["state_bytes"] - model_state_bytes(psi, dp=2, zero_stage=1, precision="fp32").optimizer) \
+            <= 8 * largest                                                      # whole tensors per rank
+        assert r["max_param_diff"] == 0.0
