@@ -1,0 +1,73 @@
+"""Checkers for chapter 01 (where does the memory go?). Expected values come from :mod:`distlearn.memory` and
+:mod:`distlearn.models`, which tests pin to the ZeRO paper and to published parameter counts."""
+from __future__ import annotations
+
+from ..check import Case, verify
+from ..memory import bytes_per_param, model_state_bytes
+from ..models import ModelConfig
+
+_MASTER_EN = ("in mixed precision the optimizer keeps an fp32 master copy of the weights (4 B/param) besides its own "
+              "state (Adam: two fp32 moments, 8 B; SGD: none).")
+_MASTER_ZH = "混合精度下，优化器除了自身状态（Adam：两个 fp32 动量，8 字节；SGD：无）之外，还保留一份 fp32 主权重（每个参数 4 字节）。"
+
+
+def ex01_bytes_per_param(fn) -> None:
+    """``fn(precision, optimizer) -> int``: model-state bytes per parameter (weights + grads + optimizer)."""
+    combos = [("fp32", "adam"), ("mixed", "adam"), ("mixed-fp32-grads", "adam"), ("fp32", "sgd"),
+              ("fp32", "sgd-momentum"), ("mixed", "sgd"), ("mixed", "adam-8bit")]
+    hints = {
+        "mixed": (_MASTER_EN, _MASTER_ZH),
+        "mixed-fp32-grads": ("gradients are accumulated in fp32 (4 B), weights stay 16-bit (2 B), and the "
+                             "optimizer keeps the fp32 master copy.",
+                             "梯度以 fp32（4 字节）累加，权重仍为 16 位（2 字节），优化器保留 fp32 主权重。"),
+        "fp32": ("fp32 weights 4 B + fp32 grads 4 B + state: Adam 8 B, SGD with momentum 4 B, plain SGD 0 B.",
+                 "fp32 权重 4 字节 + fp32 梯度 4 字节 + 状态：Adam 8 字节，带动量 SGD 4 字节，普通 SGD 0 字节。"),
+    }
+    cases = [Case(args=(p, o), expected=bytes_per_param(p, o)["total"], hint_en=hints[p][0], hint_zh=hints[p][1])
+             for p, o in combos]
+    verify("ex01_bytes_per_param", fn, cases)
+
+
+def ex01_zero_model_states(fn) -> None:
+    """``fn(num_params, dp, zero_stage) -> bytes`` per GPU with mixed-precision Adam (2 + 2 + 12 B/param)."""
+    cases = []
+    for num_params, dp, stage in [(7_500_000_000, 64, 0), (7_500_000_000, 64, 1), (7_500_000_000, 64, 2),
+                                  (7_500_000_000, 64, 3), (1_000_000_000, 1, 3), (6_738_415_616, 8, 2),
+                                  (70_000_000_000, 1024, 3)]:
+        cases.append(Case(args=(num_params, dp, stage),
+                          expected=model_state_bytes(num_params, dp=dp, zero_stage=stage).total, rtol=1e-9,
+                          hint_en="stage 1 divides the 12 B of optimizer state by dp, stage 2 also the 2 B of "
+                                  "gradients, stage 3 also the 2 B of parameters. " + _MASTER_EN,
+                          hint_zh="阶段 1 把 12 字节优化器状态除以 dp，阶段 2 再把 2 字节梯度除以 dp，阶段 3 再把 2 字节"
+                                  "参数除以 dp。" + _MASTER_ZH))
+    verify("ex01_zero_model_states", fn, cases)
+
+
+def ex01_llama_layer_params(fn) -> None:
+    """``fn(hidden_size, ffn_hidden_size, num_heads, num_kv_heads) -> int``: parameters of one Llama layer."""
+    shapes = [(4096, 11008, 32, 32), (4096, 14336, 32, 8), (8192, 28672, 64, 8), (5120, 13824, 40, 40),
+              (64, 176, 4, 2)]
+    cases = [Case(args=s, expected=ModelConfig("x", "llama", 1000, s[0], 1, s[2], s[1], 16,
+                                               num_kv_heads=s[3]).layer_parameters(),
+                  hint_en="Q and O are h×h; K and V are h×(num_kv_heads·h/num_heads) (grouped-query attention); "
+                          "SwiGLU has three h×f matrices; two RMSNorms of h weights; no biases.",
+                  hint_zh="Q 和 O 是 h×h；K 和 V 是 h×(num_kv_heads·h/num_heads)（分组查询注意力）；SwiGLU 有三个 "
+                          "h×f 矩阵；两个各含 h 个权重的 RMSNorm；没有偏置。")
+             for s in shapes]
+    verify("ex01_llama_layer_params", fn, cases)
+
+
+def ex01_zero_with_tp(fn) -> None:
+    """``fn(num_params, num_gpus, tp, zero_stage) -> bytes`` per GPU, mixed-precision Adam, tensor parallel of
+    degree ``tp`` inside data parallel of degree ``num_gpus // tp``."""
+    cases = []
+    for num_params, gpus, tp, stage in [(8_000_000_000, 8, 8, 3), (8_000_000_000, 8, 1, 3),
+                                        (8_000_000_000, 8, 2, 3), (8_000_000_000, 64, 8, 1),
+                                        (70_000_000_000, 512, 8, 2)]:
+        cases.append(Case(args=(num_params, gpus, tp, stage),
+                          expected=model_state_bytes(num_params // tp, dp=gpus // tp, zero_stage=stage).total,
+                          hint_en="each GPU holds 1/tp of the model, and ZeRO shards that over dp = num_gpus / tp "
+                                  "replicas, not over num_gpus: with tp = num_gpus, dp = 1 and ZeRO saves nothing.",
+                          hint_zh="每张 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
+                                  "num_gpus 之间：tp = num_gpus 时 dp = 1，ZeRO 什么也省不了。"))
+    verify("ex01_zero_with_tp", fn, cases)
