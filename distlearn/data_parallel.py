@@ -250,3 +250,43 @@ def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap
     backward_end = float(ready[-1])
     step_end = max(backward_end, comm_free)
     return Timeline(events, backward_end, step_end, step_end - backward_end, total_comm, buckets)
+
+
+# ---------------------------------------------------------------- splits and reductions side by side
+SPLITS = ("drop_remainder", "contiguous", "sampler_pad")
+REDUCTIONS = ("weighted", "mean_of_means")
+
+
+def split_indices(num_samples: int, world_size: int, split: str = "contiguous") -> list[list[int]]:
+    """Per-rank sample indices. ``"contiguous"``: :func:`shard_sizes` (uneven, maybe empty ranks);
+    ``"drop_remainder"``: ⌊N/world_size⌋ each, the rest unused; ``"sampler_pad"``: DistributedSampler without
+    drop_last (:func:`distributed_sampler_indices`, repeats samples)."""
+    check_choice("split", split, SPLITS)
+    num_samples = check_int("num_samples", num_samples, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1)
+    if split == "sampler_pad":
+        return distributed_sampler_indices(num_samples, world_size)
+    sizes = shard_sizes(num_samples, world_size)
+    if split == "drop_remainder":
+        sizes = [num_samples // world_size] * world_size
+    offsets = np.cumsum([0] + sizes)
+    return [list(range(offsets[r], offsets[r + 1])) for r in range(world_size)]
+
+
+def data_parallel_loss(data, world_size: int, model_fn, *, split: str = "contiguous",
+                       reduction: str = "weighted") -> tuple[float, list[int]]:
+    """The loss a data-parallel step reports: per-rank mean losses over ``split_indices(...)`` combined by
+    ``reduction`` — ``"weighted"`` by shard size (empty ranks weigh 0) or ``"mean_of_means"`` (the seed; NaN if a
+    rank is empty). Returns (loss, shard sizes). Equals ``model_fn(data)[0]`` only for ``weighted`` with the
+    ``contiguous`` split (or any split without dropped or repeated samples)."""
+    check_choice("reduction", reduction, REDUCTIONS)
+    data = np.asarray(data)
+    shards = split_indices(len(data), world_size, split)
+    sizes = [len(s) for s in shards]
+    losses = [model_fn(data[s])[0] if len(s) else np.nan for s in shards]
+    if reduction == "weighted":
+        total = sum(sizes)
+        if total == 0:
+            return float("nan"), sizes
+        return float(sum(n * l for n, l in zip(sizes, losses) if n) / total), sizes
+    return float(np.mean(losses)), sizes

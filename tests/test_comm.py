@@ -165,3 +165,14 @@ def test_fit_recovers_alpha_beta():
     with pytest.raises(DistlearnValueError):
         cost.fit_alpha_beta([1.0], [1.0], 4)
     assert math.isfinite(fit.predict(1e9))
+
+
+def test_collectives_explorer_counts_bytes():
+    from distlearn.widgets import collectives as w
+
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"):
+        r = w.compute(operation=op, world_size=4, step=99, message_mb=8)
+        assert r["step"] == r["num_steps"]
+        assert r["bytes_sent"].mean() == pytest.approx(r["formula_per_rank"])
+    r = w.compute(operation="all_reduce", world_size=4, step=3, message_mb=8)
+    assert r["phase"] == "reduce-scatter" and r["bytes_sent"].sum() == pytest.approx(3 * 4 * 2e6)

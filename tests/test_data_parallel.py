@@ -136,3 +136,29 @@ def test_overlap_timeline_extremes():
     each_slow = 14 * 1e-5 + 2 * 7 / 8 * 4 * 2**20 / 1e9
     assert slow.step_end == pytest.approx(1e-3 + 10 * each_slow)
     assert per.exposed_comm < one.exposed_comm
+
+
+def test_splits_and_reductions():
+    x, w = seed_problem()
+    f = dp.linear_mse_model(w)
+    full = f(x[:10])[0]
+    loss, sizes = dp.data_parallel_loss(x[:10], 3, f, split="contiguous", reduction="weighted")
+    assert sizes == [4, 3, 3] and loss == pytest.approx(full, rel=1e-13)
+    loss, sizes = dp.data_parallel_loss(x[:10], 3, f, split="sampler_pad", reduction="weighted")
+    padded = np.concatenate([x[:10], x[:2]])
+    assert sizes == [4, 4, 4] and loss == pytest.approx(f(padded)[0], rel=1e-13) and loss != pytest.approx(full)
+    loss, sizes = dp.data_parallel_loss(x[:10], 3, f, split="drop_remainder")
+    assert sizes == [3, 3, 3] and loss == pytest.approx(f(x[:9])[0], rel=1e-13)
+    loss, _ = dp.data_parallel_loss(x[:2], 4, f, reduction="mean_of_means")
+    assert np.isnan(loss)  # the seed's mean of means with an empty rank
+
+
+def test_dp_explorer_numbers():
+    from distlearn.widgets import data_parallel as w
+
+    r = w.compute(world_size=8, batch_size=64, split="contiguous", reduction="weighted", params_b=7.0,
+                  bandwidth_gbs=100.0)
+    assert r["bias"] == pytest.approx(0, abs=1e-12)
+    assert r["bytes_per_rank"] == pytest.approx(24.5e9) and r["seconds"] == pytest.approx(0.245)
+    r = w.compute(world_size=3, batch_size=64, split="contiguous", reduction="mean_of_means")
+    assert abs(r["bias"]) > 1e-4
