@@ -80,6 +80,9 @@ class VirtualCluster:
         self._mailbox: dict[tuple[int, int], deque] = {}
         self.reset_traffic()
 
+    def __repr__(self) -> str:
+        return f"VirtualCluster(world_size={self.world_size})"
+
     def reset_traffic(self) -> None:
         """Zero the per-rank byte counters."""
         self.bytes_sent = np.zeros(self.world_size, dtype=np.int64)

@@ -37,9 +37,11 @@ def run_collectives(rank: int, world_size: int, length: int = 12, seed: int = 0)
     t = x.clone(); dist.reduce(t, dst=0, op=dist.ReduceOp.SUM); out["reduce"] = t
     gathered = [torch.empty_like(x) for _ in range(world_size)]
     dist.all_gather(gathered, x); out["all_gather"] = torch.cat(gathered)
-    # reduce_scatter: rank r gets chunk r of the sum (gloo implements reduce_scatter_tensor on CPU)
+    # reduce_scatter: rank r gets chunk r of the sum (torch 2.13 renamed reduce_scatter_tensor to
+    # reduce_scatter_single; gloo implements it on CPU)
     chunk = torch.empty(length // world_size, dtype=x.dtype, device=dev)
-    dist.reduce_scatter_tensor(chunk, x.clone(), op=dist.ReduceOp.SUM); out["reduce_scatter"] = chunk
+    rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    rs(chunk, x.clone(), op=dist.ReduceOp.SUM); out["reduce_scatter"] = chunk
     t = torch.empty_like(x); dist.all_to_all_single(t, x.clone()); out["all_to_all"] = t
     # point to point around the ring: even ranks send first, odd ranks receive first (no deadlock)
     recv = torch.empty_like(x)
@@ -63,7 +65,8 @@ def time_all_reduce(rank: int, world_size: int, sizes_bytes=(4096, 65536, 1 << 2
     medians = []
     for nbytes in sizes_bytes:
         t = torch.ones(max(1, int(nbytes) // 4), dtype=torch.float32, device=dev)
-        dist.all_reduce(t)
+        for _ in range(2):  # warm-up
+            dist.all_reduce(t)
         times = []
         for _ in range(repeats):
             dist.barrier()

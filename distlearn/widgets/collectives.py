@@ -53,18 +53,25 @@ def compute(operation: str = "all_reduce", world_size: int = 4, step: int = 0, m
             "total_sent": c.bytes_sent * scale}
 
 
+def draw_holdings(ax, holdings, world_size: int) -> None:
+    """Heat map of a step's ``holdings`` (ranks × chunks) on ``ax``, each cell labelled with its count."""
+    ax.imshow(holdings, cmap="Blues", vmin=0, vmax=world_size, aspect="auto")
+    for r in range(holdings.shape[0]):
+        for c in range(holdings.shape[1]):
+            ax.text(c, r, str(holdings[r, c]), ha="center", va="center", fontsize=8)
+    ax.set_xticks(range(holdings.shape[1]))
+    ax.set_yticks(range(holdings.shape[0]))
+    ax.set_xlabel(bi("chunk", "数据块"))
+    ax.set_ylabel("rank")
+
+
 def render(result: dict) -> None:
     if "error" in result:
         print(result["error"])
         return
     n, hold = result["world_size"], result["holdings"]
     fig, (ax1, ax2) = plots.new_figure(10, 3.6, ncols=2)
-    ax1.imshow(hold, cmap="Blues", vmin=0, vmax=n, aspect="auto")
-    for r in range(hold.shape[0]):
-        for c in range(hold.shape[1]):
-            ax1.text(c, r, str(hold[r, c]), ha="center", va="center", fontsize=8)
-    ax1.set_xlabel(bi("chunk", "数据块"))
-    ax1.set_ylabel("rank")
+    draw_holdings(ax1, hold, n)
     plots.title(ax1, f"{result['operation']}: step {result['step']}/{result['num_steps']} ({result['phase']})",
                 f"{result['operation']}：第 {result['step']}/{result['num_steps']} 步（{result['phase']}）")
     ax2.bar(range(n), result["bytes_sent"] / 1e6, color=plots.COLORS["comm"])
