@@ -42,16 +42,14 @@ def test_time_all_reduce_runs():
 
 @pytest.mark.slow
 def test_ddp_gradients_equal_single_process():
-    for world_size in (2, 4):
-        ref = ddp.reference_gradients(32, 0, "mean")
-        for grads in launch.run(ddp.ddp_gradients, world_size, 32, 0, "mean", timeout=60):
-            for name in ref:
-                np.testing.assert_allclose(grads[name], ref[name], atol=1e-6, rtol=0)
-    # loss "sum" under DDP: the single-process sum gradient divided by world_size (DDP averages)
+    ref = ddp.reference_gradients(32, 0, "mean")
     ref_sum = ddp.reference_gradients(32, 0, "sum")
-    grads = launch.run(ddp.ddp_gradients, 2, 32, 0, "sum", timeout=60)[0]
-    for name in ref_sum:
-        np.testing.assert_allclose(grads[name], ref_sum[name] / 2, rtol=1e-5, atol=1e-6)
+    for world_size in (2, 4):
+        for both in launch.run(ddp.ddp_gradients, world_size, 32, 0, "both", timeout=60):
+            for name in ref:
+                np.testing.assert_allclose(both["mean"][name], ref[name], atol=1e-6, rtol=0)
+                # loss "sum" under DDP: the single-process sum gradient divided by world_size (DDP averages)
+                np.testing.assert_allclose(both["sum"][name], ref_sum[name] / world_size, rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.slow

@@ -48,7 +48,10 @@ def ddp_gradients(rank: int, world_size: int, num_samples: int = 32, seed: int =
                   reduction: str = "mean") -> dict:
     """One DDP backward pass; rank r uses rows [r·k, (r+1)·k) of the batch, k = num_samples / world_size.
 
-    Returns this rank's gradients after DDP's all-reduce (name → numpy array; the same on every rank)."""
+    Returns this rank's gradients after DDP's all-reduce (name → numpy array; the same on every rank). With
+    ``reduction="both"`` it runs a "mean" and then a "sum" backward pass and returns {"mean": …, "sum": …}."""
+    if reduction == "both":
+        return {red: ddp_gradients(rank, world_size, num_samples, seed, red) for red in ("mean", "sum")}
     if num_samples % world_size:
         raise ValueError(f"num_samples ({num_samples}) must be divisible by world_size ({world_size})")
     dev = device()
