@@ -24,7 +24,7 @@ def virtual_results(world_size, length=12, seed=0):
 
 @pytest.mark.slow
 def test_collectives_equal_virtual_cluster_twice():
-    for world_size in (4, 3):  # a second launch in the same process, and a size that isn't a power of two
+    for world_size in (3, 2):  # a second launch in the same process; 3 is not a power of two
         real = launch.run(collectives.run_collectives, world_size, 12, 0, timeout=60)
         virtual = virtual_results(world_size)
         for key, per_rank in virtual.items():
