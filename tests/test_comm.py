@@ -158,7 +158,6 @@ def test_bus_bandwidth_nccl_tests():
 
 def test_fit_recovers_alpha_beta():
     sizes = np.array([4e3, 6.4e4, 1e6, 8e6, 3.2e7])
-    times = cost.collective_time("ring_all_reduce", 1.0, 4, alpha=0, bandwidth=1) * 0  # noqa: F841 (0)
     true = cost.AlphaBetaFit("ring_all_reduce", 4, alpha=30e-6, bandwidth=2e9)
     fit = cost.fit_alpha_beta(sizes, true.predict(sizes), 4)
     assert fit.alpha == pytest.approx(30e-6, rel=1e-6) and fit.bandwidth == pytest.approx(2e9, rel=1e-6)
