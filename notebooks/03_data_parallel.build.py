@@ -90,20 +90,23 @@ data, weight = rng.standard_normal((64, 32)), rng.standard_normal((32, 16))
 model_fn = dp.linear_mse_model(weight)
 full_loss, full_grad = model_fn(data)
 print(f"full batch: loss {full_loss:.12f}")
-print(f"{'ranks':>5} {'shards':>18} {'seed loss':>16} {'weighted loss':>16} {'seed bias':>10} {'max |Δgrad|':>12}")
+print(f"{'ranks':>5} {'shards':>20} {'seed loss':>16} {'weighted loss':>16} {'seed bias':>10} {'grad = full':>12}")
 for world_size in (1, 2, 3, 4, 5, 8):
     seed_loss, seed_grad = dp.seed_simulate_data_parallelism(data, world_size, model_fn)
     r = dp.simulate_data_parallelism(data, world_size, model_fn)
     sizes = str(r.shard_sizes) if world_size <= 5 else f"{r.shard_sizes[:2]}…"
-    print(f"{world_size:5d} {sizes:>18} {seed_loss:16.12f} {r.loss:16.12f} {seed_loss - full_loss:+10.2e} "
-          f"{np.abs(r.grad - full_grad).max():12.1e}")
+    bias = seed_loss - full_loss
+    bias = 0.0 if abs(bias) < 1e-12 else bias            # below 1e-12: float64 rounding, not bias
+    grad_ok = np.allclose(r.grad, full_grad, rtol=1e-12, atol=1e-14)
+    print(f"{world_size:5d} {sizes:>20} {seed_loss:16.12f} {r.loss:16.12f} {bias:+10.6f} {str(grad_ok):>12}")
 """),
     pair(r"""
-The weighted version agrees with the full batch to float64 rounding (≈1e-16) for every world size — the tests
+The weighted version agrees with the full batch to float64 rounding (≈1e-16; a real DDP run in float32 agrees
+to ≈1e-7, see below) for every world size — the tests
 check it for every N and R up to 80 × 12 with hypothesis. The seed's bias is small here because all shards see
 similar data; with sorted or unshuffled data (one class per shard, say) it can be large.
 """, r"""
-加权版本在任何 world size 下都与全批量结果在 float64 舍入误差（≈1e-16）内一致——测试用 hypothesis 对 N ≤ 80、R ≤ 12
+加权版本在任何 world size 下都与全批量结果在 float64 舍入误差（≈1e-16；下面 float32 的真实 DDP 运行约为 1e-7）内一致——测试用 hypothesis 对 N ≤ 80、R ≤ 12
 的所有情况都检查过。这里种子代码的偏差较小，是因为各分片的数据相似；如果数据有序或未打乱（比如每个分片一个类别），偏差可能
 很大。
 """),
@@ -203,7 +206,7 @@ outs, mean, var, running_mean, running_var = dp.sync_batchnorm(shards)
 bn = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()
 ref = bn(torch.from_numpy(x)).detach().numpy()
 local = np.concatenate([(s - s.mean(0)) / np.sqrt(s.var(0) + 1e-5) for s in shards])
-print("sync BN vs torch BatchNorm1d, max |diff|:", f"{np.abs(np.concatenate(outs) - ref).max():.1e}")
+print("sync BN equals torch BatchNorm1d (to 1e-12):", np.allclose(np.concatenate(outs), ref, rtol=0, atol=1e-12))
 print("running_var equal:", np.allclose(running_var, bn.running_var.numpy(), rtol=1e-12))
 print("per-rank BN (no sync) vs torch, max |diff|:", f"{np.abs(local - ref).max():.2f}")
 """),
@@ -229,13 +232,13 @@ for world_size in (2, 4):
     per_rank = launch.run(lab.ddp_gradients, world_size, 32, 0, "both")   # a "mean" and a "sum" backward pass
     diff = max(np.abs(g["mean"][k] - ref[k]).max() for g in per_rank for k in ref)
     ratio = np.median(np.concatenate([(per_rank[0]["sum"][k] / ref_sum[k]).ravel() for k in ref_sum]))
-    print(f"DDP, {world_size} ranks, loss mean: max |grad - single process| = {diff:.1e}  (< 1e-6: {diff < 1e-6}); "
+    print(f"DDP, {world_size} ranks, loss mean: max |grad - single process| < 1e-6: {diff < 1e-6}; "
           f"loss sum: DDP grad / single-process grad = {ratio:.4f}")
 outs = launch.run(lab.sync_batchnorm_lab, 3, 10, 4, 0)
 xb = torch.from_numpy(np.random.default_rng(0).standard_normal((10, 4)) * 3 + 1)
 ref_bn = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()(xb).detach().numpy()
-print(f"sync BN on gloo (shards {[len(o) for o in outs]}): max |diff| vs BatchNorm1d = "
-      f"{np.abs(np.concatenate(outs) - ref_bn).max():.1e}")
+print(f"sync BN on gloo (shards {[len(o) for o in outs]}) equals BatchNorm1d (to 1e-12):",
+      np.allclose(np.concatenate(outs), ref_bn, rtol=0, atol=1e-12))
 """),
     pair(r"""
 ## Gradient bucketing and overlap
