@@ -21,12 +21,18 @@ def rank_input(rank: int, world_size: int, length: int, seed: int = 0) -> np.nda
     return np.random.default_rng([seed, rank]).integers(-50, 50, size=length).astype(np.float64)
 
 
-def run_collectives(rank: int, world_size: int, length: int = 12, seed: int = 0) -> dict:
+def run_collectives(rank: int, world_size: int, length: int | None = None, seed: int = 0) -> dict:
     """Run every collective on real processes; return this rank's results as numpy arrays.
+
+    ``length``: elements per rank, divisible by world_size (default 3·world_size). Raises ValueError otherwise.
 
     Keys: all_reduce_sum, all_reduce_max, all_reduce_mean (sum then / world_size: gloo has no AVG), broadcast
     (from rank 0), reduce (to rank 0: only rank 0's value is meaningful), all_gather, reduce_scatter (sum),
     all_to_all, send_recv (rank r receives rank r−1's input through a ring of send/recv)."""
+    length = 3 * world_size if length is None else length
+    if length % world_size:
+        raise ValueError(f"length ({length}) must be divisible by world_size ({world_size}) for reduce_scatter "
+                         f"and all_to_all / length 必须能被 world_size 整除")
     dev = device()
     x = torch.from_numpy(rank_input(rank, world_size, length, seed)).to(dev)
     out = {}
