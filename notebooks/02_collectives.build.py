@@ -82,6 +82,31 @@ for name, outs in results.items():
         print(f"  rank {r}: {o}")
 """),
     pair(r"""
+Each collective runs as a sequence of steps. Below, one row per collective on 4 ranks, one column per step: cell
+(rank, chunk) shows how many ranks' data that rank's copy of that chunk holds (0 = not there yet). Broadcast and
+reduce move the whole message along a chain; the others move one chunk per rank per step. For all-to-all, column
+c is the slot that receives rank c's data. The explorer at the end of the chapter lets you step through them one
+at a time.
+""", r"""
+每种集合通信都由一系列步骤组成。下图每行是 4 个 rank 上的一种集合通信，每列是一个步骤：格子 (rank, 数据块) 表示该 rank
+手中这个数据块已包含多少个 rank 的数据（0 = 还没有）。广播和 Reduce 沿一条链传递整条消息；其余的每一步每个 rank 传一个
+数据块。对 AllToAll，第 c 列是接收 rank c 数据的位置。本章末尾的探索器可以一步一步地查看。
+"""),
+    code("""
+ops = ["broadcast", "reduce", "all_gather", "reduce_scatter", "all_to_all", "all_reduce"]
+fig, axes = plt.subplots(len(ops), 7, figsize=(13, 11), layout="constrained")
+for row, op in zip(axes, ops):
+    vc, _ = view.run_steps(op, 4)
+    vmax = max(int(step.holdings.max()) for step in vc.steps)
+    for ax in row:
+        ax.axis("off")
+    for ax, (i, step) in zip(row, enumerate(vc.steps)):
+        ax.axis("on")
+        view.draw_holdings(ax, step.holdings, vmax)
+        ax.set_title(f"{op} {i}: {step.phase}", fontsize=7)
+plt.show()
+"""),
+    pair(r"""
 What each one computes (n ranks, input $x_r$ on rank r):
 
 | collective | rank r ends with | used by |
@@ -139,7 +164,7 @@ cluster = VirtualCluster(4)
 cluster.all_reduce([np.arange(8.0) for _ in range(4)])
 fig, axes = plt.subplots(1, len(cluster.steps), figsize=(14, 2.6), layout="constrained")
 for ax, (i, step) in zip(axes, enumerate(cluster.steps)):
-    view.draw_holdings(ax, step.holdings, 4)
+    view.draw_holdings(ax, step.holdings, vmax=4)
     ax.set_title(f"{i}: {step.phase}", fontsize=8)
 plt.show()
 for i, step in enumerate(cluster.steps[1:], 1):

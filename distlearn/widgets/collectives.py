@@ -48,14 +48,16 @@ def compute(operation: str = "all_reduce", world_size: int = 4, step: int = 0, m
             sent[t.src] += t.nbytes * scale
     return {"operation": operation, "world_size": world_size, "step": step, "num_steps": len(steps) - 1,
             "phase": steps[step].phase, "holdings": steps[step].holdings,
+            "vmax": int(max(s.holdings.max() for s in steps)),
             "transfers": [(t.src, t.dst, t.chunk) for t in steps[step].transfers],
             "bytes_sent": sent, "formula_per_rank": ring_bytes_per_rank(operation, message_mb * 1e6, world_size),
             "total_sent": c.bytes_sent * scale}
 
 
-def draw_holdings(ax, holdings, world_size: int) -> None:
-    """Heat map of a step's ``holdings`` (ranks × chunks) on ``ax``, each cell labelled with its count."""
-    ax.imshow(holdings, cmap="Blues", vmin=0, vmax=world_size, aspect="auto")
+def draw_holdings(ax, holdings, vmax: int) -> None:
+    """Heat map of a step's ``holdings`` (ranks × chunks) on ``ax``, each cell labelled with its count; the
+    colour scale runs from 0 to ``vmax`` (world_size for reductions, 1 for operations that only copy)."""
+    ax.imshow(holdings, cmap="Blues", vmin=0, vmax=max(1, vmax), aspect="auto")
     for r in range(holdings.shape[0]):
         for c in range(holdings.shape[1]):
             ax.text(c, r, str(holdings[r, c]), ha="center", va="center", fontsize=8)
@@ -71,7 +73,7 @@ def render(result: dict) -> None:
         return
     n, hold = result["world_size"], result["holdings"]
     fig, (ax1, ax2) = plots.new_figure(10, 3.6, ncols=2)
-    draw_holdings(ax1, hold, n)
+    draw_holdings(ax1, hold, result["vmax"])
     plots.title(ax1, f"{result['operation']}: step {result['step']}/{result['num_steps']} ({result['phase']})",
                 f"{result['operation']}：第 {result['step']}/{result['num_steps']} 步（{result['phase']}）")
     ax2.bar(range(n), result["bytes_sent"] / 1e6, color=plots.COLORS["comm"])
