@@ -62,12 +62,14 @@ def ring_all_reduce(cluster, arrays):
             chunks[r][(src - s) % n] = cluster.recv(src, r)
     return [np.concatenate(c) for c in chunks]
     ### END SOLUTION
-
-demo = VirtualCluster(4)
-print(ring_all_reduce(demo, [np.arange(6.0) * (r + 1) for r in range(4)])[0], demo.bytes_sent)
 """),
     code("""
 check.ex02_ring_all_reduce(ring_all_reduce)
+"""),
+    code("""
+demo = VirtualCluster(4)   # try it: 6 elements on 4 ranks (chunks of 2, 2, 1, 1)
+print("rank 0 gets", ring_all_reduce(demo, [np.arange(6.0) * (r + 1) for r in range(4)])[0])
+print("bytes sent per rank", demo.bytes_sent)
 """),
     pair(r"""
 ## Exercise 2: bytes per rank
@@ -83,11 +85,12 @@ def all_reduce_bytes(nbytes, world_size):
     ### BEGIN SOLUTION
     return 2 * (world_size - 1) / world_size * nbytes
     ### END SOLUTION
-
-print(f"{all_reduce_bytes(7e9 * 2, 8) / 1e9} GB")
 """),
     code("""
 check.ex02_all_reduce_bytes(all_reduce_bytes)
+"""),
+    code("""
+print(f"bf16 gradients of a 7B model on 8 ranks: {all_reduce_bytes(7e9 * 2, 8) / 1e9} GB per rank")
 """),
     pair(r"""
 ## Exercise 3: bus bandwidth

@@ -43,11 +43,12 @@ def weighted_mean(shard_means, shard_sizes):
     total = sum(shard_sizes)
     return sum(m * n for m, n in zip(shard_means, shard_sizes) if n) / total
     ### END SOLUTION
-
-print(weighted_mean([1.0, 2.0, 3.0], [22, 21, 21]))
 """),
     code("""
 check.ex03_weighted_mean(weighted_mean)
+"""),
+    code("""
+print("64 samples on 3 ranks:", weighted_mean([1.0, 2.0, 3.0], [22, 21, 21]), "vs the seed's", np.mean([1.0, 2.0, 3.0]))
 """),
     pair(r"""
 ## Exercise 2: DistributedSampler's padding
