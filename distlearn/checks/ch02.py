@@ -22,16 +22,19 @@ def _ring_case(n: int, length: int, seed: int) -> Case:
     def compare(got, _expected):
         ok = (isinstance(got, (list, tuple)) and len(got) == n
               and all(np.asarray(g).shape == total.shape and np.array_equal(g, total) for g in got))
-        return ok and list(cluster.bytes_sent) == want_bytes
+        # cluster.steps is filled only by the cluster's own collectives: the answer must use send/recv
+        return ok and list(cluster.bytes_sent) == want_bytes and not cluster.steps
 
     return Case(args=(cluster, [a.copy() for a in arrays]),
                 expected=f"every rank: the sum; bytes sent per rank {want_bytes}", compare=compare,
                 hint_en="split each array into n chunks with np.array_split; n−1 reduce-scatter steps (rank r sends "
                         "chunk (r−s−1) mod n to r+1 with cluster.send, r+1 receives with cluster.recv and adds), "
-                        "then n−1 all-gather steps (rank r forwards chunk (r−s) mod n). Every message goes r → r+1.",
+                        "then n−1 all-gather steps (rank r forwards chunk (r−s) mod n). Every message goes r → r+1; "
+                        "don't call the cluster's own all_reduce.",
                 hint_zh="用 np.array_split 把每个数组切成 n 块；先做 n−1 步 reduce-scatter（第 s 步 rank r 用 "
                         "cluster.send 把第 (r−s−1) mod n 块发给 r+1，r+1 用 cluster.recv 接收并相加），再做 n−1 步 "
-                        "all-gather（rank r 转发第 (r−s) mod n 块）。每条消息都是 r → r+1。")
+                        "all-gather（rank r 转发第 (r−s) mod n 块）。每条消息都是 r → r+1；"
+                        "不要调用集群自带的 all_reduce。")
 
 
 def ex02_ring_all_reduce(fn):
