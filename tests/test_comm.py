@@ -175,3 +175,16 @@ def test_collectives_explorer_counts_bytes():
         assert r["bytes_sent"].mean() == pytest.approx(r["formula_per_rank"])
     r = w.compute(operation="all_reduce", world_size=4, step=3, message_mb=8)
     assert r["phase"] == "reduce-scatter" and r["bytes_sent"].sum() == pytest.approx(3 * 4 * 2e6)
+
+
+def test_cost_bad_inputs():
+    with pytest.raises(DistlearnValueError, match="bandwidth"):
+        cost.collective_time("ring_all_reduce", 1e6, 4, alpha=0, bandwidth=0)
+    with pytest.raises(DistlearnValueError, match="algorithm"):
+        cost.coefficients("butterfly", 4)
+    with pytest.raises(DistlearnValueError):
+        ring_bytes_per_rank("all_reduce", -1, 4)
+    with pytest.raises(DistlearnValueError, match="src"):
+        VirtualCluster(2).broadcast([np.zeros(2)] * 2, src=2)
+    with pytest.raises(DistlearnValueError):
+        VirtualCluster(2).send(np.zeros(2), 1, 1)

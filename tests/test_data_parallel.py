@@ -162,3 +162,28 @@ def test_dp_explorer_numbers():
     assert r["bytes_per_rank"] == pytest.approx(24.5e9) and r["seconds"] == pytest.approx(0.245)
     r = w.compute(world_size=3, batch_size=64, split="contiguous", reduction="mean_of_means")
     assert abs(r["bias"]) > 1e-4
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 6), min_size=1, max_size=6).filter(lambda s: sum(s) >= 2),
+       seed=st.integers(0, 1000))
+def test_sync_batchnorm_any_split(sizes, seed):
+    x = np.random.default_rng(seed).standard_normal((sum(sizes), 2)) * 5 - 1
+    outs, *_ = dp.sync_batchnorm(np.split(x, np.cumsum(sizes)[:-1]))
+    ref = torch.nn.BatchNorm1d(2, affine=False, dtype=torch.float64).train()(torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(np.concatenate(outs), ref, rtol=1e-9, atol=1e-9)
+
+
+def test_bad_inputs_raise_bilingual_errors():
+    with pytest.raises(DistlearnValueError, match="world_size"):
+        dp.shard_sizes(10, 0)
+    with pytest.raises(DistlearnValueError):
+        dp.simulate_data_parallelism(np.zeros((0, 3)), 2, dp.linear_mse_model(np.zeros((3, 1))))
+    with pytest.raises(DistlearnValueError):
+        dp.split_indices(10, 3, "random")
+    with pytest.raises(DistlearnValueError):
+        dp.sync_batchnorm([np.zeros((1, 2)), np.zeros((0, 2))])
+    with pytest.raises(DistlearnValueError, match="bucket_cap_mb"):
+        dp.bucket_assignment([1, 2], bucket_cap_mb=0)
+    with pytest.raises(DistlearnValueError):
+        dp.overlap_timeline([1, 2], [1.0], 2)
