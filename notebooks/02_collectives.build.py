@@ -241,8 +241,8 @@ byte. Counting steps gives each algorithm's time (Thakur, Rabenseifner & Gropp 2
 
 The ring is bandwidth-optimal but pays $2(n-1)$ latencies: for small messages on many ranks, log-depth
 algorithms win. On paper Rabenseifner's algorithm has both optima; in practice its partners are far apart in the
-network (contention the α-β model ignores), while a ring uses only neighbour links, which is why NCCL uses rings
-for large messages and trees for small ones.
+network (contention the α-β model ignores), while a ring uses only neighbour links. NCCL picks among ring and
+tree algorithms (and others) by message size and topology.
 """, r"""
 ## α-β 代价模型
 
@@ -259,8 +259,8 @@ for large messages and trees for small ones.
 | 二项树广播 | $\lceil\log_2 n\rceil(\alpha + M\beta)$ |
 
 环形算法在带宽上最优，但要付出 $2(n-1)$ 次延迟：消息小、rank 多时，对数深度的算法更快。纸面上 Rabenseifner 算法两方面
-都最优；但实际中它的通信对象在网络上相距很远（α-β 模型忽略了这种链路争用），而环形只用相邻链路，所以 NCCL 对大消息用环形、
-对小消息用树形算法。
+都最优；但实际中它的通信对象在网络上相距很远（α-β 模型忽略了这种链路争用），而环形只用相邻链路。NCCL 按消息大小和拓扑在环形、
+树形等算法之间选择。
 """),
     code("""
 n, alpha, bw = 64, 5e-6, 25e9    # 64 ranks, 5 µs per message, 25 GB/s links

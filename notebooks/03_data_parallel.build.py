@@ -187,7 +187,7 @@ print(f"shards {sizes}: mean of means {seed_style}, weighted {weighted:.12f}, fu
 BatchNorm normalizes with the mean and (biased) variance of the batch. Under DP each rank sees only its shard,
 so its statistics differ from the full batch's — badly so with small per-GPU batches. Synchronized BatchNorm
 all-reduces the per-feature triple $(\sum x,\ \sum x^2,\ n)$ and uses $\mu = \sum x / N$ and
-$\sigma^2 = \sum x^2 / N - \mu^2$. `nn.SyncBatchNorm` only runs on GPUs, so `dp.sync_batchnorm` builds it from an
+$\sigma^2 = \sum x^2 / N - \mu^2$. `nn.SyncBatchNorm` refuses CPU tensors, so `dp.sync_batchnorm` builds it from an
 all-reduce; it equals single-process `nn.BatchNorm1d` on the whole batch, running statistics included (which
 use the unbiased $N/(N-1)\,\sigma^2$). Even shards of 4, 3 and 3 samples (10 on 3 ranks) work.
 """, r"""
@@ -195,7 +195,7 @@ use the unbiased $N/(N-1)\,\sigma^2$). Even shards of 4, 3 and 3 samples (10 on 
 
 BatchNorm 用批量的均值和（有偏）方差做归一化。数据并行时每个 rank 只看到自己的分片，统计量与全批量不同——每卡批量很小时
 差别很大。同步 BatchNorm 对每个特征的三元组 $(\sum x,\ \sum x^2,\ n)$ 做 AllReduce，再用 $\mu = \sum x / N$ 和
-$\sigma^2 = \sum x^2 / N - \mu^2$。`nn.SyncBatchNorm` 只能在 GPU 上运行，所以 `dp.sync_batchnorm` 用 AllReduce 搭建它；
+$\sigma^2 = \sum x^2 / N - \mu^2$。`nn.SyncBatchNorm` 不接受 CPU 张量，所以 `dp.sync_batchnorm` 用 AllReduce 搭建它；
 它与在整个批量上运行的单进程 `nn.BatchNorm1d` 结果相同，包括滑动统计量（使用无偏的 $N/(N-1)\,\sigma^2$）。分片大小为
 4、3、3（10 个样本在 3 个 rank 上）也没问题。
 """),
