@@ -1,0 +1,133 @@
+"""α-β cost models of collectives, and algorithm vs bus bandwidth as nccl-tests defines them.
+
+The α-β (Hockney) model: sending ``m`` bytes between two ranks takes ``α + m·β`` seconds, with ``α`` the latency
+(seconds per message) and ``β = 1 / bandwidth`` (seconds per byte). A collective algorithm is a sequence of steps;
+its time is ``k_α·α + k_β·M·β`` where ``M`` is the message size in bytes. Reduction compute (γ) is left out.
+
+Formulas (n ranks; Thakur, Rabenseifner & Gropp 2005, "Optimization of Collective Communication Operations in
+MPICH", Int. J. HPC Appl. 19(1), section 4; Patarasuk & Yuan 2009 for the ring all-reduce):
+
+=========================================  ===========================  ====================
+algorithm                                  latency term                 bandwidth term
+=========================================  ===========================  ====================
+ring all-reduce                            2(n−1)·α                     2(n−1)/n · M·β
+ring all-gather / ring reduce-scatter      (n−1)·α                      (n−1)/n · M·β
+recursive-doubling all-reduce              ⌈log₂n⌉·α                    ⌈log₂n⌉ · M·β
+Rabenseifner all-reduce (halving+doubling) 2⌈log₂n⌉·α                   2(n−1)/n · M·β
+tree all-reduce (binomial reduce + bcast)  2⌈log₂n⌉·α                   2⌈log₂n⌉ · M·β
+binomial-tree broadcast                    ⌈log₂n⌉·α                    ⌈log₂n⌉ · M·β
+pipelined chain broadcast, k chunks        (n−1+k−1)·α                  (n−1+k−1)/k · M·β
+=========================================  ===========================  ====================
+
+Bandwidths reported by nccl-tests (NVIDIA/nccl-tests, ``doc/PERFORMANCE.md``): the *algorithm bandwidth* is
+``algbw = S / t`` (``S`` = the operation's data size: the all-reduce buffer, the all-gather output, the
+reduce-scatter input); the *bus bandwidth* ``busbw = algbw × factor`` with factor ``2(n−1)/n`` for all-reduce,
+``(n−1)/n`` for all-gather, reduce-scatter and all-to-all, and ``1`` for broadcast and reduce. It is the speed each
+link runs at under the ring algorithm, comparable with the hardware's peak whatever n is.
+
+Units: seconds, bytes, bytes per second (GB/s = 1e9 B/s).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from .validate import DistlearnValueError, check_choice, check_int, check_number
+
+ALGORITHMS = ("ring_all_reduce", "ring_all_gather", "ring_reduce_scatter", "recursive_doubling_all_reduce",
+              "rabenseifner_all_reduce", "tree_all_reduce", "tree_broadcast", "chain_broadcast")
+
+BUSBW_FACTOR_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce")
+
+
+def coefficients(algorithm: str, world_size: int, num_chunks: int = 1) -> tuple[float, float]:
+    """``(k_α, k_β)`` such that time = k_α·α + k_β·M·β for ``algorithm`` on ``world_size`` ranks (table above).
+
+    ``num_chunks`` only matters for ``chain_broadcast``. Raises DistlearnValueError for bad arguments."""
+    check_choice("algorithm", algorithm, ALGORITHMS)
+    n = check_int("world_size", world_size, minimum=1)
+    k = check_int("num_chunks", num_chunks, minimum=1)
+    if n == 1:
+        return 0.0, 0.0
+    lg = math.ceil(math.log2(n))
+    return {
+        "ring_all_reduce": (2 * (n - 1), 2 * (n - 1) / n),
+        "ring_all_gather": (n - 1, (n - 1) / n),
+        "ring_reduce_scatter": (n - 1, (n - 1) / n),
+        "recursive_doubling_all_reduce": (lg, lg),
+        "rabenseifner_all_reduce": (2 * lg, 2 * (n - 1) / n),
+        "tree_all_reduce": (2 * lg, 2 * lg),
+        "tree_broadcast": (lg, lg),
+        "chain_broadcast": (n - 1 + k - 1, (n - 1 + k - 1) / k),
+    }[algorithm]
+
+
+def collective_time(algorithm: str, nbytes: float, world_size: int, *, alpha: float, bandwidth: float,
+                    num_chunks: int = 1) -> float:
+    """α-β time in seconds of ``algorithm`` moving a message of ``nbytes`` bytes.
+
+    ``alpha``: latency per message in seconds (≥ 0); ``bandwidth``: bytes per second of one link (> 0).
+    Example: ring all-reduce of 1 GB on 8 ranks at 100 GB/s with α = 0 takes 2·7/8·1e9/1e11 = 17.5 ms."""
+    nbytes = check_number("nbytes", nbytes, minimum=0)
+    alpha = check_number("alpha", alpha, minimum=0)
+    bandwidth = check_number("bandwidth", bandwidth, minimum=0, strict_min=True)
+    ka, kb = coefficients(algorithm, world_size, num_chunks)
+    return ka * alpha + kb * nbytes / bandwidth
+
+
+def busbw_factor(operation: str, world_size: int) -> float:
+    """nccl-tests' factor from algorithm bandwidth to bus bandwidth (doc/PERFORMANCE.md)."""
+    check_choice("operation", operation, BUSBW_FACTOR_OPS)
+    n = check_int("world_size", world_size, minimum=1)
+    if operation == "all_reduce":
+        return 2 * (n - 1) / n
+    if operation in ("broadcast", "reduce"):
+        return 1.0
+    return (n - 1) / n
+
+
+def algbw(nbytes: float, seconds: float) -> float:
+    """Algorithm bandwidth S / t in bytes per second (nccl-tests)."""
+    nbytes = check_number("nbytes", nbytes, minimum=0)
+    seconds = check_number("seconds", seconds, minimum=0, strict_min=True)
+    return nbytes / seconds
+
+
+def busbw(operation: str, nbytes: float, seconds: float, world_size: int) -> float:
+    """Bus bandwidth = algbw × :func:`busbw_factor` in bytes per second (nccl-tests)."""
+    return algbw(nbytes, seconds) * busbw_factor(operation, world_size)
+
+
+@dataclass
+class AlphaBetaFit:
+    """A fitted α-β model: ``alpha`` seconds per message, ``bandwidth`` bytes/s per link (1/β)."""
+
+    algorithm: str
+    world_size: int
+    alpha: float
+    bandwidth: float
+
+    def predict(self, nbytes) -> np.ndarray:
+        """Predicted seconds for each size in ``nbytes``."""
+        ka, kb = coefficients(self.algorithm, self.world_size)
+        return ka * self.alpha + kb * np.asarray(nbytes, dtype=float) / self.bandwidth
+
+
+def fit_alpha_beta(nbytes, seconds, world_size: int, algorithm: str = "ring_all_reduce") -> AlphaBetaFit:
+    """Least-squares fit of ``seconds ≈ k_α·α + k_β·nbytes·β`` (α, β ≥ 0) to measured times.
+
+    ``nbytes``, ``seconds``: 1-D sequences of equal length ≥ 2 (bytes, seconds). The fit minimizes relative error
+    (each row divided by its time) so that small and large messages count alike. Raises DistlearnValueError."""
+    x = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    if x.ndim != 1 or x.shape != t.shape or len(x) < 2 or np.any(t <= 0) or np.any(x < 0):
+        raise DistlearnValueError("seconds", "need ≥ 2 (nbytes, seconds) pairs with positive times.",
+                                  "至少需要 2 组 (nbytes, seconds)，且时间为正。")
+    n = check_int("world_size", world_size, minimum=2)
+    ka, kb = coefficients(algorithm, n)
+    A = np.stack([np.full_like(x, ka), kb * x], axis=1) / t[:, None]
+    (alpha, beta), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
+    alpha, beta = max(alpha, 0.0), max(beta, 1e-30)
+    return AlphaBetaFit(algorithm, n, float(alpha), float(1.0 / beta))

@@ -1,0 +1,86 @@
+"""Real DistributedDataParallel on gloo (or NCCL), and synchronized BatchNorm built from all_reduce.
+
+- :func:`ddp_gradients` trains one step of a small MLP under DDP, each rank on its contiguous shard of the same
+  global batch, and returns the gradients DDP leaves on the rank. :func:`reference_gradients` computes the same
+  step in one process on the whole batch: with ``reduction="mean"`` they are equal (to float32 rounding); with
+  ``"sum"`` DDP's gradient is the single-process one divided by world_size (DDP averages across ranks).
+- :func:`sync_batchnorm_lab` normalizes each rank's (possibly uneven) shard with the global batch statistics
+  from one all_reduce of (Σx, Σx², count): ``nn.SyncBatchNorm`` refuses CPU tensors.
+
+Run alone: ``torchrun --nproc-per-node 2 -m distlearn.labs.ddp``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import torch
+import torch.distributed as dist
+from torch import nn
+
+from distlearn.data_parallel import shard_sizes
+from distlearn.launch import device, torchrun_main
+
+IN_FEATURES, HIDDEN = 8, 16
+
+
+def make_batch(num_samples: int, seed: int = 0) -> tuple[torch.Tensor, torch.Tensor]:
+    """The global batch: x (num_samples, 8), y (num_samples, 1), float32, from ``torch.Generator`` seed."""
+    g = torch.Generator().manual_seed(seed)
+    x = torch.randn(num_samples, IN_FEATURES, generator=g)
+    y = torch.randn(num_samples, 1, generator=g)
+    return x, y
+
+
+def make_model(seed: int = 0) -> nn.Module:
+    """Linear(8, 16) → Tanh → Linear(16, 1), initialized from ``seed`` (identical on every rank)."""
+    torch.manual_seed(seed)
+    return nn.Sequential(nn.Linear(IN_FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, 1))
+
+
+def reference_gradients(num_samples: int = 32, seed: int = 0, reduction: str = "mean") -> dict:
+    """Single-process gradients of the MSE loss (``reduction`` "mean" or "sum") on the whole batch."""
+    model = make_model(seed)
+    x, y = make_batch(num_samples, seed)
+    nn.functional.mse_loss(model(x), y, reduction=reduction).backward()
+    return {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
+
+
+def ddp_gradients(rank: int, world_size: int, num_samples: int = 32, seed: int = 0,
+                  reduction: str = "mean") -> dict:
+    """One DDP backward pass; rank r uses rows [r·k, (r+1)·k) of the batch, k = num_samples / world_size.
+
+    Returns this rank's gradients after DDP's all-reduce (name → numpy array; the same on every rank). With
+    ``reduction="both"`` it runs a "mean" and then a "sum" backward pass and returns {"mean": …, "sum": …}."""
+    if reduction == "both":
+        return {red: ddp_gradients(rank, world_size, num_samples, seed, red) for red in ("mean", "sum")}
+    if num_samples % world_size:
+        raise ValueError(f"num_samples ({num_samples}) must be divisible by world_size ({world_size})")
+    dev = device()
+    model = make_model(seed).to(dev)
+    ddp = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    x, y = make_batch(num_samples, seed)
+    k = num_samples // world_size
+    xs, ys = x[rank * k:(rank + 1) * k].to(dev), y[rank * k:(rank + 1) * k].to(dev)
+    nn.functional.mse_loss(ddp(xs), ys, reduction=reduction).backward()
+    return {name: p.grad.cpu().numpy().copy() for name, p in model.named_parameters()}
+
+
+def sync_batchnorm_lab(rank: int, world_size: int, num_samples: int = 10, num_features: int = 4,
+                       seed: int = 0, eps: float = 1e-5) -> np.ndarray:
+    """Normalize rank r's contiguous shard (sizes from :func:`distlearn.data_parallel.shard_sizes`, may be
+    uneven) with the global mean and biased variance from one all_reduce of (Σx, Σx², count). float64."""
+    dev = device()
+    x = torch.from_numpy(np.random.default_rng(seed).standard_normal((num_samples, num_features)) * 3 + 1)
+    sizes = shard_sizes(num_samples, world_size)
+    start = sum(sizes[:rank])
+    local = x[start:start + sizes[rank]].to(dev)
+    stats = torch.cat([local.sum(0), (local ** 2).sum(0), torch.tensor([float(len(local))], dtype=x.dtype,
+                                                                          device=dev)])
+    dist.all_reduce(stats)
+    count = stats[-1]
+    mean = stats[:num_features] / count
+    var = stats[num_features:2 * num_features] / count - mean ** 2
+    return ((local - mean) / torch.sqrt(var + eps)).cpu().numpy()
+
+
+if __name__ == "__main__":
+    torchrun_main(ddp_gradients)

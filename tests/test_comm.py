@@ -1,0 +1,190 @@
+"""VirtualCluster collectives against numpy computed directly, ring byte counts against closed forms, and the
+α-β / bus-bandwidth formulas against hand-computed values (Thakur et al. 2005; nccl-tests doc/PERFORMANCE.md)."""
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlearn import cost
+from distlearn.comm import VirtualCluster, ring_bytes_per_rank
+from distlearn.validate import DistlearnValueError
+
+world = st.integers(1, 9)
+
+
+def inputs(n, length, seed, ints=True):
+    rng = np.random.default_rng(seed)
+    if ints:
+        return [rng.integers(-100, 100, size=length) for _ in range(n)]
+    return [rng.standard_normal(length) for _ in range(n)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(n=world, length=st.integers(0, 40), seed=st.integers(0, 10**6), op=st.sampled_from(["sum", "max", "mean"]))
+def test_ring_all_reduce_equals_numpy_any_size(n, length, seed, op):
+    xs = inputs(n, length, seed)
+    c = VirtualCluster(n)
+    out = c.all_reduce(xs, op=op)
+    expected = {"sum": np.sum, "max": np.max, "mean": np.mean}[op](np.stack(xs), axis=0)
+    for o in out:
+        np.testing.assert_array_equal(o, expected) if op != "mean" else np.testing.assert_allclose(o, expected)
+    # exact ring accounting: rank r sends every chunk but r (reduce-scatter) and but r+1 (all-gather)
+    chunks = [len(ch) * xs[0].itemsize for ch in np.array_split(np.zeros(length), n)]
+    for r in range(n):
+        expected_r = 0 if n == 1 else 2 * xs[0].nbytes - chunks[r] - chunks[(r + 1) % n]
+        assert c.bytes_sent[r] == expected_r
+    assert c.bytes_sent.sum() == c.bytes_received.sum() == 2 * (n - 1) * xs[0].nbytes
+    assert len([s for s in c.steps if s.phase != "start"]) == 2 * (n - 1)
+    assert (c.steps[-1].holdings == n).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=world, seed=st.integers(0, 10**6), shape=st.sampled_from([(5,), (3, 4), (2, 3, 2), ()]))
+def test_all_reduce_floats_and_shapes(n, seed, shape):
+    rng = np.random.default_rng(seed)
+    xs = [rng.standard_normal(shape) for _ in range(n)]
+    out = VirtualCluster(n).all_reduce(xs)
+    for o in out:
+        assert o.shape == shape
+        np.testing.assert_allclose(o, np.sum(xs, axis=0), rtol=1e-12, atol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=world, k=st.integers(1, 5), seed=st.integers(0, 10**6))
+def test_all_gather_reduce_scatter_all_to_all(n, k, seed):
+    xs = inputs(n, n * k, seed)
+    c = VirtualCluster(n)
+    for o in c.all_gather(xs):
+        np.testing.assert_array_equal(o, np.concatenate(xs))
+    assert (c.bytes_sent == (n - 1) * xs[0].nbytes).all()  # (n−1)/n of the n·k output
+    c.reset_traffic()
+    total = np.sum(xs, axis=0)
+    for r, o in enumerate(c.reduce_scatter(xs)):
+        np.testing.assert_array_equal(o, total[r * k:(r + 1) * k])
+    assert (c.bytes_sent == (n - 1) * k * xs[0].itemsize).all()
+    c.reset_traffic()
+    out = c.all_to_all(xs)
+    for j in range(n):
+        np.testing.assert_array_equal(out[j], np.concatenate([xs[i][j * k:(j + 1) * k] for i in range(n)]))
+    assert (c.bytes_sent == (n - 1) * k * xs[0].itemsize).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(n=world, seed=st.integers(0, 10**6), data=st.data())
+def test_broadcast_reduce_send_recv(n, seed, data):
+    root = data.draw(st.integers(0, n - 1))
+    xs = inputs(n, 6, seed)
+    c = VirtualCluster(n)
+    for o in c.broadcast(xs, src=root):
+        np.testing.assert_array_equal(o, xs[root])
+    assert c.bytes_sent.sum() == (n - 1) * xs[0].nbytes and c.bytes_received[root] == 0
+    c.reset_traffic()
+    out = c.reduce(xs, dst=root)
+    np.testing.assert_array_equal(out[root], np.sum(xs, axis=0))
+    assert c.bytes_sent[root] == 0 and c.bytes_received.sum() == (n - 1) * xs[0].nbytes
+    if n > 1:
+        c.reset_traffic()
+        c.send(xs[0], 0, n - 1)
+        np.testing.assert_array_equal(c.recv(0, n - 1), xs[0])
+        assert c.bytes_sent[0] == c.bytes_received[n - 1] == xs[0].nbytes
+        with pytest.raises(DistlearnValueError):
+            c.recv(0, n - 1)  # nothing waiting: a deadlock on a real cluster
+
+
+def test_ring_steps_picture_four_ranks():
+    c = VirtualCluster(4)
+    c.all_reduce([np.arange(8.0)] * 4)
+    rs = [s for s in c.steps if s.phase == "reduce-scatter"]
+    # after reduce-scatter step s every chunk has s+2 contributions somewhere; rank r ends with chunk r complete
+    assert [int(s.holdings.max()) for s in rs] == [2, 3, 4]
+    assert all(rs[-1].holdings[r, r] == 4 for r in range(4))
+    # every transfer goes to the next rank in the ring
+    assert all(t.dst == (t.src + 1) % 4 for s in c.steps for t in s.transfers)
+
+
+def test_seven_b_bf16_on_8_ranks():
+    assert ring_bytes_per_rank("all_reduce", 7e9 * 2, 8) == pytest.approx(24.5e9)
+    assert ring_bytes_per_rank("all_gather", 7e9 * 2, 8) == pytest.approx(12.25e9)
+
+
+def test_errors_are_bilingual():
+    c = VirtualCluster(3)
+    with pytest.raises(DistlearnValueError, match="divisible"):
+        c.reduce_scatter([np.zeros(4)] * 3)
+    with pytest.raises(DistlearnValueError):
+        c.all_reduce([np.zeros(4)] * 3, op="avg")
+    with pytest.raises(DistlearnValueError):
+        c.all_reduce([np.zeros(4)] * 2)
+
+
+def test_torch_tensors_accepted():
+    torch = pytest.importorskip("torch")
+    out = VirtualCluster(2).all_reduce([torch.ones(3), torch.ones(3)])
+    np.testing.assert_array_equal(out[0], [2, 2, 2])
+
+
+# ---------------------------------------------------------------- cost models
+def test_alpha_beta_closed_forms():
+    # ring all-reduce, 1 GB, 8 ranks, 100 GB/s, α = 10 µs: 14 α + 1.75 · 10 ms
+    t = cost.collective_time("ring_all_reduce", 1e9, 8, alpha=10e-6, bandwidth=100e9)
+    assert t == pytest.approx(14 * 10e-6 + 2 * 7 / 8 * 1e9 / 100e9)
+    assert cost.coefficients("ring_all_gather", 8) == (7, 7 / 8)
+    assert cost.coefficients("recursive_doubling_all_reduce", 8) == (3, 3)
+    assert cost.coefficients("rabenseifner_all_reduce", 8) == (6, 7 / 4)
+    assert cost.coefficients("tree_broadcast", 5) == (3, 3)
+    assert cost.coefficients("chain_broadcast", 4, num_chunks=8) == (10, 10 / 8)
+    assert cost.coefficients("ring_all_reduce", 1) == (0.0, 0.0)
+    # latency-bound small messages prefer recursive doubling, large ones the ring
+    small = {a: cost.collective_time(a, 1e3, 64, alpha=5e-6, bandwidth=1e10)
+             for a in ("ring_all_reduce", "recursive_doubling_all_reduce")}
+    large = {a: cost.collective_time(a, 1e9, 64, alpha=5e-6, bandwidth=1e10)
+             for a in ("ring_all_reduce", "recursive_doubling_all_reduce")}
+    assert small["recursive_doubling_all_reduce"] < small["ring_all_reduce"]
+    assert large["ring_all_reduce"] < large["recursive_doubling_all_reduce"]
+
+
+def test_bus_bandwidth_nccl_tests():
+    # doc/PERFORMANCE.md: busbw = algbw * 2(n-1)/n for all-reduce, (n-1)/n all-gather, 1 broadcast
+    assert cost.busbw("all_reduce", 1e9, 0.01, 8) == pytest.approx(1e11 * 14 / 8)
+    assert cost.busbw("all_gather", 1e9, 0.01, 4) == pytest.approx(1e11 * 3 / 4)
+    assert cost.busbw("broadcast", 1e9, 0.01, 4) == pytest.approx(1e11)
+    # the bus bandwidth of a pure-bandwidth ring all-reduce equals the link bandwidth, for every n
+    for n in (2, 3, 8, 64):
+        t = cost.collective_time("ring_all_reduce", 1e9, n, alpha=0, bandwidth=50e9)
+        assert cost.busbw("all_reduce", 1e9, t, n) == pytest.approx(50e9)
+
+
+def test_fit_recovers_alpha_beta():
+    sizes = np.array([4e3, 6.4e4, 1e6, 8e6, 3.2e7])
+    true = cost.AlphaBetaFit("ring_all_reduce", 4, alpha=30e-6, bandwidth=2e9)
+    fit = cost.fit_alpha_beta(sizes, true.predict(sizes), 4)
+    assert fit.alpha == pytest.approx(30e-6, rel=1e-6) and fit.bandwidth == pytest.approx(2e9, rel=1e-6)
+    with pytest.raises(DistlearnValueError):
+        cost.fit_alpha_beta([1.0], [1.0], 4)
+    assert math.isfinite(fit.predict(1e9))
+
+
+def test_collectives_explorer_counts_bytes():
+    from distlearn.widgets import collectives as w
+
+    for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"):
+        r = w.compute(operation=op, world_size=4, step=99, message_mb=8)
+        assert r["step"] == r["num_steps"]
+        assert r["bytes_sent"].mean() == pytest.approx(r["formula_per_rank"])
+    r = w.compute(operation="all_reduce", world_size=4, step=3, message_mb=8)
+    assert r["phase"] == "reduce-scatter" and r["bytes_sent"].sum() == pytest.approx(3 * 4 * 2e6)
+
+
+def test_cost_bad_inputs():
+    with pytest.raises(DistlearnValueError, match="bandwidth"):
+        cost.collective_time("ring_all_reduce", 1e6, 4, alpha=0, bandwidth=0)
+    with pytest.raises(DistlearnValueError, match="algorithm"):
+        cost.coefficients("butterfly", 4)
+    with pytest.raises(DistlearnValueError):
+        ring_bytes_per_rank("all_reduce", -1, 4)
+    with pytest.raises(DistlearnValueError, match="src"):
+        VirtualCluster(2).broadcast([np.zeros(2)] * 2, src=2)
+    with pytest.raises(DistlearnValueError):
+        VirtualCluster(2).send(np.zeros(2), 1, 1)

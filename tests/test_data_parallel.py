@@ -1,0 +1,189 @@
+"""Data-parallel simulation against the full-batch computation, torch's DistributedSampler, torch's BatchNorm1d,
+torch autograd, and DDP's own bucket assignment."""
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distlearn import data_parallel as dp
+from distlearn.validate import DistlearnValueError
+
+
+def seed_problem():
+    rng = np.random.default_rng(42)
+    return rng.standard_normal((64, 32)), rng.standard_normal((32, 16))
+
+
+def test_linear_model_gradient_matches_autograd():
+    x, w = seed_problem()
+    loss, grad = dp.linear_mse_model(w)(x)
+    wt = torch.tensor(w, requires_grad=True)
+    lt = ((torch.tensor(x) @ wt) ** 2).mean()
+    lt.backward()
+    assert loss == pytest.approx(lt.item(), rel=1e-14)
+    np.testing.assert_allclose(grad, wt.grad.numpy(), rtol=1e-12)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 80), world_size=st.integers(1, 12), seed=st.integers(0, 1000))
+def test_weighted_reduction_equals_full_batch(n, world_size, seed):
+    rng = np.random.default_rng(seed)
+    x, w = rng.standard_normal((n, 5)), rng.standard_normal((5, 3))
+    f = dp.linear_mse_model(w)
+    full_loss, full_grad = f(x)
+    r = dp.simulate_data_parallelism(x, world_size, f)
+    assert r.loss == pytest.approx(full_loss, rel=1e-12)
+    np.testing.assert_allclose(r.grad, full_grad, rtol=1e-11, atol=1e-13)
+    assert sum(r.shard_sizes) == n
+
+
+def test_64_samples_on_3_ranks_seed_is_biased():
+    x, w = seed_problem()
+    f = dp.linear_mse_model(w)
+    full_loss, full_grad = f(x)
+    r = dp.simulate_data_parallelism(x, 3, f)
+    assert r.shard_sizes == [22, 21, 21]
+    assert r.loss == pytest.approx(full_loss, rel=1e-13)
+    seed_loss, seed_grad = dp.seed_simulate_data_parallelism(x, 3, f)
+    assert abs(seed_loss - full_loss) > 1e-4  # biased
+    # the seed's mean of means equals the weighted one only for even shards
+    for n in (1, 2, 4, 8):
+        s_loss, _ = dp.seed_simulate_data_parallelism(x, n, f)
+        assert s_loss == pytest.approx(full_loss, rel=1e-12)
+
+
+def test_empty_ranks():
+    x, w = seed_problem()
+    f = dp.linear_mse_model(w)
+    r = dp.simulate_data_parallelism(x[:2], 4, f)
+    assert r.shard_sizes == [1, 1, 0, 0] and r.losses[2] is None
+    assert r.loss == pytest.approx(f(x[:2])[0])
+    with np.errstate(all="ignore"), pytest.warns(RuntimeWarning):
+        assert np.isnan(np.mean(np.zeros((0, 3)) ** 2))  # a rank's mean over no samples: NaN
+
+
+def test_ddp_gradient_sum_vs_mean():
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((12, 3))
+    np.testing.assert_allclose(dp.ddp_gradient(g, 4, "mean"), g.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(dp.ddp_gradient(g, 4, "sum"), g.sum(0) / 4, rtol=1e-12)
+    with pytest.raises(DistlearnValueError):
+        dp.ddp_gradient(g[:10], 4)
+
+
+@pytest.mark.parametrize("n,ws,drop_last", [(10, 3, False), (10, 3, True), (7, 4, False), (2, 5, False),
+                                            (12, 4, False), (13, 2, True), (1, 3, False)])
+def test_sampler_matches_torch(n, ws, drop_last):
+    from torch.utils.data import DistributedSampler
+
+    ours = dp.distributed_sampler_indices(n, ws, drop_last=drop_last)
+    for r in range(ws):
+        s = DistributedSampler(range(n), num_replicas=ws, rank=r, shuffle=False, drop_last=drop_last)
+        assert ours[r] == list(iter(s))
+
+
+def test_sampler_ten_on_three_repeats_two():
+    idx = dp.distributed_sampler_indices(10, 3)
+    flat = sorted(i for r in idx for i in r)
+    assert len(flat) == 12 and flat.count(0) == 2 and flat.count(1) == 2
+    correct = np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0])  # the repeated samples happen to be the right ones
+    naive, true = dp.sampler_accuracy(correct, 3)
+    assert naive == pytest.approx(4 / 12) and true == pytest.approx(0.2)
+
+
+@pytest.mark.parametrize("sizes", [[5, 5], [4, 3, 3], [6, 0, 2, 2], [1, 1]])
+def test_sync_batchnorm_equals_torch_batchnorm(sizes):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((sum(sizes), 3)) * 2 + 0.5
+    shards = np.split(x, np.cumsum(sizes)[:-1])
+    outs, mean, var, rm, rv = dp.sync_batchnorm(shards)
+    bn = torch.nn.BatchNorm1d(3, affine=False, dtype=torch.float64).train()
+    ref = bn(torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(np.concatenate(outs), ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(rm, bn.running_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(rv, bn.running_var.numpy(), rtol=1e-12)
+
+
+def test_bucket_assignment_matches_ddp():
+    import torch.distributed as dist
+
+    rng = np.random.default_rng(3)
+    numels = [int(v) for v in rng.integers(1, 400_000, size=30)]
+    tensors = [torch.empty(k) for k in numels]
+    for cap_mb in (0.5, 1.0, 2.0, 25.0):
+        limits = [dist._DEFAULT_FIRST_BUCKET_BYTES, int(cap_mb * 2**20)]
+        theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(tensors))
+        ours = dp.bucket_assignment([4 * k for k in numels], cap_mb, dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20)
+        assert sorted(map(sorted, theirs)) == sorted(map(sorted, ours))
+
+
+def test_overlap_timeline_extremes():
+    pb = [4 * 2**20] * 10  # ten 4 MiB gradients
+    bt = [1e-3] * 10
+    one = dp.overlap_timeline(pb, bt, 8, bucket_cap_mb=1000, first_bucket_mb=1000, alpha=1e-5, bandwidth=1e10)
+    assert len(one.buckets) == 1
+    full = 14 * 1e-5 + 2 * 7 / 8 * 40 * 2**20 / 1e10
+    assert one.exposed_comm == pytest.approx(full) and one.total_comm == pytest.approx(full)
+    per = dp.overlap_timeline(pb, bt, 8, bucket_cap_mb=4, first_bucket_mb=4, alpha=1e-5, bandwidth=1e10)
+    assert len(per.buckets) == 10
+    each = 14 * 1e-5 + 2 * 7 / 8 * 4 * 2**20 / 1e10
+    assert per.total_comm == pytest.approx(10 * each)
+    # each all-reduce (0.87 ms) is shorter than a gradient's compute (1 ms): only the last one is exposed
+    assert per.step_end == pytest.approx(10e-3 + each) and per.exposed_comm == pytest.approx(each)
+    # with a slow network (each all-reduce longer than 1 ms) the communication stream is the bottleneck
+    slow = dp.overlap_timeline(pb, bt, 8, bucket_cap_mb=4, first_bucket_mb=4, alpha=1e-5, bandwidth=1e9)
+    each_slow = 14 * 1e-5 + 2 * 7 / 8 * 4 * 2**20 / 1e9
+    assert slow.step_end == pytest.approx(1e-3 + 10 * each_slow)
+    assert per.exposed_comm < one.exposed_comm
+
+
+def test_splits_and_reductions():
+    x, w = seed_problem()
+    f = dp.linear_mse_model(w)
+    full = f(x[:10])[0]
+    loss, sizes = dp.data_parallel_loss(x[:10], 3, f, split="contiguous", reduction="weighted")
+    assert sizes == [4, 3, 3] and loss == pytest.approx(full, rel=1e-13)
+    loss, sizes = dp.data_parallel_loss(x[:10], 3, f, split="sampler_pad", reduction="weighted")
+    padded = np.concatenate([x[:10], x[:2]])
+    assert sizes == [4, 4, 4] and loss == pytest.approx(f(padded)[0], rel=1e-13) and loss != pytest.approx(full)
+    loss, sizes = dp.data_parallel_loss(x[:10], 3, f, split="drop_remainder")
+    assert sizes == [3, 3, 3] and loss == pytest.approx(f(x[:9])[0], rel=1e-13)
+    loss, _ = dp.data_parallel_loss(x[:2], 4, f, reduction="mean_of_means")
+    assert np.isnan(loss)  # the seed's mean of means with an empty rank
+
+
+def test_dp_explorer_numbers():
+    from distlearn.widgets import data_parallel as w
+
+    r = w.compute(world_size=8, batch_size=64, split="contiguous", reduction="weighted", params_b=7.0,
+                  bandwidth_gbs=100.0)
+    assert r["bias"] == pytest.approx(0, abs=1e-12)
+    assert r["bytes_per_rank"] == pytest.approx(24.5e9) and r["seconds"] == pytest.approx(0.245)
+    r = w.compute(world_size=3, batch_size=64, split="contiguous", reduction="mean_of_means")
+    assert abs(r["bias"]) > 1e-4
+
+
+@settings(max_examples=25, deadline=None)
+@given(sizes=st.lists(st.integers(0, 6), min_size=1, max_size=6).filter(lambda s: sum(s) >= 2),
+       seed=st.integers(0, 1000))
+def test_sync_batchnorm_any_split(sizes, seed):
+    x = np.random.default_rng(seed).standard_normal((sum(sizes), 2)) * 5 - 1
+    outs, *_ = dp.sync_batchnorm(np.split(x, np.cumsum(sizes)[:-1]))
+    ref = torch.nn.BatchNorm1d(2, affine=False, dtype=torch.float64).train()(torch.tensor(x)).detach().numpy()
+    np.testing.assert_allclose(np.concatenate(outs), ref, rtol=1e-9, atol=1e-9)
+
+
+def test_bad_inputs_raise_bilingual_errors():
+    with pytest.raises(DistlearnValueError, match="world_size"):
+        dp.shard_sizes(10, 0)
+    with pytest.raises(DistlearnValueError):
+        dp.simulate_data_parallelism(np.zeros((0, 3)), 2, dp.linear_mse_model(np.zeros((3, 1))))
+    with pytest.raises(DistlearnValueError):
+        dp.split_indices(10, 3, "random")
+    with pytest.raises(DistlearnValueError):
+        dp.sync_batchnorm([np.zeros((1, 2)), np.zeros((0, 2))])
+    with pytest.raises(DistlearnValueError, match="bucket_cap_mb"):
+        dp.bucket_assignment([1, 2], bucket_cap_mb=0)
+    with pytest.raises(DistlearnValueError):
+        dp.overlap_timeline([1, 2], [1.0], 2)

@@ -1,0 +1,61 @@
+"""Real gloo collectives equal the VirtualCluster's; real DDP gradients equal single-process ones; sync BatchNorm
+from all_reduce equals torch's BatchNorm1d. Each lab runs twice in one process (a second launch must work)."""
+import numpy as np
+import pytest
+import torch
+
+from distlearn import launch
+from distlearn.comm import VirtualCluster
+from distlearn.labs import collectives, ddp
+
+
+def virtual_results(world_size, length=12, seed=0):
+    xs = [collectives.rank_input(r, world_size, length, seed) for r in range(world_size)]
+    c = VirtualCluster(world_size)
+    recv = [c.send(xs[r], r, (r + 1) % world_size) for r in range(world_size)] if world_size > 1 else None
+    return {
+        "all_reduce_sum": c.all_reduce(xs), "all_reduce_max": c.all_reduce(xs, op="max"),
+        "all_reduce_mean": c.all_reduce(xs, op="mean"), "broadcast": c.broadcast(xs, src=0),
+        "reduce": c.reduce(xs, dst=0), "all_gather": c.all_gather(xs), "reduce_scatter": c.reduce_scatter(xs),
+        "all_to_all": c.all_to_all(xs),
+        "send_recv": [c.recv((r - 1) % world_size, r) for r in range(world_size)] if recv is not None else xs,
+    }
+
+
+@pytest.mark.slow
+def test_collectives_equal_virtual_cluster_twice():
+    for world_size in (3, 2):  # a second launch in the same process; 3 is not a power of two
+        real = launch.run(collectives.run_collectives, world_size, 12, 0, timeout=60)
+        virtual = virtual_results(world_size)
+        for key, per_rank in virtual.items():
+            for r in range(world_size):
+                if key == "reduce" and r != 0:
+                    continue
+                np.testing.assert_array_equal(real[r][key], per_rank[r], err_msg=f"{key} rank {r}")
+
+
+@pytest.mark.slow
+def test_time_all_reduce_runs():
+    times = launch.run(collectives.time_all_reduce, 2, (4096, 1 << 20), 2, timeout=60)
+    assert len(times) == 2 and all(t > 0 for t in times[0])
+
+
+@pytest.mark.slow
+def test_ddp_gradients_equal_single_process():
+    ref = ddp.reference_gradients(32, 0, "mean")
+    ref_sum = ddp.reference_gradients(32, 0, "sum")
+    for world_size in (2, 4):
+        for both in launch.run(ddp.ddp_gradients, world_size, 32, 0, "both", timeout=60):
+            for name in ref:
+                np.testing.assert_allclose(both["mean"][name], ref[name], atol=1e-6, rtol=0)
+                # loss "sum" under DDP: the single-process sum gradient divided by world_size (DDP averages)
+                np.testing.assert_allclose(both["sum"][name], ref_sum[name] / world_size, rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_sync_batchnorm_lab_equals_batchnorm():
+    outs = launch.run(ddp.sync_batchnorm_lab, 3, 10, 4, 0, timeout=60)
+    assert [len(o) for o in outs] == [4, 3, 3]
+    x = torch.from_numpy(np.random.default_rng(0).standard_normal((10, 4)) * 3 + 1)
+    ref = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()(x).detach().numpy()
+    np.testing.assert_allclose(np.concatenate(outs), ref, rtol=1e-10, atol=1e-12)
