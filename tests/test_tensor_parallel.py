@@ -257,3 +257,17 @@ def test_tp_must_be_a_positive_integer():
         T.shard_columns(np.ones((2, 4)), 0)
     with pytest.raises(DistlearnValueError):
         T.shard_rows(np.ones((4, 2)), 2.0)
+
+
+# ---------------------------------------------------------------- explorer
+def test_explorer_compute_matches_the_closed_forms():
+    from distlearn.widgets import tensor_parallel as w
+    r = w.compute(tp=8, hidden_size=12288, seq_len=2048, micro_batch_size=1, sequence_parallel=True)
+    sbh = 2048 * 12288
+    assert r["num_heads"] == 96
+    assert r["activations"] == pytest.approx(14.25 * sbh) and r["activations_no_sp"] == pytest.approx(23 * sbh)
+    # weights: (12h² + 7h)/8 sharded (QKV, fc1 with biases; O, fc2 weights) + 6h replicated, bf16
+    h = 12288
+    assert r["weights"] == 2 * ((12 * h * h + 7 * h) // 8 + 6 * h)
+    assert "error" in w.compute(tp=16, hidden_size=1024)  # 8 heads over 16 ranks
+    assert "num_heads = 8" in w.compute(tp=16, hidden_size=1024)["error"]

@@ -56,33 +56,37 @@ def controls() -> dict:
 
 
 def draw_blocks(tp: int, ax=None):
-    """Draw the four weight matrices of a layer, coloured by the rank that holds each block: QKV and fc1 split by
-    columns (output features), the output projection and fc2 by rows (input features)."""
+    """Draw the weight matrices of a layer (``W`` of shape (d_in, d_out), one unit = h), coloured by the rank that
+    holds each block: W_q, W_k, W_v and W_fc1 split by columns (output features; for Q, K, V that is by heads),
+    W_o and W_fc2 by rows (input features)."""
     if ax is None:
-        _, ax = plots.new_figure(9, 2.6)
+        _, ax = plots.new_figure(9, 3.2)
     cmap = plt.get_cmap("tab10" if tp <= 10 else "tab20")
-    mats = [("W_qkv", 1, 3, "col"), ("W_o", 1, 1, "row"), ("W_fc1", 1, 4, "col"), ("W_fc2", 4, 1, "row")]
-    x0 = 0.0
+    mats = [("W_q", 1, 1, "col"), ("W_k", 1, 1, "col"), ("W_v", 1, 1, "col"), ("W_o", 1, 1, "row"),
+            ("W_fc1", 1, 4, "col"), ("W_fc2", 4, 1, "row")]
+    x0, gap = 0.0, 0.45
     for name, rows, cols, how in mats:
-        width, height = cols * 0.6, rows * 0.6
         for r in range(tp):
             if how == "col":
-                rect = Rectangle((x0 + r * width / tp, 0), width / tp, height, color=cmap(r % cmap.N))
+                rect = Rectangle((x0 + r * cols / tp, 0), cols / tp, rows, color=cmap(r % cmap.N))
             else:
-                rect = Rectangle((x0, height - (r + 1) * height / tp), width, height / tp, color=cmap(r % cmap.N))
+                rect = Rectangle((x0, rows - (r + 1) * rows / tp), cols, rows / tp, color=cmap(r % cmap.N))
             ax.add_patch(rect)
-        ax.add_patch(Rectangle((x0, 0), width, height, fill=False, lw=1.2))
-        kind = bi("column-parallel", "列并行") if how == "col" else bi("row-parallel", "行并行")
-        ax.text(x0 + width / 2, -0.15, f"{name}\n{kind}", ha="center", va="top", fontsize=8)
-        x0 += width + 0.5
+        ax.add_patch(Rectangle((x0, 0), cols, rows, fill=False, lw=1.2))
+        ax.text(x0 + cols / 2, -0.12, name, ha="center", va="top", fontsize=9)
+        ax.text(x0 + cols / 2, -0.45, bi("cols", "列") if how == "col" else bi("rows", "行"), ha="center",
+                va="top", fontsize=7, color="#555555")
+        x0 += cols + gap
     for r in range(min(tp, 16)):
-        ax.add_patch(Rectangle((x0 + 0.1, 2.3 - r * 0.15), 0.12, 0.12, color=cmap(r % cmap.N)))
-        ax.text(x0 + 0.3, 2.36 - r * 0.15, f"rank {r}", va="center", fontsize=7)
-    ax.set_xlim(-0.2, x0 + 1.2)
-    ax.set_ylim(-1.0, 2.6)
+        y = 4 - 0.25 * (r + 1)
+        ax.add_patch(Rectangle((x0 + 0.2, y), 0.18, 0.18, color=cmap(r % cmap.N)))
+        ax.text(x0 + 0.5, y + 0.09, f"rank {r}", va="center", fontsize=7)
+    ax.set_xlim(-0.2, x0 + 1.6)
+    ax.set_ylim(-0.9, 4.1)
     ax.set_aspect("equal")
     ax.axis("off")
-    plots.title(ax, f"Which rank holds which block (tp = {tp})", f"每个 rank 持有哪一块（tp = {tp}）")
+    plots.title(ax, f"Which rank holds which block of each weight (tp = {tp})",
+                f"每个 rank 持有每个权重矩阵的哪一块（tp = {tp}）")
     return ax
 
 
