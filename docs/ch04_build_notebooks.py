@@ -286,8 +286,9 @@ for tp in [1, 2, 4, 8]:
 PyTorch's `parallelize_module` shards an `nn.Module` over a device mesh: `ColwiseParallel` shards
 `nn.Linear.weight` (shape `(out, in)`) along dim 0, which is our column split of $W = $ `weight.T`;
 `RowwiseParallel` shards it along dim 1 and all-reduces the output. The lab `distlearn.labs.tensor_parallel`
-builds a small MLP ($h = 16$, $f = 64$) and a causal attention block (4 heads) on every rank with the same seed,
-shards them on gloo, and compares outputs and gradients with an unsharded copy. It also returns each rank's
+builds a small MLP ($h = 16$, $f = 64$), a causal attention block (4 heads) and a pre-LN MLP block with sequence
+parallelism (`SequenceParallel` LayerNorm, `ColwiseParallel(input_layouts=Shard(0))`,
+`RowwiseParallel(output_layouts=Shard(0))`) on every rank with the same seed, shards them on gloo, and compares outputs and gradients with an unsharded copy. It also returns each rank's
 local shards (`to_local()`), which we compare with the simulation's shards. The same lab runs on GPUs with
 `torchrun --nproc-per-node 2 -m distlearn.labs.tensor_parallel`.
 """, r"""
@@ -296,7 +297,8 @@ local shards (`to_local()`), which we compare with the simulation's shards. The 
 PyTorch 的 `parallelize_module` 把一个 `nn.Module` 切分到设备网格 (DeviceMesh) 上：`ColwiseParallel` 沿第 0 维切分
 `nn.Linear.weight`（形状 `(out, in)`），这正是对 $W = $ `weight.T` 的列切分；`RowwiseParallel` 沿第 1 维切分，并对
 输出做 AllReduce。实验 `distlearn.labs.tensor_parallel` 在每个 rank 上用相同的随机种子构建一个小 MLP（$h = 16$，
-$f = 64$）和一个因果注意力块（4 个头），在 gloo 上切分，并把输出和梯度与未切分的副本比较。它还返回每个 rank 的本地
+$f = 64$）、一个因果注意力块（4 个头）和一个带序列并行的 pre-LN MLP 块（`SequenceParallel` 的 LayerNorm、
+`ColwiseParallel(input_layouts=Shard(0))`、`RowwiseParallel(output_layouts=Shard(0))`），在 gloo 上切分，并把输出和梯度与未切分的副本比较。它还返回每个 rank 的本地
 分片（`to_local()`），我们把它们与模拟得到的分片比较。同一个实验用
 `torchrun --nproc-per-node 2 -m distlearn.labs.tensor_parallel` 即可在 GPU 上运行。
 """),
@@ -313,12 +315,12 @@ for world_size in [2, 4]:
                and np.array_equal(r["mlp"]["local"]["fc2.weight"], sim.local[k]["w2"].T)
                and np.allclose(r["mlp"]["local_grads"]["fc1.weight"], sim.local[k]["grad_w1"].T, atol=1e-12)
                for k, r in enumerate(results))
-    for block in ["mlp", "attention"]:
+    for block in ["mlp", "attention", "sp_block"]:
         err_out = max(r[block]["out_err"] for r in results)
         err_grad = max(r[block]["grad_err"] for r in results)
         print(f"world_size={world_size} {block:>9}: max|Δoutput| < 1e-12: {err_out < 1e-12}, "
               f"max|Δgrad| < 1e-12: {err_grad < 1e-12}, "
-              f"local params on rank 0: {results[0][block]['local_numel']}")
+              f"rank 0 stores {results[0][block]['local_numel']} params, output {results[0][block]['out_shape']}")
     print(f"    simulated MLP shards == DTensor to_local() shards (weights and gradients): {same}")
 """),
     P(r"""

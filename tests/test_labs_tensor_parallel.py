@@ -21,7 +21,7 @@ def results(request):
 
 def test_dtensor_equals_unsharded(results):
     for r in results:
-        for block in ("mlp", "attention"):
+        for block in ("mlp", "attention", "sp_block"):
             assert r[block]["out_err"] < 1e-12, (r["rank"], block)
             assert r[block]["grad_err"] < 1e-12, (r["rank"], block)
 
@@ -73,3 +73,18 @@ def test_torchrun_runs_the_lab():
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "mlp: world_size=2" in out.stdout and "attention: world_size=2" in out.stdout
+
+
+def test_sequence_parallel_block_equals_simulation(results):
+    tp = len(results)
+    full, x, g = results[0]["sp_block"]["full"], results[0]["x"], results[0]["grad_out"]
+    sim = T.sequence_parallel_mlp_block(x, full["ln.weight"], full["ln.bias"], full["mlp.fc1.weight"].T,
+                                        full["mlp.fc1.bias"], full["mlp.fc2.weight"].T, full["mlp.fc2.bias"], g,
+                                        tp, sequence_parallel=True)
+    for rank, r in enumerate(results):
+        blk = r["sp_block"]
+        assert blk["out_err"] < 1e-12 and blk["grad_err"] < 1e-12
+        assert blk["out_shape"] == sim.local[rank]["output"].shape == (x.shape[0] // tp,) + x.shape[1:]
+        np.testing.assert_array_equal(blk["local"]["mlp.fc1.weight"], sim.local[rank]["w1"].T)
+        np.testing.assert_allclose(blk["local_grads"]["mlp.fc1.weight"], sim.local[rank]["grad_w1"].T, atol=1e-12)
+        np.testing.assert_allclose(blk["local_grads"]["mlp.fc2.weight"], sim.local[rank]["grad_w2"].T, atol=1e-12)
