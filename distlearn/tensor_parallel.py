@@ -127,6 +127,24 @@ def _check_split(name: str, size: int, tp: int, what_en: str, what_zh: str) -> N
             f"请从 {size} 的因数（{_divisors(size)}）中选择 tp，或修改 {name}。")
 
 
+def _check_shapes(**shapes) -> None:
+    """``name=(actual_shape, expected_shape)``: raise DistlearnValueError naming the first mismatch."""
+    for name, (got, want) in shapes.items():
+        if tuple(got) != tuple(want):
+            raise DistlearnValueError(name, f"{name} has shape {tuple(got)}, expected {tuple(want)}.",
+                                      f"{name} 的形状为 {tuple(got)}，应为 {tuple(want)}。")
+
+
+def _mlp_shapes(x, w1, b1, w2, b2, grad_out) -> None:
+    x, w1 = np.asarray(x), np.asarray(w1)
+    if x.ndim < 1 or w1.ndim != 2:
+        raise DistlearnValueError("w1", "x needs a feature axis and w1 must be 2-D (h, f).",
+                                  "x 需要特征维，w1 必须是二维 (h, f)。")
+    h, f = x.shape[-1], w1.shape[1]
+    _check_shapes(w1=(w1.shape, (h, f)), b1=(np.shape(b1), (f,)), w2=(np.shape(w2), (f, h)), b2=(np.shape(b2), (h,)),
+                  grad_out=(np.shape(grad_out), x.shape))
+
+
 def _divisors(n: int) -> str:
     small = [d for d in range(1, min(n, 64) + 1) if n % d == 0]
     return ", ".join(map(str, small)) + (", …" if n > 64 else "")
@@ -282,6 +300,7 @@ def megatron_mlp(x, w1, b1, w2, b2, grad_out, tp: int) -> TPResult:
     ``result.local[r]`` holds rank r's ``w1``, ``b1``, ``w2`` shards and their gradients.
     """
     tp = _check_tp(tp)
+    _mlp_shapes(x, w1, b1, w2, b2, grad_out)
     _check_split("ffn_hidden_size", w1.shape[1], tp, "MLP hidden features", "MLP 隐藏层特征")
     cluster, log = VirtualCluster(tp), []
     w1s, b1s, w2s = shard_columns(w1, tp, "ffn_hidden_size"), shard_columns(b1, tp, "ffn_hidden_size"), \
@@ -357,7 +376,13 @@ def parallel_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, tp: int, cau
     """
     tp = _check_tp(tp)
     num_heads = check_int("num_heads", num_heads, minimum=1)
+    x = np.asarray(x)
+    if x.ndim != 3:
+        raise DistlearnValueError("x", f"x must have shape (s, b, h), got {x.shape}.",
+                                  f"x 的形状必须是 (s, b, h)，收到 {x.shape}。")
     h = x.shape[-1]
+    _check_shapes(**{n: (np.shape(w), (h, h)) for n, w in (("wq", wq), ("wk", wk), ("wv", wv), ("wo", wo))},
+                  grad_out=(np.shape(grad_out), x.shape))
     if h % num_heads:
         raise DistlearnValueError("hidden_size", f"hidden_size = {h} must be divisible by num_heads = {num_heads}.",
                                   f"hidden_size = {h} 必须能被 num_heads = {num_heads} 整除。")
@@ -427,6 +452,12 @@ def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: in
     ``sequence_parallel`` (DistlearnValueError). ``result.output`` and ``grads["x"]`` are assembled full arrays.
     """
     tp = _check_tp(tp)
+    _mlp_shapes(x, w1, b1, w2, b2, grad_out)
+    h = x.shape[-1]
+    _check_shapes(gamma=(np.shape(gamma), (h,)), beta=(np.shape(beta), (h,)))
+    if x.ndim != 3:
+        raise DistlearnValueError("x", f"x must have shape (s, b, h), got {x.shape}.",
+                                  f"x 的形状必须是 (s, b, h)，收到 {x.shape}。")
     _check_split("ffn_hidden_size", w1.shape[1], tp, "MLP hidden features", "MLP 隐藏层特征")
     sp = bool(sequence_parallel)
     if sp:

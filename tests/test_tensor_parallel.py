@@ -252,6 +252,17 @@ def test_bad_shapes_raise_bilingual_errors(call, names):
     assert "不能被" in msg or "整除" in msg
 
 
+def test_mismatched_shapes_are_named():
+    x = np.ones((4, 1, 8))
+    with pytest.raises(DistlearnValueError, match="w2 has shape"):
+        T.megatron_mlp(x, np.ones((8, 16)), np.ones(16), np.ones((8, 16)), np.ones(8), x, 2)
+    with pytest.raises(DistlearnValueError, match="grad_out"):
+        T.parallel_attention(x, *[np.ones((8, 8))] * 4, 2, np.ones((4, 2, 8)), 2)
+    with pytest.raises(DistlearnValueError, match="gamma"):
+        T.sequence_parallel_mlp_block(x, np.ones(4), np.ones(8), np.ones((8, 16)), np.ones(16), np.ones((16, 8)),
+                                      np.ones(8), x, 2)
+
+
 def test_tp_must_be_a_positive_integer():
     with pytest.raises(DistlearnValueError):
         T.shard_columns(np.ones((2, 4)), 0)
