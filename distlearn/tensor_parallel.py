@@ -28,7 +28,7 @@ from .comm import VirtualCluster
 from .validate import DistlearnValueError, check_choice, check_int
 
 __all__ = [
-    "seed_simulate_tensor_parallelism", "simulate_tensor_parallelism", "shard_columns", "shard_rows",
+    "seed_simulate_tensor_parallelism", "seed_source", "simulate_tensor_parallelism", "shard_columns", "shard_rows",
     "column_parallel_forward", "column_parallel_backward", "row_parallel_forward", "row_parallel_backward",
     "megatron_mlp", "reference_mlp", "parallel_attention", "reference_attention",
     "sequence_parallel_mlp_block", "reference_mlp_block", "block_comm", "layer_comm_bytes",
@@ -63,6 +63,14 @@ def seed_simulate_tensor_parallelism(input_data, weight_matrix, num_gpus):
     error = np.abs(full_output - direct_output).max()
 
     return full_output, error
+
+
+def seed_source() -> str:
+    """The source code of :func:`seed_simulate_tensor_parallelism` as the seed wrote it (our docstring left out)."""
+    import inspect
+
+    lines = inspect.getsource(seed_simulate_tensor_parallelism).splitlines()
+    return "\n".join([lines[0]] + lines[lines.index('    """') + 1:])
 
 
 # ---------------------------------------------------------------- records
@@ -526,7 +534,10 @@ def block_comm(*, seq_len: int, micro_batch_size: int, hidden_size: int, tp: int
       all-reduce of the replicated LayerNorm and bias gradients (3h values: tiny, done once per step in
       Megatron-LM, per block in :func:`sequence_parallel_mlp_block`).
 
-    Sources: Shoeybi et al. 2019 §3; Korthikanti et al. 2022 §4.2.2; ring costs in :mod:`distlearn.comm`.
+    Sources: Shoeybi et al. 2019 §3; Korthikanti et al. 2022 §4.2.2; ring costs in :mod:`distlearn.comm`; the
+    re-gather: Megatron-LM ``megatron/core/tensor_parallel/layers.py``,
+    ``LinearWithGradAccumulationAndAsyncCommunication`` (forward saves the sequence-sharded input, backward
+    all-gathers it again, overlapped with the input-gradient GEMM).
     """
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)

@@ -80,6 +80,9 @@ With a ring algorithm an all-gather sends $(t-1)/t$ of the output per rank and a
 > $(t-1)/t$；(2) 行切分（每个 Megatron 块的另一半）根本不能拼接：它的部分结果必须由 AllReduce **求和**。
 """),
     C("""
+print(tp_sim.seed_source())     # the seed's code, kept as tp_sim.seed_simulate_tensor_parallelism
+"""),
+    C("""
 x, W = rng.standard_normal((4, 512)), rng.standard_normal((512, 512))
 out, err = tp_sim.seed_simulate_tensor_parallelism(x, W, 4)      # the seed: column split only
 print(f"seed, column split: max error < 1e-12: {err < 1e-12}, bytes counted: none")
@@ -132,6 +135,17 @@ MLP $Y = \mathrm{GeLU}(XA)\,B$ 按 **先列并行 $A$、再行并行 $B$** 切�
 因此 **前向一次 AllReduce、反向一次 AllReduce**，每次 $s \cdot b \cdot h$ 个数。权重梯度
 $\partial L/\partial A_r = X^\top \partial L/\partial Z_r$ 和 $\partial L/\partial B_r = Z_r^\top
 \partial L/\partial Y$ 都在本地由各 rank 持有的分片计算。
+"""),
+    P(r"""
+Which rank holds which block, for $t = 4$ ($W$ drawn with $d_{in}$ down and $d_{out}$ across; one unit = $h$):
+""", r"""
+$t = 4$ 时每个 rank 持有哪一块（$W$ 纵向为 $d_{in}$、横向为 $d_{out}$；一个单位 = $h$）：
+"""),
+    C("""
+import matplotlib.pyplot as plt
+from distlearn.widgets.tensor_parallel import draw_blocks
+draw_blocks(4)
+plt.show()
 """),
     C("""
 s, b, h, f = 16, 2, 32, 128                    # sequence, micro-batch, hidden, MLP hidden (4h)

@@ -51,6 +51,9 @@ def test_seed_column_only_and_counts_nothing():
     parts = [xs @ ws for xs, ws in zip(np.split(x, 4, axis=1), np.split(w, 4, axis=0))]
     assert np.abs(np.concatenate(parts, -1)[:, :16] - x @ w).max() > 1e-3
     assert np.allclose(sum(parts), x @ w)
+    src = T.seed_source()
+    assert src.startswith("def seed_simulate_tensor_parallelism(input_data, weight_matrix, num_gpus):")
+    assert "np.concatenate(partial_results, axis=-1)" in src and "Do not use" not in src
 
 
 @pytest.mark.parametrize("tp", TPS)
