@@ -142,6 +142,7 @@ Which rank holds which block, for $t = 4$ ($W$ drawn with $d_{in}$ down and $d_{
 $t = 4$ 时每个 rank 持有哪一块（$W$ 纵向为 $d_{in}$、横向为 $d_{out}$；一个单位 = $h$）：
 """),
     C("""
+# NBVAL_IGNORE_OUTPUT
 import matplotlib.pyplot as plt
 from distlearn.widgets.tensor_parallel import draw_blocks
 draw_blocks(4)
