@@ -168,6 +168,21 @@ def test_attention_split_by_heads_equals_torch(tp):
     assert r.local[0]["wq"].shape == (h, h // tp) and r.local[0]["wo"].shape == (h // tp, h)
 
 
+@settings(max_examples=15, deadline=None)
+@given(tp=st.sampled_from(TPS), heads_per_rank=st.integers(1, 2), head_dim=st.integers(1, 4),
+       s=st.integers(1, 5), b=st.integers(1, 2), causal=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_attention_property(tp, heads_per_rank, head_dim, s, b, causal, seed):
+    rng = _rng(seed)
+    heads = heads_per_rank * tp
+    h = heads * head_dim
+    x, g = rng.standard_normal((s, b, h)), rng.standard_normal((s, b, h))
+    ws = [rng.standard_normal((h, h)) / np.sqrt(h) for _ in range(4)]
+    want_y, want = T.reference_attention(x, *ws, heads, g, causal=causal)
+    r = T.parallel_attention(x, *ws, heads, g, tp, causal=causal)
+    np.testing.assert_allclose(r.output, want_y, atol=1e-10)
+    _assert_grads(r.grads, want, want)
+
+
 # ---------------------------------------------------------------- sequence parallelism
 def _torch_block(x, gamma, beta, params, g):
     m = MLP(params[0].shape[0], params[0].shape[1]).double()
@@ -202,6 +217,21 @@ def test_sequence_parallel_block_equals_torch_and_closed_form(tp, sp):
                               dtype_bytes=8, layernorm_grad_allreduce=sp)
         assert [(c.op, c.phase, c.bytes_per_rank) for c in r.comm] == [
             (c.op, c.phase, c.bytes_per_rank) for c in closed]
+
+
+@settings(max_examples=15, deadline=None)
+@given(tp=st.sampled_from(TPS), k=st.integers(1, 3), b=st.integers(1, 2), h=st.integers(2, 6),
+       sp=st.booleans(), seed=st.integers(0, 2 ** 16))
+def test_sequence_parallel_block_property(tp, k, b, h, sp, seed):
+    rng = _rng(seed)
+    s, f = k * tp, 2 * tp
+    x, g = rng.standard_normal((s, b, h)), rng.standard_normal((s, b, h))
+    gamma, beta = 1 + 0.1 * rng.standard_normal(h), 0.1 * rng.standard_normal(h)
+    params = _mlp_params(rng, h, f)
+    want_y, want = T.reference_mlp_block(x, gamma, beta, *params, g)
+    r = T.sequence_parallel_mlp_block(x, gamma, beta, *params, g, tp, sequence_parallel=sp)
+    np.testing.assert_allclose(r.output, want_y, atol=1e-10)
+    _assert_grads(r.grads, want, want, tol=1e-9)
 
 
 def test_sp_moves_the_same_bytes_as_all_reduce():
