@@ -390,12 +390,12 @@ tp_widget.explorer()
 ## Exercises
 
 In [`exercises/04_tensor_parallel.ipynb`](../exercises/04_tensor_parallel.ipynb): write the row-parallel forward
-with its all-reduce, count the bytes a GPU sends per layer, and compute the activation memory sequence
+with its all-reduce, the input gradient of a column-parallel layer, count the bytes a GPU sends per layer, and compute the activation memory sequence
 parallelism saves. Solutions: `solutions/04_tensor_parallel.ipynb`.
 """, r"""
 ## 练习
 
-在 [`exercises/04_tensor_parallel.ipynb`](../exercises/04_tensor_parallel.ipynb) 中：写出带 AllReduce 的行并行前向，
+在 [`exercises/04_tensor_parallel.ipynb`](../exercises/04_tensor_parallel.ipynb) 中：写出带 AllReduce 的行并行前向和列并行层的输入梯度，
 计算每张 GPU 每层发送的字节数，并计算序列并行节省的激活显存。参考答案：`solutions/04_tensor_parallel.ipynb`。
 """),
 ]
@@ -441,12 +441,36 @@ def row_parallel_forward(x, w, tp):
 """),
     C("check.ex04_row_parallel_forward(row_parallel_forward)"),
     P(r"""
-## Exercise 2: bytes per layer
+## Exercise 2: the backward of a column-parallel layer
+
+For a column-parallel $Y = XW$, rank $r$ holds the columns $W_r$ and receives the gradient of its output block,
+`grad_out[:, block r]`. Compute $\partial L/\partial X$ on `tp` ranks of a `VirtualCluster` (the backward of f)
+and return `(grad_x, bytes_sent_per_rank)`.
+""", r"""
+## 练习 2：列并行层的反向
+
+对列并行的 $Y = XW$，rank $r$ 持有列块 $W_r$，并收到其输出块的梯度 `grad_out[:, block r]`。在 `VirtualCluster`
+的 `tp` 个 rank 上计算 $\partial L/\partial X$（即 f 的反向），返回 `(grad_x, bytes_sent_per_rank)`。
+"""),
+    C("""
+def column_parallel_grad_input(grad_out, w, tp):
+    cluster = VirtualCluster(tp)
+    ### BEGIN SOLUTION
+    g_shards = np.split(grad_out, tp, axis=1)
+    w_shards = np.split(w, tp, axis=1)
+    partial = [gr @ wr.T for gr, wr in zip(g_shards, w_shards)]
+    grad_x = cluster.all_reduce(partial)
+    return grad_x[0], int(cluster.bytes_sent[0])
+    ### END SOLUTION
+"""),
+    C("check.ex04_column_parallel_grad_input(column_parallel_grad_input)"),
+    P(r"""
+## Exercise 3: bytes per layer
 
 Return the bytes one GPU sends for one transformer layer (attention + MLP, forward + backward, no sequence
 parallelism, ring all-reduce) for activations of `dtype_bytes` bytes per value.
 """, r"""
-## 练习 2：每层的字节数
+## 练习 3：每层的字节数
 
 返回一张 GPU 在一个 Transformer 层（注意力 + MLP，前向 + 反向，无序列并行，环形 AllReduce）中发送的字节数，
 激活值每个数占 `dtype_bytes` 字节。
@@ -460,12 +484,12 @@ def layer_comm_bytes(seq_len, micro_batch_size, hidden_size, tp, dtype_bytes):
 """),
     C("check.ex04_layer_comm_bytes(layer_comm_bytes)"),
     P(r"""
-## Exercise 3: what sequence parallelism saves
+## Exercise 4: what sequence parallelism saves
 
 Return the activation bytes per layer per GPU that sequence parallelism saves, from Korthikanti et al. 2022,
 Table 2 (the formulas already count bytes).
 """, r"""
-## 练习 3：序列并行节省了什么
+## 练习 4：序列并行节省了什么
 
 根据 Korthikanti 等 2022 的表 2，返回序列并行为每张 GPU 每层节省的激活字节数（公式本身已按字节计）。
 """),

@@ -56,3 +56,20 @@ def ex04_sp_activation_saving(fn) -> None:
                           hint_zh="无 SP：s·b·h·(10 + 24/t + 5as/(ht))；有 SP：s·b·h·(34/t + 5as/(ht))。"
                                   "只有 LayerNorm、dropout 和残差保存的 10·s·b·h 被 t 整除。"))
     verify("ex04_sp_activation_saving", fn, cases)
+
+
+def ex04_column_parallel_grad_input(fn) -> None:
+    """``fn(grad_out, w, tp) -> (grad_x, bytes_sent_per_rank)``: the input gradient of a column-parallel layer
+    ``y = x @ w``: rank r holds columns ``w_r`` and ``grad_out_r``; the partial products are all-reduced (the
+    backward of f)."""
+    cases = []
+    for seed, (m, k, n, tp) in enumerate([(3, 5, 8, 2), (2, 4, 12, 4), (4, 3, 8, 8), (2, 6, 6, 1), (5, 2, 6, 3)]):
+        rng = np.random.default_rng(100 + seed)
+        g, w = np.round(rng.standard_normal((m, n)), 2), np.round(rng.standard_normal((k, n)), 2)
+        expected = (g @ w.T, round(2 * (tp - 1) / tp * m * k * 8))
+        cases.append(Case(args=(g, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
+                          hint_en="Rank r holds grad_out[:, block r] and w[:, block r]; its grad_out_r @ w_r.T has "
+                                  "the full shape of x but is only a partial sum: all-reduce it.",
+                          hint_zh="rank r 持有 grad_out 的第 r 块列和 w 的第 r 块列；它的 grad_out_r @ w_r.T 形状与 x "
+                                  "相同，但只是部分和：需要 AllReduce。"))
+    verify("ex04_column_parallel_grad_input", fn, cases)
