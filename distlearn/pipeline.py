@@ -32,7 +32,7 @@ from .validate import DistlearnValueError, check_choice, check_divisible, check_
 
 __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
-    "stage_order", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
+    "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
     "seed_simulate_pipeline_parallelism",
 ]
 
@@ -136,18 +136,38 @@ def split_microbatches(batch, num_microbatches: int) -> list:
 
 
 # ---------------------------------------------------------------------------------------------- schedules
+def interleaved_group_size(num_stages: int, num_microbatches: int) -> int:
+    """Micro-batches per round of the interleaved schedule, as ``torch.distributed.pipelining`` computes it.
+
+    ``rounds = max(1, m // p)``, group ``g = m // rounds`` (``g = p`` when ``m`` is a multiple of ``p``; ``g = m``
+    when ``m < p``). Raises DistlearnValueError when ``m`` is not a multiple of ``rounds`` (torch's
+    ``ScheduleInterleaved1F1B`` refuses it too; with uneven groups the order can deadlock).
+    """
+    p, m = num_stages, num_microbatches
+    rounds = max(1, m // p)
+    if m % rounds:
+        raise DistlearnValueError(
+            "num_microbatches",
+            f"interleaved-1f1b needs num_microbatches = {m} to be a multiple of max(1, m // num_stages) = {rounds} "
+            f"(e.g. m < p, or m a multiple of p = {p}).",
+            f"interleaved-1f1b 要求 num_microbatches = {m} 是 max(1, m // num_stages) = {rounds} 的倍数"
+            f"（例如 m < p，或 m 是 p = {p} 的倍数）。")
+    return m // rounds
+
+
 def _sequence(schedule: str, m: int, p: int, v: int, backward: bool) -> tuple[np.ndarray, np.ndarray]:
     """(chunks, microbatches) of the forwards (or backwards) in the order every stage runs them.
 
-    GPipe and 1F1B: micro-batches 0, 1, …, m − 1. Interleaved (Megatron's order): groups of ``p`` micro-batches;
-    within a group all micro-batches go through chunk 0, then chunk 1, … (backwards: chunk v − 1 first).
+    GPipe and 1F1B: micro-batches 0, 1, …, m − 1. Interleaved (Megatron's and torch's order): rounds of ``g``
+    micro-batches (:func:`interleaved_group_size`); within a round all of them go through chunk 0, then chunk 1,
+    … (backwards: chunk v − 1 first).
     """
     if schedule != "interleaved-1f1b":
         return np.zeros(m, dtype=np.int64), np.arange(m, dtype=np.int64)
+    g = interleaved_group_size(p, m)
     chunks = np.arange(v)[::-1] if backward else np.arange(v)
     cs, js = [], []
-    for g0 in range(0, m, p):
-        g = min(p, m - g0)
+    for g0 in range(0, m, g):
         cs.append(np.repeat(chunks, g))
         js.append(np.tile(np.arange(g0, g0 + g), v))
     return np.concatenate(cs), np.concatenate(js)
@@ -159,7 +179,8 @@ def _warmup(schedule: str, stage, p: int, m: int, v: int):
         return np.full_like(np.asarray(stage), m)  # all forwards first
     if schedule == "1f1b":
         return np.minimum(p - np.asarray(stage) - 1, m)
-    return np.minimum(2 * (p - np.asarray(stage) - 1) + (v - 1) * p, m * v)
+    g = interleaved_group_size(p, m)
+    return np.minimum(2 * (p - np.asarray(stage) - 1) + (v - 1) * g, m * v)
 
 
 def _orders(schedule: str, p: int, m: int, v: int, stages=None):
@@ -169,6 +190,8 @@ def _orders(schedule: str, p: int, m: int, v: int, stages=None):
     ``2q − w``; backward ``r`` at ``w + 2r + 1`` (steady phase, ``r < N − w``) or ``N + r`` (cool-down).
     """
     stages = np.arange(p) if stages is None else np.asarray(stages)
+    if schedule == "interleaved-1f1b" and v == 1:
+        schedule = "1f1b"  # one chunk per stage: interleaving is plain 1F1B
     fc, fm = _sequence(schedule, m, p, v, backward=False)
     bc, bm = _sequence(schedule, m, p, v, backward=True)
     N = m * v
@@ -192,7 +215,8 @@ def stage_order(schedule: str, stage: int, num_stages: int, num_microbatches: in
     ``kind`` is ``"F"`` or ``"B"``; ``chunk`` is 0 unless ``schedule == "interleaved-1f1b"``. For ``"1f1b"`` on
     stage ``s``: ``w = min(p − s − 1, m)`` warm-up forwards, then ``m − w`` pairs (F, B), then ``w`` backwards.
     GPipe: all forwards, then all backwards (micro-batch 0 first, as ``torch.distributed.pipelining`` does).
-    Interleaved: ``w = min(2(p − s − 1) + (v − 1)p, m·v)`` warm-up chunk-forwards, in Megatron's order.
+    Interleaved: ``w = min(2(p − s − 1) + (v − 1)g, m·v)`` warm-up chunk-forwards, in Megatron's order, with
+    ``g`` micro-batches per round (``g = p`` when ``m`` is a multiple of ``p``; see :func:`interleaved_group_size`).
     Raises DistlearnValueError for an unknown schedule or out-of-range numbers.
     """
     schedule, p, m, v = _check_args(schedule, num_stages, num_microbatches, num_chunks)
@@ -334,13 +358,13 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
     start, end = _run(dep.ravel(), delay.ravel(), dur.ravel(), p, n)
     total = float(end.max())
     busy = m * (f + b)
-    bubble_fraction = 1.0 - float(busy.sum()) / (p * total)
+    bubble_fraction = max(0.0, 1.0 - float(busy.sum()) / (p * total))  # max: rounding when there is no bubble
     ideal = float(busy.max())
     delta = np.where(kind == 0, 1, -1)
     peak_chunks = np.cumsum(delta, axis=1).max(axis=1)
     return PipelineResult(
         schedule=schedule, num_stages=p, num_microbatches=m, num_chunks=v, total_time=total, busy=busy,
-        bubble_fraction=bubble_fraction, ideal_time=ideal, bubble_ratio=(total - ideal) / ideal,
+        bubble_fraction=bubble_fraction, ideal_time=ideal, bubble_ratio=max(0.0, (total - ideal) / ideal),
         peak_inflight=peak_chunks / v, peak_inflight_chunks=peak_chunks,
         ev_stage=stage_idx.ravel(), ev_kind=kind.ravel(), ev_microbatch=mb.ravel(), ev_chunk=ch.ravel(),
         ev_start=start, ev_end=end)
@@ -370,11 +394,13 @@ def _run(dep: np.ndarray, delay: np.ndarray, dur: np.ndarray, p: int, n: int):
     ptr = np.arange(p) * (n + 1)
     done = ptr + n
     inf = np.inf
+    has_delay = bool(delay.any())
     last = ptr.copy()
     it = 0
     while True:
         t = end[dep_p[ptr]]
-        t += delay_p[ptr]
+        if has_delay:
+            t += delay_p[ptr]
         np.maximum(t, clock, out=t)  # inf where the input has not arrived
         start[ptr] = t
         t += dur_p[ptr]
@@ -402,7 +428,7 @@ def closed_form(schedule: str, num_stages: int, num_microbatches: int, *, fwd_ti
     - GPipe / 1F1B: ``t_bubble = (p − 1)(t_f + t_b)``, total ``(m + p − 1)(t_f + t_b)``, fraction
       ``(p − 1)/(m + p − 1)``; peak ``m`` (GPipe) or ``min(p − s, m)`` (1F1B) micro-batches on stage ``s``.
     - interleaved (valid when ``m`` is a multiple of ``p``): ``t_bubble = (p − 1)(t_f + t_b)/v``; peak
-      activations on stage ``s`` ``(min(2(p − s − 1) + (v − 1)p, m v − 1) + 1)/v`` micro-batches (on stage 0,
+      activations on stage ``s`` ``(min(2(p − s − 1) + (v − 1)g, m v − 1) + 1)/v`` micro-batches (on stage 0,
       ``p + (p − 1)/v``: Korthikanti et al. 2022, §4.2.3).
     Source: Narayanan et al. 2021, §2.2.
     """
@@ -416,8 +442,11 @@ def closed_form(schedule: str, num_stages: int, num_microbatches: int, *, fwd_ti
         peak = [float(m)] * p
     elif schedule == "1f1b":
         peak = [float(min(p - s, m)) for s in range(p)]
+    elif v == 1:
+        peak = [float(min(p - s, m)) for s in range(p)]
     else:
-        peak = [(min(2 * (p - s - 1) + (v - 1) * p, m * v - 1) + 1) / v for s in range(p)]
+        g = interleaved_group_size(p, m)
+        peak = [(min(2 * (p - s - 1) + (v - 1) * g, m * v - 1) + 1) / v for s in range(p)]
     return {"total_time": total, "bubble_time": bubble, "bubble_fraction": bubble / total,
             "bubble_ratio": bubble / ideal, "peak_inflight": peak}
 
