@@ -249,3 +249,25 @@ def test_microbatch_tradeoff():
     # with a per-micro-batch overhead the best m is neither the smallest nor the largest
     times = [r["total_time"] for r in rows]
     assert min(times) < times[0] and min(times) < times[-1]
+
+
+def _torch_interleaved_order(rank, p, m, v):
+    """torch.distributed.pipelining's own ScheduleInterleaved1F1B order for one rank (no processes needed)."""
+    from torch.distributed.pipelining.schedules import ScheduleInterleaved1F1B
+    sched = object.__new__(ScheduleInterleaved1F1B)
+    sched.n_local_stages, sched.pp_group_size, sched._n_microbatches = v, p, m
+    sched.microbatches_per_round = m // max(1, m // p)
+    ops = sched._calculate_single_rank_operations(rank)
+    out = []
+    for a in ops:
+        if a is None:
+            continue
+        kind = "F" if str(a.computation_type).endswith("F") or "FORWARD" in str(a.computation_type) else "B"
+        out.append((kind, a.microbatch_index, a.stage_index // p))
+    return out
+
+
+@pytest.mark.parametrize("p,m,v", [(2, 4, 2), (4, 8, 2), (4, 4, 3), (4, 2, 2), (3, 6, 2), (4, 12, 4), (2, 1, 2)])
+def test_interleaved_order_matches_torch(p, m, v):
+    for s in range(p):
+        assert P.stage_order("interleaved-1f1b", s, p, m, v) == _torch_interleaved_order(s, p, m, v)
