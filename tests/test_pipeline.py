@@ -271,3 +271,31 @@ def _torch_interleaved_order(rank, p, m, v):
 def test_interleaved_order_matches_torch(p, m, v):
     for s in range(p):
         assert P.stage_order("interleaved-1f1b", s, p, m, v) == _torch_interleaved_order(s, p, m, v)
+
+
+def test_gpipe_unequal_stages_by_hand():
+    """30 layers on 4 stages (8, 8, 7, 7), forward 1 and backward 2 per layer, m = 8 (the notebook's example).
+
+    By hand: stages 0–1 take 8 per forward, so F_j leaves stage 1 at 8(j + 2) and reaches the end of stage 3 at
+    8(j + 2) + 14; the last forward ends at 86. Stage 3 then runs 8 backwards of 14 (B_0 ends at 100), stage 2
+    follows 14 later, stage 1 (16 each) starts at 114 and stage 0 (16 each) at 130: 130 + 8 · 16 = 258.
+    """
+    sizes = P.partition_layers(30, 4)
+    r = P.simulate("gpipe", 4, 8, fwd_time=sizes, bwd_time=[2 * n for n in sizes])
+    assert r.total_time == 258
+    assert r.bubble_fraction == pytest.approx(1 - 8 * 3 * 30 / (4 * 258))
+
+
+def test_1f1b_exposes_p2p_latency_more_than_gpipe():
+    g = P.simulate("gpipe", 4, 8, p2p_time=0.1).total_time
+    o = P.simulate("1f1b", 4, 8, p2p_time=0.1).total_time
+    assert o > g > 33
+
+
+def test_microbatch_tradeoff_best_is_in_between_notebook_case():
+    rows = P.microbatch_tradeoff(64, 4, [1, 2, 4, 8, 16, 32, 64])
+    best = min(rows, key=lambda r: r["total_time"])
+    assert best["num_microbatches"] == 8
+    # closed form with t_f = 4 + b: (m + p − 1) · 3 · (4 + b)
+    for r in rows:
+        assert r["total_time"] == pytest.approx((r["num_microbatches"] + 3) * 3 * (4 + r["micro_batch_size"]))

@@ -114,7 +114,7 @@ def run_pipeline(rank: int, world_size: int, schedule: str = "1f1b", num_microba
             idx, kind = name.split(".")
             ref = ref_by_param[f"{int(idx) + 2 * start}.{kind}"]
             diff = max(diff, float((prm.grad.cpu() - ref).abs().max()))
-    loss = float(torch.stack([torch.as_tensor(l) for l in losses]).mean()) if losses else None
+    loss = float(torch.stack([torch.as_tensor(l).detach() for l in losses]).mean()) if losses else None
     blocks = [list(range(*slices[i])) for i in my_stages]
     return {"schedule": schedule, "rank": rank, "num_stages": num_stages, "blocks": blocks, "loss": loss,
             "ref_loss": ref_loss, "max_grad_diff": diff}
