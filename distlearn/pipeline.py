@@ -334,28 +334,28 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
     n = 2 * m * v  # ops per stage
     V = p * v  # virtual stages
 
-    kind, mb, ch = _orders(schedule, p, m, v)  # ops of each stage in order
-    stage_idx = np.repeat(np.arange(p), n).reshape(p, n)
+    kind, mb, ch = _orders(schedule, p, m, v)  # ops of each stage in order, shape (p, n)
+    stage_idx = np.arange(p)[:, None]
     vstage = ch * p + stage_idx
-    # global op id: ((kind * V) + vstage) * m + microbatch
-    op_id = (kind.astype(np.int64) * V + vstage) * m + mb
-    # where each op sits in the per-stage arrays (flat index s * n + k)
+    is_b = kind.astype(bool)
+    # where each op sits: padded flat index s·(n + 1) + k (slot n of each stage is a sentinel, see _run)
+    op_key = (is_b * V + vstage) * m + mb
     pos = np.empty(2 * V * m, dtype=np.int64)
-    pos[op_id.ravel()] = np.arange(p * n)
-    # dependency of each op (flat index, or -1) and whether it crosses stages (pays p2p_time)
-    dep_v = np.where(kind == 0, vstage - 1, vstage + 1)
-    dep_kind = kind.astype(np.int64)
-    last = (kind == 1) & (vstage == V - 1)
-    dep_kind = np.where(last, 0, dep_kind)
-    dep_v = np.where(last, V - 1, dep_v)
-    has_dep = ~((kind == 0) & (vstage == 0))
-    dep_op = (dep_kind * V + np.clip(dep_v, 0, V - 1)) * m + mb
-    dep = np.where(has_dep, pos[dep_op], -1)
-    dep_stage = np.where(has_dep, dep // n, stage_idx)
-    delay = np.where(dep_stage != stage_idx, comm, 0.0)
-    dur = np.where(kind == 0, f[:, None], b[:, None]) / v
+    pos[op_key] = stage_idx * (n + 1) + np.arange(n)
+    # the op each one waits for: forward of virtual stage k waits for the forward of k − 1, backward of k for the
+    # backward of k + 1; the first forward and the last virtual stage's backward (which follows its own forward on
+    # the same stage, earlier in the order) wait for nothing (-1)
+    dep_v = np.where(is_b, vstage + 1, vstage - 1)
+    no_dep = np.where(is_b, dep_v == V, dep_v < 0)
+    dep = pos[(is_b * V + np.clip(dep_v, 0, V - 1)) * m + mb]
+    dep[no_dep] = -1
+    delay = None
+    if comm > 0:
+        delay = np.where(no_dep | (dep // (n + 1) == stage_idx), 0.0, comm)
+    dur = np.where(is_b, b[:, None] / v, f[:, None] / v)
 
-    start, end = _run(dep.ravel(), delay.ravel(), dur.ravel(), p, n)
+    end = _run(dep, delay, dur, p, n)
+    start = end - dur.ravel()
     total = float(end.max())
     busy = m * (f + b)
     bubble_fraction = max(0.0, 1.0 - float(busy.sum()) / (p * total))  # max: rounding when there is no bubble
@@ -366,43 +366,44 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
         schedule=schedule, num_stages=p, num_microbatches=m, num_chunks=v, total_time=total, busy=busy,
         bubble_fraction=bubble_fraction, ideal_time=ideal, bubble_ratio=max(0.0, (total - ideal) / ideal),
         peak_inflight=peak_chunks / v, peak_inflight_chunks=peak_chunks,
-        ev_stage=stage_idx.ravel(), ev_kind=kind.ravel(), ev_microbatch=mb.ravel(), ev_chunk=ch.ravel(),
+        ev_stage=np.repeat(np.arange(p), n), ev_kind=kind.ravel(), ev_microbatch=mb.ravel(), ev_chunk=ch.ravel(),
         ev_start=start, ev_end=end)
 
 
-def _run(dep: np.ndarray, delay: np.ndarray, dur: np.ndarray, p: int, n: int):
-    """Start and end times of ``p`` stages each running ``n`` ops in order (flat index ``s * n + k``).
+def _run(dep: np.ndarray, delay, dur: np.ndarray, p: int, n: int) -> np.ndarray:
+    """End times of ``p`` stages each running ``n`` ops in order; arrays of shape (p, n); returns shape (p·n,).
 
-    Op ``i`` starts at ``max(end of the previous op on its stage, end[dep[i]] + delay[i])`` (``dep[i] = −1``: no
-    input to wait for). Each round, every stage whose next op has its input runs it (vectorized over stages);
-    a round in which no stage can run while ops remain is a deadlock, reported instead of looping forever.
+    ``dep[s, k]`` is the padded index ``s'·(n + 1) + k'`` of the op that op (s, k) waits for, or −1. Op (s, k)
+    starts at ``max(end of op (s, k − 1), end[dep] + delay)`` and ends ``dur`` later. Each round, every stage whose
+    next op has its input runs it (vectorized over stages); a round in which no stage can run while ops remain is
+    a deadlock, reported instead of looping forever.
     """
-    total = p * n
-    # one sentinel op per stage after its last op, waiting for a slot that never ends: finished stages idle there
-    never, zero = total + p, total + p + 1
-    layout = (np.arange(total) // n) * (n + 1) + np.arange(total) % n  # flat index → padded index
-    dep_p = np.full(total + p + 2, never, dtype=np.int64)
-    dep_p[layout] = np.where(dep < 0, zero, layout[np.maximum(dep, 0)])
-    delay_p = np.zeros(total + p + 2)
-    delay_p[layout] = delay
-    dur_p = np.zeros(total + p + 2)
-    dur_p[layout] = dur
-    end = np.full(total + p + 2, np.inf)
+    size = p * (n + 1) + 2
+    never, zero = size - 2, size - 1  # slots that never end / ended at time 0
+    # a sentinel op after each stage's last op waits for `never`: a finished stage idles there
+    dep_p = np.full((p, n + 1), never, dtype=np.int64)
+    dep_p[:, :n] = np.where(dep < 0, zero, dep)
+    dep_p = np.append(dep_p.ravel(), [never, zero])
+    dur_p = np.zeros((p, n + 1))
+    dur_p[:, :n] = dur
+    dur_p = dur_p.ravel()
+    if delay is not None:
+        delay_p = np.zeros((p, n + 1))
+        delay_p[:, :n] = delay
+        delay_p = delay_p.ravel()
+    end = np.full(size, np.inf)
     end[zero] = 0.0
-    start = np.zeros(total + p + 2)
     clock = np.zeros(p)
     ptr = np.arange(p) * (n + 1)
     done = ptr + n
     inf = np.inf
-    has_delay = bool(delay.any())
     last = ptr.copy()
     it = 0
     while True:
         t = end[dep_p[ptr]]
-        if has_delay:
+        if delay is not None:
             t += delay_p[ptr]
         np.maximum(t, clock, out=t)  # inf where the input has not arrived
-        start[ptr] = t
         t += dur_p[ptr]
         end[ptr] = t
         ok = t < inf
@@ -415,7 +416,7 @@ def _run(dep: np.ndarray, delay: np.ndarray, dur: np.ndarray, p: int, n: int):
             if (ptr == last).all():
                 raise RuntimeError("pipeline schedule deadlocked / 流水线调度死锁")
             last = ptr.copy()
-    return start[layout], end[layout]
+    return end[:-2].reshape(p, n + 1)[:, :n].ravel()
 
 
 # ---------------------------------------------------------------------------------------------- closed forms
