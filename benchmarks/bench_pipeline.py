@@ -1,5 +1,6 @@
 """Speed target: simulating interleaved 1F1B with p = 64 stages, m = 1024 micro-batches and 4 chunks per stage
-(524,288 operations) takes under 100 ms.
+(524,288 operations) takes under 100 ms. Wall-clock time is the target; CPU time is reported too, because on a
+busy shared machine the wall-clock time also counts the waits for a core.
 
 Run: ``python -m benchmarks.bench_pipeline``. ``main()`` returns ``{name: seconds}`` (best of a few runs).
 """
@@ -20,12 +21,14 @@ def main(repeats: int = 3) -> dict[str, float]:
     }
     out = {}
     for name, kw in cases.items():
-        best = float("inf")
+        best = best_cpu = float("inf")
         for _ in range(repeats):
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             simulate(**kw)
             best = min(best, time.perf_counter() - t0)
+            best_cpu = min(best_cpu, time.process_time() - c0)
         out[name] = best
+        out[name + " (CPU time)"] = best_cpu
     return out
 
 
