@@ -60,9 +60,9 @@ def partition_by_cost(layer_costs: Sequence[float], num_stages: int) -> list[int
 
     ``layer_costs``: cost of each layer in order (e.g. time or FLOPs; an embedding or LM head may cost several
     transformer layers). Returns layers per stage (each ≥ 1, summing to ``len(layer_costs)``). The pipeline's
-    steady-state speed is set by its slowest stage, so the objective is ``max_s Σ cost(stage s)``; among optimal
-    partitions the one that puts layers as early as possible is returned. Exact dynamic programme,
-    O(num_stages · n²).
+    steady-state speed is set by its slowest stage, so the objective is ``max_s Σ cost(stage s)``; ties between
+    optimal partitions are broken deterministically (the last stage as long as possible). Exact dynamic
+    programme, O(num_stages · n²).
 
     Raises DistlearnValueError if there are fewer layers than stages or a cost is negative or not finite.
     """
