@@ -313,7 +313,9 @@ plt.show()
 `PipelineStage`, and runs one step with `ScheduleGPipe`, `Schedule1F1B` and `ScheduleInterleaved1F1B` (2 chunks
 per rank, so 4 stages on 2 processes) over gloo, with 4 micro-batches of 2 samples. We compare with one process
 on the whole batch: torch scales each micro-batch's gradients by $1/m$, so the accumulated gradients must equal
-the full-batch gradients, and the mean micro-batch loss must equal the full-batch loss. The same file runs with
+the full-batch gradients, and the mean micro-batch loss must equal the full-batch loss. Hooks also record the
+order in which torch runs each rank's forwards and backwards: it is exactly the order of
+`distlearn.pipeline.stage_order`, the one the simulator uses. The same file runs with
 `torchrun --nproc-per-node 4 -m distlearn.labs.pipeline`.
 """, r"""
 ## 用 `torch.distributed.pipelining` 运行真实的流水线
@@ -321,17 +323,18 @@ the full-batch gradients, and the mean micro-batch loss must equal the full-batc
 `distlearn.labs.pipeline` 在每个 rank 上构建同一个 8 块的 MLP（float64），把本阶段的块放进 `PipelineStage`，
 然后通过 gloo 分别用 `ScheduleGPipe`、`Schedule1F1B` 和 `ScheduleInterleaved1F1B`（每个 rank 2 个模型块，所以 2 个
 进程上有 4 个阶段）运行一步，共 4 个微批次、每个 2 个样本。我们与单进程在整个批次上的结果对照：torch 把每个微批次
-的梯度乘以 $1/m$，所以累积的梯度必须等于整批梯度，微批次损失的平均值也必须等于整批损失。同一个文件也可以用
+的梯度乘以 $1/m$，所以累积的梯度必须等于整批梯度，微批次损失的平均值也必须等于整批损失。钩子（hook）还记录了 torch
+在每个 rank 上执行前向和反向的顺序：它与模拟器所用的 `distlearn.pipeline.stage_order` 完全一致。同一个文件也可以用
 `torchrun --nproc-per-node 4 -m distlearn.labs.pipeline` 运行。
 """),
     code("""
 rows = lab.summarize(launch.run(lab.run_all, 2, 4, 8))
 print(f"{'schedule / 调度':18s} {'stages / 阶段':>13s} | {'pipeline loss':>14s} {'1-process loss':>14s} | "
-      f"{'|Δ loss|':>8s} {'max |Δ grad|':>12s}")
+      f"{'|Δ loss|':>8s} {'max |Δ grad|':>12s} | order = stage_order / 顺序一致")
 for r in rows:
     ok = "✓" if r["loss_diff"] < 1e-6 and r["max_grad_diff"] < 1e-6 else "✗"
     print(f"{r['schedule']:18s} {r['num_stages']:13d} | {r['loss']:14.10f} {r['ref_loss']:14.10f} | "
-          f"{r['loss_diff']:8.1e} {r['max_grad_diff']:12.1e} {ok}")
+          f"{r['loss_diff']:8.1e} {r['max_grad_diff']:12.1e} {ok} | {r['order_matches']}")
 """),
     pair(r"""
 ## Explorer

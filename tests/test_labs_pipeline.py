@@ -13,7 +13,13 @@ def test_pipeline_matches_single_process(world_size):
     assert [r["schedule"] for r in rows] == ["gpipe", "1f1b", "interleaved-1f1b"]
     assert [r["num_stages"] for r in rows] == [world_size, world_size, 2 * world_size]
     for r in rows:
-        assert r["loss_diff"] < 1e-6 and r["max_grad_diff"] < 1e-6, r
+        assert r["loss_diff"] < 1e-6 and r["max_grad_diff"] < 1e-6 and r["order_matches"], r
+    # torch ran each rank's forwards and backwards in exactly the order distlearn.pipeline.stage_order predicts
+    from distlearn.pipeline import stage_order
+    for per_rank in zip(*results):
+        for r in per_rank:
+            v = 2 if r["schedule"] == "interleaved-1f1b" else 1
+            assert r["order"] == stage_order(r["schedule"], r["rank"], world_size, 4, v), r["schedule"]
     # every block lives on exactly one stage
     for per_rank in zip(*results):
         blocks = sorted(b for r in per_rank for chunk in r["blocks"] for b in chunk)

@@ -8,7 +8,9 @@ rank, ``ScheduleInterleaved1F1B``. It compares with a single-process step on the
 - loss: the mean of the micro-batch losses (equal micro-batch sizes, ``MSELoss`` with mean reduction) equals the
   full-batch loss;
 - gradients: torch scales each micro-batch's gradients by ``1/m`` (``scale_grads=True``), so the accumulated
-  gradients equal the full-batch gradients of the stage's parameters.
+  gradients equal the full-batch gradients of the stage's parameters;
+- order: hooks record the order in which torch runs each rank's forwards and backwards, to compare with
+  :func:`distlearn.pipeline.stage_order`.
 
 Run alone: ``torchrun --nproc-per-node 2 -m distlearn.labs.pipeline`` (or 4).
 """
@@ -19,7 +21,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from distlearn.launch import device, torchrun_main
-from distlearn.pipeline import partition_layers
+from distlearn.pipeline import partition_layers, stage_order
 
 NUM_LAYERS = 8
 WIDTH = 16
@@ -86,6 +88,7 @@ def run_pipeline(rank: int, world_size: int, schedule: str = "1f1b", num_microba
     my_stages = [rank + c * world_size for c in range(chunks)]  # stage i lives on rank i % world_size
     mods = [_submodule(model, *slices[i]) for i in my_stages]
     stages = [PipelineStage(mod, i, num_stages, dev) for mod, i in zip(mods, my_stages)]
+    trace = _record_order(mods)
     loss_fn = nn.MSELoss()
     if schedule == "gpipe":
         sched = ScheduleGPipe(stages[0], num_microbatches, loss_fn=loss_fn)
@@ -116,8 +119,43 @@ def run_pipeline(rank: int, world_size: int, schedule: str = "1f1b", num_microba
             diff = max(diff, float((prm.grad.cpu() - ref).abs().max()))
     loss = float(torch.stack([torch.as_tensor(l).detach() for l in losses]).mean()) if losses else None
     blocks = [list(range(*slices[i])) for i in my_stages]
-    return {"schedule": schedule, "rank": rank, "num_stages": num_stages, "blocks": blocks, "loss": loss,
-            "ref_loss": ref_loss, "max_grad_diff": diff}
+    return {"schedule": schedule, "rank": rank, "world_size": world_size, "num_microbatches": num_microbatches,
+            "num_stages": num_stages, "blocks": blocks, "loss": loss,
+            "ref_loss": ref_loss, "max_grad_diff": diff, "order": _number(trace, num_microbatches)}
+
+
+def _record_order(mods) -> list:
+    """Record, in the order torch runs them, each forward ("F", chunk) and backward ("B", chunk) of the rank's
+    stage modules: a forward pre-hook, and a hook on the gradient of the chunk's first weight (computed once per
+    micro-batch backward). Torch also runs one metadata-inference forward per stage before the schedule starts
+    (shapes are inferred at run time); :func:`_number` drops it."""
+    trace = []
+    for c, mod in enumerate(mods):
+        def pre(_m, args, c=c):
+            trace.append(("F", c))
+        mod.register_forward_pre_hook(pre)
+        first = next(mod.parameters())
+        first.register_hook(lambda g, c=c: trace.append(("B", c)) or g)
+    return trace
+
+
+def _number(trace, num_microbatches: int) -> list[tuple[str, int, int]]:
+    """Turn ("F", chunk) records into (kind, microbatch, chunk): each chunk handles micro-batches in order.
+
+    Each chunk's first forward is torch's metadata inference when there are ``num_microbatches + 1`` of them.
+    """
+    trace = list(trace)
+    for c in {c for _, c in trace}:
+        fwd = [i for i, (k, cc) in enumerate(trace) if k == "F" and cc == c]
+        if len(fwd) == num_microbatches + 1:
+            del trace[fwd[0]]
+    seen: dict = {}
+    out = []
+    for kind, c in trace:
+        j = seen.get((kind, c), 0)
+        seen[(kind, c)] = j + 1
+        out.append((kind, j, c))
+    return out
 
 
 def run_all(rank: int, world_size: int, num_microbatches: int = 4, batch_size: int = 8) -> list[dict]:
@@ -130,14 +168,18 @@ def run_all(rank: int, world_size: int, num_microbatches: int = 4, batch_size: i
 
 
 def summarize(results_per_rank: list[list[dict]]) -> list[dict]:
-    """One row per schedule from :func:`run_all`'s per-rank results: loss, reference loss, worst gradient error."""
+    """One row per schedule from :func:`run_all`'s per-rank results: loss, reference loss, worst gradient error,
+    and ``order_matches``: whether every rank ran its forwards and backwards in the order
+    :func:`distlearn.pipeline.stage_order` predicts."""
     rows = []
     for per_rank in zip(*results_per_rank):
         loss = next(r["loss"] for r in per_rank if r["loss"] is not None)
+        matches = all(r["order"] == stage_order(r["schedule"], r["rank"], r["world_size"], r["num_microbatches"],
+                                                r["num_stages"] // r["world_size"]) for r in per_rank)
         rows.append({"schedule": per_rank[0]["schedule"], "num_stages": per_rank[0]["num_stages"],
                      "loss": loss, "ref_loss": per_rank[0]["ref_loss"],
                      "loss_diff": abs(loss - per_rank[0]["ref_loss"]),
-                     "max_grad_diff": max(r["max_grad_diff"] for r in per_rank)})
+                     "max_grad_diff": max(r["max_grad_diff"] for r in per_rank), "order_matches": matches})
     return rows
 
 
