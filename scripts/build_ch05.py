@@ -361,7 +361,8 @@ pipeline_explorer.explorer()
 - Interleaving with $v$ chunks cuts the bubble to $(p-1)(t_f+t_b)/v$ (when $m$ is a multiple of $p$) for $v$
   times more messages and a little more memory.
 - More micro-batches shrink the bubble but make each one less efficient; split batches without losing samples.
-- `torch.distributed.pipelining` reproduces the single-process loss and gradients.
+- `torch.distributed.pipelining` reproduces the single-process loss and gradients, and runs each stage's
+  forwards and backwards in exactly the order the simulator assumes.
 """, r"""
 ## 小结
 
@@ -370,7 +371,7 @@ pipeline_explorer.explorer()
 - 1F1B 提前释放激活值：阶段 $s$ 最多保存 $\min(p-s, m)$ 个微批次，而不是 $m$ 个。
 - 用 $v$ 个模型块做交错调度，可把气泡缩小到 $(p-1)(t_f+t_b)/v$（$m$ 为 $p$ 的倍数时），代价是消息多 $v$ 倍、显存略增。
 - 微批次越多气泡越小，但每个微批次的效率越低；切分批次时不要丢样本。
-- `torch.distributed.pipelining` 复现了单进程的损失和梯度。
+- `torch.distributed.pipelining` 复现了单进程的损失和梯度，并且每个阶段执行前向和反向的顺序与模拟器的假设完全一致。
 """),
     pair(r"""
 ## Exercises
