@@ -37,6 +37,7 @@ __all__ = [
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+MAX_OPS = 20_000_000  # about 1 GB of working arrays
 
 
 # ---------------------------------------------------------------------------------------------- partitioning
@@ -333,6 +334,11 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
     comm = check_number("p2p_time", p2p_time, minimum=0)
     n = 2 * m * v  # ops per stage
     V = p * v  # virtual stages
+    if p * n > MAX_OPS:
+        raise DistlearnValueError(
+            "num_microbatches", f"2 · num_stages · num_microbatches · num_chunks = {p * n:,} operations is more than "
+            f"this simulator handles ({MAX_OPS:,}).",
+            f"2 · num_stages · num_microbatches · num_chunks = {p * n:,} 个操作，超过了本模拟器的上限（{MAX_OPS:,}）。")
 
     kind, mb, ch = _orders(schedule, p, m, v)  # ops of each stage in order, shape (p, n)
     stage_idx = np.arange(p)[:, None]

@@ -299,3 +299,8 @@ def test_microbatch_tradeoff_best_is_in_between_notebook_case():
     # closed form with t_f = 4 + b: (m + p − 1) · 3 · (4 + b)
     for r in rows:
         assert r["total_time"] == pytest.approx((r["num_microbatches"] + 3) * 3 * (4 + r["micro_batch_size"]))
+
+
+def test_too_large_is_refused_not_swapped():
+    with pytest.raises(DistlearnValueError):
+        P.simulate("interleaved-1f1b", 4096, 4096, num_chunks=4)
