@@ -1,0 +1,87 @@
+"""Figures for chapter 05: Gantt charts of pipeline schedules and bubble fraction vs number of micro-batches."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from matplotlib.patches import Patch
+
+from . import plots
+from .i18n import bi, text
+from .pipeline import PipelineResult, closed_form, simulate
+
+T_STAGE = text("pipeline.stage", "stage", "阶段")
+T_TIME = text("pipeline.time", "time", "时间")
+T_FWD = text("pipeline.forward", "forward", "前向")
+T_BWD = text("pipeline.backward", "backward", "反向")
+T_IDLE = text("pipeline.idle", "idle (bubble)", "空闲（气泡）")
+T_M = text("pipeline.num_microbatches", "number of micro-batches m", "微批次数 m")
+T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction", "气泡率")
+T_CLOSED = text("pipeline.closed_form", "closed form (p − 1)/(m + p − 1)", "闭式解 (p − 1)/(m + p − 1)")
+
+NAMES = {"gpipe": ("GPipe", "GPipe"), "1f1b": ("1F1B", "1F1B"),
+         "interleaved-1f1b": ("interleaved 1F1B", "交错 1F1B")}
+
+
+def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = None):
+    """Draw ``result``'s timeline: one row per stage (stage 0 on top), forwards blue, backwards green, the
+    grey background is idle time. Chunks of an interleaved schedule are told apart by shade. Returns ``ax``."""
+    if ax is None:
+        _, ax = plots.new_figure(9, 0.45 * result.num_stages + 1.6)
+    p, total = result.num_stages, result.total_time
+    if label_microbatches is None:
+        label_microbatches = result.num_microbatches * result.num_chunks <= 24 and p <= 16
+    ax.barh(np.arange(p), [total] * p, height=0.8, color=plots.COLORS["idle"], zorder=0)
+    for kind, color in ((0, plots.COLORS["forward"]), (1, plots.COLORS["backward"])):
+        sel = result.ev_kind == kind
+        alpha = 1.0 - 0.45 * result.ev_chunk[sel] / max(1, result.num_chunks - 1)  # later chunks lighter
+        colors = [(*_rgb(color), a) for a in alpha]
+        ax.barh(result.ev_stage[sel], result.ev_end[sel] - result.ev_start[sel], left=result.ev_start[sel],
+                height=0.8, color=colors, edgecolor="white", linewidth=0.5, zorder=1)
+    if label_microbatches:
+        for s, k, j, st, en in zip(result.ev_stage, result.ev_kind, result.ev_microbatch, result.ev_start,
+                                   result.ev_end):
+            ax.text((st + en) / 2, s, str(j), ha="center", va="center", fontsize=7, color="white", zorder=2)
+    ax.set_ylim(p - 0.5, -0.5)
+    ax.set_yticks(range(p))
+    ax.set_xlim(0, total)
+    ax.set_xlabel(plots.label(T_TIME))
+    ax.set_ylabel(plots.label(T_STAGE))
+    ax.legend(handles=[Patch(color=plots.COLORS["forward"], label=plots.label(T_FWD)),
+                       Patch(color=plots.COLORS["backward"], label=plots.label(T_BWD)),
+                       Patch(color=plots.COLORS["idle"], label=plots.label(T_IDLE))],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    en, zh = NAMES[result.schedule]
+    v = f", v = {result.num_chunks}" if result.num_chunks > 1 else ""
+    head = f"p = {p}, m = {result.num_microbatches}{v}: "
+    plots.title(ax, f"{en}, {head}bubble fraction {result.bubble_fraction:.1%}",
+                f"{zh}，{head}气泡率 {result.bubble_fraction:.1%}")
+    return ax
+
+
+def _rgb(hex_color: str):
+    h = hex_color.lstrip("#")
+    return tuple(int(h[i:i + 2], 16) / 255 for i in (0, 2, 4))
+
+
+def bubble_vs_microbatches(num_stages: int, ms: Sequence[int], ax=None, fwd_time: float = 1.0,
+                           bwd_time: float = 2.0):
+    """Bubble fraction of GPipe, 1F1B and interleaved 1F1B (v = 2) vs ``m``, with the closed form. Returns ``ax``."""
+    if ax is None:
+        _, ax = plots.new_figure(7, 4)
+    ms = list(ms)
+    ax.plot(ms, [closed_form("1f1b", num_stages, m)["bubble_fraction"] for m in ms], "k-", lw=3, alpha=0.3,
+            label=plots.label(T_CLOSED))
+    for schedule, marker, v in (("gpipe", "o", 1), ("1f1b", "x", 1), ("interleaved-1f1b", "s", 2)):
+        ys = [simulate(schedule, num_stages, m, fwd_time=fwd_time, bwd_time=bwd_time,
+                       num_chunks=v).bubble_fraction for m in ms]
+        en, zh = NAMES[schedule]
+        ax.plot(ms, ys, marker=marker, ls="--" if v > 1 else "none",
+                label=bi(f"{en}, simulated" + (", v = 2" if v > 1 else ""),
+                         f"{zh}，模拟" + ("，v = 2" if v > 1 else "")))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(plots.label(T_M))
+    ax.set_ylabel(plots.label(T_BUBBLE))
+    ax.legend(fontsize=8)
+    plots.title(ax, f"Bubble fraction with p = {num_stages} stages", f"p = {num_stages} 个阶段时的气泡率")
+    return ax
