@@ -192,11 +192,14 @@ def wrap_units(model, policy: str = "module", module_classes=None, min_num_param
     - ``policy="module"`` (``ModuleWrapPolicy(module_classes)``): every submodule whose class is in
       ``module_classes`` (default: the model's transformer blocks, ``distlearn.models.Block``) becomes a unit.
     - ``policy="size"`` (``size_based_auto_wrap_policy``): going up from the leaves, a submodule becomes a unit when
-      the parameters below it that no unit has taken yet number ≥ ``min_num_params`` (default 1e8, PyTorch's);
-      ``nn.ModuleList`` / ``nn.ModuleDict`` are never wrapped themselves, as in PyTorch.
+      its parameters minus those its wrapped children reported number ≥ ``min_num_params`` (default 1e8,
+      PyTorch's). As in PyTorch, ``nn.ModuleList`` / ``nn.ModuleDict`` are never wrapped themselves and
+      ``nn.MultiheadAttention`` is not looked into. The decisions mirror ``torch.distributed.fsdp.wrap.
+      _recursive_wrap`` exactly (tested), tied parameters counted once per module that holds them.
 
-    The root always becomes the last unit and owns every parameter left. A tied parameter belongs to the first unit
-    that reaches it (see :func:`tied_parameter_splits`). Raises DistlearnValueError for an unknown policy.
+    The root always becomes the last unit and owns every parameter left. A unit owns the parameters of its subtree
+    that no earlier unit took, so a tied parameter belongs to the first unit that reaches it and a later unit may
+    own nothing (see :func:`tied_parameter_splits`). Raises DistlearnValueError for an unknown policy.
     """
     from torch import nn
 
@@ -220,29 +223,28 @@ def wrap_units(model, policy: str = "module", module_classes=None, min_num_param
             numel += p.numel()
         return names, numel
 
-    def unclaimed(module) -> int:
-        seen, n = set(), 0
-        for p in module.parameters():
-            if id(p) not in owned and id(p) not in seen:
-                seen.add(id(p))
-                n += p.numel()
-        return n
-
-    def visit(module, prefix):
-        for cname, child in module.named_children():
-            visit(child, f"{prefix}.{cname}" if prefix else cname)
-        if module is model:
-            return
+    def visit(module, prefix, is_root=False) -> int:
+        """Mirror of torch's ``_recursive_wrap``: returns the numel it reports to its parent."""
+        nonwrapped = sum(p.numel() for p in module.parameters())
+        if policy == "size" and isinstance(module, nn.MultiheadAttention):  # force_leaf_modules: no recursion
+            children_wrapped = 0
+        else:
+            children_wrapped = sum(visit(child, f"{prefix}.{cname}" if prefix else cname)
+                                   for cname, child in module.named_children())
+        if is_root:
+            return 0
         if policy == "module":
             wrap = isinstance(module, module_classes)
         else:
-            wrap = (not isinstance(module, (nn.ModuleList, nn.ModuleDict))) and unclaimed(module) >= min_num_params
+            wrap = (not isinstance(module, (nn.ModuleList, nn.ModuleDict))
+                    and nonwrapped - children_wrapped >= min_num_params)
         if wrap:
             names, numel = claim(module, prefix)
-            if numel:
-                units.append(FSDPUnit(prefix, type(module).__name__, names, numel))
+            units.append(FSDPUnit(prefix, type(module).__name__, names, numel))
+            return nonwrapped
+        return children_wrapped
 
-    visit(model, "")
+    visit(model, "", is_root=True)
     names, numel = claim(model, "")
     units.append(FSDPUnit("", type(model).__name__, names, numel))
     return units

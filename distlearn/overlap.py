@@ -140,7 +140,7 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
             return p == 0 or ended[p - 1] is not None
         return p - k < 0 or started[p - k] is not None
 
-    while next_comp < P or comm is not None or queue:
+    while next_comp < P or comp is not None or comm is not None or queue:
         progress = True
         while progress:
             progress = False

@@ -1,0 +1,54 @@
+"""Real FSDP2 on gloo: local shards equal the simulated ones, losses equal one process, tied embeddings handled,
+reshard_after_forward and MixedPrecisionPolicy do what the chapter says, a split tie is refused as simulated."""
+import pytest
+
+from distlearn import fsdp, launch
+from distlearn.labs import fsdp as lab
+from distlearn.models import build_model
+
+pytestmark = pytest.mark.slow
+
+
+def _check_shards(result, world_size, tied):
+    meta = build_model(lab.tiny_config(tied))
+    full = dict(meta.named_parameters())
+    for name, local in result["local_shapes"].items():
+        assert local == fsdp.fsdp2_local_shape(full[name].shape, world_size, result["rank"]), name
+    assert result["local_numel"] == fsdp.fsdp2_local_numel(meta, world_size, result["rank"])
+
+
+def test_fsdp2_two_ranks_all_variants():
+    res = launch.run(lab.demo, 2, timeout=180)
+    ref, ref_tied = lab.train_reference(), lab.train_reference(tied=True)
+    for r in res:
+        assert r["fp32"]["losses"] == pytest.approx(ref, abs=1e-5)
+        assert r["tied"]["losses"] == pytest.approx(ref_tied, abs=1e-5)
+        assert r["tied"]["tied"] is True and r["fp32"]["tied"] is False
+        assert r["no_reshard"]["losses"] == pytest.approx(ref[:2], abs=1e-5)
+        assert r["fp32"]["dtensor_after_forward"] is True and r["no_reshard"]["dtensor_after_forward"] is False
+        assert r["bf16"]["compute_dtype"] == "torch.bfloat16" and r["bf16"]["stored_dtype"] == "torch.float32"
+        assert r["bf16"]["losses"] == pytest.approx(ref[:2], abs=5e-2)     # close, not equal: bf16 compute
+        assert r["bf16"]["losses"] != pytest.approx(ref[:2], abs=1e-6)
+        _check_shards(r["fp32"], 2, False)
+        _check_shards(r["tied"], 2, True)
+    assert sum(r["fp32"]["local_numel"] for r in res) == lab.tiny_config().num_parameters()
+
+
+def test_fsdp2_four_ranks_uneven_shards():
+    res = launch.run(lab.train_fsdp, 4, True, timeout=180)   # tied
+    ref = lab.train_reference(tied=True)
+    for r in res:
+        assert r["losses"] == pytest.approx(ref, abs=1e-5)
+        _check_shards(r, 4, True)
+    assert res[3]["local_shapes"]["pos.weight"] == (0, 16)     # 5 positions on 4 ranks: rank 3 gets nothing
+    assert sum(r["local_numel"] for r in res) == lab.tiny_config(True).num_parameters()
+
+
+def test_split_tie_refused_like_simulation_predicts():
+    out = launch.run(lab.split_tie, 2, timeout=120)
+    assert all(o.startswith("ValueError") and "embed.weight" in o for o in out)
+    meta = build_model(lab.tiny_config(True))
+    from torch import nn
+    from distlearn.models import Block
+    units = fsdp.wrap_units(meta, "module", module_classes=(nn.Embedding, Block))
+    assert fsdp.tied_parameter_splits(meta, units)
