@@ -58,6 +58,7 @@ class OverlapResult:
     memory: list[tuple[float, float]] = field(default_factory=list)
     peak_bytes: float = 0.0
     peak_units: int = 0
+    memory_parts: list[tuple[float, float, float]] = field(default_factory=list)  # (time, param bytes, grad bytes)
 
     @property
     def exposed_comm(self) -> float:
@@ -125,12 +126,17 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
     comp = None                  # running compute op: (p, end)
     t, next_comp, next_ag = 0.0, 0, 0
 
-    def change(delta_bytes, delta_units=0):
+    parts = [0.0, 0.0]           # unsharded parameter bytes, unsharded gradient bytes
+    memory_parts: list[tuple[float, float, float]] = []
+
+    def change(delta_bytes, delta_units=0, grad=False):
         nonlocal mem, peak, alive_units, peak_units
         mem += delta_bytes
+        parts[1 if grad else 0] += delta_bytes
         alive_units += delta_units
         peak, peak_units = max(peak, mem), max(peak_units, alive_units)
         memory.append((t, mem))
+        memory_parts.append((t, parts[0], parts[1]))
 
     def triggered(p) -> bool:
         phase, k = seq[p][0], (kf if seq[p][0] == "forward" else kb)
@@ -162,7 +168,7 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
                 started[p] = t
                 comp = (p, t + dur)
                 if phase == "backward":
-                    change(size[unit])           # unsharded gradient buffer
+                    change(size[unit], grad=True)  # unsharded gradient buffer
                 next_comp += 1
                 progress = True
         if comp is None and comm is None:
@@ -193,12 +199,12 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
             if kind == "all_gather":
                 ag_done[p] = True
             else:
-                change(-size[unit])              # gradient shard kept, unsharded gradient freed
+                change(-size[unit], grad=True)   # gradient shard kept, unsharded gradient freed
             comm = None
     compute_time = sum(o.end - o.start for o in ops if o.stream == "compute")
     comm_time = sum(o.end - o.start for o in ops if o.stream == "comm")
     return OverlapResult(sorted(ops, key=lambda o: (o.start, o.stream)), t, compute_time, comm_time,
-                         memory, peak, peak_units)
+                         memory, peak, peak_units, memory_parts)
 
 
 def uniform(num_units: int, compute: float, comm: float, **kwargs) -> OverlapResult:

@@ -228,3 +228,19 @@ def test_seed_calc_memory():
     # with tp = 8 on the same 8 GPUs dp = 1: ZeRO-3 saves nothing against Ψ / tp (seed mistake 3)
     per_tp = model_state_bytes(7_000_000_000 // 8, dp=1, zero_stage=3, precision="fp32").total / 1e9
     assert per_tp == pytest.approx(14.0) and per_tp == model_state_bytes(7_000_000_000 // 8, dp=1).total * 1.0 / 1e9
+
+
+# ---------------------------------------------------------------- the chapter's explorer
+def test_zero_fsdp_explorer_units_and_floor():
+    from distlearn.widgets import zero_fsdp
+
+    cfg = PRESETS["llama2-7b"]
+    units = fsdp.wrap_units(build_model(cfg), "module")
+    root, sizes = zero_fsdp.block_units("llama2-7b", 1)
+    assert sizes == [u.numel for u in units[:-1]] and root == units[-1].numel
+    r8, r64 = (zero_fsdp.compute("llama2-7b", dp, 3, 1, 1) for dp in (8, 64))
+    assert r8["sharded"] == model_state_bytes(cfg.num_parameters(), dp=8, zero_stage=3).total
+    # the transient part (root + prefetched units + their gradients) does not shrink with dp
+    assert r8["transient_peak"] == r64["transient_peak"] > 2 * root
+    assert r64["sharded"] < r8["sharded"]
+    assert zero_fsdp.compute("llama2-7b", 8, 0, 1, 1)["transient_peak"] == 0
