@@ -129,7 +129,7 @@ def split_tie(rank: int, world_size: int) -> str:
         loss.backward()
         return "ok"
     except Exception as exc:  # noqa: BLE001 - the point is to show it
-        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:160]}"
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
 
 
 def demo(rank: int, world_size: int) -> dict:
