@@ -261,8 +261,8 @@ def unit_table(units: list[FSDPUnit], world_size: int, bytes_per_param: float = 
 
 
 def peak_unsharded_bytes(units: list[FSDPUnit], bytes_per_param: float = 2, prefetch: int = 0) -> float:
-    """Most parameter bytes unsharded at once under FULL_SHARD: the root unit (the last in ``units``, which FSDP
-    does not reshard after forward) plus the largest window of ``prefetch + 1`` consecutive other units (the one
+    """Most parameter bytes unsharded at once under FULL_SHARD: the root unit (the last in ``units``; FSDP1 never
+    reshards the root after forward, FSDP2 not when its ``reshard_after_forward`` is left at the default) plus the largest window of ``prefetch + 1`` consecutive other units (the one
     computing and the ones already prefetched). It does not shrink with more GPUs. Bytes."""
     prefetch = check_int("prefetch", prefetch, minimum=0)
     bpp = check_number("bytes_per_param", bytes_per_param, minimum=0, strict_min=True)

@@ -132,6 +132,50 @@ def split_tie(rank: int, world_size: int) -> str:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
 
 
+def count_collectives(rank: int, world_size: int, num_layers: int = 4, reshard_after_forward: bool = True) -> dict:
+    """Count the all-gathers and reduce-scatters FSDP2 issues in one training step (after a warm-up step) of the
+    tiny GPT with ``num_layers`` blocks, each block (with ``reshard_after_forward``) and the root (default, which
+    FSDP2 does not reshard after forward: ``_fsdp_state.py``) a unit. Returns ``{"all_gather": n,
+    "reduce_scatter": n, "order": [...]}``; FSDP2 calls ``dist.all_gather_single`` / ``dist.reduce_scatter_single``
+    once per unit (``_fsdp_collectives.py``), which we wrap."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    cfg = tiny_config().with_(num_layers=num_layers)
+    torch.manual_seed(0)
+    model = build_model(cfg, device=str(dev))
+    mesh = init_device_mesh(dev.type, (world_size,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh)  # root left at the default: FSDP2 then keeps it unsharded after forward
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    tokens = make_batches(cfg, 2, world_size, 0)
+    order = []
+    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
+
+    def ag(*args, **kwargs):
+        order.append("all_gather")
+        return real_ag(*args, **kwargs)
+
+    def rs(*args, **kwargs):
+        order.append("reduce_scatter")
+        return real_rs(*args, **kwargs)
+
+    for step in range(2):
+        if step == 1:
+            dist.all_gather_single, dist.reduce_scatter_single = ag, rs
+        try:
+            _loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
+            opt.step()
+            opt.zero_grad()
+        finally:
+            dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
+    kinds = order
+    return {"all_gather": kinds.count("all_gather"), "reduce_scatter": kinds.count("reduce_scatter"),
+            "order": kinds}
+
+
 def demo(rank: int, world_size: int) -> dict:
     """Everything the chapter shows, in one launch: fp32 (untied and tied), no reshard after forward, bf16."""
     return {"fp32": train_fsdp(rank, world_size),
