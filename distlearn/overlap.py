@@ -64,6 +64,17 @@ class OverlapResult:
     def exposed_comm(self) -> float:
         return self.total_time - self.compute_time
 
+    def memory_curve(self, parts: bool = False):
+        """(times, values) for a step plot: one point per distinct time (the level after all changes at that
+        time), starting at (0, 0) and ending at ``total_time``. With ``parts`` the values are (params, grads)."""
+        level: dict[float, tuple] = {0.0: (0.0, 0.0)}
+        for t, p, g in self.memory_parts:
+            level[t] = (p, g)
+        times = sorted(level) + [self.total_time]
+        vals = [level[t] for t in sorted(level)]
+        vals.append(vals[-1])
+        return times, (vals if parts else [p + g for p, g in vals])
+
 
 def _times(name, values, n=None, allow_zero=True):
     vals = [check_number(f"{name}[{i}]", v, minimum=0, strict_min=not allow_zero) for i, v in enumerate(values)]

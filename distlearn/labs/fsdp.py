@@ -176,6 +176,12 @@ def count_collectives(rank: int, world_size: int, num_layers: int = 4, reshard_a
             "order": kinds}
 
 
+def collective_orders(rank: int, world_size: int, num_layers: int = 4) -> dict:
+    """:func:`count_collectives` with and without resharding after forward, in one launch: {True: [...], False:
+    [...]} (the kinds in issue order)."""
+    return {flag: count_collectives(rank, world_size, num_layers, flag)["order"] for flag in (True, False)}
+
+
 def demo(rank: int, world_size: int) -> dict:
     """Everything the chapter shows, in one launch: fp32 (untied and tied), no reshard after forward, bf16."""
     return {"fp32": train_fsdp(rank, world_size),

@@ -54,11 +54,10 @@ def plot_timeline(result, unit_label: str = "units", title: tuple[str, str] | No
                     color="white")
     ax.set_yticks([0, 1], [bi("comm", "通信"), bi("compute", "计算")])
     handles = [plt.Rectangle((0, 0), 1, 1, color=c) for c in KIND_COLOR.values()]
-    ax.legend(handles, [bi("forward", "前向"), bi("backward", "反向"), "AllGather", "ReduceScatter"],
-              ncol=4, fontsize=7, loc="upper right", bbox_to_anchor=(1, 1.35))
-    t = [m[0] for m in result.memory]
-    axm.step([0] + t + [result.total_time], [0] + [m[1] for m in result.memory] + [result.memory[-1][1]],
-             where="post", color=plots.COLORS["params"])
+    fig.legend(handles, [bi("forward", "前向"), bi("backward", "反向"), "AllGather", "ReduceScatter"],
+               ncol=4, fontsize=7, loc="outside lower center")
+    times, values = result.memory_curve()
+    axm.step(times, values, where="post", color=plots.COLORS["params"])
     axm.set_ylabel(bi(f"unsharded ({unit_label})", f"未分片（{unit_label}）", sep="\n"), fontsize=8)
     axm.set_xlabel(bi("time", "时间"))
     if title:

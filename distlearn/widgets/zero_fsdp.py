@@ -58,13 +58,12 @@ def compute(model: str = "llama2-7b", dp: int = 8, zero_stage: int = 3, blocks_p
     if zero_stage >= 2:
         r = simulate(fwd, [0.5 * f for f in fwd], unit_bytes=[2.0 * s for s in sizes],
                      forward_prefetch=prefetch, backward_prefetch=prefetch, reshard_after_forward=zero_stage == 3)
+        times, parts = r.memory_curve(parts=True)
         if zero_stage == 3:
             base_bytes += 2.0 * root                       # the root unit, unsharded for the step
-            extra = [p + g for _, p, g in r.memory_parts]
+            transient = [p + g for p, g in parts]
         else:
-            extra = [g for _, _, g in r.memory_parts]    # parameters are whole already: only gradients
-        times = [0.0] + [m[0] for m in r.memory_parts] + [r.total_time]
-        transient = [0.0] + extra + [extra[-1]]
+            transient = [g for _, g in parts]            # parameters are whole already: only gradients
     else:
         times, transient = [0.0, 1.0], [0.0, 0.0]
     curve = [base_bytes + x for x in transient]
