@@ -493,8 +493,8 @@ FSDP_STRATEGIES = {
     2: "SHARD_GRAD_OP (FSDP2: reshard_after_forward=False)",
     3: "FULL_SHARD (FSDP2: reshard_after_forward=True)",
 }
-HYBRID_NOTE = ("HYBRID_SHARD: FULL_SHARD inside each node and replicate (DDP) across nodes; "
-               "FSDP2: fully_shard with a 2-D mesh (replicate, shard)")
+# HYBRID_SHARD (not a ZeRO stage): FULL_SHARD inside each node, replicate (DDP) across nodes; FSDP2: fully_shard
+# with a 2-D mesh (replicate, shard). Its per-GPU states are those of stage 3 with dp = GPUs per node.
 
 # communication per step in units of Ψ (ZeRO §7): what one step moves through the collectives
 COMM_PSI = {0: 2, 1: 2, 2: 2, 3: 3}

@@ -2,7 +2,7 @@
 reshard_after_forward and MixedPrecisionPolicy do what the chapter says, a split tie is refused as simulated."""
 import pytest
 
-from distlearn import fsdp, launch
+from distlearn import fsdp, launch, overlap
 from distlearn.labs import fsdp as lab
 from distlearn.models import build_model
 
@@ -44,11 +44,16 @@ def test_fsdp2_four_ranks_uneven_shards():
     assert sum(r["local_numel"] for r in res) == lab.tiny_config(True).num_parameters()
 
 
-def test_split_tie_refused_like_simulation_predicts():
-    out = launch.run(lab.split_tie, 2, timeout=120)
-    assert all(o.startswith("ValueError") and "embed.weight" in o for o in out)
+def test_split_tie_refused_and_collective_order_as_simulated():
+    out = launch.run(lab.split_tie_and_orders, 2, timeout=180)
+    assert all(o["split_tie"].startswith("ValueError") and "embed.weight" in o["split_tie"] for o in out)
     meta = build_model(lab.tiny_config(True))
     from torch import nn
     from distlearn.models import Block
     units = fsdp.wrap_units(meta, "module", module_classes=(nn.Embedding, Block))
-    assert fsdp.tied_parameter_splits(meta, units)
+    assert fsdp.tied_parameter_splits(meta, units)                 # the simulation flags the same split
+    for reshard in (True, False):
+        sim = overlap.uniform(4, 1.0, 0.5, reshard_after_forward=reshard)   # 4 blocks, backward prefetch 1
+        expected = ["all_gather"] + [o.kind for o in sim.ops if o.stream == "comm"] + ["reduce_scatter"]  # + root
+        for o in out:
+            assert o["orders"][reshard] == expected

@@ -182,6 +182,11 @@ def collective_orders(rank: int, world_size: int, num_layers: int = 4) -> dict:
     return {flag: count_collectives(rank, world_size, num_layers, flag)["order"] for flag in (True, False)}
 
 
+def split_tie_and_orders(rank: int, world_size: int) -> dict:
+    """:func:`split_tie` and :func:`collective_orders` in one launch (used by the tests)."""
+    return {"split_tie": split_tie(rank, world_size), "orders": collective_orders(rank, world_size)}
+
+
 def demo(rank: int, world_size: int) -> dict:
     """Everything the chapter shows, in one launch: fp32 (untied and tied), no reshard after forward, bf16."""
     return {"fp32": train_fsdp(rank, world_size),
