@@ -236,11 +236,12 @@ print("size policy, default 1e8 on gpt2-small / 大小策略，默认阈值:",
       [u.name or "(root)" for u in fsdp.wrap_units(build_model(PRESETS["gpt2-small"]), "size")])
 """),
     pair(r"""
-The **peak unsharded bytes** under `FULL_SHARD` is the root unit (FSDP does not reshard it between forward and
-backward) plus the units alive together: the one computing and the ones prefetched (chapter 07). It depends on the
+The **peak unsharded bytes** under `FULL_SHARD` is the root unit (FSDP1 never reshards it between forward and
+backward, FSDP2 not when the root's `reshard_after_forward` is left at its default) plus the units alive together: the one computing and the ones prefetched (chapter 07). It depends on the
 unit sizes, **not on the number of GPUs**: sharding more only shrinks the sharded part.
 """, r"""
-`FULL_SHARD` 下的**峰值未分片字节数**等于根单元（FSDP 在前向和反向之间不对它重新分片）加上同时存活的单元：
+`FULL_SHARD` 下的**峰值未分片字节数**等于根单元（FSDP1 在前向和反向之间从不对它重新分片，FSDP2 在根模块的
+`reshard_after_forward` 保持默认值时也不会）加上同时存活的单元：
 正在计算的那个和已预取的那些（第 07 章）。它取决于单元的大小，**与 GPU 数量无关**：分片更多只会缩小分片部分。
 """),
     code("""

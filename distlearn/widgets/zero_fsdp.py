@@ -3,7 +3,8 @@
 The bytes per GPU are the sharded model states (:func:`distlearn.memory.model_state_bytes`, mixed precision
 2 + 2 + 12 bytes/param) plus what one step materializes on top, from :func:`distlearn.overlap.simulate`:
 
-- ZeRO-3 / FULL_SHARD: the root unit (embeddings, final norm, LM head) stays unsharded for the step; each block unit
+- ZeRO-3 / FULL_SHARD: the root unit (embeddings, final norm, LM head) stays unsharded for the step (FSDP1; FSDP2
+  with the root's default ``reshard_after_forward``); each block unit
   is all-gathered (bf16, 2 bytes/param) before its forward and again before its backward, and its bf16 gradient
   exists until reduce-scattered;
 - ZeRO-2 / SHARD_GRAD_OP: parameters are whole already; each unit's full gradient exists until reduce-scattered;
