@@ -418,6 +418,12 @@ for rank in range(2):
     print(f"rank {rank}: {res[rank]['fp32']['local_numel']} local elements / 本地元素, embed {shapes['embed.weight']}, "
           f"pos {shapes['pos.weight']}; equal to simulation / 与模拟一致: {ok}")
 print("tied after fully_shard / fully_shard 后仍绑定:", res[0]["tied"]["tied"])
+psi = lab.tiny_config().num_parameters()
+zero3 = memory.model_state_bytes(psi, dp=2, zero_stage=3, precision="fp32")
+for rank in range(2):
+    r = res[rank]["fp32"]
+    print(f"rank {rank}: measured params + AdamW state / 实测参数 + AdamW 状态 = {r['param_bytes']} + {r['optim_bytes']} B; "
+          f"ZeRO-3 formula (4 + 8)·Ψ/dp / 公式 = {zero3.params:.0f} + {zero3.optimizer:.0f} B")
 """),
     code("""
 nr, bf = res[0]["no_reshard"], res[0]["bf16"]
@@ -431,10 +437,11 @@ print("split tie (embed in its own unit) / 拆开的绑定:", launch.run(lab.spl
 """),
     pair(r"""
 Losses agree to within 1e-5 (we measured about 1e-6: fp32 summation order), the local shards are exactly the simulated ones (rank 1 gets 30
-of the 61 embedding rows), the tie survives sharding because the root owns both the embedding and the LM head, and
+of the 61 embedding rows), the bytes held per rank are the ZeRO-3 formula's up to the uneven dim-0 split, the tie survives sharding because the root owns both the embedding and the LM head, and
 FSDP2 itself refuses a split tie — the case `fsdp.tied_parameter_splits` flags.
 """, r"""
-损失在 1e-5 以内一致（实测约 1e-6：fp32 求和顺序不同），本地分片与模拟完全相同（rank 1 拿到嵌入矩阵 61 行中的 30 行），绑定在分片
+损失在 1e-5 以内一致（实测约 1e-6：fp32 求和顺序不同），本地分片与模拟完全相同（rank 1 拿到嵌入矩阵 61 行中的 30 行），
+每个 rank 实际持有的字节数与 ZeRO-3 公式一致（只差第 0 维不均匀切分带来的差异），绑定在分片
 后依然保持，因为根单元同时拥有嵌入层和 LM head；而 FSDP2 自己会拒绝被拆开的绑定——正是 `fsdp.tied_parameter_splits`
 标记出的情况。
 """),

@@ -30,6 +30,9 @@ def test_fsdp2_two_ranks_all_variants():
         assert r["bf16"]["losses"] == pytest.approx(ref[:2], abs=5e-2)     # close, not equal: bf16 compute
         assert r["bf16"]["losses"] != pytest.approx(ref[:2], abs=1e-6)
         _check_shards(r["fp32"], 2, False)
+        # real bytes on this rank: fp32 parameter shard (4 B) + AdamW moments (8 B) per local element
+        assert r["fp32"]["param_bytes"] == 4 * r["fp32"]["local_numel"]
+        assert r["fp32"]["optim_bytes"] == 8 * r["fp32"]["local_numel"]
         _check_shards(r["tied"], 2, True)
     assert sum(r["fp32"]["local_numel"] for r in res) == lab.tiny_config().num_parameters()
 

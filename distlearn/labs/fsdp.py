@@ -60,7 +60,8 @@ def train_fsdp(rank: int, world_size: int, tied: bool = False, steps: int = 4, g
 
     ``losses`` (global mean loss per step), ``local_shapes`` {param name: local shard shape on this rank},
     ``local_numel`` (their total), ``dtensor_after_forward`` (is blocks.0's weight a sharded DTensor between
-    forward and backward? True with reshard_after_forward), ``compute_dtype`` (dtype of the weight a block's linear
+    forward and backward? True with reshard_after_forward), ``param_bytes`` / ``optim_bytes`` (bytes of this rank's
+    parameter shards and AdamW moments, measured on the tensors), ``compute_dtype`` (dtype of the weight a block's linear
     sees in forward), ``stored_dtype`` (dtype of the sharded parameter the optimizer updates), ``tied`` (is the LM
     head still the embedding's parameter after sharding?).
     """
@@ -102,11 +103,15 @@ def train_fsdp(rank: int, world_size: int, tied: bool = False, steps: int = 4, g
         losses.append(total.item() / world_size)
     hook.remove()
     local_shapes = {name: tuple(p.to_local().shape) for name, p in model.named_parameters()}
+    param_bytes = sum(p.to_local().numel() * p.to_local().element_size() for p in model.parameters())
+    optim_bytes = sum(t.to_local().numel() * t.to_local().element_size() for st in opt.state.values()
+                      for k, t in st.items() if k in ("exp_avg", "exp_avg_sq"))
     return {"rank": rank, "losses": losses, "local_shapes": local_shapes,
             "local_numel": sum(p.to_local().numel() for p in model.parameters()),
             "dtensor_after_forward": dtensor_after_forward, "compute_dtype": seen.get("dtype"),
             "stored_dtype": str(next(model.parameters()).dtype),
-            "tied": model.lm_head.weight is model.embed.weight}
+            "tied": model.lm_head.weight is model.embed.weight,
+            "param_bytes": param_bytes, "optim_bytes": optim_bytes}
 
 
 def split_tie(rank: int, world_size: int) -> str:
