@@ -138,14 +138,18 @@ FSDP1 treats each unit's parameters as one **flat parameter**: it flattens and c
 N elements, splits it with `torch.chunk` into `world_size` pieces, and **right-pads every piece to the size of the
 first one**, ⌈N / world_size⌉ (`FlatParamHandle._get_shard` in `torch/distributed/fsdp/_flat_param.py`). All shards
 then have the same size, which all-gather and reduce-scatter need. `torch.chunk` may return fewer pieces than
-ranks: a rank past the end holds **only padding**.
+ranks: a rank past the end holds **only padding**. (`tests/test_fsdp.py` compares `fsdp.flatten_and_shard` with
+`FlatParamHandle._get_shard` itself, and `tests/test_labs_fsdp.py` reads the FlatParameters of real FSDP1 on 3
+gloo ranks: same unit sizes, same padding.)
 """, r"""
 ## 扁平参数与填充（FSDP1）
 
 FSDP1 把每个单元的参数当作一个**扁平参数** (FlatParameter)：先把它们展平并拼接成一个 N 个元素的向量，用
 `torch.chunk` 切成 `world_size` 块，再把**每一块右侧填充到第一块的大小** ⌈N / world_size⌉
 （`torch/distributed/fsdp/_flat_param.py` 中的 `FlatParamHandle._get_shard`）。这样所有分片一样大，AllGather 和
-ReduceScatter 需要这一点。`torch.chunk` 返回的块可能少于 rank 数：超出末尾的 rank **只持有填充**。
+ReduceScatter 需要这一点。`torch.chunk` 返回的块可能少于 rank 数：超出末尾的 rank **只持有填充**。（`tests/test_fsdp.py` 把 `fsdp.flatten_and_shard` 与
+`FlatParamHandle._get_shard` 本身对照，`tests/test_labs_fsdp.py` 读取 3 个 gloo rank 上真实 FSDP1 的 FlatParameter：
+单元大小和填充都相同。）
 """),
     code("""
 for n in (10, 5):

@@ -1,5 +1,7 @@
 """Real FSDP2 on gloo: local shards equal the simulated ones, losses equal one process, tied embeddings handled,
-reshard_after_forward and MixedPrecisionPolicy do what the chapter says, a split tie is refused as simulated."""
+reshard_after_forward and MixedPrecisionPolicy do what the chapter says, a split tie is refused as simulated, the
+collective order is the simulated one, and real FSDP1 FlatParameters have the simulated sizes and padding."""
+import numpy as np
 import pytest
 
 from distlearn import fsdp, launch, overlap
@@ -60,3 +62,15 @@ def test_split_tie_refused_and_collective_order_as_simulated():
         expected = ["all_gather"] + [o.kind for o in sim.ops if o.stream == "comm"] + ["reduce_scatter"]  # + root
         for o in out:
             assert o["orders"][reshard] == expected
+
+
+def test_fsdp1_flat_parameters_equal_simulated_units_and_padding():
+    ws = 3                                   # 2488-element blocks do not divide by 3: FSDP1 pads rank 2 by 2
+    out = launch.run(lab.fsdp1_flat_shards, ws, timeout=180)
+    units = {u.name: u for u in fsdp.wrap_units(build_model(lab.tiny_config()), "module")}
+    for rank, rows in enumerate(out):
+        assert sorted(name for name, *_ in rows) == sorted(units)
+        for name, numel, local, pad in rows:
+            assert numel == units[name].numel and local == units[name].shard_numel(ws)
+            assert pad == fsdp.flatten_and_shard([np.zeros(numel)], ws).padding[rank]
+    assert any(pad for rows in out for *_, pad in rows)

@@ -187,6 +187,28 @@ def collective_orders(rank: int, world_size: int, num_layers: int = 4) -> dict:
     return {flag: count_collectives(rank, world_size, num_layers, flag)["order"] for flag in (True, False)}
 
 
+def fsdp1_flat_shards(rank: int, world_size: int) -> list[tuple[str, int, int, int]]:
+    """FSDP1 (``FullyShardedDataParallel``, FULL_SHARD, ``ModuleWrapPolicy({Block})``) on the tiny GPT: for every
+    unit, ``(name, unpadded numel, local flat-parameter numel, padding on this rank)``, read from its FlatParameter."""
+    import warnings
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from distlearn.models import Block
+
+    torch.manual_seed(0)
+    model = build_model(tiny_config(), device="cpu")
+    names = {id(m): n for n, m in model.named_modules()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrapped = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}), device_id=device())
+    out = []
+    for unit in FSDP.fsdp_modules(wrapped):
+        fp = unit._flat_param
+        name = names.get(id(unit.module), "?")
+        out.append((name, int(fp._unpadded_unsharded_size.numel()), int(fp.numel()), int(fp._shard_numel_padded)))
+    return out
+
+
 def split_tie_and_orders(rank: int, world_size: int) -> dict:
     """:func:`split_tie` and :func:`collective_orders` in one launch (used by the tests)."""
     return {"split_tie": split_tie(rank, world_size), "orders": collective_orders(rank, world_size)}
