@@ -98,3 +98,23 @@ def test_unit_bytes_memory_peak():
 def test_bad_input(kwargs):
     with pytest.raises(DistlearnValueError):
         overlap.simulate(**kwargs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fw=st.lists(times, min_size=1, max_size=15), data=st.data(), k=st.integers(0, 4))
+def test_forward_matches_independent_recurrence(fw, data, k):
+    """Forward only, no limit: AG_i is issued when F_{i-k} starts (k ≥ 1) or F_{i-1} ends (k = 0), runs after
+    AG_{i-1}; F_i starts after F_{i-1} and AG_i. A plain recurrence, written independently of the event loop."""
+    n = len(fw)
+    ag = data.draw(st.lists(times, min_size=n, max_size=n))
+    f_start, f_end, ag_end = [0.0] * n, [0.0] * n, [0.0] * n
+    for i in range(n):
+        if k == 0:
+            issue = f_end[i - 1] if i else 0.0
+        else:
+            issue = f_start[i - k] if i - k >= 0 else 0.0
+        ag_end[i] = max(issue, ag_end[i - 1] if i else 0.0) + ag[i]
+        f_start[i] = max(f_end[i - 1] if i else 0.0, ag_end[i])
+        f_end[i] = f_start[i] + fw[i]
+    r = overlap.simulate(fw, ag, include_backward=False, forward_prefetch=k)
+    assert r.total_time == pytest.approx(f_end[-1], rel=1e-12, abs=1e-12)
