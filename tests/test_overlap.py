@@ -1,0 +1,120 @@
+"""distlearn.overlap: closed forms (the seed's), serial limits, stream invariants, memory price of prefetching."""
+import pytest
+from hypothesis import given, settings, strategies as st
+
+from distlearn import overlap
+from distlearn.validate import DistlearnValueError
+
+times = st.floats(0.01, 10.0, allow_nan=False)
+
+
+@settings(max_examples=80, deadline=None)
+@given(n=st.integers(1, 30), f=times, g=times, k=st.integers(1, 4),
+       limit=st.one_of(st.none(), st.integers(2, 6)))
+def test_uniform_forward_prefetch_closed_form(n, f, g, k, limit):
+    r = overlap.uniform(n, f, g, include_backward=False, forward_prefetch=k, max_inflight=limit)
+    assert r.total_time == pytest.approx(g + f + (n - 1) * max(g, f), rel=1e-12)
+    assert r.total_time == pytest.approx(overlap.closed_form_forward(n, f, g), rel=1e-12)
+    assert r.peak_units == min(k + 1, n, limit or 99)
+
+
+@settings(max_examples=40, deadline=None)
+@given(n=st.integers(1, 20), f=times, g=times)
+def test_seed_prefetch_simulator_agrees(n, f, g):
+    seed = overlap.SeedPrefetchSimulator(n, compute_time=f, comm_time=g)
+    assert overlap.uniform(n, f, g, include_backward=False).total_time == pytest.approx(seed.run_with_prefetch())
+    no = overlap.uniform(n, f, g, include_backward=False, forward_prefetch=0)
+    assert no.total_time == pytest.approx(seed.run_without_prefetch())
+    assert no.peak_units == 1
+
+
+@settings(max_examples=40, deadline=None)
+@given(fw=st.lists(times, min_size=1, max_size=12), data=st.data())
+def test_no_prefetch_or_limit_one_is_serial(fw, data):
+    n = len(fw)
+    ag = data.draw(st.lists(times, min_size=n, max_size=n))
+    bw = data.draw(st.lists(times, min_size=n, max_size=n))
+    rs = data.draw(st.lists(times, min_size=n, max_size=n))
+    serial = sum(fw) + sum(bw) + 2 * sum(ag) + sum(rs)
+    r0 = overlap.simulate(fw, ag, backward=bw, reduce_scatter=rs, forward_prefetch=0, backward_prefetch=0)
+    assert r0.total_time == pytest.approx(serial)
+    r1 = overlap.simulate(fw, ag, backward=bw, reduce_scatter=rs, max_inflight=1)
+    # limit 1: no all-gather overlaps compute, only reduce-scatters can overlap the next all-gather's wait
+    assert r1.total_time <= serial + 1e-9 and r1.peak_units == 1
+    rp = overlap.simulate(fw, ag, backward=bw, reduce_scatter=rs, forward_prefetch=2, backward_prefetch=2)
+    assert max(sum(fw) + sum(bw), r0.comm_time) - 1e-9 <= rp.total_time <= serial + 1e-9
+    _check_invariants(rp, n)
+
+
+def _check_invariants(r, n):
+    for stream in ("compute", "comm"):
+        ops = sorted((o for o in r.ops if o.stream == stream), key=lambda o: o.start)
+        for a, b in zip(ops, ops[1:]):
+            assert a.end <= b.start + 1e-9           # one op at a time per stream
+    ag_end = {(o.phase, o.unit): o.end for o in r.ops if o.kind == "all_gather"}
+    for o in r.ops:
+        if o.stream == "compute" and (o.phase, o.unit) in ag_end:
+            assert o.start >= ag_end[(o.phase, o.unit)] - 1e-9  # compute waits for its parameters
+        if o.kind == "reduce_scatter":
+            bwd_end = next(c.end for c in r.ops if c.kind == "backward" and c.unit == o.unit)
+            assert o.start >= bwd_end - 1e-9
+    assert r.memory[-1][1] == pytest.approx(0.0)  # everything unsharded is freed by the end
+    assert sum(o.kind == "reduce_scatter" for o in r.ops) == n
+
+
+def test_backward_prefetch_and_overlap_of_reduce_scatter():
+    n, f, g = 8, 1.0, 0.5
+    no = overlap.uniform(n, f, g, forward_prefetch=0, backward_prefetch=0)
+    yes = overlap.uniform(n, f, g)
+    assert no.total_time == pytest.approx(n * (f + 2 * f + 3 * g))
+    # compute-bound (f > g, b + ... > ag + rs): with prefetch only the first all-gather and last reduce-scatter
+    # are exposed in each phase
+    assert yes.total_time == pytest.approx(3 * n * f + g + g + g)
+    assert yes.peak_units == 2 and no.peak_units == 1
+    assert yes.peak_bytes > no.peak_bytes        # the memory price of prefetching
+
+
+def test_reshard_after_forward_false_is_zero2():
+    r = overlap.uniform(5, 1.0, 0.4, reshard_after_forward=False)
+    kinds = [o.kind for o in r.ops if o.stream == "comm"]
+    assert kinds.count("all_gather") == 5 and kinds.count("reduce_scatter") == 5
+    assert r.peak_units == 5                     # every unit stays unsharded from forward to backward
+    full = overlap.uniform(5, 1.0, 0.4)
+    assert sum(k == "all_gather" for k in (o.kind for o in full.ops)) == 10
+
+
+def test_unit_bytes_memory_peak():
+    sizes = [1.0, 5.0, 2.0, 7.0, 1.0]
+    r = overlap.simulate([1] * 5, [1] * 5, unit_bytes=sizes, include_backward=False, forward_prefetch=1)
+    assert r.peak_bytes == 9.0                   # units 2 and 3 alive together
+    r = overlap.simulate([1] * 5, [1] * 5, unit_bytes=sizes, include_backward=False, forward_prefetch=0)
+    assert r.peak_bytes == 7.0
+
+
+@pytest.mark.parametrize("kwargs", [dict(forward=[1, 2], all_gather=[1]), dict(forward=[-1], all_gather=[1]),
+                                    dict(forward=[1], all_gather=[1], max_inflight=0),
+                                    dict(forward=[], all_gather=[]),
+                                    dict(forward=[1], all_gather=[1], forward_prefetch=-1)])
+def test_bad_input(kwargs):
+    with pytest.raises(DistlearnValueError):
+        overlap.simulate(**kwargs)
+
+
+@settings(max_examples=60, deadline=None)
+@given(fw=st.lists(times, min_size=1, max_size=15), data=st.data(), k=st.integers(0, 4))
+def test_forward_matches_independent_recurrence(fw, data, k):
+    """Forward only, no limit: AG_i is issued when F_{i-k} starts (k ≥ 1) or F_{i-1} ends (k = 0), runs after
+    AG_{i-1}; F_i starts after F_{i-1} and AG_i. A plain recurrence, written independently of the event loop."""
+    n = len(fw)
+    ag = data.draw(st.lists(times, min_size=n, max_size=n))
+    f_start, f_end, ag_end = [0.0] * n, [0.0] * n, [0.0] * n
+    for i in range(n):
+        if k == 0:
+            issue = f_end[i - 1] if i else 0.0
+        else:
+            issue = f_start[i - k] if i - k >= 0 else 0.0
+        ag_end[i] = max(issue, ag_end[i - 1] if i else 0.0) + ag[i]
+        f_start[i] = max(f_end[i - 1] if i else 0.0, ag_end[i])
+        f_end[i] = f_start[i] + fw[i]
+    r = overlap.simulate(fw, ag, include_backward=False, forward_prefetch=k)
+    assert r.total_time == pytest.approx(f_end[-1], rel=1e-12, abs=1e-12)
