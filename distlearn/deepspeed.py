@@ -16,6 +16,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 import io
+import os
 from dataclasses import dataclass
 
 from .memory import GiB
@@ -139,6 +140,14 @@ ZERO_FSDP_MAPPING = [
 ]
 
 
+def _prepare_deepspeed() -> None:
+    """Tell DeepSpeed to use its CPU accelerator when there is no GPU (it would otherwise log a warning on import)."""
+    import torch
+
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+
+
 # ---------------------------------------------------------------- verification against the installed packages
 def _v_fsdp1_strategies():
     from torch.distributed.fsdp import ShardingStrategy
@@ -186,6 +195,7 @@ _VERIFIERS = {"fsdp1_strategies": _v_fsdp1_strategies, "cpu_offload_apis": _v_cp
 
 def verify_claims() -> dict[str, bool]:
     """Run every code-checkable claim against the installed torch and DeepSpeed. Returns ``{check: passed}``."""
+    _prepare_deepspeed()
     return {name: bool(fn()) for name, fn in _VERIFIERS.items()}
 
 
@@ -193,6 +203,7 @@ def installed_versions() -> dict[str, str]:
     """``{"torch": ..., "deepspeed": ...}`` as installed (DeepSpeed: ``"not installed"`` if missing)."""
     import torch
 
+    _prepare_deepspeed()
     try:
         import deepspeed
         ds = deepspeed.__version__
@@ -293,6 +304,7 @@ def validate_config(config: dict, dp: int = 1):
     """
     from unittest import mock
 
+    _prepare_deepspeed()
     import deepspeed.runtime.config as ds_config  # absolute import of the real package
 
     dp = check_int("dp", dp)
@@ -401,6 +413,7 @@ def format_rows(rows) -> str:
 def deepspeed_estimate_output(total_params: int, largest_layer_params: int | None = None, *, zero_stage: int = 3,
                               num_gpus_per_node: int = 1, num_nodes: int = 1) -> str:
     """What DeepSpeed's own ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints (captured)."""
+    _prepare_deepspeed()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         if zero_stage == 2:
@@ -415,6 +428,13 @@ def deepspeed_estimate_output(total_params: int, largest_layer_params: int | Non
     return buf.getvalue()
 
 
+def printed_numbers(text: str) -> list[float]:
+    """The numbers in front of "GB" in an estimator printout (DeepSpeed's or :func:`format_rows`'), in order."""
+    import re
+
+    return [float(x) for x in re.findall(r"([\d.]+)GB", text)]
+
+
 def largest_layer_params(module) -> int:
     """The largest number of parameters owned directly by one submodule (``parameters(recurse=False)``), as
     DeepSpeed's ``model_to_params`` defines "largest layer" (for a transformer: usually the embedding)."""
@@ -424,4 +444,4 @@ def largest_layer_params(module) -> int:
 __all__ = ["COMPARISON", "Claim", "FEATURES", "FRAMEWORKS", "ZERO_FSDP_MAPPING", "SOURCES", "verify_claims",
            "installed_versions", "comparison_table", "deepspeed_config", "validate_config",
            "zero2_model_states_mem_needs", "zero3_model_states_mem_needs", "estimator_rows", "format_rows",
-           "deepspeed_estimate_output", "largest_layer_params"]
+           "deepspeed_estimate_output", "printed_numbers", "largest_layer_params"]

@@ -39,6 +39,10 @@ def _numbers(text):
     return [float(x) for x in re.findall(r"([\d.]+)GB", text)]
 
 
+def test_printed_numbers_helper():
+    assert D.printed_numbers(" 12.50GB |   0.49GB | x") == [12.5, 0.49]
+
+
 @pytest.mark.parametrize("stage", [2, 3])
 def test_printed_tables_match(stage):
     n, largest = 6_738_415_616, 131_072_000

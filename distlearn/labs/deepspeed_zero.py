@@ -82,7 +82,8 @@ def ds_config(zero_stage: int, world_size: int) -> dict:
 
 
 def _quiet_deepspeed(build_shm_op: bool):
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    if not torch.cuda.is_available():
+        os.environ.setdefault("DS_ACCELERATOR", "cpu")
     # torch 2.13 deprecates the *_tensor collectives DeepSpeed 0.19.8 calls; the warnings say nothing about ZeRO
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="deepspeed")
@@ -121,7 +122,7 @@ def train_zero(rank: int, world_size: int, zero_stage: int, steps: int = 3, seed
     for step in range(steps):
         tokens, targets = batch(seed, step)
         sl = slice(rank * per_rank, (rank + 1) * per_rank)
-        loss = _loss(engine(tokens[sl]), targets[sl])
+        loss = _loss(engine(tokens[sl].to(engine.device)), targets[sl].to(engine.device))
         engine.backward(loss)
         engine.step()
         mean = loss.detach().clone()
