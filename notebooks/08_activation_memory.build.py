@@ -35,7 +35,7 @@ import torch
 from distlearn import activations as A, activation_measure as M
 from distlearn.memory import activation_bytes_per_layer, to_gb, to_gib, GB
 from distlearn.models import PRESETS
-torch.manual_seed(0);
+
 """),
     pair(r"""
 ## 1. What one layer keeps for backward
