@@ -179,4 +179,20 @@ def extra_terms(*, seq_len: int, micro_batch_size: int, dtype: str = "bf16", rec
     return terms
 
 
-__all__ = ["SavedBytes", "saved_tensor_bytes", "KorthikantiBlock", "measure_block", "extra_terms"]
+def sdpa_block_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int,
+                     activation_bytes: int = 2) -> int:
+    """Saved bytes of :class:`distlearn.models.Block` (GPT arch, no dropout), whose attention is
+    ``F.scaled_dot_product_attention``: on CPU (and with FlashAttention on GPUs) it saves Q, K, V, its output and a
+    fp32 log-sum-exp per row (``4·a·s·b`` bytes) instead of the ``a·s²·b`` probabilities — the attention backward
+    recomputes them, so the ``5as/h`` term vanishes as with selective recomputation.
+
+    Measured total (a test checks it to the byte): ``16·p·sbh + 4·a·s·b + 2·2·s·b·p`` with ``p`` the activation
+    bytes — Korthikanti's 16 sbh tensors (no dropout masks), the log-sum-exp, and the LayerNorms' mean and 1/std.
+    """
+    s, b = check_int("seq_len", seq_len), check_int("micro_batch_size", micro_batch_size)
+    h, a = check_int("hidden_size", hidden_size), check_int("num_heads", num_heads)
+    p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    return 16 * p * s * b * h + 4 * a * s * b + 2 * 2 * s * b * p
+
+
+__all__ = ["sdpa_block_bytes", "SavedBytes", "saved_tensor_bytes", "KorthikantiBlock", "measure_block", "extra_terms"]

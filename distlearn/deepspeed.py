@@ -428,6 +428,19 @@ def deepspeed_estimate_output(total_params: int, largest_layer_params: int | Non
     return buf.getvalue()
 
 
+def largest_layer_params_of_config(config) -> int:
+    """DeepSpeed's "largest layer" for a :class:`distlearn.models.ModelConfig` without building it: the most
+    parameters owned directly by one module of :func:`distlearn.models.build_model` — the token embedding (V·h),
+    an MLP matrix (h·f, + f bias for GPT), an attention projection, or GPT's position table."""
+    h, f, gpt = config.hidden_size, config.ffn_hidden_size, config.arch == "gpt"
+    kv = config.kv_heads * config.head_dim
+    candidates = [config.vocab_size * h, h * f + (f if gpt else 0), f * h + (h if gpt else 0),
+                  h * h + (h if gpt else 0), h * kv + (kv if gpt else 0)]
+    if gpt:
+        candidates.append(config.max_seq_len * h)
+    return max(candidates)
+
+
 def printed_numbers(text: str) -> list[float]:
     """The numbers in front of "GB" in an estimator printout (DeepSpeed's or :func:`format_rows`'), in order."""
     import re
@@ -444,4 +457,4 @@ def largest_layer_params(module) -> int:
 __all__ = ["COMPARISON", "Claim", "FEATURES", "FRAMEWORKS", "ZERO_FSDP_MAPPING", "SOURCES", "verify_claims",
            "installed_versions", "comparison_table", "deepspeed_config", "validate_config",
            "zero2_model_states_mem_needs", "zero3_model_states_mem_needs", "estimator_rows", "format_rows",
-           "deepspeed_estimate_output", "printed_numbers", "largest_layer_params"]
+           "deepspeed_estimate_output", "printed_numbers", "largest_layer_params", "largest_layer_params_of_config"]

@@ -157,6 +157,26 @@ print("by dtype, F.dropout on CPU / 按类型（CPU 上的 F.dropout）:", funct
 print("extra bytes / 多出的字节:", functional.total - native.total, "= mask elements / 掩码元素数", 2*s*b*h + a*s*s*b)
 """),
     pair(r"""
+The course's own `distlearn.models.Block` uses `F.scaled_dot_product_attention`. On CPU (and with FlashAttention on
+GPUs) that kernel saves Q, K, V, its output and one fp32 log-sum-exp per row, and recomputes the probabilities in
+backward: the $5as^2b$ term disappears, exactly as with selective recomputation, and the bytes grow linearly in $s$.
+""", r"""
+课程自己的 `distlearn.models.Block` 使用 `F.scaled_dot_product_attention`。在 CPU 上（以及 GPU 上使用 FlashAttention 时），
+这个算子保存 Q、K、V、它的输出以及每行一个 fp32 的 log-sum-exp，并在反向时重算注意力概率：$5as^2b$ 项消失了，效果与选择性重计算
+完全相同，字节数随 $s$ 线性增长。
+"""),
+    code("""
+from distlearn.models import Block
+print(f"{'s':>5s} {'SDPA block measured / 实测':>26s} {'16p·sbh + 4asb + LN':>20s} {'Korthikanti block / 按论文写法':>30s}")
+for seq in (64, 128, 256):
+    gpt = PRESETS["gpt2-small"].with_(hidden_size=h, num_heads=a, ffn_hidden_size=4 * h, max_seq_len=seq)
+    torch.manual_seed(0)
+    sdpa = M.measure_block(seq_len=seq, micro_batch_size=b, hidden_size=h, num_heads=a,
+                           block=Block(gpt).to(torch.bfloat16))
+    paper = M.measure_block(seq_len=seq, micro_batch_size=b, hidden_size=h, num_heads=a, dtype="bf16", dropout=0.0)
+    print(f"{seq:5d} {sdpa.total:26,d} {M.sdpa_block_bytes(seq_len=seq, micro_batch_size=b, hidden_size=h, num_heads=a):20,d} {paper.total:30,d}")
+"""),
+    pair(r"""
 ## 3. The whole model on one GPU
 
 Per GPU, for pipeline stage $i$ of $p$: (layers on the stage) × (bytes per layer) × (micro-batches in flight), plus

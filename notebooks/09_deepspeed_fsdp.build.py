@@ -157,7 +157,7 @@ $\Psi$ 为参数量、$G$ 为 GPU 数、$L$ 为最大一层的参数量：
     code("""
 llama = PRESETS["llama2-7b"]
 n = llama.num_parameters()
-largest = llama.vocab_size * llama.hidden_size      # the embedding (and the LM head) is the largest "layer"
+largest = D.largest_layer_params_of_config(llama)  # = vocab × hidden: the embedding is the largest "layer"
 ours = D.format_rows(D.estimator_rows(n, largest, zero_stage=3, num_gpus_per_node=8))
 theirs = D.deepspeed_estimate_output(n, largest, zero_stage=3, num_gpus_per_node=8)   # DeepSpeed's own function
 print("Llama-2-7B, ZeRO-3, 1 node × 8 GPUs — our formulas / 我们的公式:")
@@ -186,6 +186,16 @@ for stage in (2, 3):
     else:
         _, ds_gpu, _ = D.zero3_model_states_mem_needs(n, largest, 8, 1, cpu_offload=False, cpu_offload_params=False)
     print(f"  ZeRO-{stage}: paper / 论文 {paper / GiB:6.2f}   DeepSpeed estimator / 估算 {ds_gpu / GiB:6.2f}")
+"""),
+    pair(r"""
+**Explorer.** Pick a model, the cluster, the stage and the offload: DeepSpeed's estimate beside the paper's count.
+""", r"""
+**探索器。** 选择模型、集群规模、阶段和卸载方式：把 DeepSpeed 的估算与论文的计数放在一起比较。
+"""),
+    code("""
+# NBVAL_IGNORE_OUTPUT
+from distlearn.widgets import deepspeed_estimator
+deepspeed_estimator.explorer()
 """),
     pair(r"""
 ## 5. Real DeepSpeed on two CPU processes

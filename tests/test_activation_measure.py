@@ -48,3 +48,16 @@ def test_views_and_parameters_not_double_counted():
     out, saved = saved_tensor_bytes(lambda t: (t @ w).sum() + (t.t() @ t).sum(), y, exclude=[w])
     assert saved.total == 4 * 8 * 4
     out.backward()
+
+
+@pytest.mark.parametrize("s,b,h,a", SHAPES)
+@pytest.mark.parametrize("dtype,p", [("bf16", 2), ("fp32", 4)])
+def test_sdpa_block_has_no_quadratic_term(s, b, h, a, dtype, p):
+    from distlearn.activation_measure import sdpa_block_bytes
+    from distlearn.models import PRESETS, Block
+
+    cfg = PRESETS["gpt2-small"].with_(hidden_size=h, num_heads=a, ffn_hidden_size=4 * h, max_seq_len=s)
+    torch.manual_seed(0)
+    block = Block(cfg).to(torch.bfloat16 if dtype == "bf16" else torch.float32)
+    m = measure_block(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, block=block)
+    assert m.total == sdpa_block_bytes(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, activation_bytes=p)

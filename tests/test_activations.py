@@ -154,3 +154,19 @@ def test_seed_activation_parts():
     real = 32 * activation_bytes_per_layer(seq_len=2048, micro_batch_size=1, hidden_size=4096, num_heads=32)
     assert seed == 2048 * 4096 * 2 * 4 * 32 and real / seed > 10
     assert A.seed_activation_bytes(7) == 7e9 * 2 * 0.5
+
+
+def test_explorer_compute_adds_up():
+    from distlearn.widgets import activations as w
+
+    r = w.compute(model="llama2-7b", seq_len=4096, micro_batch_size=2, tp=2, sequence_parallel=True,
+                  recompute="selective", dp=8, zero_stage=3, offload="optimizer", gpu_gb=80)
+    cfg = PRESETS["llama2-7b"]
+    states = model_state_bytes(cfg.num_parameters() // 2, dp=8, zero_stage=3, offload_optimizer=True)
+    act = A.model_activation_bytes(cfg, seq_len=4096, micro_batch_size=2, tp=2, sequence_parallel=True,
+                                   recompute="selective")
+    assert r["parts"]["optimizer"] == 0 and r["cpu_bytes"] == states.cpu_total
+    assert math.isclose(r["total"], states.total + act.total)
+    assert math.isclose(r["overhead"], A.recompute_flops(cfg, seq_len=4096, micro_batch_size=2, tp=2,
+                                                         recompute="selective")["overhead"])
+    assert "error" in w.compute(model="gpt2-xl", tp=2)

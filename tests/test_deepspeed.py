@@ -109,3 +109,25 @@ def test_deepspeed_never_translated():
     import inspect
     text = inspect.getsource(mod)
     assert text.count("深度速度") == 1   # only where the docstring names the mistranslation
+
+
+@pytest.mark.parametrize("arch", ["gpt", "llama"])
+@pytest.mark.parametrize("vocab", [10, 300])
+def test_largest_layer_of_config_matches_deepspeed(arch, vocab):
+    from deepspeed.runtime.zero.stage3 import model_to_params
+
+    base = PRESETS["gpt2-small" if arch == "gpt" else "llama2-70b"]
+    cfg = base.with_(vocab_size=vocab, hidden_size=16, num_heads=4, num_kv_heads=None if arch == "gpt" else 2,
+                     ffn_hidden_size=40, num_layers=1, max_seq_len=12)
+    _, largest = model_to_params(build_model(cfg, device="cpu"))
+    assert D.largest_layer_params_of_config(cfg) == largest
+
+
+def test_estimator_explorer_matches_deepspeed():
+    from distlearn.widgets import deepspeed_estimator as w
+
+    r = w.compute(model="llama2-7b", gpus_per_node=8, num_nodes=2, zero_stage=3, offload="optimizer")
+    n, largest = PRESETS["llama2-7b"].num_parameters(), PRESETS["llama2-7b"].vocab_size * 4096
+    assert (r["ds_cpu"], r["ds_gpu"], r["largest_layer_params"] * 4) == ds_z3(n, largest, 8, 2, True, False, True)
+    assert r["paper_gpu"] == model_state_bytes(n, dp=16, zero_stage=3, offload_optimizer=True).total
+    assert "error" in w.compute(zero_stage=2, offload="optimizer+params")
