@@ -75,18 +75,21 @@ for key, src in D.SOURCES.items():
     print(f"  [{key}] {src}")
 """),
     pair(r"""
-> **Common misconception.** Seed-b's `compare_frameworks` table is out of date: it says FSDP offloads only to the CPU
-> and leaves pipeline parallelism "to be combined", that DeepSpeed ZeRO-3 has native pipeline parallelism and is "not
-> native PyTorch", and gives no version or source. Today (torch 2.13, DeepSpeed 0.19.8): FSDP2's `CPUOffloadPolicy`
-> offloads parameters, gradients *and* the optimizer step; PyTorch ships `torch.distributed.pipelining` (GPipe, 1F1B,
-> interleaved and zero-bubble schedules); DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3 ("incompatible with
-> pipeline parallelism"), so "ZeRO-3 + native pipeline" is wrong; NVMe offload is ZeRO-Infinity and only with stage 3.
+> **Common misconception.** Seed-b's `compare_frameworks` prints one "FSDP" column and one "DeepSpeed ZeRO-3" column
+> with no version and no source, and several cells are out of date or wrong: pipeline parallelism is "manual" for DDP
+> and "to be combined" for FSDP, but PyTorch has shipped `torch.distributed.pipelining` (GPipe, 1F1B, interleaved,
+> zero-bubble schedules) since 2.4; ZeRO-3 is marked "native pipeline support", but DeepSpeed's pipeline engine refuses
+> ZeRO-2 and ZeRO-3 ("incompatible with pipeline parallelism"); FSDP1 and FSDP2 are lumped together although they
+> differ (FlatParameter vs per-parameter DTensor; FSDP2's `CPUOffloadPolicy` also runs the optimizer step on the
+> CPU); and ZeRO-1/2 and ZeRO-Infinity (NVMe, stage 3 only) are missing. The table above gives every cell a source
+> and the version it was checked against.
 """, r"""
-> **常见误区。** 种子 b 的 `compare_frameworks` 表格已经过时：它说 FSDP 只能卸载到 CPU、流水线并行“需组合”，说 DeepSpeed ZeRO-3
-> 原生支持流水线并行且“不是原生 PyTorch 集成”，而且没有给出任何版本或出处。如今（torch 2.13、DeepSpeed 0.19.8）：FSDP2 的
-> `CPUOffloadPolicy` 会卸载参数、梯度*以及*优化器更新；PyTorch 自带 `torch.distributed.pipelining`（GPipe、1F1B、交错调度和零气泡
-> 调度）；DeepSpeed 的流水线引擎拒绝 ZeRO-2 和 ZeRO-3（"incompatible with pipeline parallelism"），所以“ZeRO-3 + 原生流水线”是错的；
-> NVMe 卸载就是 ZeRO-Infinity，并且只能与阶段 3 一起使用。
+> **常见误区。** 种子 b 的 `compare_frameworks` 只打印了一列 “FSDP” 和一列 “DeepSpeed ZeRO-3”，没有版本也没有出处，而且有几格已经
+> 过时或错误：它说 DDP 的流水线并行“需手动”、FSDP “需组合”，但 PyTorch 自 2.4 起就自带 `torch.distributed.pipelining`（GPipe、
+> 1F1B、交错调度和零气泡调度）；它把 ZeRO-3 标为“原生支持”流水线，但 DeepSpeed 的流水线引擎拒绝 ZeRO-2 和 ZeRO-3
+> （"incompatible with pipeline parallelism"）；它把 FSDP1 和 FSDP2 混为一谈，其实两者不同（FlatParameter 与逐参数 DTensor；
+> FSDP2 的 `CPUOffloadPolicy` 还会在 CPU 上执行优化器更新）；它也没有 ZeRO-1/2 和 ZeRO-Infinity（NVMe，仅限阶段 3）。上面的表格为每一格
+> 都给出了出处和核对时的版本。
 """),
     pair(r"""
 ## 2. ZeRO stages and FSDP sharding strategies
