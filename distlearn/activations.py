@@ -310,7 +310,7 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     if offload_params:
         pcie_bytes += 2 * shard * (3 if recompute_full else 2)   # fetched for forward, backward (+ recompute)
         if not offload_optimizer:
-            pcie_bytes += 2 * shard + 2 * shard        # grads stay, params written back to the host
+            pcie_bytes += 2 * shard                   # grads stay on the GPU; updated params written back to the host
     nvme_bytes = 2 * 12 * shard if nvme else 0.0
     pcie_s, nvme_s = pcie_bytes / (pcie * GB), nvme_bytes / (nvme_bw * GB)
     return {"pcie_bytes": pcie_bytes, "nvme_bytes": nvme_bytes, "pcie_s": pcie_s, "nvme_s": nvme_s,
@@ -349,8 +349,8 @@ def estimate_memory(config: ModelConfig, *, seq_len: int, n_gpus: int, use_bf16:
     - ``use_offload``: the optimizer state (fp32 master + 2 moments) moves to CPU memory: gone from the GPU;
     - activations: :func:`model_activation_bytes` with micro-batch 1 (Korthikanti; 16-bit with bf16, 4-byte
       tensors without); ``use_ckpt`` = full recomputation (layer inputs only + one layer's working set);
-    - the ZeRO-3 working set: the largest layer gathered unsharded (16-bit, or fp32), which the sharded totals
-      forget.
+    - the ZeRO-3 working set: one transformer block (an FSDP unit) gathered unsharded (16-bit, or fp32), which
+      the sharded totals forget.
 
     Returns a dict of bytes: ``params, grads, optimizer, activations, gathered, total, cpu``.
     """

@@ -122,6 +122,8 @@ def test_offload_traffic():
                            nvme_gb_per_s=5)
     assert t3["pcie_bytes"] == (2 + 4) * n / 8 and t3["nvme_bytes"] == 24 * n / 8
     assert math.isclose(t3["nvme_s"], 24 * n / 8 / 5e9)
+    t4 = A.offload_traffic(n, dp=8, zero_stage=3, offload_optimizer=False, offload_params=True, recompute_full=True)
+    assert t4["pcie_bytes"] == (3 * 2 + 2) * n / 8 and t4["nvme_bytes"] == 0
     with pytest.raises(DistlearnValueError):
         A.offload_traffic(n, zero_stage=2, offload_params=True)
 
