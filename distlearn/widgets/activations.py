@@ -87,7 +87,7 @@ def render(result: dict) -> None:
     if "error" in result:
         print(result["error"])
         return
-    fig, ax = plots.new_figure(8, 2.6)
+    fig, ax = plots.new_figure(9, 2.8)
     left = 0.0
     for key, value in result["parts"].items():
         ax.barh([0], [value / GB], left=left, color=plots.COLORS[key], label=PARTS[key].render())
@@ -95,14 +95,14 @@ def render(result: dict) -> None:
     ax.axvline(result["gpu_bytes"] / GB, color="black", ls="--", label=bi("GPU size", "GPU 容量"))
     ax.set_yticks([])
     ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每张 GPU 的 GB（1 GB = 1e9 字节）"))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.45), ncol=3, fontsize=8)
+    ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     plots.title(ax, f"{result['model']}: {result['total'] / GB:.1f} GB per GPU",
                 f"{result['model']}：每张 GPU {result['total'] / GB:.1f} GB")
     plt.show()
-    fits = bi("fits", "放得下") if result["fits"] else bi("does NOT fit", "放不下")
-    print(bi(f"Total {result['total'] / GB:.1f} GB of {result['gpu_bytes'] / GB:.0f} GB: {fits}; "
+    fits_en, fits_zh = ("fits", "放得下") if result["fits"] else ("does NOT fit", "放不下")
+    print(bi(f"Total {result['total'] / GB:.1f} GB of {result['gpu_bytes'] / GB:.0f} GB: {fits_en}; "
              f"host memory for offload {result['cpu_bytes'] / GB:.1f} GB.",
-             f"合计 {result['total'] / GB:.1f} GB / {result['gpu_bytes'] / GB:.0f} GB：{fits}；"
+             f"合计 {result['total'] / GB:.1f} GB / {result['gpu_bytes'] / GB:.0f} GB：{fits_zh}；"
              f"卸载到主机内存 {result['cpu_bytes'] / GB:.1f} GB。", sep="\n"))
     print(bi(f"Recomputation adds {result['overhead']:.1%} FLOPs per step "
              f"(≈ {result['recompute_seconds'] * 1e3:.0f} ms per micro-batch at {ACHIEVED_FLOPS / 1e12:.0f} TFLOP/s).",
