@@ -63,7 +63,7 @@ def render(result: dict) -> None:
     labels = [bi("ZeRO paper", "ZeRO 论文"), bi("DeepSpeed estimator", "DeepSpeed 估算")]
     values = [result["paper_gpu"] / GiB, result["ds_gpu"] / GiB]
     ax.barh(labels, values, color=[plots.COLORS["optimizer"], plots.COLORS["params"]])
-    ax.set_xlabel(bi("GiB per GPU (model states only)", "每张 GPU 的 GiB（仅模型状态）"))
+    ax.set_xlabel(bi("GiB per GPU (model states only)", "每张 GPU 的 GiB（仅模型状态）", sep="\n"))
     plots.title(ax, f"{result['model']} on {result['gpus']} GPUs", f"{result['model']}，{result['gpus']} 张 GPU")
     plt.show()
     print(bi(f"DeepSpeed: {result['ds_gpu'] / GiB:.2f} GiB per GPU, {result['ds_cpu'] / GiB:.2f} GiB per node's CPU; "
