@@ -285,7 +285,8 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
       to the GPU optimizer and parameters are written back (2 B/param);
     - ``nvme``: optimizer state lives on NVMe, read and written once per step (2 × 12 B/param over NVMe).
 
-    ``pcie_gb_per_s`` / ``nvme_gb_per_s`` are *effective* one-direction bandwidths in GB/s (1e9 B/s); the
+    ``pcie_gb_per_s`` / ``nvme_gb_per_s`` are *effective* one-direction bandwidths in GB/s (1e9 B/s) available
+    to this GPU (GPUs of a node that share one drive share its bandwidth); the
     defaults (25 GB/s ≈ PCIe 4.0 ×16 in practice, 6 GB/s ≈ one PCIe 4.0 NVMe drive) are assumptions to change.
     Transfers are assumed not to overlap with compute (an upper bound on added time).
     Returns ``{"pcie_bytes", "nvme_bytes", "pcie_s", "nvme_s", "total_s"}``. Raises DistlearnValueError.

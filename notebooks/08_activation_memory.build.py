@@ -46,7 +46,8 @@ size, $h$ = hidden size, $a$ = attention heads:
 
 $$\text{bytes per layer} = s\,b\,h\left(34 + 5\,\frac{a\,s}{h}\right)$$
 
-The $34\,sbh$ are the linear layers' inputs, LayerNorm inputs, GELU input and dropout masks; the $5\,a s^2 b$ are the
+The $34\,sbh$ are the linear layers' inputs, Q, K and V for the attention matmuls, the LayerNorm and GELU inputs and the
+dropout masks; the $5\,a s^2 b$ are the
 attention scores: softmax output (2 bytes), its dropout mask (1 byte) and the dropped probabilities (2 bytes), each
 $a \times s \times s$ per sequence. The formula already counts **bytes**: never multiply it by a dtype size again.
 """, r"""
@@ -57,7 +58,7 @@ GPT 的一层做了统计。记 $s$ = 序列长度，$b$ = 微批次大小，$h$
 
 $$\text{每层字节数} = s\,b\,h\left(34 + 5\,\frac{a\,s}{h}\right)$$
 
-其中 $34\,sbh$ 是各线性层的输入、LayerNorm 的输入、GELU 的输入和 dropout 掩码；$5\,a s^2 b$ 是注意力分数：softmax 输出（2 字节）、
+其中 $34\,sbh$ 是各线性层的输入、注意力矩阵乘法所需的 Q、K、V、LayerNorm 与 GELU 的输入以及 dropout 掩码；$5\,a s^2 b$ 是注意力分数：softmax 输出（2 字节）、
 它的 dropout 掩码（1 字节）和经过 dropout 的概率（2 字节），每个序列各 $a \times s \times s$ 个元素。公式本身已经是**字节数**：
 不要再乘以数据类型的字节数。
 """),
@@ -235,13 +236,13 @@ ZeRO-Offload (Ren et al. 2021) keeps the optimizer state (fp32 master weights an
 CPU memory and runs the update there: each step a rank sends its 16-bit gradient shard down and receives 16-bit
 parameters back, 4 B/param of $\Psi/dp$. ZeRO-Infinity also offloads parameters (fetched for forward and backward) and
 can put the optimizer state on NVMe (read and written every step). The times below assume 25 GB/s effective PCIe and
-6 GB/s NVMe, no overlap with compute (an upper bound).
+6 GB/s of NVMe bandwidth for each GPU, no overlap with compute (an upper bound).
 """, r"""
 ## 5. 卸载：显存挪到主机，时间花在 PCIe 上
 
 ZeRO-Offload（Ren 等，2021）把优化器状态（fp32 主权重和 Adam 的两个矩，每参数 12 字节）放在 CPU 内存中，并在 CPU 上完成更新：
 每一步，每个 rank 把自己的 16 位梯度分片传到 CPU，再取回 16 位参数，即 $\Psi/dp$ 个参数每个 4 字节。ZeRO-Infinity 还会卸载参数
-（前向和反向时取回），并可以把优化器状态放到 NVMe 上（每步读写一次）。下面的时间假设 PCIe 有效带宽 25 GB/s、NVMe 6 GB/s，且不与计算重叠
+（前向和反向时取回），并可以把优化器状态放到 NVMe 上（每步读写一次）。下面的时间假设每张 GPU 的 PCIe 有效带宽为 25 GB/s、NVMe 带宽为 6 GB/s，且不与计算重叠
 （上界）。
 """),
     code("""
