@@ -277,6 +277,12 @@ for r in rows:
     print(f"{r['bf16']!s:>5s} {r['offload']!s:>7s} {r['ckpt']!s:>5s} | {r['seed_gb']:8.1f} {str(r['seed_gb'] < 80):>9s} | "
           f"{r['real_gb']:8.1f} {str(r['real_gb'] < 80):>9s}  {st:6.1f} / {r['real']['activations'] / GB:6.1f}")
 """),
+    code("""
+import matplotlib.pyplot as plt
+from distlearn.plots_activations import seed_grid_figure
+seed_grid_figure(rows)
+plt.show()
+"""),
     pair(r"""
 The seed's bf16 rows "fit" only because it drops 8 of the 16 bytes per parameter and shrinks the activations. With
 the real formulas, ZeRO-3 over 8 GPUs leaves 16 B × Ψ / 8 ≈ 138 GB of model states per GPU whatever the precision, so

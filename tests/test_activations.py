@@ -172,3 +172,23 @@ def test_explorer_compute_adds_up():
     assert math.isclose(r["overhead"], A.recompute_flops(cfg, seq_len=4096, micro_batch_size=2, tp=2,
                                                          recompute="selective")["overhead"])
     assert "error" in w.compute(model="gpt2-xl", tp=2)
+
+
+def test_layers_on_stage_matches_pipeline_partition_if_available():
+    pipeline = pytest.importorskip("distlearn.pipeline")
+    for L, p in [(10, 4), (7, 3), (80, 6), (96, 8)]:
+        assert list(pipeline.partition_layers(L, p)) == [A.layers_on_stage(L, p, s) for s in range(p)]
+
+
+def test_seed_grid_figure_stacks_real_parts():
+    import matplotlib
+    matplotlib.use("Agg")
+    from distlearn.plots_activations import seed_grid_figure
+
+    rows = A.seed_grid(PRESETS["llama2-70b"])
+    fig, ax = seed_grid_figure(rows)
+    heights = [p.get_height() for p in ax.patches]
+    assert len(heights) == 4 * len(rows)                       # seed bar + three stacked parts per row
+    assert heights[: len(rows)] == pytest.approx([r["seed_gb"] for r in rows])
+    tops = [sum(heights[len(rows) * k + i] for k in (1, 2, 3)) for i in range(len(rows))]
+    assert tops == pytest.approx([r["real_gb"] for r in rows])
