@@ -1,0 +1,52 @@
+"""Checkers for chapter 08 (activation memory). Expected values come from distlearn.memory / distlearn.activations,
+which the tests check against Korthikanti et al. 2022 and Narayanan et al. 2021."""
+from __future__ import annotations
+
+from ..activations import inflight_microbatches, offload_traffic, recompute_flops
+from ..check import Case, verify
+from ..memory import activation_bytes_per_layer
+from ..models import ModelConfig
+
+
+def ex08_layer_activation_bytes(fn):
+    """``fn(seq_len, micro_batch_size, hidden_size, num_heads)`` → bytes per layer, no parallelism, no recompute."""
+    shapes = [(2048, 1, 12288, 96), (4096, 2, 4096, 32), (1024, 8, 768, 12), (16, 1, 8, 2)]
+    cases = [Case(args=sh, expected=activation_bytes_per_layer(seq_len=sh[0], micro_batch_size=sh[1],
+                                                              hidden_size=sh[2], num_heads=sh[3]),
+                  rtol=1e-9, hint_en="s·b·h·(34 + 5·a·s/h) bytes: it already counts bytes, don't multiply by 2.",
+                  hint_zh="s·b·h·(34 + 5·a·s/h) 字节：公式本身就是字节数，不要再乘以 2。") for sh in shapes]
+    verify("ex08_layer_activation_bytes", fn, cases)
+
+
+def ex08_inflight_1f1b(fn):
+    """``fn(pp, num_microbatches, stage)`` → micro-batches whose activations stage ``stage`` holds under 1F1B."""
+    cases = [Case(args=(p, m, s), expected=inflight_microbatches("1f1b", p, m, s),
+                  hint_en="Stage s runs pp − s forwards before its first backward — but never more than m.",
+                  hint_zh="第 s 个阶段在第一次反向之前执行 pp − s 次前向——但不会超过 m。")
+             for p, m, s in [(4, 8, 0), (4, 8, 3), (4, 2, 0), (8, 16, 5), (1, 4, 0), (6, 3, 1)]]
+    verify("ex08_inflight_1f1b", fn, cases)
+
+
+def ex08_selective_overhead(fn):
+    """``fn(seq_len, hidden_size, num_layers, vocab_size)`` → extra FLOPs of selective recomputation / model FLOPs
+    for a GPT (f = 4h, micro-batch 1)."""
+    shapes = [(2048, 12288, 96, 50257), (1024, 768, 12, 50257), (8192, 4096, 32, 32000), (4096, 1024, 24, 50257)]
+    cases = []
+    for s, h, L, V in shapes:
+        cfg = ModelConfig("x", "gpt", V, h, L, 8, 4 * h, s)
+        cases.append(Case(args=(s, h, L, V), expected=recompute_flops(cfg, seq_len=s, micro_batch_size=1,
+                                                                     recompute="selective")["overhead"],
+                          rtol=1e-6, hint_en="extra = L·4s²h; model = 3·(L·(24sh² + 4s²h) + 2shV).",
+                          hint_zh="额外 = L·4s²h；模型 = 3·(L·(24sh² + 4s²h) + 2shV)。"))
+    verify("ex08_selective_overhead", fn, cases)
+
+
+def ex08_offload_seconds(fn):
+    """``fn(num_params, dp, pcie_gb_per_s)`` → seconds per step of PCIe traffic for ZeRO-2 + optimizer offload."""
+    cases = [Case(args=(n, dp, bw), expected=offload_traffic(n, dp=dp, zero_stage=2, offload_optimizer=True,
+                                                             pcie_gb_per_s=bw)["pcie_s"], rtol=1e-9,
+                  hint_en="Each rank sends its 16-bit gradient shard down and gets 16-bit parameters back: 4 B/param "
+                          "of Ψ/dp; GB/s means 1e9 bytes per second.",
+                  hint_zh="每个 rank 把 16 位梯度分片传到 CPU，再取回 16 位参数：Ψ/dp 个参数每个 4 字节；GB/s 指每秒 1e9 字节。")
+             for n, dp, bw in [(7_000_000_000, 8, 25.0), (70_000_000_000, 64, 32.0), (1_000_000, 1, 10.0)]]
+    verify("ex08_offload_seconds", fn, cases)
