@@ -130,6 +130,30 @@ def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: 
     return {"model": model_flops, "hardware": model_flops + extra}
 
 
+def measured_flops(model: ModelConfig, num_sequences: int, seq_len: int, seed: int = 0) -> dict[str, int]:
+    """FLOPs that PyTorch itself counts (``torch.utils.flop_counter.FlopCounterMode``) for one forward and one
+    backward of ``model`` built for real on the CPU (keep it small): ``{"forward", "backward"}``.
+
+    Attention runs on SDPA's math backend so its matrix multiplies are visible to the counter (the fused CPU kernel
+    is not counted). Compare with :func:`forward_flops` (equal) and with backward = 2 × forward.
+    """
+    import torch
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from .models import build_model
+
+    torch.manual_seed(seed)
+    net = build_model(model, device="cpu")
+    tokens = torch.randint(0, model.vocab_size, (num_sequences, seq_len))
+    with sdpa_kernel(SDPBackend.MATH):
+        with FlopCounterMode(display=False) as fwd:
+            out = net(tokens)
+        with FlopCounterMode(display=False) as bwd:
+            out.float().sum().backward()
+    return {"forward": fwd.get_total_flops(), "backward": bwd.get_total_flops()}
+
+
 def megatron_flops(model: ModelConfig, batch: int, seq_len: int) -> float:
     """Narayanan et al. 2021 eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per step (with recomputation).
 

@@ -246,3 +246,15 @@ def test_full_search_405b_on_1024_gpus_under_2_seconds():
     res = P.search("llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=1024)
     assert time.perf_counter() - t0 < 2.0
     assert res.plans and res.num_evaluated > 500
+
+
+@pytest.mark.parametrize("arch", ["gpt", "llama"])
+def test_forward_flops_equal_pytorch_flop_counter(arch):
+    from distlearn.models import ModelConfig
+    c = ModelConfig("tiny", arch, 96, 64, 2, 4, 256 if arch == "gpt" else 160, 32,
+                    num_kv_heads=None if arch == "gpt" else 2)
+    got = P.measured_flops(c, 3, 32)
+    expected = sum(P.forward_flops(c, 3, 32).values())
+    assert got["forward"] == expected
+    assert got["backward"] == 2 * expected
+    assert P.step_flops(c, 3, 32)["model"] == got["forward"] + got["backward"]
