@@ -527,28 +527,43 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
                 max_factor: int = 64) -> dict:
     """The smallest single change that makes some plan fit, for each kind of change:
 
-    ``num_gpus`` (the fewest whole nodes, up to ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest power-of-two
-    fraction of today's), ``gpu`` (the first preset with more memory that fits). A key is ``None`` when no such
+    ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
+    ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest power-of-two fraction of
+    today's), ``gpu`` (the first preset with more memory that fits). A key is ``None`` when no such
     change fits. ``message`` says it in both languages.
     """
     model = get_preset(model) if isinstance(model, str) else model
     args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation)
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
-    lo, hi = cluster.num_nodes, None  # lo: known not to fit; double, then bisect (fit grows with the GPU count)
-    nodes = cluster.num_nodes * 2
-    while nodes <= cluster.num_nodes * max_factor:
-        if _any_fits(model, Cluster(cluster.gpu, nodes), *args):
+    full = GPUS.get(cluster.gpu.name)
+    node_size = full.gpus_per_node if full is not None else node
+    if cluster.num_nodes == 1 and node < node_size:  # part of a node: try 2×, 4×, … GPUs up to a whole node
+        k = node * 2
+        while k <= node_size and out["num_gpus"] is None:
+            if _any_fits(model, make_cluster(cluster.gpu.with_(gpus_per_node=node_size), k), *args):
+                out["num_gpus"] = k
+            k *= 2
+        grow = Cluster(cluster.gpu.with_(gpus_per_node=node_size), 1)
+        node = node_size
+    else:
+        grow = cluster
+    # lo: known not to fit; double the nodes, then bisect (whether some plan fits grows with the GPU count)
+    lo, hi = grow.num_nodes, None
+    nodes = grow.num_nodes * 2
+    while out["num_gpus"] is None and nodes <= grow.num_nodes * max_factor:
+        if _any_fits(model, Cluster(grow.gpu, nodes), *args):
             hi = nodes
             break
         lo, nodes = nodes, nodes * 2
     while hi is not None and hi - lo > 1:
         mid = (lo + hi) // 2
-        if _any_fits(model, Cluster(cluster.gpu, mid), *args):
+        if _any_fits(model, Cluster(grow.gpu, mid), *args):
             hi = mid
         else:
             lo = mid
-    out["num_gpus"] = hi * node if hi is not None else None
+    if hi is not None:
+        out["num_gpus"] = hi * node
     s = seq_len // 2
     while s >= 1:
         if _any_fits(model, cluster, global_batch, s, *args[2:]):
@@ -638,7 +653,7 @@ def zero_max_params(memory_bytes: float, *, dp: int, zero_stage: int, mp: int = 
 # ---------------------------------------------------------------- table and command line
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
           "bubble", "comm")
-HEADER_ZH = ("序号", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批", "微批数", "显存", "步时", "词元/秒",
+HEADER_ZH = ("序号", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批次", "微批次数", "显存", "步时", "词元/秒",
              "MFU", "气泡", "通信")
 
 

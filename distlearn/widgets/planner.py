@@ -19,7 +19,7 @@ T_MODEL = text("planner.model", "Model", "模型")
 T_GPU = text("planner.gpu", "GPU type", "GPU 型号")
 T_NGPUS = text("planner.num_gpus", "Number of GPUs", "GPU 数量")
 T_SEQ = text("planner.seq_len", "Sequence length", "序列长度")
-T_BATCH = text("planner.global_batch", "Global batch (sequences)", "全局批大小（序列数）")
+T_BATCH = text("planner.global_batch", "Global batch (sequences)", "全局批量大小（序列数）")
 T_RANK = text("planner.rank", "Show plan #", "查看第几个方案")
 T_MEM = text("planner.memory", "Memory per GPU (GB)", "每张 GPU 的显存（GB）")
 T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
@@ -28,7 +28,7 @@ MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_
 TIME_PARTS = ("compute", "tp_comm", "pp_comm", "dp_comm", "bubble")
 LABELS = {
     "params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
-    "activations": ("activations", "激活"), "logits": ("logits", "logits"), "zero3_buffer": ("ZeRO-3 buffer",
+    "activations": ("activations", "激活值"), "logits": ("logits", "logits"), "zero3_buffer": ("ZeRO-3 buffer",
                                                                                              "ZeRO-3 缓冲"),
     "reserve": ("reserve", "预留"), "compute": ("compute", "计算"), "tp_comm": ("TP all-reduce", "张量并行通信"),
     "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未隐藏）"),
