@@ -238,8 +238,8 @@ by `python -m distlearn plan --model llama3-70b --gpus 64 --gpu h100-80gb --seq-
 ZeRO 0–3（使用流水线并行时为 0–1，与 DeepSpeed 的限制一致）、三种重计算方式、交错调度——保留放得下的方案，按 tokens/s
 排序。命令 `python -m distlearn plan --model llama3-70b --gpus 64 --gpu h100-80gb --seq-len 8192 --global-batch 512`
 打印同一张表。"""),
-    code("""planner.cli(["--model", "llama3-70b", "--gpus", "64", "--gpu", "h100-80gb", "--seq-len", "8192",
-             "--global-batch", "512", "--top", "8"]);"""),
+    code("""rc = planner.cli(["--model", "llama3-70b", "--gpus", "64", "--gpu", "h100-80gb", "--seq-len", "8192",
+                  "--global-batch", "512", "--top", "8"])"""),
     code("""counts = [16, 24, 32, 48, 64, 128, 256]
 best = [planner.search("llama3-70b", global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=n, top=1).best
         for n in counts]
