@@ -244,8 +244,13 @@ ZeRO 0–3（使用流水线并行时为 0–1，与 DeepSpeed 的限制一致�
 best = [planner.search("llama3-70b", global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=n, top=1).best
         for n in counts]
 fig, ax = plots.new_figure(7, 3.2)
-ax.plot(counts, [b.tokens_per_s / n if b else 0 for b, n in zip(best, counts)], "o-")
+ok = [(n, b.tokens_per_s / n) for n, b in zip(counts, best) if b]
+ax.plot(*zip(*ok), "o-", label="best plan / 最佳方案")
+ax.plot([n for n, b in zip(counts, best) if not b], [0 for b in best if not b], "rx", ms=10,
+        label="no plan fits / 没有可行方案")
 ax.set_xscale("log", base=2)
+ax.set_xticks(counts, [str(n) for n in counts])
+ax.legend()
 ax.set_xlabel("GPUs / GPU 数")
 ax.set_ylabel("tokens/s per GPU / 每卡 tokens/s")
 plots.title(ax, "Llama 3 70B, H100, seq 8192, batch 512: best plan per GPU count",
@@ -426,5 +431,8 @@ if __name__ == "__main__":
     for path, cells in [(ROOT / "notebooks" / "10_planning.ipynb", chapter),
                         (ROOT / "solutions" / "10_planning.ipynb", solutions)]:
         path.parent.mkdir(exist_ok=True)
-        nbformat.write(new_notebook(cells), path)
+        nb = new_notebook(cells)
+        for i, cell in enumerate(nb.cells):  # stable ids: rebuilding gives the same file
+            cell.id = f"ch10-{i:03d}"
+        nbformat.write(nb, path)
         print("wrote", path)
