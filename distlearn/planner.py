@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import argparse
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass
 
 from .hardware import GPU, GPUS, Cluster, get_gpu, make_cluster
 from .memory import GB, RECOMPUTE, activation_bytes_per_layer, bytes_per_param, model_state_bytes
@@ -242,12 +242,11 @@ class _Context:
         g = cluster.gpu
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
-        h, V = model.hidden_size, model.vocab_size
+        h = model.hidden_size
         self.P_layer = model.layer_parameters()
         self.P_first_extra = model.embedding_parameters()
         tied_copy = model.vocab_size * h if model.tied_embeddings else 0  # Megatron keeps a copy on the last stage
         self.P_last_extra = model.norm_parameters() + (model.lm_head_parameters() or tied_copy)
-        self.P_total = model.num_parameters()
         f = forward_flops(model, 1, seq_len)  # per sequence
         l = model.num_layers
         self.f_layer = (f["layers"] + f["attention"]) / l
@@ -320,7 +319,6 @@ def _time(ctx: _Context, p: Plan) -> dict[str, float]:
     pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
     t_p2p = 2 * v * (2 * b * ctx.s * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
     t_mb = t_compute + t_tp + t_p2p
-    bubble = bubble_fraction(pp, mb, v)
     # data parallel / ZeRO: gradient bytes of this GPU's shard of the model
     first_params = (first_layers * ctx.P_layer + ctx.P_first_extra + (ctx.P_last_extra if pp == 1 else 0)) / tp
     dp_bw = g.nvlink_bw if tp * dp <= cl.gpus_per_node else g.network_bw
