@@ -681,7 +681,7 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--gpus", type=int, default=8, help="number of GPUs / GPU 数")
     ap.add_argument("--gpu", default="h100-80gb", help=f"GPU preset / GPU 型号: {', '.join(GPUS)}")
     ap.add_argument("--seq-len", type=int, default=4096, help="sequence length / 序列长度")
-    ap.add_argument("--global-batch", type=int, default=512, help="sequences per step / 全局批大小（序列数）")
+    ap.add_argument("--global-batch", type=int, default=512, help="sequences per step / 全局批量大小（序列数）")
     ap.add_argument("--top", type=int, default=10, help="plans to show / 显示的方案数")
     ap.add_argument("--efficiency", type=float, default=COMPUTE_EFFICIENCY,
                     help="share of peak FLOP/s reached / 达到峰值算力的比例")
