@@ -31,7 +31,8 @@ ZeRO、重计算、微批次——组合成一个**规划器**：列出所有合
 - 由 FLOPs、未被隐藏的通信和流水线气泡估计每步时间，读懂 tokens/s 和 MFU（模型 FLOPs 利用率）；
 - 用已发表的训练（ZeRO 论文、Megatron-LM 在 1024 和 3072 块 A100 上的训练）检验这个模型；
 - 找出一个模型最少需要多少 GPU，并解释一个方案为何受通信限制。"""),
-    code("""import matplotlib.pyplot as plt
+    code("""%matplotlib inline
+import matplotlib.pyplot as plt
 from distlearn import planner, plots, seeds_planning
 from distlearn.hardware import GPUS
 from distlearn.memory import GB, GiB
