@@ -258,3 +258,12 @@ def test_forward_flops_equal_pytorch_flop_counter(arch):
     assert got["forward"] == expected
     assert got["backward"] == 2 * expected
     assert P.step_flops(c, 3, 32)["model"] == got["forward"] + got["backward"]
+
+
+def test_custom_cluster_limits_tp_to_its_node():
+    from distlearn.hardware import GPU, Cluster
+    gpu = GPU("my-gpu", 48e9, 200e12, 100e9, 12.5e9, gpus_per_node=4)
+    res = P.search("llama2-7b", global_batch=32, seq_len=2048, cluster=Cluster(gpu, 4))
+    assert res.plans and max(e.plan.tp for e in res.plans) <= 4
+    assert all(e.capacity == 48e9 for e in res.plans)
+    assert P.cli(["--model", "llama3-8b", "--precision", "fp64"]) == 2
