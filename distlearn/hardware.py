@@ -1,0 +1,117 @@
+"""GPU and cluster presets with their published figures, for the planner (chapter 10).
+
+Units: memory in **bytes** (datasheet "GB" are 1e9 bytes), compute in FLOP/s, bandwidth in **bytes/s per GPU and
+per direction** (the "bus bandwidth" a ring collective can use; NVIDIA quotes NVLink as the bidirectional total,
+so we halve it, and network cards in bits/s, so we divide by 8).
+
+Figures and sources (dense = without 2:4 sparsity; the sparse figure NVIDIA also prints is twice these):
+
+=============  ==========  ==================  ========================  =========================================
+GPU            memory      peak dense 16-bit   NVLink per direction      inter-node per GPU per direction
+=============  ==========  ==================  ========================  =========================================
+V100-32GB      32 GB       125 TFLOP/s (fp16)  150 GB/s (300 GB/s tot.)  6.25 GB/s (DGX-2: 8×100 Gb/s EDR / 16 GPU)
+A100-80GB      80 GB       312 TFLOP/s (bf16)  300 GB/s (600 GB/s tot.)  25 GB/s  (DGX A100: 200 Gb/s HDR per GPU)
+H100-80GB      80 GB       989 TFLOP/s (bf16)  450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H100: 400 Gb/s NDR per GPU)
+H200           141 GB      989 TFLOP/s (bf16)  450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H200: 400 Gb/s NDR per GPU)
+=============  ==========  ==================  ========================  =========================================
+
+- V100: NVIDIA Tesla V100 datasheet (SXM2: 125 TFLOPS tensor, 32 GB HBM2, NVLink 300 GB/s); DGX-2 (16 GPUs,
+  8 × 100 Gb/s EDR InfiniBand), the cluster of the ZeRO paper (Rajbhandari et al. 2020, §10.1).
+- A100: NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: BF16 312 TFLOPS, NVLink 600 GB/s); DGX A100 user guide
+  (8 × 200 Gb/s HDR InfiniBand for compute), the Selene nodes of Narayanan et al. 2021 (§5).
+- H100: NVIDIA H100 Tensor Core GPU datasheet (SXM: BF16 1,979 TFLOPS *with sparsity* → 989 dense; NVLink
+  900 GB/s); DGX H100 (8 × 400 Gb/s ConnectX-7 NDR).
+- H200: NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, BF16 1,979 TFLOPS with sparsity → 989 dense,
+  NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
+
+The memory figure is the datasheet's, in GB (1e9 bytes). What a program can allocate is a little more (80 GB A100s
+report 81920 MiB = 85.9e9 bytes in ``nvidia-smi``) and then a little less (the CUDA context, NCCL buffers and the
+allocator's cache take their share): the planner keeps a stated reserve, see ``distlearn.planner``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from .validate import DistlearnValueError, check_choice, check_int, check_positive
+
+GB_S = 1e9  # 1 GB/s in bytes/s
+TFLOPS = 1e12
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator: ``memory_bytes`` (bytes), ``peak_flops`` (dense 16-bit FLOP/s), ``nvlink_bw`` (intra-node
+    bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from)."""
+
+    name: str
+    memory_bytes: float
+    peak_flops: float
+    nvlink_bw: float
+    network_bw: float
+    gpus_per_node: int = 8
+    source: str = ""
+
+    def __post_init__(self):
+        for field in ("memory_bytes", "peak_flops", "nvlink_bw", "network_bw"):
+            check_positive(field, getattr(self, field))
+        check_int("gpus_per_node", self.gpus_per_node, minimum=1)
+
+    def with_(self, **changes) -> "GPU":
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+
+GPUS: dict[str, GPU] = {g.name: g for g in [
+    GPU("v100-32gb", 32e9, 125 * TFLOPS, 150 * GB_S, 100e9 / 8 * 8 / 16, gpus_per_node=16,
+        source="NVIDIA V100 datasheet (SXM2); DGX-2: 16 GPUs, 8x100 Gb/s EDR IB"),
+    GPU("a100-80gb", 80e9, 312 * TFLOPS, 300 * GB_S, 200e9 / 8,
+        source="NVIDIA A100 datasheet (80GB SXM); DGX A100: 8x200 Gb/s HDR IB"),
+    GPU("h100-80gb", 80e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8,
+        source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS sparse / 2); DGX H100: 8x400 Gb/s NDR"),
+    GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8,
+        source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e); DGX H200: 8x400 Gb/s NDR"),
+]}
+
+
+def get_gpu(name: str) -> GPU:
+    """The preset called ``name`` (case-insensitive). Raises DistlearnValueError listing the known names."""
+    key = name.lower() if isinstance(name, str) else name
+    return GPUS[check_choice("gpu", key, tuple(GPUS))]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``num_nodes`` nodes of ``gpu.gpus_per_node`` GPUs each. ``world_size`` = all GPUs."""
+
+    gpu: GPU
+    num_nodes: int
+
+    def __post_init__(self):
+        check_int("num_nodes", self.num_nodes, minimum=1)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpu.gpus_per_node
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.gpu.gpus_per_node
+
+
+def make_cluster(gpu: str | GPU, num_gpus: int) -> Cluster:
+    """A cluster of ``num_gpus`` GPUs of type ``gpu`` (a preset name or a :class:`GPU`).
+
+    ``num_gpus`` must be ≤ one node or a whole number of nodes. Raises DistlearnValueError (bilingual) otherwise.
+    A cluster smaller than a node is a node with fewer GPUs.
+    """
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    n = check_int("num_gpus", num_gpus, minimum=1)
+    if n < g.gpus_per_node:
+        return Cluster(g.with_(gpus_per_node=n), 1)
+    if n % g.gpus_per_node:
+        raise DistlearnValueError(
+            "num_gpus", f"num_gpus = {n} must be a whole number of nodes of {g.gpus_per_node} GPUs "
+                        f"(e.g. {n // g.gpus_per_node * g.gpus_per_node} or {(n // g.gpus_per_node + 1) * g.gpus_per_node}).",
+            f"num_gpus = {n} 必须是整数个节点（每节点 {g.gpus_per_node} 块 GPU），"
+            f"例如 {n // g.gpus_per_node * g.gpus_per_node} 或 {(n // g.gpus_per_node + 1) * g.gpus_per_node}。")
+    return Cluster(g, n // g.gpus_per_node)

@@ -1,0 +1,132 @@
+"""The seed's ``memory_calculator`` table from ``run_all_demos`` (seed A), kept faithfully, and its correction.
+
+:func:`seed_memory_calculator` is the seed's function copied as it was (only renamed and documented), so the chapter
+can show what it printed. It has four mistakes (course outline, seed mistakes 2 and 3):
+
+1. Adam's optimizer state is 2 × 4 bytes per parameter, without the fp32 master weights (another 4): mixed-precision
+   Adam needs 2 + 2 + 12 = 16 bytes per parameter, not 12.
+2. Activations are ``0.5 × params × bytes`` when no shape is given — an invented constant — and otherwise
+   ``4·s·b·h·bytes`` per layer, which undercounts Korthikanti et al.'s s·b·h·(34 + 5·a·s/h); they are also never
+   divided by anything, whatever the sharding.
+3. "FSDP" divides by the number of GPUs: correct only because every GPU is a data-parallel rank here; with tensor or
+   pipeline parallelism ZeRO divides by dp, not the GPU count.
+4. "Fits on 80 GB" compares with 80 GB and nothing held back: the CUDA context, NCCL buffers and the allocator's
+   fragmentation take several GB (and GB vs GiB are not distinguished).
+
+:func:`corrected_memory_row` recomputes each row with :mod:`distlearn.memory` and the planner's reserve, and
+:func:`planner_row` asks the planner whether *any* plan (TP, PP, ZeRO, recomputation) fits on those GPUs.
+"""
+from __future__ import annotations
+
+from .hardware import make_cluster
+from .memory import GB, GiB, activation_bytes_per_layer, model_state_bytes
+from .models import PRESETS
+from . import planner
+
+# the rows of run_all_demos' MEMORY CALCULATOR table: (params_billions, sharding, num_gpus)
+SEED_CONFIGS = [(7, "none", 1), (7, "fsdp", 8), (70, "none", 1), (70, "fsdp", 8), (70, "fsdp", 16),
+                (405, "fsdp", 64), (405, "fsdp", 128)]
+# the published shapes we use for the corrected rows
+SHAPES = {7: "llama2-7b", 70: "llama2-70b", 405: "llama3.1-405b"}
+
+
+def seed_memory_calculator(params_billions, precision_bytes=2, optimizer="adam", num_gpus=1, sharding="none",
+                           sequence_length=2048, batch_size_per_gpu=1, hidden_dim=None, num_layers=None):
+    """The seed's ``memory_calculator``, unchanged (mistakes included: see the module docstring)."""
+    params = params_billions * 1e9
+    weight_memory = params * precision_bytes
+    if optimizer == "adam":
+        optimizer_memory = params * 4 * 2
+    elif optimizer == "sgd":
+        optimizer_memory = params * 4
+    else:
+        optimizer_memory = 0
+    gradient_memory = params * precision_bytes
+    if hidden_dim and num_layers:
+        activation_per_layer = sequence_length * batch_size_per_gpu * hidden_dim * precision_bytes * 4
+        activation_memory = activation_per_layer * num_layers
+    else:
+        activation_memory = params * precision_bytes * 0.5
+    if sharding == "fsdp" or sharding == "zero3":
+        weight_memory /= num_gpus
+        optimizer_memory /= num_gpus
+        gradient_memory /= num_gpus
+    elif sharding == "zero2":
+        optimizer_memory /= num_gpus
+        gradient_memory /= num_gpus
+    elif sharding == "zero1":
+        optimizer_memory /= num_gpus
+    per_gpu_total = weight_memory + optimizer_memory + gradient_memory + activation_memory
+    return {
+        "params_billions": params_billions,
+        "weights_gb": weight_memory / 1e9,
+        "optimizer_gb": optimizer_memory / 1e9,
+        "gradients_gb": gradient_memory / 1e9,
+        "activations_gb": activation_memory / 1e9,
+        "per_gpu_total_gb": per_gpu_total / 1e9,
+        "total_across_gpus_gb": per_gpu_total * num_gpus / 1e9,
+        "fits_on_80gb": per_gpu_total / 1e9 <= 80,
+        "num_gpus": num_gpus,
+        "sharding": sharding,
+    }
+
+
+def seed_memory_table() -> str:
+    """The table ``run_all_demos`` printed under "MEMORY CALCULATOR", reproduced line for line."""
+    lines = [f"  {'Model':>8} {'Sharding':>8} {'GPUs':>5} {'Per-GPU':>10} {'Fits 80GB':>10}", "  " + "-" * 50]
+    for params, shard, gpus in SEED_CONFIGS:
+        result = seed_memory_calculator(params, num_gpus=gpus, sharding=shard)
+        fits = "Yes" if result["fits_on_80gb"] else "No"
+        lines.append(f"  {params:>6}B {shard:>8} {gpus:>5} {result['per_gpu_total_gb']:>8.1f}GB {fits:>10}")
+    return "\n".join(lines)
+
+
+def corrected_memory_row(params_billions: int, sharding: str, num_gpus: int, *, seq_len: int = 2048,
+                         micro_batch_size: int = 1, recompute: str = "none", gpu: str = "a100-80gb") -> dict:
+    """One seed row done right: Ψ = ``params_billions`` × 1e9 (the seed's count, to compare like with like),
+    16 bytes/parameter sharded by ZeRO-3 over dp = ``num_gpus`` when ``sharding == "fsdp"``, Korthikanti
+    activations of the matching published shape (:data:`SHAPES`), and the planner's reserve.
+
+    Returns bytes per GPU: ``params``, ``grads``, ``optimizer``, ``activations``, ``reserve``, ``total``, plus
+    ``capacity`` and ``fits``.
+    """
+    shape = PRESETS[SHAPES[params_billions]]
+    st = model_state_bytes(int(params_billions * 1e9), dp=num_gpus, zero_stage=3 if sharding == "fsdp" else 0)
+    acts = shape.num_layers * activation_bytes_per_layer(
+        seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=shape.hidden_size,
+        num_heads=shape.num_heads, recompute=recompute)
+    if recompute == "full":  # one layer's full activations while it is recomputed
+        acts += activation_bytes_per_layer(seq_len=seq_len, micro_batch_size=micro_batch_size,
+                                           hidden_size=shape.hidden_size, num_heads=shape.num_heads)
+    cap = make_cluster(gpu, num_gpus).gpu.memory_bytes
+    reserve = planner.RESERVE_BYTES + planner.FRAGMENTATION * cap
+    row = {"params": st.params, "grads": st.grads, "optimizer": st.optimizer, "activations": acts,
+           "reserve": reserve}
+    row["total"] = sum(row.values())
+    row.update(capacity=cap, fits=row["total"] <= cap)
+    return row
+
+
+def planner_row(params_billions: int, num_gpus: int, *, seq_len: int = 2048, gpu: str = "a100-80gb") -> dict:
+    """Does *any* plan fit? The planner on ``num_gpus`` GPUs with one sequence per data-parallel rank per
+    micro-batch and a global batch of ``num_gpus`` sequences. Returns ``{"fits", "best", "suggestion"}``."""
+    res = planner.search(SHAPES[params_billions], global_batch=max(num_gpus, 8), seq_len=seq_len, gpu=gpu,
+                         num_gpus=num_gpus)
+    return {"fits": bool(res.plans), "best": res.best,
+            "suggestion": res.suggestion["num_gpus"] if res.suggestion else None}
+
+
+def corrected_memory_table(recompute: str = "none") -> str:
+    """The seed's rows, corrected, in GB (1e9 bytes) and GiB (2**30 bytes), with the planner's verdict."""
+    lines = [f"{'model':>6} {'shard':>5} {'GPUs':>4} {'states GB':>10} {'acts GB':>8} {'total GB':>9} "
+             f"{'total GiB':>9} {'fits?':>5} {'any plan?':>9}",
+             f"{'模型':>5} {'分片':>4} {'GPU数':>4} {'模型状态':>7} {'激活':>6} {'合计':>7} {'合计GiB':>7} "
+             f"{'放得下':>3} {'任意方案':>5}"]
+    for params, shard, gpus in SEED_CONFIGS:
+        r = corrected_memory_row(params, shard, gpus, recompute=recompute)
+        p = planner_row(params, gpus)
+        states = r["params"] + r["grads"] + r["optimizer"]
+        lines.append(f"{params:>5}B {shard:>5} {gpus:>4} {states / GB:>10.1f} {r['activations'] / GB:>8.1f} "
+                     f"{r['total'] / GB:>9.1f} {r['total'] / GiB:>9.1f} {'yes' if r['fits'] else 'no':>5} "
+                     f"{'yes' if p['fits'] else 'no':>9}")
+    return "\n".join(lines)

@@ -1,0 +1,105 @@
+"""Explorer for chapter 10: model, cluster, batch and sequence length → ranked plans, memory stack, time breakdown.
+
+``compute(**values)`` is pure and never raises for values the controls can reach (bad combinations come back as
+``{"error": message}``); ``render(result)`` prints the table and draws two stacked bars for the chosen plan.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+
+from .. import planner, plots
+from ..hardware import GPUS
+from ..i18n import bi, text
+from ..memory import GB
+from ..models import PRESETS
+from ..validate import DistlearnValueError
+from . import base
+
+T_MODEL = text("planner.model", "Model", "模型")
+T_GPU = text("planner.gpu", "GPU type", "GPU 型号")
+T_NGPUS = text("planner.num_gpus", "Number of GPUs", "GPU 数量")
+T_SEQ = text("planner.seq_len", "Sequence length", "序列长度")
+T_BATCH = text("planner.global_batch", "Global batch (sequences)", "全局批量大小（序列数）")
+T_RANK = text("planner.rank", "Show plan #", "查看第几个方案")
+T_MEM = text("planner.memory", "Memory per GPU (GB)", "每张 GPU 的显存（GB）")
+T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
+
+MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
+TIME_PARTS = ("compute", "tp_comm", "pp_comm", "dp_comm", "bubble")
+LABELS = {
+    "params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
+    "activations": ("activations", "激活值"), "logits": ("logits", "logits"), "zero3_buffer": ("ZeRO-3 buffer",
+                                                                                             "ZeRO-3 缓冲"),
+    "reserve": ("reserve", "预留"), "compute": ("compute", "计算"), "tp_comm": ("TP all-reduce", "张量并行通信"),
+    "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未隐藏）"),
+    "bubble": ("pipeline bubble", "流水线气泡"),
+}
+COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
+          "logits": "#8172B3", "zero3_buffer": "#937860", "reserve": "#BBBBBB", "compute": "#4C72B0",
+          "tp_comm": "#DD8452", "pp_comm": "#8172B3", "dp_comm": "#C44E52", "bubble": "#DDDDDD"}
+
+
+def controls() -> dict:
+    return {
+        "model": base.dropdown(T_MODEL, list(PRESETS), "llama3-8b"),
+        "gpu": base.dropdown(T_GPU, list(GPUS), "h100-80gb"),
+        "num_gpus": base.log2_slider(T_NGPUS, 16, 1, 2048),
+        "seq_len": base.log2_slider(T_SEQ, 4096, 512, 32768),
+        "global_batch": base.log2_slider(T_BATCH, 256, 8, 4096),
+        "rank": base.int_slider(T_RANK, 1, 1, 10),
+    }
+
+
+def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, rank=1) -> dict:
+    """Search and return ``{"table", "plans", "chosen", "num_evaluated"}`` or ``{"error"}`` / ``{"no_fit"}``."""
+    try:
+        res = planner.search(model, global_batch=global_batch, seq_len=seq_len, gpu=gpu, num_gpus=num_gpus,
+                             top=10)
+    except DistlearnValueError as exc:
+        return {"error": str(exc)}
+    if not res.plans:
+        return {"no_fit": res.message + "\n" + res.suggestion["message"], "num_evaluated": res.num_evaluated}
+    shown = min(rank, len(res.plans))
+    return {"table": planner.format_table(res.plans), "plans": res.plans, "chosen": res.plans[shown - 1],
+            "shown": shown,
+            "num_evaluated": res.num_evaluated}
+
+
+def render(result: dict) -> None:
+    if "error" in result:
+        print(result["error"])
+        return
+    if "no_fit" in result:
+        print(result["no_fit"])
+        return
+    print(result["table"])
+    e = result["chosen"]
+    print(bi(f"Chosen: {e.plan.describe()}", f"所选方案：{e.plan.describe()}"))
+    fig, (ax1, ax2) = plots.new_figure(10, 3.4, nrows=2)
+    left = 0.0
+    for k in MEMORY_PARTS:
+        v = e.memory[k] / GB
+        if v > 0:
+            ax1.barh(0, v, left=left, color=COLORS[k], label=bi(*LABELS[k]))
+            left += v
+    ax1.axvline(e.capacity / GB, color="k", ls="--")
+    ax1.set_yticks([])
+    ax1.set_xlabel(str(T_MEM))
+    ax1.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    left = 0.0
+    for k in TIME_PARTS:
+        v = e.time[k]
+        if v > 0:
+            ax2.barh(0, v, left=left, color=COLORS[k], label=bi(*LABELS[k]))
+            left += v
+    ax2.set_yticks([])
+    ax2.set_xlabel(str(T_TIME))
+    ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
+    plots.title(ax1, f"Plan #{result['shown']}: memory per GPU (dashed: capacity) and time per step",
+                f"第 {result['shown']} 个方案：每张 GPU 的显存（虚线：容量）与每步时间")
+    plt.show()
+
+
+def explorer():
+    return base.build(controls(), compute, render,
+                      title=bi("Plan a training run", "规划一次训练"))

@@ -1,0 +1,269 @@
+"""Planner (chapter 10): closed forms against independent counts, published runs, bad input, CLI, speed."""
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings, strategies as st
+
+from distlearn import planner as P
+from distlearn import seeds_planning as S
+from distlearn.comm import VirtualCluster
+from distlearn.hardware import GPUS, make_cluster
+from distlearn.memory import activation_bytes_per_layer, model_state_bytes
+from distlearn.models import PRESETS
+from distlearn.validate import DistlearnValueError
+
+
+# ---------------------------------------------------------------- closed forms vs independent sources
+def test_ring_all_reduce_time_matches_virtual_cluster_traffic():
+    import numpy as np
+    for n in (2, 4, 8):
+        vc = VirtualCluster(n)
+        arrays = [np.ones(1024, dtype=np.float32) for _ in range(n)]
+        vc.all_reduce(arrays)
+        bw = 1e9
+        assert P.ring_all_reduce_time(arrays[0].nbytes, n, bw, alpha=0) == pytest.approx(vc.bytes_sent[0] / bw)
+        vc.reset_traffic()
+        vc.all_gather([a[: 1024 // n] for a in arrays])
+        assert P.all_gather_time(arrays[0].nbytes, n, bw, alpha=0) == pytest.approx(vc.bytes_sent[0] / bw)
+    assert P.ring_all_reduce_time(1e9, 1, 1e9) == 0.0
+
+
+def _gpipe_makespan(p, m, f=1.0, b=2.0):
+    """Independent event simulation of GPipe: all forwards, then all backwards, each waiting on its neighbours."""
+    F = [[0.0] * m for _ in range(p)]
+    for s in range(p):
+        for i in range(m):
+            F[s][i] = max(F[s - 1][i] if s else 0.0, F[s][i - 1] if i else 0.0) + f
+    B = [[0.0] * m for _ in range(p)]
+    start = F[p - 1][m - 1]
+    for s in reversed(range(p)):
+        for i in range(m):
+            B[s][i] = max(B[s + 1][i] if s < p - 1 else start, B[s][i - 1] if i else start) + b
+    return max(B[0])
+
+
+@pytest.mark.parametrize("p,m", [(2, 1), (4, 4), (4, 8), (8, 32), (3, 7)])
+def test_bubble_fraction_matches_event_simulation(p, m):
+    ideal = m * 3.0
+    assert (_gpipe_makespan(p, m) - ideal) / ideal == pytest.approx(P.bubble_fraction(p, m))
+    assert P.bubble_fraction(p, m, num_chunks=2) == pytest.approx(P.bubble_fraction(p, m) / 2)
+
+
+def test_hardware_flops_with_full_recompute_is_megatron_eq3():
+    for model in (P.GPT3_175B_MEGATRON, P.GPT_1T_MEGATRON, PRESETS["gpt2-small"]):
+        for batch in (1, 1536):
+            assert P.step_flops(model, batch, 2048, "full")["hardware"] == pytest.approx(
+                P.megatron_flops(model, batch, 2048), rel=1e-12)
+
+
+def test_model_flops_near_6ND():
+    m = P.GPT3_175B_MEGATRON
+    tokens = 1536 * 2048
+    ratio = P.step_flops(m, 1536, 2048)["model"] / (6 * m.num_parameters() * tokens)
+    assert 1.0 < ratio < 1.05  # the attention scores (s/6h ≈ 2.8 %) are what 6ND leaves out
+    f = P.step_flops(m, 8, 2048)
+    assert P.step_flops(m, 8, 2048, "selective")["hardware"] > f["model"]
+    assert P.step_flops(m, 8, 2048, "full")["hardware"] > P.step_flops(m, 8, 2048, "selective")["hardware"]
+
+
+# ---------------------------------------------------------------- ZeRO paper Table 2 (model states only)
+ZERO_TABLE2 = {1: (2, 7.6, 14.4, 128), 2: (4, 15.2, 28.8, 256), 4: (8, 30.4, 57.6, 512),
+               8: (16, 60.8, 115.2, 1024), 16: (32, 121.6, 230.4, 2048)}  # billions; 0.5T, 1T, 2T as 512, ...
+
+
+@pytest.mark.parametrize("mp", sorted(ZERO_TABLE2))
+def test_zero_paper_table2_max_model_sizes(mp):
+    v100 = GPUS["v100-32gb"]
+    for stage, paper in enumerate(ZERO_TABLE2[mp]):
+        psi = P.zero_max_params(v100.memory_bytes, dp=64, zero_stage=stage, mp=mp)
+        assert psi / 1e9 == pytest.approx(paper, rel=0.006), (mp, stage)
+        # the memory side agrees: model states of Ψ/mp at dp = 64 fill exactly 32 GB
+        assert model_state_bytes(int(psi / mp), dp=64, zero_stage=stage).total == pytest.approx(32e9, rel=1e-9)
+
+
+# ---------------------------------------------------------------- published Megatron-LM runs
+RATIO_BAND = (0.75, 1.25)  # predicted / published FLOP/s per GPU; one efficiency constant for both runs
+
+
+@pytest.mark.parametrize("name", sorted(P.PUBLISHED_RUNS))
+def test_published_runs_feasible_and_throughput_in_band(name):
+    r = P.compare_published(name)
+    assert r["fits"], r["estimate"].memory
+    assert RATIO_BAND[0] <= r["ratio"] <= RATIO_BAND[1], r["ratio"]
+    assert r["predicted_tokens_per_s"] / r["published_tokens_per_s"] == pytest.approx(r["ratio"], rel=1e-9)
+
+
+def test_search_finds_the_published_175b_layout():
+    res = P.search(P.GPT3_175B_MEGATRON, global_batch=1536, seq_len=2048, gpu="a100-80gb", num_gpus=1024)
+    layouts = {(e.plan.dp, e.plan.tp, e.plan.pp) for e in res.plans}
+    assert (16, 8, 8) in layouts
+    assert all(e.fits for e in res.plans)
+
+
+# ---------------------------------------------------------------- memory accounting
+def test_memory_breakdown_matches_hand_count():
+    m = PRESETS["llama3-8b"]
+    plan = P.Plan(dp=8, tp=1, pp=1, zero_stage=3, recompute="selective", micro_batch_size=2, num_microbatches=4,
+                  sequence_parallel=False)
+    e = P.evaluate(m, plan, global_batch=64, seq_len=4096, gpu="h100-80gb")
+    assert e.memory["params"] == pytest.approx(8_030_261_248 * 2 / 8, rel=1e-9)
+    assert e.memory["optimizer"] == pytest.approx(8_030_261_248 * 12 / 8, rel=1e-9)
+    s, b, h = 4096, 2, 4096
+    acts = 32 * s * b * h * 34 + s * b * h  # selective: 34·sbh per layer (Korthikanti), + embedding dropout mask
+    assert e.memory["activations"] == pytest.approx(acts)
+    assert e.memory["logits"] == pytest.approx(4 * s * b * h * (1 + m.vocab_size / h))
+    assert e.memory["reserve"] == pytest.approx(P.RESERVE_BYTES + P.FRAGMENTATION * 80e9)
+    assert e.memory["total"] == pytest.approx(sum(v for k, v in e.memory.items() if k != "total"))
+
+
+def test_first_stage_holds_p_microbatches_and_interleaving_adds():
+    m = P.GPT3_175B_MEGATRON
+    kw = dict(global_batch=64, seq_len=2048, gpu="a100-80gb")
+    base = dict(dp=1, tp=8, pp=8, recompute="selective", micro_batch_size=1, num_microbatches=64)
+    e1 = P.evaluate(m, P.Plan(**base), **kw)
+    per = activation_bytes_per_layer(seq_len=2048, micro_batch_size=1, hidden_size=12288, num_heads=96, tp=8,
+                                     sequence_parallel=True, recompute="selective")
+    mask = 2048 * 12288 / 8
+    assert e1.memory["activations"] == pytest.approx((per * 12 + mask) * 8)  # 12 layers × p = 8 micro-batches
+    e2 = P.evaluate(m, P.Plan(**base, num_chunks=2), **kw)
+    assert e2.memory["activations"] == pytest.approx((per * 12 + mask) * 8 * (1 + 7 / 16))
+    assert e2.bubble_fraction == pytest.approx(e1.bubble_fraction / 2)
+
+
+def test_zero_divides_by_dp_not_gpus():
+    # 8 GPUs all in tensor parallelism: dp = 1, so ZeRO-3 shards over nothing (seed mistake 3)
+    m = PRESETS["llama2-13b"]
+    e = P.evaluate(m, P.Plan(dp=1, tp=8, pp=1, zero_stage=0, num_microbatches=8), global_batch=8, seq_len=2048,
+                   gpu="a100-80gb")
+    states = e.memory["params"] + e.memory["grads"] + e.memory["optimizer"]
+    assert states == pytest.approx(16 * m.num_parameters() / 8, rel=1e-6)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(["gpt2-small", "llama2-7b", "llama3-8b", "llama2-13b"]),
+       nodes=st.sampled_from([1, 2, 4]), gpu=st.sampled_from(["a100-80gb", "h100-80gb", "h200"]),
+       batch=st.sampled_from([8, 24, 64]), seq=st.sampled_from([512, 2048, 4096]))
+def test_every_returned_plan_is_valid_and_fits(model, nodes, gpu, batch, seq):
+    res = P.search(model, global_batch=batch, seq_len=seq, gpu=gpu, num_gpus=8 * nodes)
+    last = float("inf")
+    for e in res.plans:
+        p = e.plan
+        assert p.dp * p.tp * p.pp == 8 * nodes and p.tp <= 8
+        assert p.dp * p.micro_batch_size * p.num_microbatches == batch
+        assert e.memory["total"] <= e.capacity
+        assert 0 < e.mfu < P.COMPUTE_EFFICIENCY + 1e-9
+        assert e.tokens_per_s <= last
+        last = e.tokens_per_s
+        t = e.time
+        assert t["total"] == pytest.approx(sum(v for k, v in t.items() if k != "total"))
+
+
+# ---------------------------------------------------------------- bad input and impossible targets
+def _bilingual(exc):
+    return any("\u4e00" <= ch <= "\u9fff" for ch in str(exc)) and any(ch.isascii() and ch.isalpha() for ch in str(exc))
+
+
+def test_bad_inputs_raise_bilingual_errors():
+    with pytest.raises(DistlearnValueError) as e:
+        make_cluster("h100-80gb", 12)
+    assert e.value.param == "num_gpus" and _bilingual(e.value)
+    m = PRESETS["llama3-8b"]
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(m, P.Plan(dp=1, tp=16, pp=1, num_microbatches=8), global_batch=8, seq_len=1024)
+    assert e.value.param == "tp" and "node" in str(e.value) and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(m, P.Plan(dp=4, tp=2, pp=1, micro_batch_size=2, num_microbatches=1), global_batch=10,
+                   seq_len=1024)
+    assert e.value.param == "global_batch" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4), global_batch=8, seq_len=1024)
+    assert e.value.param == "zero_stage"
+    with pytest.raises(DistlearnValueError):
+        P.search("gpt-5", global_batch=8, seq_len=1024)
+    with pytest.raises(DistlearnValueError):
+        P.search("llama3-8b", global_batch=8, seq_len=1024, gpu="tpu-v9")
+
+
+def test_no_plan_fits_suggests_the_smallest_gpu_count():
+    res = P.search("llama3.1-405b", global_batch=64, seq_len=8192, gpu="h100-80gb", num_gpus=16)
+    assert not res.plans and "no plan fits" in res.message
+    n = res.suggestion["num_gpus"]
+    assert n is not None and n % 8 == 0
+    assert P.search("llama3.1-405b", global_batch=64, seq_len=8192, gpu="h100-80gb", num_gpus=n).plans
+    assert not P.search("llama3.1-405b", global_batch=64, seq_len=8192, gpu="h100-80gb", num_gpus=n - 8,
+                        suggest=False).plans
+    assert str(n) in res.suggestion["message"] and "块 GPU" in res.suggestion["message"]
+
+
+def test_no_plan_fits_suggests_a_shorter_sequence():
+    kw = dict(global_batch=8, gpu="h200", num_gpus=1)
+    res = P.search("llama2-7b", seq_len=32768, **kw)
+    assert not res.plans
+    s = res.suggestion["seq_len"]
+    assert s is not None and 32768 % s == 0
+    assert P.search("llama2-7b", seq_len=s, suggest=False, **kw).plans
+    assert not P.search("llama2-7b", seq_len=2 * s, suggest=False, **kw).plans
+
+
+# ---------------------------------------------------------------- seed table
+def test_seed_memory_calculator_is_faithful_and_corrected():
+    r = S.seed_memory_calculator(7)
+    assert r["per_gpu_total_gb"] == pytest.approx(14 + 56 + 14 + 7)  # 2 + 8 + 2 B/param + 0.5 × 2 B "activations"
+    assert r["fits_on_80gb"] is False
+    assert S.seed_memory_calculator(70, num_gpus=8, sharding="fsdp")["per_gpu_total_gb"] == pytest.approx(175.0)
+    assert "91.0GB" in S.seed_memory_table()
+    c = S.corrected_memory_row(7, "none", 1)
+    assert c["params"] + c["grads"] + c["optimizer"] == pytest.approx(16 * 7e9)  # master weights restored
+    c8 = S.corrected_memory_row(7, "fsdp", 8, recompute="full")
+    assert c8["params"] + c8["grads"] + c8["optimizer"] == pytest.approx(2 * 7e9)
+    assert c8["reserve"] > 0 and c8["fits"]
+
+
+# ---------------------------------------------------------------- command line and speed
+def test_cli_prints_table(capsys):
+    rc = P.cli(["--model", "llama3-70b", "--gpus", "64", "--gpu", "h100-80gb", "--seq-len", "8192",
+                "--global-batch", "512", "--top", "3"])
+    out = capsys.readouterr().out
+    assert rc == 0 and "tokens/s" in out and "词元/秒" in out and "MFU" in out
+    assert P.cli(["--model", "llama3-8b", "--gpus", "12"]) == 2
+    assert "整数个节点" in capsys.readouterr().out
+    assert P.cli(["--model", "llama3.1-405b", "--gpus", "8", "--seq-len", "8192", "--global-batch", "8"]) == 1
+    assert "no plan fits" in capsys.readouterr().out
+
+
+def test_cli_through_python_m():
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "-m", "distlearn", "plan", "--model", "llama3-8b", "--gpus", "8",
+                          "--seq-len", "2048", "--global-batch", "64", "--top", "2"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert "dp" in out.stdout and "ZeRO" in out.stdout
+
+
+def test_full_search_405b_on_1024_gpus_under_2_seconds():
+    t0 = time.perf_counter()
+    res = P.search("llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=1024)
+    assert time.perf_counter() - t0 < 2.0
+    assert res.plans and res.num_evaluated > 500
+
+
+@pytest.mark.parametrize("arch", ["gpt", "llama"])
+def test_forward_flops_equal_pytorch_flop_counter(arch):
+    from distlearn.models import ModelConfig
+    c = ModelConfig("tiny", arch, 96, 64, 2, 4, 256 if arch == "gpt" else 160, 32,
+                    num_kv_heads=None if arch == "gpt" else 2)
+    got = P.measured_flops(c, 3, 32)
+    expected = sum(P.forward_flops(c, 3, 32).values())
+    assert got["forward"] == expected
+    assert got["backward"] == 2 * expected
+    assert P.step_flops(c, 3, 32)["model"] == got["forward"] + got["backward"]
+
+
+def test_custom_cluster_limits_tp_to_its_node():
+    from distlearn.hardware import GPU, Cluster
+    gpu = GPU("my-gpu", 48e9, 200e12, 100e9, 12.5e9, gpus_per_node=4)
+    res = P.search("llama2-7b", global_batch=32, seq_len=2048, cluster=Cluster(gpu, 4))
+    assert res.plans and max(e.plan.tp for e in res.plans) <= 4
+    assert all(e.capacity == 48e9 for e in res.plans)
+    assert P.cli(["--model", "llama3-8b", "--precision", "fp64"]) == 2
