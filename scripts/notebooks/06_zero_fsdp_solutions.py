@@ -1,4 +1,4 @@
-"""Builds solutions/06_zero_fsdp.ipynb. Run: .venv/bin/python solutions/06_zero_fsdp.build.py, then
+"""Builds solutions/06_zero_fsdp.ipynb. Run: .venv/bin/python scripts/notebooks/06_zero_fsdp_solutions.py, then
 .venv/bin/python -m distlearn.course execute solutions/06_zero_fsdp.ipynb and make exercises."""
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "solutions"
 
 cells = [
     pair(r"""

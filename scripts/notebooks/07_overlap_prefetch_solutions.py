@@ -1,4 +1,4 @@
-"""Builds solutions/07_overlap_prefetch.ipynb. Run: .venv/bin/python solutions/07_overlap_prefetch.build.py, then
+"""Builds solutions/07_overlap_prefetch.ipynb. Run: .venv/bin/python scripts/notebooks/07_overlap_prefetch_solutions.py, then
 .venv/bin/python -m distlearn.course execute solutions/07_overlap_prefetch.ipynb and make exercises."""
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "solutions"
 
 cells = [
     pair(r"""

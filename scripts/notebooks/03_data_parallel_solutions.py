@@ -1,4 +1,4 @@
-"""Builds solutions/03_data_parallel.ipynb with nbformat. Run: .venv/bin/python solutions/03_data_parallel.build.py,
+"""Builds solutions/03_data_parallel.ipynb with nbformat. Run: .venv/bin/python scripts/notebooks/03_data_parallel_solutions.py,
 then .venv/bin/python -m distlearn.course execute solutions/03_data_parallel.ipynb and
 python -m distlearn.course build-exercises"""
 from pathlib import Path
@@ -7,7 +7,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "solutions"
 
 cells = [
     pair(r"""

@@ -1,4 +1,4 @@
-"""Builds notebooks/03_data_parallel.ipynb with nbformat. Run: .venv/bin/python notebooks/03_data_parallel.build.py
+"""Builds notebooks/03_data_parallel.ipynb with nbformat. Run: .venv/bin/python scripts/notebooks/03_data_parallel.py
 then store outputs: .venv/bin/python -m distlearn.course execute notebooks/03_data_parallel.ipynb"""
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "notebooks"
 
 cells = [
     pair(r"""

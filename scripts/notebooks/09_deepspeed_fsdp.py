@@ -1,6 +1,6 @@
 """Build notebooks/09_deepspeed_fsdp.ipynb and solutions/09_deepspeed_fsdp.ipynb (then execute them).
 
-Run: .venv/bin/python notebooks/09_deepspeed_fsdp.build.py
+Run: .venv/bin/python scripts/notebooks/09_deepspeed_fsdp.py
 """
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 chapter = [
     pair(r"""

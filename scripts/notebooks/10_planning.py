@@ -6,7 +6,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 chapter = [
     pair("""# 10 · Planning a training run

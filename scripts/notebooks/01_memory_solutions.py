@@ -1,4 +1,4 @@
-"""Builds solutions/01_memory.ipynb with nbformat. Run: .venv/bin/python solutions/01_memory.build.py, then
+"""Builds solutions/01_memory.ipynb with nbformat. Run: .venv/bin/python scripts/notebooks/01_memory_solutions.py, then
 .venv/bin/python -m distlearn.course execute solutions/01_memory.ipynb and python -m distlearn.course build-exercises"""
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "solutions"
 
 cells = [
     pair(r"""

@@ -1,6 +1,6 @@
 """Build notebooks/05_pipeline_parallel.ipynb and solutions/05_pipeline_parallel.ipynb with nbformat.
 
-Run: ``.venv/bin/python scripts/build_ch05.py`` then
+Run: ``.venv/bin/python scripts/notebooks/05_pipeline_parallel.py`` then
 ``.venv/bin/python -m distlearn.course execute notebooks/05_pipeline_parallel.ipynb solutions/05_pipeline_parallel.ipynb``
 and ``.venv/bin/python -m distlearn.course build-exercises``.
 """
@@ -10,7 +10,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 NAME = "05_pipeline_parallel.ipynb"
 
 chapter = [

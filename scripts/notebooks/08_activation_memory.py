@@ -1,6 +1,6 @@
 """Build notebooks/08_activation_memory.ipynb and solutions/08_activation_memory.ipynb (then execute them).
 
-Run: .venv/bin/python notebooks/08_activation_memory.build.py
+Run: .venv/bin/python scripts/notebooks/08_activation_memory.py
 """
 from pathlib import Path
 
@@ -8,7 +8,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-ROOT = Path(__file__).resolve().parent.parent
+ROOT = Path(__file__).resolve().parents[2]
 
 chapter = [
     pair(r"""

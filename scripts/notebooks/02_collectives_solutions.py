@@ -1,4 +1,4 @@
-"""Builds solutions/02_collectives.ipynb with nbformat. Run: .venv/bin/python solutions/02_collectives.build.py, then
+"""Builds solutions/02_collectives.ipynb with nbformat. Run: .venv/bin/python scripts/notebooks/02_collectives_solutions.py, then
 .venv/bin/python -m distlearn.course execute solutions/02_collectives.ipynb and python -m distlearn.course build-exercises"""
 from pathlib import Path
 
@@ -6,7 +6,7 @@ import nbformat
 
 from distlearn.course import code, new_notebook, pair
 
-HERE = Path(__file__).resolve().parent
+HERE = Path(__file__).resolve().parents[2] / "solutions"
 
 cells = [
     pair(r"""
