@@ -1,4 +1,4 @@
-# Run from the repository root: .venv/bin/python docs/ch04_build_notebooks.py
+# Run from the repository root: .venv/bin/python scripts/notebooks/04_tensor_parallel.py
 """Builds notebooks/04_tensor_parallel.ipynb and solutions/04_tensor_parallel.ipynb (then run
 ``python -m distlearn.course execute`` on both and ``python -m distlearn.course build-exercises``)."""
 import nbformat
