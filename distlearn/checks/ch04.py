@@ -9,6 +9,16 @@ from ..memory import activation_bytes_per_layer
 from ..tensor_parallel import layer_comm_bytes
 
 
+def _ring_all_reduce_bytes_rank0(num_elements: int, itemsize: int, world_size: int) -> int:
+    """Bytes rank 0 sends in a ring all-reduce of ``num_elements`` split like ``np.array_split``: it sends every
+    chunk but chunk 1 in the reduce-scatter phase and every chunk but chunk 0 in the all-gather phase, i.e.
+    2·M − |c0| − |c1| bytes (2(n−1)/n·M when n divides the message)."""
+    if world_size == 1:
+        return 0
+    sizes = [len(c) for c in np.array_split(np.arange(num_elements), world_size)]
+    return (2 * num_elements - sizes[0] - sizes[1]) * itemsize
+
+
 def ex04_row_parallel_forward(fn) -> None:
     """``fn(x, w, tp) -> (output, bytes_sent_per_rank)``: split x by columns and w by rows over ``tp`` ranks of a
     VirtualCluster, multiply locally, all-reduce the partial sums."""
@@ -16,7 +26,7 @@ def ex04_row_parallel_forward(fn) -> None:
     for seed, (m, k, n, tp) in enumerate([(3, 8, 5, 2), (2, 12, 4, 4), (4, 8, 3, 8), (2, 6, 6, 1), (5, 6, 2, 3)]):
         rng = np.random.default_rng(seed)
         x, w = np.round(rng.standard_normal((m, k)), 2), np.round(rng.standard_normal((k, n)), 2)
-        expected = (x @ w, round(2 * (tp - 1) / tp * m * n * 8))
+        expected = (x @ w, _ring_all_reduce_bytes_rank0(m * n, 8, tp))
         cases.append(Case(args=(x, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
                           hint_en="Rank r multiplies x[:, its block of columns] by w[its block of rows]; the partial "
                                   "products must be summed with cluster.all_reduce (not concatenated). Return the "
@@ -66,7 +76,7 @@ def ex04_column_parallel_grad_input(fn) -> None:
     for seed, (m, k, n, tp) in enumerate([(3, 5, 8, 2), (2, 4, 12, 4), (4, 3, 8, 8), (2, 6, 6, 1), (5, 2, 6, 3)]):
         rng = np.random.default_rng(100 + seed)
         g, w = np.round(rng.standard_normal((m, n)), 2), np.round(rng.standard_normal((k, n)), 2)
-        expected = (g @ w.T, round(2 * (tp - 1) / tp * m * k * 8))
+        expected = (g @ w.T, _ring_all_reduce_bytes_rank0(m * k, 8, tp))
         cases.append(Case(args=(g, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
                           hint_en="Rank r holds grad_out[:, block r] and w[:, block r]; its grad_out_r @ w_r.T has "
                                   "the full shape of x but is only a partial sum: all-reduce it.",
