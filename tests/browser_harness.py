@@ -40,6 +40,9 @@ ROOT = Path(__file__).resolve().parent.parent
 SCREENSHOTS = ROOT / "build" / "screenshots"
 CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
+# Complete, steady rendering for screenshots in containers (small /dev/shm) and in the background.
+RENDER_FLAGS = ["--disable-dev-shm-usage", "--disable-renderer-backgrounding", "--disable-background-timer-throttling",
+                "--disable-backgrounding-occluded-windows", "--force-color-profile=srgb", "--hide-scrollbars"]
 HOW_TO_GET_CHROMIUM = ("Chromium not found. Install it with `sudo apt-get install chromium` (Debian/Ubuntu), "
                        "or set DISTLEARN_CHROMIUM=/path/to/chromium. / 未找到 Chromium：请运行 "
                        "`sudo apt-get install chromium`，或设置 DISTLEARN_CHROMIUM。")
@@ -256,7 +259,8 @@ class Session:
         from playwright.sync_api import sync_playwright
 
         profile = self.tmp / "chromium-profile"
-        cmd = [self.chromium, *CHROMIUM_FLAGS, "--remote-debugging-address=127.0.0.1", "--remote-debugging-port=0",
+        cmd = [self.chromium, *CHROMIUM_FLAGS, *RENDER_FLAGS, "--remote-debugging-address=127.0.0.1",
+               "--remote-debugging-port=0",
                f"--user-data-dir={profile}", f"--window-size={self.width},{self.height}", "about:blank"]
         self.browser_log = open(self.tmp / "chromium.log", "wb")
         self.browser_proc = subprocess.Popen(cmd, stdout=self.browser_log, stderr=subprocess.STDOUT,
@@ -398,7 +402,10 @@ class Session:
             res.problem = "moving a control by keyboard did not change the output"
         try:
             page.wait_for_function(_JS_IDLE, timeout=30_000)
-            page.wait_for_timeout(300)
+            page.wait_for_timeout(500)  # let the last output message arrive, then every plot image decode
+            page.evaluate("async (el) => { await Promise.all(Array.from(el.querySelectorAll('img'))"
+                          ".map(i => i.decode().catch(() => null))); "
+                          "await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }", handle)
         except Exception:
             pass
         shot = screenshots / f"{stem}-explorer{k}.png"
