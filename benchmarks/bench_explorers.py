@@ -1,0 +1,44 @@
+"""Each explorer's ``compute`` at its largest settings: the slowest of every setting that
+:func:`distlearn.widgets.base.extreme_settings` tries (defaults, each control at each end, all at min, all at max).
+
+Explorers are found generically: every module of :mod:`distlearn.widgets` except ``base``. Goal: < 50 ms, so a
+slider feels immediate (the plot's drawing comes on top of this).
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import statistics
+import time
+
+GOAL = 0.050  # seconds, every row
+
+
+def explorer_modules() -> list[str]:
+    import distlearn.widgets as pkg
+
+    return [m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name != "base" and not m.name.startswith("_")]
+
+
+def time_call(fn, repeats: int) -> float:
+    """Median wall time in seconds of ``repeats`` calls of ``fn()`` (after one warm-up call)."""
+    fn()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def main(quick: bool = False) -> dict[str, float]:
+    from distlearn.widgets.base import extreme_settings
+
+    repeats = 1 if quick else 5
+    out = {}
+    for name in explorer_modules():
+        mod = importlib.import_module(f"distlearn.widgets.{name}")
+        worst = max(time_call(lambda v=values: mod.compute(**v), repeats)
+                    for values in extreme_settings(mod.controls()))
+        out[f"explorer `{name}`: compute, slowest extreme setting"] = worst
+    return out
