@@ -195,7 +195,7 @@ ALSO_ACCEPT = {
     "shard": ("切分",),                             # the verb: 切分 is as clear as 分片
 }
 # English words that are also everyday words: matched only in the given case-sensitive form.
-CASE_SENSITIVE = {"reduce": r"(?<![Aa]ll)(?<![Aa]ll[-_ ])\bReduce\b(?![-_ ]?[Ss]catter)",
+CASE_SENSITIVE = {"reduce": r"(?:(?<=[a-z,;] )|(?<=[(\[*\"“]))Reduce\b(?![-_ ]?[Ss]catter)",  # "a Reduce", not "Reduce memory."
                   # the noun, not the verb "ranks them / the plans"
                   "rank": r"(?<![\w-])[Rr]anks?(?![\w])(?!\s+(?:them|the|plans?|it|by|all)\b)"}
 _PAREN = re.compile(r"\s*[(（]([^)）]*)[)）]")
@@ -239,7 +239,7 @@ def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
       of its own — is found as a whole word; all-lowercase forms ignore case; a space, hyphen or underscore may be
       any of them or absent ("all-reduce" finds "AllReduce", "all_reduce", "allreduce"); a plural "s"/"es" may follow.
       Forms with capitals ("ZeRO", "TP") match exactly. Inline code, code blocks, LaTeX, link targets and HTML
-      tags are ignored. "reduce" counts only as the collective "Reduce", "rank" only as a noun.
+      tags are ignored. "reduce" counts only as the collective "Reduce" inside a sentence, "rank" only as a noun.
     - Chinese: any form of the Chinese column is accepted — split on "/", and both the text and what is in its
       parentheses ("AllReduce（全规约）" → "AllReduce" or "全规约"; the glossary keeps such names in English) —, plus
       the English form itself when it is an abbreviation or is kept in Chinese, plus :data:`ALSO_ACCEPT`. When the
