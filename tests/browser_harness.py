@@ -1,7 +1,9 @@
 """Open notebooks in JupyterLab in a real headless Chromium and check that every explorer works for a person.
 
-For each notebook: open it in Lab, clear its stored outputs, run every cell with Lab's "Run All" command, then for
-each explorer cell (a code cell calling ``….explorer()``) check that
+For each notebook: open it in Lab, clear its stored outputs, run its explorer cells (a code cell calling
+``….explorer()``; each is self-contained by the authoring rules, and nbval runs every cell anyway) — or every cell
+with Lab's "Run All" command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alone — then for
+each explorer cell check that
 
 1. a real widget rendered: a slider handle (``.noUi-handle``) or a ``<select>`` in the cell's output, and not the
    plain-text fallback ``VBox(children=(IntSlider(value=…` that a kernel without a widget front end shows;
@@ -101,6 +103,7 @@ class NotebookResult:
     cell_errors: list[str] = field(default_factory=list)
     explorers: list[ExplorerResult] = field(default_factory=list)
     problem: str = ""
+    mode: str = ""
 
     @property
     def ok(self) -> bool:
@@ -108,7 +111,7 @@ class NotebookResult:
             e.ok for e in self.explorers)
 
     def summary(self) -> str:
-        lines = [f"{self.path}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s"]
+        lines = [f"{self.path}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s ({self.mode or '-'} run)"]
         if self.problem:
             lines.append(f"  problem: {self.problem}")
         for err in self.cell_errors:
@@ -154,11 +157,12 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
 # JavaScript run in the page. `window.jupyterapp` exists because the server runs with expose_app_in_browser.
 _JS_READY = """(path) => { const app = window.jupyterapp; if (!app || !app.shell) return false;
   const w = app.shell.currentWidget; return !!(w && w.context && w.context.path === path && w.content); }"""
-_JS_RUN_ALL = """async (cells) => {
+_JS_RUN = """async ([cells, runAll]) => {
   const app = window.jupyterapp; const panel = app.shell.currentWidget;
   await panel.context.ready; await panel.sessionContext.ready;
   await app.commands.execute('notebook:clear-all-cell-outputs');
-  await app.commands.execute('notebook:run-all-cells');
+  if (runAll) { await app.commands.execute('notebook:run-all-cells'); }
+  else { for (const i of cells) { panel.content.activeCellIndex = i; await app.commands.execute('notebook:run-cell'); } }
   cells.forEach((i, k) => panel.content.widgets[i].node.setAttribute('data-dl-explorer', String(k)));
   return true; }"""
 _JS_IDLE = """() => { const p = window.jupyterapp.shell.currentWidget; const k = p.sessionContext.session &&
@@ -179,8 +183,12 @@ class Session:
     """One JupyterLab server over ``root`` and one headless Chromium; use as a context manager."""
 
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
-                 render_timeout: float = 20.0):
+                 render_timeout: float = 20.0, run_all: bool | None = None):
         self.root = Path(root).resolve()
+        # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the
+        # authoring rules, and nbval already runs every cell — falling back to Run All if one of them fails.
+        self.run_all = (os.environ.get("DISTLEARN_BROWSER_RUN_ALL", "") not in ("", "0")) if run_all is None \
+            else run_all
         self.render_timeout = render_timeout  # seconds an explorer may take to show its controls
         self.chromium = chromium or find_chromium()
         if self.chromium is None:
@@ -347,9 +355,16 @@ class Session:
         try:
             page.goto(f"{self.base_url}/lab/tree/{rel}?token={self.token}&reset", wait_until="domcontentloaded")
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
-            page.evaluate(_JS_RUN_ALL, cells)
+            run_all = self.run_all
+            page.evaluate(_JS_RUN, [cells, run_all])
             page.wait_for_function(_JS_IDLE, timeout=timeout * 1000)
             result.cell_errors = page.evaluate(_JS_ERRORS)
+            if result.cell_errors and not run_all:  # an explorer that needs earlier cells: run them all
+                run_all = True
+                page.evaluate(_JS_RUN, [cells, True])
+                page.wait_for_function(_JS_IDLE, timeout=timeout * 1000)
+                result.cell_errors = page.evaluate(_JS_ERRORS)
+            result.mode = "all cells" if run_all else "explorer cells"
             for k, cell_index in enumerate(cells):
                 result.explorers.append(self._check_explorer(page, k, cell_index, Path(rel).stem, screenshots))
         except Exception as exc:  # report, do not raise: the other notebooks still get checked

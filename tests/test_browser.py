@@ -56,14 +56,15 @@ class as_text:
 '''
 
 
-def _selftest_notebooks() -> tuple[Path, Path]:
+def _selftest_notebooks() -> tuple[Path, Path, Path]:
     SELFTEST.mkdir(parents=True, exist_ok=True)
     good = course.new_notebook([course.pair("# Demo", "# 演示"), course.code(DEMO),
                                 course.code("# NBVAL_IGNORE_OUTPUT\ndemo.explorer()")])
     bad = course.new_notebook([course.code(BROKEN), course.code("no_controls.explorer()"),
                                course.code("print(repr(as_text.explorer()))")])
-    paths = SELFTEST / "good.ipynb", SELFTEST / "broken.ipynb"
-    for nb, path in zip((good, bad), paths):
+    solo = course.new_notebook([course.code("# NBVAL_IGNORE_OUTPUT\n" + DEMO.strip() + "\n\ndemo.explorer()")])
+    paths = SELFTEST / "good.ipynb", SELFTEST / "broken.ipynb", SELFTEST / "solo.ipynb"
+    for nb, path in zip((good, bad, solo), paths):
         nbformat.write(nb, path)
     return paths
 
@@ -91,16 +92,19 @@ def test_explorer_cells_are_found():
 
 
 def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
-    good, broken = _selftest_notebooks()
-    r = session.check_notebook(good)
-    assert r.ok, r.summary()
+    good, broken, solo = _selftest_notebooks()
+    default_mode, session.run_all = session.run_all, False
+    r = session.check_notebook(solo)  # a self-contained explorer cell runs alone
+    assert r.ok and r.mode == "explorer cells", r.summary()
+    r = session.check_notebook(good)  # this explorer needs the cell above it: falls back to Run All
+    assert r.ok and r.mode == "all cells", r.summary()
     (e,) = r.explorers
     assert e.rendered and e.changed and Path(bh.ROOT / e.screenshot).stat().st_size > 1000
     session.render_timeout = 5  # the broken explorers never render: do not wait long for them
     try:
         r = session.check_notebook(broken)
     finally:
-        session.render_timeout = 20
+        session.render_timeout, session.run_all = 20, default_mode
     assert not r.ok
     no_controls, as_text = r.explorers
     assert not no_controls.rendered and "no slider" in no_controls.problem, r.summary()
