@@ -44,7 +44,8 @@ CHROMIUM_FLAGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-back
                   "--disable-component-update", "--disable-sync", "--no-first-run"]
 # Complete, steady rendering for screenshots in containers (small /dev/shm) and in the background.
 RENDER_FLAGS = ["--disable-dev-shm-usage", "--disable-renderer-backgrounding", "--disable-background-timer-throttling",
-                "--disable-backgrounding-occluded-windows", "--force-color-profile=srgb", "--hide-scrollbars"]
+                "--disable-backgrounding-occluded-windows", "--force-color-profile=srgb", "--hide-scrollbars",
+                "--disable-checker-imaging"]
 HOW_TO_GET_CHROMIUM = ("Chromium not found. Install it with `sudo apt-get install chromium` (Debian/Ubuntu), "
                        "or set DISTLEARN_CHROMIUM=/path/to/chromium. / 未找到 Chromium：请运行 "
                        "`sudo apt-get install chromium`，或设置 DISTLEARN_CHROMIUM。")
@@ -233,8 +234,9 @@ class Session:
         env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings),
                    JUPYTERLAB_WORKSPACES_DIR=str(self.tmp / "workspaces"),
                    JUPYTER_CONFIG_DIR=str(self.tmp / "config"), JUPYTER_RUNTIME_DIR=str(self.tmp / "runtime"),
-                   MPLBACKEND="module://matplotlib_inline.backend_inline", PYDEVD_DISABLE_FILE_VALIDATION="1")
-        env.pop("DISTLEARN_LANG", None)  # the course's default: both languages
+                   PYDEVD_DISABLE_FILE_VALIDATION="1")
+        for name in ("DISTLEARN_LANG", "MPLBACKEND"):  # kernels as a person gets them: both languages, inline plots
+            env.pop(name, None)
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
@@ -401,9 +403,11 @@ class Session:
         except Exception:
             pass
         handle = cell.element_handle()
-        controls = cell.locator(CONTROL_SELECTOR)
-        for i in range(min(controls.count(), 4)):
-            control = controls.nth(i)
+        # Sliders first (arrow keys move a focused handle everywhere); a drop-down's arrow key may open its list.
+        sliders, selects = cell.locator(".jupyter-widgets .noUi-handle"), cell.locator(".jupyter-widgets select")
+        candidates = [sliders.nth(i) for i in range(min(sliders.count(), 3))] + \
+                     [selects.nth(i) for i in range(min(selects.count(), 1))]
+        for control in candidates:
             before = page.evaluate(_JS_OUTPUT_STATE, handle)
             key, label = self._press(control)
             try:
@@ -417,16 +421,36 @@ class Session:
             res.problem = "moving a control by keyboard did not change the output"
         try:
             page.wait_for_function(_JS_IDLE, timeout=30_000)
-            page.wait_for_timeout(500)  # let the last output message arrive, then every plot image decode
+            self._settle(page, handle)  # the last output message has arrived; then every plot image decodes
             page.evaluate("async (el) => { await Promise.all(Array.from(el.querySelectorAll('img'))"
                           ".map(i => i.decode().catch(() => null))); "
                           "await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }", handle)
         except Exception:
             pass
         shot = screenshots / f"{stem}-explorer{k}.png"
-        cell.screenshot(path=str(shot))
+        previous = None
+        for _ in range(20):  # a busy machine paints a large plot in steps: wait for two equal pictures
+            picture = cell.screenshot(path=str(shot), animations="disabled", caret="hide")
+            if picture == previous:
+                break
+            previous = picture
+            page.wait_for_timeout(500)
         res.screenshot = str(shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot)
         return res
+
+    @staticmethod
+    def _settle(page, handle, quiet_ms: int = 800, limit_s: float = 15.0) -> None:
+        """Wait until the explorer's output has not changed for ``quiet_ms`` and its images are loaded."""
+        deadline = time.monotonic() + limit_s
+        last = page.evaluate(_JS_OUTPUT_STATE, handle)
+        while time.monotonic() < deadline:
+            page.wait_for_timeout(quiet_ms)
+            now = page.evaluate(_JS_OUTPUT_STATE, handle)
+            loaded = page.evaluate("(el) => Array.from(el.querySelectorAll('img'))"
+                                   ".every(i => i.complete && i.naturalHeight > 0)", handle)
+            if now == last and loaded:
+                return
+            last = now
 
     @staticmethod
     def _press(control) -> tuple[str, str]:
