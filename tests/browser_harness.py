@@ -346,7 +346,8 @@ class Session:
 
     # ------------------------------------------------------------ one notebook
     def check_notebook(self, path: Path, screenshots: Path = SCREENSHOTS, timeout: float = 180.0) -> NotebookResult:
-        """Open ``path`` (under the server's root), run all cells, check every explorer; see the module doc."""
+        """Open ``path`` (under the server's root), run its explorer cells (or all cells), check every explorer;
+        see the module doc. Never raises for a broken notebook: problems are in the result."""
         path = Path(path).resolve()
         rel = path.relative_to(self.root).as_posix()
         result = NotebookResult(rel)
