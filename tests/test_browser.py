@@ -22,7 +22,6 @@ import browser_harness as bh
 from distlearn import course
 
 pytestmark = pytest.mark.slow
-IN_CI = os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
 CHAPTERS = bh.chapter_notebooks()
 SELFTEST = bh.ROOT / "build" / "browser-selftest"
 
@@ -69,14 +68,29 @@ def _selftest_notebooks() -> tuple[Path, Path, Path]:
     return paths
 
 
-@pytest.fixture(scope="module")
-def session():
+def require_chromium() -> str:
+    """Chromium's path; without it skip with instructions, or fail in CI (CI=true)."""
     chromium = bh.find_chromium()
     if chromium is None:
-        if IN_CI:
+        if os.environ.get("CI", "").strip().lower() in ("1", "true", "yes"):
             pytest.fail(bh.HOW_TO_GET_CHROMIUM)
         pytest.skip(bh.HOW_TO_GET_CHROMIUM)
-    s = bh.Session(chromium=chromium)
+    return chromium
+
+
+def test_missing_chromium_skips_with_instructions_but_fails_in_ci(monkeypatch):
+    monkeypatch.setattr(bh, "find_chromium", lambda: None)
+    monkeypatch.setenv("CI", "")
+    with pytest.raises(pytest.skip.Exception, match="apt-get install chromium"):
+        require_chromium()
+    monkeypatch.setenv("CI", "true")
+    with pytest.raises(pytest.fail.Exception, match="apt-get install chromium"):
+        require_chromium()
+
+
+@pytest.fixture(scope="module")
+def session():
+    s = bh.Session(chromium=require_chromium())
     s.__enter__()
     yield s
     s.close()
