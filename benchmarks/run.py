@@ -65,8 +65,8 @@ def discover(directory: Path = HERE) -> list[str]:
 
 def _goal(mod, module: str, row: str) -> float | None:
     goals = getattr(mod, "GOALS", None)
-    if isinstance(goals, dict) and row in goals:
-        return float(goals[row])
+    if isinstance(goals, dict) and row in goals:  # None: measured for information, no goal
+        return None if goals[row] is None else float(goals[row])
     if getattr(mod, "GOAL", None) is not None:
         return float(mod.GOAL)
     return DEFAULT_GOALS.get(module)

@@ -22,6 +22,7 @@ def _fake_package(tmp_path, monkeypatch):
     '''))
     (pkg / "bench_plain.py").write_text("GOAL = 2.0\ndef main():\n    return {'plain': 3.0}\n")
     (pkg / "bench_broken.py").write_text("def main():\n    raise RuntimeError('boom')\n")
+    (pkg / "bench_info.py").write_text("GOAL = 1.0\nGOALS = {'info': None}\ndef main():\n    return {'info': 5.0}\n")
     monkeypatch.syspath_prepend(str(tmp_path))
     return pkg
 
@@ -29,7 +30,7 @@ def _fake_package(tmp_path, monkeypatch):
 def test_discover_finds_the_benchmark_modules(tmp_path, monkeypatch):
     assert {"bench_explorers", "bench_lab"} <= set(run.discover())
     pkg = _fake_package(tmp_path, monkeypatch)
-    assert run.discover(pkg) == ["bench_broken", "bench_fast", "bench_plain"]
+    assert run.discover(pkg) == ["bench_broken", "bench_fast", "bench_info", "bench_plain"]
 
 
 def test_goals_pass_fail_and_errors(tmp_path, monkeypatch):
@@ -38,6 +39,8 @@ def test_goals_pass_fail_and_errors(tmp_path, monkeypatch):
     assert [(r.name, r.goal_s, r.status) for r in fast] == [("quick thing", 1.0, "pass"), ("slow thing", 0.001, "FAIL")]
     (plain,) = run.run_module("bench_plain", package="fakebench")
     assert (plain.goal_s, plain.measured_s, plain.status) == (2.0, 3.0, "FAIL")
+    (info,) = run.run_module("bench_info", package="fakebench")
+    assert info.goal_s is None and info.status == "—"
     (broken,) = run.run_module("bench_broken", package="fakebench")
     assert broken.status == "error" and "boom" in broken.error
     text = run.render(fast + [plain, broken], run.machine(), "2026-01-01 00:00 UTC")
@@ -72,7 +75,7 @@ def test_explorer_benchmark_covers_every_explorer():
     from benchmarks import bench_explorers
 
     result = bench_explorers.main(quick=True)
-    assert len(result) == len(bench_explorers.explorer_modules())
+    assert len(result) == 2 * len(bench_explorers.explorer_modules())  # compute, and compute + render
     assert all(v >= 0 for v in result.values())
 
 
