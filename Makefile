@@ -9,12 +9,13 @@ STAMP  := $(VENV)/.distlearn-installed
 TORCH_INDEX ?= $(if $(filter Darwin,$(shell uname -s)),,https://download.pytorch.org/whl/cpu)
 PORT ?= 8888
 
-.PHONY: all setup lab test test-fast bench exercises parity clean help
+.PHONY: all setup lab test test-fast bench screenshot exercises parity clean help
 all: help
 help:
 	@echo "make lab   - set up .venv and open the course in JupyterLab"
 	@echo "make test  - set up .venv and run every test"
 	@echo "make bench - run the benchmarks and rewrite benchmarks/README.md"
+	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
 
 setup: $(STAMP)
 
@@ -40,6 +41,11 @@ test-fast: $(STAMP)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks.run
+
+# Needs Chromium (apt-get install chromium). Default: the first chapter notebook with an explorer.
+SCREENSHOT_NOTEBOOK ?=
+screenshot: $(STAMP)
+	$(PY) tests/browser_harness.py --screenshot docs/img/explorer.png $(SCREENSHOT_NOTEBOOK)
 
 exercises: $(STAMP)
 	$(PY) -m distlearn.course build-exercises

@@ -3,9 +3,9 @@
 Command line::
 
     python -m distlearn.course build-exercises [--check]   # exercises/ from solutions/
-    python -m distlearn.course parity                       # every prose cell has its en/zh partner
+    python -m distlearn.course parity                       # en/zh pairs, headings, glossary terms
     python -m distlearn.course execute PATH...              # run notebooks in place and store outputs
-    python -m distlearn.course split --lang zh|en [--out DIR]  # monolingual copies
+    python -m distlearn.course split --lang zh|en [--out DIR] [--root DIR]  # monolingual copies
 
 Authoring helpers (:func:`pair`, :func:`code`, :func:`new_notebook`) build notebooks with nbformat, so nobody edits
 notebook JSON by hand.
@@ -13,14 +13,18 @@ notebook JSON by hand.
 Conventions (see README "For authors"):
 - Prose cells are markdown cells tagged ``lang-en`` or ``lang-zh``; each English cell is followed immediately by its
   Chinese partner, and their headings match in number and level.
+- A glossary term (``docs/glossary.md``) used in an English cell appears with its Chinese term in the partner cell;
+  see :func:`glossary_terms` for the matching rule.
 - In ``solutions/``, answer code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``; the exercise keeps
   the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead.
 """
 from __future__ import annotations
 
 import argparse
+import functools
 import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import nbformat
@@ -138,8 +142,9 @@ def _lang(cell) -> str | None:
     return "en" if "lang-en" in tags else "zh" if "lang-zh" in tags else None
 
 
-def parity_problems(nb, name: str = "") -> list[str]:
-    """Bilingual problems in one notebook: unpaired prose cells, mismatched headings, missing Chinese."""
+def parity_problems(nb, name: str = "", terms: list[Term] | None = None) -> list[str]:
+    """Bilingual problems in one notebook: unpaired prose cells, mismatched headings, missing Chinese, glossary
+    terms of an English cell missing from its Chinese partner (``terms``: default :func:`glossary_terms`)."""
     problems = []
     cells = nb.cells
     i = 0
@@ -166,8 +171,130 @@ def parity_problems(nb, name: str = "") -> list[str]:
             problems.append(f"{where}: headings differ (en {h_en} vs zh {h_zh}) / 标题层级或数量不一致")
         if not _CJK.search(partner.source):
             problems.append(f"{name} cell {i + 1}: lang-zh cell has no Chinese text / lang-zh 单元格没有中文")
+        for term in glossary_problems(cell.source, partner.source, terms):
+            problems.append(f"{name} cell {i + 1}: English uses glossary term {term.en!r} but the Chinese cell has "
+                            f"none of {' / '.join(term.zh)} / 英文使用了术语 {term.en!r}，中文单元格中缺少对应译名")
         i += 2
     return problems
+
+
+# ---------------------------------------------------------------- glossary
+GLOSSARY = ROOT / "docs" / "glossary.md"
+# Pragmatic additions to the glossary's Chinese forms, for usages that are correct but shorter or reordered.
+ALSO_ACCEPT = {
+    "activations": ("激活",),                       # 激活值; "激活" alone as in 激活显存
+    "activation checkpointing": ("重计算", "检查点"),  # the row's two names are synonyms
+    "recomputation": ("激活检查点", "检查点"),
+    "peak memory": ("显存峰值",),
+    "throughput": ("吞吐",),
+    "latency": ("时延",),
+    "bubble fraction": ("气泡占比", "气泡比例"),
+    "pipeline stage": ("阶段",),
+    "interleaved schedule": ("交错",),
+    "cool-down phase": ("收尾",),
+    "shard": ("切分",),                             # the verb: 切分 is as clear as 分片
+}
+# English words that are also everyday words: matched only in the given case-sensitive form.
+CASE_SENSITIVE = {"reduce": r"(?:(?<=[a-z,;] )|(?<=[(\[*\"“]))Reduce\b(?![-_ ]?[Ss]catter)",  # "a Reduce", not "Reduce memory."
+                  # the noun, not the verb "ranks them / the plans"
+                  "rank": r"(?<![\w-])[Rr]anks?(?![\w])(?!\s+(?:them|the|plans?|it|by|all)\b)"}
+_PAREN = re.compile(r"\s*[(（]([^)）]*)[)）]")
+_NOT_PROSE = [re.compile(p, re.S) for p in (r"```.*?```", r"`[^`\n]*`", r"\$\$.*?\$\$", r"\$[^$\n]*\$",
+                                            r"\]\([^)]*\)", r"<[^>\n]*>", r"https?://\S+")]
+
+
+@dataclass(frozen=True)
+class Term:
+    """One English glossary form, the regex that finds it in English prose and the Chinese forms accepted."""
+
+    en: str
+    pattern: re.Pattern
+    zh: tuple[str, ...]
+
+
+def _flex(form: str) -> str:
+    """Regex for ``form`` where a space, hyphen or underscore between parts may be any of them or absent."""
+    return r"[-\s_]?".join(re.escape(part) for part in re.split(r"[-\s_]+", form.strip()))
+
+
+def _en_pattern(form: str) -> re.Pattern:
+    if form in CASE_SENSITIVE:
+        return re.compile(CASE_SENSITIVE[form])
+    plural = "" if form.endswith("s") or form.isupper() else r"(?:s|es)?"
+    flags = re.I if form == form.lower() else 0  # "ZeRO", "DeepSpeed", "TP": exactly as written
+    return re.compile(r"(?<![\w-])" + _flex(form) + plural + r"(?![\w])", flags)
+
+
+def _split(col: str) -> list[str]:
+    return [p.strip() for p in col.split("/") if p.strip()]
+
+
+@functools.lru_cache(maxsize=4)
+def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
+    """The terms of the glossary table (``| English | 中文 | note |``) and how they are matched.
+
+    Matching rule (documented in docs/glossary.md's header too):
+    - English: each form of the English column — split on "/", a shared last word distributed ("weak / strong
+      scaling" → "weak scaling", "strong scaling"), a parenthesised abbreviation or expansion such as "(DP)" a form
+      of its own — is found as a whole word; all-lowercase forms ignore case; a space, hyphen or underscore may be
+      any of them or absent ("all-reduce" finds "AllReduce", "all_reduce", "allreduce"); a plural "s"/"es" may follow.
+      Forms with capitals ("ZeRO", "TP") match exactly. Inline code, code blocks, LaTeX, link targets and HTML
+      tags are ignored. "reduce" counts only as the collective "Reduce" inside a sentence, "rank" only as a noun.
+    - Chinese: any form of the Chinese column is accepted — split on "/", and both the text and what is in its
+      parentheses ("AllReduce（全规约）" → "AllReduce" or "全规约"; the glossary keeps such names in English) —, plus
+      the English form itself when it is an abbreviation or is kept in Chinese, plus :data:`ALSO_ACCEPT`. When the
+      two columns have the same number of "/" parts, part i of the English is paired with part i of the Chinese
+      ("bandwidth / latency" ↔ "带宽 / 延迟"). Matching ignores case and spacing ("3D 并行" = "3D并行").
+    """
+    terms = []
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        cols = [c.strip() for c in line.strip().strip("|").split("|")]
+        if not line.startswith("|") or len(cols) < 2 or set(cols[0]) <= set("-: ") or cols[0] == "English":
+            continue
+        en_col, zh_col = cols[0], cols[1]
+        en_extra = _PAREN.findall(en_col)
+        en_parts = _split(_PAREN.sub("", en_col))
+        last = en_parts[-1].split() if en_parts else []
+        if len(en_parts) > 1 and len(last) > 1 and all(len(p.split()) == 1 for p in en_parts[:-1]):
+            en_parts = [f"{p} {last[-1]}" for p in en_parts[:-1]] + [en_parts[-1]]
+        zh_extra = [x.strip() for x in _PAREN.findall(zh_col)]
+        zh_parts = _split(_PAREN.sub("", zh_col))
+        paired = len(zh_parts) == len(en_parts) > 1
+        for k, form in enumerate(en_parts):
+            accepted = ([zh_parts[k]] if paired else list(zh_parts)) + zh_extra + list(en_extra)
+            if form.isupper() or form.lower() in zh_col.lower():
+                accepted.append(form)
+            accepted += ALSO_ACCEPT.get(form, ())
+            terms.append(Term(form, _en_pattern(form), tuple(dict.fromkeys(accepted))))
+        for extra in en_extra:  # "(DP)", "(Zero Redundancy Optimizer)": found like the main form
+            terms.append(Term(extra, _en_pattern(extra), tuple(dict.fromkeys(zh_parts + zh_extra + [extra]))))
+    return terms
+
+
+def prose(text: str) -> str:
+    """``text`` without inline code, code blocks, LaTeX, link targets, HTML tags and URLs."""
+    for pat in _NOT_PROSE:
+        text = pat.sub(" ", text)
+    return text
+
+
+def _zh_has(zh_text: str, form: str) -> bool:
+    compact = re.sub(r"\s+", "", zh_text).lower()
+    return re.sub(r"[-\s_]+", "", form).lower() in re.sub(r"[-_]+", "", compact)
+
+
+def glossary_problems(en: str, zh: str, terms: list[Term] | None = None) -> list[Term]:
+    """Glossary terms found in English text ``en`` whose accepted Chinese forms are all missing from ``zh``."""
+    terms = glossary_terms() if terms is None else terms
+    en_p, zh_p = prose(en), prose(zh)
+    missing, seen = [], set()
+    for term in terms:
+        if term.en in seen or not term.pattern.search(en_p):
+            continue
+        seen.add(term.en)
+        if not any(_zh_has(zh_p, form) for form in term.zh):
+            missing.append(term)
+    return missing
 
 
 def _strip_code(md: str) -> str:
@@ -208,6 +335,7 @@ def main(argv: list[str] | None = None) -> int:
     s = sub.add_parser("split", help="write monolingual copies of the notebooks")
     s.add_argument("--lang", required=True, choices=["en", "zh"])
     s.add_argument("--out", default=None, help="output folder (default: translated/<lang>)")
+    s.add_argument("--root", default=None, help="course folder to read (default: this repository)")
     args = ap.parse_args(argv)
 
     if args.cmd == "build-exercises":
@@ -232,12 +360,13 @@ def main(argv: list[str] | None = None) -> int:
             execute(p)
         return 0
     if args.cmd == "split":
-        out_root = Path(args.out) if args.out else ROOT / "translated" / args.lang
-        for path in course_notebooks():
+        root = Path(args.root) if args.root else ROOT
+        out_root = Path(args.out) if args.out else root / "translated" / args.lang
+        for path in course_notebooks(root):
             target = out_root / path.parent.name / path.name
             target.parent.mkdir(parents=True, exist_ok=True)
             nbformat.write(split(nbformat.read(path, as_version=NB_VERSION), args.lang), target)
-        print(f"wrote {out_root}")
+        print(f"wrote {len(course_notebooks(root))} notebook(s) to {out_root}")
         return 0
     return 2
 

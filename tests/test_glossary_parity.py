@@ -1,0 +1,202 @@
+"""Bilingual consistency: glossary terms carry over from English to Chinese (cells and registered texts), every
+explorer's labels follow the language switch, and monolingual copies of the notebooks are written correctly."""
+from __future__ import annotations
+
+import importlib
+import os
+import pkgutil
+import re
+import string
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+import distlearn
+import distlearn.widgets as widgets_pkg
+from distlearn import course, i18n
+
+CJK = re.compile(r"[\u4e00-\u9fff]")
+EXPLORERS = [m.name for m in pkgutil.iter_modules(widgets_pkg.__path__) if m.name != "base"]
+
+
+@pytest.fixture
+def language():
+    """Restore the language after a test that switches it."""
+    before = i18n.get_language()
+    yield distlearn.set_language
+    distlearn.set_language(before)
+
+
+def _import_everything():
+    """Import every distlearn module, so every text() is registered."""
+    for mod in pkgutil.walk_packages(distlearn.__path__, "distlearn."):
+        if mod.name.endswith("__main__"):
+            continue
+        importlib.import_module(mod.name)
+
+
+# ------------------------------------------------------------------ glossary parsing and matching
+def test_glossary_is_parsed():
+    terms = {t.en: t for t in course.glossary_terms()}
+    assert len(terms) >= 60
+    assert {"AllReduce", "全规约"} <= set(terms["all-reduce"].zh)
+    assert terms["weak scaling"].zh == ("弱扩展",) and terms["strong scaling"].zh == ("强扩展",)
+    assert terms["bandwidth"].zh == ("带宽",) and "延迟" in terms["latency"].zh  # paired part by part
+    assert "完全分片数据并行" in terms["FSDP"].zh and "FSDP" in terms["fully sharded data parallel"].zh
+    assert {"rank", "进程编号"} <= set(terms["rank"].zh)
+    assert terms["DeepSpeed"].zh == ("DeepSpeed",)
+
+
+@pytest.mark.parametrize("en, zh", [
+    ("We use data parallelism.", "我们使用数据并行。"),
+    ("Data Parallelism scales.", "数据并行可以扩展。"),
+    ("Each rank calls all_reduce, an AllReduce.", "每个 rank 调用 AllReduce（全规约）。"),
+    ("An all-reduce sums.", "全规约求和。"),
+    ("Split into micro-batches.", "切成微批次。"),
+    ("Reduce memory with `zero_stage` and $p$ stages.", "用 `zero_stage` 减少显存。"),  # not the collective
+    ("The planner ranks them and ranks the plans.", "规划器给方案排序。"),  # verb, not the noun
+    ("Use 3D parallelism.", "使用 3D并行。"),  # spacing ignored
+    ("See [the guide](https://example.com/all-reduce).", "见指南。"),  # link targets ignored
+])
+def test_glossary_match_accepts(en, zh):
+    assert course.glossary_problems(en, zh) == []
+
+
+@pytest.mark.parametrize("en, zh, missing", [
+    ("An all-reduce sums.", "求和。", "all-reduce"),
+    ("Then a Reduce to rank 0.", "然后归约到 rank 0。", "reduce"),
+    ("Bandwidth and latency.", "带宽。", "latency"),
+    ("Pipeline bubbles waste time.", "气泡浪费时间。", "pipeline bubble"),
+    ("ZeRO shards optimizer states.", "ZeRO 切分优化器的状态。", "optimizer states"),
+    ("Use DeepSpeed.", "使用深度速度。", "DeepSpeed"),
+    ("Every rank waits.", "每个进程都在等待。", "rank"),
+])
+def test_glossary_match_reports(en, zh, missing):
+    assert missing in [t.en for t in course.glossary_problems(en, zh)]
+
+
+def test_parity_reports_a_missing_glossary_term():
+    nb = course.new_notebook([course.pair("## Data parallelism\nEach GPU holds a copy.", "## 并行\n每张 GPU 一份副本。")])
+    problems = course.parity_problems(nb, "x")
+    assert len(problems) == 1 and "data parallelism" in problems[0] and "数据并行" in problems[0]
+
+
+# ------------------------------------------------------------------ registered texts
+def test_every_registered_text_is_bilingual_and_consistent():
+    _import_everything()
+    fields = lambda s: {f for _, f, _, _ in string.Formatter().parse(s) if f is not None}
+    bad = []
+    for key, t in sorted(i18n.REGISTRY.items()):
+        if CJK.search(t.en):
+            bad.append(f"{key}: Chinese characters in the English text {t.en!r}")
+        if not CJK.search(t.zh):
+            bad.append(f"{key}: no Chinese in the zh text {t.zh!r}")
+        if fields(t.en) != fields(t.zh):
+            bad.append(f"{key}: placeholders differ: {sorted(fields(t.en))} vs {sorted(fields(t.zh))}")
+        bad += [f"{key}: glossary term {g.en!r} has none of {g.zh} in {t.zh!r}"
+                for g in course.glossary_problems(t.en, t.zh)]
+    assert not bad, "\n".join(bad)
+
+
+# ------------------------------------------------------------------ language switch
+@pytest.mark.parametrize("name", EXPLORERS)
+def test_explorer_labels_follow_the_language(name, language):
+    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    labels = {}
+    for lang in ("en", "zh", "both"):
+        language(lang)
+        labels[lang] = {k: c.description for k, c in mod.controls().items() if getattr(c, "description", "")}
+    for key, both in labels["both"].items():
+        en, zh = labels["en"][key], labels["zh"][key]
+        assert not CJK.search(en), (key, en)
+        assert CJK.search(zh), (key, zh)
+        assert both == f"{en} / {zh}", (key, both)
+
+
+def test_texts_plots_and_feedback_follow_the_language(language, capsys):
+    import matplotlib
+    matplotlib.use("Agg")
+    from distlearn import check, plots
+
+    t = i18n.Text("test.x", "world size {n}", "进程总数 {n}")
+    language("en")
+    assert t(n=4) == "world size 4" and i18n.bi("a", "甲") == "a"
+    _, ax = plots.new_figure()
+    plots.title(ax, "Memory", "显存")
+    assert ax.get_title() == "Memory"
+    with pytest.raises(check.CheckFailed):
+        check.verify("ex_demo", lambda x: x, [check.Case((1,), expected=2, hint_en="double it", hint_zh="乘以二")])
+    out = capsys.readouterr().out
+    assert "ex_demo" in out and not CJK.search(out), out
+    language("zh")
+    assert t(n=4) == "进程总数 4" and i18n.bi("a", "甲") == "甲"
+    plots.title(ax, "Memory", "显存")
+    assert ax.get_title() == "显存"
+    language("both")
+    assert t(n=4) == "world size 4 / 进程总数 4"
+    plots.title(ax, "Memory", "显存")
+    assert ax.get_title() == "Memory\n显存"
+    with pytest.raises(ValueError):
+        distlearn.set_language("fr")
+
+
+def test_errors_stay_bilingual_whatever_the_language(language):
+    from distlearn.validate import DistlearnValueError, check_int
+
+    language("en")
+    with pytest.raises(DistlearnValueError) as exc:
+        check_int("world_size", 0)
+    assert "world_size" in str(exc.value) and CJK.search(str(exc.value))
+
+
+@pytest.mark.parametrize("value, expected", [("zh", "zh"), ("EN", "en"), ("both", "both"), ("klingon", "both")])
+def test_environment_variable_sets_the_language(value, expected):
+    code = "import distlearn; print(distlearn.get_language())"
+    env = dict(os.environ, DISTLEARN_LANG=value)
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == expected
+
+
+# ------------------------------------------------------------------ monolingual copies
+def _split_cli(lang, out, root=None):
+    cmd = [sys.executable, "-m", "distlearn.course", "split", "--lang", lang, "--out", str(out)]
+    cmd += ["--root", str(root)] if root else []
+    subprocess.run(cmd, check=True, capture_output=True, cwd=course.ROOT)
+
+
+def _check_split(src_paths, out, lang):
+    other = "zh" if lang == "en" else "en"
+    for src in src_paths:
+        original = nbformat.read(src, as_version=4)
+        copy = nbformat.read(out / src.parent.name / src.name, as_version=4)
+        tags = [t for c in copy.cells for t in c.metadata.get("tags", [])]
+        assert f"lang-{other}" not in tags, src
+        assert [c.source for c in copy.cells if c.cell_type == "code"] == \
+               [c.source for c in original.cells if c.cell_type == "code"], src
+        prose = [c.source for c in copy.cells if c.cell_type == "markdown"]
+        assert len(prose) == sum(course._lang(c) == lang for c in original.cells), src
+        if lang == "zh":
+            assert all(CJK.search(p) for p in prose), src
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_split_cli_on_the_real_notebooks(tmp_path, lang):
+    _split_cli(lang, tmp_path)
+    paths = course.course_notebooks()
+    _check_split(paths, tmp_path, lang)
+    assert len(list(tmp_path.rglob("*.ipynb"))) == len(paths)
+
+
+def test_split_cli_on_a_small_course(tmp_path):
+    root = tmp_path / "course"
+    (root / "notebooks").mkdir(parents=True)
+    nb = course.new_notebook([course.pair("# One\nData parallelism.", "# 一\n数据并行。"), course.code("x = 1"),
+                              course.pair("More.", "更多。")])
+    nbformat.write(nb, root / "notebooks" / "01_x.ipynb")
+    for lang in ("zh", "en"):
+        _split_cli(lang, tmp_path / lang, root)
+        _check_split([root / "notebooks" / "01_x.ipynb"], tmp_path / lang, lang)
+    zh = nbformat.read(tmp_path / "zh" / "notebooks" / "01_x.ipynb", as_version=4)
+    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", "x = 1", "更多。"]
