@@ -199,7 +199,7 @@ CASE_SENSITIVE = {"reduce": r"(?:(?<=[a-z,;] )|(?<=[(\[*\"“]))Reduce\b(?![-_ ]
                   # the noun, not the verb "ranks them / the plans"
                   "rank": r"(?<![\w-])[Rr]anks?(?![\w])(?!\s+(?:them|the|plans?|it|by|all)\b)"}
 _PAREN = re.compile(r"\s*[(（]([^)）]*)[)）]")
-_NOT_PROSE = [re.compile(p, re.S) for p in (r"```.*?```", r"`[^`\n]*`", r"\$\$.*?\$\$", r"\$[^$\n]*\$",
+_NOT_PROSE = [re.compile(p, re.S) for p in (r"```.*?```", r"`[^`]*`", r"\$\$.*?\$\$", r"\$[^$\n]*\$",
                                             r"\]\([^)]*\)", r"<[^>\n]*>", r"https?://\S+")]
 
 
@@ -272,7 +272,9 @@ def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
 
 
 def prose(text: str) -> str:
-    """``text`` without inline code, code blocks, LaTeX, link targets, HTML tags and URLs."""
+    """``text`` without blockquote markers, inline code (also across a line break), code blocks, LaTeX, link
+    targets, HTML tags and URLs."""
+    text = re.sub(r"^[ \t]*>[ \t]?", "", text, flags=re.M)
     for pat in _NOT_PROSE:
         text = pat.sub(" ", text)
     return text

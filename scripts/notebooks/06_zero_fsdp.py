@@ -380,7 +380,7 @@ computed, the prefetched ones and their unsharded gradients. For Llama 2 7B with
 ## 临时还原的单元不会随 GPU 增多而变小
 
 模型状态按 1/$N_d$ 缩小；FSDP 在一步中临时还原的部分却不会：根单元、正在计算的单元、已预取的单元以及它们未分片的
-梯度。以每个 Transformer 块一个单元的 Llama 2 7B 为例，数据并行度分别为 8、64、512（下面的探索器画出了整个迭代）：
+梯度。以每个 Transformer 块一个单元的 Llama 2 7B 为例，数据并行的 rank（进程编号）数分别为 8、64、512（下面的探索器画出了整个迭代）：
 """),
     code("""
 from distlearn.widgets import zero_fsdp
