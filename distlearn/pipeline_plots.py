@@ -4,6 +4,7 @@ from __future__ import annotations
 from typing import Sequence
 
 import numpy as np
+from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
 from . import plots
@@ -32,12 +33,15 @@ def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = Non
     if label_microbatches is None:
         label_microbatches = result.num_microbatches * result.num_chunks <= 24 and p <= 16
     ax.barh(np.arange(p), [total] * p, height=0.8, color=plots.COLORS["idle"], zorder=0)
-    for kind, color in ((0, plots.COLORS["forward"]), (1, plots.COLORS["backward"])):
-        sel = result.ev_kind == kind
-        alpha = 1.0 - 0.45 * result.ev_chunk[sel] / max(1, result.num_chunks - 1)  # later chunks lighter
-        colors = [(*_rgb(color), a) for a in alpha]
-        ax.barh(result.ev_stage[sel], result.ev_end[sel] - result.ev_start[sel], left=result.ev_start[sel],
-                height=0.8, color=colors, edgecolor="white", linewidth=0.5, zorder=1)
+    # One PolyCollection for all events: thousands of separate bars (p = 16, m = 64, v = 4 has 8192) take seconds.
+    x0, x1 = result.ev_start, result.ev_end
+    y0, y1 = result.ev_stage - 0.4, result.ev_stage + 0.4
+    verts = np.stack([np.stack([x0, y0], 1), np.stack([x0, y1], 1), np.stack([x1, y1], 1), np.stack([x1, y0], 1)], 1)
+    base = np.array([_rgb(plots.COLORS["forward"]), _rgb(plots.COLORS["backward"])])[result.ev_kind.astype(int)]
+    lighten = (0.45 * result.ev_chunk / max(1, result.num_chunks - 1))[:, None]  # later chunks lighter
+    faces = base + (1.0 - base) * lighten
+    edge = "white" if len(x0) <= 2000 else "none"
+    ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors=edge, linewidths=0.5, zorder=1))
     if label_microbatches:
         for s, k, j, st, en in zip(result.ev_stage, result.ev_kind, result.ev_microbatch, result.ev_start,
                                    result.ev_end):

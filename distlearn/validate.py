@@ -22,6 +22,8 @@ class DistlearnValueError(ValueError):
 
 
 def _is_int(value) -> bool:
+    if type(value) is int:  # fast path; bool is a subclass of int, not int itself
+        return True
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
@@ -31,6 +33,8 @@ def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None 
     Floats that are whole numbers (``8.0``) are refused too: a world size of 8.0 is a typo worth pointing out.
     Raises DistlearnValueError.
     """
+    if _is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return int(value)  # the common case, kept cheap: planners call this in tight loops
     rng_en, rng_zh = _range_text(minimum, maximum)
     if not _is_int(value):
         raise DistlearnValueError(
@@ -54,6 +58,10 @@ def check_number(name: str, value, *, minimum: float | None = None, maximum: flo
 
     ``strict_min=True`` excludes the minimum itself (e.g. a size must be > 0). Raises DistlearnValueError.
     """
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and (
+            minimum is None or (value > minimum if strict_min else value >= minimum)) and (
+            maximum is None or value <= maximum):
+        return float(value)  # the common case, kept cheap
     rng_en, rng_zh = _range_text(minimum, maximum, strict_min=strict_min)
     if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
         raise DistlearnValueError(
