@@ -14,7 +14,8 @@ from . import base
 MiB = 2 ** 20
 # Total memory of common GPUs as ``nvidia-smi --query-gpu=memory.total`` reports it (MiB). H100 81559, A100 80GB
 # 81920 and A100 40GB 40960 MiB as listed in modal-labs/modal-client PR #2797 ("nvidia quotes GB on their GPUs
-# not GiB"); RTX 4090 24564 and H200 143771 MiB as nvidia-smi prints them. The usable part is smaller: the CUDA
+# not GiB"); RTX 4090 24564 and H200 143771 MiB as nvidia-smi prints them in many public logs ("0MiB / 143771MiB"
+# for an NVIDIA H200 SXM, "24564MiB" for a GeForce RTX 4090). The usable part is smaller: the CUDA
 # context (~0.3–1 GiB), the caching allocator's reserve and temporary buffers come first.
 GPUS = {
     "RTX 4090 (24 GB)": 24564 * MiB,
