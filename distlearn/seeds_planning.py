@@ -1,7 +1,7 @@
 """The seed's ``memory_calculator`` table from ``run_all_demos`` (seed A), kept faithfully, and its correction.
 
-:func:`seed_memory_calculator` is the seed's function copied as it was (only renamed and documented), so the chapter
-can show what it printed. It has four mistakes (course outline, seed mistakes 2 and 3):
+:func:`distlearn.seeds.seed_memory_calculator` is the seed's function copied as it was (only renamed and
+documented), so the chapter can show what it printed. It has four mistakes (course outline, seed mistakes 2 and 3):
 
 1. Adam's optimizer state is 2 × 4 bytes per parameter, without the fp32 master weights (another 4): mixed-precision
    Adam needs 2 + 2 + 12 = 16 bytes per parameter, not 12.
@@ -21,6 +21,7 @@ from __future__ import annotations
 from .hardware import make_cluster
 from .memory import GB, GiB, activation_bytes_per_layer, model_state_bytes
 from .models import PRESETS
+from .seeds import seed_memory_calculator  # the seed's function, kept once (chapter 01 shows it too)
 from . import planner
 
 # the rows of run_all_demos' MEMORY CALCULATOR table: (params_billions, sharding, num_gpus)
@@ -28,47 +29,6 @@ SEED_CONFIGS = [(7, "none", 1), (7, "fsdp", 8), (70, "none", 1), (70, "fsdp", 8)
                 (405, "fsdp", 64), (405, "fsdp", 128)]
 # the published shapes we use for the corrected rows
 SHAPES = {7: "llama2-7b", 70: "llama2-70b", 405: "llama3.1-405b"}
-
-
-def seed_memory_calculator(params_billions, precision_bytes=2, optimizer="adam", num_gpus=1, sharding="none",
-                           sequence_length=2048, batch_size_per_gpu=1, hidden_dim=None, num_layers=None):
-    """The seed's ``memory_calculator``, unchanged (mistakes included: see the module docstring)."""
-    params = params_billions * 1e9
-    weight_memory = params * precision_bytes
-    if optimizer == "adam":
-        optimizer_memory = params * 4 * 2
-    elif optimizer == "sgd":
-        optimizer_memory = params * 4
-    else:
-        optimizer_memory = 0
-    gradient_memory = params * precision_bytes
-    if hidden_dim and num_layers:
-        activation_per_layer = sequence_length * batch_size_per_gpu * hidden_dim * precision_bytes * 4
-        activation_memory = activation_per_layer * num_layers
-    else:
-        activation_memory = params * precision_bytes * 0.5
-    if sharding == "fsdp" or sharding == "zero3":
-        weight_memory /= num_gpus
-        optimizer_memory /= num_gpus
-        gradient_memory /= num_gpus
-    elif sharding == "zero2":
-        optimizer_memory /= num_gpus
-        gradient_memory /= num_gpus
-    elif sharding == "zero1":
-        optimizer_memory /= num_gpus
-    per_gpu_total = weight_memory + optimizer_memory + gradient_memory + activation_memory
-    return {
-        "params_billions": params_billions,
-        "weights_gb": weight_memory / 1e9,
-        "optimizer_gb": optimizer_memory / 1e9,
-        "gradients_gb": gradient_memory / 1e9,
-        "activations_gb": activation_memory / 1e9,
-        "per_gpu_total_gb": per_gpu_total / 1e9,
-        "total_across_gpus_gb": per_gpu_total * num_gpus / 1e9,
-        "fits_on_80gb": per_gpu_total / 1e9 <= 80,
-        "num_gpus": num_gpus,
-        "sharding": sharding,
-    }
 
 
 def seed_memory_table() -> str:
