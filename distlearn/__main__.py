@@ -16,7 +16,7 @@ def main(argv: list[str] | None = None) -> int:
         names = ", ".join(sorted(commands)) or "(none yet)"
         print(f"usage: python -m distlearn <command> [options]; commands: {names}\n"
               f"用法：python -m distlearn <命令> [选项]；可用命令：{names}")
-        return 2
+        return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     return commands[argv[0]](argv[1:]) or 0
 
 

@@ -23,7 +23,14 @@ from .i18n import bi
 
 
 class CheckFailed(AssertionError):
-    """Raised by a checker when the student's answer is missing or wrong."""
+    """Raised by a checker when the student's answer is missing or wrong.
+
+    In IPython it shows one line instead of a traceback: the ✓/✗ feedback printed above it is what matters, and
+    a traceback through the checker's source would only reveal how the expected values are computed.
+    """
+
+    def _render_traceback_(self):  # IPython's hook for custom error display
+        return [f"CheckFailed: {self}"]
 
 
 @dataclass
@@ -77,7 +84,10 @@ def _to_numpy(x):
 
 
 def _short(x, limit=120) -> str:
-    s = repr(x)
+    if isinstance(x, float) and not isinstance(x, bool):
+        s = f"{x:.12g}"  # 0.25, not 0.24999999999999994
+    else:
+        s = repr(x)
     return s if len(s) <= limit else s[: limit - 3] + "..."
 
 
@@ -110,10 +120,14 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
         return
     print(bi(f"✗ {exercise}: {len(failures)} of {len(cases)} hidden cases fail.",
              f"✗ {exercise}：{len(cases)} 个隐藏测试用例中有 {len(failures)} 个未通过。"))
-    for i, msg, case in failures[:3]:
+    shown = failures[:3]
+    for i, msg, case in shown:
         print(f"  [{i}] {msg}")
         if case.hint_en:
             print("    " + bi(f"Hint: {case.hint_en}", f"提示：{case.hint_zh}", sep="\n    "))
+    if len(failures) > len(shown):
+        print("  " + bi(f"(showing the first {len(shown)} of {len(failures)} failing cases)",
+                        f"（只显示 {len(failures)} 个未通过用例中的前 {len(shown)} 个）"))
     raise CheckFailed(f"{exercise}: {len(failures)} case(s) fail / {len(failures)} 个用例未通过")
 
 

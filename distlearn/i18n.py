@@ -69,14 +69,15 @@ def text(key: str, en: str, zh: str) -> Text:
 def set_language(lang: str) -> None:
     """Choose what widgets, plots and messages show: ``"en"``, ``"zh"`` or ``"both"``.
 
-    Raises ValueError (bilingual) for any other value.
+    Raises DistlearnValueError (a ValueError, bilingual) for any other value.
     """
     global _language
     value = str(lang).strip().lower()
     if value not in LANGUAGES:
-        raise ValueError(
-            f"lang must be one of {LANGUAGES}, got {lang!r} / lang 必须是 {LANGUAGES} 之一，收到 {lang!r}"
-        )
+        from .validate import DistlearnValueError
+
+        raise DistlearnValueError("lang", f"lang must be one of {LANGUAGES}, got {lang!r}.",
+                                  f"lang 必须是 {LANGUAGES} 之一，收到 {lang!r}。")
     _language = value
 
 

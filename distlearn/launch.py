@@ -174,10 +174,11 @@ def _collect(procs, conns, world_size, timeout):
         if remaining <= 0:
             waiting = sorted(set(range(world_size)) - set(results))
             raise TimeoutError(
-                f"the distributed run did not finish within {timeout:g} s; ranks still running: {waiting}. "
-                "Usually a collective is waiting for a rank that never calls it.\n"
-                f"分布式运行在 {timeout:g} 秒内没有结束；仍在运行的 rank：{waiting}。"
-                "通常是某个集合通信在等待一个永远不会调用它的 rank。")
+                f"the distributed run did not finish within {timeout:g} s; ranks without a result: {waiting} "
+                "(in fn, or in the closing barrier waiting for the others). Usually a collective is waiting for a "
+                "rank that never calls it.\n"
+                f"分布式运行在 {timeout:g} 秒内没有结束；尚未返回结果的 rank：{waiting}（仍在 fn 中，或在结束时的 barrier 中"
+                "等待其他 rank）。通常是某个集合通信在等待一个永远不会调用它的 rank。")
         ready = wait(list(conns) + list(sentinels), timeout=remaining)
         for obj in ready:
             if obj in conns:

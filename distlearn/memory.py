@@ -76,7 +76,7 @@ def model_state_bytes(num_params: int, *, dp: int = 1, zero_stage: int = 0, prec
     Parameters
     ----------
     num_params : Ψ, the number of parameters this data-parallel group holds (the whole model, or one tensor /
-        pipeline shard of it), an integer ≥ 1.
+        pipeline shard of it), an integer ≥ 1 (a whole-number float such as ``7.5e9`` is accepted).
     dp : data-parallel degree (integer ≥ 1): the number of replicas that ZeRO shards over.
     zero_stage : 0 (plain DDP), 1 (optimizer states sharded), 2 (+ gradients), 3 (+ parameters; FSDP FULL_SHARD).
     precision, optimizer : recipe names, see :data:`PRECISIONS` and :data:`OPTIMIZERS`.
@@ -89,7 +89,7 @@ def model_state_bytes(num_params: int, *, dp: int = 1, zero_stage: int = 0, prec
     Raises DistlearnValueError for non-integer or non-positive sizes, an unknown stage or recipe, or
     ``offload_params`` without stage 3.
     """
-    num_params = check_int("num_params", num_params, minimum=1)
+    num_params = check_int("num_params", num_params, minimum=1, whole_float=True)  # 7.5e9 is fine
     dp = check_int("dp", dp, minimum=1)
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
     per = bytes_per_param(precision, optimizer)

@@ -51,6 +51,11 @@ def partition_layers(num_layers: int, num_stages: int) -> list[int]:
     (The seed's ``num_layers // num_stages`` silently dropped the ``num_layers % num_stages`` remaining layers.)
     """
     num_stages = check_int("num_stages", num_stages, minimum=1)
+    if isinstance(num_layers, int) and not isinstance(num_layers, bool) and 1 <= num_layers < num_stages:
+        raise DistlearnValueError(
+            "num_layers", f"num_layers must be ≥ num_stages = {num_stages}: every pipeline stage needs at least one "
+                          f"layer; got {num_layers}. Use fewer stages.",
+            f"num_layers 必须 ≥ num_stages = {num_stages}：每个流水线阶段至少需要一层；收到 {num_layers}。请减少阶段数。")
     num_layers = check_int("num_layers", num_layers, minimum=num_stages)
     base, extra = divmod(num_layers, num_stages)
     return [base + (1 if s < extra else 0) for s in range(num_stages)]

@@ -27,12 +27,16 @@ def _is_int(value) -> bool:
     return isinstance(value, numbers.Integral) and not isinstance(value, bool)
 
 
-def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None = None) -> int:
+def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None = None,
+              whole_float: bool = False) -> int:
     """Return ``value`` as an int if it is an integer within [minimum, maximum] (None = unbounded).
 
-    Floats that are whole numbers (``8.0``) are refused too: a world size of 8.0 is a typo worth pointing out.
+    Floats are refused, even whole ones (a world size of 8.0 is a typo worth pointing out), unless
+    ``whole_float=True``: then a whole-number float such as ``7.5e9`` parameters is accepted as an int.
     Raises DistlearnValueError.
     """
+    if whole_float and isinstance(value, float) and value.is_integer():
+        value = int(value)
     if _is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
         return int(value)  # the common case, kept cheap: planners call this in tight loops
     rng_en, rng_zh = _range_text(minimum, maximum)

@@ -6,7 +6,7 @@ from ..check import Case, verify
 from ..memory import bytes_per_param, model_state_bytes
 from ..models import ModelConfig
 
-_MASTER_EN = ("in mixed precision the optimizer keeps an fp32 master copy of the weights (4 B/param) besides its own "
+_MASTER_EN = ("In mixed precision the optimizer keeps an fp32 master copy of the weights (4 B/param) besides its own "
               "state (Adam: two fp32 moments, 8 B; SGD: none).")
 _MASTER_ZH = "混合精度下，优化器除了自身状态（Adam：两个 fp32 动量，8 字节；SGD：无）之外，还保留一份 fp32 主权重（每个参数 4 字节）。"
 
@@ -17,7 +17,7 @@ def ex01_bytes_per_param(fn) -> None:
               ("fp32", "sgd-momentum"), ("mixed", "sgd"), ("mixed", "adam-8bit")]
     hints = {
         "mixed": (_MASTER_EN, _MASTER_ZH),
-        "mixed-fp32-grads": ("gradients are accumulated in fp32 (4 B), weights stay 16-bit (2 B), and the "
+        "mixed-fp32-grads": ("Gradients are accumulated in fp32 (4 B), weights stay 16-bit (2 B), and the "
                              "optimizer keeps the fp32 master copy.",
                              "梯度以 fp32（4 字节）累加，权重仍为 16 位（2 字节），优化器保留 fp32 主权重。"),
         "fp32": ("fp32 weights 4 B + fp32 grads 4 B + state: Adam 8 B, SGD with momentum 4 B, plain SGD 0 B.",
@@ -36,7 +36,7 @@ def ex01_zero_model_states(fn) -> None:
                                   (70_000_000_000, 1024, 3)]:
         cases.append(Case(args=(num_params, dp, stage),
                           expected=model_state_bytes(num_params, dp=dp, zero_stage=stage).total, rtol=1e-9,
-                          hint_en="stage 1 divides the 12 B of optimizer state by dp, stage 2 also the 2 B of "
+                          hint_en="Stage 1 divides the 12 B of optimizer state by dp, stage 2 also the 2 B of "
                                   "gradients, stage 3 also the 2 B of parameters. " + _MASTER_EN,
                           hint_zh="阶段 1 把 12 字节优化器状态除以 dp，阶段 2 再把 2 字节梯度除以 dp，阶段 3 再把 2 字节"
                                   "参数除以 dp。" + _MASTER_ZH))
@@ -66,7 +66,7 @@ def ex01_zero_with_tp(fn) -> None:
                                         (70_000_000_000, 512, 8, 2)]:
         cases.append(Case(args=(num_params, gpus, tp, stage),
                           expected=model_state_bytes(num_params // tp, dp=gpus // tp, zero_stage=stage).total,
-                          hint_en="each GPU holds 1/tp of the model, and ZeRO shards that over dp = num_gpus / tp "
+                          hint_en="Each GPU holds 1/tp of the model, and ZeRO shards that over dp = num_gpus / tp "
                                   "replicas, not over num_gpus: with tp = num_gpus, dp = 1 and ZeRO saves nothing.",
                           hint_zh="每张 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
                                   "num_gpus 之间：tp = num_gpus 时 dp = 1，ZeRO 什么也省不了。"))

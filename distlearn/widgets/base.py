@@ -12,8 +12,8 @@ from IPython.display import clear_output
 
 from ..i18n import Text
 
-STYLE = {"description_width": "initial"}
-LAYOUT = W.Layout(width="420px")
+STYLE = {"description_width": "initial"}  # the bilingual label takes the width it needs ...
+LAYOUT = W.Layout(width="700px")           # ... and the control gets the rest: wide enough for "English / 中文"
 
 
 def int_slider(label: Text | str, value: int, min: int, max: int, step: int = 1) -> W.IntSlider:
@@ -44,7 +44,7 @@ def dropdown(label: Text | str, options, value) -> W.Dropdown:
 
 
 def checkbox(label: Text | str, value: bool) -> W.Checkbox:
-    return W.Checkbox(value=value, description=str(label), style=STYLE, indent=False)
+    return W.Checkbox(value=value, description=str(label), style=STYLE, indent=False, layout=LAYOUT)
 
 
 def build(controls: dict[str, W.Widget], compute: Callable[..., dict], render: Callable[[dict], None],

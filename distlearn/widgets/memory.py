@@ -76,10 +76,12 @@ def compute(model: str = "llama3-8b", custom_billions: float = 7, precision: str
     except DistlearnValueError as exc:
         return {"error": str(exc)}
     except KeyError:
-        return {"error": bi(f"unknown model or GPU: {model!r}", f"未知的模型或 GPU：{model!r}")}
+        names = ", ".join(["custom", *PRESETS])
+        return {"error": bi(f"unknown model {model!r}; choose one of: {names}", f"未知的模型 {model!r}；可选：{names}")}
     capacity = GPUS.get(gpu)
     if capacity is None:
-        return {"error": bi(f"unknown GPU {gpu!r}", f"未知的 GPU {gpu!r}")}
+        names = ", ".join(GPUS)
+        return {"error": bi(f"unknown GPU {gpu!r}; choose one of: {names}", f"未知的 GPU {gpu!r}；可选：{names}")}
     out = {"num_params": num_params, "dp": dp, "zero_stage": zero_stage, "params": m.params, "grads": m.grads,
            "optimizer": m.optimizer, "total": m.total, "cpu": m.cpu_total, "capacity": capacity,
            "gpu": gpu, "fits": m.total <= capacity,

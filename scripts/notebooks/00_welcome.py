@@ -58,7 +58,7 @@ Chapters 01 and 02 are the foundation; after them, any order works.
 |---|---|---|
 | 00 | 导论与环境 | 本地图、探索器与练习、环境检查 |
 | 01 | 显存都去哪儿了 | 不同精度方案和优化器下每个参数占多少字节、在 meta 设备上统计参数量、实测参数/梯度/Adam 状态的真实字节数 |
-| 02 | 集合通信 | 广播、规约、AllReduce（全规约，环形算法）、AllGather（全收集）、ReduceScatter（规约散射）、All-to-All；通信量；α-β 代价模型；真实 gloo 进程 |
+| 02 | 集合通信 | 广播、规约、AllReduce（全规约，环形算法）、AllGather（全收集）、ReduceScatter（规约-分散）、All-to-All；通信量；α-β 代价模型；真实 gloo 进程 |
 | 03 | 数据并行 | 数据并行为何等价于全批次训练、不均匀分片、损失取平均还是求和、采样器补齐、同步 BatchNorm、梯度分桶；真实 DDP |
 | 04 | 张量并行 | 列并行与行并行线性层、Megatron 的 MLP 与注意力切分、序列并行；真实 DTensor |
 | 05 | 流水线并行 | GPipe、1F1B、交错式 1F1B、流水线气泡、在途激活值；真实 `torch.distributed.pipelining` |
@@ -152,17 +152,70 @@ r = memory.compute(model="llama3-8b", precision="mixed", optimizer="adam", dp=8,
 print(f"{r['num_params']:,} params, {r['per_param']:g} B/param -> {r['total_gb']:.2f} GB = {r['total_gib']:.2f} GiB per GPU")
 """),
     pair(r"""
+## The seed code, and why each chapter has a "Common misconception" box
+
+This course grew out of two **seed** documents, the kind of material many people learn from: seed A, numpy
+simulations of data, tensor and pipeline parallelism plus a GPU-memory calculator; and seed B, notes on FSDP with
+code (flat-parameter sharding, a communication simulation, a prefetch simulator, a memory grid, a framework
+comparison). Every simulation in them is rebuilt correctly in `distlearn`, and a faithful copy of each seed
+function is kept (`distlearn.seeds`, or `seed_*` in the chapter's module) so you can run it beside the correct
+version. Where a seed was wrong, the chapter shows a box **Common misconception** with the seed's idea, the
+correct version and why they differ. The seed mistakes, by number:
+
+| # | the seed's mistake | chapter |
+|---|---|---|
+| 1 | mixed-precision Adam without fp32 master weights ("25 % saving") | 01 |
+| 2 | a memory calculator with invented activation formulas, no master weights, GB and GiB mixed | 01, 08 |
+| 3 | ZeRO/FSDP divided by the number of GPUs instead of the data-parallel degree | 01, 06 |
+| 4 | data parallelism averaging per-shard means of uneven shards | 03 |
+| 5 | tensor parallelism with the column split only and no communication | 04 |
+| 6 | a pipeline that drops layers, backward = forward, GPipe only | 05 |
+| 7 | an FSDP "all-gather" that repeats the rank's own shard | 02, 06 |
+| 8 | flat-parameter all-gather that keeps the padding | 06 |
+| 9 | a memory grid with invented constants for checkpointing and offload | 08 |
+| 10 | a transformer block whose residual adds to the normalized tensor | 01 |
+| 11 | `nn.TransformerDecoderLayer` used for a decoder-only model | 01, 06 |
+| 12 | an out-of-date framework comparison without sources | 09 |
+| 13 | "深度速度" as a translation of DeepSpeed (a product name) | 09 |
+| 14 | a prefetch simulator with forward only, uniform units and no memory cost | 07 |
+""", r"""
+## 种子代码，以及每章为什么有“常见误区”提示框
+
+本课程源自两份**种子**材料，也就是很多人学习时会读到的那类内容：种子 A 是用 numpy 写的数据并行、张量并行、流水线并行
+模拟和一个显存计算器；种子 B 是带代码的 FSDP 笔记（扁平参数分片、通信模拟、预取模拟器、显存表格、框架对比）。其中
+每个模拟都在 `distlearn` 中被正确地重写，并保留了每个种子函数的忠实副本（在 `distlearn.seeds` 中，或各章模块中的
+`seed_*`），你可以把它和正确版本并排运行。凡是种子出错的地方，对应章节都有一个**常见误区**提示框：种子的想法、正确的
+做法，以及二者为什么不同。种子中的错误按编号如下：
+
+| # | 种子的错误 | 章节 |
+|---|---|---|
+| 1 | 混合精度 Adam 不保存 fp32 主权重（“节省 25 %”） | 01 |
+| 2 | 显存计算器的激活值公式是编造的、缺少主权重、混用 GB 与 GiB | 01、08 |
+| 3 | ZeRO/FSDP 除以 GPU 数量，而不是数据并行度 | 01、06 |
+| 4 | 数据并行对大小不等的分片直接平均各分片的均值 | 03 |
+| 5 | 张量并行只有按列切分，而且没有通信 | 04 |
+| 6 | 流水线丢掉了部分层、反向耗时等于前向、只有 GPipe | 05 |
+| 7 | FSDP 的“AllGather（全收集）”只是重复本 rank 自己的分片 | 02、06 |
+| 8 | 扁平参数 AllGather 后保留了填充 | 06 |
+| 9 | 显存表格用编造的常数表示检查点和卸载 | 08 |
+| 10 | Transformer 块的残差加在了归一化之后的张量上 | 01 |
+| 11 | 用 `nn.TransformerDecoderLayer` 搭建仅解码器模型 | 01、06 |
+| 12 | 框架对比过时且没有出处 | 09 |
+| 13 | 把 DeepSpeed（产品名）译成“深度速度” | 09 |
+| 14 | 预取模拟器只有前向、单元大小相同、不计显存代价 | 07 |
+"""),
+    pair(r"""
 ## How exercises work
 
 Exercises live in `exercises/NN_*.ipynb`. Each one is a function for you to complete, followed by a check cell
 that runs hidden cases and prints ✓ or ✗ with a hint. A wrong answer raises `CheckFailed`, so you cannot miss it.
-Here is chapter 01's first check, given the seed material's wrong belief that mixed precision drops the fp32 copy
+Here is chapter 01's first check, given the seed code's wrong belief (seed mistake 1) that mixed precision drops the fp32 copy
 of the weights (answers are in `solutions/`):
 """, r"""
 ## 练习如何使用
 
 练习在 `exercises/NN_*.ipynb` 中。每道题是一个待你补全的函数，后面跟着一个检查单元格：它运行隐藏的测试用例，打印 ✓ 或
-✗ 并给出提示。答错会抛出 `CheckFailed`，不会被忽略。下面用种子材料中“混合精度不需要 fp32 权重副本”的错误想法调用第 01
+✗ 并给出提示。答错会抛出 `CheckFailed`，不会被忽略。下面用种子代码中“混合精度不需要 fp32 权重副本”的错误想法（种子错误 1）调用第 01
 章的第一个检查（参考答案在 `solutions/` 中）：
 """),
     code("""

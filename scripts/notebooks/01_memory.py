@@ -101,13 +101,13 @@ for precision in PRECISIONS:
         print(f"{precision:<20}{optimizer:<18}{b['params']:>7}{b['grads']:>7}{b['optimizer']:>7}{b['total']:>7}")
 """),
     pair(r"""
-> **Common misconception.** *"Mixed precision cuts model memory by 25 %."* The seed's
-> `mixed_precision_comparison` counts 2 B weights + 2 B gradients + 8 B Adam moments = 12 B/param for "mixed bf16"
+> **Common misconception (seed mistake 1).** *"Mixed precision cuts model memory by 25 %."* The seed code's
+> (the starting snippets this course corrects; see chapter 00) `mixed_precision_comparison` counts 2 B weights + 2 B gradients + 8 B Adam moments = 12 B/param for "mixed bf16"
 > and reports 25 % savings over fp32 (16 B). It drops the **fp32 master weights**. Its own `fp16_with_master_gb`
 > line (16 B) is the right one. Model states stay 16 B/param (ZeRO convention) or 18 B/param (fp32 gradients);
 > mixed precision saves *activation* memory and time, not model-state memory.
 """, r"""
-> **常见误区。** *“混合精度能把模型显存减少 25 %。”* 种子材料中的 `mixed_precision_comparison` 把“mixed bf16”算成
+> **常见误区（种子错误 1）。** *“混合精度能把模型显存减少 25 %。”* 种子代码（本课程纠正的起始代码片段，见第 00 章）中的 `mixed_precision_comparison` 把“mixed bf16”算成
 > 2 字节权重 + 2 字节梯度 + 8 字节 Adam 动量 = 每参数 12 字节，并声称比 fp32（16 字节）节省 25 %。它漏掉了
 > **fp32 主权重**。它自己的 `fp16_with_master_gb` 那一行（16 字节）才是对的。模型状态仍是每参数 16 字节（ZeRO 约定）
 > 或 18 字节（fp32 梯度）；混合精度节省的是*激活值*显存和时间，而不是模型状态显存。
@@ -204,11 +204,12 @@ print(f"LargeLM: {n:,} parameters (closed form / 闭式公式: {seeds.large_lm_p
 print(f"fp32 weights alone / 仅 fp32 权重: {4 * n / 1e9:.1f} GB; fp32 Adam model states / 模型状态: {16 * n / 1e9:.1f} GB")
 """),
     pair(r"""
-The seed then feeds this model to its `analyze_memory`, which makes mistakes 1 and 3 again: "FSDP + BF16" is
+The seed then feeds this model to its `analyze_memory`, which repeats seed mistakes 1 and 3 (numbered in chapter 00's table: no fp32 master weights, and dividing by
+the number of GPUs instead of dp): "FSDP + BF16" is
 2 + 2 + 8 = 12 B/param (no master weights) divided by the number of GPUs. Beside it, the correct ZeRO-3 numbers with
 dp = number of GPUs (pure data parallelism, the only case where the two coincide):
 """, r"""
-种子随后把这个模型交给它的 `analyze_memory`，又犯了误区 1 和 3：“FSDP + BF16”按 2 + 2 + 8 = 每参数 12 字节（没有主权重）
+种子随后把这个模型交给它的 `analyze_memory`，又犯了种子错误 1 和 3（编号见第 00 章的表格：没有 fp32 主权重，以及除以 GPU 数量而不是 dp）：“FSDP + BF16”按 2 + 2 + 8 = 每参数 12 字节（没有主权重）
 计算，再除以 GPU 数。旁边是正确的 ZeRO-3 数值，取 dp = GPU 数（纯数据并行，这是两者唯一一致的情形）：
 """),
     code("""

@@ -101,7 +101,7 @@ for name, sizes in [("equal counts / 等层数", P.partition_layers(len(costs), 
     pair(r"""
 ## The seed's simulation, and what it gets wrong
 
-The seed material simulated a pipeline like this (a faithful copy is `distlearn.pipeline.seed_simulate_pipeline_parallelism`):
+The seed code (the starting snippets this course corrects; see chapter 00) simulated a pipeline like this (a faithful copy is `distlearn.pipeline.seed_simulate_pipeline_parallelism`):
 
 ```python
 layers_per_stage = num_layers // num_stages
@@ -117,7 +117,7 @@ layers_per_stage = num_layers // num_stages
 """, r"""
 ## 种子代码的模拟及其错误
 
-种子材料是这样模拟流水线的（忠实副本见 `distlearn.pipeline.seed_simulate_pipeline_parallelism`）：
+种子代码（本课程纠正的起始代码片段，见第 00 章）是这样模拟流水线的（忠实副本见 `distlearn.pipeline.seed_simulate_pipeline_parallelism`）：
 
 ```python
 layers_per_stage = num_layers // num_stages
@@ -403,12 +403,14 @@ from distlearn import check
 ## Exercise 1: the bubble by hand
 
 A pipeline of `num_stages` $p$ stages runs `num_microbatches` $m$ micro-batches with GPipe or 1F1B, every
-forward taking $t_f$ and every backward $t_b$. Return the bubble fraction as the idle share of all stage-time.
+forward taking $t_f$ and every backward $t_b$ (the same on every stage). Return the bubble fraction as the idle
+share of all stage-time. Your function gets only $p$ and $m$: show that $t_f$ and $t_b$ cancel out.
 """, r"""
 ## 练习 1：手算气泡率
 
 一条有 `num_stages` $p$ 个阶段的流水线用 GPipe 或 1F1B 处理 `num_microbatches` $m$ 个微批次，每个前向耗时 $t_f$，
-每个反向耗时 $t_b$。返回气泡率（全部阶段时间中的空闲占比）。
+每个反向耗时 $t_b$（各阶段相同）。返回气泡率（全部阶段时间中的空闲占比）。你的函数只接收 $p$ 和 $m$：
+请说明 $t_f$ 和 $t_b$ 为什么会相互抵消。
 """),
     code("""
 def bubble_fraction(num_stages, num_microbatches):
