@@ -289,7 +289,7 @@ for r in rows:
 print(bi(f"'fits' means < {CAP / GB:.0f} GB = {CAP / GiB:.1f} GiB (the datasheet's 80 GB, 1 GB = 1e9 bytes). "
          f"An '80GB' GPU really has 80 GiB = {CAP_TRUE / GB:.1f} GB.",
          f"“放得下”指 < {CAP / GB:.0f} GB = {CAP / GiB:.1f} GiB（数据手册的 80 GB，1 GB = 1e9 字节）。"
-         f"一张“80GB”的 GPU 实际有 80 GiB = {CAP_TRUE / GB:.1f} GB。", sep="\n"))
+         f"一张“80GB”的 GPU 实际有 80 GiB = {CAP_TRUE / GB:.1f} GB。", sep="\\n"))
 for r in rows:
     if CAP < r["real_gb"] * GB <= CAP_TRUE:
         print(bi(f"Borderline: bf16={r['bf16']}, offload={r['offload']}, ckpt={r['ckpt']} needs {r['real_gb']:.1f} GB: "
@@ -297,7 +297,7 @@ for r in rows:
                  f"(before the CUDA context and buffers).",
                  f"临界：bf16={r['bf16']}、卸载={r['offload']}、检查点={r['ckpt']} 需要 {r['real_gb']:.1f} GB："
                  f"超过 {CAP / GB:.0f} GB，但放得进真实的 80 GiB = {CAP_TRUE / GB:.1f} GB（尚未计入 CUDA 上下文和缓冲区）。",
-                 sep="\n"))
+                 sep="\\n"))
 """),
     code("""
 import matplotlib.pyplot as plt
@@ -309,12 +309,13 @@ plt.show()
 The seed's bf16 rows "fit" only because it drops 8 of the 16 bytes per parameter and shrinks the activations. With
 the real formulas, ZeRO-3 over 8 GPUs leaves 16 B × Ψ / 8 ≈ 138 GB of model states per GPU whatever the precision, so
 nothing fits without offload; recomputation is the knob for activations (without it, the $5as^2b$ attention scores
-alone exceed the GPU), offload the knob for model states, and only bf16 + offload + checkpointing fits. Even that
+alone exceed the GPU), offload the knob for model states, and only bf16 + offload + checkpointing fits in 80 GB (a row printed as
+borderline above would also fit in the card's true 80 GiB, but with no room to spare). Even that
 "fits" leaves out the CUDA context, the allocator's cache and communication buffers (a few GB in practice).
 """, r"""
 种子里 bf16 的几行之所以“放得下”，只是因为它每参数少算了 16 字节中的 8 字节，并且把激活值算小了。用真实公式计算，ZeRO-3 在 8 张
 GPU 上分片后，无论精度如何，每张 GPU 都有 16 B × Ψ / 8 ≈ 138 GB 的模型状态，所以不卸载就什么都放不下；重计算是控制激活值的
-手段（不用它时，仅 $5as^2b$ 的注意力分数就超过了 GPU 容量），卸载是控制模型状态的手段，只有 bf16 + 卸载 + 检查点这一种组合放得下。
+手段（不用它时，仅 $5as^2b$ 的注意力分数就超过了 GPU 容量），卸载是控制模型状态的手段，按 80 GB 计只有 bf16 + 卸载 + 检查点这一种组合放得下（上面标为“临界”的一行放得进这张卡真实的 80 GiB，但毫无余量）。
 即便如此，这里的“放得下”也还没算 CUDA 上下文、分配器缓存和通信缓冲区（实际中有好几 GB）。
 """),
     pair(r"""

@@ -68,7 +68,7 @@ def show(rows, header):
         print(" | ".join(r))
 
 print(bi("The table in English (the same table in Chinese follows in the next cell):",
-         "英文版表格（同一张表的中文版见下一个单元格）：", sep="\n"))
+         "英文版表格（同一张表的中文版见下一个单元格）：", sep="\\n"))
 show(D.comparison_table("en"), ["feature"] + list(D.FRAMEWORKS))
 """),
     code("""
@@ -139,7 +139,7 @@ except AssertionError as err:
     mb, ga = cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]
     print(bi(f"dp = 32 → DeepSpeed rejects the config: {cfg['train_batch_size']} ≠ {mb} × {ga} × 32. Its own message:",
              f"dp = 32 → DeepSpeed 拒绝该配置：{cfg['train_batch_size']} ≠ {mb} × {ga} × 32。以下是它自己的英文报错：",
-             sep="\n"))
+             sep="\\n"))
     print(err)
 """),
     pair(r"""

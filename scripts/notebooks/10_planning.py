@@ -61,7 +61,7 @@ a100 = GPUS["a100-80gb"].memory_bytes
 print(bi(f"a100-80gb: the planner uses {a100 / GB:.0f} GB = {a100 / GiB:.1f} GiB; the card has 80 GiB = "
          f"{80 * GiB / GB:.1f} GB.",
          f"a100-80gb：规划器按 {a100 / GB:.0f} GB = {a100 / GiB:.1f} GiB 计；这张卡实际有 80 GiB = {80 * GiB / GB:.1f} GB。",
-         sep="\n"))"""),
+         sep="\\n"))"""),
     pair("""## The seed's memory table
 
 The seed code (the starting snippets this course corrects; see chapter 00) has a `run_all_demos` that printed this
@@ -71,7 +71,7 @@ table from its `memory_calculator` (a faithful copy lives in `distlearn.seeds_pl
 种子代码（本课程纠正的起始代码片段，见第 00 章）中的 `run_all_demos` 用它的 `memory_calculator` 打印了下面这张表
 （`distlearn.seeds_planning` 中保留了原样副本）："""),
     code("""print(bi("The seed's table, exactly as it printed it:", "种子代码原样打印的表（英文表头：模型、分片、GPU 数、每卡显存、"
-         "是否放得进 80GB）：", sep="\n"))
+         "是否放得进 80GB）：", sep="\\n"))
 print(seeds_planning.seed_memory_table())"""),
     pair("""> **Common misconception.** "7B on 8 GPUs with FSDP needs 17.5 GB, 405B on 128 GPUs needs 443 GB." The seed
 > (1) forgets Adam's fp32 master weights: mixed-precision Adam costs 2 + 2 + 12 = 16 bytes per parameter, not 12;
@@ -445,10 +445,10 @@ try:
     for dp, bw, where_en, where_zh in [(64, 50e9, "network", "网络"), (8, 450e9, "NVLink", "NVLink（节点内）")]:
         secs = dp_allreduce_seconds(m8.num_parameters(), dp, bw)
         print(bi(f"dp={dp} over {where_en}: all-reduce {secs:.3f} s", f"dp={dp} 走{where_zh}：AllReduce（全规约）{secs:.3f} 秒",
-                 sep="\n"))
+                 sep="\\n"))
 except NotImplementedError:
     print(bi("Solve the exercise above first (dp_allreduce_seconds), then run this cell again.",
-             "请先完成上面的练习（dp_allreduce_seconds），再运行这个单元格。", sep="\n"))"""),
+             "请先完成上面的练习（dp_allreduce_seconds），再运行这个单元格。", sep="\\n"))"""),
     pair("""Over the network the all-reduce (≈ 0.63 s) is longer than the backward it could hide behind (≈ 0.26 s), so the
 step waits for communication: the plan is communication-bound. Inside a node (≈ 0.06 s) it hides completely.
 Remedies: more micro-batches per step (the all-reduce is paid once per step), fewer data-parallel ranks across nodes
