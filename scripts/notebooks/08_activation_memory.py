@@ -259,7 +259,7 @@ for label, kw in [("ZeRO-2 + optimizer / 优化器 → CPU", dict(zero_stage=2))
                   ("ZeRO-3 + params / 参数 → CPU, optimizer / 优化器 → NVMe",
                    dict(zero_stage=3, offload_params=True, nvme=True))]:
     t = A.offload_traffic(n, dp=8, offload_optimizer=True, **kw)
-    print(f"{label:46s} PCIe {to_gb(t['pcie_bytes']):6.1f} GB {t['pcie_s']:5.2f} s | NVMe {to_gb(t['nvme_bytes']):6.1f} GB {t['nvme_s']:6.2f} s")
+    print(f"PCIe {to_gb(t['pcie_bytes']):6.1f} GB {t['pcie_s']:5.2f} s | NVMe {to_gb(t['nvme_bytes']):6.1f} GB {t['nvme_s']:6.2f} s   {label}")
 """),
     pair(r"""
 > **Common misconception.** Seed-b's `estimate_memory` grid (70B, seq 2048, bf16 × offload × checkpointing on 8 × 80 GB)
