@@ -219,6 +219,16 @@ def test_seed_memory_calculator_is_faithful_and_corrected():
     assert c8["reserve"] > 0 and c8["fits"]
 
 
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_corrected_memory_table_verdicts_are_bilingual_and_match_the_rows(recompute):
+    lines = S.corrected_memory_table(recompute).splitlines()[2:]
+    assert len(lines) == len(S.SEED_CONFIGS)
+    for line, (params, shard, gpus) in zip(lines, S.SEED_CONFIGS):
+        fits, any_plan = line.split()[-2:]
+        assert fits == ("yes/是" if S.corrected_memory_row(params, shard, gpus, recompute=recompute)["fits"] else "no/否")
+        assert any_plan == ("yes/是" if S.planner_row(params, gpus)["fits"] else "no/否")
+
+
 # ---------------------------------------------------------------- command line and speed
 def test_cli_prints_table(capsys):
     rc = P.cli(["--model", "llama3-70b", "--gpus", "64", "--gpu", "h100-80gb", "--seq-len", "8192",
