@@ -148,6 +148,31 @@ def _prepare_deepspeed() -> None:
         os.environ.setdefault("DS_ACCELERATOR", "cpu")
 
 
+INSTALL_HINT_EN = ("DeepSpeed is not installed, and this function runs DeepSpeed's own code. Install it with "
+                   "`pip install deepspeed==0.19.8` (or `make lab`, which installs it).")
+INSTALL_HINT_ZH = ("未安装 DeepSpeed，而这个函数要运行 DeepSpeed 自己的代码。请用 `pip install deepspeed==0.19.8` 安装"
+                   "（或运行 `make lab`，它会安装 DeepSpeed）。")
+
+
+class DeepSpeedMissingError(ImportError):
+    """Raised (message in English and Chinese) when a function needs DeepSpeed and it cannot be imported."""
+
+    def __init__(self, cause: BaseException | None = None):
+        detail = f" ({type(cause).__name__}: {cause})" if cause is not None else ""
+        super().__init__(f"{INSTALL_HINT_EN}{detail}\n{INSTALL_HINT_ZH}", name="deepspeed")
+
+
+def _require_deepspeed():
+    """Prepare and import DeepSpeed; raise :class:`DeepSpeedMissingError` (an ImportError, bilingual, with the
+    install command) when it is not installed."""
+    _prepare_deepspeed()
+    try:
+        import deepspeed
+    except ImportError as exc:
+        raise DeepSpeedMissingError(exc) from exc
+    return deepspeed
+
+
 # ---------------------------------------------------------------- verification against the installed packages
 def _v_fsdp1_strategies():
     from torch.distributed.fsdp import ShardingStrategy
@@ -194,8 +219,10 @@ _VERIFIERS = {"fsdp1_strategies": _v_fsdp1_strategies, "cpu_offload_apis": _v_cp
 
 
 def verify_claims() -> dict[str, bool]:
-    """Run every code-checkable claim against the installed torch and DeepSpeed. Returns ``{check: passed}``."""
-    _prepare_deepspeed()
+    """Run every code-checkable claim against the installed torch and DeepSpeed. Returns ``{check: passed}``.
+
+    Raises :class:`DeepSpeedMissingError` (an ImportError) when DeepSpeed is not installed."""
+    _require_deepspeed()
     return {name: bool(fn()) for name, fn in _VERIFIERS.items()}
 
 
@@ -301,10 +328,11 @@ def validate_config(config: dict, dp: int = 1):
     Without a process group DeepSpeedConfig assumes one rank, so the rank and world size it asks
     ``deepspeed.comm`` for are answered with 0 and ``dp`` while it parses; nothing else is changed. DeepSpeed's
     own errors (e.g. a ``train_batch_size`` that is not micro-batch × accumulation × world size) propagate.
+    Raises :class:`DeepSpeedMissingError` (an ImportError) when DeepSpeed is not installed.
     """
     from unittest import mock
 
-    _prepare_deepspeed()
+    _require_deepspeed()
     import deepspeed.runtime.config as ds_config  # absolute import of the real package
 
     dp = check_int("dp", dp)
@@ -412,8 +440,9 @@ def format_rows(rows) -> str:
 
 def deepspeed_estimate_output(total_params: int, largest_layer_params: int | None = None, *, zero_stage: int = 3,
                               num_gpus_per_node: int = 1, num_nodes: int = 1) -> str:
-    """What DeepSpeed's own ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints (captured)."""
-    _prepare_deepspeed()
+    """What DeepSpeed's own ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints (captured).
+    Raises :class:`DeepSpeedMissingError` (an ImportError) when DeepSpeed is not installed."""
+    _require_deepspeed()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         if zero_stage == 2:

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import unicodedata
 from dataclasses import dataclass
 
 from .hardware import GPU, GPUS, Cluster, get_gpu, make_cluster
@@ -505,7 +506,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     result = SearchResult(fits, count)
     if not fits:
         result.message = (f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
-                          f"{cluster.gpu.name} / 没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
+                          f"{cluster.gpu.name}\n没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
                           f"{cluster.world_size} 块 {cluster.gpu.name}")
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
@@ -651,13 +652,19 @@ def zero_max_params(memory_bytes: float, *, dp: int, zero_stage: int, mp: int = 
 # ---------------------------------------------------------------- table and command line
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
           "bubble", "comm")
-HEADER_ZH = ("序号", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批次", "微批次数", "显存", "步时", "词元/秒",
+HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批次", "微批数", "显存 GB", "步时/秒", "词元/秒",
              "MFU", "气泡", "通信")
+WIDTHS = (2, 4, 4, 4, 4, 4, 9, 6, 6, 9, 7, 9, 6, 6, 5)   # display columns: the table is under 100 wide
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or notebook: East Asian wide / full-width characters count 2."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
 def format_table(plans: list[Estimate], limit: int = 10) -> str:
-    """Plain-text table of the first ``limit`` plans, with an English and a Chinese header line."""
-    widths = (3, 5, 3, 3, 2, 4, 9, 3, 5, 10, 7, 10, 6, 6, 5)
+    """Plain-text table of the first ``limit`` plans, with an English and a Chinese header line, right-aligned by
+    display width (a Chinese character takes two columns) so that every line is under 100 columns."""
     rows = [HEADER, HEADER_ZH]
     for i, e in enumerate(plans[:limit], 1):
         p = e.plan
@@ -665,7 +672,7 @@ def format_table(plans: list[Estimate], limit: int = 10) -> str:
                      str(p.micro_batch_size), str(p.num_microbatches),
                      f"{e.memory['total'] / GB:.1f}/{e.capacity / GB:.0f}", f"{e.time['total']:.2f}",
                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", f"{e.bubble_fraction:.1%}", f"{e.comm_fraction:.0%}"))
-    return "\n".join("  ".join(c.rjust(w) for c, w in zip(r, widths)) for r in rows)
+    return "\n".join(" ".join(" " * max(0, w - display_width(c)) + c for c, w in zip(r, WIDTHS)) for r in rows)
 
 
 def cli(argv: list[str]) -> int:
@@ -695,13 +702,13 @@ def cli(argv: list[str]) -> int:
         return 2
     g = get_gpu(args.gpu)
     print(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch}: "
-          f"{len(res.plans)} of {res.num_evaluated} plans fit / {res.num_evaluated} 个方案中 {len(res.plans)} 个放得下")
+          f"{len(res.plans)} of {res.num_evaluated} plans fit\n{res.num_evaluated} 个方案中 {len(res.plans)} 个放得下")
     if not res.plans:
         print(res.message)
         print(res.suggestion["message"])
         return 1
     print(format_table(res.plans, args.top))
     print(f"efficiency {args.efficiency:.0%} of peak, reserve {RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; "
-          f"memory in GB (1e9 bytes) / 算力效率 {args.efficiency:.0%}，预留 {RESERVE_BYTES / GB:.0f} GB + "
+          f"memory in GB (1e9 bytes)\n算力效率 {args.efficiency:.0%}，预留 {RESERVE_BYTES / GB:.0f} GB + "
           f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）")
     return 0

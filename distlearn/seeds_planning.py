@@ -76,10 +76,14 @@ def planner_row(params_billions: int, num_gpus: int, *, seq_len: int = 2048, gpu
             "suggestion": res.suggestion["num_gpus"] if res.suggestion else None}
 
 
+def _yes_no(flag: bool) -> str:
+    return "yes/是" if flag else "no/否"
+
+
 def corrected_memory_table(recompute: str = "none") -> str:
     """The seed's rows, corrected, in GB (1e9 bytes) and GiB (2**30 bytes), with the planner's verdict."""
     lines = [f"{'model':>6} {'shard':>5} {'GPUs':>4} {'states GB':>10} {'acts GB':>8} {'total GB':>9} "
-             f"{'total GiB':>9} {'fits?':>5} {'any plan?':>9}",
+             f"{'total GiB':>9} {'fits?':>6} {'any plan?':>9}",
              f"{'模型':>5} {'分片':>4} {'GPU数':>4} {'模型状态':>7} {'激活':>6} {'合计':>7} {'合计GiB':>7} "
              f"{'放得下':>3} {'任意方案':>5}"]
     for params, shard, gpus in SEED_CONFIGS:
@@ -87,6 +91,6 @@ def corrected_memory_table(recompute: str = "none") -> str:
         p = planner_row(params, gpus)
         states = r["params"] + r["grads"] + r["optimizer"]
         lines.append(f"{params:>5}B {shard:>5} {gpus:>4} {states / GB:>10.1f} {r['activations'] / GB:>8.1f} "
-                     f"{r['total'] / GB:>9.1f} {r['total'] / GiB:>9.1f} {'yes' if r['fits'] else 'no':>5} "
-                     f"{'yes' if p['fits'] else 'no':>9}")
+                     f"{r['total'] / GB:>9.1f} {r['total'] / GiB:>9.1f} {_yes_no(r['fits']):>5} "
+                     f"{_yes_no(p['fits']):>8}")
     return "\n".join(lines)

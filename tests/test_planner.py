@@ -219,6 +219,16 @@ def test_seed_memory_calculator_is_faithful_and_corrected():
     assert c8["reserve"] > 0 and c8["fits"]
 
 
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_corrected_memory_table_verdicts_are_bilingual_and_match_the_rows(recompute):
+    lines = S.corrected_memory_table(recompute).splitlines()[2:]
+    assert len(lines) == len(S.SEED_CONFIGS)
+    for line, (params, shard, gpus) in zip(lines, S.SEED_CONFIGS):
+        fits, any_plan = line.split()[-2:]
+        assert fits == ("yes/是" if S.corrected_memory_row(params, shard, gpus, recompute=recompute)["fits"] else "no/否")
+        assert any_plan == ("yes/是" if S.planner_row(params, gpus)["fits"] else "no/否")
+
+
 # ---------------------------------------------------------------- command line and speed
 def test_cli_prints_table(capsys):
     rc = P.cli(["--model", "llama3-70b", "--gpus", "64", "--gpu", "h100-80gb", "--seq-len", "8192",
@@ -267,3 +277,14 @@ def test_custom_cluster_limits_tp_to_its_node():
     assert res.plans and max(e.plan.tp for e in res.plans) <= 4
     assert all(e.capacity == 48e9 for e in res.plans)
     assert P.cli(["--model", "llama3-8b", "--precision", "fp64"]) == 2
+
+
+def test_format_table_fits_100_columns_in_both_languages():
+    res = P.search("llama3-70b", global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=64, top=10)
+    lines = P.format_table(res.plans).splitlines()
+    assert len(lines) == 2 + len(res.plans)
+    assert all(P.display_width(line) <= 100 for line in lines)
+    assert "重计算" in lines[1] and "recompute" in lines[0]
+    # every column right-aligned to the same display width in every row
+    assert len({P.display_width(line) for line in lines}) == 1
+    assert P.display_width("显存 GB") == 7 and P.display_width("ab") == 2

@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 
 from .. import plots
 from ..activations import model_activation_bytes, recompute_flops
+from ..hardware import GPUS
 from ..i18n import bi, text
 from ..memory import GB, model_state_bytes
 from ..models import PRESETS
@@ -20,6 +21,7 @@ from ..validate import DistlearnValueError
 from . import base
 
 ACHIEVED_FLOPS = 400e12   # FLOP/s one GPU sustains (≈ 40 % of an H100's 989 TFLOP/s dense bf16): an assumption
+REFERENCE_GPU = GPUS["h100-80gb"]   # whose datasheet peak (distlearn/hardware.py) the assumption is compared with
 
 L_MODEL = text("act.model", "Model", "模型")
 L_SEQ = text("act.seq", "Sequence length", "序列长度")
@@ -109,6 +111,16 @@ def render(result: dict) -> None:
              f"重计算使每步 FLOPs 增加 {result['overhead']:.1%}"
              f"（按 {ACHIEVED_FLOPS / 1e12:.0f} TFLOP/s 计，每个微批次约 {result['recompute_seconds'] * 1e3:.0f} ms）。",
              sep="\n"))
+    print(throughput_note())
+
+
+def throughput_note() -> str:
+    """Where the explorer's achieved FLOP/s comes from: an assumption, as a share of the H100's datasheet peak."""
+    peak = REFERENCE_GPU.peak_flops
+    return bi(f"{ACHIEVED_FLOPS / 1e12:.0f} TFLOP/s is an assumed achieved throughput: ≈ {ACHIEVED_FLOPS / peak:.0%} "
+              f"of an H100's {peak / 1e12:.0f} TFLOP/s dense bf16 peak (distlearn/hardware.py).",
+              f"{ACHIEVED_FLOPS / 1e12:.0f} TFLOP/s 是假设的实际吞吐：约为 H100 稠密 bf16 峰值 {peak / 1e12:.0f} TFLOP/s"
+              f"（distlearn/hardware.py）的 {ACHIEVED_FLOPS / peak:.0%}。", sep="\n")
 
 
 def explorer():

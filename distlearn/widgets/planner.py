@@ -74,7 +74,7 @@ def render(result: dict) -> None:
         return
     print(result["table"])
     e = result["chosen"]
-    print(bi(f"Chosen: {e.plan.describe()}", f"所选方案：{e.plan.describe()}"))
+    print(bi(f"Chosen: {e.plan.describe()}", f"所选方案：{e.plan.describe()}", sep="\n"))
     fig, (ax1, ax2) = plots.new_figure(10, 3.4, nrows=2)
     left = 0.0
     for k in MEMORY_PARTS:

@@ -19,7 +19,8 @@ chapter = [
 - measure those bytes exactly on a real PyTorch block and explain every byte the formula does not count;
 - add up a whole model's activations on one GPU: layers per pipeline stage, micro-batches in flight, embeddings, fp32 logits, gradient accumulation;
 - price full and selective recomputation in FLOPs, and CPU / NVMe offload in transfer time per step;
-- redo the seed's memory grid with real formulas and explain why its numbers were wrong.
+- redo the memory grid of the seed code (the starting snippets this course corrects; see chapter 00) with real
+  formulas and explain why its numbers were wrong.
 """, r"""
 # 08 · 激活显存与省显存技术
 
@@ -28,12 +29,13 @@ chapter = [
 - 在真实的 PyTorch 模块上精确测量这些字节，并解释公式没有计入的每一个字节；
 - 汇总整个模型在一张 GPU 上的激活值：每个流水线阶段的层数、同时在途的微批次 (micro-batch)、嵌入层、fp32 logits、梯度累积；
 - 用 FLOPs 衡量完全重计算与选择性重计算的代价，用每步传输时间衡量 CPU / NVMe 卸载的代价；
-- 用正确的公式重做种子材料中的显存表格，并解释它的数字错在哪里。
+- 用正确的公式重做种子代码（本课程纠正的起始代码片段，见第 00 章）中的显存表格，并解释它的数字错在哪里。
 """),
     code("""
 import torch
 from distlearn import activations as A, activation_measure as M
-from distlearn.memory import activation_bytes_per_layer, to_gb, to_gib, GB
+from distlearn.i18n import bi
+from distlearn.memory import activation_bytes_per_layer, to_gb, to_gib, GB, GiB
 from distlearn.models import PRESETS
 
 """),
@@ -64,6 +66,7 @@ $$\text{每层字节数} = s\,b\,h\left(34 + 5\,\frac{a\,s}{h}\right)$$
 """),
     code("""
 terms = A.layer_activation_terms(seq_len=2048, micro_batch_size=1, hidden_size=12288, num_heads=96)
+print(f"{'term / 项':22s} {'MiB':>10s}")
 for name, nbytes in terms.items():
     print(f"{name:22s} {nbytes / 2**20:10.0f} MiB")
 print("contract function / 约定函数:", activation_bytes_per_layer(seq_len=2048, micro_batch_size=1,
@@ -106,9 +109,9 @@ seed_blind = A.seed_activation_bytes(7, 2)
 real = cfg.num_layers * activation_bytes_per_layer(seq_len=4096, micro_batch_size=1, hidden_size=cfg.hidden_size,
                                                    num_heads=cfg.num_heads)
 print(f"Llama-2-7B, s = 4096, b = 1, layers only / 仅各层:")
-print(f"  seed 4·s·b·h·bytes      {to_gb(seed_shape):7.1f} GB")
-print(f"  seed 0.5 × params × 2   {to_gb(seed_blind):7.1f} GB")
-print(f"  Korthikanti              {to_gb(real):7.1f} GB  ({real / seed_shape:.0f}× the seed / 是种子的 {real / seed_shape:.0f} 倍)")
+print(f"  seed / 种子 4·s·b·h·bytes(字节)      {to_gb(seed_shape):7.1f} GB")
+print(f"  seed / 种子 0.5 × params(参数) × 2   {to_gb(seed_blind):7.1f} GB")
+print(f"  Korthikanti                          {to_gb(real):7.1f} GB  ({real / seed_shape:.0f}× the seed / 是种子的 {real / seed_shape:.0f} 倍)")
 """),
     pair(r"""
 ## 2. Measured on a real block
@@ -199,12 +202,14 @@ gpt3 = PRESETS["gpt3-175b"]
 common = dict(seq_len=2048, micro_batch_size=1, tp=8, sequence_parallel=True, pp=8, num_microbatches=64)
 print(f"GPT-3 175B, tp = 8 + SP, pp = 8, m = 64, s = 2048, b = 1   (GiB)")
 print(f"{'stage':>5s} {'layers':>6s} {'in flight':>9s} {'1F1B total':>10s} {'logits':>7s} {'GPipe total':>11s}")
+print(f"{'阶段':>3s} {'层数':>4s} {'在途微批':>5s} {'1F1B 合计':>8s} {'logits':>7s} {'GPipe 合计':>9s}")
 for stage in [0, 1, 7]:
     f = A.model_activation_bytes(gpt3, stage=stage, schedule="1f1b", **common)
     g = A.model_activation_bytes(gpt3, stage=stage, schedule="gpipe", **common)
     print(f"{stage:5d} {f.layers_on_stage:6d} {f.inflight:9d} {to_gib(f.total):10.2f} {to_gib(f.logits):7.2f} {to_gib(g.total):11.2f}")
 print("global batch 1536 = micro-batch 1 × accumulation", A.gradient_accumulation_steps(1536, 1, 24),
-      "× dp 24 / 全局批量 1536 = 微批次 1 × 累积步数 × dp 24")
+      "× dp 24")
+print("全局批量 1536 = 微批次 1 × 累积步数", A.gradient_accumulation_steps(1536, 1, 24), "× dp 24")
 """),
     pair(r"""
 ## 4. What recomputation costs
@@ -247,12 +252,14 @@ ZeRO-Offload（Ren 等，2021）把优化器状态（fp32 主权重和 Adam 的�
 """),
     code("""
 n = PRESETS["llama2-70b"].num_parameters()
-for label, kw in [("ZeRO-2 + optimizer → CPU", dict(zero_stage=2)),
-                  ("ZeRO-3 + optimizer → CPU", dict(zero_stage=3)),
-                  ("ZeRO-3 + optimizer, params → CPU", dict(zero_stage=3, offload_params=True)),
-                  ("ZeRO-3 + params → CPU, optimizer → NVMe", dict(zero_stage=3, offload_params=True, nvme=True))]:
+print("Llama-2-70B, dp = 8: traffic per rank and step / 每个 rank 每步的传输量与时间")
+for label, kw in [("ZeRO-2 + optimizer / 优化器 → CPU", dict(zero_stage=2)),
+                  ("ZeRO-3 + optimizer / 优化器 → CPU", dict(zero_stage=3)),
+                  ("ZeRO-3 + optimizer, params / 优化器、参数 → CPU", dict(zero_stage=3, offload_params=True)),
+                  ("ZeRO-3 + params / 参数 → CPU, optimizer / 优化器 → NVMe",
+                   dict(zero_stage=3, offload_params=True, nvme=True))]:
     t = A.offload_traffic(n, dp=8, offload_optimizer=True, **kw)
-    print(f"{label:42s} PCIe {to_gb(t['pcie_bytes']):6.1f} GB {t['pcie_s']:5.2f} s | NVMe {to_gb(t['nvme_bytes']):6.1f} GB {t['nvme_s']:6.2f} s")
+    print(f"PCIe {to_gb(t['pcie_bytes']):6.1f} GB {t['pcie_s']:5.2f} s | NVMe {to_gb(t['nvme_bytes']):6.1f} GB {t['nvme_s']:6.2f} s   {label}")
 """),
     pair(r"""
 > **Common misconception.** Seed-b's `estimate_memory` grid (70B, seq 2048, bf16 × offload × checkpointing on 8 × 80 GB)
@@ -271,11 +278,26 @@ for label, kw in [("ZeRO-2 + optimizer → CPU", dict(zero_stage=2)),
 """),
     code("""
 rows = A.seed_grid(PRESETS["llama2-70b"], seq_len=2048, n_gpus=8)
+CAP = 80 * GB   # the seed's "80 GB", read as the datasheet's 80 × 1e9 bytes (like the planner in chapter 10)
+CAP_TRUE = 80 * GiB   # what an "80GB" A100 / H100 really has: 80 GiB (nvidia-smi: 81920 MiB), chapter 01
 print(f"{'bf16':>5s} {'offload':>7s} {'ckpt':>5s} | {'seed GB':>8s} {'seed fits':>9s} | {'real GB':>8s} {'real fits':>9s}  states / activations")
+print(f"{'bf16':>5s} {'卸载':>5s} 检查点| {'种子 GB':>6s} {'种子可放':>5s} | {'真实 GB':>6s} {'真实可放':>5s}  模型状态 / 激活值")
 for r in rows:
     st = (r["real"]["params"] + r["real"]["grads"] + r["real"]["optimizer"]) / GB
-    print(f"{r['bf16']!s:>5s} {r['offload']!s:>7s} {r['ckpt']!s:>5s} | {r['seed_gb']:8.1f} {str(r['seed_gb'] < 80):>9s} | "
-          f"{r['real_gb']:8.1f} {str(r['real_gb'] < 80):>9s}  {st:6.1f} / {r['real']['activations'] / GB:6.1f}")
+    print(f"{r['bf16']!s:>5s} {r['offload']!s:>7s} {r['ckpt']!s:>5s} | {r['seed_gb']:8.1f} {str(r['seed_gb'] < CAP / GB):>9s} | "
+          f"{r['real_gb']:8.1f} {str(r['real_gb'] * GB < CAP):>9s}  {st:6.1f} / {r['real']['activations'] / GB:6.1f}")
+print(bi(f"'fits' means < {CAP / GB:.0f} GB = {CAP / GiB:.1f} GiB (the datasheet's 80 GB, 1 GB = 1e9 bytes). "
+         f"An '80GB' GPU really has 80 GiB = {CAP_TRUE / GB:.1f} GB.",
+         f"“放得下”指 < {CAP / GB:.0f} GB = {CAP / GiB:.1f} GiB（数据手册的 80 GB，1 GB = 1e9 字节）。"
+         f"一张“80GB”的 GPU 实际有 80 GiB = {CAP_TRUE / GB:.1f} GB。", sep="\\n"))
+for r in rows:
+    if CAP < r["real_gb"] * GB <= CAP_TRUE:
+        print(bi(f"Borderline: bf16={r['bf16']}, offload={r['offload']}, ckpt={r['ckpt']} needs {r['real_gb']:.1f} GB: "
+                 f"over {CAP / GB:.0f} GB, but it would fit in the true 80 GiB = {CAP_TRUE / GB:.1f} GB "
+                 f"(before the CUDA context and buffers).",
+                 f"临界：bf16={r['bf16']}、卸载={r['offload']}、检查点={r['ckpt']} 需要 {r['real_gb']:.1f} GB："
+                 f"超过 {CAP / GB:.0f} GB，但放得进真实的 80 GiB = {CAP_TRUE / GB:.1f} GB（尚未计入 CUDA 上下文和缓冲区）。",
+                 sep="\\n"))
 """),
     code("""
 import matplotlib.pyplot as plt
@@ -287,24 +309,28 @@ plt.show()
 The seed's bf16 rows "fit" only because it drops 8 of the 16 bytes per parameter and shrinks the activations. With
 the real formulas, ZeRO-3 over 8 GPUs leaves 16 B × Ψ / 8 ≈ 138 GB of model states per GPU whatever the precision, so
 nothing fits without offload; recomputation is the knob for activations (without it, the $5as^2b$ attention scores
-alone exceed the GPU), offload the knob for model states, and only bf16 + offload + checkpointing fits. Even that
+alone exceed the GPU), offload the knob for model states, and only bf16 + offload + checkpointing fits in 80 GB (a row printed as
+borderline above would also fit in the card's true 80 GiB, but with no room to spare). Even that
 "fits" leaves out the CUDA context, the allocator's cache and communication buffers (a few GB in practice).
 """, r"""
 种子里 bf16 的几行之所以“放得下”，只是因为它每参数少算了 16 字节中的 8 字节，并且把激活值算小了。用真实公式计算，ZeRO-3 在 8 张
 GPU 上分片后，无论精度如何，每张 GPU 都有 16 B × Ψ / 8 ≈ 138 GB 的模型状态，所以不卸载就什么都放不下；重计算是控制激活值的
-手段（不用它时，仅 $5as^2b$ 的注意力分数就超过了 GPU 容量），卸载是控制模型状态的手段，只有 bf16 + 卸载 + 检查点这一种组合放得下。
+手段（不用它时，仅 $5as^2b$ 的注意力分数就超过了 GPU 容量），卸载是控制模型状态的手段，按 80 GB 计只有 bf16 + 卸载 + 检查点这一种组合放得下（上面标为“临界”的一行放得进这张卡真实的 80 GiB，但毫无余量）。
 即便如此，这里的“放得下”也还没算 CUDA 上下文、分配器缓存和通信缓冲区（实际中有好几 GB）。
 """),
     pair(r"""
 ## 6. Explorer
 
 Choose a model, sequence length, micro-batch, tensor parallelism, sequence parallelism, recomputation and offload;
-the bar shows one GPU's memory by part against the GPU size, and the text gives recomputation's compute price.
+the bar shows one GPU's memory by part against the GPU size, and the text gives recomputation's compute price. That
+price is converted to time at an assumed 400 TFLOP/s achieved per GPU — about 40 % of an H100's 989 TFLOP/s dense
+bf16 peak (the datasheet figure in `distlearn/hardware.py`); the explorer prints where the number comes from.
 """, r"""
 ## 6. 探索器
 
 选择模型、序列长度、微批次、张量并行、序列并行、重计算与卸载方式；条形图按类别显示一张 GPU 的显存并与 GPU 容量对比，文字给出
-重计算的计算代价。
+重计算的计算代价。这个代价按假设的每张 GPU 实际吞吐 400 TFLOP/s 换算成时间——约为 H100 稠密 bf16 峰值 989 TFLOP/s
+（`distlearn/hardware.py` 中的数据手册数字）的 40 %；探索器会打印这个数字的来源。
 """),
     code("""
 # NBVAL_IGNORE_OUTPUT
@@ -334,13 +360,18 @@ explorer_08.explorer()
     pair(r"""
 ## Exercises
 
-Open `exercises/08_activation_memory.ipynb`: per-layer bytes, micro-batches in flight under 1F1B, the price of
-selective recomputation, and the PCIe time of optimizer offload — each with a check cell.
+Open [exercises/08_activation_memory.ipynb](../exercises/08_activation_memory.ipynb): per-layer bytes, micro-batches
+in flight under 1F1B, the price of selective recomputation, and the PCIe time of optimizer offload — each with a check
+cell.
+
+**Next:** [09 · DeepSpeed and FSDP in practice](09_deepspeed_fsdp.ipynb)
 """, r"""
 ## 练习
 
-打开 `exercises/08_activation_memory.ipynb`：每层字节数、1F1B 下的在途微批次数、选择性重计算的代价，以及优化器卸载的 PCIe
-时间——每题都有检查单元格。
+打开 [exercises/08_activation_memory.ipynb](../exercises/08_activation_memory.ipynb)：每层字节数、1F1B 下的在途微批次数、
+选择性重计算的代价，以及优化器卸载的 PCIe 时间——每题都有检查单元格。
+
+**下一章：** [09 · DeepSpeed 与 FSDP 实战](09_deepspeed_fsdp.ipynb)
 """),
 ]
 

@@ -33,15 +33,17 @@ chapter = [
 - 在两个 CPU 进程上运行真实的 DeepSpeed ZeRO 1、2、3 阶段，并与普通 PyTorch 对照。
 """),
     pair(r"""
-> **Common misconception.** The seed's title translates DeepSpeed as "深度速度" ("depth speed"). DeepSpeed is a product
+> **Common misconception.** The title of the seed code (the starting snippets this course corrects; see chapter 00)
+> translates DeepSpeed as "深度速度" ("depth speed"). DeepSpeed is a product
 > name (Microsoft's library): like PyTorch or Megatron-LM it stays in English in Chinese text, and so do its
 > configuration keys. What does get translated are the concepts: ZeRO is 零冗余优化器, offload is 卸载.
 """, r"""
-> **常见误区。** 种子材料的标题把 DeepSpeed 译成了“深度速度”。DeepSpeed 是产品名（微软的库）：和 PyTorch、Megatron-LM 一样，
+> **常见误区。** 种子代码（本课程纠正的起始代码片段，见第 00 章）的标题把 DeepSpeed 译成了“深度速度”。DeepSpeed 是产品名（微软的库）：和 PyTorch、Megatron-LM 一样，
 > 在中文里也保持英文，它的配置项同样不翻译。需要翻译的是概念：ZeRO 是零冗余优化器，offload 是卸载。
 """),
     code("""
 from distlearn import deepspeed as D
+from distlearn.i18n import bi
 from distlearn.memory import model_state_bytes, GiB
 from distlearn.models import PRESETS
 print("installed / 已安装:", D.installed_versions())
@@ -65,6 +67,8 @@ def show(rows, header):
     for r in rows:
         print(" | ".join(r))
 
+print(bi("The table in English (the same table in Chinese follows in the next cell):",
+         "英文版表格（同一张表的中文版见下一个单元格）：", sep="\\n"))
 show(D.comparison_table("en"), ["feature"] + list(D.FRAMEWORKS))
 """),
     code("""
@@ -127,11 +131,16 @@ cfg = D.deepspeed_config(micro_batch_size=2, gradient_accumulation_steps=8, dp=6
                          precision="bf16", offload_optimizer="cpu")
 print(json.dumps(cfg, indent=2))
 ds = D.validate_config(cfg, dp=64)
-print("DeepSpeedConfig:", ds.train_batch_size, ds.zero_optimization_stage, ds.bfloat16_config.enabled)
+print("DeepSpeedConfig: train_batch_size / 全局批量", ds.train_batch_size,
+      "| ZeRO stage / 阶段", ds.zero_optimization_stage, "| bf16 enabled / 启用", ds.bfloat16_config.enabled)
 try:
     D.validate_config(cfg, dp=32)
 except AssertionError as err:
-    print("dp = 32 →", err)
+    mb, ga = cfg["train_micro_batch_size_per_gpu"], cfg["gradient_accumulation_steps"]
+    print(bi(f"dp = 32 → DeepSpeed rejects the config: {cfg['train_batch_size']} ≠ {mb} × {ga} × 32. Its own message:",
+             f"dp = 32 → DeepSpeed 拒绝该配置：{cfg['train_batch_size']} ≠ {mb} × {ga} × 32。以下是它自己的英文报错：",
+             sep="\\n"))
+    print(err)
 """),
     pair(r"""
 ## 4. DeepSpeed's memory estimators, as formulas
@@ -221,6 +230,7 @@ reference = lab.reference_losses(steps=3)
 per_rank = launch.run(lab.train_stages, 2, (1, 2, 3), 3, timeout=300)
 print(f"Ψ = {per_rank[0][0]['num_params']:,} parameters / 个参数")
 print(f"{'stage':>5s} {'rank':>4s} {'params stored':>14s} {'Adam exp_avg':>13s} {'max |loss − single process|':>28s}")
+print(f"{'阶段':>3s} {'rank':>4s} {'存储的参数':>9s} {'Adam 一阶矩':>10s} {'与单进程损失之差的最大值':>16s}")
 for results in per_rank:
     for r in results:
         diff = max(abs(x - y) for x, y in zip(r["losses"], reference))
@@ -256,13 +266,17 @@ reduce-scattered instead of all-reduced.)
     pair(r"""
 ## Exercises
 
-Open `exercises/09_deepspeed_fsdp.ipynb`: DeepSpeed's batch identity, its ZeRO-2 and ZeRO-3 GPU estimates, and the
-ZeRO → FSDP mapping — each with a check cell.
+Open [exercises/09_deepspeed_fsdp.ipynb](../exercises/09_deepspeed_fsdp.ipynb): DeepSpeed's batch identity, its
+ZeRO-2 and ZeRO-3 GPU estimates, and the ZeRO → FSDP mapping — each with a check cell.
+
+**Next:** [10 · Planning a training run](10_planning.ipynb)
 """, r"""
 ## 练习
 
-打开 `exercises/09_deepspeed_fsdp.ipynb`：DeepSpeed 的批量等式、ZeRO-2 与 ZeRO-3 的 GPU 估算，以及 ZeRO → FSDP 的对应关系——
-每题都有检查单元格。
+打开 [exercises/09_deepspeed_fsdp.ipynb](../exercises/09_deepspeed_fsdp.ipynb)：DeepSpeed 的批量等式、ZeRO-2 与 ZeRO-3 的
+GPU 估算，以及 ZeRO → FSDP 的对应关系——每题都有检查单元格。
+
+**下一章：** [10 · 规划一次大模型训练](10_planning.ipynb)
 """),
 ]
 

@@ -35,6 +35,7 @@ ZeRO、重计算、微批次——组合成一个**规划器**：列出所有合
 import matplotlib.pyplot as plt
 from distlearn import planner, plots, seeds_planning
 from distlearn.hardware import GPUS
+from distlearn.i18n import bi
 from distlearn.memory import GB, GiB
 from distlearn.models import PRESETS"""),
     pair("""## The hardware
@@ -42,23 +43,36 @@ from distlearn.models import PRESETS"""),
 Every number the planner uses comes from a datasheet (sources in `distlearn/hardware.py`). Bandwidths are per GPU and
 per direction: NVIDIA quotes NVLink as the two directions added, so 900 GB/s becomes 450 GB/s; a 400 Gb/s network
 card moves 50 GB/s. Peak FLOP/s are dense 16-bit figures (the datasheets' headline numbers assume 2:4 sparsity and
-are twice as large).""",
+are twice as large). Memory is the datasheet capacity in GB (1 GB = 1e9 bytes): an "A100 80GB" counts as 80 × 10⁹
+bytes, slightly less than the 80 GiB (85.9 GB) the card really has, and the planner then also holds back a reserve —
+a deliberately conservative choice.""",
          """## 硬件
 
 规划器用到的每个数字都来自官方数据手册（出处见 `distlearn/hardware.py`）。带宽按每块 GPU、每个方向计：NVIDIA 给出的
 NVLink 带宽是两个方向之和，900 GB/s 因此记为 450 GB/s；400 Gb/s 的网卡每秒传 50 GB。峰值算力是稠密 16 位算力
-（数据手册上醒目的数字假设了 2:4 稀疏，是它的两倍）。"""),
-    code("""for g in GPUS.values():
+（数据手册上醒目的数字假设了 2:4 稀疏，是它的两倍）。显存取数据手册上以 GB 计的容量（1 GB = 1e9 字节）：一块“A100 80GB”
+按 80 × 10⁹ 字节计，略少于这张卡实际拥有的 80 GiB（85.9 GB），规划器还要再扣除一份预留——这是有意保守的选择。"""),
+    code("""print("GPU        memory    peak 16-bit   NVLink/dir.  network/GPU    GPUs/node")
+print("GPU        显存      16 位峰值     NVLink 单向  每卡网络       每节点 GPU 数")
+for g in GPUS.values():
     print(f"{g.name:10} {g.memory_bytes / GB:5.0f} GB  {g.peak_flops / 1e12:4.0f} TFLOP/s  "
-          f"NVLink {g.nvlink_bw / 1e9:3.0f} GB/s  network {g.network_bw / 1e9:5.2f} GB/s  {g.gpus_per_node} GPUs/node")"""),
+          f"{g.nvlink_bw / 1e9:6.0f} GB/s  {g.network_bw / 1e9:8.2f} GB/s  {g.gpus_per_node:8}")
+a100 = GPUS["a100-80gb"].memory_bytes
+print(bi(f"a100-80gb: the planner uses {a100 / GB:.0f} GB = {a100 / GiB:.1f} GiB; the card has 80 GiB = "
+         f"{80 * GiB / GB:.1f} GB.",
+         f"a100-80gb：规划器按 {a100 / GB:.0f} GB = {a100 / GiB:.1f} GiB 计；这张卡实际有 80 GiB = {80 * GiB / GB:.1f} GB。",
+         sep="\\n"))"""),
     pair("""## The seed's memory table
 
-The seed's `run_all_demos` printed this table from its `memory_calculator` (a faithful copy lives in
-`distlearn.seeds_planning`):""",
+The seed code (the starting snippets this course corrects; see chapter 00) has a `run_all_demos` that printed this
+table from its `memory_calculator` (a faithful copy lives in `distlearn.seeds_planning`):""",
          """## 种子代码的显存表
 
-种子代码的 `run_all_demos` 用它的 `memory_calculator` 打印了下面这张表（`distlearn.seeds_planning` 中保留了原样副本）："""),
-    code("print(seeds_planning.seed_memory_table())"),
+种子代码（本课程纠正的起始代码片段，见第 00 章）中的 `run_all_demos` 用它的 `memory_calculator` 打印了下面这张表
+（`distlearn.seeds_planning` 中保留了原样副本）："""),
+    code("""print(bi("The seed's table, exactly as it printed it:", "种子代码原样打印的表（英文表头：模型、分片、GPU 数、每卡显存、"
+         "是否放得进 80GB）：", sep="\\n"))
+print(seeds_planning.seed_memory_table())"""),
     pair("""> **Common misconception.** "7B on 8 GPUs with FSDP needs 17.5 GB, 405B on 128 GPUs needs 443 GB." The seed
 > (1) forgets Adam's fp32 master weights: mixed-precision Adam costs 2 + 2 + 12 = 16 bytes per parameter, not 12;
 > (2) invents activations as `0.5 × params × 2 bytes` — a constant with no source, that never shrinks with sharding,
@@ -85,11 +99,12 @@ print()
 print("full recomputation / 完全重计算")
 print(seeds_planning.corrected_memory_table("full"))"""),
     pair("""Without recomputation the activations of a 70B model at 2048 tokens are 153 GB per sequence — far more than the
-seed's invented 70 GB — yet with full recomputation they drop to under 3 GB. 70B with ZeRO-3 on 16 GPUs does not fit
+seed's invented 70 GB — yet with full recomputation they drop to a few GB (the "acts GB" column of the second
+table). 70B with ZeRO-3 on 16 GPUs does not fit
 by sharding alone (70 GB of model states + reserve), but the planner finds a plan once tensor and pipeline
 parallelism also split it; 405B on 64 80 GB GPUs cannot fit in any way: its model states alone are 101 GB per GPU.""",
-         """不做重计算时，70B 模型在 2048 个词元上的激活值每条序列就有 153 GB——远多于种子编造的 70 GB——而完全重计算后不到
-3 GB。70B 模型在 16 张卡上只靠 ZeRO-3 分片放不下（70 GB 模型状态加预留），但加上张量并行和流水线并行后规划器能找到方案；
+         """不做重计算时，70B 模型在 2048 个词元上的激活值每条序列就有 153 GB——远多于种子编造的 70 GB——而完全重计算后只剩几 GB
+（见第二张表的“激活”一列）。70B 模型在 16 张卡上只靠 ZeRO-3 分片放不下（70 GB 模型状态加预留），但加上张量并行和流水线并行后规划器能找到方案；
 405B 在 64 张 80 GB 的卡上无论如何都放不下：仅模型状态每张卡就有 101 GB。"""),
     pair("""## Memory of one plan
 
@@ -119,14 +134,16 @@ worst GPU holds:
   2 GB + 显存 10 % 的**预留**，留给 CUDA 上下文、NCCL 缓冲区和碎片。
 
 （Korthikanti 的公式针对 GPT 结构；对 Llama 的 SwiGLU MLP 与分组查询注意力只是近似。）"""),
-    code("""model = PRESETS["llama3-70b"]
+    code("""MEMORY_ZH = {"params": "参数", "grads": "梯度", "optimizer": "优化器状态", "activations": "激活值",
+             "logits": "logits", "zero3_buffer": "ZeRO-3 缓冲", "reserve": "预留", "total": "合计"}
+model = PRESETS["llama3-70b"]
 for zero in (1, 2):
     plan = planner.Plan(dp=8, tp=8, pp=1, zero_stage=zero, recompute="selective", micro_batch_size=1,
                         num_microbatches=64)
     est = planner.evaluate(model, plan, global_batch=512, seq_len=8192, gpu="h100-80gb")
     print(plan.describe())
     for k, v in est.memory.items():
-        print(f"  {k:13} {v / GB:7.2f} GB  {v / GiB:7.2f} GiB")
+        print(f"  {k:13} {v / GB:7.2f} GB  {v / GiB:7.2f} GiB   {MEMORY_ZH[k]}")
     print("  capacity / 容量", est.capacity / GB, "GB; fits / 放得下:", est.fits)"""),
     pair("""With ZeRO-1 the 16-bit gradients (17.6 GB, replicated over the 8 data-parallel ranks) push the total 2 GB over
 the 80 GB; ZeRO-2 shards them too and the plan fits with room to spare.""",
@@ -183,11 +200,17 @@ print("backward measured / 实测", measured["backward"], " 2 × forward / 前�
 
 gpt3 = planner.GPT3_175B_MEGATRON
 full = planner.step_flops(gpt3, 1536, 2048, "full")["hardware"]
-print(f"GPT-3 175B, B=1536: ours with full recompute {full:.4e}, Megatron eq. 3 {planner.megatron_flops(gpt3, 1536, 2048):.4e}")
+print(f"GPT-3 175B, B=1536: ours with full recompute / 我们的公式（完全重计算） {full:.4e}, "
+      f"Megatron eq. 3 / 公式 3 {planner.megatron_flops(gpt3, 1536, 2048):.4e}")
 print(f"model FLOPs / 6ND = {planner.step_flops(gpt3, 1536, 2048)['model'] / (6 * gpt3.num_parameters() * 1536 * 2048):.4f}")"""),
-    code("""print("time per step, s / 每步时间（秒）")
+    code("""TIME_ZH = {"compute": "计算", "tp_comm": "张量并行通信", "pp_comm": "流水线通信", "bubble": "流水线气泡",
+           "dp_comm": "数据并行通信（未隐藏）", "total": "合计"}
+plan = planner.Plan(dp=8, tp=8, pp=1, zero_stage=2, recompute="selective", micro_batch_size=1, num_microbatches=64)
+est = planner.evaluate(PRESETS["llama3-70b"], plan, global_batch=512, seq_len=8192, gpu="h100-80gb")
+print(f"Llama 3 70B, {plan.describe()}, seq 8192, batch 512, H100")
+print("time per step, s / 每步时间（秒）")
 for k, v in est.time.items():
-    print(f"  {k:9} {v:8.2f}")
+    print(f"  {k:9} {v:8.2f}   {TIME_ZH.get(k, k)}")
 print(f"tokens/s {est.tokens_per_s:,.0f}   MFU {est.mfu:.1%}   bubble / 气泡 {est.bubble_fraction:.1%}")"""),
     pair("""## Checks against published runs
 
@@ -203,6 +226,7 @@ MP = 1 figures, hence 121.6 beside our 122.3):""",
          16: (32, 121.6, 230.4, 2048)}
 v100 = GPUS["v100-32gb"]
 print(f"{'MP':>3} {'GPUs':>5} | {'baseline':>17} {'P_os':>17} {'P_os+g':>17} {'P_os+g+p':>17}  (billions: paper / ours)")
+print("(单位：十亿参数；每格为 论文 / 我们的结果；baseline = 不用 ZeRO)")
 for mp, row in paper.items():
     ours = [planner.zero_max_params(v100.memory_bytes, dp=64, zero_stage=z, mp=mp) / 1e9 for z in range(4)]
     print(f"{mp:>3} {64 * mp:>5} | " + " ".join(f"{p:>8g} / {o:>6.1f}" for p, o in zip(row, ours)))"""),
@@ -215,6 +239,7 @@ GPU 达到 138 TFLOP/s；1T 参数的 GPT 在 3072 块 A100 上（tp 8、pp 64�
 我们用与其他所有方案相同的常数评估这两个布局（微批次大小 1、完全重计算、不交错——这是我们对其设置的理解），并按论文的方式
 （公式 3）统计 FLOP/s："""),
     code("""print(f"{'run':20} {'fits':>5} {'mem GB':>7} {'published':>10} {'predicted':>10} {'ratio':>6} {'tokens/s pub.':>14} {'pred.':>10}")
+print(f"{'训练':18} {'可放':>3} {'显存 GB':>5} {'已发表':>7} {'预测':>8} {'比值':>4} {'已发表 词元/秒':>9} {'预测':>8}")
 for name in planner.PUBLISHED_RUNS:
     r = planner.compare_published(name)
     print(f"{name:20} {str(r['fits']):>5} {r['estimate'].memory['total'] / GB:7.1f} {r['published_flops'] / 1e12:7.0f} TF "
@@ -312,7 +337,7 @@ for batch in (64, 512):
 
 Pick a model, a GPU type, a GPU count, a sequence length and a global batch: the table ranks the plans that fit, and
 the bars show the chosen plan's memory stack against the capacity and its step time by part.""",
-         """## 交互探索
+         """## 探索器
 
 选择模型、GPU 型号、GPU 数、序列长度和全局批量大小：表格列出放得下的方案并排序，条形图给出所选方案的显存堆叠（与容量对比）
 以及每步时间的构成。"""),
@@ -338,12 +363,17 @@ planner_widget.explorer()"""),
 - 种子代码的表漏掉了主权重、编造了激活值、忽略了预留。"""),
     pair("""## Exercises
 
-Open `exercises/10_planning.ipynb`: model states per GPU under a plan, the pipeline step time with its bubble, the
-data-parallel all-reduce time (and why a plan is communication-bound), and the fewest GPUs for a model.""",
+Open [exercises/10_planning.ipynb](../exercises/10_planning.ipynb): model states per GPU under a plan, the pipeline
+step time with its bubble, the data-parallel all-reduce time (and why a plan is communication-bound), and the fewest
+GPUs for a model.
+
+[Back to the course map](00_welcome.ipynb)""",
          """## 练习
 
-打开 `exercises/10_planning.ipynb`：一个方案下每张 GPU 的模型状态、含气泡的流水线每步时间、数据并行 AllReduce 的时间
-（以及方案为何受通信限制）、一个模型最少需要的 GPU 数。"""),
+打开 [exercises/10_planning.ipynb](../exercises/10_planning.ipynb)：一个方案下每张 GPU 的模型状态、含气泡的流水线每步时间、
+数据并行 AllReduce 的时间（以及方案为何受通信限制）、一个模型最少需要的 GPU 数。
+
+[返回课程地图](00_welcome.ipynb)"""),
 ]
 
 solutions = [
@@ -404,13 +434,21 @@ network (50 GB/s) and when dp = 8 inside a node (450 GB/s).""",
     return 2 * (dp - 1) / dp * num_params * bytes_per_grad / bw
     ### END SOLUTION"""),
     code("check.ex10_dp_allreduce_seconds(dp_allreduce_seconds)"),
-    code("""from distlearn.models import PRESETS
+    code("""# Compare with the backward time (uses your dp_allreduce_seconds) / 与反向时间比较（要用到你写的函数）
+from distlearn.i18n import bi
+from distlearn.models import PRESETS
 m8 = PRESETS["llama3-8b"]
 flops = planner.step_flops(m8, 1, 4096)["model"]
 backward = flops * 2 / 3 / (989e12 * planner.COMPUTE_EFFICIENCY)
 print(f"backward of one micro-batch / 一个微批次的反向: {backward:.3f} s")
-for dp, bw in [(64, 50e9), (8, 450e9)]:
-    print(f"dp={dp}: all-reduce / AllReduce {dp_allreduce_seconds(m8.num_parameters(), dp, bw):.3f} s")"""),
+try:
+    for dp, bw, where_en, where_zh in [(64, 50e9, "network", "网络"), (8, 450e9, "NVLink", "NVLink（节点内）")]:
+        secs = dp_allreduce_seconds(m8.num_parameters(), dp, bw)
+        print(bi(f"dp={dp} over {where_en}: all-reduce {secs:.3f} s", f"dp={dp} 走{where_zh}：AllReduce（全规约）{secs:.3f} 秒",
+                 sep="\\n"))
+except NotImplementedError:
+    print(bi("Solve the exercise above first (dp_allreduce_seconds), then run this cell again.",
+             "请先完成上面的练习（dp_allreduce_seconds），再运行这个单元格。", sep="\\n"))"""),
     pair("""Over the network the all-reduce (≈ 0.63 s) is longer than the backward it could hide behind (≈ 0.26 s), so the
 step waits for communication: the plan is communication-bound. Inside a node (≈ 0.06 s) it hides completely.
 Remedies: more micro-batches per step (the all-reduce is paid once per step), fewer data-parallel ranks across nodes
