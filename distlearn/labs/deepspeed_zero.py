@@ -87,7 +87,9 @@ def _quiet_deepspeed(build_shm_op: bool):
     # torch 2.13 deprecates the *_tensor collectives DeepSpeed 0.19.8 calls; the warnings say nothing about ZeRO
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="deepspeed")
-    import deepspeed  # absolute import: the real package, not distlearn.deepspeed
+    from distlearn.deepspeed import _require_deepspeed
+
+    deepspeed = _require_deepspeed()  # the real package; a bilingual install hint if it is missing
 
     for name in ("DeepSpeed", "deepspeed"):
         logging.getLogger(name).setLevel(logging.ERROR)
