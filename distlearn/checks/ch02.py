@@ -7,6 +7,7 @@ import numpy as np
 from .. import cost
 from ..check import Case, verify
 from ..comm import VirtualCluster, ring_bytes_per_rank
+from ..i18n import bi
 
 
 def _ring_case(n: int, length: int, seed: int) -> Case:
@@ -26,7 +27,8 @@ def _ring_case(n: int, length: int, seed: int) -> Case:
         return ok and list(cluster.bytes_sent) == want_bytes and not cluster.steps
 
     return Case(args=(cluster, [a.copy() for a in arrays]),
-                expected=f"every rank: the sum; bytes sent per rank {want_bytes}", compare=compare,
+                expected=bi(f"the sum on every rank, bytes sent {want_bytes}",
+                            f"每个 rank 得到总和，发送字节数 {want_bytes}"), compare=compare,
                 hint_en="split each array into n chunks with np.array_split; n−1 reduce-scatter steps (rank r sends "
                         "chunk (r−s−1) mod n to r+1 with cluster.send, r+1 receives with cluster.recv and adds), "
                         "then n−1 all-gather steps (rank r forwards chunk (r−s) mod n). Every message goes r → r+1; "
