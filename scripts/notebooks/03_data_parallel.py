@@ -74,16 +74,17 @@ $$L = \sum_r \frac{n_r}{N} L_r, \qquad \nabla L = \sum_r \frac{n_r}{N} g_r ,$$
     pair(r"""
 > **Common misconception.** *"Average the per-GPU losses and gradients."* The seed code (the starting snippets this
 > course corrects; see chapter 00) has a `simulate_data_parallelism` that gives the first `N mod R` ranks one
-> extra sample, then returns `np.mean(gpu_losses)`: every shard weighs the same, whatever its size. Its demo only tried 64 samples on 1, 2, 4 and 8 GPUs, where shards are equal and the
-> mistake is invisible. On 3 ranks the shards are 22, 21, 21 and the mean of means is biased. (The seed's model
-> also returned a gradient `d_out` = 16 times too large for its own loss `mean(output**2)`:
-> `dp.linear_mse_model` divides by all B·d_out outputs and is checked against autograd.)
+> extra sample, then returns `np.mean(gpu_losses)`: every shard weighs the same, whatever its size. Its demo only
+> tried 64 samples on 1, 2, 4 and 8 GPUs, where shards are equal and the mistake is invisible. On 3 ranks the
+> shards are 22, 21, 21 and the mean of means is biased. (The seed's model also returned a gradient `d_out` = 16
+> times too large for its own loss `mean(output**2)`: `dp.linear_mse_model` divides by all B·d_out outputs and is
+> checked against autograd.)
 """, r"""
 > **常见误区。** *"把各 GPU 的损失和梯度取平均就行。"* 种子代码（本课程纠正的起始代码片段，见第 00 章）中的
 > `simulate_data_parallelism` 让前 `N mod R` 个 rank 多分一个样本，然后返回 `np.mean(gpu_losses)`：不论分片大小，
-> 每个分片权重相同。它的演示只在 1、2、4、8 张 GPU 上跑 64 个样本，此时分片相等，错误看不出来。在 3 个 rank 上分片为 22、21、21，"均值的平均"就有偏差。（种子代码的模型返回的
-> 梯度对它自己的损失 `mean(output**2)` 而言也大了 `d_out` = 16 倍：`dp.linear_mse_model` 除以全部 B·d_out 个输出，
-> 并用 autograd 检验过。）
+> 每个分片权重相同。它的演示只在 1、2、4、8 张 GPU 上跑 64 个样本，此时分片相等，错误看不出来。在 3 个 rank 上
+> 分片为 22、21、21，"均值的平均"就有偏差。（种子代码的模型返回的梯度对它自己的损失 `mean(output**2)` 而言也大了
+> `d_out` = 16 倍：`dp.linear_mse_model` 除以全部 B·d_out 个输出，并用 autograd 检验过。）
 """),
     code("""
 rng = np.random.default_rng(42)
