@@ -188,3 +188,17 @@ def test_cost_bad_inputs():
         VirtualCluster(2).broadcast([np.zeros(2)] * 2, src=2)
     with pytest.raises(DistlearnValueError):
         VirtualCluster(2).send(np.zeros(2), 1, 1)
+
+
+def test_step_titles_are_bilingual():
+    from distlearn.widgets import collectives as w
+
+    assert w.step_title("broadcast", 0, "start") == "broadcast 0: start\n广播 第 0 步：初始"
+    assert (w.step_title("all_reduce", 4, "all-gather", sep=" / ")
+            == "all_reduce 4: all-gather / AllReduce 第 4 步：AllGather")
+    assert (w.step_title("reduce_scatter", 2, "reduce-scatter", sep=" / ")
+            == "reduce_scatter 2: reduce-scatter / ReduceScatter 第 2 步")
+    for op in w.OPERATIONS:  # every operation and every phase it records has a Chinese name
+        vc, _ = w.run_steps(op, 4)
+        for step in vc.steps:
+            assert step.phase.replace("-", "_") in w.ZH_NAMES and op in w.ZH_NAMES

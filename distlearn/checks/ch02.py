@@ -26,14 +26,14 @@ def _ring_case(n: int, length: int, seed: int) -> Case:
         return ok and list(cluster.bytes_sent) == want_bytes and not cluster.steps
 
     return Case(args=(cluster, [a.copy() for a in arrays]),
-                expected=f"every rank: the sum; bytes sent per rank {want_bytes}", compare=compare,
+                expected=f"[np.sum(arrays, axis=0)] * {n}; cluster.bytes_sent == {want_bytes}", compare=compare,
                 hint_en="split each array into n chunks with np.array_split; n−1 reduce-scatter steps (rank r sends "
                         "chunk (r−s−1) mod n to r+1 with cluster.send, r+1 receives with cluster.recv and adds), "
                         "then n−1 all-gather steps (rank r forwards chunk (r−s) mod n). Every message goes r → r+1; "
                         "don't call the cluster's own all_reduce.",
-                hint_zh="用 np.array_split 把每个数组切成 n 块；先做 n−1 步 reduce-scatter（第 s 步 rank r 用 "
+                hint_zh="用 np.array_split 把每个数组切成 n 块；先做 n−1 步 ReduceScatter（第 s 步 rank r 用 "
                         "cluster.send 把第 (r−s−1) mod n 块发给 r+1，r+1 用 cluster.recv 接收并相加），再做 n−1 步 "
-                        "all-gather（rank r 转发第 (r−s) mod n 块）。每条消息都是 r → r+1；"
+                        "AllGather（rank r 转发第 (r−s) mod n 块）。每条消息都是 r → r+1；"
                         "不要调用集群自带的 all_reduce。")
 
 
@@ -49,7 +49,7 @@ def ex02_all_reduce_bytes(fn):
     cases = [Case(args=(m, n), expected=ring_bytes_per_rank("all_reduce", m, n), rtol=1e-12,
                   hint_en="2(n−1)/n × the message: n−1 reduce-scatter steps and n−1 all-gather steps, each "
                           "sending 1/n of it. 0 for one rank.",
-                  hint_zh="2(n−1)/n × 消息大小：n−1 步 reduce-scatter 加 n−1 步 all-gather，每步发送 1/n。"
+                  hint_zh="2(n−1)/n × 消息大小：n−1 步 ReduceScatter 加 n−1 步 AllGather，每步发送 1/n。"
                           "只有一个 rank 时为 0。")
              for m, n in [(14e9, 8), (1e6, 2), (4e6, 1), (1e9, 1024), (3e3, 3)]]
     verify("ex02_all_reduce_bytes", fn, cases)

@@ -16,6 +16,24 @@ L_WS = text("collectives.world_size", "World size", "world size（进程总数�
 L_STEP = text("collectives.step", "Step", "步骤")
 L_MB = text("collectives.message_mb", "Message (MB)", "消息大小（MB）")
 MAX_WS = 8
+# Chinese names of the collectives and of the step phases VirtualCluster records (glossary: collective names stay
+# in English in Chinese text, except 广播).
+ZH_NAMES = {"start": "初始", "broadcast": "广播", "reduce": "Reduce", "all_reduce": "AllReduce",
+            "all_gather": "AllGather", "reduce_scatter": "ReduceScatter", "all_to_all": "AllToAll"}
+
+
+def zh_name(name: str) -> str:
+    """Chinese name of an operation (``"all_reduce"``) or a step phase (``"reduce-scatter"``, ``"start"``)."""
+    return ZH_NAMES.get(name.replace("-", "_"), name)
+
+
+def step_title(operation: str, step: int, phase: str, sep: str = "\n") -> str:
+    """Bilingual title of step ``step`` (0 = the start) of ``operation`` in phase ``phase``:
+    "broadcast 0: start" / "广播 第 0 步：初始" (on two lines when both languages are shown). The Chinese title
+    leaves out a phase named like the operation ("广播 第 1 步", not "广播 第 1 步：广播"), to fit small plots."""
+    op_zh, phase_zh = zh_name(operation), zh_name(phase)
+    zh = f"{op_zh} 第 {step} 步" + ("" if phase_zh == op_zh else f"：{phase_zh}")
+    return bi(f"{operation} {step}: {phase}", zh, sep=sep)
 
 
 def run_steps(operation: str, world_size: int):
@@ -74,8 +92,9 @@ def render(result: dict) -> None:
     n, hold = result["world_size"], result["holdings"]
     fig, (ax1, ax2) = plots.new_figure(10, 3.6, ncols=2)
     draw_holdings(ax1, hold, result["vmax"])
-    plots.title(ax1, f"{result['operation']}: step {result['step']}/{result['num_steps']} ({result['phase']})",
-                f"{result['operation']}：第 {result['step']}/{result['num_steps']} 步（{result['phase']}）")
+    op, phase = result["operation"], result["phase"]
+    plots.title(ax1, f"{op}: step {result['step']}/{result['num_steps']} ({phase})",
+                f"{zh_name(op)}：第 {result['step']}/{result['num_steps']} 步（{zh_name(phase)}）")
     ax2.bar(range(n), result["bytes_sent"] / 1e6, color=plots.COLORS["comm"])
     ax2.axhline(result["formula_per_rank"] / 1e6, color="k", ls="--", lw=1)
     ax2.set_xlabel("rank")

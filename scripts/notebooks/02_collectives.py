@@ -33,9 +33,9 @@ step, counts the bytes each rank sends, builds a cost model, and then runs the s
 
 **学习目标。** 学完本章，你能够
 
-- 说出 广播 (Broadcast)、Reduce（规约）、AllReduce（全规约）、AllGather（全收集）、ReduceScatter（规约-分散）、
+- 说出广播 (Broadcast)、Reduce（规约）、AllReduce（全规约）、AllGather（全收集）、ReduceScatter（规约-分散）、
   AllToAll（全对全）和 send/recv 各自计算什么；
-- 手工执行环形 AllReduce：先 n−1 步 reduce-scatter，再 n−1 步 all-gather，并解释为什么无论 n 多大，每个 rank 都发送
+- 手工执行环形 AllReduce：先 n−1 步 ReduceScatter，再 n−1 步 AllGather，并解释为什么无论 n 多大，每个 rank 都发送
   2(n−1)/n × 消息大小；
 - 用 α-β 模型估计集合通信的时间，并区分算法带宽与总线带宽（nccl-tests 的定义）；
 - 用真实的 gloo 进程检验模拟结果，并用实测时间拟合 α 和 β。
@@ -44,8 +44,9 @@ step, counts the bytes each rank sends, builds a cost model, and then runs the s
 import numpy as np
 import matplotlib.pyplot as plt
 
-from distlearn import cost, launch
+from distlearn import cost, launch, plots
 from distlearn.comm import VirtualCluster, ring_bytes_per_rank
+from distlearn.i18n import bi
 from distlearn.labs import collectives as lab
 from distlearn.widgets import collectives as view
 """),
@@ -65,19 +66,20 @@ Below, rank r holds `[10r, 10r+1, …]` so you can see where every number went.
 n = 4
 xs = [np.arange(4) + 10 * r for r in range(n)]
 cluster = VirtualCluster(n)
-results = {
-    "broadcast(src=0)": cluster.broadcast(xs, src=0),
-    "reduce(dst=0)": cluster.reduce(xs, dst=0),
-    "all_reduce(sum)": cluster.all_reduce(xs),
-    "all_reduce(max)": cluster.all_reduce(xs, op="max"),
-    "all_gather": cluster.all_gather(xs),
-    "reduce_scatter(sum)": cluster.reduce_scatter(xs),
-    "all_to_all": cluster.all_to_all(xs),
+results = {   # (English, 中文) name → the output on each rank
+    ("broadcast(src=0)", "广播（src=0）"): cluster.broadcast(xs, src=0),
+    ("reduce(dst=0)", "Reduce（dst=0）"): cluster.reduce(xs, dst=0),
+    ("all_reduce(sum)", "AllReduce（求和）"): cluster.all_reduce(xs),
+    ("all_reduce(max)", "AllReduce（最大值）"): cluster.all_reduce(xs, op="max"),
+    ("all_gather", "AllGather"): cluster.all_gather(xs),
+    ("reduce_scatter(sum)", "ReduceScatter（求和）"): cluster.reduce_scatter(xs),
+    ("all_to_all", "AllToAll"): cluster.all_to_all(xs),
 }
+print(bi("input", "输入"))
 for r in range(n):
-    print(f"input rank {r}: {xs[r]}")
-for name, outs in results.items():
-    print(f"\\n{name}")
+    print(f"  rank {r}: {xs[r]}")
+for (en, zh), outs in results.items():
+    print("\\n" + bi(en, zh))
     for r, o in enumerate(outs):
         print(f"  rank {r}: {o}")
 """),
@@ -103,7 +105,7 @@ for row, op in zip(axes, ops):
     for ax, (i, step) in zip(row, enumerate(vc.steps)):
         ax.axis("on")
         view.draw_holdings(ax, step.holdings, vmax)
-        ax.set_title(f"{op} {i}: {step.phase}", fontsize=7)
+        ax.set_title(view.step_title(op, i, step.phase), fontsize=7)
 plt.show()
 """),
     pair(r"""
@@ -149,9 +151,9 @@ The heat maps show, after each step, how many ranks' data each rank's copy of ea
 """, r"""
 ## 环形 AllReduce，逐步演示
 
-各 rank 组成一个环 $0 → 1 → … → n-1 → 0$，每个 rank 只向右边的邻居发送。消息被切成 n 块。在 reduce-scatter 的第 s 步
+各 rank 组成一个环 $0 → 1 → … → n-1 → 0$，每个 rank 只向右边的邻居发送。消息被切成 n 块。在 ReduceScatter 的第 s 步
 （s = 0 … n−2）rank r 把第 $(r-s-1) \bmod n$ 块发给 rank r+1，后者把它加到自己的副本上；n−1 步之后 rank r 持有对所有
-rank 求和后的第 r 块。接着 n−1 步 all-gather 把完成的数据块沿环传一圈。每一步每个 rank 发送一块 $M/n$ 字节，所以每个
+rank 求和后的第 r 块。接着 n−1 步 AllGather 把完成的数据块沿环传一圈。每一步每个 rank 发送一块 $M/n$ 字节，所以每个
 rank 共发送
 
 $$2(n-1)\cdot\frac{M}{n} = \frac{2(n-1)}{n}M \quad\text{字节}$$
@@ -165,10 +167,12 @@ cluster.all_reduce([np.arange(8.0) for _ in range(4)])
 fig, axes = plt.subplots(1, len(cluster.steps), figsize=(14, 2.6), layout="constrained")
 for ax, (i, step) in zip(axes, enumerate(cluster.steps)):
     view.draw_holdings(ax, step.holdings, vmax=4)
-    ax.set_title(f"{i}: {step.phase}", fontsize=8)
+    ax.set_title(view.step_title("all_reduce", i, step.phase), fontsize=8)
 plt.show()
+print(bi("messages of each step (src→dst [chunk])", "每一步的消息（源→目的 [数据块]）"))
 for i, step in enumerate(cluster.steps[1:], 1):
-    print(f"step {i} ({step.phase}): " + ", ".join(f"{t.src}→{t.dst} chunk {t.chunk}" for t in step.transfers))
+    label = bi(f"step {i} ({step.phase})", f"第 {i} 步（{view.zh_name(step.phase)}）")
+    print(f"{label}: " + ", ".join(f"{t.src}→{t.dst} [{t.chunk}]" for t in step.transfers))
 """),
     pair(r"""
 **Messages that don't divide.** A message of M elements is split like `np.array_split`: the first $M \bmod n$
@@ -177,7 +181,7 @@ but r+1 in all-gather, so ranks differ by at most a few elements, and the total 
 $2(n-1)M$ bytes. The results equal numpy's sums for any size (tested with hypothesis in `tests/test_comm.py`).
 """, r"""
 **消息长度不能整除时。** M 个元素按 `np.array_split` 的方式切分：前 $M \bmod n$ 块各多一个元素，不做填充。rank r 在
-reduce-scatter 中发送除第 r 块外的所有块，在 all-gather 中发送除第 r+1 块外的所有块，所以各 rank 之间最多相差几个元素，
+ReduceScatter 中发送除第 r 块外的所有块，在 AllGather 中发送除第 r+1 块外的所有块，所以各 rank 之间最多相差几个元素，
 而所有 rank 的总和恰好是 $2(n-1)M$ 字节。对任意长度，结果都等于 numpy 直接求和（`tests/test_comm.py` 用 hypothesis
 测试）。
 """),
@@ -185,10 +189,11 @@ reduce-scatter 中发送除第 r 块外的所有块，在 all-gather 中发送�
 cluster = VirtualCluster(4)
 xs = [np.arange(10, dtype=np.float64) * (r + 1) for r in range(4)]
 out = cluster.all_reduce(xs)
-print("chunk sizes (elements):", [len(c) for c in np.array_split(np.zeros(10), 4)])
-print("equal to numpy on every rank:", all(np.array_equal(o, np.sum(xs, axis=0)) for o in out))
-print("bytes sent per rank:", cluster.bytes_sent.tolist(), " total:", cluster.bytes_sent.sum(),
-      " = 2(n-1)·M =", 2 * 3 * xs[0].nbytes)
+print(bi("chunk sizes (elements)", "数据块大小（元素数）") + ":", [len(c) for c in np.array_split(np.zeros(10), 4)])
+print(bi("equal to numpy on every rank", "每个 rank 都与 numpy 的结果相同") + ":",
+      all(np.array_equal(o, np.sum(xs, axis=0)) for o in out))
+print(f"{bi('bytes sent per rank', '每个 rank 发送的字节数')}: {cluster.bytes_sent.tolist()}; "
+      f"{bi('total', '总计')}: {cluster.bytes_sent.sum()} = 2(n-1)·M = {2 * 3 * xs[0].nbytes}")
 """),
     pair(r"""
 **How big is that in practice?** The bf16 gradients of a 7-billion-parameter model are $7\times10^9 \times 2$ =
@@ -200,18 +205,23 @@ every training step.
 """),
     code("""
 grad_bytes = 7e9 * 2
+print(bi("GB sent per rank (ring) for the 14 GB of bf16 gradients of a 7B model",
+         "7B 模型 14 GB 的 bf16 梯度：每个 rank 发送的 GB 数（环形算法）"))
+print(f"{'ranks':>5} {'AllReduce':>10} {'AllGather / ReduceScatter':>26}")
 for n in (2, 8, 64, 1024):
-    print(f"{n:5d} ranks: all-reduce {ring_bytes_per_rank('all_reduce', grad_bytes, n) / 1e9:6.2f} GB per rank, "
-          f"all-gather / reduce-scatter {ring_bytes_per_rank('all_gather', grad_bytes, n) / 1e9:6.2f} GB per rank")
+    print(f"{n:5d} {ring_bytes_per_rank('all_reduce', grad_bytes, n) / 1e9:10.2f} "
+          f"{ring_bytes_per_rank('all_gather', grad_bytes, n) / 1e9:26.2f}")
 """),
     pair(r"""
-> **Common misconception.** *"An all-gather can be faked by repeating my own shard."* The seed's
-> `FSDPCommunicationSim` builds the "full" parameter as `param_shard.repeat(world_size)`: every rank then
+> **Common misconception.** *"An all-gather can be faked by repeating my own shard."* The seed code (the starting
+> snippets this course corrects; see chapter 00) has an `FSDPCommunicationSim` that builds the "full" parameter as
+> `param_shard.repeat(world_size)`: every rank then
 > computes with n copies of its own slice, not with the model. A real all-gather fills slot i with rank i's
 > shard, in rank order, and costs (n−1)/n × the full size per rank. Below, the seed's idea and the real all-gather
 > differ on every rank; chapter 06 builds FSDP on the real one.
 """, r"""
-> **常见误区。** *"用自己的分片重复 n 次就能模拟 AllGather。"* 种子代码中的 `FSDPCommunicationSim` 用
+> **常见误区。** *"用自己的分片重复 n 次就能模拟 AllGather。"* 种子代码（本课程纠正的起始代码片段，见第 00 章）中的
+> `FSDPCommunicationSim` 用
 > `param_shard.repeat(world_size)` 构造"完整"参数：于是每个 rank 用的是自己那一片的 n 份拷贝，而不是模型本身。真正的
 > AllGather 把第 i 个位置填上 rank i 的分片（按 rank 顺序），每个 rank 的通信量是完整大小的 (n−1)/n。下面种子代码的
 > 做法与真实 AllGather 在每个 rank 上都不同；第 06 章在真实的 AllGather 上搭建 FSDP。
@@ -221,8 +231,11 @@ full = np.arange(8.0)                       # the parameter, sharded over 4 rank
 shards = np.split(full, 4)
 seed_idea = [np.tile(s, 4) for s in shards]  # the seed: repeat(world_size) of one's own shard
 real = VirtualCluster(4).all_gather(shards)
+print(bi("seed: own shard repeated; real: all-gather; full: the whole parameter",
+         "种子代码：重复自己的分片；真实：AllGather；完整：整个参数"))
 for r in range(4):
-    print(f"rank {r}: seed {seed_idea[r]}  real {real[r]}  real == full: {np.array_equal(real[r], full)}")
+    print(f"rank {r}: {bi('seed', '种子代码')} {seed_idea[r]}  {bi('real', '真实')} {real[r]}  "
+          f"{bi('real == full', '真实 == 完整')}: {np.array_equal(real[r], full)}")
 """),
     pair(r"""
 ## The α-β cost model
@@ -265,18 +278,20 @@ tree algorithms (and others) by message size and topology.
     code("""
 n, alpha, bw = 64, 5e-6, 25e9    # 64 ranks, 5 µs per message, 25 GB/s links
 sizes = np.logspace(3, 10, 50)
+names = {"ring_all_reduce": "ring / 环形", "recursive_doubling_all_reduce": "recursive doubling / 递归倍增",
+         "rabenseifner_all_reduce": "Rabenseifner", "tree_all_reduce": "binomial tree / 二项树"}
 fig, ax = plt.subplots(figsize=(7, 3.8), layout="constrained")
-for algo in ("ring_all_reduce", "recursive_doubling_all_reduce", "rabenseifner_all_reduce", "tree_all_reduce"):
-    ax.loglog(sizes, [cost.collective_time(algo, m, n, alpha=alpha, bandwidth=bw) for m in sizes], label=algo)
+for algo, name in names.items():
+    ax.loglog(sizes, [cost.collective_time(algo, m, n, alpha=alpha, bandwidth=bw) for m in sizes], label=name)
 ax.set_xlabel("message (bytes) / 消息大小（字节）")
 ax.set_ylabel("seconds / 秒")
-ax.set_title("All-reduce on 64 ranks, α = 5 µs, 25 GB/s / 64 个 rank 上的 AllReduce")
+plots.title(ax, "All-reduce on 64 ranks, α = 5 µs, 25 GB/s", "64 个 rank 上的 AllReduce，α = 5 µs，25 GB/s")
 ax.legend(fontsize=8)
 plt.show()
 for m in (1e3, 1e6, 1e9):
     best = min(cost.ALGORITHMS[:1] + cost.ALGORITHMS[3:6],
                key=lambda a: cost.collective_time(a, m, n, alpha=alpha, bandwidth=bw))
-    print(f"{m:8.0e} bytes: fastest all-reduce is {best}")
+    print(bi(f"{m:.0e} bytes: fastest all-reduce is {best}", f"{m:.0e} 字节：最快的 AllReduce 是 {best}"))
 """),
     pair(r"""
 **Algorithm bandwidth and bus bandwidth.** nccl-tests (NVIDIA/nccl-tests, `doc/PERFORMANCE.md`) reports two
@@ -295,8 +310,9 @@ AllToAll 为 $(n-1)/n$，广播和 Reduce 为 1——于是它就是每条链路
     code("""
 for n in (2, 8, 64):
     t = cost.collective_time("ring_all_reduce", 1e9, n, alpha=0.0, bandwidth=50e9)
-    print(f"n = {n:2d}: time {t * 1e3:5.1f} ms, algbw {cost.algbw(1e9, t) / 1e9:5.1f} GB/s, "
-          f"busbw {cost.busbw('all_reduce', 1e9, t, n) / 1e9:5.1f} GB/s")
+    print(f"n = {n:2d}: {bi('time', '时间')} {t * 1e3:5.1f} ms, "
+          f"{bi('algbw', '算法带宽')} {cost.algbw(1e9, t) / 1e9:5.1f} GB/s, "
+          f"{bi('busbw', '总线带宽')} {cost.busbw('all_reduce', 1e9, t, n) / 1e9:5.1f} GB/s")
 """),
     pair(r"""
 ## The same collectives with real processes
@@ -331,31 +347,36 @@ virtual = {
 for key, per_rank in virtual.items():
     ranks = [0] if key == "reduce" else range(world_size)   # reduce: only dst's result is defined
     same = all(np.array_equal(real[r][key], per_rank[r]) for r in ranks)
-    print(f"{key:16s} gloo == virtual cluster: {same}")
+    print(f"{key:16s} {bi('gloo == virtual cluster', 'gloo == 虚拟集群')}: {same}")
 """),
     pair(r"""
 ## Timing all-reduce and fitting α and β
 
 Now we time a real gloo all-reduce on 2 processes for messages from 4 KB to 32 MB and fit the ring model's α and
-bandwidth to the measurements (`cost.fit_alpha_beta`, least squares on relative error). On one machine gloo goes
-through the loopback network stack, so expect tens of microseconds of latency and a few GB/s; your numbers will
-differ from run to run (this cell's output is not compared by the tests).
+bandwidth to the measurements (`cost.fit_alpha_beta`, least squares on relative error). On one machine gloo sends
+every message through the operating system's loopback network stack, and each call also pays Python's and gloo's
+own overhead, so the fitted α is the fixed cost of a whole small all-reduce call — far larger than the latency of a
+GPU interconnect — and the bandwidth is that of memory copies through the kernel, not of a network link. The
+numbers differ from machine to machine and from run to run (this cell's output is not compared by the tests).
 """, r"""
 ## 测量 AllReduce 的时间并拟合 α 与 β
 
 下面在 2 个进程上测量真实 gloo AllReduce 在 4 KB 到 32 MB 消息上的时间，并用测量值拟合环形模型的 α 和带宽
-（`cost.fit_alpha_beta`，按相对误差做最小二乘）。在一台机器上 gloo 走的是回环网络协议栈，延迟大约几十微秒，带宽几 GB/s；
-每次运行的数字都会不同（测试不比较这个单元格的输出）。
+（`cost.fit_alpha_beta`，按相对误差做最小二乘）。在一台机器上，gloo 的每条消息都要经过操作系统的回环网络协议栈，每次调用
+还要付出 Python 和 gloo 自身的开销，所以拟合出的 α 是一次小 AllReduce 调用的固定开销——远大于 GPU 互连的延迟；带宽则是经由
+内核的内存拷贝速度，而不是网络链路的带宽。这些数字因机器而异，每次运行也不同（测试不比较这个单元格的输出）。
 """),
     code("""
 # NBVAL_IGNORE_OUTPUT
 sizes = [4096, 65536, 1 << 20, 8 << 20, 32 << 20]
 times = launch.run(lab.time_all_reduce, 2, sizes, 5)[0]
 fit = cost.fit_alpha_beta(sizes, times, world_size=2)
-print(f"fitted α = {fit.alpha * 1e6:.1f} µs, bandwidth = {fit.bandwidth / 1e9:.2f} GB/s")
+print(bi(f"fitted α = {fit.alpha * 1e6:.1f} µs, bandwidth = {fit.bandwidth / 1e9:.2f} GB/s",
+         f"拟合得到 α = {fit.alpha * 1e6:.1f} µs，带宽 = {fit.bandwidth / 1e9:.2f} GB/s"))
 for m, t in zip(sizes, times):
-    print(f"{m:>10d} B: measured {t * 1e3:8.3f} ms, model {fit.predict(m) * 1e3:8.3f} ms, "
-          f"busbw {cost.busbw('all_reduce', m, t, 2) / 1e9:5.2f} GB/s")
+    print(f"{m:>10d} B: {bi('measured', '实测')} {t * 1e3:8.3f} ms, "
+          f"{bi('model', '模型')} {fit.predict(m) * 1e3:8.3f} ms, "
+          f"{bi('busbw', '总线带宽')} {cost.busbw('all_reduce', m, t, 2) / 1e9:5.2f} GB/s")
 fig, ax = plt.subplots(figsize=(6, 3.5), layout="constrained")
 ax.loglog(sizes, times, "o", label="measured (gloo) / 实测")
 grid = np.logspace(np.log10(sizes[0]), np.log10(sizes[-1]), 50)
@@ -405,13 +426,19 @@ view.explorer()
     pair(r"""
 ## Exercises
 
-Open `exercises/02_collectives.ipynb`: implement ring all-reduce with `send`/`recv` on the virtual cluster, the
-bytes per rank, the bus bandwidth, and the α-β time of a ring all-reduce. Each has a check cell.
+Open [exercises/02_collectives.ipynb](../exercises/02_collectives.ipynb): implement ring all-reduce with
+`send`/`recv` on the virtual cluster, the bytes per rank, the bus bandwidth, and the α-β time of a ring all-reduce.
+Each has a check cell. Solutions: [solutions/02_collectives.ipynb](../solutions/02_collectives.ipynb).
+
+**Next / 下一章:** [03 · Data parallelism](03_data_parallel.ipynb).
 """, r"""
 ## 练习
 
-打开 `exercises/02_collectives.ipynb`：在虚拟集群上用 `send`/`recv` 实现环形 AllReduce，计算每个 rank 的字节数、总线
-带宽和环形 AllReduce 的 α-β 时间。每道题都有检查单元格。
+打开 [exercises/02_collectives.ipynb](../exercises/02_collectives.ipynb)：在虚拟集群上用 `send`/`recv` 实现环形
+AllReduce，计算每个 rank 的字节数、总线带宽和环形 AllReduce 的 α-β 时间。每道题都有检查单元格。参考答案：
+[solutions/02_collectives.ipynb](../solutions/02_collectives.ipynb)。
+
+**下一章 / Next:** [03 · 数据并行](03_data_parallel.ipynb)。
 """),
 ]
 

@@ -25,6 +25,7 @@ import numpy as np
 
 from distlearn import check
 from distlearn.comm import VirtualCluster
+from distlearn.i18n import bi
 """),
     pair(r"""
 ## Exercise 1: ring all-reduce on the virtual cluster
@@ -68,8 +69,13 @@ check.ex02_ring_all_reduce(ring_all_reduce)
 """),
     code("""
 demo = VirtualCluster(4)   # try it: 6 elements on 4 ranks (chunks of 2, 2, 1, 1)
-print("rank 0 gets", ring_all_reduce(demo, [np.arange(6.0) * (r + 1) for r in range(4)])[0])
-print("bytes sent per rank", demo.bytes_sent)
+try:
+    out = ring_all_reduce(demo, [np.arange(6.0) * (r + 1) for r in range(4)])
+    print(bi("rank 0 gets", "rank 0 得到"), out[0])
+    print(bi("bytes sent per rank", "每个 rank 发送的字节数"), demo.bytes_sent)
+except NotImplementedError:
+    print(bi("Solve exercise 1 above first; this demo then runs your ring_all_reduce.",
+             "请先完成上面的练习 1；之后这里会运行你的 ring_all_reduce。"))
 """),
     pair(r"""
 ## Exercise 2: bytes per rank
@@ -90,7 +96,12 @@ def all_reduce_bytes(nbytes, world_size):
 check.ex02_all_reduce_bytes(all_reduce_bytes)
 """),
     code("""
-print(f"bf16 gradients of a 7B model on 8 ranks: {all_reduce_bytes(7e9 * 2, 8) / 1e9} GB per rank")
+try:
+    gb = all_reduce_bytes(7e9 * 2, 8) / 1e9
+    print(bi(f"bf16 gradients of a 7B model on 8 ranks: {gb} GB per rank",
+             f"7B 模型的 bf16 梯度在 8 个 rank 上：每个 rank {gb} GB"))
+except NotImplementedError:
+    print(bi("Solve exercise 2 above first.", "请先完成上面的练习 2。"))
 """),
     pair(r"""
 ## Exercise 3: bus bandwidth

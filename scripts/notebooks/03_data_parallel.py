@@ -46,6 +46,7 @@ import matplotlib.pyplot as plt
 import torch
 
 from distlearn import data_parallel as dp, launch, plots  # plots: CJK font for figure labels
+from distlearn.i18n import bi
 from distlearn.labs import ddp as lab
 from distlearn.widgets import data_parallel as view
 """),
@@ -71,25 +72,29 @@ $$L = \sum_r \frac{n_r}{N} L_r, \qquad \nabla L = \sum_r \frac{n_r}{N} g_r ,$$
 分片不相等时就不是了。
 """),
     pair(r"""
-> **Common misconception.** *"Average the per-GPU losses and gradients."* The seed's `simulate_data_parallelism`
-> gives the first `N mod R` ranks one extra sample, then returns `np.mean(gpu_losses)`: every shard weighs the
-> same, whatever its size. Its demo only tried 64 samples on 1, 2, 4 and 8 GPUs, where shards are equal and the
-> mistake is invisible. On 3 ranks the shards are 22, 21, 21 and the mean of means is biased. (The seed's model
-> also returned a gradient `d_out` = 16 times too large for its own loss `mean(output**2)`:
-> `dp.linear_mse_model` divides by all B·d_out outputs and is checked against autograd.)
+> **Common misconception.** *"Average the per-GPU losses and gradients."* The seed code (the starting snippets this
+> course corrects; see chapter 00) has a `simulate_data_parallelism` that gives the first `N mod R` ranks one
+> extra sample, then returns `np.mean(gpu_losses)`: every shard weighs the same, whatever its size. Its demo only
+> tried 64 samples on 1, 2, 4 and 8 GPUs, where shards are equal and the mistake is invisible. On 3 ranks the
+> shards are 22, 21, 21 and the mean of means is biased. (The seed's model also returned a gradient `d_out` = 16
+> times too large for its own loss `mean(output**2)`: `dp.linear_mse_model` divides by all B·d_out outputs and is
+> checked against autograd.)
 """, r"""
-> **常见误区。** *"把各 GPU 的损失和梯度取平均就行。"* 种子代码的 `simulate_data_parallelism` 让前 `N mod R` 个 rank
-> 多分一个样本，然后返回 `np.mean(gpu_losses)`：不论分片大小，每个分片权重相同。它的演示只在 1、2、4、8 张 GPU 上跑
-> 64 个样本，此时分片相等，错误看不出来。在 3 个 rank 上分片为 22、21、21，"均值的平均"就有偏差。（种子代码的模型返回的
-> 梯度对它自己的损失 `mean(output**2)` 而言也大了 `d_out` = 16 倍：`dp.linear_mse_model` 除以全部 B·d_out 个输出，
-> 并用 autograd 检验过。）
+> **常见误区。** *"把各 GPU 的损失和梯度取平均就行。"* 种子代码（本课程纠正的起始代码片段，见第 00 章）中的
+> `simulate_data_parallelism` 让前 `N mod R` 个 rank 多分一个样本，然后返回 `np.mean(gpu_losses)`：不论分片大小，
+> 每个分片权重相同。它的演示只在 1、2、4、8 张 GPU 上跑 64 个样本，此时分片相等，错误看不出来。在 3 个 rank 上
+> 分片为 22、21、21，"均值的平均"就有偏差。（种子代码的模型返回的梯度对它自己的损失 `mean(output**2)` 而言也大了
+> `d_out` = 16 倍：`dp.linear_mse_model` 除以全部 B·d_out 个输出，并用 autograd 检验过。）
 """),
     code("""
 rng = np.random.default_rng(42)
 data, weight = rng.standard_normal((64, 32)), rng.standard_normal((32, 16))
 model_fn = dp.linear_mse_model(weight)
 full_loss, full_grad = model_fn(data)
-print(f"full batch: loss {full_loss:.12f}")
+print(bi("full batch: loss", "全批量：损失"), f"{full_loss:.12f}")
+print(bi("columns: ranks, shard sizes, the seed's loss (mean of shard means), weighted loss, the seed's bias, "
+         "gradient = full batch?",
+         "各列：rank 数、分片大小、种子代码的损失（分片均值的平均）、加权损失、种子代码的偏差、梯度是否等于全批量"))
 print(f"{'ranks':>5} {'shards':>20} {'seed loss':>16} {'weighted loss':>16} {'seed bias':>10} {'grad = full':>12}")
 for world_size in (1, 2, 3, 4, 5, 8):
     seed_loss, seed_grad = dp.seed_simulate_data_parallelism(data, world_size, model_fn)
@@ -102,13 +107,13 @@ for world_size in (1, 2, 3, 4, 5, 8):
 """),
     pair(r"""
 The weighted version agrees with the full batch to float64 rounding (≈1e-16; a real DDP run in float32 agrees
-to ≈1e-7, see below) for every world size — the tests
-check it for every N and R up to 80 × 12 with hypothesis. The seed's bias is small here because all shards see
-similar data; with sorted or unshuffled data (one class per shard, say) it can be large.
+within 1e-6, see below) for every world size — the tests check it for every N and R up to 80 × 12 with
+hypothesis. The seed's bias is small here because all shards see similar data; with sorted or unshuffled data
+(one class per shard, say) it can be large.
 """, r"""
-加权版本在任何 world size 下都与全批量结果在 float64 舍入误差（≈1e-16；下面 float32 的真实 DDP 运行约为 1e-7）内一致——测试用 hypothesis 对 N ≤ 80、R ≤ 12
-的所有情况都检查过。这里种子代码的偏差较小，是因为各分片的数据相似；如果数据有序或未打乱（比如每个分片一个类别），偏差可能
-很大。
+加权版本在任何 world size 下都与全批量结果在 float64 舍入误差（≈1e-16；下面 float32 的真实 DDP 运行误差在 1e-6 以内）
+内一致——测试用 hypothesis 对 N ≤ 80、R ≤ 12 的所有情况都检查过。这里种子代码的偏差较小，是因为各分片的数据相似；
+如果数据有序或未打乱（比如每个分片一个类别），偏差可能很大。
 """),
     pair(r"""
 ## Loss `sum` vs `mean` under DDP
@@ -126,10 +131,12 @@ DDP 对梯度做 AllReduce 后**除以 world size**：它假定每个 rank 的�
 """),
     code("""
 g = np.random.default_rng(0).standard_normal((16, 3))   # per-sample gradients of 16 samples
-print("single process, mean:", np.round(g.mean(0), 4), " sum:", np.round(g.sum(0), 4))
+print(bi('gradients with reduction="mean" and with reduction="sum"', 'reduction="mean" 与 reduction="sum" 时的梯度'))
+print(f"{bi('single process', '单进程')}: mean {np.round(g.mean(0), 4)}, sum {np.round(g.sum(0), 4)}")
 for ws in (2, 4, 8):
-    print(f"DDP on {ws} ranks: mean → {np.round(dp.ddp_gradient(g, ws, 'mean'), 4)}, "
-          f"sum → {np.round(dp.ddp_gradient(g, ws, 'sum'), 4)}  (= sum / {ws})")
+    label = bi(f"DDP on {ws} ranks", f"{ws} 个 rank 上的 DDP")
+    print(f"{label}: mean {np.round(dp.ddp_gradient(g, ws, 'mean'), 4)}, "
+          f"sum {np.round(dp.ddp_gradient(g, ws, 'sum'), 4)}  (= sum / {ws})")
 """),
     pair(r"""
 ## DistributedSampler pads by repeating samples
@@ -151,10 +158,11 @@ from torch.utils.data import DistributedSampler
 ours = dp.distributed_sampler_indices(10, 3)
 theirs = [list(DistributedSampler(range(10), num_replicas=3, rank=r, shuffle=False)) for r in range(3)]
 print("distlearn:", ours)
-print("torch:    ", theirs, " same:", ours == theirs)
+print("torch:    ", theirs, f" {bi('same', '相同')}:", ours == theirs)
 correct = np.array([1, 1, 0, 0, 0, 0, 0, 0, 0, 0])      # the model gets samples 0 and 1 right
 naive, true = dp.sampler_accuracy(correct, 3)
-print(f"accuracy all-reduced over the padded shards: {naive:.4f}; over the 10 samples: {true:.4f}")
+print(bi(f"accuracy all-reduced over the padded shards: {naive:.4f}; over the 10 samples: {true:.4f}",
+         f"在填充后的分片上 AllReduce 得到的准确率：{naive:.4f}；在 10 个样本上：{true:.4f}"))
 """),
     pair(r"""
 Fixes: evaluate on one rank, use `drop_last=True` and handle the tail separately, or carry the sample indices
@@ -176,10 +184,12 @@ import warnings
 with warnings.catch_warnings():
     warnings.simplefilter("ignore")                       # numpy warns "Mean of empty slice"
     empty_rank_loss = np.mean(np.zeros((0, 16)) ** 2)
-print("mean loss on a rank with no samples:", empty_rank_loss)
+print(bi(f"mean loss on a rank with no samples: {empty_rank_loss}", f"没有样本的 rank 上的平均损失：{empty_rank_loss}"))
 seed_style, sizes = dp.data_parallel_loss(data[:2], 4, model_fn, reduction="mean_of_means")
 weighted, _ = dp.data_parallel_loss(data[:2], 4, model_fn, reduction="weighted")
-print(f"shards {sizes}: mean of means {seed_style}, weighted {weighted:.12f}, full batch {model_fn(data[:2])[0]:.12f}")
+full = model_fn(data[:2])[0]
+print(bi(f"shards {sizes}: mean of means {seed_style}, weighted {weighted:.12f}, full batch {full:.12f}",
+         f"分片 {sizes}：均值的平均 {seed_style}，加权 {weighted:.12f}，全批量 {full:.12f}", sep="\\n"))
 """),
     pair(r"""
 ## Synchronized BatchNorm from one all-reduce
@@ -206,9 +216,14 @@ outs, mean, var, running_mean, running_var = dp.sync_batchnorm(shards)
 bn = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()
 ref = bn(torch.from_numpy(x)).detach().numpy()
 local = np.concatenate([(s - s.mean(0)) / np.sqrt(s.var(0) + 1e-5) for s in shards])
-print("sync BN equals torch BatchNorm1d (to 1e-12):", np.allclose(np.concatenate(outs), ref, rtol=0, atol=1e-12))
-print("running_var equal:", np.allclose(running_var, bn.running_var.numpy(), rtol=1e-12))
-print("per-rank BN (no sync) vs torch, max |diff|:", f"{np.abs(local - ref).max():.2f}")
+same = np.allclose(np.concatenate(outs), ref, rtol=0, atol=1e-12)
+same_var = np.allclose(running_var, bn.running_var.numpy(), rtol=1e-12)
+max_diff = f"{np.abs(local - ref).max():.2f}"
+print(bi(f"sync BN equals torch BatchNorm1d (to 1e-12): {same}",
+         f"同步 BN 与 torch BatchNorm1d 相同（误差 1e-12 内）：{same}"))
+print(bi(f"running_var equal: {same_var}", f"running_var 相同：{same_var}"))
+print(bi(f"per-rank BN (no sync) vs torch, max |diff|: {max_diff}",
+         f"各 rank 各自做 BN（不同步）与 torch 的最大 |差|：{max_diff}"))
 """),
     pair(r"""
 ## Real DDP on gloo
@@ -232,13 +247,17 @@ for world_size in (2, 4):
     per_rank = launch.run(lab.ddp_gradients, world_size, 32, 0, "both")   # a "mean" and a "sum" backward pass
     diff = max(np.abs(g["mean"][k] - ref[k]).max() for g in per_rank for k in ref)
     ratio = np.median(np.concatenate([(per_rank[0]["sum"][k] / ref_sum[k]).ravel() for k in ref_sum]))
-    print(f"DDP, {world_size} ranks, loss mean: max |grad - single process| < 1e-6: {diff < 1e-6}; "
-          f"loss sum: DDP grad / single-process grad = {ratio:.4f}")
+    print(bi(f"DDP, {world_size} ranks, loss mean: max |grad - single process| < 1e-6: {diff < 1e-6}; "
+             f"loss sum: DDP grad / single-process grad = {ratio:.4f}",
+             f"DDP，{world_size} 个 rank，mean 损失：max |梯度 − 单进程| < 1e-6：{diff < 1e-6}；"
+             f"sum 损失：DDP 梯度 / 单进程梯度 = {ratio:.4f}", sep="\\n"))
 outs = launch.run(lab.sync_batchnorm_lab, 3, 10, 4, 0)
 xb = torch.from_numpy(np.random.default_rng(0).standard_normal((10, 4)) * 3 + 1)
 ref_bn = torch.nn.BatchNorm1d(4, affine=False, dtype=torch.float64).train()(xb).detach().numpy()
-print(f"sync BN on gloo (shards {[len(o) for o in outs]}) equals BatchNorm1d (to 1e-12):",
-      np.allclose(np.concatenate(outs), ref_bn, rtol=0, atol=1e-12))
+same = np.allclose(np.concatenate(outs), ref_bn, rtol=0, atol=1e-12)
+shard_sizes = [len(o) for o in outs]
+print(bi(f"sync BN on gloo (shards {shard_sizes}) equals BatchNorm1d (to 1e-12): {same}",
+         f"gloo 上的同步 BN（分片 {shard_sizes}）与 BatchNorm1d 相同（误差 1e-12 内）：{same}"))
 """),
     pair(r"""
 ## Gradient bucketing and overlap
@@ -266,7 +285,10 @@ h = 768
 layer = [3 * h * h, h * h, 4 * h * h, 4 * h * h]                 # qkv, proj, fc1, fc2 weights of one layer
 param_bytes = [4 * p for p in layer[::-1] * 12]                   # backward order, fp32
 backward_times = [0.060 * b / sum(param_bytes) for b in param_bytes]
-print(f"{len(param_bytes)} gradients, {sum(param_bytes) / 2**20:.0f} MiB")
+print(bi(f"{len(param_bytes)} gradients, {sum(param_bytes) / 2**20:.0f} MiB",
+         f"{len(param_bytes)} 个梯度，共 {sum(param_bytes) / 2**20:.0f} MiB"))
+print(bi("columns: bucket_cap_mb, buckets, total communication, exposed communication, step time (ms)",
+         "各列：bucket_cap_mb、桶数、通信总时间、暴露的通信时间、步时间（毫秒）"))
 print(f"{'bucket_cap_mb':>13} {'buckets':>8} {'comm total (ms)':>16} {'exposed (ms)':>13} {'step (ms)':>10}")
 caps = [0.25, 1, 5, 25, 100, 400]
 results = []
@@ -283,7 +305,7 @@ for ax, cap in zip(axes, (25, 400)):
     for lane, y, color in (("compute", 1, "#4C72B0"), ("comm", 0, "#DD8452")):
         spans = [(s * 1e3, (e - s) * 1e3) for l, s, e, _ in t.events if l == lane]
         ax.broken_barh(spans, (y - 0.4, 0.8), facecolors=color, edgecolor="white", linewidth=0.3)
-    ax.set_yticks([0, 1], ["all-reduce", "backward / 反向"])
+    ax.set_yticks([0, 1], ["all-reduce / 全规约", "backward / 反向"])
     ax.set_title(f"bucket_cap_mb = {cap}: exposed communication / 暴露的通信 {t.exposed_comm * 1e3:.1f} ms",
                  fontsize=9)
 axes[-1].set_xlabel("ms / 毫秒")
@@ -331,13 +353,19 @@ view.explorer()
     pair(r"""
 ## Exercises
 
-Open `exercises/03_data_parallel.ipynb`: the weighted mean of shard means, DistributedSampler's padding, global
-BatchNorm statistics from per-rank sums, and DDP's gradient scale with a `sum` loss. Each has a check cell.
+Open [exercises/03_data_parallel.ipynb](../exercises/03_data_parallel.ipynb): the weighted mean of shard means,
+DistributedSampler's padding, global BatchNorm statistics from per-rank sums, and DDP's gradient scale with a `sum`
+loss. Each has a check cell. Solutions: [solutions/03_data_parallel.ipynb](../solutions/03_data_parallel.ipynb).
+
+**Next / 下一章:** [04 · Tensor parallelism](04_tensor_parallel.ipynb).
 """, r"""
 ## 练习
 
-打开 `exercises/03_data_parallel.ipynb`：分片均值的加权平均、DistributedSampler 的填充数、由各 rank 的求和得到全局
-BatchNorm 统计量，以及 `sum` 损失下 DDP 的梯度缩放系数。每道题都有检查单元格。
+打开 [exercises/03_data_parallel.ipynb](../exercises/03_data_parallel.ipynb)：分片均值的加权平均、DistributedSampler
+的填充数、由各 rank 的求和得到全局 BatchNorm 统计量，以及 `sum` 损失下 DDP 的梯度缩放系数。每道题都有检查单元格。参考答案：
+[solutions/03_data_parallel.ipynb](../solutions/03_data_parallel.ipynb)。
+
+**下一章 / Next:** [04 · 张量并行](04_tensor_parallel.ipynb)。
 """),
 ]
 

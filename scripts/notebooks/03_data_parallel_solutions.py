@@ -25,6 +25,7 @@ import math
 import numpy as np
 
 from distlearn import check
+from distlearn.i18n import bi
 """),
     pair(r"""
 ## Exercise 1: combine shard means
@@ -48,7 +49,12 @@ def weighted_mean(shard_means, shard_sizes):
 check.ex03_weighted_mean(weighted_mean)
 """),
     code("""
-print("64 samples on 3 ranks:", weighted_mean([1.0, 2.0, 3.0], [22, 21, 21]), "vs the seed's", np.mean([1.0, 2.0, 3.0]))
+try:
+    mean = weighted_mean([1.0, 2.0, 3.0], [22, 21, 21])
+    print(bi(f"64 samples on 3 ranks: {mean} vs the seed code's {np.mean([1.0, 2.0, 3.0])}",
+             f"64 个样本在 3 个 rank 上：{mean}，种子代码给出 {np.mean([1.0, 2.0, 3.0])}"))
+except NotImplementedError:
+    print(bi("Solve exercise 1 above first.", "请先完成上面的练习 1。"))
 """),
     pair(r"""
 ## Exercise 2: DistributedSampler's padding
