@@ -357,7 +357,8 @@ diff = max(np.abs(a - b).max() for u, r in zip(trainer.full_params(), ref_params
 print(f"max |param difference| after {steps} steps < 1e-13 / {steps} 步后参数最大差 < 1e-13: {diff < 1e-13}")
 """),
     code("""
-print("first step's collectives / 第一步的集合通信:", [(ph[0], u, k) for ph, u, k, _ in trainer.log[:9]])
+print("first step's collectives (f = forward / 前向, b = backward / 反向; unit / 单元) / 第一步的集合通信:\\n   ",
+      [(ph[0], u, k) for ph, u, k, _ in trainer.log[:9]])
 padded = sum(f.padded_numel for f in trainer.flat)
 print(f"bytes sent per rank / 每个 rank 发送: {cluster.bytes_sent[0]} = {steps} steps / 步 × 3 × (4−1)/4 × {padded} × 8 B "
       f"= {steps * 3 * 3 / 4 * padded * 8:.0f}")
