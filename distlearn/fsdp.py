@@ -493,6 +493,12 @@ FSDP_STRATEGIES = {
     2: "SHARD_GRAD_OP (FSDP2: reshard_after_forward=False)",
     3: "FULL_SHARD (FSDP2: reshard_after_forward=True)",
 }
+FSDP_STRATEGIES_ZH = {
+    0: "NO_SHARD（= DDP）",
+    1: "—（FSDP 没有只分片优化器状态的模式；DeepSpeed ZeRO-1）",
+    2: "SHARD_GRAD_OP（FSDP2：reshard_after_forward=False）",
+    3: "FULL_SHARD（FSDP2：reshard_after_forward=True）",
+}
 # HYBRID_SHARD (not a ZeRO stage): FULL_SHARD inside each node, replicate (DDP) across nodes; FSDP2: fully_shard
 # with a 2-D mesh (replicate, shard). Its per-GPU states are those of stage 3 with dp = GPUs per node.
 
@@ -512,7 +518,7 @@ def zero_stage_table(num_params: int, dp: int, precision: str = "mixed", comm_by
     Each row: ``zero_stage``, ``params``/``grads``/``optimizer``/``total`` bytes per GPU
     (:func:`distlearn.memory.model_state_bytes`), ``comm_psi`` (2 or 3: volume in units of Ψ, ZeRO §7),
     ``sent_bytes_per_rank`` = comm_psi · (dp−1)/dp · Ψ · ``comm_bytes_per_elem`` (ring algorithm), the
-    collectives used and the FSDP sharding strategy. Bytes.
+    collectives used and the FSDP sharding strategy (``fsdp``, and ``fsdp_zh`` in Chinese). Bytes.
     """
     num_params = check_int("num_params", num_params, minimum=1)
     dp = check_int("dp", dp, minimum=1)
@@ -522,7 +528,8 @@ def zero_stage_table(num_params: int, dp: int, precision: str = "mixed", comm_by
         rows.append({"zero_stage": stage, "params": m.params, "grads": m.grads, "optimizer": m.optimizer,
                      "total": m.total, "comm_psi": COMM_PSI[stage],
                      "sent_bytes_per_rank": COMM_PSI[stage] * (dp - 1) / dp * num_params * comm_bytes_per_elem,
-                     "collectives": COMM_OPS[stage], "fsdp": FSDP_STRATEGIES[stage]})
+                     "collectives": COMM_OPS[stage], "fsdp": FSDP_STRATEGIES[stage],
+                     "fsdp_zh": FSDP_STRATEGIES_ZH[stage]})
     return rows
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from .comm import VirtualCluster
+from .i18n import bi
 from .validate import DistlearnValueError, check_choice, check_int
 
 __all__ = [
@@ -74,6 +75,22 @@ def seed_source() -> str:
 
 
 # ---------------------------------------------------------------- records
+#: Chinese for every :attr:`CommRecord.label` and phase the simulations write (a test checks none is missing).
+LABELS_ZH = {
+    "column: gather output": "列并行：收集输出",
+    "f backward: all-reduce dX": "f 反向：对 dX 做 AllReduce",
+    "g forward: all-reduce partial sums": "g 前向：对部分和做 AllReduce",
+    "ḡ forward: reduce-scatter": "ḡ 前向：ReduceScatter",
+    "g forward: all-gather sequence": "g 前向：沿序列 AllGather",
+    "ḡ backward: all-gather dY": "ḡ 反向：对 dY 做 AllGather",
+    "re-gather LN output for dW1": "为计算 dW1 重新收集 LN 输出",
+    "g backward: reduce-scatter dLN": "g 反向：对 dLN 做 ReduceScatter",
+    "all-reduce LayerNorm and bias grads": "对 LayerNorm 和偏置的梯度做 AllReduce",
+    "forward": "前向",
+    "backward": "反向",
+}
+
+
 @dataclass
 class CommRecord:
     """One collective: what it is for, which collective, forward or backward, and bytes sent by each rank."""
@@ -82,6 +99,14 @@ class CommRecord:
     op: str
     phase: str
     bytes_per_rank: int
+
+    def label_text(self) -> str:
+        """``label`` in the current language (:func:`distlearn.i18n.bi`), e.g. "f backward: all-reduce dX / …"."""
+        return bi(self.label, LABELS_ZH[self.label])
+
+    def phase_text(self) -> str:
+        """``phase`` ("forward" / "backward") in the current language."""
+        return bi(self.phase, LABELS_ZH[self.phase])
 
 
 @dataclass

@@ -210,6 +210,9 @@ def test_zero_table_memory_and_comm():
         assert r["total"] == model_state_bytes(psi, dp=dp, zero_stage=r["zero_stage"]).total
     assert [r["comm_psi"] for r in rows] == [2, 2, 2, 3]
     assert "FULL_SHARD" in rows[3]["fsdp"] and "SHARD_GRAD_OP" in rows[2]["fsdp"] and "NO_SHARD" in rows[0]["fsdp"]
+    for r in rows:  # the Chinese names the same strategy
+        assert r["fsdp"].split()[0] == r["fsdp_zh"].split("（")[0] and any("\u4e00" <= ch <= "\u9fff" or ch == "（"
+                                                                         for ch in r["fsdp_zh"])
 
 
 @pytest.mark.parametrize("ws", [2, 4, 8])

@@ -118,3 +118,18 @@ def test_forward_matches_independent_recurrence(fw, data, k):
         f_end[i] = f_start[i] + fw[i]
     r = overlap.simulate(fw, ag, include_backward=False, forward_prefetch=k)
     assert r.total_time == pytest.approx(f_end[-1], rel=1e-12, abs=1e-12)
+
+
+def test_chapter_nonuniform_example_by_hand():
+    """Chapter 07's 8-unit example (unit 4's all-gather 2.4, the others 0.3, forward 1 each), derived by hand.
+
+    Depth 1: unit 4's all-gather starts with unit 3's compute at 3.3 and ends at 5.7, then 4 computes remain:
+    9.7. Depth 3: it starts with unit 1's compute at 1.3 and ends at 3.7 < 4.3, so nothing waits after unit 0:
+    0.3 + 8 = 8.3, with units 1, 2, 3 and 4 (sizes 1 + 1 + 1 + 4 = 7) alive at once. A limit of 2 keeps at
+    most units 3 and 4 (1 + 4 = 5) and delays the big all-gather as at depth 1: 9.7."""
+    fw, ag, size = [1.0] * 8, [0.3] * 4 + [2.4] + [0.3] * 3, [1, 1, 1, 1, 4, 1, 1, 1]
+    run = lambda depth, limit=None: overlap.simulate(fw, ag, unit_bytes=size, include_backward=False,
+                                                     forward_prefetch=depth, max_inflight=limit)
+    assert run(1).total_time == pytest.approx(9.7)
+    assert (run(3).total_time, run(3).peak_bytes) == (pytest.approx(8.3), pytest.approx(7))
+    assert (run(3, 2).total_time, run(3, 2).peak_bytes) == (pytest.approx(9.7), pytest.approx(5))

@@ -315,3 +315,24 @@ def test_explorer_compute_matches_the_closed_forms():
     assert r["weights"] == 2 * ((12 * h * h + 7 * h) // 8 + 6 * h)
     assert "error" in w.compute(tp=16, hidden_size=1024)  # 8 heads over 16 ranks
     assert "num_heads = 8" in w.compute(tp=16, hidden_size=1024)["error"]
+
+
+def test_every_comm_label_has_chinese():
+    """Every label and phase a simulation writes renders in both languages (the notebook prints them)."""
+    rng = _rng(7)
+    s, b, h, f = 8, 1, 8, 32
+    x, g = rng.standard_normal((s, b, h)), rng.standard_normal((s, b, h))
+    gamma, beta = np.ones(h), np.zeros(h)
+    params = _mlp_params(rng, h, f)
+    records = []
+    for sp in (False, True):
+        records += T.sequence_parallel_mlp_block(x, gamma, beta, *params, g, 2, sequence_parallel=sp).comm
+    for sp in (False, True):
+        records += T.block_comm(seq_len=s, micro_batch_size=b, hidden_size=h, tp=2, sequence_parallel=sp,
+                                dtype_bytes=8, layernorm_grad_allreduce=sp)
+    seen = {c.label for c in records}
+    assert {"g forward: all-gather sequence", "re-gather LN output for dW1"} <= seen
+    for c in records:
+        assert c.label_text() == f"{c.label} / {T.LABELS_ZH[c.label]}"
+        assert c.phase_text() in ("forward / 前向", "backward / 反向")
+    assert set(T.LABELS_ZH) >= seen

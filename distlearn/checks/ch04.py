@@ -25,13 +25,15 @@ def ex04_row_parallel_forward(fn) -> None:
     cases = []
     for seed, (m, k, n, tp) in enumerate([(3, 8, 5, 2), (2, 12, 4, 4), (4, 8, 3, 8), (2, 6, 6, 1), (5, 6, 2, 3)]):
         rng = np.random.default_rng(seed)
-        x, w = np.round(rng.standard_normal((m, k)), 2), np.round(rng.standard_normal((k, n)), 2)
+        # small integers stored as float64: every product and sum is exact, so the expected output shows no
+        # rounding noise when a failing case is printed
+        x, w = rng.integers(-4, 5, (m, k)).astype(float), rng.integers(-4, 5, (k, n)).astype(float)
         expected = (x @ w, _ring_all_reduce_bytes_rank0(m * n, 8, tp))
         cases.append(Case(args=(x, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
                           hint_en="Rank r multiplies x[:, its block of columns] by w[its block of rows]; the partial "
                                   "products must be summed with cluster.all_reduce (not concatenated). Return the "
                                   "output and cluster.bytes_sent[0].",
-                          hint_zh="rank r 用 x 的第 r 块列乘以 w 的第 r 块行；各部分积要用 cluster.all_reduce 求和"
+                          hint_zh="第 r 个 rank 用 x 的第 r 块列乘以 w 的第 r 块行；各部分积要用 cluster.all_reduce 求和"
                                   "（而不是拼接）。返回输出和 cluster.bytes_sent[0]。"))
     verify("ex04_row_parallel_forward", fn, cases)
 
@@ -75,11 +77,11 @@ def ex04_column_parallel_grad_input(fn) -> None:
     cases = []
     for seed, (m, k, n, tp) in enumerate([(3, 5, 8, 2), (2, 4, 12, 4), (4, 3, 8, 8), (2, 6, 6, 1), (5, 2, 6, 3)]):
         rng = np.random.default_rng(100 + seed)
-        g, w = np.round(rng.standard_normal((m, n)), 2), np.round(rng.standard_normal((k, n)), 2)
+        g, w = rng.integers(-4, 5, (m, n)).astype(float), rng.integers(-4, 5, (k, n)).astype(float)
         expected = (g @ w.T, _ring_all_reduce_bytes_rank0(m * k, 8, tp))
         cases.append(Case(args=(g, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
                           hint_en="Rank r holds grad_out[:, block r] and w[:, block r]; its grad_out_r @ w_r.T has "
                                   "the full shape of x but is only a partial sum: all-reduce it.",
-                          hint_zh="rank r 持有 grad_out 的第 r 块列和 w 的第 r 块列；它的 grad_out_r @ w_r.T 形状与 x "
+                          hint_zh="第 r 个 rank 持有 grad_out 的第 r 块列和 w 的第 r 块列；它的 grad_out_r @ w_r.T 形状与 x "
                                   "相同，但只是部分和：需要 AllReduce。"))
     verify("ex04_column_parallel_grad_input", fn, cases)

@@ -23,7 +23,7 @@ def ex06_shard_with_padding(fn):
     for n, ws in [(10, 4), (5, 4), (8, 4), (7, 2), (1, 3), (13, 5)]:
         flat = np.arange(1.0, n + 1)
         cases.append(Case((flat, ws), expected=flatten_and_shard([flat], ws).shards, compare=_arrays_equal,
-                          hint_en="shard size = ceil(N / world_size); pad every shard with zeros to that size "
+                          hint_en="Shard size = ceil(N / world_size); pad every shard with zeros to that size "
                                   "(a rank past the end holds only padding).",
                           hint_zh="分片大小 = ceil(N / world_size)；每个分片都用 0 填充到这个大小"
                                   "（超出末尾的 rank 只有填充）。"))
@@ -38,7 +38,7 @@ def ex06_gather_params(fn):
         params = [rng.standard_normal(s) for s in shapes]
         f = flatten_and_shard(params, ws)
         cases.append(Case((f.shards, shapes), expected=gather_flat(f.shards, shapes), compare=_arrays_equal,
-                          hint_en="concatenate the shards in rank order, keep only the first sum(numel) elements, "
+                          hint_en="Concatenate the shards in rank order, keep only the first sum(numel) elements, "
                                   "then cut and reshape one parameter at a time.",
                           hint_zh="按 rank 顺序拼接分片，只保留前 sum(numel) 个元素，再逐个参数切分并 reshape。"))
     verify("ex06_gather_params", fn, cases)
@@ -46,19 +46,22 @@ def ex06_gather_params(fn):
 
 def ex06_zero3_bytes_per_step(fn):
     """``fn(num_params, world_size, bytes_per_elem)`` → bytes one rank sends per ZeRO-3 step (ring algorithm)."""
-    cases = [Case((psi, ws, 2), expected=float(step_traffic(3, psi, ws)), rtol=1e-9,
-                  hint_en="two all-gathers (forward, backward) and one reduce-scatter, each (n−1)/n × Ψ elements.",
-                  hint_zh="两次 AllGather（前向、反向）加一次 ReduceScatter，每次 (n−1)/n × Ψ 个元素。")
+    hint_en = ("Two all-gathers (forward, backward) and one reduce-scatter, each (n−1)/n × Ψ elements of "
+               "bytes_per_elem bytes.")
+    hint_zh = "两次 AllGather（前向、反向）加一次 ReduceScatter，每次 (n−1)/n × Ψ 个元素，每个元素 bytes_per_elem 字节。"
+    cases = [Case((psi, ws, 2), expected=float(step_traffic(3, psi, ws)), rtol=1e-9, hint_en=hint_en, hint_zh=hint_zh)
              for psi, ws in [(4096, 2), (4096, 4), (65536, 8), (1024, 1)]]
-    cases.append(Case((7_000_000_000, 8, 2), expected=3 * 7 / 8 * 7e9 * 2, rtol=1e-9))
+    # 3 · (7/8) · 7e9 · 2 bytes, in integers so the expected value is exact
+    cases.append(Case((7_000_000_000, 8, 2), expected=float(3 * 7 * 7_000_000_000 * 2 // 8), rtol=1e-9,
+                      hint_en=hint_en, hint_zh=hint_zh))
     verify("ex06_zero3_bytes_per_step", fn, cases)
 
 
 def ex06_model_states_per_gpu(fn):
     """``fn(num_params, dp, zero_stage)`` → model-state bytes per GPU, mixed-precision Adam (2 + 2 + 12)."""
     cases = [Case((psi, dp, s), expected=model_state_bytes(psi, dp=dp, zero_stage=s).total, rtol=1e-9,
-                  hint_en="16 bytes/param: 2 (params, sharded at stage 3) + 2 (grads, stage ≥ 2) + 12 "
-                          "(optimizer, stage ≥ 1); shard over dp.",
+                  hint_en="Each parameter costs 16 bytes: 2 (params, sharded at stage 3) + 2 (grads, stage ≥ 2) "
+                          "+ 12 (optimizer, stage ≥ 1); shard over dp.",
                   hint_zh="每参数 16 字节：2（参数，阶段 3 分片）+ 2（梯度，阶段 ≥ 2）+ 12（优化器，阶段 ≥ 1）；按 dp 分片。")
              for psi, dp, s in [(7_500_000_000, 64, 0), (7_500_000_000, 64, 1), (7_500_000_000, 64, 2),
                                 (7_500_000_000, 64, 3), (1000, 1, 3), (1_000_000, 10, 2)]]

@@ -41,8 +41,11 @@ KIND_COLOR = {"forward": plots.COLORS["forward"], "backward": plots.COLORS["back
               "all_gather": plots.COLORS["comm"], "reduce_scatter": "#C44E52"}
 
 
-def plot_timeline(result, unit_label: str = "units", title: tuple[str, str] | None = None):
-    """Gantt chart of ``result.ops`` (compute and comm lanes) above the unsharded memory over time."""
+def plot_timeline(result, unit_label: tuple[str, str] = ("unit-sizes", "单元大小"),
+                  title: tuple[str, str] | None = None):
+    """Gantt chart of ``result.ops`` (compute and comm lanes) above the unsharded memory over time.
+
+    ``unit_label``: (English, Chinese) name of the memory unit on the lower panel's y axis."""
     fig, (ax, axm) = plt.subplots(2, 1, figsize=(9, 4.2), sharex=True, layout="constrained",
                                   gridspec_kw={"height_ratios": [1.3, 1]})
     lanes = {"compute": 1, "comm": 0}
@@ -58,7 +61,7 @@ def plot_timeline(result, unit_label: str = "units", title: tuple[str, str] | No
                ncol=4, fontsize=7, loc="outside lower center")
     times, values = result.memory_curve()
     axm.step(times, values, where="post", color=plots.COLORS["params"])
-    axm.set_ylabel(bi(f"unsharded ({unit_label})", f"未分片（{unit_label}）", sep="\n"), fontsize=8)
+    axm.set_ylabel(bi(f"unsharded ({unit_label[0]})", f"未分片（{unit_label[1]}）", sep="\n"), fontsize=8)
     axm.set_xlabel(bi("time", "时间"))
     if title:
         plots.title(ax, *title)

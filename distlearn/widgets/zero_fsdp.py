@@ -72,7 +72,7 @@ def compute(model: str = "llama2-7b", dp: int = 8, zero_stage: int = 3, blocks_p
     return {"model": model, "psi": psi, "dp": dp, "zero_stage": zero_stage, "times": times, "bytes": curve,
             "states": states, "sharded": states.total, "root_bytes": 2.0 * root if zero_stage == 3 else 0.0,
             "transient_peak": max(curve) - states.total, "peak": max(curve), "num_units": len(sizes) + 1,
-            "comm_bytes": row["sent_bytes_per_rank"], "fsdp": row["fsdp"]}
+            "comm_bytes": row["sent_bytes_per_rank"], "fsdp": row["fsdp"], "fsdp_zh": row["fsdp_zh"]}
 
 
 def render(res: dict) -> None:
@@ -81,7 +81,7 @@ def render(res: dict) -> None:
         return
     gb = 1e9
     print(bi(f"{res['model']}: Ψ = {res['psi'] / 1e9:.2f} B parameters, {res['num_units']} units, FSDP: {res['fsdp']}",
-             f"{res['model']}：Ψ = {res['psi'] / 1e9:.2f} B 个参数，{res['num_units']} 个单元，FSDP：{res['fsdp']}"))
+             f"{res['model']}：Ψ = {res['psi'] / 1e9:.2f} B 个参数，{res['num_units']} 个单元，FSDP：{res['fsdp_zh']}"))
     print(bi(f"sharded model states {res['sharded'] / gb:.2f} GB + transient up to {res['transient_peak'] / gb:.2f} GB"
              f" = peak {res['peak'] / gb:.2f} GB per GPU; each rank sends {res['comm_bytes'] / gb:.2f} GB per step",
              f"分片后的模型状态 {res['sharded'] / gb:.2f} GB + 临时最多 {res['transient_peak'] / gb:.2f} GB = "

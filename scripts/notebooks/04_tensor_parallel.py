@@ -39,6 +39,7 @@ same time and exchange partial results with collective communication.
 import numpy as np
 from distlearn import tensor_parallel as tp_sim
 from distlearn.comm import VirtualCluster
+from distlearn.i18n import bi
 rng = np.random.default_rng(0)
 """),
     P(r"""
@@ -69,26 +70,33 @@ With a ring algorithm an all-gather sends $(t-1)/t$ of the output per rank and a
 用环形算法，AllGather 每个 rank 发送输出的 $(t-1)/t$，AllReduce 发送 $2(t-1)/t$（第 02 章）。
 """),
     P(r"""
-> **Common misconception.** The seed's `simulate_tensor_parallelism` splits $W$ by columns, multiplies, and
+> **Common misconception.** The seed code (the starting snippets this course corrects; see chapter 00) has a
+> `simulate_tensor_parallelism` that splits $W$ by columns, multiplies, and
 > concatenates the blocks with `np.concatenate`, reporting an error of zero and no communication. Two things are
 > missing: (1) on real GPUs that concatenation *is* an all-gather, which moves $(t-1)/t$ of the output to every
 > rank; (2) the row split, the other half of every Megatron block, cannot be concatenated at all: its partial
 > results must be **summed** by an all-reduce.
 """, r"""
-> **常见误区。** 种子代码中的 `simulate_tensor_parallelism` 把 $W$ 按列切分、相乘，再用 `np.concatenate` 拼接各块，
+> **常见误区。** 种子代码（本课程纠正的起始代码片段，见第 00 章）中的 `simulate_tensor_parallelism` 把 $W$ 按列切分、相乘，再用 `np.concatenate` 拼接各块，
 > 报告误差为零、没有通信。它漏掉了两点：(1) 在真实 GPU 上，这次拼接*就是*一次 AllGather，每个 rank 要接收输出的
 > $(t-1)/t$；(2) 行切分（每个 Megatron 块的另一半）根本不能拼接：它的部分结果必须由 AllReduce **求和**。
 """),
     C("""
-print(tp_sim.seed_source())     # the seed's code, kept as tp_sim.seed_simulate_tensor_parallelism
+print(bi("The seed's code (kept as tp_sim.seed_simulate_tensor_parallelism):",
+         "种子代码（保存为 tp_sim.seed_simulate_tensor_parallelism）：") + "\\n")
+print(tp_sim.seed_source())
 """),
     C("""
 x, W = rng.standard_normal((4, 512)), rng.standard_normal((512, 512))
 out, err = tp_sim.seed_simulate_tensor_parallelism(x, W, 4)      # the seed: column split only
-print(f"seed, column split: max error < 1e-12: {err < 1e-12}, bytes counted: none")
+print(bi(f"seed, column split: max error < 1e-12: {err < 1e-12}, bytes counted: none",
+         f"种子代码，列切分：最大误差 < 1e-12：{err < 1e-12}，统计的字节数：无"))
 parts = [xr @ Wr for xr, Wr in zip(np.split(x, 4, axis=1), np.split(W, 4, axis=0))]   # a row split
-print(f"row split + concatenate (the seed's idea): shape {np.concatenate(parts, -1).shape}, wrong")
-print(f"row split + sum: max error < 1e-12: {np.abs(sum(parts) - x @ W).max() < 1e-12}")
+shape = np.concatenate(parts, -1).shape
+print(bi(f"row split + concatenate (the seed's idea): shape {shape}, wrong",
+         f"行切分 + 拼接（种子代码的做法）：形状 {shape}，错误"))
+ok = np.abs(sum(parts) - x @ W).max() < 1e-12
+print(bi(f"row split + sum: max error < 1e-12: {ok}", f"行切分 + 求和：最大误差 < 1e-12：{ok}"))
 """),
     P(r"""
 The corrected simulation runs on a `VirtualCluster`, whose collectives count the bytes each rank sends. The output
@@ -98,11 +106,14 @@ $Y$ here is $4 \times 512$ float64 values = 16384 bytes.
 $4 \times 512$ 个 float64 数 = 16384 字节。
 """),
     C("""
-print(f"{'tp':>3} {'split':>7} {'collective':>11} {'error<1e-12':>12} {'bytes sent / rank':>18}")
+SPLIT = {"column": bi("column", "列"), "row": bi("row", "行")}
+print(f"{'tp':>3} {'split / 切分':>12} {'collective / 集合通信':>20} {'error<1e-12 / 误差':>18} "
+      f"{'bytes sent per rank / 每个 rank 发送字节':>30}")
 for tp in [1, 2, 4, 8]:
     for split in ["column", "row"]:
         r = tp_sim.simulate_tensor_parallelism(x, W, tp, split=split)
-        print(f"{tp:>3} {split:>7} {r['collective']:>11} {str(r['max_error'] < 1e-12):>12} {r['bytes_sent_per_rank']:>18,}")
+        print(f"{tp:>3} {SPLIT[split]:>12} {r['collective']:>20} {str(r['max_error'] < 1e-12):>18} "
+              f"{r['bytes_sent_per_rank']:>30,}")
 """),
     P(r"""
 ## The Megatron MLP: f and g
@@ -155,12 +166,13 @@ A, a_bias = rng.standard_normal((h, f)) / h ** 0.5, rng.standard_normal(f)
 B, b_bias = rng.standard_normal((f, h)) / f ** 0.5, rng.standard_normal(h)
 Y_ref, grads_ref = tp_sim.reference_mlp(X, A, a_bias, B, b_bias, dY)   # unsharded, hand-written backward
 
-print("max|ΔY| and max|Δgrad| below 1e-12? (float64)")
-print(f"{'tp':>3} {'ΔY':>6} {'Δgrad':>6}  collectives (bytes sent per rank, float64)")
+print(bi("max|ΔY| and max|Δgrad| below 1e-12? (float64)", "max|ΔY| 和 max|Δgrad| 是否小于 1e-12？（float64）"))
+print(f"{'tp':>3} {'ΔY':>6} {'Δgrad':>6}  " + bi("collectives (bytes sent per rank, float64)",
+                                                "集合通信（每个 rank 发送的字节数，float64）"))
 for tp in [1, 2, 4, 8]:
     r = tp_sim.megatron_mlp(X, A, a_bias, B, b_bias, dY, tp)
     dgrad = max(np.abs(r.grads[k] - grads_ref[k]).max() for k in grads_ref)
-    comm = ", ".join(f"{c.phase} {c.op} {c.bytes_per_rank:,}" for c in r.comm)
+    comm = ", ".join(f"{c.phase_text()} {c.op} {c.bytes_per_rank:,}" for c in r.comm)
     print(f"{tp:>3} {str(np.abs(r.output - Y_ref).max() < 1e-12):>6} {str(dgrad < 1e-12):>6}  {comm}")
 """),
     P(r"""
@@ -190,8 +202,12 @@ Y_ref, grads_ref = tp_sim.reference_attention(X, Wq, Wk, Wv, Wo, heads, dY)
 for tp in [1, 2, 4, 8]:
     r = tp_sim.parallel_attention(X, Wq, Wk, Wv, Wo, heads, dY, tp)
     dgrad = max(np.abs(r.grads[k] - grads_ref[k]).max() for k in grads_ref)
-    print(f"tp={tp}: heads per rank {heads // tp}, max|ΔY| < 1e-12: {np.abs(r.output - Y_ref).max() < 1e-12}, "
-          f"max|Δgrad| < 1e-12: {dgrad < 1e-12}, all-reduces {[c.phase for c in r.comm]}")
+    ok_y, ok_g = np.abs(r.output - Y_ref).max() < 1e-12, dgrad < 1e-12
+    en_ph, zh_ph = ", ".join(c.phase for c in r.comm), "、".join(tp_sim.LABELS_ZH[c.phase] for c in r.comm)
+    print(bi(f"tp={tp}: heads per rank {heads // tp}, max|ΔY| < 1e-12: {ok_y}, max|Δgrad| < 1e-12: {ok_g}, "
+             f"all-reduces: {en_ph}",
+             f"tp={tp}：每个 rank 的头数 {heads // tp}，max|ΔY| < 1e-12：{ok_y}，max|Δgrad| < 1e-12：{ok_g}，"
+             f"AllReduce：{zh_ph}", sep="\\n      "))
 """),
     P(r"""
 A shape that does not divide is refused with an error that names the sizes, never computed wrongly:
@@ -229,11 +245,12 @@ $$ 4 \times 2\,\frac{t-1}{t}\; s\,b\,h \times 2 \text{ 字节}。 $$
 """),
     C("""
 MiB = 2 ** 20
-print(f"{'tp':>3} {'weights/GPU (MiB)':>18} {'sent/GPU/layer (MiB)':>21} {'collectives':>12}")
+print(f"{'tp':>3} {'weights/GPU (MiB) / 每 GPU 权重':>32} {'sent/GPU/layer (MiB) / 每 GPU 每层发送':>38} "
+      f"{'collectives / 集合通信次数':>26}")
 for tp in [1, 2, 4, 8]:
     w = tp_sim.layer_weight_bytes(hidden_size=12288, tp=tp, num_heads=96)
     c = tp_sim.layer_comm_bytes(seq_len=2048, micro_batch_size=1, hidden_size=12288, tp=tp)
-    print(f"{tp:>3} {w['total'] / MiB:>18.1f} {c['total'] / MiB:>21.1f} {c['num_collectives']:>12}")
+    print(f"{tp:>3} {w['total'] / MiB:>32.1f} {c['total'] / MiB:>38.1f} {c['num_collectives']:>26}")
 """),
     P(r"""
 ## Sequence parallelism
@@ -277,14 +294,18 @@ Y_ref, grads_ref = tp_sim.reference_mlp_block(X, gamma, beta, A, a_bias, B, b_bi
 for sp in [False, True]:
     r = tp_sim.sequence_parallel_mlp_block(X, gamma, beta, A, a_bias, B, b_bias, dY, 4, sequence_parallel=sp)
     dgrad = max(np.abs(r.grads[k] - grads_ref[k]).max() for k in grads_ref)
-    print(f"SP={sp}: input held per rank {r.local[0]['x'].shape}, max|ΔY| < 1e-12: {np.abs(r.output - Y_ref).max() < 1e-12}, "
-          f"max|Δgrad| < 1e-12: {dgrad < 1e-12}")
+    shape, ok_y, ok_g = r.local[0]['x'].shape, np.abs(r.output - Y_ref).max() < 1e-12, dgrad < 1e-12
+    print(bi(f"SP={sp}: input held per rank {shape}, max|ΔY| < 1e-12: {ok_y}, max|Δgrad| < 1e-12: {ok_g}",
+             f"SP={sp}：每个 rank 持有的输入 {shape}，max|ΔY| < 1e-12：{ok_y}，max|Δgrad| < 1e-12：{ok_g}"))
     for c in r.comm:
-        print(f"    {c.phase:>8} {c.op:>14} {c.bytes_per_rank:>7,} B  {c.label}")
+        print(f"    {c.phase_text():>17} {c.op:>14} {c.bytes_per_rank:>7,} B  {c.label_text()}")
 """),
     C("""
 kw = dict(seq_len=2048, micro_batch_size=1, hidden_size=12288, num_heads=96)
-print(f"{'tp':>3} {'TP (MiB)':>9} {'TP+SP (MiB)':>12} {'saved':>6}   sent/GPU/layer (MiB): TP, TP+SP, TP+SP with re-gather")
+print(bi("activation memory per GPU per layer (MiB), and bytes sent per GPU per layer (MiB): TP, TP+SP, "
+         "TP+SP with re-gather", "每张 GPU 每层的激活显存（MiB），以及每张 GPU 每层发送的字节数（MiB）：TP、TP+SP、"
+         "TP+SP 且反向重新收集"))
+print(f"{'tp':>3} {'TP (MiB)':>9} {'TP+SP (MiB)':>12} {'saved / 节省':>12}   " + bi("sent", "发送"))
 for tp in [1, 2, 4, 8]:
     a0 = tp_sim.layer_activation_bytes(**kw, tp=tp)
     a1 = tp_sim.layer_activation_bytes(**kw, tp=tp, sequence_parallel=True)
@@ -293,7 +314,7 @@ for tp in [1, 2, 4, 8]:
                                  sequence_parallel=True, regather_in_backward=False)["total"]
     c2 = tp_sim.layer_comm_bytes(seq_len=2048, micro_batch_size=1, hidden_size=12288, tp=tp,
                                  sequence_parallel=True)["total"]
-    print(f"{tp:>3} {a0 / MiB:>9.0f} {a1 / MiB:>12.0f} {1 - a1 / a0:>6.0%}   {c0 / MiB:.0f}, {c1 / MiB:.0f}, {c2 / MiB:.0f}")
+    print(f"{tp:>3} {a0 / MiB:>9.0f} {a1 / MiB:>12.0f} {1 - a1 / a0:>12.0%}   {c0 / MiB:.0f}, {c1 / MiB:.0f}, {c2 / MiB:.0f}")
 """),
     P(r"""
 ## Real tensor parallelism with DTensor
@@ -333,10 +354,14 @@ for world_size in [2, 4]:
     for block in ["mlp", "attention", "sp_block"]:
         err_out = max(r[block]["out_err"] for r in results)
         err_grad = max(r[block]["grad_err"] for r in results)
-        print(f"world_size={world_size} {block:>9}: max|Δoutput| < 1e-12: {err_out < 1e-12}, "
-              f"max|Δgrad| < 1e-12: {err_grad < 1e-12}, "
-              f"rank 0 stores {results[0][block]['local_numel']} params, output {results[0][block]['out_shape']}")
-    print(f"    simulated MLP shards == DTensor to_local() shards (weights and gradients): {same}")
+        ok_o, ok_g = err_out < 1e-12, err_grad < 1e-12
+        n, shape = results[0][block]['local_numel'], results[0][block]['out_shape']
+        print(bi(f"world_size={world_size} {block:>9}: max|Δoutput| < 1e-12: {ok_o}, max|Δgrad| < 1e-12: {ok_g}, "
+                 f"rank 0 stores {n} params, output {shape}",
+                 f"{'':>23}max|Δ输出| < 1e-12：{ok_o}，max|Δ梯度| < 1e-12：{ok_g}，rank 0 存 {n} 个参数，"
+                 f"输出形状 {shape}", sep="\\n"))
+    print("    " + bi(f"simulated MLP shards == DTensor to_local() shards (weights and gradients): {same}",
+                      f"模拟的 MLP 分片 == DTensor to_local() 分片（权重和梯度）：{same}"))
 """),
     P(r"""
 (The lab computes in float64, so the differences are at the level of rounding, far below $10^{-12}$; the exact tiny values depend on the CPU, so we print only the comparison.)
@@ -389,14 +414,19 @@ tp_widget.explorer()
     P(r"""
 ## Exercises
 
-In [`exercises/04_tensor_parallel.ipynb`](../exercises/04_tensor_parallel.ipynb): write the row-parallel forward
+In [exercises/04_tensor_parallel.ipynb](../exercises/04_tensor_parallel.ipynb): write the row-parallel forward
 with its all-reduce, the input gradient of a column-parallel layer, count the bytes a GPU sends per layer, and compute the activation memory sequence
-parallelism saves. Solutions: `solutions/04_tensor_parallel.ipynb`.
+parallelism saves. Solutions: [solutions/04_tensor_parallel.ipynb](../solutions/04_tensor_parallel.ipynb).
+
+**Next / 下一章:** [05 · Pipeline parallelism](05_pipeline_parallel.ipynb).
 """, r"""
 ## 练习
 
-在 [`exercises/04_tensor_parallel.ipynb`](../exercises/04_tensor_parallel.ipynb) 中：写出带 AllReduce 的行并行前向和列并行层的输入梯度，
-计算每张 GPU 每层发送的字节数，并计算序列并行节省的激活显存。参考答案：`solutions/04_tensor_parallel.ipynb`。
+在 [exercises/04_tensor_parallel.ipynb](../exercises/04_tensor_parallel.ipynb) 中：写出带 AllReduce 的行并行前向和列并行层的输入梯度，
+计算每张 GPU 每层发送的字节数，并计算序列并行节省的激活显存。参考答案：
+[solutions/04_tensor_parallel.ipynb](../solutions/04_tensor_parallel.ipynb)。
+
+**下一章 / Next:** [05 · 流水线并行](05_pipeline_parallel.ipynb)。
 """),
 ]
 

@@ -51,6 +51,7 @@ import numpy as np
 import torch
 from distlearn import fsdp, launch, memory
 from distlearn.comm import VirtualCluster
+from distlearn.i18n import bi
 from distlearn.models import PRESETS, build_model, count_parameters
 """),
     pair(r"""
@@ -92,44 +93,51 @@ ZeRO-3 在前向时 AllGather 参数，反向时再 AllGather 一次，然后对
 在节点间复制（DDP），于是 3Ψ 的流量留在节点内的高速链路上，只有梯度的 AllReduce 跨节点。
 """),
     pair(r"""
-The table below comes from `distlearn.memory.model_state_bytes` (ZeRO's example: Ψ = 7.5 B, $N_d$ = 64). The last
-column is not a formula: `fsdp.step_traffic` runs each stage's collectives on a `VirtualCluster` with real arrays
-and reads the bytes each rank sent (here with a small Ψ = 8192 on 8 ranks, bf16).
+The memory columns of the table below come from `distlearn.memory.model_state_bytes` (ZeRO's example: Ψ = 7.5 B,
+$N_d$ = 64). The two byte columns are for a small Ψ = 8192 on 8 ranks in bf16. The column "measured" is not a
+formula: `fsdp.step_traffic` runs each stage's collectives on a `VirtualCluster` with real arrays and reads the
+bytes each rank sent. The column "formula" beside it is the 2Ψ or 3Ψ formula, comm_psi · (8 − 1)/8 · Ψ · 2 bytes;
+the two agree.
 """, r"""
-下表来自 `distlearn.memory.model_state_bytes`（ZeRO 论文的例子：Ψ = 7.5 B，$N_d$ = 64）。最后一列不是公式：
-`fsdp.step_traffic` 在 `VirtualCluster` 上用真实数组执行每个阶段的集合通信，并读取每个 rank 实际发送的字节数
-（这里用较小的 Ψ = 8192、8 个 rank、bf16）。
+下表中显存各列来自 `distlearn.memory.model_state_bytes`（ZeRO 论文的例子：Ψ = 7.5 B，$N_d$ = 64）。两个字节数列
+用较小的 Ψ = 8192、8 个 rank、bf16。“实测”列不是公式：`fsdp.step_traffic` 在 `VirtualCluster` 上用真实数组执行
+每个阶段的集合通信，并读取每个 rank 实际发送的字节数。旁边的“公式”列是 2Ψ 或 3Ψ 公式
+comm_psi · (8 − 1)/8 · Ψ · 2 字节；两者一致。
 """),
     code("""
 psi, dp = 7_500_000_000, 64
-print(f"{'stage / 阶段':<13}{'params':>9}{'grads':>9}{'optim':>9}{'total GB':>10}{'comm':>6}"
-      f"{'measured / 实测 (B)':>21}{'3Ψ or 2Ψ formula':>18}  FSDP")
+print(f"{'stage / 阶段':<13}{'params / 参数':>14}{'grads / 梯度':>14}{'optim / 优化器':>16}{'total / 总计':>14}"
+      f"{'comm / 通信':>12}{'measured / 实测':>17}{'formula / 公式':>16}  FSDP")
+print(f"{'':<13}{'GB':>14}{'GB':>14}{'GB':>16}{'GB':>14}{'':>12}{'B':>17}{'B':>16}")
 for row in fsdp.zero_stage_table(psi, dp):
     s = row["zero_stage"]
     small = fsdp.zero_stage_table(8192, 8)[s]["sent_bytes_per_rank"]
-    print(f"{s:<13}{row['params']/1e9:>9.2f}{row['grads']/1e9:>9.2f}{row['optimizer']/1e9:>9.2f}"
-          f"{row['total']/1e9:>10.2f}{row['comm_psi']:>5}Ψ{fsdp.step_traffic(s, 8192, 8):>21}{small:>18.0f}  {row['fsdp']}")
+    print(f"{s:<13}{row['params']/1e9:>14.2f}{row['grads']/1e9:>14.2f}{row['optimizer']/1e9:>16.2f}"
+          f"{row['total']/1e9:>14.2f}{row['comm_psi']:>11}Ψ{fsdp.step_traffic(s, 8192, 8):>17}{small:>16.0f}  "
+          f"{bi(row['fsdp'], row['fsdp_zh'])}")
 """),
     pair(r"""
-> **Common misconception.** *"FSDP divides memory by the number of GPUs."* The seed's `calc_memory` computes
+> **Common misconception.** *"FSDP divides memory by the number of GPUs."* The seed code (the starting snippets this
+> course corrects; see chapter 00) has a `calc_memory` that computes
 > `(param + grad + optim) / n_gpus` with fp32 Adam (4 + 4 + 8 bytes). For pure data parallelism on 8 GPUs that is
 > right for the *sharded* model states (7 B → 112 GB with DDP, 14 GB with FSDP), but ZeRO and FSDP shard over the
 > **data-parallel degree**, not over the GPUs: with tensor parallelism of 8 on the same 8 GPUs, $N_d = 1$, each
 > GPU already holds Ψ/8 parameters, and FSDP has nobody to shard with. It also forgets what FSDP must
 > *unshard*: the units being computed (below) do not shrink with more GPUs.
 """, r"""
-> **常见误区。** *“FSDP 把显存除以 GPU 数量。”* 种子代码中的 `calc_memory` 用 fp32 Adam（4 + 4 + 8 字节）计算
+> **常见误区。** *“FSDP 把显存除以 GPU 数量。”* 种子代码（本课程纠正的起始代码片段，见第 00 章）中的 `calc_memory` 用 fp32 Adam（4 + 4 + 8 字节）计算
 > `(param + grad + optim) / n_gpus`。对 8 张 GPU 上的纯数据并行，这对*分片后*的模型状态是对的（7 B 模型：DDP
 > 112 GB，FSDP 14 GB），但 ZeRO 和 FSDP 是按**数据并行度**分片，而不是按 GPU 数量：在同样 8 张 GPU 上做 8 路张量并行时
 > $N_d = 1$，每张 GPU 已经只有 Ψ/8 个参数，FSDP 找不到可以一起分片的伙伴。它还忘了 FSDP 必须*临时还原*的部分：
 > 正在计算的单元（见下文）不会随 GPU 增多而变小。
 """),
     code("""
-print("seed calc_memory, 7B on 8 GPUs / 种子 calc_memory：", fsdp.seed_calc_memory(7, 8, "ddp"), "GB DDP,",
+print("seed calc_memory, 7B on 8 GPUs / 种子 calc_memory，7B、8 张 GPU：", fsdp.seed_calc_memory(7, 8, "ddp"), "GB DDP,",
       fsdp.seed_calc_memory(7, 8, "fsdp"), "GB FSDP")
 fp32 = lambda n, dp: memory.model_state_bytes(n, dp=dp, zero_stage=3, precision="fp32").total / 1e9
-print("ZeRO-3, dp = 8 (8 GPUs, no TP) / dp = 8：", fp32(7_000_000_000, 8), "GB")
-print("ZeRO-3, TP = 8 → dp = 1, Ψ/8 per GPU / TP = 8 → dp = 1：", fp32(7_000_000_000 // 8, 1), "GB (not 14 / 8)")
+print("ZeRO-3, dp = 8 (8 GPUs, no TP) / ZeRO-3，dp = 8（8 张 GPU，无张量并行）：", fp32(7_000_000_000, 8), "GB")
+print("ZeRO-3, TP = 8 → dp = 1, Ψ/8 per GPU / ZeRO-3，TP = 8 → dp = 1，每张 GPU Ψ/8：", fp32(7_000_000_000 // 8, 1),
+      "GB (not 14 / 8 / 不是 14 / 8)")
 """),
     pair(r"""
 ## Flat parameters and padding (FSDP1)
@@ -154,7 +162,7 @@ ReduceScatter 需要这一点。`torch.chunk` 返回的块可能少于 rank 数�
     code("""
 for n in (10, 5):
     f = fsdp.flatten_and_shard([np.arange(1.0, n + 1)], world_size=4)
-    print(f"{n} elements on 4 ranks / {n} 个元素分到 4 个 rank: shard_size = {f.shard_size}, padding per rank = {f.padding}")
+    print(f"{n} elements on 4 ranks / {n} 个元素分到 4 个 rank: shard_size = {f.shard_size}, padding per rank / 每个 rank 的填充 = {f.padding}")
     for r, s in enumerate(f.shards):
         print(f"  rank {r}: {s}")
 """),
@@ -164,7 +172,8 @@ params = [np.arange(6.0).reshape(2, 3), np.arange(6.0, 10.0), np.array([[10.0]])
 f = fsdp.flatten_and_shard(params, world_size=4)
 print("shards / 分片:", [s.tolist() for s in f.shards])
 back = f.gather()
-print("gathered / 收集后:", [b.shape for b in back], all(np.array_equal(a, b) for a, b in zip(params, back)))
+print("gathered shapes / 收集后的形状:", [b.shape for b in back], "equal to the originals / 与原参数相同:",
+      all(np.array_equal(a, b) for a, b in zip(params, back)))
 """),
     pair(r"""
 > **Common misconception.** *"All-gather gives back the parameters."* The seed's `FlatParamShard.all_gather`
@@ -187,7 +196,8 @@ seed = [fsdp.SeedFlatParamShard(seed_params, world_size=2, rank=r) for r in rang
 full = seed[0].all_gather([s.shard for s in seed])
 print("seed all_gather / 种子 all_gather:", tuple(full.shape), "last element / 最后一个元素:", full[-1].item())
 ours = fsdp.flatten_and_shard(seed_params, 2).gather([s.shard.numpy() for s in seed])
-print("fsdp.gather_flat:", [a.shape for a in ours], np.array_equal(ours[2], seed_params[2].numpy()))
+print("fsdp.flatten_and_shard(...).gather(...) shapes / 形状:", [a.shape for a in ours],
+      "last parameter restored / 最后一个参数已恢复:", np.array_equal(ours[2], seed_params[2].numpy()))
 """),
     pair(r"""
 ### FSDP2: one shard per parameter
@@ -206,7 +216,7 @@ rank 的本地张量是空的（FSDP2 在集合通信内部会填充，但 `to_l
 身份，所以冻结部分参数、混用数据类型和 `torch.compile` 都比一个扁平向量简单。
 """),
     code("""
-print([fsdp.fsdp2_local_shape((5, 3), 4, r) for r in range(4)])
+print("local shapes on ranks 0–3 / rank 0–3 的本地形状:", [fsdp.fsdp2_local_shape((5, 3), 4, r) for r in range(4)])
 """),
     pair(r"""
 ## FSDP units and wrap policies
@@ -233,9 +243,10 @@ FSDP 以**单元为粒度** AllGather 和释放参数，所以单元大小决定
 model = build_model(PRESETS["llama2-7b"])   # meta device: no memory
 units = fsdp.wrap_units(model, "module")
 rows = fsdp.unit_table(units, world_size=8, bytes_per_param=2)
-print(f"{len(units)} units, Ψ = {count_parameters(model):,}")
+print(f"{len(units)} units / 个单元, Ψ = {count_parameters(model):,}")
+print(f"  {'unit / 单元':<12} {'params / 参数':>15} {'shard per rank / 每 rank 分片':>30} {'unsharded / 未分片':>18}")
 for r in rows[:2] + rows[-1:]:
-    print(f"  {r['name']:<10} {r['numel']:>13,} params  shard/rank {r['shard_numel']:>12,}  unsharded {r['unsharded_bytes']/1e9:.3f} GB")
+    print(f"  {r['name']:<12} {r['numel']:>15,} {r['shard_numel']:>30,} {r['unsharded_bytes']/1e9:>15.3f} GB")
 print("size policy, default 1e8 on gpt2-small / 大小策略，默认阈值:",
       [u.name or "(root)" for u in fsdp.wrap_units(build_model(PRESETS["gpt2-small"]), "size")])
 """),
@@ -274,7 +285,7 @@ GPT-2 把输出层 (LM head) 与词嵌入绑定：同一个 `Parameter` 以两�
     code("""
 gpt2 = build_model(PRESETS["gpt2-small"])
 split_units = fsdp.wrap_units(gpt2, "size", min_num_params=10_000_000)
-print([(u.name or "(root)", u.numel) for u in split_units])
+print("units (name, params) / 单元（名称，参数个数）:", [(u.name or "(root)", u.numel) for u in split_units])
 print("split ties / 被拆开的绑定:", fsdp.tied_parameter_splits(gpt2, split_units))
 print("module policy / 模块策略:", fsdp.tied_parameter_splits(gpt2, fsdp.wrap_units(gpt2, "module")))
 """),
@@ -295,12 +306,12 @@ print("module policy / 模块策略:", fsdp.tied_parameter_splits(gpt2, fsdp.wra
     code("""
 with torch.device("meta"):
     layer = torch.nn.TransformerDecoderLayer(1024, nhead=8)
-print("TransformerDecoderLayer:", count_parameters(layer), "params, cross-attention / 交叉注意力:",
+print("TransformerDecoderLayer params / 参数:", count_parameters(layer), "; cross-attention / 交叉注意力:",
       count_parameters(layer.multihead_attn))
 try:
     layer(torch.empty(4, 2, 1024, device="meta"))
 except TypeError as exc:
-    print("TypeError:", exc)
+    print("calling it without memory: PyTorch's TypeError / 不传 memory 调用：PyTorch 的 TypeError（原文）:\\n   ", exc)
 """),
     pair(r"""
 ## The lifecycle with real shards
@@ -346,9 +357,10 @@ diff = max(np.abs(a - b).max() for u, r in zip(trainer.full_params(), ref_params
 print(f"max |param difference| after {steps} steps < 1e-13 / {steps} 步后参数最大差 < 1e-13: {diff < 1e-13}")
 """),
     code("""
-print("first step's collectives / 第一步的集合通信:", [(ph[0], u, k) for ph, u, k, _ in trainer.log[:9]])
+print("first step's collectives (f = forward / 前向, b = backward / 反向; unit / 单元) / 第一步的集合通信:\\n   ",
+      [(ph[0], u, k) for ph, u, k, _ in trainer.log[:9]])
 padded = sum(f.padded_numel for f in trainer.flat)
-print(f"bytes sent per rank / 每个 rank 发送: {cluster.bytes_sent[0]} = {steps} steps × 3 × (4−1)/4 × {padded} × 8 B "
+print(f"bytes sent per rank / 每个 rank 发送: {cluster.bytes_sent[0]} = {steps} steps / 步 × 3 × (4−1)/4 × {padded} × 8 B "
       f"= {steps * 3 * 3 / 4 * padded * 8:.0f}")
 """),
     pair(r"""
@@ -433,11 +445,15 @@ for rank in range(2):
 nr, bf = res[0]["no_reshard"], res[0]["bf16"]
 print("reshard_after_forward=True : block weight between forward and backward is a sharded DTensor / 前向后是分片 DTensor:",
       res[0]["fp32"]["dtensor_after_forward"])
-print("reshard_after_forward=False: ... / 前向后仍未分片:", nr["dtensor_after_forward"] is False,
+print("reshard_after_forward=False: block weight between forward and backward is unsharded (not a DTensor) / "
+      "前向后仍未分片（不是 DTensor）:", nr["dtensor_after_forward"] is False,
       " losses equal / 损失相同:", np.allclose(nr["losses"], ref[:2], atol=1e-5))
-print(f"bf16 policy: forward computes in {bf['compute_dtype']}, optimizer updates {bf['stored_dtype']} shards; "
-      f"losses {np.round(bf['losses'], 4)} vs fp32 {np.round(ref[:2], 4)}")
-print("split tie (embed in its own unit) / 拆开的绑定:", launch.run(lab.split_tie, 2)[0])
+print(bi(f"bf16 policy: forward computes in {bf['compute_dtype']}, optimizer updates {bf['stored_dtype']} shards; "
+         f"losses {np.round(bf['losses'], 4)} vs fp32 {np.round(ref[:2], 4)}",
+         f"bf16 策略：前向用 {bf['compute_dtype']} 计算，优化器更新 {bf['stored_dtype']} 分片；"
+         f"损失 {np.round(bf['losses'], 4)}，fp32 为 {np.round(ref[:2], 4)}", sep="\\n"))
+print("split tie (embed in its own unit): PyTorch's error / 拆开的绑定（embed 单独成一个单元）：PyTorch 的报错（原文）:\\n   ",
+      launch.run(lab.split_tie, 2)[0])
 """),
     pair(r"""
 Losses agree to within 1e-5 (we measured about 1e-6: fp32 summation order), the local shards are exactly the simulated ones (rank 1 gets 30
@@ -493,13 +509,19 @@ zero_fsdp.explorer()
     pair(r"""
 ## Exercises
 
-Open `exercises/06_zero_fsdp.ipynb`: shard a flat vector with padding, gather parameters back, the bytes a rank
-sends per ZeRO-3 step, and model-state bytes per GPU for each stage. Solutions: `solutions/06_zero_fsdp.ipynb`.
+Open [exercises/06_zero_fsdp.ipynb](../exercises/06_zero_fsdp.ipynb): shard a flat vector with padding, gather
+parameters back, the bytes a rank sends per ZeRO-3 step, and model-state bytes per GPU for each stage. Solutions:
+[solutions/06_zero_fsdp.ipynb](../solutions/06_zero_fsdp.ipynb).
+
+**Next / 下一章:** [07 · Overlap and prefetch](07_overlap_prefetch.ipynb).
 """, r"""
 ## 练习
 
-打开 `exercises/06_zero_fsdp.ipynb`：带填充地切分扁平向量、把参数收集回来、ZeRO-3 每步每个 rank 发送的字节数，
-以及各阶段每张 GPU 的模型状态字节数。参考答案：`solutions/06_zero_fsdp.ipynb`。
+打开 [exercises/06_zero_fsdp.ipynb](../exercises/06_zero_fsdp.ipynb)：带填充地切分扁平向量、把参数收集回来、
+ZeRO-3 每步每个 rank 发送的字节数，以及各阶段每张 GPU 的模型状态字节数。参考答案：
+[solutions/06_zero_fsdp.ipynb](../solutions/06_zero_fsdp.ipynb)。
+
+**下一章 / Next:** [07 · 通信与计算重叠、预取](07_overlap_prefetch.ipynb)。
 """),
 ]
 

@@ -20,7 +20,8 @@ all-gather while the current unit computes, so communication hides behind comput
 
 - draw the timeline of one FSDP step on two streams (compute, communication): forward all-gathers, backward
   all-gathers and reduce-scatters;
-- derive the seed's closed form for uniform units, comm + compute + (n − 1)·max(comm, compute), and say when it
+- derive the closed form of the seed code (the starting snippets this course corrects; see chapter 00) for uniform
+  units, comm + compute + (n − 1)·max(comm, compute), and say when it
   does not apply (non-uniform units, backward, reduce-scatter, limits);
 - compute the **memory price of prefetching**: how many units are unsharded at once, and why FSDP limits the
   all-gathers in flight;
@@ -35,7 +36,7 @@ FSDP / ZeRO-3 在使用每个单元的参数之前都要先 AllGather（第 06 �
 **学习目标。** 学完本章，你能够
 
 - 画出一次 FSDP 迭代在两个流（计算、通信）上的时间线：前向 AllGather、反向 AllGather 和 ReduceScatter；
-- 推导种子材料中均匀单元的闭式解 comm + compute + (n − 1)·max(comm, compute)，并说明何时它不成立（单元不均匀、
+- 推导种子代码（本课程纠正的起始代码片段，见第 00 章）中均匀单元的闭式解 comm + compute + (n − 1)·max(comm, compute)，并说明何时它不成立（单元不均匀、
   反向、ReduceScatter、限流）；
 - 计算**预取的显存代价**：同一时刻有多少单元处于未分片状态，以及 FSDP 为什么要限制同时进行的 AllGather 数量；
 - 比较 `reshard_after_forward=True`（ZeRO-3）与 `False`（ZeRO-2）在时间、通信量和显存上的差别；
@@ -90,9 +91,10 @@ T_\text{serial} = n\,(t_\text{comm} + t_\text{compute}).$$
 seed = overlap.SeedPrefetchSimulator(n_units=12)          # the seed's numbers: compute 0.1 s, comm 0.08 s
 fwd_pf = overlap.uniform(12, 0.1, 0.08, include_backward=False)
 fwd_no = overlap.uniform(12, 0.1, 0.08, include_backward=False, forward_prefetch=0)
-print(f"seed closed form / 种子闭式解: with {seed.run_with_prefetch():.2f}, without {seed.run_without_prefetch():.2f}")
-print(f"event simulation / 事件模拟:   with {fwd_pf.total_time:.2f}, without {fwd_no.total_time:.2f}")
-print(f"units unsharded at once / 同时未分片的单元: with {fwd_pf.peak_units}, without {fwd_no.peak_units}")
+W, WO = "with prefetch / 有预取", "without / 无预取"
+print(f"seed closed form / 种子闭式解: {W} {seed.run_with_prefetch():.2f}, {WO} {seed.run_without_prefetch():.2f}")
+print(f"event simulation / 事件模拟:   {W} {fwd_pf.total_time:.2f}, {WO} {fwd_no.total_time:.2f}")
+print(f"units unsharded at once / 同时未分片的单元: {W} {fwd_pf.peak_units}, {WO} {fwd_no.peak_units}")
 """),
     pair(r"""
 > **Common misconception.** *"Prefetching is free, and one formula gives the step time."* The seed's
@@ -129,8 +131,8 @@ ReduceScatter。下方的图统计未分片的单元数（参数加梯度）。
     code("""
 for depth in (0, 1):
     r = overlap.uniform(6, 1.0, 0.6, forward_prefetch=depth, backward_prefetch=depth)
-    print(f"depth {depth}: step time / 迭代时间 {r.total_time:.1f}, exposed comm / 暴露的通信 {r.exposed_comm:.1f}, "
-          f"peak unsharded / 峰值未分片 {r.peak_bytes:.0f} unit-sizes")
+    print(f"depth / 深度 {depth}: step time / 迭代时间 {r.total_time:.1f}, exposed comm / 暴露的通信 {r.exposed_comm:.1f}, "
+          f"peak unsharded / 峰值未分片 {r.peak_bytes:.0f} unit-sizes / 个单元大小")
     plot_timeline(r, title=(f"prefetch depth {depth}", f"预取深度 {depth}"))
     plt.show()
 """),
@@ -140,13 +142,16 @@ for depth in (0, 1):
 Real units are not identical. Take 8 units with forward time 1, where unit 4 is four times larger and its
 all-gather takes 2.4 instead of 0.3. The closed form with the *average* all-gather time predicts one number; the
 simulation shows that depth 1 cannot hide the big all-gather (it starts only one unit ahead), while deeper prefetch
-can — and pays for it in memory. A limit of 2 unsharded units gives the time back.
+can — and pays for it in memory. A limit of 2 unsharded units (depth 3, limit 2) lowers the peak from 7 to 5
+unit-sizes, but the forward time goes back up from 8.3 to 9.7, the time of depth 1: the memory is saved, the
+speed-up is lost.
 """, r"""
 ## 各单元代价不同：闭式解失效的时候
 
 真实的单元并不相同。取 8 个前向时间为 1 的单元，其中单元 4 大四倍，它的 AllGather 需要 2.4 而不是 0.3。用*平均*
 AllGather 时间代入闭式解会得到一个数；模拟显示深度为 1 时这次大的 AllGather 无法被掩盖（它只提前一个单元开始），
-更深的预取可以掩盖它——但要付出显存。把未分片单元数限制为 2，时间又退回去了。
+更深的预取可以掩盖它——但要付出显存。把未分片单元数限制为 2（深度 3、限制 2），峰值从 7 降到 5 个单元大小，
+但前向时间从 8.3 又升回 9.7，与深度 1 相同：省下了显存，却失去了加速。
 """),
     code("""
 fw, ag, size = [1.0] * 8, [0.3, 0.3, 0.3, 0.3, 2.4, 0.3, 0.3, 0.3], [1, 1, 1, 1, 4, 1, 1, 1]
@@ -154,7 +159,8 @@ print(f"closed form with the mean all-gather / 用平均 AllGather 的闭式解:
 print(f"{'depth / 深度':<14}{'limit / 限制':<14}{'forward time / 前向时间':>24}{'peak unsharded (unit-sizes) / 峰值未分片':>42}")
 for depth, limit in [(0, None), (1, None), (2, None), (3, None), (3, 2)]:
     r = overlap.simulate(fw, ag, unit_bytes=size, include_backward=False, forward_prefetch=depth, max_inflight=limit)
-    print(f"{depth:<14}{str(limit):<14}{r.total_time:>24.1f}{r.peak_bytes:>42.0f}")
+    lim = "none / 无" if limit is None else str(limit)
+    print(f"{depth:<14}{lim:<14}{r.total_time:>24.1f}{r.peak_bytes:>42.0f}")
 """),
     pair(r"""
 ## Resharding after forward: ZeRO-3 or ZeRO-2
@@ -172,8 +178,8 @@ bottleneck, and **all units unsharded at once** at the turn from forward to back
 for reshard in (True, False):
     r = overlap.uniform(8, 1.0, 1.5, reshard_after_forward=reshard)
     n_ag = sum(o.kind == "all_gather" for o in r.ops)
-    print(f"reshard_after_forward={reshard!s:<5}: step / 迭代 {r.total_time:5.1f}, all-gathers {n_ag:>2}, "
-          f"peak unsharded params / 峰值未分片参数 {r.peak_units} of 8 units")
+    print(f"reshard_after_forward={reshard!s:<5}: step / 迭代 {r.total_time:5.1f}, all-gathers / AllGather 次数 {n_ag:>2}, "
+          f"peak unsharded params / 峰值未分片参数 {r.peak_units} of 8 units / 个单元（共 8 个）")
 """),
     pair(r"""
 ## Checked against real FSDP2
@@ -247,13 +253,18 @@ overlap_explorer.explorer()
     pair(r"""
 ## Exercises
 
-Open `exercises/07_overlap_prefetch.ipynb`: the prefetch closed form, the peak number of unsharded units, and the
-step time without any overlap. Solutions: `solutions/07_overlap_prefetch.ipynb`.
+Open [exercises/07_overlap_prefetch.ipynb](../exercises/07_overlap_prefetch.ipynb): the prefetch closed form, the
+peak number of unsharded units, and the step time without any overlap. Solutions:
+[solutions/07_overlap_prefetch.ipynb](../solutions/07_overlap_prefetch.ipynb).
+
+**Next / 下一章:** [08 · Activation memory and how to save it](08_activation_memory.ipynb).
 """, r"""
 ## 练习
 
-打开 `exercises/07_overlap_prefetch.ipynb`：预取的闭式解、未分片单元数的峰值，以及完全不重叠时的迭代时间。
-参考答案：`solutions/07_overlap_prefetch.ipynb`。
+打开 [exercises/07_overlap_prefetch.ipynb](../exercises/07_overlap_prefetch.ipynb)：预取的闭式解、未分片单元数的
+峰值，以及完全不重叠时的迭代时间。参考答案：[solutions/07_overlap_prefetch.ipynb](../solutions/07_overlap_prefetch.ipynb)。
+
+**下一章 / Next:** [08 · 激活显存与省显存技术](08_activation_memory.ipynb)。
 """),
 ]
 
