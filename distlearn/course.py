@@ -44,10 +44,23 @@ def pair(en: str, zh: str) -> list:
             nbformat.v4.new_markdown_cell(zh.strip("\n"), metadata={"tags": ["lang-zh"]})]
 
 
+# nbval's comment markers, moved into cell tags so students don't see test plumbing in the code
+_NBVAL_MARKERS = {"# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "# NBVAL_SKIP": "nbval-skip",
+                  "# NBVAL_RAISES_EXCEPTION": "raises-exception", "# NBVAL_CHECK_OUTPUT": "nbval-check-output"}
+
+
 def code(source: str, tags: list[str] | None = None):
-    """A code cell; ``tags`` such as ``["exercise"]``."""
-    md = {"tags": list(tags)} if tags else {}
-    return nbformat.v4.new_code_cell(source.strip("\n"), metadata=md)
+    """A code cell; ``tags`` such as ``["exercise"]``.
+
+    A first line that is an nbval comment marker (``# NBVAL_IGNORE_OUTPUT`` …) becomes the equivalent cell tag
+    (``nbval-ignore-output`` …), which nbval reads the same way.
+    """
+    tags = list(tags or [])
+    lines = source.strip("\n").split("\n")
+    while lines and lines[0].strip() in _NBVAL_MARKERS:
+        tags.append(_NBVAL_MARKERS[lines.pop(0).strip()])
+    md = {"tags": tags} if tags else {}
+    return nbformat.v4.new_code_cell("\n".join(lines), metadata=md)
 
 
 def new_notebook(cells: list) -> nbformat.NotebookNode:

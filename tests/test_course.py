@@ -49,3 +49,16 @@ def test_split_keeps_one_language_and_all_code():
     assert [c.source for c in zh.cells] == ["你好", "x = 1"]
     with pytest.raises(ValueError):
         course.split(nb, "fr")
+
+
+def test_code_moves_nbval_markers_into_tags():
+    cell = course.code("# NBVAL_IGNORE_OUTPUT\nfrom distlearn.widgets import memory\nmemory.explorer()", tags=["x"])
+    assert cell.source == "from distlearn.widgets import memory\nmemory.explorer()"
+    assert cell.metadata["tags"] == ["x", "nbval-ignore-output"]
+    assert course.code("x = 1  # NBVAL_IGNORE_OUTPUT later is left alone").metadata == {}
+
+
+def test_no_stored_notebook_shows_nbval_comments_to_students():
+    for path in course.course_notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            assert "# NBVAL_" not in cell.source, f"{path.name}: use the cell tag, not the comment"
