@@ -184,17 +184,8 @@ class VirtualCluster:
         bufs: list[list] = [[shards[r].copy() if c == r else None for c in range(n)] for r in range(n)]
         hold = np.eye(n, dtype=np.int64)
         self.steps.append(Step("start", holdings=hold.copy()))
-        # rank r starts with chunk r: shift the ring phase so that step 0 sends chunk r
-        for s in range(n - 1):
-            step = Step("all-gather")
-            sent = [(r, (r - s) % n, bufs[r][(r - s) % n]) for r in range(n)]
-            for r, c, data in sent:
-                dst = (r + 1) % n
-                self._transfer(step, r, dst, c, data.nbytes)
-                bufs[dst][c] = data.copy()
-                hold[dst, c] = 1
-            step.holdings = hold.copy()
-            self.steps.append(step)
+        # rank r starts with chunk r, exactly the state all-reduce's gather phase starts from
+        self._ring_all_gather(bufs, hold)
         return [np.concatenate(bufs[r], axis=0) for r in range(n)]
 
     def reduce_scatter(self, arrays, op: str = "sum") -> list[np.ndarray]:
