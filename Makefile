@@ -9,11 +9,13 @@ STAMP  := $(VENV)/.distlearn-installed
 TORCH_INDEX ?= $(if $(filter Darwin,$(shell uname -s)),,https://download.pytorch.org/whl/cpu)
 PORT ?= 8888
 
-.PHONY: all setup lab test test-fast bench screenshot exercises parity clean help
+.PHONY: all setup lab test test-fast bench screenshot notebooks check exercises parity clean help
 all: help
 help:
 	@echo "make lab   - set up .venv and open the course in JupyterLab"
 	@echo "make test  - set up .venv and run every test"
+	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
+	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
 	@echo "make bench - run the benchmarks and rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
 
@@ -46,6 +48,15 @@ bench: $(STAMP)
 SCREENSHOT_NOTEBOOK ?=
 screenshot: $(STAMP)
 	$(PY) tests/browser_harness.py --screenshot docs/img/explorer.png $(SCREENSHOT_NOTEBOOK)
+
+# Sync every notebooks/ and solutions/ .md with its .ipynb (whichever was edited last wins), re-execute only the
+# notebooks whose code changed (plus NAMES), rebuild exercises/. A prose-only fix executes nothing.
+NAMES ?=
+notebooks: $(STAMP)
+	$(PY) -m distlearn.course notebooks $(NAMES)
+
+check: $(STAMP)
+	$(PY) -m distlearn.course check
 
 exercises: $(STAMP)
 	$(PY) -m distlearn.course build-exercises

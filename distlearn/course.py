@@ -1,22 +1,26 @@
-"""Notebook tooling on nbformat/nbclient: build exercises from solutions, check bilingual parity, execute, split.
+"""Notebook tooling on jupytext/nbformat/nbclient: keep MyST sources and stored notebooks in sync, execute what
+changed, build exercises from solutions, check bilingual parity, split into one language.
 
-Command line::
+Each chapter and solution is a MyST markdown source ``NN_slug.md`` paired by jupytext with its stored, executed
+``NN_slug.ipynb`` (readers, Binder and nbval use the ``.ipynb``). Command line::
 
-    python -m distlearn.course build-exercises [--check]   # exercises/ from solutions/
-    python -m distlearn.course parity                       # en/zh pairs, headings, glossary terms
-    python -m distlearn.course execute PATH...              # run notebooks in place and store outputs
+    python -m distlearn.course notebooks [NAME ...]           # sync pairs, re-execute what changed, rebuild exercises
+    python -m distlearn.course check                          # pairs in sync, fully executed, exercises up to date
+    python -m distlearn.course build-exercises [--check]      # exercises/ from solutions/
+    python -m distlearn.course parity                         # en/zh pairs, headings, glossary terms
+    python -m distlearn.course execute PATH...                # run notebooks in place and store outputs
     python -m distlearn.course split --lang zh|en [--out DIR] [--root DIR]  # monolingual copies
 
-Authoring helpers (:func:`pair`, :func:`code`, :func:`new_notebook`) build notebooks with nbformat, so nobody edits
-notebook JSON by hand.
-
-Conventions (see README "For authors"):
+Conventions (see docs/authoring.md):
 - Prose cells are markdown cells tagged ``lang-en`` or ``lang-zh``; each English cell is followed immediately by its
   Chinese partner, and their headings match in number and level.
 - A glossary term (``docs/glossary.md``) used in an English cell appears with its Chinese term in the partner cell;
   see :func:`glossary_terms` for the matching rule.
 - In ``solutions/``, answer code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``; the exercise keeps
   the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead.
+- A stored notebook records the fingerprint of the code it was executed from (:func:`code_fingerprint`); a test
+  fails when its code changed without a re-run, when it is not one complete top-to-bottom run, or when it and its
+  ``.md`` differ.
 """
 from __future__ import annotations
 
@@ -37,53 +41,133 @@ _CJK = re.compile(r"[\u4e00-\u9fff]")
 _HEADING = re.compile(r"^(#{1,6})\s", re.M)
 
 
-# ---------------------------------------------------------------- authoring
-def pair(en: str, zh: str) -> list:
-    """Two markdown cells, English then Chinese, tagged ``lang-en`` / ``lang-zh``."""
-    return [nbformat.v4.new_markdown_cell(en.strip("\n"), metadata={"tags": ["lang-en"]}),
-            nbformat.v4.new_markdown_cell(zh.strip("\n"), metadata={"tags": ["lang-zh"]})]
+# ---------------------------------------------------------------- sources and stored notebooks
+PAIRED_DIRS = ("notebooks", "solutions")  # each NN_slug.ipynb has its MyST source NN_slug.md (jupytext pairing)
+MYST = "md:myst"
+FORMATS = "ipynb," + MYST
 
 
-# nbval's comment markers, moved into cell tags so students don't see test plumbing in the code
-_NBVAL_MARKERS = {"# NBVAL_IGNORE_OUTPUT": "nbval-ignore-output", "# NBVAL_SKIP": "nbval-skip",
-                  "# NBVAL_RAISES_EXCEPTION": "raises-exception", "# NBVAL_CHECK_OUTPUT": "nbval-check-output"}
+def from_myst(text: str) -> nbformat.NotebookNode:
+    """A notebook from MyST markdown text (jupytext's ``md:myst`` format), e.g. for small test notebooks."""
+    import jupytext
 
-
-def code(source: str, tags: list[str] | None = None):
-    """A code cell; ``tags`` such as ``["exercise"]``.
-
-    A first line that is an nbval comment marker (``# NBVAL_IGNORE_OUTPUT`` …) becomes the equivalent cell tag
-    (``nbval-ignore-output`` …), which nbval reads the same way.
-    """
-    tags = list(tags or [])
-    lines = source.strip("\n").split("\n")
-    while lines and lines[0].strip() in _NBVAL_MARKERS:
-        tags.append(_NBVAL_MARKERS[lines.pop(0).strip()])
-    md = {"tags": tags} if tags else {}
-    return nbformat.v4.new_code_cell("\n".join(lines), metadata=md)
-
-
-def new_notebook(cells: list) -> nbformat.NotebookNode:
-    """A notebook with the course's kernel metadata. ``cells`` may contain lists (from :func:`pair`)."""
-    flat = []
-    for c in cells:
-        flat.extend(c if isinstance(c, list) else [c])
-    nb = nbformat.v4.new_notebook(cells=flat)
-    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3 (ipykernel)", "language": "python"}
-    nb.metadata["language_info"] = {"name": "python"}
+    nb = jupytext.reads(text, fmt=MYST)
+    nb.metadata.setdefault("kernelspec", {"name": "python3", "display_name": "Python 3 (ipykernel)",
+                                          "language": "python"})
     return nb
 
 
+def source_of(ipynb: str | Path) -> Path:
+    """The MyST source paired with ``ipynb`` (``notebooks/01_memory.ipynb`` → ``notebooks/01_memory.md``)."""
+    return Path(ipynb).with_suffix(".md")
+
+
+def paired_notebooks(root: Path = ROOT) -> list[Path]:
+    """The stored, executed notebooks that have a MyST source: chapters and solutions (not exercises)."""
+    return [p for d in PAIRED_DIRS for p in sorted((root / d).glob("*.ipynb"))]
+
+
+def code_fingerprint(nb) -> str:
+    """A hash of the notebook's code cells (sources, in order): what the stored outputs were computed from."""
+    import hashlib
+
+    h = hashlib.sha256()
+    for cell in nb.cells:
+        if cell.cell_type == "code":
+            h.update(cell.source.encode("utf-8") + b"\0")
+    return h.hexdigest()[:16]
+
+
+def _cell_key(cell) -> tuple:
+    meta = {k: v for k, v in cell.get("metadata", {}).items() if k not in ("execution", "jupyter")}
+    return cell.cell_type, cell.source, meta
+
+
+def sync_problems(ipynb: str | Path) -> list[str]:
+    """Differences between a stored notebook and its MyST source: a missing source, or cells whose type, source,
+    metadata (tags …) or order differ. Empty when they are in sync."""
+    import jupytext
+
+    ipynb = Path(ipynb)
+    md = source_of(ipynb)
+    if not md.exists():
+        return [f"{ipynb.name}: no MyST source {md.name} / 缺少 MyST 源文件 {md.name}"]
+    a = [_cell_key(c) for c in nbformat.read(ipynb, as_version=NB_VERSION).cells]
+    b = [_cell_key(c) for c in jupytext.read(md).cells]
+    if a == b:
+        return []
+    where = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
+    what = ("cell count" if where == min(len(a), len(b)) else
+            "type" if a[where][0] != b[where][0] else "source" if a[where][1] != b[where][1] else "metadata/tags")
+    zh = {"cell count": "单元格数量", "type": "类型", "source": "内容", "metadata/tags": "元数据/标签"}[what]
+    return [f"{ipynb.name} and {md.name} differ at cell {where} ({what}: {len(a)} vs {len(b)} cells); run "
+            f"`make notebooks` / {ipynb.name} 与 {md.name} 在第 {where} 个单元格不一致（{zh}）；请运行 `make notebooks`"]
+
+
+def execution_problems(nb, name: str = "") -> list[str]:
+    """Why a stored notebook is not a complete top-to-bottom run of its current code: a code cell never executed,
+    execution counts not 1, 2, 3, … in order (cells re-run or skipped), or code changed after the run (the code
+    fingerprint stored by :func:`execute` differs). Empty when the stored outputs are trustworthy."""
+    problems = []
+    counts = [c.execution_count for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+    missing = sum(1 for n in counts if n is None)
+    if missing:
+        problems.append(f"{name}: {missing} code cell(s) never executed / {missing} 个代码单元格未执行")
+    elif counts != list(range(1, len(counts) + 1)):
+        problems.append(f"{name}: execution counts {counts[:8]}… are not 1, 2, 3, … (not one top-to-bottom run) / "
+                        f"执行序号不是 1, 2, 3, …（不是一次从头到尾的运行）")
+    stored = nb.metadata.get("distlearn", {}).get("executed_code")
+    if stored != code_fingerprint(nb):
+        problems.append(f"{name}: code changed since the stored run (fingerprint {stored} vs "
+                        f"{code_fingerprint(nb)}); run `make notebooks` / 代码在保存的运行之后被修改；请运行 `make notebooks`")
+    return problems
+
+
+def stored_problems(root: Path = ROOT) -> list[str]:
+    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course."""
+    problems = []
+    for path in paired_notebooks(root):
+        problems += sync_problems(path)
+        problems += execution_problems(nbformat.read(path, as_version=NB_VERSION), str(path.relative_to(root)))
+    return problems
+
+
+def sync(path: str | Path) -> None:
+    """Bring a notebook and its MyST source in line with whichever was edited last (``jupytext --sync``)."""
+    from jupytext.cli import jupytext as jupytext_cli
+
+    jupytext_cli(["--sync", "--quiet", str(path)])
+
+
 def execute(path: str | Path, timeout: int = 600) -> None:
-    """Run a notebook top to bottom in a fresh kernel (cwd = its folder) and store its outputs in place."""
+    """Run a notebook top to bottom in a fresh kernel (cwd = its folder) and store its outputs in place, with the
+    fingerprint of the code that produced them (see :func:`execution_problems`)."""
     from nbclient import NotebookClient
 
-    path = Path(path)
+    path = Path(path).with_suffix(".ipynb")
     nb = nbformat.read(path, as_version=NB_VERSION)
     NotebookClient(nb, timeout=timeout, kernel_name="python3",
                    resources={"metadata": {"path": str(path.parent)}}).execute()
     _strip_volatile(nb)
+    nb.metadata.setdefault("distlearn", {})["executed_code"] = code_fingerprint(nb)
     nbformat.write(nb, path)
+
+
+def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=print) -> list[Path]:
+    """What ``make notebooks`` does: sync every pair (``.md`` ↔ ``.ipynb``), then re-execute only the notebooks
+    whose code changed since their stored run or that are not fully executed (and those named in ``force``), then
+    rebuild ``exercises/``. Returns the notebooks executed. A prose-only edit executes nothing."""
+    force = set(force or [])
+    ran = []
+    for path in paired_notebooks(root):
+        sync(path if source_of(path).exists() else path)
+        nb = nbformat.read(path, as_version=NB_VERSION)
+        if path.stem in force or str(path.relative_to(root)) in force or execution_problems(nb):
+            log(f"executing {path.relative_to(root)} ...")
+            execute(path)
+            ran.append(path)
+    build_exercises(root=root)
+    return ran
 
 
 def _strip_volatile(nb) -> None:
@@ -120,6 +204,8 @@ def strip_solutions(source: str) -> str:
 def exercise_from_solution(nb) -> nbformat.NotebookNode:
     """The exercise notebook for a solution notebook: answers stripped, outputs cleared."""
     ex = nbformat.from_dict(nb)
+    for key in ("jupytext", "distlearn"):  # an exercise is neither paired with a source nor executed
+        ex.metadata.pop(key, None)
     for cell in ex.cells:
         if cell.cell_type == "code":
             cell.source = strip_solutions(cell.source)
@@ -345,6 +431,11 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build-exercises", help="write exercises/ from solutions/")
     b.add_argument("--check", action="store_true", help="write nothing; exit 1 if exercises/ is out of sync")
     sub.add_parser("parity", help="check English/中文 pairs in every notebook")
+    n = sub.add_parser("notebooks", help="sync .md and .ipynb, re-execute the notebooks whose code changed, "
+                                         "rebuild exercises/")
+    n.add_argument("names", nargs="*", help="also re-execute these (e.g. 06_zero_fsdp or solutions/06_zero_fsdp.ipynb)")
+    sub.add_parser("check", help="every .md in sync with its .ipynb, every notebook fully executed from its current "
+                                 "code, exercises/ up to date")
     e = sub.add_parser("execute", help="execute notebooks in place, storing outputs")
     e.add_argument("paths", nargs="+")
     s = sub.add_parser("split", help="write monolingual copies of the notebooks")
@@ -368,6 +459,18 @@ def main(argv: list[str] | None = None) -> int:
             print(p)
         n = len(course_notebooks())
         print(f"parity: {n} notebooks, {len(problems)} problem(s) / 双语检查：{n} 个笔记本，{len(problems)} 个问题")
+        return 1 if problems else 0
+    if args.cmd == "notebooks":
+        ran = update_notebooks(force=args.names)
+        print(f"{len(ran)} notebook(s) executed / 个笔记本已重新执行")
+        return 0
+    if args.cmd == "check":
+        problems = stored_problems() + [f"{s}: out of sync with solutions/ (run `make notebooks`) / 与 solutions/ 不一致"
+                                        for s in build_exercises(check=True)]
+        for p in problems:
+            print(p)
+        print(f"check: {len(paired_notebooks())} paired notebooks, {len(problems)} problem(s) / "
+              f"检查：{len(paired_notebooks())} 个成对笔记本，{len(problems)} 个问题")
         return 1 if problems else 0
     if args.cmd == "execute":
         for p in args.paths:

@@ -55,13 +55,21 @@ class as_text:
 '''
 
 
+def _myst_pair(en: str, zh: str) -> str:
+    return f'+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'
+
+
+def _myst_code(src: str, ignore: bool = False) -> str:
+    tags = ":tags: [nbval-ignore-output]\n\n" if ignore else ""
+    return f"```{{code-cell}} ipython3\n{tags}{src.strip()}\n```\n\n"
+
+
 def _selftest_notebooks() -> tuple[Path, Path, Path]:
     SELFTEST.mkdir(parents=True, exist_ok=True)
-    good = course.new_notebook([course.pair("# Demo", "# 演示"), course.code(DEMO),
-                                course.code("# NBVAL_IGNORE_OUTPUT\ndemo.explorer()")])
-    bad = course.new_notebook([course.code(BROKEN), course.code("no_controls.explorer()"),
-                               course.code("print(repr(as_text.explorer()))")])
-    solo = course.new_notebook([course.code("# NBVAL_IGNORE_OUTPUT\n" + DEMO.strip() + "\n\ndemo.explorer()")])
+    good = course.from_myst(_myst_pair("# Demo", "# 演示") + _myst_code(DEMO) + _myst_code("demo.explorer()", ignore=True))
+    bad = course.from_myst(_myst_code(BROKEN) + _myst_code("no_controls.explorer()")
+                           + _myst_code("print(repr(as_text.explorer()))"))
+    solo = course.from_myst(_myst_code(DEMO.strip() + "\n\ndemo.explorer()", ignore=True))
     paths = SELFTEST / "good.ipynb", SELFTEST / "broken.ipynb", SELFTEST / "solo.ipynb"
     for nb, path in zip((good, bad, solo), paths):
         nbformat.write(nb, path)
@@ -97,8 +105,9 @@ def session():
 
 
 def test_explorer_cells_are_found():
-    nb = course.new_notebook([course.code("def explorer():\n    pass"), course.code("from distlearn.widgets import x\nx.explorer()"),
-                              course.code("explorer( )"), course.code("print(1)")])
+    nb = course.from_myst("".join(_myst_code(src) for src in ("def explorer():\n    pass",
+                                                              "from distlearn.widgets import x\nx.explorer()",
+                                                              "explorer( )", "print(1)")))
     path = SELFTEST / "find.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)
     nbformat.write(nb, path)

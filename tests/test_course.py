@@ -1,14 +1,43 @@
-"""Course tooling: exercises are in sync with solutions, every notebook is bilingual, markers are well formed."""
+"""Course tooling: each chapter's MyST source is in sync with its stored notebook, stored notebooks are complete
+top-to-bottom runs of their current code, exercises are in sync with solutions, every notebook is bilingual — and
+each of these checks fails when a copy is broken on purpose."""
+import shutil
+import subprocess
+import sys
+
+import jupytext
 import nbformat
 import pytest
 
 from distlearn import course
 from distlearn.course import ROOT
 
+PAIR = '+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'
+CODE = "```{{code-cell}} ipython3\n{src}\n```\n\n"
+
+
+# ------------------------------------------------------------------ the real course
+def test_every_md_source_in_sync_and_every_notebook_fully_executed():
+    problems = course.stored_problems()
+    assert not problems, "\n".join(problems)
+
+
+def test_every_chapter_and_solution_has_a_myst_source():
+    stored = {p.with_suffix("").relative_to(ROOT) for p in course.paired_notebooks()}
+    sources = {p.with_suffix("").relative_to(ROOT) for d in course.PAIRED_DIRS for p in (ROOT / d).glob("*.md")}
+    assert stored == sources
+    assert not list((ROOT / "exercises").glob("*.md")), "exercises are generated: no .md sources there"
+
 
 def test_exercises_in_sync_with_solutions():
     stale = course.build_exercises(check=True)
-    assert not stale, f"run `make exercises`: {stale}"
+    assert not stale, f"run `make notebooks`: {stale}"
+
+
+def test_exercises_are_not_paired_and_not_marked_executed():
+    for path in sorted((ROOT / "exercises").glob("*.ipynb")):
+        meta = nbformat.read(path, as_version=4).metadata
+        assert "jupytext" not in meta and "distlearn" not in meta, path.name
 
 
 def test_every_notebook_is_bilingual():
@@ -23,6 +52,139 @@ def test_every_chapter_has_exercise_and_solution_pairs():
     assert not missing, f"chapters without solutions/: {missing}"
 
 
+def test_no_stored_notebook_shows_nbval_comments_to_students():
+    for path in course.course_notebooks():
+        for cell in nbformat.read(path, as_version=4).cells:
+            assert "# NBVAL_" not in cell.source, f"{path.name}: use the cell tag, not the comment"
+
+
+# ------------------------------------------------------------------ broken on purpose
+@pytest.fixture
+def pair_copy(tmp_path):
+    """A copy of chapter 06's .md and stored .ipynb in a temporary folder."""
+    for suffix in (".md", ".ipynb"):
+        shutil.copy(ROOT / "notebooks" / f"06_zero_fsdp{suffix}", tmp_path / f"06_zero_fsdp{suffix}")
+    return tmp_path / "06_zero_fsdp.ipynb"
+
+
+def test_the_copy_is_clean(pair_copy):
+    assert course.sync_problems(pair_copy) == []
+    assert course.execution_problems(nbformat.read(pair_copy, as_version=4), "copy") == []
+
+
+def _code_cells(nb):
+    return [c for c in nb.cells if c.cell_type == "code" and c.source.strip()]
+
+
+def test_a_cell_never_executed_is_found(pair_copy):
+    nb = nbformat.read(pair_copy, as_version=4)
+    cell = _code_cells(nb)[3]
+    cell.execution_count, cell.outputs = None, []
+    assert any("never executed" in p for p in course.execution_problems(nb, "copy"))
+
+
+def test_a_cell_rerun_out_of_order_is_found(pair_copy):
+    nb = nbformat.read(pair_copy, as_version=4)
+    _code_cells(nb)[2].execution_count = 40  # re-run by hand after the rest
+    assert any("not 1, 2, 3" in p for p in course.execution_problems(nb, "copy"))
+
+
+def test_code_changed_without_a_rerun_is_found(pair_copy):
+    nb = nbformat.read(pair_copy, as_version=4)
+    _code_cells(nb)[1].source += "\nprint('new')"
+    assert any("code changed" in p for p in course.execution_problems(nb, "copy"))
+
+
+def test_an_unexecuted_notebook_is_found(pair_copy):
+    nb = nbformat.read(pair_copy, as_version=4)
+    for c in nb.cells:
+        if c.cell_type == "code":
+            c.execution_count, c.outputs = None, []
+    assert course.execution_problems(nb, "copy")
+
+
+@pytest.mark.parametrize("edit, what", [
+    (lambda t: t.replace("分片", "切片", 1), "source"),
+    (lambda t: t.replace('+++ {"tags": ["lang-zh"]}', '+++ {"tags": ["lang-zh", "extra"]}', 1), "metadata/tags"),
+    (lambda t: t.replace(':tags: [nbval-ignore-output]\n\n', '', 1), "metadata/tags"),
+    (lambda t: t + "\n+++ {\"tags\": [\"lang-en\"]}\n\nOne more cell.\n", "cell count"),
+])
+def test_md_and_ipynb_out_of_sync_is_found(pair_copy, edit, what):
+    md = course.source_of(pair_copy)
+    text = md.read_text(encoding="utf-8")
+    assert edit(text) != text, "the edit did not apply"
+    md.write_text(edit(text), encoding="utf-8")
+    problems = course.sync_problems(pair_copy)
+    assert len(problems) == 1 and f"({what}" in problems[0], problems
+
+
+def test_cells_swapped_are_found(pair_copy):
+    nb = nbformat.read(pair_copy, as_version=4)
+    nb.cells[0], nb.cells[1] = nb.cells[1], nb.cells[0]
+    nbformat.write(nb, pair_copy)
+    assert course.sync_problems(pair_copy)
+
+
+def test_missing_md_source_is_found(pair_copy):
+    course.source_of(pair_copy).unlink()
+    assert "no MyST source" in course.sync_problems(pair_copy)[0]
+
+
+def test_a_prose_fix_in_the_md_is_a_one_line_change_in_the_ipynb(pair_copy):
+    """Edit one line of Chinese prose in the .md, run the sync that `make notebooks` runs: the .ipynb changes by
+    exactly that line, keeps its outputs and cell ids, and needs no re-execution."""
+    md = course.source_of(pair_copy)
+    before_nb = pair_copy.read_text(encoding="utf-8").splitlines()
+    old_nb = nbformat.read(pair_copy, as_version=4)
+    text = md.read_text(encoding="utf-8")
+    md.write_text(text.replace("单位：字节；", "单位为字节；", 1), encoding="utf-8")
+    course.sync(md)
+    after_nb = pair_copy.read_text(encoding="utf-8").splitlines()
+    changed = [(a, b) for a, b in zip(before_nb, after_nb) if a != b]
+    assert len(before_nb) == len(after_nb) and len(changed) == 1 and "单位为字节" in changed[0][1], changed
+    new_nb = nbformat.read(pair_copy, as_version=4)
+    assert [c.id for c in new_nb.cells] == [c.id for c in old_nb.cells]
+    assert course.execution_problems(new_nb, "copy") == [] and course.sync_problems(pair_copy) == []
+
+
+def test_cell_ids_survive_an_inserted_cell(pair_copy):
+    md = course.source_of(pair_copy)
+    old_ids = [c.id for c in nbformat.read(pair_copy, as_version=4).cells]
+    text = md.read_text(encoding="utf-8")
+    marker = "```{code-cell} ipython3"
+    at = text.index(marker)
+    md.write_text(text[:at] + CODE.format(src="x = 1") + text[at:], encoding="utf-8")
+    course.sync(md)
+    new_ids = [c.id for c in nbformat.read(pair_copy, as_version=4).cells]
+    assert len(new_ids) == len(old_ids) + 1 and set(old_ids) <= set(new_ids)
+
+
+@pytest.mark.slow
+def test_nbval_fails_on_a_stored_number_that_no_longer_matches(tmp_path):
+    """A printed number in a stored notebook that the package no longer computes is caught by nbval (``make
+    test``'s notebook pass): tamper one stored number in a copy of chapter 02 and run nbval on it."""
+    src = ROOT / "notebooks" / "02_collectives.ipynb"
+    nb = nbformat.read(src, as_version=4)
+    tampered = False
+    for cell in nb.cells:
+        for out in cell.get("outputs", []):
+            if not tampered and out.get("output_type") == "stream" and any(ch.isdigit() for ch in out.text) \
+                    and "nbval-ignore-output" not in cell.metadata.get("tags", []):
+                i = next(i for i, ch in enumerate(out.text) if ch.isdigit())
+                out.text = out.text[:i] + str((int(out.text[i]) + 1) % 10) + out.text[i + 1:]
+                tampered = True
+    assert tampered
+    for name, book in (("good.ipynb", nbformat.read(src, as_version=4)), ("bad.ipynb", nb)):
+        nbformat.write(book, tmp_path / name)
+    cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
+           "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), "-o", "addopts="]
+    good = subprocess.run(cmd + [str(tmp_path / "good.ipynb")], capture_output=True, text=True, cwd=tmp_path)
+    bad = subprocess.run(cmd + [str(tmp_path / "bad.ipynb")], capture_output=True, text=True, cwd=tmp_path)
+    assert good.returncode == 0, good.stdout[-2000:]
+    assert bad.returncode != 0 and "1 failed" in bad.stdout, bad.stdout[-2000:]
+
+
+# ------------------------------------------------------------------ tools on small notebooks
 def test_strip_solutions_keeps_signature_and_indent():
     src = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n\nanswer = 1"
     out = course.strip_solutions(src)
@@ -36,29 +198,22 @@ def test_strip_solutions_rejects_bad_markers(src):
 
 
 def test_parity_finds_a_missing_partner_and_heading_mismatch():
-    nb = course.new_notebook([course.pair("# A\n## B", "# 甲"), course.code("1")])
-    nb.cells.append(nbformat.v4.new_markdown_cell("orphan", metadata={"tags": ["lang-en"]}))
+    nb = course.from_myst(PAIR.format(en="# A\n## B", zh="# 甲") + CODE.format(src="1")
+                          + '+++ {"tags": ["lang-en"]}\n\norphan\n')
     problems = course.parity_problems(nb, "x")
     assert any("headings" in p for p in problems)
     assert any("no Chinese partner" in p for p in problems)
 
 
 def test_split_keeps_one_language_and_all_code():
-    nb = course.new_notebook([course.pair("Hello", "你好"), course.code("x = 1")])
+    nb = course.from_myst(PAIR.format(en="Hello", zh="你好") + CODE.format(src="x = 1"))
     zh = course.split(nb, "zh")
     assert [c.source for c in zh.cells] == ["你好", "x = 1"]
     with pytest.raises(ValueError):
         course.split(nb, "fr")
 
 
-def test_code_moves_nbval_markers_into_tags():
-    cell = course.code("# NBVAL_IGNORE_OUTPUT\nfrom distlearn.widgets import memory\nmemory.explorer()", tags=["x"])
-    assert cell.source == "from distlearn.widgets import memory\nmemory.explorer()"
-    assert cell.metadata["tags"] == ["x", "nbval-ignore-output"]
-    assert course.code("x = 1  # NBVAL_IGNORE_OUTPUT later is left alone").metadata == {}
-
-
-def test_no_stored_notebook_shows_nbval_comments_to_students():
-    for path in course.course_notebooks():
-        for cell in nbformat.read(path, as_version=4).cells:
-            assert "# NBVAL_" not in cell.source, f"{path.name}: use the cell tag, not the comment"
+def test_myst_keeps_tags_of_code_cells():
+    nb = course.from_myst("```{code-cell} ipython3\n:tags: [nbval-ignore-output]\n\nx = 1\n```\n")
+    assert nb.cells[0].metadata["tags"] == ["nbval-ignore-output"] and nb.cells[0].source == "x = 1"
+    assert "nbval-ignore-output" in jupytext.writes(nb, fmt=course.MYST)

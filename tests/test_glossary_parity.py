@@ -17,6 +17,8 @@ import distlearn
 import distlearn.widgets as widgets_pkg
 from distlearn import course, i18n
 
+PAIR = '+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'  # one MyST prose pair
+
 CJK = re.compile(r"[\u4e00-\u9fff]")
 EXPLORERS = [m.name for m in pkgutil.iter_modules(widgets_pkg.__path__) if m.name != "base"]
 
@@ -78,7 +80,7 @@ def test_glossary_match_reports(en, zh, missing):
 
 
 def test_parity_reports_a_missing_glossary_term():
-    nb = course.new_notebook([course.pair("## Data parallelism\nEach GPU holds a copy.", "## 并行\n每张 GPU 一份副本。")])
+    nb = course.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每张 GPU 一份副本。"))
     problems = course.parity_problems(nb, "x")
     assert len(problems) == 1 and "data parallelism" in problems[0] and "数据并行" in problems[0]
 
@@ -192,8 +194,8 @@ def test_split_cli_on_the_real_notebooks(tmp_path, lang):
 def test_split_cli_on_a_small_course(tmp_path):
     root = tmp_path / "course"
     (root / "notebooks").mkdir(parents=True)
-    nb = course.new_notebook([course.pair("# One\nData parallelism.", "# 一\n数据并行。"), course.code("x = 1"),
-                              course.pair("More.", "更多。")])
+    nb = course.from_myst(PAIR.format(en="# One\nData parallelism.", zh="# 一\n数据并行。") + "```{code-cell} ipython3\nx = 1\n```\n"
+                          + PAIR.format(en="More.", zh="更多。"))
     nbformat.write(nb, root / "notebooks" / "01_x.ipynb")
     for lang in ("zh", "en"):
         _split_cli(lang, tmp_path / lang, root)

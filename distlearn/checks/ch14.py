@@ -11,7 +11,7 @@ def _states(num_params, tp, pp, dp, zero_stage):
     return model_state_bytes(num_params // (tp * pp), dp=dp, zero_stage=zero_stage).total
 
 
-def ex10_model_states_per_gpu(fn):
+def ex14_model_states_per_gpu(fn):
     """``model_states_per_gpu(num_params, tp, pp, dp, zero_stage)`` → bytes of mixed-precision Adam states."""
     cases = []
     for args in [(8_000_000_000, 1, 1, 8, 0), (8_000_000_000, 1, 1, 8, 3), (70_000_000_000, 8, 1, 1, 3),
@@ -24,10 +24,10 @@ def ex10_model_states_per_gpu(fn):
                           hint_zh="每个参数 16 字节（权重 2 + 梯度 2 + 优化器 12）；先按 tp × pp 切分模型，"
                                   "ZeRO 只在 dp 上分片（第 1 阶段：优化器；第 2 阶段：再加梯度；第 3 阶段：再加权重）。"
                                   "dp = 1 时 ZeRO 不省显存。"))
-    verify("ex10_model_states_per_gpu", fn, cases)
+    verify("ex14_model_states_per_gpu", fn, cases)
 
 
-def ex10_pipeline_step_time(fn):
+def ex14_pipeline_step_time(fn):
     """``pipeline_step_time(t_microbatch, num_microbatches, pp, num_chunks)`` → seconds, bubble included."""
     cases = []
     for t, m, p, v in [(1.0, 8, 1, 1), (1.0, 8, 4, 1), (0.5, 32, 8, 1), (0.5, 32, 8, 2), (2.0, 3, 4, 1),
@@ -36,10 +36,10 @@ def ex10_pipeline_step_time(fn):
         cases.append(Case(args=(t, m, p, v), expected=expected, rtol=1e-9,
                           hint_en="ideal time m·t, plus the bubble (p − 1)/(v·m) of it: (m + (p − 1)/v)·t.",
                           hint_zh="理想时间 m·t，再加上其 (p − 1)/(v·m) 的气泡：(m + (p − 1)/v)·t。"))
-    verify("ex10_pipeline_step_time", fn, cases)
+    verify("ex14_pipeline_step_time", fn, cases)
 
 
-def ex10_dp_allreduce_seconds(fn):
+def ex14_dp_allreduce_seconds(fn):
     """``dp_allreduce_seconds(num_params, dp, bw, bytes_per_grad=2)`` → seconds of a ring all-reduce (no α)."""
     cases = []
     for psi, dp, bw, g in [(8e9, 8, 450e9, 2), (8e9, 64, 50e9, 2), (7e9, 2, 25e9, 4), (1e9, 1, 25e9, 2),
@@ -50,7 +50,7 @@ def ex10_dp_allreduce_seconds(fn):
                                   "0 when dp = 1.",
                           hint_zh="环形 AllReduce（全规约）每个 rank 发送缓冲区的 2(n − 1)/n 倍；时间 = 该字节数 / 带宽；"
                                   "dp = 1 时为 0。"))
-    verify("ex10_dp_allreduce_seconds", fn, cases)
+    verify("ex14_dp_allreduce_seconds", fn, cases)
 
 
 def _gpu_counts(limit=4096):
@@ -73,7 +73,7 @@ def reference_smallest_gpu_count(model, gpu, seq_len, global_batch):
     return None
 
 
-def ex10_smallest_gpu_count(fn):
+def ex14_smallest_gpu_count(fn):
     """``smallest_gpu_count(model, gpu, seq_len, global_batch)`` → the fewest GPUs with a plan that fits."""
     cases = []
     for args in [("gpt2-xl", "a100-80gb", 1024, 64), ("llama2-7b", "a100-80gb", 4096, 64),
@@ -84,4 +84,4 @@ def ex10_smallest_gpu_count(fn):
                                   "planner.search(...).plans is not empty.",
                           hint_zh="依次尝试 1、2、4，然后 8、16、24……块 GPU，返回第一个使 planner.search(...).plans "
                                   "非空的 n。"))
-    verify("ex10_smallest_gpu_count", fn, cases)
+    verify("ex14_smallest_gpu_count", fn, cases)
