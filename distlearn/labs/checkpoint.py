@@ -266,11 +266,13 @@ def latest_checkpoint(ckpt_dir: str) -> tuple[int, str | None]:
 
 
 def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: int = 16, every: int = 4,
-              kill_rank: int | None = None, kill_step: int | None = None, final_path: str | None = None) -> dict:
+              kill_rank: int | None = None, kill_step: int | None = None, final_path: str | None = None,
+              omit: tuple = ()) -> dict:
     """A restartable training job (see the module docstring). Steps are numbered 1…``steps``; a checkpoint is
     written after every step divisible by ``every``. A run that starts fresh kills ``kill_rank`` with SIGKILL
     just before step ``kill_step``. Rank 0 logs ``start``, ``step``, ``checkpoint`` and ``done`` events; the
     killed rank logs ``kill``. ``final_path``: rank 0 saves :func:`full_state` there at the end (torch.save).
+    ``omit``: items *not* restored on resume, among ``"rng"`` and ``"sampler"`` (to see an inexact resume).
     Returns ``{"rank", "pid", "resumed_from", "losses"}``."""
     import torch.distributed.checkpoint as dcp
     from torch.distributed.checkpoint.state_dict import get_state_dict, set_state_dict
@@ -287,12 +289,14 @@ def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: i
     step, resumed_path = latest_checkpoint(ckpt_dir)
     if resumed_path is not None:
         msd, osd = get_state_dict(model, opt)
-        state = {"model": msd, "optim": osd, "sampler": sampler_state, "step": 0,
+        state = {"model": msd, "optim": osd, "sampler": dict(sampler_state), "step": 0,
                  f"rng.rank{rank}": torch.get_rng_state()}
         dcp.load(state, checkpoint_id=resumed_path)
         set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
-        torch.set_rng_state(state[f"rng.rank{rank}"])
-        sampler_state = dict(state["sampler"])
+        if "rng" not in omit:
+            torch.set_rng_state(state[f"rng.rank{rank}"])
+        if "sampler" not in omit:
+            sampler_state = dict(state["sampler"])
         if state["step"] != step:
             raise RuntimeError(f"checkpoint {resumed_path} holds step {state['step']}, expected {step}")
     pids = [None] * world_size
