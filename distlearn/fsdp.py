@@ -129,9 +129,9 @@ def reference_flat_shard(params, world_size: int, rank: int):
     import torch.nn.functional as F
 
     flat = torch.cat([p.reshape(-1) for p in params])
-    chunks = torch.chunk(flat, world_size)             # may be fewer than world_size chunks
+    chunks = torch.chunk(flat, world_size)             # may be fewer than world_size / 块数可能少于 world_size
     shard_size = chunks[0].numel()
-    mine = chunks[rank] if rank < len(chunks) else flat[:0]   # a rank past the end gets only padding
+    mine = chunks[rank] if rank < len(chunks) else flat[:0]   # past the end: only padding / 超出末尾：只有填充
     return F.pad(mine, (0, shard_size - mine.numel()))
 
 
@@ -145,12 +145,12 @@ def reference_flat_gather(shards, shapes) -> list:
 
     import torch
 
-    flat = torch.cat(list(shards))                     # the padded flat parameter
+    flat = torch.cat(list(shards))                     # the padded flat parameter / 带填充的扁平参数
     params, offset = [], 0
     for shape in shapes:
         numel = math.prod(shape)
         params.append(flat[offset:offset + numel].view(shape))
-        offset += numel                                # the padding after the last parameter is never read
+        offset += numel                                # the padding at the end is never read / 末尾的填充不会被读取
     return params
 
 

@@ -439,18 +439,18 @@ def reference_1f1b_order(stage: int, num_stages: int, num_microbatches: int) -> 
     :func:`stage_order` computes the same list with array arithmetic (a test checks that they agree).
     """
     p, m = num_stages, num_microbatches
-    warmup = min(p - stage - 1, m)    # forwards in flight before the first backward can come back
-    steady = m - warmup               # one forward, then one backward
+    warmup = min(p - stage - 1, m)    # forwards before the first backward comes back / 第一个反向传回前的前向数
+    steady = m - warmup               # rounds of one forward + one backward / “一前一反”的轮数
     order, next_f, next_b = [], 0, 0
-    for _ in range(warmup):           # warm-up: forwards only
+    for _ in range(warmup):           # warm-up: forwards only / 预热期：只做前向
         order.append(("F", next_f))
         next_f += 1
-    for _ in range(steady):           # steady: 1F1B, one forward then the oldest micro-batch's backward
+    for _ in range(steady):           # steady: one forward, then the oldest backward / 稳定期：一个前向，再做最早的反向
         order.append(("F", next_f))
         next_f += 1
         order.append(("B", next_b))
         next_b += 1
-    for _ in range(warmup):           # cool-down: the backwards still owed
+    for _ in range(warmup):           # cool-down: the backwards still owed / 收尾期：做完还欠着的反向
         order.append(("B", next_b))
         next_b += 1
     return order
@@ -471,13 +471,13 @@ def reference_1f1b(num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_
     fwd, bwd = _per_stage("fwd_time", fwd_time, p), _per_stage("bwd_time", bwd_time, p)
     comm = check_number("p2p_time", p2p_time, minimum=0)
     orders = [reference_1f1b_order(s, p, m) for s in range(p)]
-    finished: dict[tuple[str, int, int], float] = {}   # (kind, stage, micro-batch) -> end time
-    free_at = [0.0] * p                                # when each stage's previous op ends
+    finished: dict[tuple[str, int, int], float] = {}   # (kind, stage, micro-batch) -> end time / 结束时间
+    free_at = [0.0] * p                                # when each stage is free again / 各阶段何时空闲
     next_op = [0] * p
     events = []
     while any(next_op[s] < 2 * m for s in range(p)):
         ran = False
-        for s in range(p):                             # each stage runs its next op if its input is there
+        for s in range(p):                             # next op of each stage, if its input is there / 输入到了就执行
             if next_op[s] == 2 * m:
                 continue
             kind, j = orders[s][next_op[s]]
@@ -486,7 +486,7 @@ def reference_1f1b(num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_
             else:
                 needs = ("B", s + 1, j) if s < p - 1 else ("F", s, j)
             if needs is not None and needs not in finished:
-                continue                               # waiting for the neighbour
+                continue                               # waiting for the neighbour / 等待相邻阶段
             arrives = 0.0 if needs is None else finished[needs] + (comm if needs[1] != s else 0.0)
             start = max(free_at[s], arrives)
             end = start + (fwd[s] if kind == "F" else bwd[s])
