@@ -23,11 +23,6 @@ def test_all_reduce_results_in_rank_order(world_size):
     assert launch.run(smoke.all_reduce_rank, world_size) == [world_size * (world_size + 1) / 2] * world_size
 
 
-def test_second_run_in_same_process_works():
-    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]
-    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]
-
-
 def test_worker_exception_reraised_with_rank_and_traceback():
     with pytest.raises(launch.WorkerError) as info:
         launch.run(smoke.raise_on_rank, 2, 1, timeout=60)
