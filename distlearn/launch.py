@@ -17,8 +17,9 @@ in rank order.
 - Gloo uses the loopback interface unless ``GLOO_SOCKET_IFNAME`` is set; ``OMP_NUM_THREADS=1`` unless set.
 - A worker's exception is raised here as :class:`WorkerError` with its rank and the worker's traceback; the other
   workers are stopped. A worker that dies without a word (``SIGKILL``, a crash) is reported as the cause, with
-  its exit code, even when its peers' broken connections reach us first. A run that outlasts ``timeout`` seconds (a collective waiting for a rank that never calls
-  it, say) is stopped and raises :class:`TimeoutError`. No worker process outlives the call.
+  its exit code, even when its peers' broken connections reach us first. A run that outlasts ``timeout`` seconds
+  (a collective waiting for a rank that never calls it, say) is stopped and raises :class:`TimeoutError`. No worker
+  process outlives the call.
 
 Labs are runnable unchanged with torchrun through :func:`torchrun_main`; with CUDA available they use NCCL and one
 GPU per rank (:func:`device`).
