@@ -1,7 +1,7 @@
 """Failure arithmetic for large training jobs: the job's mean time between failures (MTBF), the work a failure
 destroys, the optimum checkpoint interval (Young 1974; Daly 2006) and goodput.
 
-**Model** (Daly 2006, §3). A synchronous job stops when *any* of its parts fails. Parts fail independently as
+**Model** (Daly 2006). A synchronous job stops when *any* of its parts fails. Parts fail independently as
 Poisson processes, so the job fails as one Poisson process whose rate is the sum of the parts' rates: the job's MTBF
 is ``M = MTBF_part / N`` (:func:`job_mtbf_hours`). The job computes for an interval ``τ`` (``interval``), then
 writes a checkpoint for ``δ`` (``checkpoint_time``); a failure loses everything since the last completed
@@ -19,8 +19,8 @@ results come back in the same unit; rates are per day.
   Computer Systems* 22(3), 303–312): the complete model's expected wall time for ``T_s`` of work is
   ``T_w = M e^{R/M} (e^{(τ+δ)/M} − 1) T_s / τ`` (:func:`expected_wall_time`), so the goodput (useful time / wall
   time) is ``τ / (M e^{R/M} (e^{(τ+δ)/M} − 1))`` (:func:`goodput`). Daly's higher-order estimate of its optimum
-  (his eq. 37) is ``τ_Daly = sqrt(2δM) [1 + (1/3) sqrt(δ/(2M)) + (1/9) (δ/(2M))] − δ`` for ``δ < 2M`` and
-  ``τ_Daly = M`` otherwise (:func:`daly_interval`); his Figures 3–5 quote 117, 57 and 9.1 minutes for
+  (the paper's closing result) is ``τ_Daly = sqrt(2δM) [1 + (1/3) sqrt(δ/(2M)) + (1/9) (δ/(2M))] − δ`` for
+  ``δ < 2M`` and ``τ_Daly = M`` otherwise (:func:`daly_interval`); his Figures 3–5 quote 117, 57 and 9.1 minutes for
   R = 10 min, δ = 5 min and M = 24 h, 6 h, 15 min (a test checks them).
 - The exact optimum of Daly's model solves ``e^{(τ+δ)/M} (1 − τ/M) = 1``, i.e. ``τ* = M (1 + W₀(−e^{−1−δ/M}))``
   with Lambert's W (:func:`optimal_interval`; Daly's paper lists the Lambert function among its keywords). Tests
@@ -78,7 +78,8 @@ def young_interval(checkpoint_time: float, mtbf: float) -> float:
 
 
 def daly_interval(checkpoint_time: float, mtbf: float) -> float:
-    """Daly 2006, eq. 37: ``sqrt(2δM)·[1 + ⅓·sqrt(δ/2M) + (1/9)·(δ/2M)] − δ`` for δ < 2M, else ``M``."""
+    """Daly 2006's higher-order estimate: ``sqrt(2δM)·[1 + ⅓·sqrt(δ/2M) + (1/9)·(δ/2M)] − δ`` for δ < 2M,
+    else ``M``."""
     delta, m = _times(checkpoint_time, mtbf)
     if delta >= 2.0 * m:
         return m

@@ -59,8 +59,8 @@ def test_young_is_the_formula_and_the_first_order_optimum():
 
 
 def _daly_as_printed(delta, m):
-    """Daly 2006, eq. 37, typed from the paper: τ_opt = sqrt(2δM)[1 + (1/3)(δ/2M)^{1/2} + (1/9)(δ/2M)] − δ
-    for δ < 2M, τ_opt = M for δ ≥ 2M."""
+    """Daly 2006's higher-order estimate as the paper writes it:
+    τ_opt = sqrt(2δM)[1 + (1/3)(δ/2M)^{1/2} + (1/9)(δ/2M)] − δ for δ < 2M, τ_opt = M for δ ≥ 2M."""
     if delta < 2 * m:
         return (2 * delta * m) ** 0.5 * (1 + (1 / 3) * (delta / (2 * m)) ** 0.5 + (1 / 9) * (delta / (2 * m))) - delta
     return m
@@ -162,7 +162,7 @@ def test_first_order_is_the_small_ratio_limit(m):
 
 def test_llama3_worked_example_is_consistent_with_the_reported_90_percent():
     """With the paper's MTBF, a 14 B/param checkpoint of Llama 3.1 405B at the 2 TB/s Tectonic throughput the
-    paper gives (§3.1.2) and a 10-minute restart (an assumption), the optimum goodput is near the paper's
+    paper gives (§3.3.1) and a 10-minute restart (an assumption), the optimum goodput is near the paper's
     "higher than 90% effective training time"."""
     from distlearn.memory import model_state_bytes
     from distlearn.models import PRESETS

@@ -17,8 +17,8 @@ that started fresh. Rank 0 appends one JSON line per event to a log file that ou
 (:func:`read_log`). Run it with torchrun and ``--max-restarts`` (:func:`torchrun_command`, :func:`run_torchrun`)
 or with :func:`distlearn.launch.run`. Alone::
 
-    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node 2 --max-restarts 1 -m distlearn.labs.checkpoint \\
-        --ckpt-dir /tmp/ckpt --job-log /tmp/ckpt/log.jsonl --kill-rank 1 --kill-step 7
+    TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node 2 --max-restarts 1 \\
+        -m distlearn.labs.checkpoint --ckpt-dir /tmp/ckpt --job-log /tmp/ckpt/log.jsonl --kill-rank 1 --kill-step 7
 
 ``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with torch 2.13's default, the restarted workers share the rendezvous
 store of the failed attempt and gloo's ``init_process_group`` reads the dead workers' old addresses from it
