@@ -252,6 +252,21 @@ def _append(log_path: str, **event) -> None:
         os.close(fd)
 
 
+def _rng_state(rank: int) -> dict:
+    """This rank's random-number generators: the CPU one and, on a GPU, the CUDA one (which draws the dropout masks
+    there). Each rank has its own key, so every rank restores its own stream."""
+    out = {f"rng.rank{rank}": torch.get_rng_state()}
+    if device().type == "cuda":
+        out[f"cuda_rng.rank{rank}"] = torch.cuda.get_rng_state(device())
+    return out
+
+
+def _set_rng_state(state: dict, rank: int) -> None:
+    torch.set_rng_state(state[f"rng.rank{rank}"])
+    if f"cuda_rng.rank{rank}" in state:
+        torch.cuda.set_rng_state(state[f"cuda_rng.rank{rank}"], device())
+
+
 def latest_checkpoint(ckpt_dir: str) -> tuple[int, str | None]:
     """``(step, path)`` of the newest *complete* checkpoint in ``ckpt_dir`` (a ``step_NNNNNN`` folder holding
     ``.metadata``, which DCP writes last, via a temporary file and a rename), or ``(0, None)``."""
@@ -284,17 +299,16 @@ def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: i
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     sampler = DistributedSampler(range(NUM_SAMPLES), num_replicas=world_size, rank=rank, shuffle=True, seed=0)
     per_epoch = len(sampler) // LOCAL_BATCH
-    torch.manual_seed(1000 + rank)                     # this rank's dropout stream
+    torch.manual_seed(1000 + rank)                     # this rank's dropout stream (CPU and CUDA generators)
     sampler_state = {"epoch": 0, "batch": 0}
     step, resumed_path = latest_checkpoint(ckpt_dir)
     if resumed_path is not None:
         msd, osd = get_state_dict(model, opt)
-        state = {"model": msd, "optim": osd, "sampler": dict(sampler_state), "step": 0,
-                 f"rng.rank{rank}": torch.get_rng_state()}
+        state = {"model": msd, "optim": osd, "sampler": dict(sampler_state), "step": 0, **_rng_state(rank)}
         dcp.load(state, checkpoint_id=resumed_path)
         set_state_dict(model, opt, model_state_dict=state["model"], optim_state_dict=state["optim"])
         if "rng" not in omit:
-            torch.set_rng_state(state[f"rng.rank{rank}"])
+            _set_rng_state(state, rank)
         if "sampler" not in omit:
             sampler_state = dict(state["sampler"])
         if state["step"] != step:
@@ -332,8 +346,7 @@ def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: i
             _append(log_path, event="step", attempt=attempt, step=step, loss=losses[-1])
         if step % every == 0:
             msd, osd = get_state_dict(model, opt)
-            dcp.save({"model": msd, "optim": osd, "sampler": dict(sampler_state), "step": step,
-                      f"rng.rank{rank}": torch.get_rng_state()},
+            dcp.save({"model": msd, "optim": osd, "sampler": dict(sampler_state), "step": step, **_rng_state(rank)},
                      checkpoint_id=os.path.join(ckpt_dir, f"step_{step:06d}"))
             if rank == 0:
                 _append(log_path, event="checkpoint", attempt=attempt, step=step)

@@ -60,7 +60,7 @@ def render(res: dict) -> None:
              f"{p.goodput_optimum:.1%}", sep="\n"))
     print(bi(f"your interval {res['interval_min']:g} min: goodput {res['goodput']:.1%}; each failure loses "
              f"{res['lost_min']:.1f} min of work + {res['restart_min']:g} min restart",
-             f"你的间隔 {res['interval_min']:g} 分钟：有效训练时间占比 {res['goodput']:.1%}；每次故障损失 "
+             f"你的间隔 {res['interval_min']:g} 分钟：有效训练时间占比 {res['goodput']:.1%}；每次故障丢失 "
              f"{res['lost_min']:.1f} 分钟的计算 + {res['restart_min']:g} 分钟重启", sep="\n"))
     fig, ax = plots.new_figure(8, 3.2)
     ax.plot(res["taus"], [100 * g for g in res["curve"]], color=plots.COLORS["params"])
