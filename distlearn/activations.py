@@ -426,13 +426,16 @@ def recompute_flops(config: ModelConfig, *, seq_len: int, micro_batch_size: int,
 # ---------------------------------------------------------------- offload traffic
 def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offload_optimizer: bool = True,
                     offload_params: bool = False, nvme: bool = False, recompute_full: bool = False,
-                    pcie_gb_per_s: float = 25.0, nvme_gb_per_s: float = 6.0) -> dict:
+                    pcie_gb_per_s: float = 25.0, nvme_gb_per_s: float = 6.0, grad_bytes: int = 2) -> dict:
     """Bytes each GPU moves per optimizer step because of offload, and the time at the given bandwidths.
 
     Model (16-bit params and grads, fp32 Adam state of 12 B/param; shard = Ψ/dp with ZeRO ≥ 1, else Ψ):
 
     - optimizer offload (ZeRO-Offload, Ren et al. 2021, §4.1): 16-bit gradients of the shard go GPU→CPU
-      (2 B/param) and updated 16-bit parameters come back CPU→GPU (2 B/param): 4 B/param over PCIe;
+      (2 B/param) and updated 16-bit parameters come back CPU→GPU (2 B/param): 4 B/param over PCIe.
+      ``grad_bytes=4`` is what DeepSpeed 0.19.8 sends: it converts each gradient partition to the fp32 master
+      dtype on the GPU before the copy (``stage_1_and_2.py``, ``async_inplace_copy_grad_to_fp32_buffer_from_gpu``;
+      ``stage3.py``, ``_offload_grad_partition_at_boundary``), 6 B/param in all;
     - parameter offload (ZeRO-Infinity, Rajbhandari et al. 2021, stage 3 only): the parameter shard is fetched
       CPU→GPU for every forward and backward (2 × 2 B/param, one more with full recomputation), and updated
       parameters no longer come back (they stay on the host); without optimizer offload the gradients still go
@@ -450,6 +453,7 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
     pcie = check_positive("pcie_gb_per_s", pcie_gb_per_s)
     nvme_bw = check_positive("nvme_gb_per_s", nvme_gb_per_s)
+    gb = check_int("grad_bytes", grad_bytes, minimum=1, maximum=8)
     if offload_params and zero_stage != 3:
         raise DistlearnValueError("offload_params", "parameter offload needs zero_stage = 3.",
                                   "参数卸载需要 zero_stage = 3。")
@@ -459,7 +463,7 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     shard = n / dp if zero_stage >= 1 else n
     pcie_bytes = 0.0
     if offload_optimizer:
-        pcie_bytes += 2 * shard                       # gradients down
+        pcie_bytes += gb * shard                      # gradients down
         if not offload_params:
             pcie_bytes += 2 * shard                   # updated parameters up
     if offload_params:
@@ -470,6 +474,58 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     pcie_s, nvme_s = pcie_bytes / (pcie * GB), nvme_bytes / (nvme_bw * GB)
     return {"pcie_bytes": pcie_bytes, "nvme_bytes": nvme_bytes, "pcie_s": pcie_s, "nvme_s": nvme_s,
             "total_s": pcie_s + nvme_s}
+
+
+# ---------------------------------------------------------------- the CPU optimizer step (ZeRO-Offload's bottleneck)
+CPU_ADAM_BYTES_PER_PARAM = 28
+"""Host-memory traffic of one CPU Adam step per parameter in DeepSpeed 0.19.8 (``csrc/adam/cpu_adam_impl.cpp``,
+``Adam_Optimizer::Step_1/4/8``): it reads the fp32 parameter, gradient, ``exp_avg`` and ``exp_avg_sq`` (16 B) and
+writes the parameter and both moments back (12 B). The step is bound by host memory bandwidth."""
+
+CPU_ADAM_PARAMS_PER_S = 11.6e9 / 8.2
+"""Parameters per second one host's DeepSpeedCPUAdam updates: 11.6 B parameters in 8.2 s, as reported by its
+author for an 11.6B GPT-2 (DeepSpeed PR #735, 2021: "6x to 7x improvement over torch.adam ... from 56 seconds to
+8.2 seconds"); ≈ 1.4e9 params/s. The ZeRO-Offload paper (Ren et al. 2021) builds CPU-Adam for this reason:
+with PyTorch's CPU Adam the CPU step dominates the iteration. An assumption to change: it depends on the host's
+cores and memory channels (the roofline is host bandwidth / :data:`CPU_ADAM_BYTES_PER_PARAM`)."""
+
+
+def offload_step_time(num_params: int, *, dp: int, ranks_per_host: int = 8, zero_stage: int = 2,
+                      pcie_gb_per_s: float = 25.0, cpu_adam_params_per_s: float = CPU_ADAM_PARAMS_PER_S,
+                      grad_bytes: int = 2, host_memory_gb_per_s: float | None = None) -> dict:
+    """Seconds per optimizer step that ZeRO-Offload adds to one rank: PCIe traffic and the CPU Adam step.
+
+    Each rank's shard is Ψ/dp parameters (ZeRO ≥ 1). The ``ranks_per_host`` ranks of a node update their shards
+    at the same time on the node's CPU, so the host updates ``ranks_per_host × Ψ/dp`` parameters per step at
+    ``cpu_adam_params_per_s`` (:data:`CPU_ADAM_PARAMS_PER_S`, sourced there):
+
+    - ``pcie_s``: :func:`offload_traffic` (``grad_bytes`` down, 2 B up per parameter of the shard);
+    - ``cpu_adam_s = ranks_per_host · Ψ/dp / cpu_adam_params_per_s``;
+    - ``roofline_s``: the least time the host's memory allows, ``28 B × ranks_per_host · Ψ/dp /
+      host_memory_gb_per_s`` (only when ``host_memory_gb_per_s`` is given, GB/s = 1e9 B/s);
+    - ``total_s = pcie_s + cpu_adam_s``: nothing overlapped, as in DeepSpeed's default schedule, where the CPU
+      step starts after the last gradient arrives and the next forward waits for the updated parameters. (The
+      paper's one-step delayed parameter update, DPU, overlaps the CPU step with the next step's forward and
+      backward after a warm-up; then only ``max(0, cpu_adam_s − GPU step)`` shows.)
+
+    Returns ``{"host_params", "pcie_s", "cpu_adam_s", "roofline_s", "total_s"}`` (seconds). Raises
+    DistlearnValueError.
+    """
+    n = check_int("num_params", num_params)
+    dp = check_int("dp", dp)
+    ranks = check_int("ranks_per_host", ranks_per_host)
+    zero_stage = check_int("zero_stage", zero_stage, minimum=1, maximum=3)
+    rate = check_positive("cpu_adam_params_per_s", cpu_adam_params_per_s)
+    pcie = offload_traffic(n, dp=dp, zero_stage=zero_stage, offload_optimizer=True, pcie_gb_per_s=pcie_gb_per_s,
+                           grad_bytes=grad_bytes)["pcie_s"]
+    host_params = ranks * n / dp
+    cpu_s = host_params / rate
+    roofline = None
+    if host_memory_gb_per_s is not None:
+        roofline = CPU_ADAM_BYTES_PER_PARAM * host_params / (check_positive("host_memory_gb_per_s",
+                                                                            host_memory_gb_per_s) * GB)
+    return {"host_params": host_params, "pcie_s": pcie, "cpu_adam_s": cpu_s, "roofline_s": roofline,
+            "total_s": pcie + cpu_s}
 
 
 # ---------------------------------------------------------------- seed-b snippet 6, kept faithfully
@@ -557,5 +613,7 @@ def seed_activation_bytes(params_billions: float, precision_bytes: int = 2, sequ
 
 __all__ = ["layer_activation_terms", "layers_on_stage", "inflight_microbatches", "ActivationBytes",
            "model_activation_bytes", "gradient_accumulation_steps", "layer_forward_flops", "recompute_flops",
-           "offload_traffic", "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
-           "layer_activation_bytes"]
+           "offload_traffic", "offload_step_time", "CPU_ADAM_PARAMS_PER_S", "CPU_ADAM_BYTES_PER_PARAM",
+           "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
+           "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "layer_shape",
+           "default_attention", "config_layer_bytes", "ATTENTION"]
