@@ -106,9 +106,24 @@ def test_seed_per_layer_activations_undercount_korthikanti():
 
 
 def test_seed_fits_on_80gb_mixes_units():
-    # 79.9e9 bytes "fit" for the seed; an "80GB" A100 reports 81920 MiB total, and not all of it is usable.
+    # 79.9e9 bytes "fit" for the seed; an "80GB" A100 reports 81920 MiB in nvidia-smi, and not all of it is usable.
     assert 80e9 / GiB == pytest.approx(74.5, abs=0.05)
-    assert memory_widget.GPUS["A100 80GB"] == 80 * GiB
+    assert memory_widget.NVIDIA_SMI_MIB["A100 80GB"] * 2**20 == 80 * GiB
+
+
+def test_one_gpu_capacity_convention_everywhere():
+    """Issue 13, item 14: the ch01 explorer and the planner use the same datasheet bytes (GB = 1e9) per card."""
+    from distlearn.hardware import GPUS as HW
+    from distlearn.widgets import activations as act_widget
+
+    pairs = {"A100 80GB": "a100-80gb", "H100 80GB (SXM)": "h100-80gb", "H200 (141 GB)": "h200"}
+    for label, key in pairs.items():
+        assert memory_widget.GPUS[label] == HW[key].memory_bytes
+    assert memory_widget.GPUS["A100 80GB"] == 80e9 and memory_widget.GPUS["H200 (141 GB)"] == 141e9
+    assert all(v % 1e9 == 0 for v in memory_widget.GPUS.values())          # whole datasheet GB, never MiB
+    r = memory_widget.compute(model="llama3-8b", gpu="A100 80GB")
+    assert r["capacity"] == 80e9
+    assert act_widget.compute(model="llama3-8b", gpu_gb=80)["gpu_bytes"] == HW["a100-80gb"].memory_bytes
 
 
 # ---------------------------------------------------------------- seed mistake 3: ZeRO divides by dp
