@@ -223,3 +223,15 @@ def test_cpu_adam_bytes_per_param_from_deepspeed_source():
     assert writes == {"_params", "_exp_avg", "_exp_avg_sq"}
     assert {r for pair in reads for r in pair if r} == {"grads", "_params", "_exp_avg", "_exp_avg_sq"}
     assert A.CPU_ADAM_BYTES_PER_PARAM == 4 * (4 + 3)
+
+
+def test_explorer_attention_choice():
+    from distlearn.widgets import activations as w
+
+    cfg = PRESETS["llama2-7b"]
+    for att in ("flash", "materialised"):
+        r = w.compute(model="llama2-7b", seq_len=4096, attention=att)
+        act = A.model_activation_bytes(cfg, seq_len=4096, micro_batch_size=1, attention=att)
+        assert r["parts"]["activations"] + r["parts"]["logits"] == pytest.approx(act.total)
+    assert w.compute(attention="default")["total"] == w.compute(attention="flash")["total"]
+    assert w.compute(attention="materialised")["total"] > w.compute(attention="flash")["total"]
