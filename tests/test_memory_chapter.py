@@ -101,8 +101,22 @@ def test_seed_per_layer_activations_undercount_korthikanti():
     seed_bytes = seed["activations_gb"] * 1e9
     assert seed_bytes == 4 * s * b * h * 2 * layers                     # 8·s·b·h bytes per layer
     kort = layers * activation_bytes_per_layer(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a)
-    assert kort == layers * s * b * h * (34 + 5 * a * s / h)            # Korthikanti et al. 2022, Table 2
-    assert kort / seed_bytes == pytest.approx((34 + 80) / 8)            # 14.25× more
+    assert kort == layers * s * b * h * (34 + 5 * a * s / h)            # Korthikanti et al. 2022, Table 2 (GPT)
+    assert kort / seed_bytes == pytest.approx((34 + 80) / 8)            # 14.25×: the GPT formula, wrong model
+
+
+def test_chapter01_llama_activation_ratios():
+    """The ch01 claims (issue 13, item 7): a Llama 2 7B layer keeps 37.5·sbh + 4asb with flash attention, 4.7×
+    the seed's 8·sbh at s = 2048, and 8.7× with the scores stored — not Korthikanti's GPT 14×."""
+    from distlearn.activations import config_layer_bytes
+    from distlearn.models import PRESETS
+
+    c, s = PRESETS["llama2-7b"], 2048
+    sbh, seed = s * 4096, 8 * s * 4096
+    flash = config_layer_bytes(c, seq_len=s, micro_batch_size=1, attention="flash")
+    stored = config_layer_bytes(c, seq_len=s, micro_batch_size=1, attention="materialised")
+    assert flash == 37.5 * sbh + 4 * 32 * s
+    assert round(flash / seed, 1) == 4.7 and round(stored / seed, 1) == 8.7
 
 
 def test_seed_fits_on_80gb_mixes_units():
