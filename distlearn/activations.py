@@ -48,32 +48,49 @@ SWIGLU = ("unfused", "fused")
 # Where each term comes from. K22 = Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
 # Transformer Models", §4.1 (the per-tensor count behind Table 2); FA = Dao et al. 2022, "FlashAttention", §3.1
 # (the backward recomputes the probabilities from Q, K, V, O and the row log-sum-exp); "Llama module": derived
-# here from the module's code, term by term (the measurement in distlearn.activation_measure checks each).
+# here from the module's code, term by term (distlearn.activation_measure.LlamaBlock measures each). Keys: the
+# term, then the variant ("gpt" / "llama" for the architecture, "flash" / "materialised" for the attention).
+_K22 = "Korthikanti et al. 2022 §4.1"
 TERM_SOURCES = {
-    "norm_inputs": "K22 §4.1 (two LayerNorm inputs, 4sbh); Llama: RMSNorm keeps its input and fp32 1/rms "
-                   "(torch _fused_rms_norm_backward(grad, input, shape, rstd, weight))",
-    "qkv_input": "K22 §4.1 (QKV input, 2sbh): one tensor shared by the Q, K, V projections",
-    "q": "K22 §4.1 (Q for QKᵀ); flash: FA saves Q",
-    "k": "K22 §4.1 (K for QKᵀ); GQA materialised: K repeated to all heads before the matmul; flash: FA saves K "
-         "un-repeated (n_kv heads)",
-    "v": "K22 §4.1 (V for ·V); GQA as for K",
-    "softmax_output": "K22 §4.1 (softmax output, 2as²b)",
-    "attn_dropout_mask": "K22 §4.1 (attention dropout mask, as²b, 1 byte)",
-    "attn_dropout_output": "K22 §4.1 (dropped probabilities for ·V, 2as²b)",
-    "softmax_lse": "FA §3.1: fp32 log-sum-exp per row; torch meta registration of "
-                   "_scaled_dot_product_flash_attention: logsumexp (b, a, s) float32",
-    "out_proj_input": "K22 §4.1 (output projection input, 2sbh); flash: the kernel's output O, one tensor",
-    "mlp_input": "K22 §4.1 (first MLP linear's input, 2sbh)",
-    "gelu_input": "K22 §4.1 (GeLU input, 8sbh for f = 4h)",
-    "fc2_input": "K22 §4.1 (second linear's input, 8sbh for f = 4h)",
-    "silu_input": "Llama module down(silu(gate(x))·up(x)): F.silu keeps its input gate(x)",
-    "silu_output": "Llama module: the product keeps silu(gate(x)) for d/d up",
-    "up_output": "Llama module: the product keeps up(x) for d/d silu",
-    "swiglu_input": "fused SwiGLU (Megatron-Core fused_bias_swiglu): keeps only [gate(x), up(x)], recomputes SiLU",
-    "down_proj_input": "Llama module: the down projection keeps its input silu(gate(x))·up(x)",
-    "dropout_masks": "K22 §4.1 (attention-output and MLP-output dropout masks, sbh each, 1 byte)",
-    "layer_input": "K22 §5, Table 2 (full recomputation keeps the layer input)",
+    "norm_inputs": {"gpt": f"{_K22}: the two LayerNorm inputs (4sbh)",
+                    "llama": "Llama module: each RMSNorm keeps its input (+ fp32 1/rms per row; torch "
+                             "_fused_rms_norm_backward(grad, input, shape, rstd, weight))"},
+    "qkv_input": {"any": f"{_K22}: QKV input (2sbh), one tensor shared by the Q, K, V projections"},
+    "q": {"materialised": f"{_K22}: Q for QKᵀ", "flash": "FlashAttention (Dao et al. 2022) keeps Q"},
+    "k": {"materialised": f"{_K22}: K for QKᵀ (with GQA repeated to all heads first, as Megatron and HF repeat_kv)",
+          "flash": "FlashAttention keeps K, not repeated (k K/V heads)",
+          "selective": "checkpoint input of the recomputed attention core (k K/V heads)"},
+    "v": {"materialised": f"{_K22}: V for ·V (with GQA repeated to all heads first)",
+          "flash": "FlashAttention keeps V, not repeated (k K/V heads)",
+          "selective": "checkpoint input of the recomputed attention core (k K/V heads)"},
+    "softmax_output": {"any": f"{_K22}: softmax output (2as²b); without dropout also the ·V input"},
+    "attn_dropout_mask": {"any": f"{_K22}: attention dropout mask (as²b, 1 byte)"},
+    "attn_dropout_output": {"any": f"{_K22}: dropped probabilities, the ·V input (2as²b)"},
+    "softmax_lse": {"any": "FlashAttention: fp32 log-sum-exp per row and head (torch meta registration of "
+                           "_scaled_dot_product_flash_attention: logsumexp (b, a, s) float32)"},
+    "out_proj_input": {"materialised": f"{_K22}: output projection input (2sbh)",
+                       "flash": "the kernel's output O, kept by FlashAttention and by the output projection: one tensor"},
+    "mlp_input": {"any": f"{_K22}: the first MLP linear's input (2sbh); Llama: shared by gate and up"},
+    "gelu_input": {"any": f"{_K22}: GeLU input (8sbh for f = 4h)"},
+    "fc2_input": {"any": f"{_K22}: second linear's input (8sbh for f = 4h)"},
+    "silu_input": {"any": "Llama module down(silu(gate(x))·up(x)): F.silu keeps its input gate(x)"},
+    "silu_output": {"any": "Llama module: the product keeps silu(gate(x)) for the gradient of up(x)"},
+    "up_output": {"any": "Llama module: the product keeps up(x) for the gradient of silu(gate(x))"},
+    "swiglu_input": {"any": "fused SwiGLU (Megatron-Core fused_bias_swiglu): keeps only [gate(x), up(x)], "
+                            "recomputes SiLU"},
+    "down_proj_input": {"any": "Llama module: the down projection keeps its input silu(gate(x))·up(x)"},
+    "dropout_masks": {"any": f"{_K22}: attention-output and MLP-output dropout masks (sbh each, 1 byte)"},
+    "layer_input": {"any": "Korthikanti et al. 2022 §5, Table 2: full recomputation keeps the layer input"},
 }
+
+
+def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none") -> str:
+    """The source of term ``name`` for this architecture, attention kernel and recomputation mode."""
+    options = TERM_SOURCES[name]
+    for key in (recompute if recompute == "selective" else None, attention, arch, "any"):
+        if key in options:
+            return options[key]
+    raise KeyError(name)
 
 
 @dataclass(frozen=True)
@@ -82,7 +99,7 @@ class ActivationTerm:
 
     ``elements`` per GPU after parallelism, ``bytes_per_element`` (activation dtype, 1 for masks, 4 for the fp32
     log-sum-exp), ``split``: ``"tp"`` (always divided by the tensor-parallel degree), ``"sp"`` (divided only with
-    sequence parallelism) or ``"none"``; ``source`` (see :data:`TERM_SOURCES`).
+    sequence parallelism) or ``"none"``; ``source``: where the term comes from (:func:`term_source`).
     """
 
     name: str
@@ -181,7 +198,8 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
 
     def term(name, elements, nbytes, split):
         div = t if split == "tp" else sp_div if split == "sp" else 1
-        return ActivationTerm(name, elements / div, nbytes, split, TERM_SOURCES[name])
+        return ActivationTerm(name, elements / div, nbytes, split,
+                              term_source(name, arch=arch, attention=attention, recompute=recompute))
 
     if recompute == "full":
         return [term("layer_input", sbh, p, "sp")]
@@ -616,4 +634,4 @@ __all__ = ["layer_activation_terms", "layers_on_stage", "inflight_microbatches",
            "offload_traffic", "offload_step_time", "CPU_ADAM_PARAMS_PER_S", "CPU_ADAM_BYTES_PER_PARAM",
            "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
            "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "layer_shape",
-           "default_attention", "config_layer_bytes", "ATTENTION"]
+           "default_attention", "config_layer_bytes", "ATTENTION", "term_source"]
