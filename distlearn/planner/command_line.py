@@ -147,9 +147,10 @@ def cli(argv: list[str]) -> int:
         return 1
     print(format_table(res.plans, args.top))
     print(table_legend())
-    peak, kind = compute_peak(g, args.precision) / 1e12, "fp32/TF32" if args.precision == "fp32" else "16-bit"
+    peak = compute_peak(g, args.precision) / 1e12
+    kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else ("16-bit", "16 位")
     print(f"matrix multiplies at {args.efficiency:.0%} of the {kind} peak, {peak:g} TFLOP/s; reserve "
           f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)\n"
-          f"矩阵乘法按 {kind} 峰值 {peak:g} TFLOP/s 的 {args.efficiency:.0%} 计；预留 {RESERVE_BYTES / GB:.0f} GB + "
+          f"矩阵乘法按 {kind_zh}峰值 {peak:g} TFLOP/s 的 {args.efficiency:.0%} 计；预留 {RESERVE_BYTES / GB:.0f} GB + "
           f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）")
     return 0
