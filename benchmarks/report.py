@@ -3,18 +3,18 @@
     python -m benchmarks.report benchmarks/.last-run.json   # writes benchmarks/results.json and README.md
 
 Each row: what was measured, its goal, the measured value (median; CPU or wall-clock time, see
-``benchmarks/conftest.py``), pass / FAIL, and the machine. The row of the whole ``make test`` is measured only
-with ``--with-make-test``; otherwise the previous measurement is kept from ``results.json`` with its date.
+``benchmarks/conftest.py``), pass / FAIL, and the machine. A benchmark not run this time (``make test`` is timed
+only with ``--with-make-test``; ``-k`` selects some) keeps its previous row from ``results.json``, with its date.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-KEPT = ("test_make_test",)  # benchmarks run only on request: keep their last measurement
 
 
 def machine(info: dict) -> str:
@@ -108,19 +108,25 @@ def render(data: dict) -> str:
     return "\n".join(lines)
 
 
-def merge(new: dict, old: dict | None) -> dict:
-    """``new`` with each benchmark's machine recorded, plus the rows of :data:`KEPT` benchmarks that ``new`` lacks,
-    taken from ``old`` with their date."""
+def existing_tests(directory: Path = HERE) -> set[str]:
+    """Names of the benchmark functions defined in ``directory``'s ``bench_*.py`` files."""
+    return {m.group(1) for f in directory.glob("bench_*.py")
+            for m in re.finditer(r"^def (test_\w+)", f.read_text(encoding="utf-8"), re.M)}
+
+
+def merge(new: dict, old: dict | None, tests: set[str]) -> dict:
+    """``new`` with each benchmark's machine recorded, plus every row of ``old`` that ``new`` lacks and whose
+    benchmark function still exists (in ``tests``), marked with its date: a partial run (``-k``, or ``make test``
+    timed only on request) updates its own rows and keeps the others. Rows sorted by test id."""
     here = machine(new.get("machine_info", {}))
     for b in new.get("benchmarks", []):
         b.setdefault("extra_info", {})["machine"] = here
-    names = {b.get("name", "").split("[")[0] for b in new.get("benchmarks", [])}
+    ids = {b.get("fullname") for b in new.get("benchmarks", [])}
     for b in (old or {}).get("benchmarks", []):
-        base = b.get("name", "").split("[")[0]
-        if base in KEPT and base not in names:
-            extra = b.setdefault("extra_info", {})
-            extra.setdefault("kept_from", old.get("datetime", "?")[:10])
+        if b.get("fullname") not in ids and b.get("name", "").split("[")[0] in tests:
+            b.setdefault("extra_info", {}).setdefault("kept_from", (old.get("datetime") or "?")[:10])
             new.setdefault("benchmarks", []).append(b)
+    new.get("benchmarks", []).sort(key=lambda b: b.get("fullname", ""))
     return new
 
 
@@ -140,7 +146,7 @@ def main(argv: list[str] | None = None) -> int:
         old = json.loads(results.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         old = None
-    data = merge(new, old)
+    data = merge(new, old, existing_tests())
     results.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
     Path(args.out).write_text(render(data), encoding="utf-8")
     failed = [b for b in data.get("benchmarks", []) if status(b) in ("FAIL", "error")]

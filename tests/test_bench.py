@@ -61,7 +61,9 @@ def test_report_writes_the_table_and_keeps_the_make_test_row(tmp_path):
                     "python_version": "3.11.7", "torch": "2.13.0+cpu"}
     old = {"datetime": "2026-11-30T00:00:00", "machine_info": machine_info,
            "benchmarks": [_bench("test_make_test", "whole `make test`", 300, 250.0, timer="wall",
-                                 machine="Old CPU, 2 cores")]}
+                                 machine="Old CPU, 2 cores"),
+                          _bench("test_removed_since", "gone", 1.0, 0.5),
+                          _bench("test_a[x]", "explorer x, old", 0.05, 0.009)]}
     new = {"datetime": "2026-12-01T00:00:00", "machine_info": machine_info,
            "benchmarks": [_bench("test_a[x]", "explorer x", 0.05, 0.004, measured_s=0.004, timer="cpu", wall_s=0.01),
                           _bench("test_b", "sweep", 0.05, 7.0, measured_s=0.08, timer="cpu",
@@ -70,16 +72,17 @@ def test_report_writes_the_table_and_keeps_the_make_test_row(tmp_path):
     (tmp_path / "new.json").write_text(json.dumps(new))
     (tmp_path / "results.json").write_text(json.dumps(old))
     out = tmp_path / "README.md"
+    merged = report.merge(json.loads(json.dumps(new)), old, {"test_a", "test_b", "test_c", "test_make_test"})
+    assert [b["name"] for b in merged["benchmarks"]] == ["test_a[x]", "test_b", "test_c", "test_make_test"]
     assert report.main([str(tmp_path / "new.json"), "--results", str(tmp_path / "results.json"),
-                        "--out", str(out)]) == 0
+                        "--out", str(out)]) == 0  # with this repository's benchmarks: test_make_test exists
     text = out.read_text()
     assert "| what / 测量内容 | goal / 目标 | measured / 实测 | result / 结果 | machine / 机器 |" in text
     assert "| explorer x | < 50.0 ms | 4.0 ms CPU (wall 10.0 ms) | pass | Test CPU, 2 cores |" in text
     assert "| sweep; slowest: num_gpus=16 | < 50.0 ms | 80.0 ms CPU | FAIL |" in text
     assert "| drawing | — | 200.0 ms CPU | — |" in text
     assert "| whole `make test` | < 5.0 min | 4.2 min wall, measured 2026-11-30 | pass | Old CPU, 2 cores |" in text
-    merged = json.loads((tmp_path / "results.json").read_text())
-    assert [b["name"] for b in merged["benchmarks"]] == ["test_a[x]", "test_b", "test_c", "test_make_test"]
+    assert "explorer x, old" not in text and "gone" not in text
 
 
 def test_every_benchmark_module_imports_and_covers_every_explorer():
