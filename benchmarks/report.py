@@ -115,12 +115,13 @@ def existing_tests(directory: Path = HERE) -> set[str]:
 
 
 def merge(new: dict, old: dict | None, tests: set[str]) -> dict:
-    """``new`` with each benchmark's machine recorded, plus every row of ``old`` that ``new`` lacks and whose
+    """``new`` with each benchmark's machine recorded (and its per-round times dropped), plus every row of ``old`` that ``new`` lacks and whose
     benchmark function still exists (in ``tests``), marked with its date: a partial run (``-k``, or ``make test``
     timed only on request) updates its own rows and keeps the others. Rows sorted by test id."""
     here = machine(new.get("machine_info", {}))
     for b in new.get("benchmarks", []):
         b.setdefault("extra_info", {})["machine"] = here
+        (b.get("stats") or {}).pop("data", None)  # every round's time: megabytes, the summary suffices
     ids = {b.get("fullname") for b in new.get("benchmarks", [])}
     for b in (old or {}).get("benchmarks", []):
         if b.get("fullname") not in ids and b.get("name", "").split("[")[0] in tests:
