@@ -8,19 +8,22 @@ data-parallel degree ``dp = world_size / (tp·pp)``, the ZeRO stage, the recompu
 
 - model states: :func:`distlearn.memory.model_state_bytes` of the stage's parameters divided by ``tp``, sharded
   over ``dp`` by ZeRO (Rajbhandari et al. 2020) — ZeRO divides by the *data-parallel* degree, not the GPU count;
-- activations: :func:`distlearn.memory.activation_bytes_per_layer` (Korthikanti et al. 2022, Table 2) × layers of
-  the stage × micro-batches in flight. With 1F1B the first stage holds ``min(p, m)`` micro-batches, the last one;
+- activations: :func:`distlearn.activations.config_layer_bytes` (the model's own architecture: Korthikanti et al.
+  2022, Table 2 for GPT blocks with materialised attention; Llama blocks with flash attention, grouped-query
+  K/V and the SwiGLU MLP, derived and measured in :mod:`distlearn.activation_measure`), in the activation dtype of
+  the recipe (2 bytes, 4 for ``precision="fp32"``; dropout masks 1 byte) × layers of the stage × micro-batches in
+  flight. With 1F1B the first stage holds ``min(p, m)`` micro-batches, the last one;
   interleaving multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3). Full recomputation keeps
-  each layer's input (2·s·b·h bytes) and one layer's full activations while it recomputes;
+  each layer's input (s·b·h values) and one layer's full activations while it recomputes;
 - logits and the final norm on the last stage: 4·s·b·h/t·(1 + V/h) bytes (fp32 logits for the loss;
-  Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage;
+  Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
+  Llama has no dropout);
 - ZeRO-3 working buffer: two layers' gathered parameters (the one computing and the one prefetched);
 - a stated reserve: :data:`RESERVE_BYTES` for the CUDA context, cuBLAS workspaces and NCCL buffers, plus
   :data:`FRAGMENTATION` of the device memory for the caching allocator's fragmentation and temporaries.
 
-Caveats: the activation formula is Korthikanti's for GPT blocks (4h GELU MLP, full multi-head attention); for
-Llama blocks (SwiGLU, grouped-query attention) it is an approximation. It counts 16-bit activations, also for
-``precision="fp32"`` (which changes the model states and the compute peak here, not the activations' size).
+Attention follows :func:`distlearn.activations.default_attention`: GPT presets keep the a·s² scores (the
+Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-sum-exp per row).
 
 **Time per step** (seconds), for the slowest pipeline stage:
 
@@ -31,8 +34,9 @@ Llama blocks (SwiGLU, grouped-query attention) it is an approximation. It counts
   runs the layers' forward again, 4F on the layers — for a GPT block this is exactly Narayanan et al.'s eq. 3,
   96·B·s·l·h²·(1 + s/6h + V/16lh); selective recomputation adds only the attention core 4·b·s²·h per layer.
 - tensor-parallel all-reduces: 2 in forward and 2 in backward per layer (+2 when the forward is recomputed), of
-  b·s·h 16-bit values each, over NVLink (Shoeybi et al. 2019, Fig. 4); on the critical path.
-- pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h·2/t bytes (scatter /
+  b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``), over NVLink (Shoeybi et al. 2019,
+  Fig. 4); on the critical path.
+- pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
   gather optimisation, Narayanan §4.1), once per chunk; counted as not overlapped.
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
   (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`.
@@ -56,9 +60,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..activations import config_layer_bytes
 from ..cost import collective_time
 from ..hardware import GPU, Cluster, make_cluster
-from ..memory import RECOMPUTE, activation_bytes_per_layer, bytes_per_param, model_state_bytes
+from ..memory import RECOMPUTE, bytes_per_param, model_state_bytes
 from ..models import PRESETS, ModelConfig, get_preset
 from ..pipeline import partition_layers
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
@@ -252,6 +257,7 @@ class Setting:
         self.precision, self.optimizer = precision, optimizer
         self.per = bytes_per_param(precision, optimizer)
         self.peak = compute_peak(cluster.gpu, precision)
+        self.act_bytes = 4 if precision == "fp32" else 2  # activations in the dtype the layers compute in
         self.eff = efficiency
         g = cluster.gpu
         self.capacity = g.memory_bytes
@@ -277,11 +283,10 @@ class Setting:
             return value
 
     def act(self, b: int, tp: int, sp: bool, recompute: str) -> float:
-        """:func:`~distlearn.memory.activation_bytes_per_layer` for this model and sequence length."""
-        m = self.model
-        return self._cached(("act", b, tp, sp, recompute), lambda: activation_bytes_per_layer(
-            seq_len=self.s, micro_batch_size=b, hidden_size=m.hidden_size, num_heads=m.num_heads, tp=tp,
-            sequence_parallel=sp, recompute=recompute))
+        """:func:`~distlearn.activations.config_layer_bytes` of one layer for this model, sequence and recipe."""
+        return self._cached(("act", b, tp, sp, recompute), lambda: config_layer_bytes(
+            self.model, seq_len=self.s, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes))
 
     def states(self, psi: int, dp: int, zero_stage: int):
         """:func:`~distlearn.memory.model_state_bytes` of ``psi`` parameters with this recipe."""
@@ -325,8 +330,8 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
         acts = per_layer * layers * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
             acts += st.act(b, tp, p.sequence_parallel, "none")
-        if is_first:
-            acts += s * b * h / tp * inflight  # embedding dropout mask
+        if is_first and m.arch == "gpt":
+            acts += s * b * h / tp * inflight  # embedding dropout mask (Llama has no dropout)
         logits = 4 * s * b * h / tp * (1 + V / h) if is_last else 0.0
         buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
         mem = {"params": states.params, "grads": states.grads, "optimizer": states.optimizer, "activations": acts,
@@ -369,12 +374,12 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     h = m.hidden_size
     first_layers, _ = st.stages(pp)
     t_compute = microbatch_compute_seconds(st, p)
-    # tensor parallel: all-reduces of b·s·h 16-bit values on NVLink (all-gather + reduce-scatter with SP: same time)
+    # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same time)
     n_ar = 6 if p.recompute == "full" else 4
-    t_tp = first_layers * n_ar * st.collective("ring_all_reduce", 2 * b * st.s * h, tp, g.nvlink_bw)
+    t_tp = first_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * st.s * h, tp, g.nvlink_bw)
     # pipeline p2p: activation forward + gradient back, per chunk
     pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
-    t_p2p = 2 * v * (2 * b * st.s * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
+    t_p2p = 2 * v * (st.act_bytes * b * st.s * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
     t_mb = t_compute + t_tp + t_p2p
     # data parallel / ZeRO: gradient bytes of this GPU's shard of the model
     first_params = (first_layers * st.P_layer + st.P_first_extra + (st.P_last_extra if pp == 1 else 0)) / tp
@@ -484,6 +489,7 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
                                   f"必须在节点内（tp ≤ {node}）。")
     check_divisible("gpus_per_node", node, "tp", p.tp)
     check_divisible("num_heads", model.num_heads, "tp", p.tp)
+    check_divisible("num_kv_heads", model.kv_heads, "tp", p.tp)
     if p.dp * p.tp * p.pp != cluster.world_size:
         raise DistlearnValueError("dp", f"dp × tp × pp = {p.dp}×{p.tp}×{p.pp} = {p.dp * p.tp * p.pp} must equal the "
                                         f"number of GPUs, {cluster.world_size}.",

@@ -85,13 +85,13 @@ class Group:
 
 
 def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int):
-    """Yield a :class:`Group` for every (tp, pp) that can run: tp dividing the node size, the number of heads and
-    the GPU count, pp ≤ layers, dp = GPUs / (tp·pp) dividing the global batch. Micro-batch sizes are the divisors
+    """Yield a :class:`Group` for every (tp, pp) that can run: tp dividing the node size, the number of (query and
+    kv) heads and the GPU count, pp ≤ layers, dp = GPUs / (tp·pp) dividing the global batch. Micro-batch sizes are the divisors
     of B/dp up to :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v and
     the micro-batches by p; ZeRO 0–3 without pipeline parallelism, 0–1 with it, only 0 when dp = 1."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
-        if model.num_heads % tp or n % tp:
+        if model.num_heads % tp or model.kv_heads % tp or n % tp:
             continue
         for pp in _divisors(n // tp):
             if pp > l:
@@ -206,7 +206,7 @@ def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -
     larger than the global batch, or none of them divides it (each replica must get the same whole number of
     sequences). Names the possible dp values and the smallest global batch that would work."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
-    tps = [tp for tp in _divisors(node) if model.num_heads % tp == 0 and n % tp == 0]
+    tps = [tp for tp in _divisors(node) if model.num_heads % tp == 0 and model.kv_heads % tp == 0 and n % tp == 0]
     dps = sorted({n // (tp * pp) for tp in tps for pp in _divisors(n // tp) if pp <= l})
     shown = ", ".join(str(d) for d in dps[:5]) + (", …" if len(dps) > 5 else "")
     head_en = (f"no plan can be formed for {n} GPUs: the data-parallel degree dp = GPUs / (tp × pp), with tp ≤ "
