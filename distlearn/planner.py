@@ -38,8 +38,10 @@ Llama blocks (SwiGLU, grouped-query attention) it is an approximation.
   all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same way and all-gathers
   the updated 16-bit parameters after the step (exposed); ZeRO 2 reduce-scatters every micro-batch's gradients
   (hidden behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and backward of every
-  micro-batch (3Ψ traffic, hidden behind compute when prefetched). ZeRO 2 and 3 are not combined with pipeline
-  parallelism (DeepSpeed's pipeline engine refuses them).
+  micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their phases come from
+  :func:`distlearn.zero_comm.step_collectives` (engine ``"zero"``: DeepSpeed's default all-reduce of the gradient
+  buckets would double stages 1–2's gradient traffic). ZeRO 2 and 3 are not combined with pipeline parallelism
+  (DeepSpeed's pipeline engine refuses them).
 - collectives cost α + β·bytes per ring step: a ring all-reduce of n ranks takes 2(n−1)/n·bytes/bw + 2(n−1)·α,
   an all-gather or reduce-scatter half of it (Thakur et al. 2005; Patarasuk & Yuan 2009). Ranks are ordered
   tp (innermost), dp, pp as in Megatron-LM, so a dp or pp group that leaves a node runs at the network bandwidth.
@@ -59,6 +61,7 @@ from .hardware import GPU, GPUS, Cluster, get_gpu, make_cluster
 from .memory import GB, RECOMPUTE, activation_bytes_per_layer, bytes_per_param, model_state_bytes
 from .models import PRESETS, ModelConfig, get_preset
 from .validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
+from .zero_comm import step_collectives
 
 COMPUTE_EFFICIENCY = 0.55  # share of peak a transformer layer's kernels reach (GEMMs ~70-80 %, plus memory-bound
 #                            softmax / norms / activations); an assumption, NOT fitted to the published runs below.
@@ -328,21 +331,18 @@ def _time(ctx: _Context, p: Plan) -> dict[str, float]:
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
     window = t_bwd if pp == 1 else 0.0
-    z = p.zero_stage
-    if dp == 1:
-        t_dp = 0.0
-    elif z == 0:
-        t_dp = max(0.0, ring_all_reduce_time(grad_bytes, dp, dp_bw) - window)
-    elif z == 1:
-        t_dp = (max(0.0, reduce_scatter_time(grad_bytes, dp, dp_bw) - window)
-                + all_gather_time(param_bytes, dp, dp_bw))
-    elif z == 2:
-        t_dp = (mb * max(0.0, reduce_scatter_time(grad_bytes, dp, dp_bw) - t_bwd)
-                + all_gather_time(param_bytes, dp, dp_bw))
-    else:
-        ag = all_gather_time(param_bytes, dp, dp_bw)
-        rs = reduce_scatter_time(grad_bytes, dp, dp_bw)
-        t_dp = mb * (max(0.0, ag - t_fwd) + max(0.0, ag + rs - t_bwd))
+    # one optimizer step's collectives from distlearn.zero_comm (the ZeRO design, reduce-scatter for stages 1–2);
+    # each phase's collectives hide behind that phase's compute, the rest is exposed
+    t_dp = 0.0
+    if dp > 1:
+        op_time = {"all_reduce": ring_all_reduce_time, "reduce_scatter": reduce_scatter_time,
+                   "all_gather": all_gather_time}
+        hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
+        for phase, colls in step_collectives(p.zero_stage, mb).by_phase().items():
+            reps = mb if phase in ("forward", "backward") else 1
+            busy = sum(c.times / reps * op_time[c.op](grad_bytes if c.what == "gradients" else param_bytes,
+                                                      dp, dp_bw) for c in colls)
+            t_dp += reps * max(0.0, busy - hide[phase])
     time = {"compute": mb * t_compute, "tp_comm": mb * t_tp, "pp_comm": mb * t_p2p,
             "bubble": (pp - 1) / v * t_mb, "dp_comm": t_dp}
     time["total"] = sum(time.values())
