@@ -155,3 +155,46 @@ def test_fsdp2_issues_the_predicted_collectives():
         assert _check(r, comm, r["num_params"]) == {}, r
         if not r["grad_sync_every_microbatch"] and r["num_microbatches"] > 1:   # the check can fail
             assert _check(r, step_collectives(stage, r["num_microbatches"], engine="fsdp2"), r["num_params"]) != {}
+
+
+def test_mapping_hpz_is_not_hsdp():
+    """ZeRO++ hpZ maps to FSDP2's int reshard_after_forward, not to HYBRID_SHARD; only MiCS is HSDP."""
+    from distlearn import deepspeed as D
+
+    rows = {r[0].split(" (")[0]: r for r in D.ZERO_FSDP_MAPPING}
+    assert "HYBRID_SHARD" not in rows["ZeRO++ hpZ"][1] + rows["ZeRO++ hpZ"][2]
+    assert "reshard_after_forward=<GPUs per node>" in rows["ZeRO++ hpZ"][2]
+    assert rows["MiCS"][1].startswith("HYBRID_SHARD") and "removed" in rows["MiCS"][0]
+    assert "None" in rows["ZeRO-3"][2]
+
+
+def _by_group(calls, num_params):
+    out = {}
+    for op, n, g in calls:
+        out[(op, g)] = out.get((op, g), 0) + n
+    return {k: v / num_params for k, v in out.items()}
+
+
+@pytest.mark.slow
+def test_hpz_fsdp2_int_reshard_and_hsdp_on_the_real_engines():
+    """4 ranks as 2 "nodes" of 2. hpZ (DeepSpeed) and FSDP2's reshard_after_forward=2 gather in forward over all 4
+    ranks, in backward over 2, and reduce-scatter over all 4; HSDP gathers and reduce-scatters over 2 and
+    all-reduces the gradient shards over 2 — a different pattern, so mapping hpZ to HSDP fails this check."""
+    pytest.importorskip("deepspeed")
+    from distlearn import launch
+    from distlearn.labs import zero_comm as lab
+
+    res = launch.run(lab.hierarchical_collectives, 4, timeout=600)[0]
+    hpz = _by_group(res["hpz"]["calls"], res["hpz"]["num_params"])
+    assert set(hpz) == {("all_gather", 4), ("all_gather", 2), ("reduce_scatter", 4)}
+    for v in hpz.values():
+        assert v == pytest.approx(1.0, rel=2e-3)          # DeepSpeed pads each parameter to a multiple of 4
+    f = res["fsdp2_int"]
+    fi = _by_group(f["calls"], f["num_params"])
+    root = f["root_params"] / f["num_params"]
+    assert fi == pytest.approx({("all_gather", 4): 1 + root, ("all_gather", 2): 1 - root,
+                                ("reduce_scatter", 4): 1.0}, rel=1e-3)
+    hs = _by_group(res["hsdp"]["calls"], res["hsdp"]["num_params"])
+    assert hs == pytest.approx({("all_gather", 2): 2.0, ("reduce_scatter", 2): 1.0, ("all_reduce", 2): 0.5},
+                               rel=1e-3)
+    assert set(hs) != set(hpz)

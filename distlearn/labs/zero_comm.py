@@ -55,9 +55,19 @@ def _first_tensor(args):
     return None
 
 
+def _group_size(args) -> int:
+    for a in args:
+        if isinstance(a, torch.ScriptObject):
+            try:
+                return int(torch._C._distributed_c10d.ProcessGroup.unbox(a).size())
+            except Exception:  # noqa: BLE001 - not a process group after all
+                continue
+    return 0
+
+
 class CollectiveRecorder(TorchDispatchMode):
-    """Record every ``c10d`` collective dispatched while active: ``calls`` is a list of ``(op, numel)`` in issue
-    order (``op`` ∈ all_reduce, reduce, broadcast, all_gather, reduce_scatter, or the raw operator name for
+    """Record every ``c10d`` collective dispatched while active: ``calls`` is a list of ``(op, numel,
+    group_size)`` in issue order (``group_size``: ranks of the process group it ran on, 0 if unknown) (``op`` ∈ all_reduce, reduce, broadcast, all_gather, reduce_scatter, or the raw operator name for
     anything else). Messages of at most ``min_numel`` elements (loss and gradient-norm scalars, DeepSpeed's
     overflow flag) and messages of integers (ZeRO-3's check that all ranks traced the same parameter order,
     ``assert_ints_same_as_other_ranks``) are kept apart in ``other``: they carry no model data. Barriers are
@@ -66,8 +76,8 @@ class CollectiveRecorder(TorchDispatchMode):
     def __init__(self, min_numel: int = 1):
         super().__init__()
         self.min_numel = min_numel
-        self.calls: list[tuple[str, int]] = []
-        self.other: list[tuple[str, int]] = []
+        self.calls: list[tuple[str, int, int]] = []
+        self.other: list[tuple[str, int, int]] = []
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         ns = getattr(func, "namespace", "")
@@ -78,24 +88,24 @@ class CollectiveRecorder(TorchDispatchMode):
             if op != "barrier":
                 first = _first_tensor(args)
                 data = numel > self.min_numel and first is not None and first.is_floating_point()
-                (self.calls if data else self.other).append((op, numel))
+                (self.calls if data else self.other).append((op, numel, _group_size(args)))
         return func(*args, **(kwargs or {}))
 
     def elements(self) -> dict[str, int]:
         """Total elements per operation over the recorded data calls (not ``other``)."""
         total: Counter = Counter()
-        for op, n in self.calls:
+        for op, n, _ in self.calls:
             total[op] += n
         return dict(total)
 
     def counts(self) -> dict[str, int]:
         """Number of data calls (not ``other``) per operation."""
-        return dict(Counter(op for op, _ in self.calls))
+        return dict(Counter(op for op, _, _ in self.calls))
 
 
 # ---------------------------------------------------------------- DeepSpeed
 def _ds_config(zero_stage: int, world_size: int, num_microbatches: int, micro_batch_size: int,
-               multi_rank_bucket_allreduce: bool) -> dict:
+               multi_rank_bucket_allreduce: bool, hpz_partition_size: int = 1) -> dict:
     from distlearn.deepspeed import deepspeed_config
 
     extra = {"zero_allow_untested_optimizer": True, "steps_per_print": 10_000}
@@ -109,14 +119,16 @@ def _ds_config(zero_stage: int, world_size: int, num_microbatches: int, micro_ba
         # count the design, not DeepSpeed's caching: every parameter is partitioned (default threshold 1e5
         # elements keeps small ones whole) and released after use (default reuse distance 1e9 keeps them)
         zero.update(stage3_param_persistence_threshold=0, stage3_max_reuse_distance=0, stage3_prefetch_bucket_size=0)
+        if hpz_partition_size > 1:   # ZeRO++ hpZ: a secondary copy of the parameters sharded over this many ranks
+            zero["zero_hpz_partition_size"] = hpz_partition_size
     return cfg
 
 
 def deepspeed_collectives(rank: int, world_size: int, zero_stage: int, num_microbatches: int,
-                          multi_rank_bucket_allreduce: bool = True, seed: int = 0) -> dict:
+                          multi_rank_bucket_allreduce: bool = True, seed: int = 0, hpz_partition_size: int = 1) -> dict:
     """One recorded optimizer step of DeepSpeed ZeRO ``zero_stage`` with ``num_microbatches`` micro-batches of one
-    sequence each (after a warm-up step). Returns ``{"num_params", "elements": {op: total elements},
-    "counts": {op: calls}, "calls": [(op, numel), ...], "other": [...]}``."""
+    sequence each (after a warm-up step); ``hpz_partition_size`` > 1 turns on ZeRO++ hpZ (stage 3). Returns ``{"num_params", "elements": {op: total elements},
+    "counts": {op: calls}, "calls": [(op, numel, group_size), ...], "other": [...]}``."""
     from distlearn.labs.deepspeed_zero import TINY, _loss, _model, _quiet_deepspeed
 
     torch.set_num_threads(1)
@@ -124,7 +136,7 @@ def deepspeed_collectives(rank: int, world_size: int, zero_stage: int, num_micro
     model = _model(seed)
     num_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
-    cfg = _ds_config(zero_stage, world_size, num_microbatches, 1, multi_rank_bucket_allreduce)
+    cfg = _ds_config(zero_stage, world_size, num_microbatches, 1, multi_rank_bucket_allreduce, hpz_partition_size)
     engine, _, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=cfg)
     g = torch.Generator().manual_seed(seed + 100 * rank)
     rec = CollectiveRecorder()
@@ -163,14 +175,17 @@ def deepspeed_grid(rank: int, world_size: int, stages=(0, 1, 2, 3), microbatches
 
 
 # ---------------------------------------------------------------- FSDP2
-def fsdp2_collectives(rank: int, world_size: int, num_microbatches: int, reshard_after_forward: bool = True,
+def fsdp2_collectives(rank: int, world_size: int, num_microbatches: int, reshard_after_forward: bool | int = True,
                       grad_sync_every_microbatch: bool = True, root_reshard_after_forward: bool | None = True,
-                      seed: int = 0) -> dict:
-    """One recorded optimizer step of FSDP2 (``fully_shard`` on every block with ``reshard_after_forward``, then
+                      seed: int = 0, hsdp_shard_size: int | None = None) -> dict:
+    """One recorded optimizer step of FSDP2 (``fully_shard`` on every block with ``reshard_after_forward`` — True,
+    False, or an int: reshard to that many ranks after forward, the analogue of ZeRO++ hpZ —, then
     on the root with ``root_reshard_after_forward``; ``None`` is FSDP2's default, which keeps the root unsharded
     between forward and backward) over ``num_microbatches`` micro-batches; with ``grad_sync_every_microbatch =
     False`` gradients are reduce-scattered only in the last micro-batch (``set_requires_gradient_sync``). Returns
-    the same keys as :func:`deepspeed_collectives`, plus ``root_params`` (elements owned by the root unit)."""
+    the same keys as :func:`deepspeed_collectives`, plus ``root_params`` (elements owned by the root unit).
+    ``hsdp_shard_size``: shard over groups of that many ranks and replicate across groups (HSDP: a 2-D mesh
+    ``(world_size // hsdp_shard_size, hsdp_shard_size)``)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -181,7 +196,11 @@ def fsdp2_collectives(rank: int, world_size: int, num_microbatches: int, reshard
     model = _model(seed).to(dev)
     num_params = sum(p.numel() for p in model.parameters())
     block_params = sum(p.numel() for b in model.blocks for p in b.parameters())
-    mesh = init_device_mesh(dev.type, (world_size,))
+    if hsdp_shard_size:
+        mesh = init_device_mesh(dev.type, (world_size // hsdp_shard_size, hsdp_shard_size),
+                                mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh(dev.type, (world_size,))
     for block in model.blocks:
         fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
     fully_shard(model, mesh=mesh, reshard_after_forward=root_reshard_after_forward)
@@ -217,6 +236,16 @@ def fsdp2_grid(rank: int, world_size: int, microbatches=(1, 3)) -> list[dict]:
                  root_reshard_after_forward=None)
         out.append(r)
     return out
+
+
+def hierarchical_collectives(rank: int, world_size: int, group: int = 2) -> dict:
+    """ZeRO++ hpZ beside its FSDP2 analogue and beside HSDP, one step of one micro-batch each, in one launch on
+    ``world_size`` ranks (4: two "nodes" of ``group`` = 2): ``{"hpz": DeepSpeed ZeRO-3 with
+    zero_hpz_partition_size = group, "fsdp2_int": fully_shard(reshard_after_forward=group) on the blocks,
+    "hsdp": fully_shard on a (world_size // group, group) mesh}``, each with ``calls`` as (op, numel, group size)."""
+    return {"hpz": deepspeed_collectives(rank, world_size, 3, 1, hpz_partition_size=group),
+            "fsdp2_int": fsdp2_collectives(rank, world_size, 1, reshard_after_forward=group),
+            "hsdp": fsdp2_collectives(rank, world_size, 1, hsdp_shard_size=group)}
 
 
 if __name__ == "__main__":
