@@ -86,7 +86,8 @@ COMPARISON: list[Claim] = (
     + _row("grads_sharded", [NO, YES, YES, NO, YES, YES, YES], _SRC_DOCS, _VERSIONS)
     + _row("params_sharded", [NO, ("yes (FULL_SHARD; SHARD_GRAD_OP only outside forward/backward)",
                                    "是（FULL_SHARD；SHARD_GRAD_OP 仅在前向/反向之外分片）"),
-                              ("yes (per parameter, DTensor on dim 0)", "是（逐参数，DTensor 按第 0 维）"),
+                              ("yes (per parameter, DTensor on dim 0 unless shard_placement_fn picks another)",
+                               "是（逐参数，DTensor 默认按第 0 维，shard_placement_fn 可另选维度）"),
                               NO, NO, YES, YES], _SRC_DOCS, _VERSIONS, "fsdp1_strategies")
     + _row("cpu_offload", [NO, ("params + grads, optimizer step on CPU (CPUOffload)",
                                 "参数 + 梯度，优化器在 CPU 上更新（CPUOffload）"),
