@@ -160,18 +160,30 @@ class _Null:
         return False
 
 
-def deepspeed_grid(rank: int, world_size: int, stages=(0, 1, 2, 3), microbatches=(1, 3)) -> list[dict]:
-    """:func:`deepspeed_collectives` for every stage × m (default allreduce buckets), plus stages 1 and 2 with
-    ``use_multi_rank_bucket_allreduce = False``, in one launch. Each entry adds ``zero_stage``,
-    ``num_microbatches`` and ``multi_rank_bucket_allreduce``."""
+FULL_GRID = [(stage, m, multi) for stage in (0, 1, 2, 3) for m in (1, 3)
+             for multi in ((True, False) if stage in (1, 2) else (True,))]
+CHAPTER_GRID = [(1, 1, True), (1, 3, True), (2, 1, True), (2, 3, True), (2, 3, False), (3, 3, True)]
+
+
+def deepspeed_grid(rank: int, world_size: int, configs=None) -> list[dict]:
+    """:func:`deepspeed_collectives` for each ``(zero_stage, num_microbatches, multi_rank_bucket_allreduce)`` in
+    ``configs`` (default :data:`FULL_GRID`: stages 0–3 × m ∈ {1, 3}, both bucket modes for stages 1–2), in one
+    launch. Each entry adds ``zero_stage``, ``num_microbatches`` and ``multi_rank_bucket_allreduce``."""
     out = []
-    for stage in stages:
-        for m in microbatches:
-            for multi in ((True, False) if stage in (1, 2) else (True,)):
-                r = deepspeed_collectives(rank, world_size, stage, m, multi)
-                r.update(zero_stage=stage, num_microbatches=m, multi_rank_bucket_allreduce=multi)
-                out.append(r)
+    for stage, m, multi in (FULL_GRID if configs is None else configs):
+        r = deepspeed_collectives(rank, world_size, stage, m, multi)
+        r.update(zero_stage=stage, num_microbatches=m, multi_rank_bucket_allreduce=multi)
+        out.append(r)
     return out
+
+
+def stages_and_grid(rank: int, world_size: int, stages=(1, 2, 3), steps: int = 3, configs=None) -> dict:
+    """Chapter 09 in one launch (DeepSpeed is imported once): ``{"stages":``
+    :func:`distlearn.labs.deepspeed_zero.train_stages` ``, "grid":`` :func:`deepspeed_grid` ``(configs)}``."""
+    from distlearn.labs.deepspeed_zero import train_stages
+
+    return {"stages": train_stages(rank, world_size, stages, steps),
+            "grid": deepspeed_grid(rank, world_size, CHAPTER_GRID if configs is None else configs)}
 
 
 # ---------------------------------------------------------------- FSDP2
