@@ -317,7 +317,8 @@ def deepspeed_config(*, micro_batch_size: int, gradient_accumulation_steps: int 
       ``"cpu"``, ``"nvme"``}: parameter offload needs stage 3, NVMe needs stage 3 and ``nvme_path``;
     - ``precision``: ``"bf16"`` (``{"bf16": {"enabled": true}}``), ``"fp16"`` (dynamic loss scaling:
       ``loss_scale = 0``) or ``"fp32"``;
-    - bucket sizes in **elements** (DeepSpeed's unit): ``reduce_bucket_size`` (gradient reduce / reduce-scatter),
+    - bucket sizes in **elements** (DeepSpeed's unit): ``reduce_bucket_size`` (gradient reduction: all-reduced
+      buckets in stages 1–2 by default, reduce-scatter in stage 3; :mod:`distlearn.zero_comm`),
       ``allgather_bucket_size`` (stages 1–2), ``stage3_prefetch_bucket_size`` (stage 3, same value);
     - ``extra``: keys merged last (e.g. ``{"zero_allow_untested_optimizer": True}``).
 
