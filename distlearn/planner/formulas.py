@@ -45,8 +45,10 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same way and all-gathers
   the updated parameters after the step (exposed); ZeRO 2 reduce-scatters every micro-batch's gradients (hidden
   behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and backward of every
-  micro-batch (3Ψ traffic, hidden behind compute when prefetched). ZeRO 2 and 3 are not combined with pipeline
-  parallelism (DeepSpeed's pipeline engine refuses them).
+  micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their phases come from
+  :func:`distlearn.zero_comm.step_collectives` (engine ``"zero"``: DeepSpeed's default all-reduce of the gradient
+  buckets would double stages 1–2's gradient traffic). ZeRO 2 and 3 are not combined with pipeline parallelism
+  (DeepSpeed's pipeline engine refuses them).
 - collectives: ring algorithms in the α-β model of :mod:`distlearn.cost` (Thakur et al. 2005; Patarasuk & Yuan
   2009) with α = :data:`ALPHA` per ring step. Ranks are ordered tp (innermost), dp, pp as in Megatron-LM, so a dp
   or pp group that leaves a node runs at the network bandwidth.
@@ -67,12 +69,14 @@ from ..memory import RECOMPUTE, bytes_per_param, model_state_bytes
 from ..models import PRESETS, ModelConfig, get_preset
 from ..pipeline import partition_layers
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
+from ..zero_comm import step_collectives
 
 COMPUTE_EFFICIENCY = 0.55  # share of peak a transformer layer's kernels reach (GEMMs ~70-80 %, plus memory-bound
 #                            softmax / norms / activations); an assumption, NOT fitted to the published runs.
 RESERVE_BYTES = 2e9        # CUDA context (~0.5-1 GB), cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.10       # share of device memory lost to allocator fragmentation and temporary buffers
 ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude of NCCL's per-hop latency)
+RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
@@ -305,6 +309,11 @@ class Setting:
         return self._cached(("coll", algorithm, nbytes, n, bandwidth), lambda: collective_time(
             algorithm, nbytes, n, alpha=ALPHA, bandwidth=bandwidth))
 
+    def dp_collectives(self, zero_stage: int, num_microbatches: int) -> list:
+        """``(phase, collectives)`` of one optimizer step: :func:`distlearn.zero_comm.step_collectives` by phase."""
+        return self._cached(("zero_comm", zero_stage, num_microbatches), lambda: list(
+            step_collectives(zero_stage, num_microbatches).by_phase().items()))
+
     def hardware_flops(self, recompute: str) -> float:
         """FLOPs of one step with ``recompute``'s extra forward work (:func:`step_flops`)."""
         return self._cached(("hw", recompute), lambda: step_flops(self.model, self.B, self.s, recompute)["hardware"])
@@ -389,21 +398,16 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
     window = t_bwd if pp == 1 else 0.0
-    z = p.zero_stage
-    if dp == 1:
-        t_dp = 0.0
-    elif z == 0:
-        t_dp = max(0.0, st.collective("ring_all_reduce", grad_bytes, dp, dp_bw) - window)
-    elif z == 1:
-        t_dp = (max(0.0, st.collective("ring_reduce_scatter", grad_bytes, dp, dp_bw) - window)
-                + st.collective("ring_all_gather", param_bytes, dp, dp_bw))
-    elif z == 2:
-        t_dp = (mb * max(0.0, st.collective("ring_reduce_scatter", grad_bytes, dp, dp_bw) - t_bwd)
-                + st.collective("ring_all_gather", param_bytes, dp, dp_bw))
-    else:
-        ag = st.collective("ring_all_gather", param_bytes, dp, dp_bw)
-        rs = st.collective("ring_reduce_scatter", grad_bytes, dp, dp_bw)
-        t_dp = mb * (max(0.0, ag - t_fwd) + max(0.0, ag + rs - t_bwd))
+    # one optimizer step's collectives from distlearn.zero_comm (the ZeRO design, reduce-scatter for stages 1–2);
+    # each phase's collectives hide behind that phase's compute, the rest is exposed
+    t_dp = 0.0
+    if dp > 1:
+        hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
+        for phase, colls in st.dp_collectives(p.zero_stage, mb):
+            reps = mb if phase in ("forward", "backward") else 1
+            busy = sum(c.times / reps * st.collective(RING[c.op], grad_bytes if c.what == "gradients"
+                                                      else param_bytes, dp, dp_bw) for c in colls)
+            t_dp += reps * max(0.0, busy - hide[phase])
     time = {"compute": mb * t_compute, "tp_comm": mb * t_tp, "pp_comm": mb * t_p2p,
             "bubble": (pp - 1) / v * t_mb, "dp_comm": t_dp}
     time["total"] = sum(time.values())
