@@ -219,6 +219,10 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
         probs = base / base.sum(axis=1, keepdims=True)
         sel = base if bias is None else base + np.asarray(bias, dtype=float)
     if num_groups > 1:
+        if k > groups_per_token * (e // num_groups):
+            raise DistlearnValueError(
+                "k", f"k = {k} experts cannot come from {groups_per_token} groups of {e // num_groups} experts.",
+                f"k = {k} 个专家无法从 {groups_per_token} 组（每组 {e // num_groups} 个专家）中选出。")
         sel = limit_groups(sel, num_groups, groups_per_token)
     index = np.argsort(-sel, axis=1, kind="stable")[:, :k]
     weights = np.take_along_axis(base, index, axis=1)
@@ -548,6 +552,23 @@ def ep_layer_cost(*, tokens_per_gpu: int, hidden_size: int, expert_ffn_hidden_si
     intra = (min(ep, g) - 1) / (ep - 1) if ep > 1 else 0.0
     return LayerCost(off * dispatch_bytes, off * combine_bytes, 6.0 * t * k * h * f, intra,
                      (1 - intra) if ep > 1 else 0.0)
+
+
+def tp_ffn_layer_cost(*, tokens: int, hidden_size: int, ffn_hidden_size: int, tp: int, gpus_per_node: int = 8,
+                      dtype_bytes: float = 2) -> LayerCost:
+    """The dense comparison: a SwiGLU FFN of width ``ffn_hidden_size`` split Megatron-style over ``tp`` GPUs
+    (chapter 04) for ``tokens`` tokens. Forward: one ring all-reduce of the (tokens, h) output, 2(t−1)/t of it
+    sent per GPU (reported as ``dispatch_bytes``; ``combine_bytes`` = 0); each GPU computes 1/t of the 6·T·h·f
+    FLOPs. Compared with :func:`ep_layer_cost`, the all-reduce per GPU stays while the compute per GPU shrinks
+    as 1/t, so TP's ratio grows with t; EP's does not (each GPU keeps its tokens' T·k assignments)."""
+    t = check_int("tokens", tokens, minimum=1)
+    h = check_int("hidden_size", hidden_size, minimum=1)
+    f = check_int("ffn_hidden_size", ffn_hidden_size, minimum=1)
+    tp = check_int("tp", tp, minimum=1)
+    g = check_int("gpus_per_node", gpus_per_node, minimum=1)
+    intra = (min(tp, g) - 1) / (tp - 1) if tp > 1 else 0.0
+    return LayerCost(2 * (tp - 1) / tp * t * h * dtype_bytes, 0.0, 6.0 * t * h * f / tp, intra,
+                     (1 - intra) if tp > 1 else 0.0)
 
 
 def all_to_all_seconds(nbytes: float, cost: LayerCost, gpu) -> float:

@@ -171,11 +171,13 @@ def ep_check(rank: int, world_size: int, *, tokens_per_rank: int = 16, num_exper
             "y": as_np(y), "x": as_np(x_all[mine]), "weights": weights}
 
 
-def demo(rank: int, world_size: int, capacity_factor: float = 1.0, **kwargs) -> dict:
+def demo(rank: int, world_size: int, capacity_factor: float = 1.0, options: dict | None = None) -> dict:
     """The chapter's lab: :func:`ep_check` without a capacity limit (``"dropless"``) and with ``capacity_factor``
-    (``"capacity"``), in one launch."""
-    return {"dropless": ep_check(rank, world_size, **kwargs),
-            "capacity": ep_check(rank, world_size, capacity_factor=capacity_factor, **kwargs)}
+    (``"capacity"``), in one launch. ``options``: more keyword arguments of :func:`ep_check` (``launch.run``
+    passes positional arguments only)."""
+    options = options or {}
+    return {"dropless": ep_check(rank, world_size, **options),
+            "capacity": ep_check(rank, world_size, capacity_factor=capacity_factor, **options)}
 
 
 def summary(rank: int, world_size: int) -> str:
