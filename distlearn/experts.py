@@ -585,6 +585,16 @@ def comm_compute_ratio(cost: LayerCost, gpu, mfu: float = 1.0) -> float:
     return all_to_all_seconds(cost.forward_bytes, cost, gpu) / (cost.forward_flops / (gpu.peak_flops * mfu))
 
 
+def nodes_per_token(routing: Routing, experts_per_node: int) -> np.ndarray:
+    """(T,) how many different nodes each token's kept assignments reach when every node holds
+    ``experts_per_node`` consecutive experts: the nodes its dispatch crosses the network to (at most k)."""
+    check_int("experts_per_node", experts_per_node, minimum=1)
+    node = np.where(routing.kept, routing.index // experts_per_node, -1)
+    ordered = np.sort(node, axis=1)
+    distinct = (ordered[:, 1:] != ordered[:, :-1]).sum(axis=1) + 1
+    return distinct - (ordered[:, 0] == -1)
+
+
 def straggler_factor(received) -> float:
     """max / mean of the expert work per GPU (rows received): the whole layer waits for the busiest GPU, so the
     expert phase takes this many times the balanced time."""

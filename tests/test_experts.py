@@ -239,6 +239,12 @@ def test_node_limited_routing_uses_at_most_m_groups():
         allowed = np.concatenate([np.arange(4 * b, 4 * b + 4) for b in best])
         top = allowed[np.argsort(-s[t, allowed])[:8]]
         assert set(top) == set(r.index[t])
+    np.testing.assert_array_equal(X.nodes_per_token(r, 4), [len(set(row)) for row in groups])
+    free = X.route(logits, 8, score="sigmoid")
+    assert X.nodes_per_token(free, 4).mean() > 4.5 > X.nodes_per_token(r, 4).mean()
+    dropped = X.Routing(np.array([[0, 5], [1, 2]]), np.ones((2, 2)), np.array([[False, True], [False, False]]),
+                        np.full((2, 8), 1 / 8), 1, 2)
+    np.testing.assert_array_equal(X.nodes_per_token(dropped, 4), [1, 0])
     with pytest.raises(DistlearnValueError, match="k = 8"):
         X.route(X.router_logits(4, 8), 8, score="sigmoid", num_groups=8, groups_per_token=4)
 
