@@ -180,15 +180,19 @@ def _softmax(x):
 
 def keep_within_capacity(index: np.ndarray, num_experts: int, cap: int, tokens_per_group: int,
                          priority: str = "choice") -> np.ndarray:
-    """(T, k) bool: the assignments that fit in ``cap`` per expert per group (``priority`` as in the module doc)."""
+    """(T, k) bool: the assignments that fit in ``cap`` per expert per group (``priority`` as in the module doc).
+
+    In each group the assignments are put in priority order; an assignment's position is how many earlier ones
+    chose the same expert (a stable sort by expert gives it without a (T·k, E) one-hot matrix)."""
     t, k = index.shape
     kept = np.zeros((t, k), dtype=bool)
     for start in range(0, t, tokens_per_group):
         block = index[start:start + tokens_per_group]
         order = block.T.ravel() if priority == "choice" else block.ravel()
-        one_hot = np.zeros((len(order), num_experts), dtype=np.int64)
-        one_hot[np.arange(len(order)), order] = 1
-        position = (np.cumsum(one_hot, axis=0) - 1)[np.arange(len(order)), order]
+        by_expert = np.argsort(order, kind="stable")
+        sorted_experts = order[by_expert]
+        position = np.empty(len(order), dtype=np.int64)
+        position[by_expert] = np.arange(len(order)) - np.searchsorted(sorted_experts, sorted_experts, side="left")
         fits = position < cap
         kept[start:start + tokens_per_group] = fits.reshape(k, -1).T if priority == "choice" else fits.reshape(-1, k)
     return kept

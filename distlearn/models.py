@@ -180,7 +180,10 @@ class ModelConfig:
 
     @property
     def num_moe_layers(self) -> int:
-        return sum(self.is_moe_layer(i) for i in range(self.num_layers))
+        """How many of the ``num_layers`` main layers are MoE layers."""
+        if not self.is_moe:
+            return 0
+        return sum(i >= self.first_dense_layers and i % self.moe_layer_freq == 0 for i in range(self.num_layers))
 
     # ---- exact counts (closed form), all in number of parameters
     def attention_parameters(self) -> int:
@@ -222,6 +225,8 @@ class ModelConfig:
 
         ``layer`` (0-based) is needed when layers differ (an MoE model with dense layers); raises
         DistlearnValueError without it then."""
+        if layer is None and not self.is_moe:
+            return self.attention_parameters() + self.mlp_parameters() + 2 * self.norm_parameters()
         if layer is None:
             kinds = {self.is_moe_layer(i) for i in range(self.num_layers)}
             if len(kinds) > 1:
@@ -255,8 +260,10 @@ class ModelConfig:
 
     def main_parameters(self) -> int:
         """Parameters of the main model: embeddings, the ``num_layers`` blocks, the final norm and the LM head."""
-        return (self.embedding_parameters() + sum(self.layer_parameters(i) for i in range(self.num_layers))
-                + self.norm_parameters() + self.lm_head_parameters())
+        moe = self.num_moe_layers
+        layers = (self.num_layers * (self.attention_parameters() + 2 * self.norm_parameters())
+                  + moe * self.moe_parameters() + (self.num_layers - moe) * self.mlp_parameters())
+        return self.embedding_parameters() + layers + self.norm_parameters() + self.lm_head_parameters()
 
     def num_parameters(self) -> int:
         """Exact number of trainable parameters Ψ (tied weights counted once): the main model plus any

@@ -33,8 +33,8 @@ TITLE = text("experts.title", "Mixture of experts: routing, capacity and expert 
              "混合专家：路由、容量与专家并行")
 
 
-def compute(model: str = "deepseek-v3", num_experts: int = 64, k: int = 8, capacity_factor: float = 1.25,
-            ep: int = 8, skew: float = 0.5, dp: int = 256) -> dict:
+def compute(model: str = "deepseek-v3", num_experts: int = 256, k: int = 8, capacity_factor: float = 1.25,
+            ep: int = 64, skew: float = 0.25, dp: int = 2048) -> dict:
     """One MoE layer of ``model``'s shape with ``num_experts`` experts, top-``k``. ``capacity_factor`` 0 means no
     limit. Returns loads, drops, bytes and memory (bytes), or ``{"error": message}`` for an impossible setting."""
     try:
@@ -73,13 +73,13 @@ def compute(model: str = "deepseek-v3", num_experts: int = 64, k: int = 8, capac
 def controls() -> dict:
     return {
         "model": base.dropdown(L_MODEL, list(MOE_PRESETS), "deepseek-v3"),
-        "num_experts": base.dropdown(L_E, [8, 16, 32, 64, 128, 256], 64),
+        "num_experts": base.dropdown(L_E, [8, 16, 32, 64, 128, 256], 256),
         "k": base.int_slider(L_K, 8, 1, 8),
         "capacity_factor": base.dropdown(L_CF, [(str(L_NONE), 0.0), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5),
                                                 ("2.0", 2.0), ("4.0", 4.0)], 1.25),
-        "ep": base.log2_slider(L_EP, 8, 1, 64),
-        "skew": base.float_slider(L_SKEW, 0.5, 0.0, 2.0, 0.25),
-        "dp": base.log2_slider(L_DP, 256, 8, 2048),
+        "ep": base.log2_slider(L_EP, 64, 1, 64),
+        "skew": base.float_slider(L_SKEW, 0.25, 0.0, 2.0, 0.25),
+        "dp": base.log2_slider(L_DP, 2048, 8, 2048),
     }
 
 
