@@ -31,7 +31,7 @@ when both are uniform and ``N`` when every token goes to one expert. DeepSeek-V3
 selection scores and, after every step, moves it by ``±γ`` against the sign of the expert's excess load
 (:func:`update_bias`, §2.1.2): overloaded experts become less likely to be chosen without any gradient.
 
-Expert parallelism (GShard; Switch §2.3): experts are split into ``ep`` contiguous blocks, one per rank.
+Expert parallelism (GShard; Switch §5.4): experts are split into ``ep`` contiguous blocks, one per rank.
 Dispatch: each rank sends every kept assignment's token row to the rank holding its expert (an all-to-all with
 *variable* split sizes, exchanged first: :func:`split_sizes`); the experts compute; combine: the outputs travel
 back by the reverse all-to-all and are added, weighted, to their tokens (:func:`simulate_expert_parallel`).

@@ -59,6 +59,20 @@ def test_deepseek_v3_count_written_out_from_its_config():
     assert round((main + mtp + 2 * v * h) / 1e9, 2) == 684.49
 
 
+def test_hub_685b_counts_the_fp8_block_scales():
+    """The hub's 685 B: 684.49 B stored weights (main + MTP with its own embedding and head copies) + one fp32 scale
+    per 128 × 128 block of every FP8 linear weight (README_WEIGHTS.md: attention, dense and expert FFNs; the
+    router, embeddings and norms stay in 16 bits)."""
+    h, b = 7168, lambda out, inp: math.ceil(out / 128) * math.ceil(inp / 128)
+    mla = b(1536, h) + b(128 * 192, 1536) + b(576, h) + b(128 * 256, 512) + b(h, 128 * 128)
+    expert = 2 * b(2048, h) + b(h, 2048)
+    dense, moe = mla + 2 * b(18432, h) + b(h, 18432), mla + 257 * expert
+    scales = 3 * dense + 59 * moe + b(h, 2 * h)                      # 58 MoE layers + the MTP block, eh_proj
+    stored = DSV3.num_parameters() + 2 * DSV3.vocab_size * h
+    assert 0.03e9 < scales < 0.05e9                                  # "about 0.04 B"
+    assert round(stored / 1e9) == 684 and round((stored + scales) / 1e9) == 685
+
+
 def test_meta_module_counts_and_active_parameters_agree():
     for c in (MIXTRAL, DSV3):
         model = build_model(c)
