@@ -20,14 +20,15 @@ def seed_memory_calculator(params_billions, precision_bytes=2, optimizer="adam",
     """Seed A's ``memory_calculator``, unchanged. Sizes in GB (1e9 bytes).
 
     What is wrong (course-outline mistakes 2 and 3), corrected by :func:`distlearn.memory.model_state_bytes` and
-    :func:`distlearn.memory.activation_bytes_per_layer`:
+    :func:`distlearn.activations.config_layer_bytes`:
 
     - Adam state is 8 B/param with 16-bit weights: the fp32 **master weights** (4 B/param) are missing, so
       mixed-precision model states come out 12 B/param instead of 16;
     - without ``hidden_dim``/``num_layers`` activations are ``0.5 × params × bytes``: an invented constant
       (activations depend on sequence length, batch and width, not on the parameter count);
-    - with them, activations are ``4·s·b·h·bytes`` per layer: Korthikanti et al. 2022 count ``s·b·h·(34 + 5·a·s/h)``
-      bytes, about 10× more;
+    - with them, activations are ``4·s·b·h·bytes`` per layer: a Llama 2 7B layer keeps 37.5·s·b·h bytes with flash
+      attention (4.7× more; more with the attention scores stored), a GPT layer ``s·b·h·(34 + 5·a·s/h)``
+      (Korthikanti et al. 2022);
     - ZeRO/FSDP divide by ``num_gpus``; they divide by the data-parallel degree, which is smaller than the number
       of GPUs whenever tensor or pipeline parallelism is used;
     - activations are never sharded, yet ``total_across_gpus_gb`` multiplies everything by ``num_gpus``;
