@@ -33,6 +33,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .validate import check_choice, check_divisible
+
 __all__ = ["TorchRouting", "route", "capacity", "GroupedExperts", "SwiGLU", "MoE"]
 
 
@@ -90,8 +92,9 @@ def route(logits: torch.Tensor, k: int, *, score: str = "softmax", normalize: bo
         probs = affinity / affinity.sum(-1, keepdim=True)
         sel = affinity if bias is None else affinity + bias
     else:
-        raise ValueError(f"score must be 'softmax' or 'sigmoid', got {score!r}")
+        check_choice("score", score, ("softmax", "sigmoid"))
     if num_groups > 1:
+        check_divisible("num_experts", e, "num_groups", num_groups)
         sel = _limit_groups(sel.detach(), num_groups, groups_per_token)
     index = sel.detach().topk(k, dim=-1).indices
     base = probs if score == "softmax" else affinity

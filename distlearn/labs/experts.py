@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from distlearn.launch import device, torchrun_main
 from distlearn.moe import MoE
+from distlearn.validate import check_divisible
 
 
 class AllToAll(torch.autograd.Function):
@@ -124,6 +125,7 @@ def ep_check(rank: int, world_size: int, *, tokens_per_rank: int = 16, num_exper
     ``router_grad_err``, ``shared_grad_err``), its split sizes, ``dropped`` assignments, and (float64 numpy)
     its output ``y``, inputs ``x`` and, on every rank, the full weights ``weights`` (router, w_gate, w_up, w_down,
     shared_*) so the numpy simulation can run on the same numbers."""
+    check_divisible("num_experts", num_experts, "world_size", world_size)   # each rank holds E / world_size
     dev = device()
     torch.manual_seed(seed)
     ref = MoE(num_experts, k, hidden, ffn, num_shared, router).double().to(dev)
