@@ -34,9 +34,11 @@ $(STAMP): pyproject.toml constraints.txt
 lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
 
+# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
+PYTEST_ARGS ?=
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
-	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg
+	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"
