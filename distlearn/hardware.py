@@ -24,6 +24,11 @@ H200           141 GB      989 TFLOP/s (bf16)  450 GB/s (900 GB/s tot.)  50 GB/s
 - H200: NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, BF16 1,979 TFLOPS with sparsity → 989 dense,
   NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
 
+FP8 dense peak (``peak_fp8_flops``, used by FP8 recipes, :mod:`distlearn.fp8_recipes`): H100 SXM and H200 SXM
+datasheets print "FP8 Tensor Core 3,958 TFLOPS*" with the footnote "* With sparsity" (the H100 datasheet:
+"Specifications 1/2 lower without sparsity"), so **1,979 TFLOP/s dense**, twice their dense bf16 989. V100 and
+A100 have no FP8 tensor cores: 0 (:func:`peak_flops` refuses ``"fp8"`` for them).
+
 The memory figure is the datasheet's, in GB (1e9 bytes): one convention for every chapter, explorer and the
 planner (the chapter 01 explorer reads these same numbers). The card itself shows a little more: ``nvidia-smi``
 reports an "80GB" A100's memory.total as 81920 MiB = 85.9e9 bytes; CUDA's total, which
@@ -36,7 +41,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from .validate import DistlearnValueError, check_choice, check_int, check_positive
+from .validate import DistlearnValueError, check_choice, check_int, check_number, check_positive
 
 GB_S = 1e9  # 1 GB/s in bytes/s
 TFLOPS = 1e12
@@ -45,7 +50,8 @@ TFLOPS = 1e12
 @dataclass(frozen=True)
 class GPU:
     """One accelerator: ``memory_bytes`` (bytes), ``peak_flops`` (dense 16-bit FLOP/s), ``nvlink_bw`` (intra-node
-    bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from)."""
+    bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from),
+    ``peak_fp8_flops`` (dense FP8 FLOP/s; 0 where the GPU has no FP8 tensor cores)."""
 
     name: str
     memory_bytes: float
@@ -54,11 +60,13 @@ class GPU:
     network_bw: float
     gpus_per_node: int = 8
     source: str = ""
+    peak_fp8_flops: float = 0.0
 
     def __post_init__(self):
         for field in ("memory_bytes", "peak_flops", "nvlink_bw", "network_bw"):
             check_positive(field, getattr(self, field))
         check_int("gpus_per_node", self.gpus_per_node, minimum=1)
+        check_number("peak_fp8_flops", self.peak_fp8_flops, minimum=0)
 
     def with_(self, **changes) -> "GPU":
         """A copy with some fields changed (validated again)."""
@@ -71,10 +79,27 @@ GPUS: dict[str, GPU] = {g.name: g for g in [
     GPU("a100-80gb", 80e9, 312 * TFLOPS, 300 * GB_S, 200e9 / 8,
         source="NVIDIA A100 datasheet (80GB SXM); DGX A100: 8x200 Gb/s HDR IB"),
     GPU("h100-80gb", 80e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8,
-        source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS sparse / 2); DGX H100: 8x400 Gb/s NDR"),
+        source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS sparse / 2; FP8 3958 sparse / 2); DGX H100: 8x400 Gb/s NDR",
+        peak_fp8_flops=1979 * TFLOPS),
     GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8,
-        source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e); DGX H200: 8x400 Gb/s NDR"),
+        source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e; FP8 3958 sparse / 2); DGX H200: 8x400 Gb/s NDR",
+        peak_fp8_flops=1979 * TFLOPS),
 ]}
+
+PEAK_DTYPES = ("bf16", "fp8")
+
+
+def peak_flops(gpu: str | GPU, dtype: str = "bf16") -> float:
+    """Dense peak FLOP/s of ``gpu`` (a preset name or a :class:`GPU`) for GEMMs in ``dtype``: ``"bf16"`` (the
+    16-bit tensor-core peak, ``GPU.peak_flops``) or ``"fp8"`` (``GPU.peak_fp8_flops``: 1979e12 for the H100 and
+    H200 presets). Raises DistlearnValueError for an unknown dtype or for FP8 on a GPU without FP8 tensor cores."""
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    if check_choice("dtype", dtype, PEAK_DTYPES) == "bf16":
+        return g.peak_flops
+    if not g.peak_fp8_flops:
+        raise DistlearnValueError("dtype", f"{g.name} has no FP8 tensor cores (FP8 needs Hopper or newer).",
+                                  f"{g.name} 没有 FP8 Tensor Core（FP8 需要 Hopper 或更新的架构）。")
+    return g.peak_fp8_flops
 
 
 def get_gpu(name: str) -> GPU:

@@ -77,9 +77,9 @@ class FloatFormat:
         return 1 + self.exponent_bits + self.mantissa_bits
 
     @property
-    def nbytes(self) -> int:
-        """Bytes one value takes in memory: ``storage_bits / 8`` (tf32: 4)."""
-        return (self.storage_bits or self.bits) // 8
+    def nbytes(self) -> float:
+        """Bytes one value takes in memory: ``storage_bits / 8`` (tf32: 4; a 12-bit format: 1.5)."""
+        return (self.storage_bits or self.bits) / 8
 
     @property
     def bias(self) -> int:
@@ -508,15 +508,15 @@ def update_scale(scale: float, growth_tracker: int, found_inf: bool, config: Sca
     that equals ``growth_interval``, the scale is multiplied by ``growth_factor`` (only if the product is finite
     in fp32) and the tracker reset to 0. Returns ``(new_scale, new_growth_tracker)``.
     """
-    s = np.float32(scale)
+    s = float(np.float32(scale))          # the fp32 scale tensor; the factors are doubles, as in the kernel
     if found_inf:
-        return float(np.float32(s * np.float32(config.backoff_factor))), 0
+        return float(np.float32(s * config.backoff_factor)), 0
     successful = growth_tracker + 1
     if successful == config.growth_interval:
         with np.errstate(over="ignore"):
-            grown = np.float32(s * np.float32(config.growth_factor))
-        return (float(grown) if np.isfinite(grown) else float(s)), 0
-    return float(s), successful
+            grown = np.float32(s * config.growth_factor)
+        return (float(grown) if np.isfinite(grown) else s), 0
+    return s, successful
 
 
 def scale_sequence(found_inf: list[bool], config: ScalerConfig = ScalerConfig()) -> list[float]:
