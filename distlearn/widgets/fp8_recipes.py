@@ -28,7 +28,7 @@ PARTS = {"params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "
 COLORS = {"params": plots.COLORS["params"], "grads": "#DD8452", "optimizer": "#55A868", "fp8_weights": "#C44E52"}
 
 
-def compute(recipe: str = "te-fp8", model: str = "llama3-70b", dp: int = 8, zero_stage: int = 1) -> dict:
+def compute(recipe: str = "te-fp8", model: str = "llama3-8b", dp: int = 8, zero_stage: int = 1) -> dict:
     psi = PRESETS[model].num_parameters() if model in PRESETS else None
     if psi is None:
         return {"error": bi(f"unknown model {model}", f"未知模型 {model}")}
@@ -68,7 +68,7 @@ def render(res: dict) -> None:
 def controls() -> dict:
     recipes = [(bi(r.title_en, r.title_zh), k) for k, r in fp8_recipes.RECIPES.items() if k != "bf16-mixed"]
     return {"recipe": base.dropdown(T["recipe"], recipes, "te-fp8"),
-            "model": base.dropdown(T["model"], list(MODELS), "llama3-70b"),
+            "model": base.dropdown(T["model"], list(MODELS), "llama3-8b"),
             "dp": base.log2_slider(T["dp"], 8, 1, 512),
             "zero_stage": base.int_slider(T["zero"], 1, 0, 3)}
 
