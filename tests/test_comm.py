@@ -148,6 +148,23 @@ def test_alpha_beta_closed_forms():
     assert large["ring_all_reduce"] < large["recursive_doubling_all_reduce"]
 
 
+def test_ring_times_match_virtual_cluster_traffic():
+    """α = 0: a ring collective's time is the bytes each rank sends over the link bandwidth (moved here from the
+    planner's tests: the planner takes its collective times from distlearn.cost)."""
+    for n in (2, 4, 8):
+        vc = VirtualCluster(n)
+        arrays = [np.ones(1024, dtype=np.float32) for _ in range(n)]
+        vc.all_reduce(arrays)
+        bw = 1e9
+        assert cost.collective_time("ring_all_reduce", arrays[0].nbytes, n, alpha=0, bandwidth=bw) == pytest.approx(
+            vc.bytes_sent[0] / bw)
+        vc.reset_traffic()
+        vc.all_gather([a[: 1024 // n] for a in arrays])
+        assert cost.collective_time("ring_all_gather", arrays[0].nbytes, n, alpha=0, bandwidth=bw) == pytest.approx(
+            vc.bytes_sent[0] / bw)
+    assert cost.collective_time("ring_all_reduce", 1e9, 1, alpha=5e-6, bandwidth=1e9) == 0.0
+
+
 def test_bus_bandwidth_nccl_tests():
     # doc/PERFORMANCE.md: busbw = algbw * 2(n-1)/n for all-reduce, (n-1)/n all-gather, 1 broadcast
     assert cost.busbw("all_reduce", 1e9, 0.01, 8) == pytest.approx(1e11 * 14 / 8)

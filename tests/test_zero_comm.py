@@ -96,11 +96,16 @@ def test_planner_takes_its_schedule_from_step_collectives(monkeypatch):
                       for x in c.collectives)
         return zero_comm.StepComm(c.zero_stage, c.num_microbatches, c.engine, colls)
 
-    monkeypatch.setattr(planner, "step_collectives", doubled)
+    from distlearn.cost import collective_time
+    from distlearn.hardware import get_gpu
+    from distlearn.models import get_preset
+    from distlearn.planner import formulas
+
+    monkeypatch.setattr(formulas, "step_collectives", doubled)
     after = planner.evaluate("llama2-7b", plan, **kw).time["dp_comm"]
-    cfg = planner.get_preset("llama2-7b")
-    g = planner.get_gpu("a100-80gb")
-    ag = planner.all_gather_time(cfg.num_parameters() * 2, 8, g.nvlink_bw)
+    cfg = get_preset("llama2-7b")
+    g = get_gpu("a100-80gb")
+    ag = collective_time("ring_all_gather", cfg.num_parameters() * 2, 8, alpha=planner.ALPHA, bandwidth=g.nvlink_bw)
     assert after - before == pytest.approx(ag, rel=1e-9)
 
 
