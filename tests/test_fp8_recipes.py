@@ -103,3 +103,9 @@ def test_unknown_names():
         R.bytes_per_param("fp4")
     with pytest.raises(DistlearnValueError):
         R.fp8_activation_table("te-fp32-params", seq_len=8, micro_batch_size=1, hidden_size=8, num_heads=2)
+
+
+def test_peak_flops_fp32_reads_main_field():
+    assert hardware.peak_flops("a100-80gb", "fp32") == hardware.GPUS["a100-80gb"].peak_flops_fp32 == 156e12
+    with pytest.raises(DistlearnValueError):
+        hardware.peak_flops(hardware.GPUS["h100-80gb"].with_(peak_flops_fp32=None), "fp32")
