@@ -53,12 +53,12 @@ def controls() -> dict:
         "recompute": base.dropdown(L_RC, [(bi("none", "无"), "none"), (bi("selective", "选择性"), "selective"),
                                           (bi("full", "完全"), "full")], "none"),
         "dp": base.log2_slider(L_DP, 8, 1, 64),
-        "zero_stage": base.dropdown(L_ZERO, [0, 1, 2, 3], 3),
+        "zero_stage": base.int_slider(L_ZERO, 3, 0, 3),
         "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"),
                                                                          "optimizer"),
                                          (bi("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
                                  "none"),
-        "gpu_gb": base.dropdown(L_GPU, [24, 40, 80, 141], 80),
+        "gpu_gb": base.selection_slider(L_GPU, [24, 40, 80, 141], 80),
     }
 
 

@@ -134,12 +134,12 @@ class _ThreadRouter:
         return getattr(self._original, name)
 
 
-def capture(fn: Callable[[], None]) -> tuple[dict, ...]:
+def capture(fn: Callable[[], None], on_figure: Callable | None = None) -> tuple[dict, ...]:
     """Run ``fn`` and return what it printed and displayed, in order, as notebook outputs (stream /
     display_data dicts). Inside IPython, ``plt.show()`` under the inline backend displays a PNG, which is captured.
     Only the calling thread is captured (see :class:`_ThreadRouter`). A figure ``fn`` leaves open (no inline
-    backend, or an error half-way) is closed, never shown later. An exception becomes a short bilingual stderr
-    line, not a traceback through the explorer's internals."""
+    backend, or an error half-way) is passed to ``on_figure`` (tests fingerprint it) and closed, never shown
+    later. An exception becomes a short bilingual stderr line, not a traceback through the explorer's internals."""
     import matplotlib.pyplot as plt
 
     outputs: list = []
@@ -168,7 +168,9 @@ def capture(fn: Callable[[], None]) -> tuple[dict, ...]:
             shell.display_pub = old_pub
         for r in routers.values():
             r.release()
-        for num in set(plt.get_fignums()) - open_before:
+        for num in sorted(set(plt.get_fignums()) - open_before):
+            if on_figure is not None:
+                on_figure(plt.figure(num))
             plt.close(num)
     return tuple(outputs)
 
