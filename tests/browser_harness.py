@@ -1,21 +1,25 @@
 """Open notebooks in JupyterLab in a real headless Chromium and check that every explorer works for a person.
 
-For each notebook: open it in Lab, clear its stored outputs, run its explorer cells (a code cell calling
-``….explorer()``; each is self-contained by the authoring rules, and nbval runs every cell anyway) — or every cell
-with Lab's "Run All" command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alone — then for
-each explorer cell check that
+For each notebook: open it in Lab as stored (not run), check that each explorer cell shows its static picture
+(``<img>`` and "Run this cell", not the text fallback ``VBox(children=(…``) and that no "Jupyter news" pop-up
+asks anything; clear the outputs, run the explorer cells (a code cell calling ``….explorer()``; each is
+self-contained by the authoring rules, and nbval runs every cell anyway) — or every cell with Lab's "Run All"
+command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alone — then for each explorer check that
 
 1. a real widget rendered: a slider handle (``.noUi-handle``) or a ``<select>`` in the cell's output, and not the
-   plain-text fallback ``VBox(children=(IntSlider(value=…` that a kernel without a widget front end shows;
-2. moving one control *by keyboard* (arrow key on a focused slider handle or drop-down) changes what the
-   explorer's output area shows (text or plot);
+   plain-text fallback that a kernel without a widget front end shows;
+2. after ``presses`` (20) arrow-key presses spread over its sliders and drop-downs, sent without waiting for the
+   kernel, the output area shows exactly what ``render(compute(**values))`` shows offline for the values the
+   controls now show: the same text and, pixel for pixel, the same figures (:class:`OfflineRenderer`, one kernel
+   of its own); and that it changed from the first view;
 
 and save a screenshot of the explorer under ``build/screenshots/``.
 
-The server (``python -m jupyterlab`` on 127.0.0.1, a random token, a free port, its own temporary settings,
-workspace and runtime folders, the news pop-up switched off) and Chromium (Debian's ``chromium``, driven over the
-DevTools protocol by Playwright's Python package — never ``playwright install``) are started as child processes and
-stopped by their process ids; :meth:`Session.close` checks that no process they started is left.
+The server (``python -m jupyterlab`` on 127.0.0.1, a random token, a free port, a fresh user's temporary
+settings, workspace and runtime folders: only the course's ``overrides.json`` switches the news pop-up off) and
+Chromium (Debian's ``chromium``, driven over the DevTools protocol by Playwright's Python package — never
+``playwright install``) are started as child processes and stopped by their process ids; :meth:`Session.close`
+checks that no process they started is left. One server, one browser and one page serve every notebook.
 
 Used by ``tests/test_browser.py``; also a script, e.g. to refresh the README's screenshot::
 
@@ -113,11 +117,13 @@ class NotebookResult:
     explorers: list[ExplorerResult] = field(default_factory=list)
     problem: str = ""
     mode: str = ""
+    static_problems: list[str] = field(default_factory=list)  # explorer cells without a static picture
+    news: str = ""                                           # text of a "Jupyter news" pop-up, if one showed
 
     @property
     def ok(self) -> bool:
         return not self.problem and not self.cell_errors and bool(self.explorers) and all(
-            e.ok for e in self.explorers)
+            e.ok for e in self.explorers) and not self.static_problems and not self.news
 
     def summary(self) -> str:
         lines = [f"{self.path}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s ({self.mode or '-'} run)"]
@@ -125,6 +131,10 @@ class NotebookResult:
             lines.append(f"  problem: {self.problem}")
         for err in self.cell_errors:
             lines.append(f"  cell error: {err}")
+        for p in self.static_problems:
+            lines.append(f"  before running: {p}")
+        if self.news:
+            lines.append(f"  news pop-up: {self.news[:120]}")
         for e in self.explorers:
             lines.append(f"  explorer in cell {e.cell} ({e.module or '?'}, {e.seconds:.1f} s): rendered={e.rendered} "
                          f"changes={e.changes} changed={e.changed} complete={e.complete} "
@@ -166,23 +176,38 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
 
 # JavaScript run in the page. `window.jupyterapp` exists because the server runs with expose_app_in_browser.
 _JS_READY = """(path) => { const app = window.jupyterapp; if (!app || !app.shell) return false;
-  const w = app.shell.currentWidget; return !!(w && w.context && w.context.path === path && w.content); }"""
+  const w = window.dlPanel || app.shell.currentWidget; return !!(w && w.context && w.context.path === path && w.content); }"""
 _JS_RUN = """async ([cells, runAll]) => {
-  const app = window.jupyterapp; const panel = app.shell.currentWidget;
+  const app = window.jupyterapp; const panel = window.dlPanel || app.shell.currentWidget;
+  app.shell.activateById(panel.id);
   await panel.context.ready; await panel.sessionContext.ready;
   await app.commands.execute('notebook:clear-all-cell-outputs');
   if (runAll) { await app.commands.execute('notebook:run-all-cells'); }
   else { for (const i of cells) { panel.content.activeCellIndex = i; await app.commands.execute('notebook:run-cell'); } }
   cells.forEach((i, k) => panel.content.widgets[i].node.setAttribute('data-dl-explorer', String(k)));
   return true; }"""
-_JS_IDLE = """() => { const p = window.jupyterapp.shell.currentWidget; const k = p.sessionContext.session &&
+_JS_IDLE = """() => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); const k = p.sessionContext.session &&
   p.sessionContext.session.kernel; return !!k && k.status === 'idle' &&
   !Array.from(p.content.node.querySelectorAll('.jp-InputPrompt')).some(e => e.textContent.includes('*')); }"""
-_JS_ERRORS = """() => { const p = window.jupyterapp.shell.currentWidget; const out = [];
+_JS_ERRORS = """() => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); const out = [];
   p.content.widgets.forEach((c, i) => { if (c.model.type !== 'code') return;
     for (const o of c.model.outputs.toJSON()) if (o.output_type === 'error') out.push(`cell ${i}: ${o.ename}: ${o.evalue}`); });
   return out; }"""
-_JS_SHUTDOWN = """async () => { const p = window.jupyterapp.shell.currentWidget;
+_JS_OPEN = """async (path) => { const app = window.jupyterapp;
+  const w = await app.commands.execute('docmanager:open', {path, factory: 'Notebook', activate: true});
+  window.dlPanel = w; app.shell.activateById(w.id); await w.context.ready; return true; }"""
+_JS_CLOSE = """async () => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); if (!p || !p.context) return true;
+  if (p.sessionContext) { await p.sessionContext.shutdown(); }
+  p.context.model.dirty = false; p.close(); window.dlPanel = null; return true; }"""
+# What a stored (not run) explorer cell shows: its output's text, how many images, whether the widget view is live.
+_JS_STATIC = """(cells) => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget);
+  return cells.map(i => { const c = p.content.widgets[i]; const o = c.node.querySelector('.jp-Cell-outputWrapper');
+    return {text: o ? o.innerText : '', images: o ? o.querySelectorAll('img').length : 0,
+            widget: !!(o && o.querySelector('.jupyter-widgets.widget-vbox'))}; }); }"""
+# A pop-up (toast) asking about Jupyter news, if any.
+_JS_NEWS = """() => Array.from(document.querySelectorAll('.Toastify__toast, .jp-Notification-Toast, .jp-toast-message'))
+  .map(t => t.innerText).filter(t => /news/i.test(t)).join(' | ')"""
+_JS_SHUTDOWN = """async () => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget);
   if (p && p.sessionContext) { await p.sessionContext.shutdown(); } return true; }"""
 # What the explorer's output area shows: its text and a fingerprint of each image.
 _JS_OUTPUT_STATE = """(el) => { const o = el.querySelector('.widget-output') || el; const imgs = Array.from(o.querySelectorAll('img'));
@@ -215,19 +240,19 @@ def _norm(text: str) -> str:
     return re.sub(r"\s+", " ", text).strip()
 
 
-def explorer_module(labels: list[str]) -> str | None:
-    """The ``distlearn.widgets`` module whose ``controls()`` have exactly these labels, in this order."""
+def explorer_module(labels: list[str], extra: tuple[str, ...] = ()) -> str | None:
+    """The module (``distlearn.widgets.<name>``, or one of ``extra``) whose ``controls()`` have exactly these labels,
+    in this order."""
     import importlib
     import pkgutil
 
     import distlearn.widgets as widgets
 
-    for info in pkgutil.iter_modules(widgets.__path__):
-        if info.name == "base":
-            continue
-        mod = importlib.import_module(f"distlearn.widgets.{info.name}")
+    names = [f"distlearn.widgets.{m.name}" for m in pkgutil.iter_modules(widgets.__path__) if m.name != "base"]
+    for name in names + list(extra):
+        mod = importlib.import_module(name)
         if hasattr(mod, "controls") and [_norm(c.description) for c in mod.controls().values()] == labels:
-            return info.name
+            return name
     return None
 
 
@@ -238,7 +263,7 @@ def values_from_dom(module: str, dom: list[dict]) -> dict:
 
     import ipywidgets as W
 
-    controls = importlib.import_module(f"distlearn.widgets.{module}").controls()
+    controls = importlib.import_module(module).controls()
     values = {}
     for (name, c), d in zip(controls.items(), dom):
         if isinstance(c, W.Checkbox):
@@ -269,8 +294,9 @@ class OfflineRenderer:
     """One Jupyter kernel, started like the server's kernels (same Python, both languages, the default inline
     backend), that renders an explorer's result for given values outside any widget: what the browser must show."""
 
-    def __init__(self, root: Path = ROOT):
+    def __init__(self, root: Path = ROOT, paths: tuple[str, ...] = ()):
         self.root = root
+        self.paths = list(paths)  # folders to import explorer modules from, besides the installed distlearn
         self.km = self.kc = None
 
     def __enter__(self) -> "OfflineRenderer":
@@ -297,7 +323,8 @@ class OfflineRenderer:
         self.km = self.kc = None
 
     def render(self, module: str, values: dict, timeout: float = 120.0) -> Rendered:
-        code = (f"from distlearn.widgets import {module} as _m\n"
+        code = (f"import importlib, sys\nsys.path[:0] = [p for p in {self.paths!r} if p not in sys.path]\n"
+                f"_m = importlib.import_module({module!r})\n"
                 f"_m.render(_m.compute(**{values!r}))")
         msg_id = self.kc.execute(code, store_history=False)
         text, pngs = [], []
@@ -372,6 +399,9 @@ class Session:
         self.presses = presses                # rapid key presses per explorer (each one changes a control)
         self.final_timeout = final_timeout    # seconds the final output may take to match the offline render
         self.offline: OfflineRenderer | None = None  # started on first use
+        self._page = None
+        self.module_paths: list[str] = []  # extra folders with explorer modules (the self-test's)
+        self.extra_modules: tuple[str, ...] = ()
         self.chromium = chromium or find_chromium()
         if self.chromium is None:
             raise FileNotFoundError(HOW_TO_GET_CHROMIUM)
@@ -405,16 +435,10 @@ class Session:
 
     def _start_server(self) -> None:
         settings = self.tmp / "lab-settings"
-        # No "would you like news?" pop-up, no update check; every cell attached to the DOM (no windowing).
-        _write_json(settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
-                    {"fetchNews": "false", "checkForUpdates": False})
+        # A fresh user's settings (so the course's own overrides.json decides about the news pop-up; see
+        # jupyter-settings/), except every cell attached to the DOM (no windowing) for the checks.
         _write_json(settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings",
                     {"windowingMode": "none"})
-        if os.environ.get("DL_SUBSHELLS", "") == "off":
-            _write_json(settings / "@jupyterlab/apputils-extension/kernels.jupyterlab-settings",
-                        {"commsOverSubshells": "disabled"})
-        _write_json(self.tmp / "config" / "labconfig" / "page_config.json",
-                    {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
         env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings),
                    JUPYTERLAB_WORKSPACES_DIR=str(self.tmp / "workspaces"),
                    JUPYTER_CONFIG_DIR=str(self.tmp / "config"), JUPYTER_RUNTIME_DIR=str(self.tmp / "runtime"),
@@ -424,8 +448,7 @@ class Session:
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.news_url=None"]
+               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
         self.server_log = open(self.tmp / "server.log", "wb")
@@ -544,10 +567,12 @@ class Session:
         cells = explorer_cells(path)
         screenshots.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        page = self._context.new_page()
+        page = self._lab_page()
         try:
-            page.goto(f"{self.base_url}/lab/tree/{rel}?token={self.token}&reset", wait_until="domcontentloaded")
+            page.evaluate(_JS_OPEN, rel)
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
+            result.static_problems = self._static_problems(page, cells)
+            result.news = page.evaluate(_JS_NEWS)
             run_all = self.run_all
             page.evaluate(_JS_RUN, [cells, run_all])
             page.wait_for_function(_JS_IDLE, timeout=timeout * 1000)
@@ -560,6 +585,7 @@ class Session:
             result.mode = "all cells" if run_all else "explorer cells"
             for k, cell_index in enumerate(cells):
                 result.explorers.append(self._check_explorer(page, k, cell_index, Path(rel).stem, screenshots))
+            result.news = result.news or page.evaluate(_JS_NEWS)
         except Exception as exc:  # report, do not raise: the other notebooks still get checked
             result.problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             try:
@@ -568,12 +594,41 @@ class Session:
                 pass
         finally:
             try:
-                page.evaluate(_JS_SHUTDOWN)
-            except Exception:
-                pass
-            page.close()
+                page.evaluate(_JS_CLOSE)
+            except Exception:  # a page in a bad state: the next notebook gets a fresh one
+                self._page = None
+                page.close()
         result.seconds = time.monotonic() - t0
         return result
+
+    def _lab_page(self):
+        """The one JupyterLab page every notebook is opened in (loaded once: a page load costs seconds)."""
+        if self._page is None:
+            self._page = self._context.new_page()
+            self._page.goto(f"{self.base_url}/lab?token={self.token}&reset", wait_until="domcontentloaded")
+            self._page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell && "
+                                         "window.jupyterapp.commands.hasCommand('docmanager:open'))",
+                                         timeout=90_000)
+        return self._page
+
+    def _static_problems(self, page, cells: list[int]) -> list[str]:
+        """Explorer cells of the stored notebook that do not show their static picture (issue 14, item 2)."""
+        try:
+            page.wait_for_function("(cells) => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); return cells.every("
+                                   "i => p.content.widgets[i].node.querySelector('.jp-OutputArea-output')); }",
+                                   arg=cells, timeout=20_000)
+        except Exception:
+            pass
+        problems = []
+        for i, shown in zip(cells, page.evaluate(_JS_STATIC, cells)):
+            if not shown["text"].strip() and not shown["images"]:
+                continue  # never run: nothing shown (make check refuses such a chapter)
+            if WIDGET_REPR.search(shown["text"]):
+                problems.append(f"cell {i} shows the widget's text fallback: {shown['text'][:80]!r}")
+            elif not shown["widget"] and (shown["images"] < 1 or "Run this cell" not in shown["text"]):
+                problems.append(f"cell {i} shows neither a static picture nor a 'Run this cell' note: "
+                                f"{shown['text'][:80]!r}")
+        return problems
 
     def _check_explorer(self, page, k: int, cell_index: int, stem: str, screenshots: Path) -> ExplorerResult:
         res = ExplorerResult(cell_index)
@@ -597,7 +652,10 @@ class Session:
             pass
         self._wait_quiet(page, handle)
         dom = page.evaluate(_JS_CONTROLS, handle)
-        res.module = explorer_module([d["label"] for d in dom]) or ""
+        for p in self.module_paths:
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        res.module = explorer_module([d["label"] for d in dom], self.extra_modules) or ""
         first = page.evaluate(_JS_OUTPUT, handle)
         res.changes = self._rapid_changes(page, cell, self.presses, random.Random(f"{stem}-{k}"))
         res.control = f"{res.changes} key presses"
@@ -617,7 +675,7 @@ class Session:
             res.problem = "could not tell which distlearn.widgets module this explorer is"
             return page.evaluate(_JS_OUTPUT, handle)
         if self.offline is None:
-            self.offline = OfflineRenderer(self.root).__enter__()
+            self.offline = OfflineRenderer(self.root, tuple(self.module_paths)).__enter__()
         values = values_from_dom(res.module, page.evaluate(_JS_CONTROLS, handle))
         res.values = values
         want = self.offline.render(res.module, values)

@@ -339,3 +339,53 @@ def test_kernel_handles_widget_messages_from_main_shell_and_subshell():
     finally:
         kc.stop_channels()
         km.shutdown_kernel(now=True)
+
+
+def test_custom_size_is_greyed_out_unless_the_model_is_custom():
+    from distlearn.widgets import memory
+
+    box = memory.explorer()
+    size, model = box.controls["custom_billions"], box.controls["model"]
+    assert size.disabled and model.value != "custom"
+    model.value = "custom"
+    assert not size.disabled
+    model.value = "gpt2-small"
+    assert size.disabled
+
+
+def test_heat_map_digits_stay_readable_on_dark_cells():
+    """Issue 14 item 6: a finished all-reduce (every cell = world size, navy) printed black digits."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    from distlearn.widgets import collectives
+
+    fig, ax = plt.subplots()
+    collectives.draw_holdings(ax, np.array([[4, 1], [0, 4]]), vmax=4)
+    colours = {t.get_text(): to_rgb(t.get_color()) for t in ax.texts}
+    plt.close(fig)
+    assert colours["4"] == (1.0, 1.0, 1.0) and colours["0"] == (0.0, 0.0, 0.0)
+    assert all(t.get_fontsize() >= 9 for t in ax.texts)
+
+
+def test_small_totals_are_labelled_on_the_bar():
+    """gpt2-small's 2 GB vanish against an 80 GB axis unless the total is written on the bar."""
+    import matplotlib.pyplot as plt
+
+    from distlearn.widgets import memory
+
+    r = memory.compute(model="gpt2-small", dp=1)
+    ax = memory.plot_states([r], ["gpt2-small"])
+    texts = [t.get_text() for t in ax.texts]
+    plt.close(ax.figure)
+    assert f"{r['total_gb']:.3g} GB" in texts, texts
+
+
+def test_explorer_tables_put_chinese_labels_last():
+    """Chinese glyphs are not two monospace columns wide in a browser: labels go after the numbers."""
+    from distlearn.widgets import memory
+
+    outputs = base.capture(lambda: memory.render(memory.compute()))
+    lines = [x for x in outputs[0]["text"].splitlines() if " GiB" in x and "GB" in x and "→" not in x]
+    assert len(lines) == 4 and len({x.index("GiB") for x in lines}) == 1, lines

@@ -95,6 +95,8 @@ def render(result: dict) -> None:
         ax.barh([0], [value / GB], left=left, color=plots.COLORS[key], label=PARTS[key].render())
         left += value / GB
     ax.axvline(result["gpu_bytes"] / GB, color="black", ls="--", label=bi("GPU size", "GPU 容量"))
+    ax.annotate(f"{left:.3g} GB", (left, 0), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9,
+                fontweight="bold")  # the total at the bar's end: small models stay readable next to the GPU size
     ax.set_yticks([])
     ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每张 GPU 的 GB（1 GB = 1e9 字节）"))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
@@ -123,6 +125,11 @@ def throughput_note() -> str:
               f"（distlearn/hardware.py）的 {ACHIEVED_FLOPS / peak:.0%}。", sep="\n")
 
 
+def active(values: dict) -> dict:
+    """Sequence parallelism splits across tensor-parallel ranks: it matters only for tp > 1."""
+    return {"sequence_parallel": values["tp"] > 1}
+
+
 def explorer():
-    return base.build(controls(), lambda **v: compute(**v), render,
-                      title=bi("Activation memory explorer", "激活显存探索器"))
+    return base.build(controls(), compute, render, title=bi("Activation memory explorer", "激活显存探索器"),
+                      active=active)
