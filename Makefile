@@ -42,9 +42,11 @@ $(STAMP): pyproject.toml constraints.txt
 lab: $(STAMP) $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
+# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
+PYTEST_ARGS ?=
 test: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
-	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg
+	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 test-fast: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"
