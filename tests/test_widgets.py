@@ -398,3 +398,28 @@ def test_explorer_tables_put_chinese_labels_last():
     outputs = base.capture(lambda: memory.render(memory.compute()))
     lines = [x for x in outputs[0]["text"].splitlines() if " GiB" in x and "GB" in x and "→" not in x]
     assert len(lines) == 4 and len({x.index("GiB") for x in lines}) == 1, lines
+
+
+def test_stored_explorers_carry_a_static_picture_and_no_warning():
+    """Issue 14 item 2, as stored: every explorer cell of every chapter keeps, beside the widget view, an HTML
+    picture of its first render with a "run this cell" note (what an unexecuted or untrusted notebook shows), and
+    that first render printed no warning."""
+    import json
+    import re
+
+    from distlearn.course import ROOT
+
+    found = 0
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            src = "".join(cell["source"])
+            if cell["cell_type"] != "code" or not re.search(r"\bexplorer\(\)", src):
+                continue
+            found += 1
+            (out,) = [o for o in cell["outputs"] if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+            html = "".join(out["data"].get("text/html", ""))
+            assert "<img src=\"data:image/png;base64," in html or "<pre>" in html, path.name
+            assert "Run this cell" in html and "运行本单元格" in html, path.name
+            assert "VBox(" not in "".join(out["data"]["text/plain"]), path.name
+            assert "findfont" not in html and "Warning" not in html, (path.name, "a warning in the first render")
+    assert found >= 11

@@ -104,8 +104,8 @@ def render(result: dict) -> None:
         ax.barh([0], [value / GB], left=left, color=plots.COLORS[key], label=PARTS[key].render())
         left += value / GB
     ax.axvline(result["gpu_bytes"] / GB, color="black", ls="--", label=bi("GPU size", "GPU 容量"))
-    ax.annotate(f"{left:.3g} GB", (left, 0), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9,
-                fontweight="bold")  # the total at the bar's end: small models stay readable next to the GPU size
+    # the total at the bar's end: a small model stays readable next to the GPU size
+    ax.annotate(f"{left:.3g} GB", (left, 0), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
     ax.set_yticks([])
     ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每张 GPU 的 GB（1 GB = 1e9 字节）"))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)

@@ -82,7 +82,7 @@ def draw_holdings(ax, holdings, vmax: int) -> None:
         for c in range(holdings.shape[1]):  # white digits on the dark (nearly complete) cells, black on the light
             dark = holdings[r, c] > 0.55 * top
             ax.text(c, r, str(holdings[r, c]), ha="center", va="center", fontsize=9,
-                    color="white" if dark else "black", fontweight="bold" if dark else "normal")
+                    color="white" if dark else "black")
     ax.set_xticks(range(holdings.shape[1]))
     ax.set_yticks(range(holdings.shape[0]))
     ax.set_xlabel(bi("chunk", "数据块"))

@@ -132,7 +132,7 @@ def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str =
         bottom = [b + v for b, v in zip(bottom, vals)]
     for x, total in enumerate(bottom):  # the total on top: a 2 GB bar stays readable against an 80 GB GPU
         ax.annotate(f"{total:.3g} GB", (x, total), xytext=(0, 3), textcoords="offset points", ha="center",
-                    va="bottom", fontsize=9, fontweight="bold")
+                    va="bottom", fontsize=9)
     cap = results[0]["capacity"] / GB
     ax.axhline(cap, color="black", linestyle="--", linewidth=1)
     ax.text(0.01, cap, f"{T['capacity']}: {cap:.1f} GB", va="bottom", ha="left", fontsize=8,
