@@ -36,8 +36,14 @@ def ex08_selective_overhead(fn):
         cfg = ModelConfig("x", "gpt", V, h, L, 8, 4 * h, s)
         cases.append(Case(args=(s, h, L, V), expected=recompute_flops(cfg, seq_len=s, micro_batch_size=1,
                                                                      recompute="selective")["overhead"],
-                          rtol=1e-6, hint_en="extra = L·4s²h; model = 3·(L·(24sh² + 4s²h) + 2shV).",
-                          hint_zh="额外 = L·4s²h；模型 = 3·(L·(24sh² + 4s²h) + 2shV)。"))
+                          rtol=1e-6,
+                          hint_en="Selective recomputation re-runs only the attention core (QKᵀ, softmax, ·V) "
+                                  "in the backward: count that part's forward FLOPs in every layer, and divide by "
+                                  "the FLOPs of the whole step without recomputation (forward + backward ≈ 3 × "
+                                  "forward, the LM head included) — see the chapter's FLOPs section.",
+                          hint_zh="选择性重计算在反向时只重算注意力核心（QKᵀ、softmax、·V）：算出每层这一部分的前向 "
+                                  "FLOPs，再除以不做重计算时整步的 FLOPs（前向 + 反向 ≈ 3 × 前向，含 LM head）"
+                                  "——参见本章讲 FLOPs 的一节。"))
     verify("ex08_selective_overhead", fn, cases)
 
 

@@ -57,7 +57,7 @@ def compute(tp: int = 4, hidden_size: int = 4096, seq_len: int = 2048, micro_bat
 def controls() -> dict:
     return {
         "tp": base.log2_slider(L_TP, 4, 1, 16),
-        "hidden_size": base.dropdown(L_H, [1024, 2048, 4096, 8192, 12288], 4096),
+        "hidden_size": base.selection_slider(L_H, [1024, 2048, 4096, 8192, 12288], 4096),
         "seq_len": base.log2_slider(L_S, 2048, 256, 32768),
         "micro_batch_size": base.log2_slider(L_B, 1, 1, 16),
         "sequence_parallel": base.checkbox(L_SP, True),
