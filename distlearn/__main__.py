@@ -8,7 +8,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     commands = {}
     try:
-        from .planner import cli as plan_cli  # chapter 10
+        from .planner import cli as plan_cli  # chapter 14
         commands["plan"] = plan_cli
     except ImportError:
         pass
