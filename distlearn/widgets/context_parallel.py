@@ -101,13 +101,13 @@ def render(result: dict) -> None:
         print(bi(f"{name_en:8s}: attention compute {c.compute_s / ms:8.2f} ms, sent per rank {c.comm_bytes / gb:6.3f} GB "
                  f"({c.comm_s / ms:7.2f} ms on the link), exposed {c.exposed_s / ms:7.2f} ms, total {c.total_s / ms:8.2f} ms",
                  f"{name_zh}：注意力计算 {c.compute_s / ms:8.2f} ms，每个 rank 发送 {c.comm_bytes / gb:6.3f} GB（链路上 "
-                 f"{c.comm_s / ms:7.2f} ms），未被隐藏的通信 {c.exposed_s / ms:7.2f} ms，合计 {c.total_s / ms:8.2f} ms"))
+                 f"{c.comm_s / ms:7.2f} ms），未被隐藏的通信 {c.exposed_s / ms:7.2f} ms，合计 {c.total_s / ms:8.2f} ms", sep="\n"))
     print(bi(f"activations kept per layer per GPU: {result['kept'] / gb:.3f} GB (cp = 1: "
              f"{result['kept_no_cp'] / gb:.3f} GB); × {result['num_layers']} layers = {result['kept'] * result['num_layers'] / gb:.1f} GB; "
              f"transient attention buffers {result['buffers'] / gb:.3f} GB",
              f"每层每张 GPU 保存的激活值：{result['kept'] / gb:.3f} GB（cp = 1 时 {result['kept_no_cp'] / gb:.3f} GB）；"
              f"× {result['num_layers']} 层 = {result['kept'] * result['num_layers'] / gb:.1f} GB；注意力的临时缓冲区 "
-             f"{result['buffers'] / gb:.3f} GB"))
+             f"{result['buffers'] / gb:.3f} GB", sep="\n"))
     print(bi(f"Ulysses allows cp ≤ {result['max_ulysses_cp']} here (query heads per tensor-parallel rank)",
              f"此处 Ulysses 允许 cp ≤ {result['max_ulysses_cp']}（每个张量并行 rank 上的查询头数）"))
     if result["cp"] <= 32:
