@@ -857,4 +857,5 @@ __all__ = ["LAYOUTS", "VARIANTS", "PASSES", "FLASH_BACKWARD_FACTOR", "TORCH_GRAD
            "ring_attention_backward", "UlyssesHeads", "ulysses_heads", "max_ulysses_cp", "UlyssesResult",
            "ulysses_attention", "work_matrix", "attention_flops", "Timeline", "ring_timeline", "ring_overlap",
            "CPComm", "cp_comm_bytes", "cp_layer_activation_table", "cp_layer_activation_bytes",
-           "cp_model_activation_bytes", "attention_buffer_bytes", "ulysses_extra_bytes", "CPAttentionCost", "attention_cost", "LLAMA3_405B_LONG_CONTEXT"]
+           "cp_model_activation_bytes", "attention_buffer_bytes", "ulysses_extra_bytes", "CPAttentionCost",
+           "attention_cost", "LLAMA3_405B_LONG_CONTEXT"]

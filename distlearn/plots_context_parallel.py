@@ -38,8 +38,8 @@ def work_bars(work_by_layout: dict, ax=None, *, unit: float = 1.0, ylabel: str |
 
 
 def ring_gantt(timeline, ax=None, *, unit: float = 1e-3, label: str = "ms"):
-    """One bar per (rank, step) of a :class:`distlearn.context_parallel.Timeline`: compute in colour, waiting for
-    the next block in grey."""
+    """One bar per (rank, step) of a :class:`distlearn.context_parallel.Timeline`: compute in colour; in grey the
+    time a rank waits — for the next block, or at the end for the slowest rank."""
     if ax is None:
         _, ax = plots.new_figure(7.5, 0.5 + 0.45 * timeline.start.shape[0])
     cp = timeline.start.shape[0]
@@ -53,9 +53,12 @@ def ring_gantt(timeline, ax=None, *, unit: float = 1e-3, label: str = "ms"):
             if e - s > 0:
                 ax.text((s + e) / 2, r, str(t), ha="center", va="center", fontsize=7, color="white")
             prev_end = e
+        if timeline.makespan / unit > prev_end:         # done early: idle until the slowest rank finishes
+            ax.barh(r, timeline.makespan / unit - prev_end, left=prev_end, color=plots.COLORS["idle"],
+                    edgecolor="white")
     ax.set_yticks(range(cp), [f"rank {r}" for r in range(cp)])
     ax.invert_yaxis()
     ax.set_xlabel(label)
-    plots.title(ax, "Ring steps in time (number = step; grey = waiting)",
-                "环形各步的时间线（数字为步序；灰色为等待）")
+    plots.title(ax, "Ring steps in time (number = step; grey = idle)",
+                "环形各步的时间线（数字为步序；灰色为空闲）")
     return ax

@@ -24,7 +24,7 @@ L_TP = text("cp_widget.tp", "tensor-parallel degree tp (+ SP)", "张量并行度
 L_GPU = text("cp_widget.gpu", "GPU type", "GPU 型号")
 L_LINK = text("cp_widget.link", "cp ranks connected by", "cp 组内各 rank 之间的连接")
 TITLE = text("cp_widget.title", "Context parallelism: one layer's attention per GPU",
-             "上下文并行：每张 GPU 上一层的注意力")
+             "上下文并行：每块 GPU 上一层的注意力")
 
 
 def compute(model: str = "llama3-8b", seq_len: int = 131072, cp: int = 8, layout: str = "zigzag",
@@ -88,31 +88,29 @@ def render(result: dict) -> None:
     if "error" in result:
         print(result["error"])
         return
-    ms, gb = 1e-3, 1e9
-    f, b = result["forward"], result["backward"]
-    print(bi(f"{result['model']}, s = {result['seq_len']:,}, cp = {result['cp']} ({result['tokens_per_rank']:,} "
-             f"tokens per rank), tp = {result['tp']}, {result['gpu']}, {result['bandwidth'] / 1e9:.0f} GB/s per "
-             "direction, bf16, causal, one layer",
-             f"{result['model']}，s = {result['seq_len']:,}，cp = {result['cp']}（每个 rank {result['tokens_per_rank']:,}"
-             f" 个词元），tp = {result['tp']}，{result['gpu']}，单向 {result['bandwidth'] / 1e9:.0f} GB/s，bf16，因果，一层"))
-    print(bi(f"work: slowest rank / average = {result['imbalance']:.2f}",
-             f"工作量：最慢的 rank / 平均 = {result['imbalance']:.2f}"))
-    for name_en, name_zh, c in (("forward", "前向", f), ("backward", "反向", b)):
-        print(bi(f"{name_en:8s}: attention compute {c.compute_s / ms:8.2f} ms, sent per rank {c.comm_bytes / gb:6.3f} GB "
-                 f"({c.comm_s / ms:7.2f} ms on the link), exposed {c.exposed_s / ms:7.2f} ms, total {c.total_s / ms:8.2f} ms",
-                 f"{name_zh}：注意力计算 {c.compute_s / ms:8.2f} ms，每个 rank 发送 {c.comm_bytes / gb:6.3f} GB（链路上 "
-                 f"{c.comm_s / ms:7.2f} ms），未被隐藏的通信 {c.exposed_s / ms:7.2f} ms，合计 {c.total_s / ms:8.2f} ms", sep="\n"))
-    print(bi(f"activations kept per layer per GPU: {result['kept'] / gb:.3f} GB (cp = 1: "
-             f"{result['kept_no_cp'] / gb:.3f} GB); × {result['num_layers']} layers = {result['kept'] * result['num_layers'] / gb:.1f} GB; "
-             f"transient attention buffers {result['buffers'] / gb:.3f} GB",
-             f"每层每张 GPU 保存的激活值：{result['kept'] / gb:.3f} GB（cp = 1 时 {result['kept_no_cp'] / gb:.3f} GB）；"
-             f"× {result['num_layers']} 层 = {result['kept'] * result['num_layers'] / gb:.1f} GB；注意力的临时缓冲区 "
-             f"{result['buffers'] / gb:.3f} GB", sep="\n"))
-    print(bi(f"Ulysses allows cp ≤ {result['max_ulysses_cp']} here (query heads per tensor-parallel rank)",
-             f"此处 Ulysses 允许 cp ≤ {result['max_ulysses_cp']}（每个张量并行 rank 上的查询头数）"))
-    if result["cp"] <= 32:
-        label = result["layout"] if result["variant"] != "all-to-all" else "all-to-all"
-        work_bars({label: result["work"]}, unit=float(np.mean(result["work"])))
+    ms, gb, r = 1e-3, 1e9, result
+    print(bi(f"{r['model']}, s = {r['seq_len']:,}, cp = {r['cp']} ({r['tokens_per_rank']:,} tokens per rank), "
+             f"tp = {r['tp']}, {r['gpu']}, {r['bandwidth'] / 1e9:.0f} GB/s per direction, bf16, causal, one layer",
+             f"{r['model']}，s = {r['seq_len']:,}，cp = {r['cp']}（每个 rank {r['tokens_per_rank']:,} 个词元），"
+             f"tp = {r['tp']}，{r['gpu']}，单向 {r['bandwidth'] / 1e9:.0f} GB/s，bf16，因果，一层", sep="\n"))
+    print(bi(f"work: slowest rank / average = {r['imbalance']:.2f}",
+             f"工作量：最慢的 rank / 平均 = {r['imbalance']:.2f}"))
+    for name_en, name_zh, c in (("forward", "前向", r["forward"]), ("backward", "反向", r["backward"])):
+        nums = (c.compute_s / ms, c.comm_bytes / gb, c.comm_s / ms, c.exposed_s / ms, c.total_s / ms)
+        print(bi("{:8s}: attention compute {:8.2f} ms, sent per rank {:6.3f} GB ({:7.2f} ms on the link), "
+                 "exposed {:7.2f} ms, total {:8.2f} ms".format(name_en, *nums),
+                 "{}：注意力计算 {:8.2f} ms，每个 rank 发送 {:6.3f} GB（链路上 {:7.2f} ms），未被隐藏的通信 "
+                 "{:7.2f} ms，合计 {:8.2f} ms".format(name_zh, *nums), sep="\n"))
+    kept, layers = r["kept"] / gb, r["num_layers"]
+    print(bi(f"activations kept per layer per GPU: {kept:.3f} GB (cp = 1: {r['kept_no_cp'] / gb:.3f} GB); "
+             f"× {layers} layers = {kept * layers:.1f} GB; transient attention buffers {r['buffers'] / gb:.3f} GB",
+             f"每层每块 GPU 保存的激活值：{kept:.3f} GB（cp = 1 时 {r['kept_no_cp'] / gb:.3f} GB）；× {layers} 层 = "
+             f"{kept * layers:.1f} GB；注意力的临时缓冲区 {r['buffers'] / gb:.3f} GB", sep="\n"))
+    print(bi(f"Ulysses allows cp ≤ {r['max_ulysses_cp']} here (query heads per tensor-parallel rank)",
+             f"此处 Ulysses 允许 cp ≤ {r['max_ulysses_cp']}（每个张量并行 rank 上的查询头数）"))
+    if r["cp"] <= 32:
+        label = r["layout"] if r["variant"] != "all-to-all" else "all-to-all"
+        work_bars({label: r["work"]}, unit=float(np.mean(r["work"])))
         plt.show()
 
 
