@@ -16,7 +16,7 @@ help:
 	@echo "make test  - set up .venv and run every test"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
 	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
-	@echo "make bench - run the benchmarks and rewrite benchmarks/README.md"
+	@echo "make bench - run the speed benchmarks (pytest-benchmark), fail on a missed goal, rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
 
 setup: $(STAMP)
@@ -43,8 +43,14 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"
 
+# Speed goals with pytest-benchmark (benchmarks/bench_*.py): every goal is asserted, a goal missed fails make bench;
+# then benchmarks/README.md is rewritten from pytest-benchmark's JSON. BENCH_ARGS: --with-make-test, --full-grid, -k ...
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m benchmarks.run
+	@$(PY) -m pytest -p no:cacheprovider benchmarks -o python_files='bench_*.py' \
+	  --benchmark-json=benchmarks/.last-run.json --benchmark-columns=median,min,max,rounds --benchmark-sort=fullname \
+	  $(BENCH_ARGS); status=$$?; \
+	  $(PY) -m benchmarks.report benchmarks/.last-run.json || status=1; exit $$status
 
 # Needs Chromium (apt-get install chromium). Default: the first chapter notebook with an explorer.
 SCREENSHOT_NOTEBOOK ?=

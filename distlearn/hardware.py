@@ -6,23 +6,30 @@ so we halve it, and network cards in bits/s, so we divide by 8).
 
 Figures and sources (dense = without 2:4 sparsity; the sparse figure NVIDIA also prints is twice these):
 
-=============  ==========  ==================  ========================  =========================================
-GPU            memory      peak dense 16-bit   NVLink per direction      inter-node per GPU per direction
-=============  ==========  ==================  ========================  =========================================
-V100-32GB      32 GB       125 TFLOP/s (fp16)  150 GB/s (300 GB/s tot.)  6.25 GB/s (DGX-2: 8×100 Gb/s EDR / 16 GPU)
-A100-80GB      80 GB       312 TFLOP/s (bf16)  300 GB/s (600 GB/s tot.)  25 GB/s  (DGX A100: 200 Gb/s HDR per GPU)
-H100-80GB      80 GB       989 TFLOP/s (bf16)  450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H100: 400 Gb/s NDR per GPU)
-H200           141 GB      989 TFLOP/s (bf16)  450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H200: 400 Gb/s NDR per GPU)
-=============  ==========  ==================  ========================  =========================================
+=============  ==========  ==================  ===================  ========================  ========================
+GPU            memory      peak dense 16-bit   peak dense fp32      NVLink per direction      inter-node per GPU/dir.
+=============  ==========  ==================  ===================  ========================  ========================
+V100-32GB      32 GB       125 TFLOP/s (fp16)  15.7 TFLOP/s (FP32)  150 GB/s (300 GB/s tot.)  6.25 GB/s (DGX-2)
+A100-80GB      80 GB       312 TFLOP/s (bf16)  156 TFLOP/s (TF32)   300 GB/s (600 GB/s tot.)  25 GB/s  (DGX A100)
+H100-80GB      80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H100)
+H200           141 GB      989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H200)
+=============  ==========  ==================  ===================  ========================  ========================
 
-- V100: NVIDIA Tesla V100 datasheet (SXM2: 125 TFLOPS tensor, 32 GB HBM2, NVLink 300 GB/s); DGX-2 (16 GPUs,
-  8 × 100 Gb/s EDR InfiniBand), the cluster of the ZeRO paper (Rajbhandari et al. 2020, §10.1).
-- A100: NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: BF16 312 TFLOPS, NVLink 600 GB/s); DGX A100 user guide
-  (8 × 200 Gb/s HDR InfiniBand for compute), the Selene nodes of Narayanan et al. 2021 (§5).
-- H100: NVIDIA H100 Tensor Core GPU datasheet (SXM: BF16 1,979 TFLOPS *with sparsity* → 989 dense; NVLink
-  900 GB/s); DGX H100 (8 × 400 Gb/s ConnectX-7 NDR).
+The fp32 column is what fp32 training's matrix multiplies run at: TF32 tensor cores where the GPU has them
+(A100 and later; PyTorch uses them after ``torch.backends.cuda.matmul.allow_tf32 = True`` or
+``torch.set_float32_matmul_precision("high")``), FP32 CUDA cores on the V100, which has no TF32. Without TF32 an
+A100 multiplies fp32 matrices at 19.5 TFLOP/s and an H100 / H200 at 67 TFLOP/s (same datasheets, "FP32" row).
+
+- V100: NVIDIA Tesla V100 datasheet (SXM2: 125 TFLOPS tensor, 15.7 TFLOPS single-precision, 32 GB HBM2, NVLink
+  300 GB/s); DGX-2 (16 GPUs, 8 × 100 Gb/s EDR InfiniBand), the cluster of the ZeRO paper (Rajbhandari et al.
+  2020, §10.1).
+- A100: NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: BF16 312 TFLOPS, TF32 156 TFLOPS dense (312 with
+  sparsity), FP32 19.5 TFLOPS, NVLink 600 GB/s); DGX A100 user guide (8 × 200 Gb/s HDR InfiniBand for compute),
+  the Selene nodes of Narayanan et al. 2021 (§5).
+- H100: NVIDIA H100 Tensor Core GPU datasheet (SXM: BF16 1,979 TFLOPS *with sparsity* → 989 dense; TF32 989 TFLOPS
+  with sparsity → 494.5 dense; FP32 67 TFLOPS; NVLink 900 GB/s); DGX H100 (8 × 400 Gb/s ConnectX-7 NDR).
 - H200: NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, BF16 1,979 TFLOPS with sparsity → 989 dense,
-  NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
+  TF32 989 with sparsity → 494.5 dense, FP32 67 TFLOPS, NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
 
 The memory figure is the datasheet's, in GB (1e9 bytes): one convention for every chapter, explorer and the
 planner (the chapter 01 explorer reads these same numbers). The card itself shows a little more: ``nvidia-smi``
@@ -45,7 +52,9 @@ TFLOPS = 1e12
 @dataclass(frozen=True)
 class GPU:
     """One accelerator: ``memory_bytes`` (bytes), ``peak_flops`` (dense 16-bit FLOP/s), ``nvlink_bw`` (intra-node
-    bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from)."""
+    bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from),
+    ``peak_flops_fp32`` (dense FLOP/s of fp32 matrix multiplies: TF32 tensor cores where the GPU has them, else
+    FP32 CUDA cores; ``None`` when unknown, and then the planner refuses ``precision="fp32"``)."""
 
     name: str
     memory_bytes: float
@@ -54,10 +63,13 @@ class GPU:
     network_bw: float
     gpus_per_node: int = 8
     source: str = ""
+    peak_flops_fp32: float | None = None
 
     def __post_init__(self):
         for field in ("memory_bytes", "peak_flops", "nvlink_bw", "network_bw"):
             check_positive(field, getattr(self, field))
+        if self.peak_flops_fp32 is not None:
+            check_positive("peak_flops_fp32", self.peak_flops_fp32)
         check_int("gpus_per_node", self.gpus_per_node, minimum=1)
 
     def with_(self, **changes) -> "GPU":
@@ -67,13 +79,15 @@ class GPU:
 
 GPUS: dict[str, GPU] = {g.name: g for g in [
     GPU("v100-32gb", 32e9, 125 * TFLOPS, 150 * GB_S, 100e9 / 8 * 8 / 16, gpus_per_node=16,
-        source="NVIDIA V100 datasheet (SXM2); DGX-2: 16 GPUs, 8x100 Gb/s EDR IB"),
-    GPU("a100-80gb", 80e9, 312 * TFLOPS, 300 * GB_S, 200e9 / 8,
-        source="NVIDIA A100 datasheet (80GB SXM); DGX A100: 8x200 Gb/s HDR IB"),
-    GPU("h100-80gb", 80e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8,
-        source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS sparse / 2); DGX H100: 8x400 Gb/s NDR"),
-    GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8,
-        source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e); DGX H200: 8x400 Gb/s NDR"),
+        peak_flops_fp32=15.7 * TFLOPS,
+        source="NVIDIA V100 datasheet (SXM2; FP32 15.7 TFLOPS, no TF32); DGX-2: 16 GPUs, 8x100 Gb/s EDR IB"),
+    GPU("a100-80gb", 80e9, 312 * TFLOPS, 300 * GB_S, 200e9 / 8, peak_flops_fp32=156 * TFLOPS,
+        source="NVIDIA A100 datasheet (80GB SXM; TF32 156 TFLOPS dense); DGX A100: 8x200 Gb/s HDR IB"),
+    GPU("h100-80gb", 80e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
+        source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS BF16 and 989 TF32 sparse, / 2 dense); "
+               "DGX H100: 8x400 Gb/s NDR"),
+    GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
+        source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e; 989 TF32 sparse, / 2 dense); DGX H200: 8x400 Gb/s NDR"),
 ]}
 
 
