@@ -498,11 +498,6 @@ def ulysses_attention(q, k, v, cp: int, *, causal: bool = False, scale: float | 
 
 
 # ---------------------------------------------------------------- work per rank under the causal mask
-def _pairs(qc: int, kc: int, c: int) -> int:
-    """Unmasked (query, key) pairs between chunk ``qc`` (queries) and chunk ``kc`` (keys) of ``c`` tokens each."""
-    return c * c if qc > kc else c * (c + 1) // 2 if qc == kc else 0
-
-
 def work_matrix(seq_len: int, cp: int, layout: str = "contiguous", causal: bool = True) -> np.ndarray:
     """Score entries (query-key pairs, per batch element and head) rank r computes at ring step t:
     ``W[r, t]``, int ``(cp, cp)``; at step t rank r holds the K/V of rank ``(r − t) mod cp``.
@@ -514,19 +509,18 @@ def work_matrix(seq_len: int, cp: int, layout: str = "contiguous", causal: bool 
     """
     s, cp = _check_layout(seq_len, cp, layout)
     n = s // cp
-    w = np.zeros((cp, cp), dtype=np.int64)
-    for r in range(cp):
-        for t in range(cp):
-            src = (r - t) % cp
-            if not causal:
-                w[r, t] = n * n
-            elif layout == "striped":
-                w[r, t] = n * (n + 1) // 2 if src <= r else n * (n - 1) // 2
-            else:
-                c = n if layout == "contiguous" else n // 2
-                chunks = layout_chunks(cp, layout)
-                w[r, t] = sum(_pairs(qc, kc, c) for qc in chunks[r] for kc in chunks[src])
-    return w
+    if not causal:
+        return np.full((cp, cp), n * n, dtype=np.int64)
+    r = np.arange(cp)[:, None]
+    src = (r - np.arange(cp)[None, :]) % cp                       # whose block rank r holds at step t
+    if layout == "striped":
+        return np.where(src <= r, n * (n + 1) // 2, n * (n - 1) // 2).astype(np.int64)
+    c = n if layout == "contiguous" else n // 2
+    chunks = np.array(layout_chunks(cp, layout))                  # (cp, chunks per rank)
+    qc = chunks[r][:, :, :, None]                                 # (cp, 1, m, 1): the rank's query chunks
+    kc = chunks[src][:, :, None, :]                               # (cp, cp, 1, m): the held block's key chunks
+    pairs = np.where(qc > kc, c * c, np.where(qc == kc, c * (c + 1) // 2, 0))   # earlier, same, later chunk
+    return pairs.sum(axis=(2, 3)).astype(np.int64)
 
 
 def attention_flops(pairs, *, num_heads: int, head_dim: int, micro_batch_size: int = 1,
