@@ -1,4 +1,4 @@
-"""GPU and cluster presets with their published figures, for the planner (chapter 14).
+"""GPU and cluster presets with their published figures, for the planner (chapter 14) and chapter 10.
 
 Units: memory in **bytes** (datasheet "GB" are 1e9 bytes), compute in FLOP/s, bandwidth in **bytes/s per GPU and
 per direction** (the "bus bandwidth" a ring collective can use; NVIDIA quotes NVLink as the bidirectional total,
