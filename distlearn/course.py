@@ -17,7 +17,8 @@ Conventions (see docs/authoring.md):
 - A glossary term (``docs/glossary.md``) used in an English cell appears with its Chinese term in the partner cell;
   see :func:`glossary_terms` for the matching rule.
 - In ``solutions/``, answer code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``; the exercise keeps
-  the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead.
+  the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead. A cell tagged
+  ``solution-only`` (a written answer) is left out of the exercise.
 - A stored notebook records the fingerprint of the code it was executed from (:func:`code_fingerprint`); a test
   fails when its code changed without a re-run, when it is not one complete top-to-bottom run, or when it and its
   ``.md`` differ.
@@ -215,9 +216,14 @@ def strip_solutions(source: str) -> str:
     return "\n".join(out)
 
 
+SOLUTION_ONLY = "solution-only"  # tag of a cell (e.g. a written answer) that exercises/ leave out
+
+
 def exercise_from_solution(nb) -> nbformat.NotebookNode:
-    """The exercise notebook for a solution notebook: answers stripped, outputs cleared."""
+    """The exercise notebook for a solution notebook: answers stripped (code between the markers, cells tagged
+    ``solution-only``), outputs cleared."""
     ex = nbformat.from_dict(nb)
+    ex.cells = [c for c in ex.cells if SOLUTION_ONLY not in c.get("metadata", {}).get("tags", [])]
     for key in ("jupytext", "distlearn"):  # an exercise is neither paired with a source nor executed
         ex.metadata.pop(key, None)
     for cell in ex.cells:

@@ -112,6 +112,22 @@ def test_1f1b_reference_rejects_bad_input(kwargs):
         P.reference_1f1b(**kwargs)
 
 
+# ---------------------------------------------------------------- chapter 10: the online softmax, one key at a time
+@settings(max_examples=60, deadline=None)
+@given(cp=st.integers(1, 4), layout=st.sampled_from(["contiguous", "zigzag", "striped"]), causal=st.booleans(),
+       chunks=st.integers(1, 2), groups=st.sampled_from([1, 2]), seed=st.integers(0, 10_000))
+def test_online_softmax_reference_equals_ring_attention(cp, layout, causal, chunks, groups, seed):
+    from distlearn import context_parallel as C
+
+    s = chunks * (2 * cp if layout == "zigzag" else cp)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((1, 2 * groups, s, 3))
+    k, v = rng.standard_normal((1, 2, s, 3)), rng.standard_normal((1, 2, s, 3))
+    ref_out, ref_lse = C.reference_online_attention(q, k, v, causal)
+    ring = C.ring_attention_forward(q, k, v, cp, causal=causal, layout=layout)
+    assert np.abs(ref_out - ring.out).max() < 1e-12 and np.abs(ref_lse - ring.lse).max() < 1e-12
+
+
 # ---------------------------------------------------------------- chapter 11: top-k routing with capacity
 @settings(max_examples=150, deadline=None)
 @given(t=st.integers(1, 30), e=st.integers(1, 10), data=st.data(),
