@@ -21,13 +21,6 @@ def _same_routing(got, expected) -> bool:
             and np.array_equal(kept.astype(bool), e_kept) and np.allclose(weights, e_weights, atol=1e-12))
 
 
-ROUTE_HINT = ("p = softmax of each row; experts = the k largest, best first; weights = their p divided by their "
-              "sum, then 0 where dropped. C = ceil(cf·k·T/E). Fill the experts with all tokens' first choices in "
-              "token order, then all second choices, …; an assignment that finds its expert full is dropped.",
-              "p = 每行的 softmax；experts = 最大的 k 个，从大到小；weights = 它们的 p 除以它们的和，被丢弃处再置 0。"
-              "C = ceil(cf·k·T/E)。先按词元顺序放入所有词元的第一选择，再放所有第二选择……；遇到专家已满的分配被丢弃。")
-
-
 def _route_case_hint(t: int, e: int, k: int, cf: float, r: Routing) -> tuple[str, str]:
     """What this case tests, so that a failing case points at the likely mistake without giving the code."""
     exact = cf * k * t / e
@@ -60,7 +53,8 @@ def ex11_route_with_capacity(fn) -> None:
         r = route(logits, k, capacity_factor=cf)
         en, zh = _route_case_hint(t, e, k, cf, r)
         cases.append(Case((logits, k, cf), expected=(r.index, r.weights, r.kept), compare=_same_routing,
-                          hint_en=f"{en} ({ROUTE_HINT[0]})", hint_zh=f"{zh}（{ROUTE_HINT[1]}）"))
+                          parts=(("experts", "experts"), ("weights", "weights"), ("kept", "kept")),
+                          hint_en=en, hint_zh=zh))
     verify("ex11_route_with_capacity", fn, cases)
 
 
@@ -91,6 +85,8 @@ def ex11_split_sizes(fn) -> None:
             extra_zh = ("这个用例里有被丢弃的分配（−1）：它们不发往任何地方。" if dropped else
                         f"这里每个 rank 持有 {e // ep} 个连续的专家：专家 x 在 rank x // {e // ep} 上。")
             cases.append(Case((index, e, ep, rank), expected=(s.input_split_sizes(rank), s.output_split_sizes(rank)),
+                              parts=(("input_split_sizes", "input_split_sizes"),
+                                     ("output_split_sizes", "output_split_sizes")),
                               hint_en="Rank r holds experts r·E/ep … (r+1)·E/ep − 1. input_split_sizes[j] = how many "
                                       "of this rank's kept assignments go to rank j's experts; output_split_sizes[j] "
                                       "= how many of rank j's go to this rank's experts." + extra_en,
@@ -128,6 +124,7 @@ def ex11_active_parameters(fn) -> None:
         return " ".join(en), "".join(zh)
 
     cases = [Case(_moe_args(c), expected=(c.main_parameters(), c.active_parameters()), rtol=0,
+                  parts=(("total", "总参数量"), ("active", "激活参数量")),
                   hint_en=hint(c)[0] + " Per layer: attention + 2 RMSNorms (2h) + FFN. MoE layers: router E·h + "
                           "(E + shared)·3·h·f_e in total, router + (k + shared)·3·h·f_e active. Plus embedding V·h, "
                           "final norm h and LM head V·h (all counted as active).",
