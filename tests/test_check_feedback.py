@@ -154,3 +154,15 @@ def test_validation_error_shows_the_message_and_the_readers_line():
     assert len(lines) <= 5 and "validate.py" not in text, text
     assert "dp must be an integer" in text and "dp 必须是整数" in text
     assert "memory.model_state_bytes(7_000_000_000, dp=0)" in text and "distlearn.memory.model_state_bytes" in text
+
+
+def test_a_compare_that_says_no_still_names_the_first_difference(capsys):
+    """A checker's own ``compare`` returning False falls back to :func:`difference` (a Why is falsy, so an ``or``
+    would always pick the generic sentence)."""
+    cases = [Case((1,), expected=(np.array([1, 2]), np.array([0.5, 0.5])), compare=lambda g, e: False,
+                  parts=(("experts", "experts"), ("weights", "weights")))]
+    with pytest.raises(CheckFailed):
+        check.verify("ex_demo", lambda k: (np.array([1, 2]), np.array([0.4, 0.6])), cases)
+    out = capsys.readouterr().out
+    assert "weights (item 1 of the returned tuple): element [0] is 0.4 instead of 0.5" in out
+    assert "does not pass this case" not in out
