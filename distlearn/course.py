@@ -123,9 +123,16 @@ def execution_problems(nb, name: str = "") -> list[str]:
     return problems
 
 
+def new_sources(root: Path = ROOT) -> list[Path]:
+    """MyST sources in ``notebooks/`` or ``solutions/`` that have no stored ``.ipynb`` yet."""
+    return [md for d in PAIRED_DIRS for md in sorted((root / d).glob("*.md")) if not md.with_suffix(".ipynb").exists()]
+
+
 def stored_problems(root: Path = ROOT) -> list[str]:
-    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course."""
-    problems = []
+    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course, and every
+    source with no stored notebook."""
+    problems = [f"{md.relative_to(root)}: no stored notebook; run `make notebooks` / 没有对应的 .ipynb；请运行 "
+                f"`make notebooks`" for md in new_sources(root)]
     for path in paired_notebooks(root):
         problems += sync_problems(path)
         problems += execution_problems(nbformat.read(path, as_version=NB_VERSION), str(path.relative_to(root)))
@@ -159,8 +166,15 @@ def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=prin
     rebuild ``exercises/``. Returns the notebooks executed. A prose-only edit executes nothing."""
     force = set(force or [])
     ran = []
+    for md in new_sources(root):  # a new chapter: its .md exists, its .ipynb not yet
+        import jupytext
+
+        nb = jupytext.read(md)
+        nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
+        nbformat.write(nb, md.with_suffix(".ipynb"))
+        sync(md)
     for path in paired_notebooks(root):
-        sync(path if source_of(path).exists() else path)
+        sync(path)
         nb = nbformat.read(path, as_version=NB_VERSION)
         if path.stem in force or str(path.relative_to(root)) in force or execution_problems(nb):
             log(f"executing {path.relative_to(root)} ...")
