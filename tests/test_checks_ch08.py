@@ -64,8 +64,11 @@ def test_hints_do_not_print_the_formula(capsys):
         ch08.ex08_layer_activation_bytes(lambda s, b, h, a: 2 * _layer(s, b, h, a))
     with pytest.raises(check.CheckFailed):
         ch08.ex08_selective_overhead(lambda s, h, L, V: 0.0)
+    with pytest.raises(check.CheckFailed):
+        ch08.ex08_llama_layer_bytes(lambda s, b, h, a, k, f: _llama(s, b, h, a, a, f))
     out = capsys.readouterr().out
     assert "34 + 5" not in out and "24sh²" not in out and "dtype size" in out and "LM head" in out
+    assert "4·a·s·b" not in out and "4·f·sb" not in out and "num_kv_heads heads" in out
 
 
 def test_eight_bit_adam_gets_its_own_hint(capsys):

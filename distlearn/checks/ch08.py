@@ -66,10 +66,13 @@ def ex08_llama_layer_bytes(fn):
     cases = [Case(args=sh, expected=layer_activation_bytes(seq_len=sh[0], micro_batch_size=sh[1], hidden_size=sh[2],
                                                            num_heads=sh[3], arch="llama", num_kv_heads=sh[4],
                                                            ffn_hidden_size=sh[5], attention="flash"),
-                  rtol=1e-9, hint_en="2 norm inputs + QKV input + Q + O + MLP input (sbh each), K and V (k/a·sbh each), "
-                                     "SwiGLU 4·f·sb, all 2 bytes; plus the fp32 log-sum-exp, 4·a·s·b bytes. No s² term.",
-                  hint_zh="2 个归一化输入 + QKV 输入 + Q + O + MLP 输入（各 sbh），K 和 V（各 k/a·sbh），SwiGLU 4·f·sb，都是 2 字节；"
-                          "再加 fp32 的 log-sum-exp，4·a·s·b 字节。没有 s² 项。") for sh in shapes]
+                  rtol=1e-9,
+                  hint_en="Check three things. Flash attention keeps no s × s scores, only an fp32 log-sum-exp per "
+                          "head and token. With grouped-query attention K and V have num_kv_heads heads, not "
+                          "num_heads. SwiGLU's backward needs more than one f-wide tensor: list what it saves.",
+                  hint_zh="检查三件事。Flash attention 不保存 s × s 的注意力分数，只为每个头、每个 token 保存一个 fp32 的 "
+                          "log-sum-exp。分组查询注意力中 K 和 V 只有 num_kv_heads 个头，而不是 num_heads 个。SwiGLU 的"
+                          "反向需要不止一个宽度为 f 的张量：列出它保存了哪些。") for sh in shapes]
     verify("ex08_llama_layer_bytes", fn, cases)
 
 
