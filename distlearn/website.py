@@ -235,7 +235,8 @@ def chooser_page(languages: tuple[str, ...]) -> str:
     links = "\n".join(f'<li><a href="{c}/index.html" hreflang="{c}" lang="{c}">{html.escape(LANGUAGES[c].title)}'
                       f"</a></li>" for c in languages)
     return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>distlearn</title>\n"
-            '<meta name="viewport" content="width=device-width, initial-scale=1"></head>\n'
+            '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
+            f'<link rel="icon" href="{languages[0]}/_static/favicon.svg" type="image/svg+xml"></head>\n'
             '<body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">\n'
             "<h1>distlearn</h1>\n<p>Choose a language / 选择语言：</p>\n"
             f"<ul>\n{links}\n</ul>\n</body></html>\n")
