@@ -125,31 +125,28 @@ def picture_problems(facts: dict) -> list[str]:
 
 
 def link_problems(site: Path) -> list[str]:
-    """Every internal ``href``/``src`` of every HTML file under ``site`` names a file that exists, and every
-    ``#anchor`` into a page names an element of that page."""
+    """Every internal ``href``/``src`` of every HTML page under ``site`` names a file that exists, and every
+    ``#anchor`` into a page names an element of that page. (Not the theme's templates under ``_static/``.)"""
     from bs4 import BeautifulSoup
 
-    problems, ids = [], {}
-
-    def ids_of(path: Path) -> set[str]:
-        if path not in ids:
-            soup = BeautifulSoup(path.read_text(encoding="utf-8"), "html.parser")
-            ids[path] = {e.get("id") for e in soup.find_all(id=True)} | {a.get("name") for a in soup.find_all("a")}
-        return ids[path]
-
-    for page in sorted(p for p in site.rglob("*.html") if "_static" not in p.parts):  # not the theme's templates
+    refs, ids = {}, {}
+    for page in sorted(p for p in site.rglob("*.html") if "_static" not in p.parts):
         soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
-        for tag, attr in (("a", "href"), ("img", "src"), ("script", "src"), ("link", "href")):
-            for el in soup.find_all(tag):
-                ref = el.get(attr)
-                if not ref or re.match(r"^[a-z][a-z0-9+.-]*:", ref, re.I):
-                    continue  # none, or web / data: / mailto: (the launch and repository links)
-                parts = urlsplit(ref)
-                target = (page.parent / unquote(parts.path)).resolve() if parts.path else page
-                if not target.is_file():
-                    problems.append(f"{page.relative_to(site)}: {tag} {ref!r} -> missing {target}")
-                elif parts.fragment and target.suffix == ".html" and parts.fragment not in ids_of(target):
-                    problems.append(f"{page.relative_to(site)}: {ref!r} -> no #{parts.fragment} in that page")
+        ids[page.resolve()] = {e.get("id") for e in soup.find_all(id=True)} | \
+            {a.get("name") for a in soup.find_all("a", attrs={"name": True})}
+        refs[page] = [(tag, el.get(attr)) for tag, attr in (("a", "href"), ("img", "src"), ("script", "src"),
+                                                            ("link", "href")) for el in soup.find_all(tag)]
+    problems = []
+    for page, found in refs.items():
+        for tag, ref in found:
+            if not ref or re.match(r"^[a-z][a-z0-9+.-]*:", ref, re.I):
+                continue  # none, or web / data: / mailto: (the launch and repository links)
+            parts = urlsplit(ref)
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page.resolve()
+            if not target.is_file():
+                problems.append(f"{page.relative_to(site)}: {tag} {ref!r} -> missing {target}")
+            elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in ids.get(target, set()):
+                problems.append(f"{page.relative_to(site)}: {ref!r} -> no #{parts.fragment} in that page")
     return problems
 
 
