@@ -108,14 +108,17 @@ def course_pages(root: Path = ROOT, chapters: list[str] | None = None, solutions
     """Every page to build: each chapter, and its exercises and solutions where they exist.
 
     ``chapters``: stems such as ``"05_pipeline_parallel"`` (default: every ``notebooks/*.ipynb``); ``solutions``:
-    False leaves the solution pages out (a teacher who does not publish them). Raises ValueError naming an unknown
-    chapter.
+    False leaves the solution pages out (a teacher who does not publish them). Raises
+    :class:`~distlearn.validate.DistlearnValueError` (``chapters``) naming an unknown chapter and the known ones.
     """
     stems = sorted(p.stem for p in (root / "notebooks").glob("*.ipynb"))
     if chapters:
         unknown = [c for c in chapters if c not in stems]
         if unknown:
-            raise ValueError(f"unknown chapter(s) {unknown}; known: {stems} / 未知章节 {unknown}；已有：{stems}")
+            from .validate import DistlearnValueError
+
+            raise DistlearnValueError("chapters", f"unknown chapter(s) {unknown}; chapters are {stems}.",
+                                      f"未知章节 {unknown}；已有的章节：{stems}。")
         stems = [s for s in stems if s in chapters]
     pages = [Page("notebooks", s) for s in stems]
     for section in ("exercises", "solutions")[: 2 if solutions else 1]:
@@ -321,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--out", default=str(OUT), help="output folder (default: build/site)")
     b.add_argument("--chapters", nargs="*", default=None, help="chapter stems to build (default: all)")
     b.add_argument("--no-solutions", action="store_true", help="leave the solution pages out")
-    b.add_argument("--lang", nargs="*", default=["en", "zh"], choices=["en", "zh"])
+    b.add_argument("--lang", nargs="*", default=["en", "zh"], choices=["en", "zh"],
+                   help="languages to build (default both; with one, its toggle leads nowhere)")
     b.add_argument("--jobs", type=int, default=1, help="Sphinx worker processes per language")
     args = ap.parse_args(argv)
     res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs)

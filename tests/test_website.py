@@ -29,6 +29,7 @@ import pytest
 
 import browser_harness as bh
 from distlearn import course, website
+from distlearn.validate import DistlearnValueError
 
 CHAPTERS = ["05_pipeline_parallel", "06_zero_fsdp"]
 PAGE = "notebooks/05_pipeline_parallel"
@@ -168,8 +169,9 @@ def test_pages_sections_and_the_solutions_setting():
     pages = website.course_pages(chapters=CHAPTERS)
     assert [p.docname for p in pages] == [f"{s}/{c}" for s in website.SECTIONS for c in CHAPTERS]
     assert all(p.section != "solutions" for p in website.course_pages(chapters=CHAPTERS, solutions=False))
-    with pytest.raises(ValueError, match="unknown chapter"):
+    with pytest.raises(DistlearnValueError, match="unknown chapter") as err:
         website.course_pages(chapters=["99_nothing"])
+    assert err.value.param == "chapters" and "未知章节" in str(err.value)
 
 
 def test_monolingual_page_and_toggle_url():
