@@ -93,7 +93,8 @@ PAGE_FACTS = """() => {
 
 def language_problems(facts: dict, lang: str, want_headings: list[str]) -> list[str]:
     """A chapter page shows the ``lang`` prose only: its headings are exactly ``want_headings`` (in order) and, for
-    English, no Chinese character outside code cells and outputs."""
+    English, no Chinese character outside code cells and outputs. (Chapter 05's English prose quotes no Chinese;
+    chapters 00 and 09 do, on purpose: the seed's "深度速度".)"""
     problems = []
     got = [h for h in facts["headings"] if h]
     if [_plain(h) for h in got] != want_headings:
