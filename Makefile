@@ -42,7 +42,8 @@ $(STAMP): pyproject.toml constraints.txt
 	@touch $(STAMP)
 
 # The website (distlearn/website.py, website/conf.py): Sphinx + MyST-NB read the stored notebooks, nothing is run.
-# Its tools are the optional extra .[site], installed on first use so that `make test`'s set-up stays small.
+# Its tools are the optional extra .[site], installed on first use (by `make site` or `make test`, which builds part
+# of the site in tests/test_website.py), so that `make setup` and `make lab` stay small.
 # SITE_SOLUTIONS=0 leaves the solution pages out (links to them become plain text); SITE_ARGS e.g. "--chapters 05_pipeline_parallel".
 SITE_STAMP := $(VENV)/.distlearn-site-installed
 SITE_SOLUTIONS ?= 1
@@ -62,7 +63,7 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
 PYTEST_ARGS ?=
-test: $(STAMP) $(LAB_OVERRIDES)
+test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
