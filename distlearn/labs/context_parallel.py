@@ -450,6 +450,100 @@ def torch_cp_probe(rank: int, world_size: int, seq_len: int = 16) -> dict:
         return {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}", "device": dev.type}
 
 
+class _CountCollectives:
+    """Count what PyTorch's context-parallel ring sends, where it calls the functional collectives: inside the
+    ``with``, ``ft_c.permute_tensor`` (the ``"alltoall"`` rotate: the whole tensor to rank r+1) and
+    ``ft_c.all_gather_single`` (the ``"allgather"`` rotate: ``cp − 1`` times the input leaves each rank, as in a
+    ring all-gather) are wrapped to record ``(kind, bytes sent by this rank, dtype)``; restored on exit."""
+
+    def __init__(self, cp: int):
+        import torch.distributed._functional_collectives as ft_c
+
+        self.ft_c, self.cp, self.calls = ft_c, cp, []
+
+    def __enter__(self):
+        ft_c, calls, cp = self.ft_c, self.calls, self.cp
+        self._saved = ft_c.permute_tensor, ft_c.all_gather_single
+        permute, gather = self._saved
+
+        def counted_permute(t, *args, **kw):
+            calls.append(("permute", t.numel() * t.element_size(), str(t.dtype).replace("torch.", "")))
+            return permute(t, *args, **kw)
+
+        def counted_gather(t, *args, **kw):
+            calls.append(("all_gather", (cp - 1) * t.numel() * t.element_size(), str(t.dtype).replace("torch.", "")))
+            return gather(t, *args, **kw)
+
+        ft_c.permute_tensor, ft_c.all_gather_single = counted_permute, counted_gather
+        return self
+
+    def __exit__(self, *exc):
+        self.ft_c.permute_tensor, self.ft_c.all_gather_single = self._saved
+        return False
+
+
+def torch_ring_check(rank: int, world_size: int, rotate: str = "allgather", dtype: str = "float64",
+                     load_balance: bool = True, seq_len: int = 16, heads: int = 2, head_dim: int = 8,
+                     seed: int = 0) -> dict:
+    """PyTorch's own ring attention, forward and backward, on this machine: the functions its ``context_parallel``
+    runs for every CUDA SDPA kernel — ``_templated_ring_attention`` and ``_templated_ring_attention_backward``
+    (torch 2.13, ``torch/distributed/tensor/experimental/_context_parallel/_attention.py``) — given the CPU kernel
+    ``aten._scaled_dot_product_flash_attention_for_cpu`` (and its backward) instead. They take the kernel as an
+    argument, so the algorithm is PyTorch's line for line: rotate method (``"allgather"``, its default, or
+    ``"alltoall"``), the head-tail load-balanced skipping of masked half blocks, the ``_SDPAMerger``, the dK/dV
+    accumulators sent around the ring.
+
+    Every rank draws the same causal Q, K, V, dO (multi-head: the CPU kernel takes equal head counts) and keeps
+    its head-tail shard (``_HeadTailLoadBalancer`` = the course's zig-zag). ``dtype="float64"`` runs with
+    ``_cp_options.convert_to_f32 = False`` (else PyTorch merges in float32 and the float64 comparison could only
+    reach ~1e-7); ``"bfloat16"`` keeps PyTorch's default ``True`` (float32 merge and dK/dV accumulators).
+    ``load_balance=False`` runs PyTorch's ring as if the shards were contiguous while they are head-tail — a
+    deliberately wrong setting, to see the comparison fail. Options are restored afterwards.
+
+    Returns ``{"out_err", "dq_err", "dk_err", "dv_err"}`` (max |difference| from single-process SDPA over this
+    rank's tokens), ``"lab_err"`` (max |difference| of output and dQ, dK, dV from this lab's
+    :class:`RingAttention` on the same shards), ``"fwd"`` / ``"bwd"``: lists of ``(collective, bytes this rank
+    sent, dtype)`` as PyTorch called them, and ``"block_bytes"`` (K and V of one shard, bytes).
+    """
+    from torch.distributed.tensor.experimental._context_parallel import _attention as A
+    from torch.distributed.tensor.experimental._context_parallel._load_balancer import _HeadTailLoadBalancer
+
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v, g = (torch.randn(1, heads, seq_len, head_dim, generator=gen, dtype=torch.float64).to(dt)
+                  for _ in range(4))
+    order = _HeadTailLoadBalancer(seq_len, world_size, "cpu")._generate_indices()[0].long()
+    pos = order.view(world_size, -1)
+    mine = pos[rank]
+    ql, kl, vl, gl = (t[:, :, mine].contiguous() for t in (q, k, v, g))
+    saved = A._cp_options.rotate_method, A._cp_options.enable_load_balance, A._cp_options.convert_to_f32
+    try:
+        A.set_rotate_method(rotate)
+        A._cp_options.enable_load_balance = load_balance
+        A._cp_options.convert_to_f32 = dt != torch.float64
+        group = dist.group.WORLD
+        with _CountCollectives(world_size) as fwd:
+            out, lse = A._templated_ring_attention(
+                group, 2, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, ql, kl, vl, is_causal=True)[:2]
+        with _CountCollectives(world_size) as bwd:
+            dq, dk, dv = A._templated_ring_attention_backward(
+                group, 2, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward, gl, "grad_out",
+                ql, kl, vl, out, lse, True, dropout_p=0.0)[:3]
+    finally:
+        A._cp_options.rotate_method, A._cp_options.enable_load_balance, A._cp_options.convert_to_f32 = saved
+    full = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*full, is_causal=True)
+    ref.backward(g)
+    lq, lk, lv = (t.clone().requires_grad_() for t in (ql, kl, vl))
+    ours = ring_attention(lq, lk, lv, pos, True)
+    ours.backward(gl)
+    return {"rank": rank, "rotate": rotate, "dtype": dtype, "load_balance": load_balance,
+            "out_err": _err(out, ref[:, :, mine]), "dq_err": _err(dq, full[0].grad[:, :, mine]),
+            "dk_err": _err(dk, full[1].grad[:, :, mine]), "dv_err": _err(dv, full[2].grad[:, :, mine]),
+            "lab_err": max(_err(out, ours), _err(dq, lq.grad), _err(dk, lk.grad), _err(dv, lv.grad)),
+            "fwd": fwd.calls, "bwd": bwd.calls, "block_bytes": 2 * kl.numel() * kl.element_size()}
+
+
 def summary(rank: int, world_size: int) -> str:
     """The torchrun entry: the largest differences from single-process SDPA, per case, on this world size."""
     r = cp_check(rank, world_size)
