@@ -346,3 +346,32 @@ def test_chapter_prose_numbers():
                           bandwidth=50e9, work_fraction=0.5)["min_tokens"]
     assert f"{need:,.0f}" == "9,890" and "9,890" in md
     assert re.search(r"1\.88× for cp = 8", md) and f"{15 / 8:.2f}" == "1.88"
+
+
+def test_chapter_prose_audit_numbers():
+    """Numbers the audit put in the prose, recomputed: the contiguous causal ring is 94 % (not 100 %) of the unmasked
+    one; Ulysses beats the ring's exposed time only at cp = 32; the 405B stage's activations (82 GB = 76.6 GiB) plus
+    its bf16 weights exceed an H100's 80 GiB = 85.9 GB; the Ulysses table's last column is in bytes."""
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    kw = dict(seq_len=131072, num_heads=32, num_kv_heads=8, head_dim=128, cp=8, flops=989e12, bandwidth=1e30)
+    cont = C.attention_cost("ring", layout="contiguous", **kw).total_s
+    unmasked = C.attention_cost("ring", layout="contiguous", causal=False, **kw).total_s
+    assert f"{cont / unmasked:.0%}" == "94%" and cont / unmasked == pytest.approx(15 / 16, rel=1e-4)
+    assert f"{cont * 1e3:.2f} ms against {unmasked * 1e3:.2f} ms" == "33.35 ms against 35.58 ms"
+    assert "33.35 ms against 35.58 ms" in md and "as slow as attention without a mask." not in md
+    net = dict(seq_len=131072, num_heads=32, num_kv_heads=8, head_dim=128, flops=989e12, bandwidth=50e9,
+               layout="zigzag")
+    uly, ring = (C.attention_cost(v, cp=32, **net).exposed_s for v in ("all-to-all", "ring"))
+    assert f"{uly * 1e3:.2f} against {ring * 1e3:.2f} ms" == "2.60 against 6.09 ms" and "2.60 against 6.09 ms" in md
+    assert C.attention_cost("all-to-all", cp=16, **net).exposed_s > C.attention_cost("ring", cp=16, **net).exposed_s
+    assert "from cp = 32 on" not in md                                    # Ulysses cannot go beyond 32 heads
+    big = PRESETS["llama3.1-405b"]
+    m = C.cp_model_activation_bytes(big, seq_len=131072, cp=16, micro_batch_size=1, tp=8, sequence_parallel=True,
+                                    pp=16, stage=0, num_microbatches=16)
+    weights = (8 * big.layer_parameters() + big.embedding_parameters()) / 8 * 2
+    assert f"{m.total / 2**30:.1f}" == "76.6" and m.total < 80 * 2**30     # the activations alone would fit
+    assert f"{weights / 1e9:.1f}" == "6.9" and f"{(m.total + weights) / 1e9:.0f}" == "89"
+    assert m.total + weights > 80 * 2**30 and f"{80 * 2**30 / 1e9:.1f}" == "85.9"
+    assert all(x in md for x in ("76.6 GiB", "6.9 GB", "89 GB", "85.9 GB (80 GiB)"))
+    assert "still above the\nH100's 80 GB" not in md
+    assert "'4shp/cp'" in md and "'4sh/cp'" not in md
