@@ -375,3 +375,16 @@ def test_chapter_prose_audit_numbers():
     assert all(x in md for x in ("76.6 GiB", "6.9 GB", "89 GB", "85.9 GB (80 GiB)"))
     assert "still above the\nH100's 80 GB" not in md
     assert "'4shp/cp'" in md and "'4sh/cp'" not in md
+
+
+def test_gpu_check_verdict_uses_relative_tolerances_and_needs_the_broken_case_caught():
+    import distlearn.labs.context_parallel_gpu_check as g
+
+    good = dict(dtype="bfloat16", same_shards=True, ours_vs_sdpa=1e-2, torch_vs_sdpa=1e-2, ours_vs_torch=2e-2)
+    assert g.verdict(good)
+    assert not g.verdict({**good, "ours_vs_torch": 0.05})                  # beyond 3e-2 relative
+    assert not g.verdict({**good, "same_shards": False})                   # PyTorch's layout is not our zig-zag
+    broken = dict(good, dtype="float32", broken=True)
+    assert not g.verdict(broken | {"ours_vs_torch": 5e-5})                 # a broken case that passes: not caught
+    assert g.verdict(broken | {"ours_vs_torch": 0.3})
+    assert g._max_err(torch.tensor([10.0, 0.0]), torch.tensor([10.0, 0.1])) == pytest.approx(0.01)
