@@ -388,3 +388,47 @@ def test_gpu_check_verdict_uses_relative_tolerances_and_needs_the_broken_case_ca
     assert not g.verdict(broken | {"ours_vs_torch": 5e-5})                 # a broken case that passes: not caught
     assert g.verdict(broken | {"ours_vs_torch": 0.3})
     assert g._max_err(torch.tensor([10.0, 0.0]), torch.tensor([10.0, 0.1])) == pytest.approx(0.01)
+
+
+def test_lab_ring_backward_waits_for_the_gradient_hop_only_after_computing(monkeypatch):
+    """The lab's backward posts the dK/dV hop and waits for it only after the next block's gradients are computed —
+    the overlap ring_timeline (and PyTorch's _templated_ring_attention_backward) assume. Recorded in one process with
+    a stand-in exchange (cp = 2, the 'neighbour' echoes the buffer; only the order of events is checked)."""
+    import distlearn.labs.context_parallel as lab
+
+    events = []
+
+    class Req:
+        def __init__(self, tag):
+            self.tag = tag
+
+        def wait(self):
+            events.append(("wait", self.tag))
+
+    def exchange(send, recv, group, traffic):
+        recv.copy_(send)
+        events.append(("post", len(events)))
+        return [Req(len(events) - 1)]
+
+    real_block = lab._block_backward
+
+    def block(*a):
+        events.append(("compute", None))
+        return real_block(*a)
+
+    monkeypatch.setattr(lab, "_exchange", exchange)
+    monkeypatch.setattr(lab, "_block_backward", block)
+    monkeypatch.setattr(lab.dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(lab.dist, "get_world_size", lambda group=None: 2)
+    q = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    pos = lab.layout_positions(8, 2, "contiguous")
+    out = lab.RingAttention.apply(q, k, v, pos, False, None, None)
+    events.clear()
+    out.backward(torch.ones_like(out))
+    # backward, cp = 2: post K/V (0), compute block 0, post dK/dV (2), wait K/V, compute block 1, wait dK/dV, ...
+    kinds = [e[0] for e in events]
+    assert kinds[:4] == ["post", "compute", "post", "wait"]
+    first_grad_post = events[2][1]
+    wait_at = events.index(("wait", first_grad_post))
+    assert events.index(("compute", None), 2) < wait_at          # block 1 computed before the dK/dV hop is awaited

@@ -6,7 +6,9 @@ DeepSpeed-Ulysses over ``all_to_all_single``, forward and backward, checked agai
   computing the current block, so on GPUs the transfer overlaps the block computation; the partial results are
   merged with the online softmax (log-sum-exp). Backward: the K/V blocks travel again, each with an accumulator
   for its dK/dV that every rank adds to and passes on; dQ stays local; after the last step the accumulators take
-  one more hop home. Blocks are computed in float32 for 16-bit inputs (PyTorch's CP does the same,
+  one more hop home. A rank waits for the accumulator of the block it holds only after computing that block's
+  gradients, so on GPUs the dK/dV hop overlaps the block computation too (PyTorch's
+  ``_templated_ring_attention_backward`` and :func:`distlearn.context_parallel.ring_timeline` do the same). Blocks are computed in float32 for 16-bit inputs (PyTorch's CP does the same,
   ``_cp_options.convert_to_f32``), in float64 for float64 inputs.
 - :func:`ulysses_attention` — two :class:`AllToAll` (an autograd Function whose backward is the inverse
   all-to-all) around PyTorch's own ``F.scaled_dot_product_attention`` on ``heads / cp`` heads of the whole
@@ -172,6 +174,7 @@ class RingAttention(torch.autograd.Function):
         dq = torch.zeros_like(qc)
         kv = torch.cat([k.reshape(-1), v.reshape(-1)])
         dkv = torch.zeros(kv.numel(), dtype=cdt, device=q.device)      # accumulator of the block held now
+        grad_reqs, sending = [], None   # the accumulator of the block held now, still on its way from rank r−1
         n = k.numel()
         for t in range(cp):
             if t < cp - 1:
@@ -179,21 +182,27 @@ class RingAttention(torch.autograd.Function):
                 reqs = _exchange(kv, incoming, group, traffic)
             src = (rank - t) % cp
             mask = _mask(positions[rank], positions[src]) if causal else None
+            block = None
             if mask is None or bool(mask.any()):
                 kb, vb = kv[:n].view_as(k).to(cdt), kv[n:].view_as(v).to(cdt)
                 gq, gk, gv = _block_backward(qc, kb, vb, doc, lse, delta, mask, scale)
                 dq += gq
-                dkv = dkv + torch.cat([gk.reshape(-1), gv.reshape(-1)])
-            if cp > 1:                  # pass the accumulator on; receive the one of the next block
+                block = torch.cat([gk.reshape(-1), gv.reshape(-1)])
+            for req in grad_reqs:       # computed first, so this hop overlapped the block (as PyTorch's ring)
+                req.wait()
+            if block is not None:
+                dkv = dkv + block
+            if cp > 1:                  # pass the accumulator on; the next block's arrives meanwhile
                 nxt = torch.empty_like(dkv)
-                for req in _exchange(dkv, nxt, group, traffic):
-                    req.wait()
+                grad_reqs, sending = _exchange(dkv, nxt, group, traffic), dkv   # keep the send buffer alive
                 dkv = nxt
             if t < cp - 1:
                 for req in reqs:
                     req.wait()
                 kv = incoming
-        # after cp hops every accumulator is back with the rank that owns its block
+        for req in grad_reqs:           # the last hop: every accumulator back with the rank that owns its block
+            req.wait()
+        del sending
         return (dq.to(q.dtype), dkv[:n].view_as(k).to(k.dtype), dkv[n:].view_as(v).to(v.dtype),
                 None, None, None, None)
 
