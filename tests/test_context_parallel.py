@@ -432,3 +432,13 @@ def test_lab_ring_backward_waits_for_the_gradient_hop_only_after_computing(monke
     first_grad_post = events[2][1]
     wait_at = events.index(("wait", first_grad_post))
     assert events.index(("compute", None), 2) < wait_at          # block 1 computed before the dK/dV hop is awaited
+
+
+def test_explorer_refuses_nvlink_beyond_one_node():
+    """NVLink connects the GPUs of one node (8 H100s): tp × cp = 16 over NVLink is not a machine that exists."""
+    from distlearn.widgets import context_parallel as w
+
+    assert "error" in w.compute(cp=16, link="nvlink") and "error" in w.compute(cp=4, tp=4, link="nvlink")
+    assert "NVLink" in w.compute(cp=16, link="nvlink")["error"]
+    assert "error" not in w.compute(cp=8, link="nvlink") and "error" not in w.compute(cp=64, link="network")
+    assert "error" not in w.compute(gpu="v100-32gb", cp=16, link="nvlink")      # DGX-2: 16 GPUs on NVSwitch
