@@ -442,3 +442,17 @@ def test_explorer_refuses_nvlink_beyond_one_node():
     assert "NVLink" in w.compute(cp=16, link="nvlink")["error"]
     assert "error" not in w.compute(cp=8, link="nvlink") and "error" not in w.compute(cp=64, link="network")
     assert "error" not in w.compute(gpu="v100-32gb", cp=16, link="nvlink")      # DGX-2: 16 GPUs on NVSwitch
+
+
+def test_figures_state_their_setup():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from distlearn.plots_context_parallel import ring_gantt, work_bars
+
+    ax = work_bars({"zigzag": np.ones(4)}, setup=("s = 64, causal", "s = 64，因果"))
+    assert "s = 64, causal" in ax.get_title()
+    tl = C.ring_timeline(np.ones((2, 2)), 0.5)
+    ax = ring_gantt(tl, setup=("H100, 50 GB/s", "H100，50 GB/s"))
+    assert "H100, 50 GB/s" in ax.get_title()
+    plt.close("all")

@@ -116,7 +116,8 @@ def render(result: dict) -> None:
              f"此处 Ulysses 允许 cp ≤ {r['max_ulysses_cp']}（每个张量并行 rank 上的查询头数）"))
     if r["cp"] <= 32:
         label = r["layout"] if r["variant"] != "all-to-all" else "all-to-all"
-        work_bars({label: r["work"]}, unit=float(np.mean(r["work"])))
+        work_bars({label: r["work"]}, unit=float(np.mean(r["work"])),
+                  setup=(f"{r['model']}, s = {r['seq_len']:,}, causal", f"{r['model']}，s = {r['seq_len']:,}，因果"))
         plt.show()
 
 
