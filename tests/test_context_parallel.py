@@ -456,3 +456,9 @@ def test_figures_state_their_setup():
     ax = ring_gantt(tl, setup=("H100, 50 GB/s", "H100，50 GB/s"))
     assert "H100, 50 GB/s" in ax.get_title()
     plt.close("all")
+
+
+def test_overlap_assumptions_are_stated():
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    assert "no latency term" in md and "NCCL's kernels occupy a few SMs" in md and "no contention" in md
+    assert "不计延迟" in md and "没有争用" in md
