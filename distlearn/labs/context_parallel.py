@@ -553,6 +553,19 @@ def torch_ring_check(rank: int, world_size: int, rotate: str = "allgather", dtyp
             "fwd": fwd.calls, "bwd": bwd.calls, "block_bytes": 2 * kl.numel() * kl.element_size()}
 
 
+TORCH_RING_CASES = (("alltoall", "float64", True), ("allgather", "float64", True), ("allgather", "bfloat16", True),
+                    ("alltoall", "float64", False))
+"""The chapter's runs of :func:`torch_ring_check`: ``(rotate, dtype, load_balance)``; the last is broken on purpose."""
+
+
+def torch_ring_checks(rank: int, world_size: int, cases=TORCH_RING_CASES, seq_len: int = 16, heads: int = 2,
+                      head_dim: int = 8) -> list:
+    """:func:`torch_ring_check` for each ``(rotate, dtype, load_balance)`` of ``cases`` in one launch (importing
+    PyTorch's context-parallel module costs seconds per process; one launch pays it once). Returns the list."""
+    return [torch_ring_check(rank, world_size, *case, seq_len=seq_len, heads=heads, head_dim=head_dim)
+            for case in cases]
+
+
 def summary(rank: int, world_size: int) -> str:
     """The torchrun entry: the largest differences from single-process SDPA, per case, on this world size."""
     r = cp_check(rank, world_size)
