@@ -19,7 +19,8 @@ DeepSpeed-Ulysses over ``all_to_all_single``, forward and backward, checked agai
 :func:`cp_check` compares outputs and gradients with single-process ``scaled_dot_product_attention`` (and the
 whole block with one unsharded block; weight gradients summed over the cp ranks, as training must) in float64;
 :func:`cp_memory` measures the bytes one rank keeps for backward (saved-tensor hooks). :func:`torch_cp_probe`
-tries PyTorch's own ``context_parallel`` on this machine.
+tries PyTorch's own ``context_parallel`` on this machine; :func:`torch_ring_check` runs the ring functions it calls,
+``_templated_ring_attention(_backward)``, here with the CPU kernel, and counts what they send.
 
 From a notebook: ``distlearn.launch.run(cp_check, 4)``. Alone (gloo on CPU, NCCL on GPUs):
 ``torchrun --nproc-per-node 4 -m distlearn.labs.context_parallel``.
