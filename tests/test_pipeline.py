@@ -328,3 +328,13 @@ def test_microbatch_tradeoff_best_is_in_between_notebook_case():
 def test_too_large_is_refused_not_swapped():
     with pytest.raises(DistlearnValueError):
         P.simulate("interleaved-1f1b", 4096, 4096, num_chunks=4)
+
+
+def test_interleaved_exercise_cases_are_torch_orders():
+    # the ch05 checker's expected orders are torch's own ScheduleInterleaved1F1B orders, case by case
+    from distlearn.checks.ch05 import INTERLEAVED_CASES
+    for s, p, m, v in INTERLEAVED_CASES:
+        assert P.stage_order("interleaved-1f1b", s, p, m, v) == _torch_interleaved_order(s, p, m, v)
+    # and they are not the plain 1F1B order (the answer the chapter prints): the exercise asks for something new
+    assert all([(k, j) for k, j, _ in P.stage_order("interleaved-1f1b", s, p, m, v)]
+               != [(k, j) for k, j in P.reference_1f1b_order(s, p, m)] for s, p, m, v in INTERLEAVED_CASES)
