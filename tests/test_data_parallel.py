@@ -152,6 +152,26 @@ def test_gradient_schedule_of_gpt2_small_ends_with_the_tied_embedding():
     assert sched.names == dp.gradient_ready_order(model, torch.zeros(1, 64, dtype=torch.long, device="meta"))
 
 
+def test_untying_the_embedding_does_not_remove_the_exposed_tail():
+    # ch03 once said untying the LM head fixes the exposed embedding all-reduce; it does not: the token embedding is
+    # the first layer, so its gradient is still the last one ready, and the untied head adds traffic
+    import dataclasses
+
+    from distlearn.models import build_model, get_preset
+
+    exposed = {}
+    for tied in (True, False):
+        cfg = dataclasses.replace(get_preset("gpt2-small"), tied_embeddings=tied)
+        sched = dp.gradient_schedule(build_model(cfg, device="meta"),
+                                     torch.zeros(8, 1024, dtype=torch.long, device="meta"), backward_seconds=0.060)
+        assert sched.names[-1] == "embed.weight" and sched.param_bytes[-1] == 4 * 50257 * 768
+        assert sched.names[0] == ("norm.weight" if tied else "lm_head.weight")
+        t = dp.overlap_timeline(sched.param_bytes, sched.backward_times, 8, bucket_cap_mb=None, alpha=20e-6,
+                                bandwidth=10e9)
+        exposed[tied] = t.exposed_comm
+    assert exposed[False] > exposed[True]
+
+
 def test_overlap_timeline_extremes():
     pb = [4 * 2**20] * 10  # ten 4 MiB gradients
     bt = [1e-3] * 10
