@@ -241,3 +241,24 @@ def test_bad_inputs_raise_bilingual_errors():
         dp.bucket_assignment([1, 2], bucket_cap_mb=0)
     with pytest.raises(DistlearnValueError):
         dp.overlap_timeline([1, 2], [1.0], 2)
+
+
+def test_sum_of_squares_cancels_in_float32_and_torch_syncbn_merges_instead():
+    # ch03: the (Σx, Σx², n) triple is exact in float64 but cancels in float32 when the mean is large; torch's
+    # SyncBatchNorm all-gathers per-rank (mean, invstd, count) and merges them instead
+    import inspect
+
+    from torch.nn.modules import _functions
+
+    xs = (1e4 + np.random.default_rng(0).standard_normal(4096)).astype(np.float32)
+    parts = np.split(xs, 4)
+    n = np.float32(len(xs))
+    mu = sum(p.sum(dtype=np.float32) for p in parts) / n
+    var_sums = sum((p * p).sum(dtype=np.float32) for p in parts) / n - mu * mu
+    means = np.array([p.mean(dtype=np.float32) for p in parts])
+    var_merged = np.mean(np.array([p.var(dtype=np.float32) for p in parts]) + (means - means.mean()) ** 2)
+    true = xs.astype(np.float64).var()
+    assert abs(var_sums - true) > 0.5                      # off by more than half the variance (here negative)
+    assert abs(var_merged - true) < 1e-4 * true
+    src = inspect.getsource(_functions.SyncBatchNorm.forward)
+    assert "all_gather" in src and "batch_norm_gather_stats_with_counts" in src and "batch_norm_stats" in src
