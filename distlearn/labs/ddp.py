@@ -129,14 +129,17 @@ def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,), fi
             "layouts": layouts}
 
 
-def ddp_grad_storages(rank: int, world_size: int, gradient_as_bucket_view: bool = False, iterations: int = 2,
+def ddp_grad_storages(rank: int, world_size: int, gradient_as_bucket_view: bool | str = False, iterations: int = 2,
                       seed: int = 0) -> dict:
     """Where DDP keeps the gradients of :func:`make_model` after ``iterations`` backward passes.
 
     Returns ``{"num_params", "grad_storages"}``: how many distinct storages the ``.grad`` tensors use. Without
     ``gradient_as_bucket_view`` each parameter has its own ``.grad`` and DDP copies it into its flat bucket buffers
     for the all-reduce, so the gradients exist twice; with it, each ``.grad`` becomes a view into its bucket (torch
-    docs: "the saved memory size will be equal to the total gradients size")."""
+    docs: "the saved memory size will be equal to the total gradients size"). ``gradient_as_bucket_view="both"``
+    runs both settings in one launch and returns ``{False: …, True: …}``."""
+    if gradient_as_bucket_view == "both":
+        return {v: ddp_grad_storages(rank, world_size, v, iterations, seed) for v in (False, True)}
     dev = device()
     model = make_model(seed).to(dev)
     ddp = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=gradient_as_bucket_view)
