@@ -183,3 +183,24 @@ def test_interleaved_order_checker_passes_a_loop_and_catches_wrong_orders(capsys
     for name, fn in wrong.items():
         out = feedback(check.ex05_interleaved_order, fn, capsys)
         assert "torch runs" in out or "operations, expected" in out, (name, out)
+
+
+def test_peak_activations_checker_covers_the_interleaved_schedule(capsys):
+    def right(schedule, s, p, m, v):
+        if schedule == "gpipe":
+            return m
+        w = min(p - s - 1, m) if schedule == "1f1b" else min(2 * (p - s - 1) + (v - 1) * p, m * v)
+        return min(w + 1, m * v) / v
+
+    check.ex05_peak_activations(right)
+    assert "all 10 hidden cases pass" in capsys.readouterr().out
+    wrong = {
+        "the 1F1B answer the chapter prints": lambda sch, s, p, m, v: m if sch == "gpipe" else min(p - s, m),
+        "Korthikanti's stage-0 value everywhere": lambda sch, s, p, m, v: (
+            m if sch == "gpipe" else min(p - s, m) if sch == "1f1b" else p + (p - 1) / v),
+        "warm-up not capped at m·v": lambda sch, s, p, m, v: (
+            right(sch, s, p, m, v) if sch != "interleaved-1f1b" else (2 * (p - s - 1) + (v - 1) * p + 1) / v),
+        "counted in chunks, not micro-batches": lambda sch, s, p, m, v: right(sch, s, p, m, v) * v,
+    }
+    for name, fn in wrong.items():
+        feedback(check.ex05_peak_activations, fn, capsys)   # raises CheckFailed, else pytest.raises fails

@@ -78,14 +78,21 @@ def ex05_partition_layers(fn) -> None:
 
 
 def ex05_peak_activations(fn) -> None:
-    """``fn(schedule, stage, num_stages, num_microbatches)`` → most micro-batches whose activations stage ``stage``
-    holds at once, for ``"gpipe"`` or ``"1f1b"``."""
+    """``fn(schedule, stage, num_stages, num_microbatches, num_chunks)`` → most micro-batches whose activations rank
+    ``stage`` holds at once (one chunk of one micro-batch counts 1/v), for ``"gpipe"``, ``"1f1b"`` and
+    ``"interleaved-1f1b"``. Expected values: the event simulation's live-activation count
+    (:func:`distlearn.pipeline.simulate`), which tests compare with the closed forms and Korthikanti et al. 2022,
+    §4.2.3."""
     cases = []
-    for sch, s, p, m in [("gpipe", 0, 4, 8), ("1f1b", 0, 4, 8), ("1f1b", 3, 4, 8), ("1f1b", 0, 4, 2),
-                         ("gpipe", 2, 4, 2), ("1f1b", 1, 8, 32)]:
-        want = int(simulate(sch, p, m).peak_inflight[s])
-        cases.append(Case(args=(sch, s, p, m), expected=want,
+    for sch, s, p, m, v in [("gpipe", 0, 4, 8, 1), ("1f1b", 0, 4, 8, 1), ("1f1b", 3, 4, 8, 1), ("1f1b", 0, 4, 2, 1),
+                            ("gpipe", 2, 4, 2, 1), ("1f1b", 1, 8, 32, 1), ("interleaved-1f1b", 0, 4, 8, 2),
+                            ("interleaved-1f1b", 3, 4, 8, 2), ("interleaved-1f1b", 1, 8, 32, 4),
+                            ("interleaved-1f1b", 0, 4, 4, 2)]:
+        want = float(simulate(sch, p, m, num_chunks=v).peak_inflight[s])
+        cases.append(Case(args=(sch, s, p, m, v), expected=want, rtol=1e-9,
                           hint_en="GPipe keeps every micro-batch until the backward starts; 1F1B at most p − s "
-                                  "(never more than m).",
-                          hint_zh="GPipe 要保留所有微批次直到反向开始；1F1B 最多保留 p − s 个（且不超过 m）。"))
+                                  "(never more than m); interleaved: the warm-up chunk-forwards plus one, at most "
+                                  "m·v, divided by v.",
+                          hint_zh="GPipe 要保留所有微批次直到反向开始；1F1B 最多保留 p − s 个（且不超过 m）；交错调度："
+                                  "预热的模型块前向数加一（不超过 m·v），再除以 v。"))
     verify("ex05_peak_activations", fn, cases)
