@@ -17,7 +17,7 @@ T_FWD = text("pipeline.forward", "forward", "前向")
 T_BWD = text("pipeline.backward", "backward", "反向")
 T_IDLE = text("pipeline.idle", "idle (bubble)", "空闲（气泡）")
 T_M = text("pipeline.num_microbatches", "number of micro-batches m", "微批次数 m")
-T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction", "气泡率")
+T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction (idle share)", "气泡率（空闲占比）")
 T_CLOSED = text("pipeline.closed_form", "closed form (p − 1)/(m + p − 1)", "闭式解 (p − 1)/(m + p − 1)")
 
 NAMES = {"gpipe": ("GPipe", "GPipe"), "1f1b": ("1F1B", "1F1B"),
@@ -57,10 +57,23 @@ def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = Non
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     en, zh = NAMES[result.schedule]
     v = f", v = {result.num_chunks}" if result.num_chunks > 1 else ""
-    head = f"p = {p}, m = {result.num_microbatches}{v}: "
-    plots.title(ax, f"{en}, {head}bubble fraction {result.bubble_fraction:.1%}",
-                f"{zh}，{head}气泡率 {result.bubble_fraction:.1%}")
+    costs = cost_label(result)
+    head = f"p = {p}, m = {result.num_microbatches}{v}{', ' + costs if costs else ''}: "
+    plots.title(ax, f"{en}, {head}bubble (idle share) {result.bubble_fraction:.1%}",
+                f"{zh}，{head}气泡率（空闲占比）{result.bubble_fraction:.1%}")
     return ax
+
+
+def cost_label(result: PipelineResult) -> str:
+    """``"t_f = 1, t_b = 2"`` (one micro-batch through one whole stage, all chunks) when every stage has the same
+    costs, read back from the events; ``""`` when stages differ (the caption then gives no costs rather than wrong
+    ones). Point-to-point time is not an op's duration and is not shown."""
+    v = result.num_chunks
+    dur = (result.ev_end - result.ev_start) * v
+    fwd, bwd = dur[result.ev_kind == 0], dur[result.ev_kind == 1]
+    if not (np.allclose(fwd, fwd[0]) and np.allclose(bwd, bwd[0])):
+        return ""
+    return f"t_f = {fwd[0]:g}, t_b = {bwd[0]:g}"
 
 
 def _rgb(hex_color: str):
@@ -87,5 +100,7 @@ def bubble_vs_microbatches(num_stages: int, ms: Sequence[int], ax=None, fwd_time
     ax.set_xlabel(plots.label(T_M))
     ax.set_ylabel(plots.label(T_BUBBLE))
     ax.legend(fontsize=8)
-    plots.title(ax, f"Bubble fraction with p = {num_stages} stages", f"p = {num_stages} 个阶段时的气泡率")
+    costs = f"t_f = {fwd_time:g}, t_b = {bwd_time:g}"
+    plots.title(ax, f"Bubble fraction (idle share), p = {num_stages} stages, {costs}, no p2p time",
+                f"气泡率（空闲占比），p = {num_stages} 个阶段，{costs}，无点对点通信时间")
     return ax

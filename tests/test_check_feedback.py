@@ -181,6 +181,56 @@ def test_validation_error_shows_the_message_and_the_readers_line():
     assert "memory.model_state_bytes(7_000_000_000, dp=0)" in text and "distlearn.memory.model_state_bytes" in text
 
 
+def _interleaved(stage, p, m, v, warmup=None, backward_chunks=None):
+    """An independent loop version of the interleaved 1F1B order, with knobs to break it on purpose."""
+    forwards = [("F", r + j, c) for r in range(0, m, p) for c in range(v) for j in range(p)]
+    chunks = backward_chunks or (lambda v: list(reversed(range(v))))
+    backwards = [("B", r + j, c) for r in range(0, m, p) for c in chunks(v) for j in range(p)]
+    w = min(2 * (p - stage - 1) + (v - 1) * p, m * v) if warmup is None else warmup(stage, p, m, v)
+    order = forwards[:w]
+    for i in range(m * v - w):
+        order += [forwards[w + i], backwards[i]]
+    return order + backwards[m * v - w:]
+
+
+def test_interleaved_order_checker_passes_a_loop_and_catches_wrong_orders(capsys):
+    check.ex05_interleaved_order(_interleaved)
+    assert "all 6 hidden cases pass" in capsys.readouterr().out
+    from distlearn.pipeline import reference_1f1b_order
+    wrong = {
+        "plain 1F1B, chunk 0": lambda s, p, m, v: [(k, j, 0) for k, j in reference_1f1b_order(s, p, m)],
+        "1F1B warm-up times v": lambda s, p, m, v: _interleaved(s, p, m, v, warmup=lambda s, p, m, v:
+                                                              min((p - s - 1) * v, m * v)),
+        "warm-up not capped at m·v": lambda s, p, m, v: _interleaved(s, p, m, v, warmup=lambda s, p, m, v:
+                                                                   2 * (p - s - 1) + (v - 1) * p),
+        "backwards chunk 0 first": lambda s, p, m, v: _interleaved(s, p, m, v, backward_chunks=lambda v: range(v)),
+    }
+    for name, fn in wrong.items():
+        out = feedback(check.ex05_interleaved_order, fn, capsys)
+        assert "torch runs" in out or "operations, expected" in out, (name, out)
+
+
+def test_peak_activations_checker_covers_the_interleaved_schedule(capsys):
+    def right(schedule, s, p, m, v):
+        if schedule == "gpipe":
+            return m
+        w = min(p - s - 1, m) if schedule == "1f1b" else min(2 * (p - s - 1) + (v - 1) * p, m * v)
+        return min(w + 1, m * v) / v
+
+    check.ex05_peak_activations(right)
+    assert "all 10 hidden cases pass" in capsys.readouterr().out
+    wrong = {
+        "the 1F1B answer the chapter prints": lambda sch, s, p, m, v: m if sch == "gpipe" else min(p - s, m),
+        "Korthikanti's stage-0 value everywhere": lambda sch, s, p, m, v: (
+            m if sch == "gpipe" else min(p - s, m) if sch == "1f1b" else p + (p - 1) / v),
+        "warm-up not capped at m·v": lambda sch, s, p, m, v: (
+            right(sch, s, p, m, v) if sch != "interleaved-1f1b" else (2 * (p - s - 1) + (v - 1) * p + 1) / v),
+        "counted in chunks, not micro-batches": lambda sch, s, p, m, v: right(sch, s, p, m, v) * v,
+    }
+    for name, fn in wrong.items():
+        feedback(check.ex05_peak_activations, fn, capsys)   # raises CheckFailed, else pytest.raises fails
+
+
 def test_a_compare_that_says_no_still_names_the_first_difference(capsys):
     """A checker's own ``compare`` returning False falls back to :func:`difference` (a Why is falsy, so an ``or``
     would always pick the generic sentence)."""
