@@ -1,0 +1,315 @@
+"""N-D parallelism (chapter 12): ranks on a device mesh, the groups each parallelism forms, what each group sends,
+and the memory of one rank in a composed plan.
+
+**The mesh.** ``world_size = pp · dp · cp · tp`` ranks are laid out as an array of that shape in row-major order
+(the last dimension varies fastest), exactly what ``torch.distributed.device_mesh.init_device_mesh(device,
+(pp, dp, cp, tp), mesh_dim_names=("pp", "dp", "cp", "tp"))`` builds: rank ``r`` has coordinates given by
+``numpy.unravel_index(r, shape)``, and the group of dimension ``d`` that contains ``r`` holds the ranks whose
+other coordinates equal ``r``'s. This is torchtitan's order (``pp``, data parallel, ``cp``, ``tp``) and Megatron-LM's
+default (tensor parallel fastest, pipeline slowest): with 8 GPUs per node, ``tp`` ≤ 8 keeps every tensor-parallel
+group inside one node, on NVLink — TP communicates in every layer, on the critical path.
+
+**Traffic** (:func:`group_traffic`): per optimizer step, for each dimension, which collective a rank takes part in,
+how big, how often, and the bytes it sends with ring algorithms (:func:`distlearn.comm.ring_bytes_per_rank`):
+
+- ``tp`` with sequence parallelism (Korthikanti et al. 2022 §4.2.2): per layer and micro-batch, 2 all-gathers and
+  2 reduce-scatters of the activations ``b·s·h`` (divided by ``cp``) in the forward, the same in the backward;
+- ``cp`` (all-gather K/V, as Llama 3's context parallelism; Dubey et al. 2024 §3.3.2): per layer and micro-batch an
+  all-gather of K and V in the forward, a reduce-scatter of their gradients in the backward;
+- ``pp``: per micro-batch and stage boundary one activation forward and one gradient back, ``b·s·h/(tp·cp)``
+  (each tensor-parallel rank sends its sequence shard: Narayanan et al. 2021 §4.1);
+- ``dp`` (FSDP2 = ZeRO-3, over ``dp·cp`` ranks, since context-parallel ranks hold the same weights): per
+  micro-batch an all-gather of the parameters in forward and in backward, a reduce-scatter of the gradients
+  (:func:`distlearn.zero_comm.step_collectives`, engine ``"fsdp2"``; with pipeline parallelism only the last
+  micro-batch reduces, torch's ``backward_maybe_with_nosync``).
+
+**Memory** (:func:`predict_rank_memory`): parameters, gradients and Adam states of the rank's shard (counted from the
+shapes: which tensors tensor parallelism splits and which it replicates), and the activations its pipeline stage
+keeps at its peak (:func:`distlearn.activations.config_layer_bytes` × layers × micro-batches in flight under 1F1B),
+plus the terms by which PyTorch's DTensor sequence parallelism and the course's modules differ from Korthikanti's
+accounting (:func:`activation_corrections`).
+
+The toy model (:data:`TOY_MODEL`) and the toy GPU (:data:`TOY_GPU`, 200 kB of memory, 4 per node — **not a real
+device**) make the planner's choice non-trivial at a size eight CPU processes train in seconds.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import numpy as np
+
+from .comm import ring_bytes_per_rank
+from .hardware import GPU, Cluster
+from .models import ModelConfig
+from .validate import DistlearnValueError, check_choice, check_int
+
+__all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
+           "reference_groups", "stage_layers", "stage_parameters", "GroupTraffic", "group_traffic",
+           "bytes_sent_per_step", "predict_rank_memory", "activation_corrections", "RankMemory"]
+
+DIMS = ("pp", "dp", "cp", "tp")   # outermost first: tp varies fastest
+
+TOY_MODEL = ModelConfig("toy-nd", "llama", vocab_size=64, hidden_size=32, num_layers=4, num_heads=4,
+                        ffn_hidden_size=64, max_seq_len=16)
+TOY_GPU = GPU("toy-200kB", 200e3, 1e12, 100e9, 10e9, gpus_per_node=4, peak_flops_fp32=1e12,
+              source="course toy preset, not a real GPU: 200 kB so that the toy model's layout matters")
+TOY_CLUSTER = Cluster(TOY_GPU, 2)   # 8 toy GPUs, 2 nodes of 4
+
+
+@dataclass(frozen=True)
+class Layout:
+    """A composed plan: degrees ``pp``, ``dp``, ``cp``, ``tp`` (world size = their product), ``zero_stage`` of
+    the data-parallel dimension (3 = FSDP2 ``fully_shard``, 2 = FSDP2 without resharding after forward, 0 =
+    replicated weights), ``micro_batch_size`` b and ``num_microbatches`` m per data-parallel replica, and
+    ``sequence_parallel`` (with tp > 1). Raises DistlearnValueError for degrees < 1 or an unknown ZeRO stage."""
+
+    pp: int = 1
+    dp: int = 1
+    cp: int = 1
+    tp: int = 1
+    zero_stage: int = 3
+    micro_batch_size: int = 1
+    num_microbatches: int = 1
+    sequence_parallel: bool = True
+
+    def __post_init__(self):
+        for d in DIMS + ("micro_batch_size", "num_microbatches"):
+            check_int(d, getattr(self, d), minimum=1, maximum=4096)
+        check_choice("zero_stage", self.zero_stage, (0, 2, 3))
+
+    @property
+    def world_size(self) -> int:
+        return self.pp * self.dp * self.cp * self.tp
+
+    @property
+    def shape(self) -> tuple[int, int, int, int]:
+        return (self.pp, self.dp, self.cp, self.tp)
+
+    @property
+    def global_batch(self) -> int:
+        return self.dp * self.micro_batch_size * self.num_microbatches
+
+    def as_dict(self) -> dict:
+        return asdict(self)
+
+    def describe(self) -> str:
+        dims = " × ".join(f"{d} {getattr(self, d)}" for d in DIMS if getattr(self, d) > 1) or "1 rank"
+        return f"{dims}, ZeRO-{self.zero_stage}, b={self.micro_batch_size}, m={self.num_microbatches}"
+
+
+# ---------------------------------------------------------------------------------------------- mesh
+def _shape(layout: Layout | tuple) -> tuple[int, ...]:
+    return layout.shape if isinstance(layout, Layout) else tuple(check_int("mesh dimension", d) for d in layout)
+
+
+def coords(rank: int, layout: Layout | tuple) -> dict[str, int]:
+    """Coordinates of ``rank`` on the mesh: ``{"pp": …, "dp": …, "cp": …, "tp": …}`` (row-major, tp fastest).
+    ``layout``: a :class:`Layout` or the mesh shape ``(pp, dp, cp, tp)``. Raises DistlearnValueError."""
+    shape = _shape(layout)
+    rank = check_int("rank", rank, minimum=0, maximum=int(np.prod(shape)) - 1)
+    return dict(zip(DIMS, (int(c) for c in np.unravel_index(rank, shape))))
+
+
+def rank_of(coordinates: dict[str, int], layout: Layout | tuple) -> int:
+    """The rank at ``coordinates`` (missing dimensions are 0): the inverse of :func:`coords`."""
+    shape = _shape(layout)
+    idx = [check_int(d, coordinates.get(d, 0), minimum=0, maximum=n - 1) for d, n in zip(DIMS, shape)]
+    return int(np.ravel_multi_index(idx, shape))
+
+
+def groups(layout: Layout | tuple, dim: str) -> list[list[int]]:
+    """Every group of dimension ``dim``: lists of ranks that differ only in their ``dim`` coordinate, in the order
+    of their lowest rank. The ``tp`` groups of ``(2, 2, 1, 2)``: ``[[0, 1], [2, 3], [4, 5], [6, 7]]``."""
+    check_choice("dim", dim, DIMS)
+    shape = _shape(layout)
+    ranks = np.arange(int(np.prod(shape))).reshape(shape)
+    axis = DIMS.index(dim)
+    moved = np.moveaxis(ranks, axis, -1).reshape(-1, shape[axis])
+    return sorted(row.tolist() for row in moved)
+
+
+def group_of(rank: int, layout: Layout | tuple, dim: str) -> list[int]:
+    """The ranks of ``rank``'s group along ``dim`` (``rank`` included), in coordinate order."""
+    c = coords(rank, layout)
+    n = _shape(layout)[DIMS.index(dim)]
+    return [rank_of({**c, dim: i}, layout) for i in range(n)]
+
+
+def reference_groups(shape: tuple, dim: str) -> list[list[int]]:
+    """:func:`groups` written with loops (the readable reference): walk every rank, compute its coordinates by
+    repeated division (tp = rank mod tp, then cp, dp, pp), and put it in the group keyed by its *other* coordinates."""
+    pp, dp, cp, tp = shape
+    found: dict[tuple, list[int]] = {}
+    for rank in range(pp * dp * cp * tp):
+        rest = rank
+        t = rest % tp                 # innermost: neighbouring ranks differ in tp / 相邻 rank 的 tp 坐标不同
+        rest //= tp
+        c = rest % cp
+        rest //= cp
+        d = rest % dp
+        p = rest // dp                # outermost / 最外层
+        coord = {"pp": p, "dp": d, "cp": c, "tp": t}
+        key = tuple(v for k, v in coord.items() if k != dim)   # the other coordinates / 其余坐标
+        found.setdefault(key, []).append(rank)
+    return sorted(found.values())
+
+
+# ---------------------------------------------------------------------------------------------- stages
+def stage_layers(num_layers: int, pp: int, stage: int) -> tuple[int, int]:
+    """Block range ``[first, last)`` of pipeline stage ``stage`` (:func:`distlearn.pipeline.partition_layers`)."""
+    from .pipeline import partition_layers
+
+    sizes = partition_layers(num_layers, pp)
+    stage = check_int("stage", stage, minimum=0, maximum=pp - 1)
+    first = sum(sizes[:stage])
+    return first, first + sizes[stage]
+
+
+def _llama_only(config: ModelConfig) -> None:
+    if config.arch != "llama":
+        raise DistlearnValueError("config", "the N-D counts follow the course's Llama block (no biases, RMSNorm, "
+                                            f"SwiGLU); got arch={config.arch!r}.",
+                                  f"N 维并行的计数按课程的 Llama 块（无偏置、RMSNorm、SwiGLU）；收到 arch={config.arch!r}。")
+
+
+def stage_parameter_shapes(config: ModelConfig, pp: int, stage: int, tp: int = 1) -> list[tuple[str, tuple]]:
+    """``(name, local shape)`` of every parameter of pipeline stage ``stage`` on one tensor-parallel rank, in the
+    order of :class:`distlearn.labs.nd_parallel.Stage`. Tensor parallelism splits the embedding and the LM head by
+    vocabulary rows, q / k / v / gate / up by output rows (column-wise), o / down by input columns (row-wise); the
+    RMSNorm weights are replicated. Llama blocks only. Raises DistlearnValueError when tp does not divide the
+    heads, the vocabulary or the MLP width."""
+    _llama_only(config)
+    h, f, V = config.hidden_size, config.ffn_hidden_size, config.vocab_size
+    kv = config.kv_heads * config.head_dim
+    for name, n in (("num_heads", config.num_heads), ("num_kv_heads", config.kv_heads), ("vocab_size", V),
+                    ("ffn_hidden_size", f)):
+        if n % tp:
+            raise DistlearnValueError("tp", f"tp = {tp} must divide {name} = {n}.", f"tp = {tp} 必须整除 {name} = {n}。")
+    first, last = stage_layers(config.num_layers, pp, stage)
+    out = [("embed.weight", (V // tp, h))] if stage == 0 else []
+    for i in range(first, last):
+        b = f"blocks.{i}."
+        out += [(b + "norm1.weight", (h,)), (b + "attn.q.weight", (h // tp, h)), (b + "attn.k.weight", (kv // tp, h)),
+                (b + "attn.v.weight", (kv // tp, h)), (b + "attn.o.weight", (h, h // tp)), (b + "norm2.weight", (h,)),
+                (b + "mlp.gate.weight", (f // tp, h)), (b + "mlp.up.weight", (f // tp, h)),
+                (b + "mlp.down.weight", (h, f // tp))]
+    if stage == pp - 1:
+        out += [("norm.weight", (h,)), ("lm_head.weight", (V // tp, h))]
+    return out
+
+
+def _chunk(n: int, parts: int, index: int) -> int:
+    """Rows of part ``index`` when ``torch.chunk`` splits ``n`` rows into ``parts`` (FSDP2's dim-0 sharding)."""
+    size = -(-n // parts)
+    return max(0, min(size, n - index * size))
+
+
+def stage_parameters(config: ModelConfig, layout: Layout, rank: int) -> int:
+    """Parameters (elements) stored by ``rank``: its stage's tensor-parallel shards (:func:`stage_parameter_shapes`),
+    sharded again on dim 0 over the ``dp·cp`` ranks by FSDP2 (ZeRO-2/3; ``torch.chunk`` sizes, so exact also when
+    a dimension does not divide), whole for ZeRO-0."""
+    c = coords(rank, layout)
+    shards = layout.dp * layout.cp if layout.zero_stage in (2, 3) else 1
+    index = c["dp"] * layout.cp + c["cp"]
+    total = 0
+    for _, shape in stage_parameter_shapes(config, layout.pp, c["pp"], layout.tp):
+        rows = _chunk(shape[0], shards, index) if shards > 1 else shape[0]
+        total += rows * int(np.prod(shape[1:], dtype=np.int64))
+    return total
+
+
+# ---------------------------------------------------------------------------------------------- memory
+@dataclass(frozen=True)
+class RankMemory:
+    """Predicted bytes of one rank: ``params``, ``grads``, ``optimizer`` (Adam's two moments), ``activations``
+    (peak kept for backward), and ``terms``: the activation bytes by source (``"layers"`` = the course's formula,
+    then each correction)."""
+
+    params: int
+    grads: int
+    optimizer: int
+    activations: float
+    terms: dict
+
+    @property
+    def model_states(self) -> int:
+        return self.params + self.grads + self.optimizer
+
+    @property
+    def total(self) -> float:
+        return self.model_states + self.activations
+
+
+def activation_corrections(config: ModelConfig, *, seq_len: int, micro_batch_size: int, tp: int,
+                           sequence_parallel: bool, activation_bytes: int) -> dict[str, float]:
+    """Bytes per layer and micro-batch that the lab's run keeps beyond :func:`distlearn.activations.config_layer_bytes`
+    (Korthikanti et al. 2022's accounting with Megatron-LM's sequence parallelism), each measured to the byte:
+
+    - ``gathered_inputs``: PyTorch's ``SequenceParallel`` + ``PrepareModuleInput`` all-gather the normed input of
+      the attention and of the MLP and the column-wise linears save that *gathered* tensor (s·b·h); Megatron saves
+      the sequence shard (s·b·h/t) and all-gathers again in the backward. 2·p·s·b·h·(1 − 1/t).
+    - ``rmsnorm_product``: the course's :class:`~distlearn.transformer.RMSNorm` is written out
+      (``weight · x · rsqrt(mean(x²) + ε)``), so autograd keeps ``weight · x`` and the 1/rms column besides the
+      input: 2 norms × p·(s·b·h + s·b), divided by t with sequence parallelism.
+    - ``lse_dtype``: the CPU flash kernel keeps its log-sum-exp in the input dtype when it is wider than fp32
+      (float64): a·s·b/t·(p − 4) when p > 4, else 0.
+    """
+    s, b, h, a = seq_len, micro_batch_size, config.hidden_size, config.num_heads
+    p = activation_bytes
+    split = tp if sequence_parallel else 1
+    gathered = 2 * p * s * b * h * (1 - 1 / tp) if sequence_parallel and tp > 1 else 0.0
+    return {"gathered_inputs": gathered, "rmsnorm_product": 2 * p * (s * b * h + s * b) / split,
+            "lse_dtype": a * s * b / tp * max(0, p - 4)}
+
+
+def predict_rank_memory(config: ModelConfig, layout: Layout, rank: int, *, seq_len: int,
+                        activation_bytes: int = 4, corrections: bool = True) -> RankMemory:
+    """What the course's models predict for ``rank`` of the lab's run with ``layout`` (fp32: ``activation_bytes``
+    4, float64: 8; parameters, gradients and activations in that dtype, Adam's two moments too).
+
+    Model states: :func:`stage_parameters` × p bytes for the parameters and for the gradients, 2 × for Adam
+    (:func:`distlearn.memory.model_state_bytes` with ZeRO-3 over dp·cp gives the same when everything divides).
+    Activations at the peak of stage s under 1F1B (Narayanan et al. 2021 §2.2): ``min(pp − s, m)`` micro-batches in
+    flight (1 without pipeline), each keeping, per layer, :func:`distlearn.activations.config_layer_bytes` (Llama
+    block, flash attention, sequence parallelism) plus :func:`activation_corrections` when ``corrections``; the
+    first stage also keeps the token ids (8 bytes each) of the replica's b·m sequences (the micro-batches are views
+    of one tensor); the last stage the final norm's input, ``weight · x`` and 1/rms (sequence shards), the LM
+    head's gathered input (s·b·h), the log-softmax of the full logits (p·s·b·V: the head's output is replicated),
+    the targets (8 bytes each, b·m sequences) and the loss's total weight (p bytes). Without ``corrections`` the
+    last stage follows :func:`distlearn.activations.model_activation_bytes` (two s·b·h/t inputs, logits /t).
+    Context parallelism is not modelled (raises DistlearnValueError for cp > 1). Returns :class:`RankMemory`."""
+    from .activations import config_layer_bytes
+
+    _llama_only(config)
+    if layout.cp > 1:
+        raise DistlearnValueError("layout", "predict_rank_memory does not model context parallelism (cp > 1).",
+                                  "predict_rank_memory 不包含上下文并行（cp > 1）的模型。")
+    p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    c = coords(rank, layout)
+    n = stage_parameters(config, layout, rank)
+    s, b, m, tp = seq_len, layout.micro_batch_size, layout.num_microbatches, layout.tp
+    h, V = config.hidden_size, config.vocab_size
+    sp = layout.sequence_parallel and tp > 1
+    split = tp if sp else 1
+    first, last = stage_layers(config.num_layers, layout.pp, c["pp"])
+    inflight = min(layout.pp - c["pp"], m) if layout.pp > 1 else 1
+    per_layer = config_layer_bytes(config, seq_len=s, micro_batch_size=b, tp=tp, sequence_parallel=sp,
+                                   attention="flash", activation_bytes=p)
+    terms = {"layers": per_layer * (last - first) * inflight}
+    if corrections:
+        for name, value in activation_corrections(config, seq_len=s, micro_batch_size=b, tp=tp,
+                                                  sequence_parallel=sp, activation_bytes=p).items():
+            terms[name] = value * (last - first) * inflight
+    if c["pp"] == 0 and corrections:
+        terms["token_ids"] = 8 * b * m * s
+    if c["pp"] == layout.pp - 1:
+        sbh = s * b * h
+        if corrections:
+            terms["head"] = (p * (2 * sbh + s * b) / split + p * sbh) * inflight
+            terms["logits"] = p * s * b * V * inflight
+            terms["targets_and_loss"] = 8 * b * m * s + p
+        else:
+            terms["head"] = 2 * p * sbh / split * inflight
+            terms["logits"] = p * s * b * V / tp * inflight
+    return RankMemory(params=n * p, grads=n * p, optimizer=2 * n * p, activations=float(sum(terms.values())),
+                      terms=terms)
