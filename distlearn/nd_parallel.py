@@ -51,8 +51,9 @@ DIMS = ("pp", "dp", "cp", "tp")   # outermost first: tp varies fastest
 
 TOY_MODEL = ModelConfig("toy-nd", "llama", vocab_size=64, hidden_size=32, num_layers=4, num_heads=4,
                         ffn_hidden_size=64, max_seq_len=16)
-TOY_GPU = GPU("toy-200kB", 200e3, 1e12, 100e9, 10e9, gpus_per_node=4, peak_flops_fp32=1e12,
-              source="course toy preset, not a real GPU: 200 kB so that the toy model's layout matters")
+TOY_GPU = GPU("toy-200kB", 200e3, 1e9, 10e9, 1e9, gpus_per_node=4, peak_flops_fp32=1e9,
+              source="course toy preset, not a real GPU: 200 kB of memory, 1 GFLOP/s, NVLink 10 GB/s, network "
+                     "1 GB/s, 4 per node, so that the toy model's layout matters (a real GPU fits it whole)")
 TOY_CLUSTER = Cluster(TOY_GPU, 2)   # 8 toy GPUs, 2 nodes of 4
 
 

@@ -36,6 +36,7 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
+from torch.utils._python_dispatch import TorchDispatchMode
 
 from distlearn.launch import device, torchrun_main
 from distlearn.models import ModelConfig
@@ -253,6 +254,27 @@ class _Held:
             self.meter.live[self.ptr] = (count - 1, size, shape)
 
 
+class CollectiveCounter(TorchDispatchMode):
+    """Counts the collectives a rank issues, by operator: DTensor's functional collectives
+    (``_c10d_functional.all_gather_into_tensor``, ``reduce_scatter_tensor``, ``all_reduce``: tensor parallelism),
+    FSDP2's ``c10d._allgather_base_`` / ``c10d._reduce_scatter_base_`` (data parallelism), ``c10d.allgather_`` /
+    ``c10d.reduce_scatter_`` (the context-parallel K/V gather) and the pipeline's ``c10d.send`` / ``c10d.recv_``.
+    (``CommDebugMode`` counts the same, but its module tracker fails under pipelining's interleaved
+    forwards and backwards.)"""
+
+    NAMESPACES = ("c10d", "_c10d_functional", "c10d_functional")
+
+    def __init__(self):
+        super().__init__()
+        self.counts: dict[str, int] = {}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        if func.namespace in self.NAMESPACES and not func.__name__.startswith("wait"):
+            name = f"{func.namespace.lstrip('_')}.{func._opname}"
+            self.counts[name] = self.counts.get(name, 0) + 1
+        return func(*args, **(kwargs or {}))
+
+
 def _local_bytes(t) -> int:
     t = t.to_local() if hasattr(t, "to_local") else t
     return t.numel() * t.element_size()
@@ -276,7 +298,8 @@ def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: 
     the dtype of parameters, gradients, Adam states and activations); returns this rank's ``coords``,
     ``stage``, ``losses`` (mean over its micro-batches, where the last stage is, else None), ``memory`` (bytes:
     params, grads, optimizer, activations = peak saved during the last step), ``params`` (full tensors, only on
-    ranks with dp = cp = tp = 0)."""
+    ranks with dp = cp = tp = 0), ``collectives`` (:class:`CollectiveCounter` over the last step's forward and
+    backward)."""
     import logging
 
     from torch.distributed.device_mesh import init_device_mesh
@@ -330,10 +353,13 @@ def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: 
         x = batch[:, :-1][:, c["cp"] * s_local:(c["cp"] + 1) * s_local].clone().to(dev)
         y = batch[:, 1:][:, c["cp"] * s_local:(c["cp"] + 1) * s_local].clone().to(dev)
         measure = step == steps - 1
-        with meter.hooks() if measure else _null():
-            mb_losses = _step(stage, schedule, x, y, lay, is_first, is_last)
-        if lay.zero_stage == 0:
-            _all_reduce_grads(stage, shard_mesh)
+        with CollectiveCounter() if measure else _null() as comm:
+            with meter.hooks() if measure else _null():
+                mb_losses = _step(stage, schedule, x, y, lay, is_first, is_last)
+            if lay.zero_stage == 0:
+                _all_reduce_grads(stage, shard_mesh)
+        if measure:
+            collectives = dict(comm.counts)
         if measure:
             opt.step()
             memory = _state_bytes(stage, opt)
@@ -348,7 +374,7 @@ def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: 
     if c["dp"] == c["cp"] == c["tp"] == 0:
         params = {n: t.detach().cpu().clone() for n, t in full.items()}
     return {"rank": rank, "coords": c, "stage": c["pp"], "layers": (first, last), "losses": losses,
-            "memory": memory, "params": params}
+            "memory": memory, "params": params, "collectives": collectives}
 
 
 class _null:
