@@ -1,5 +1,6 @@
 # distlearn: two commands do all set-up on a fresh machine with Python 3.10+ and make.
 #   make lab    create .venv, install, open JupyterLab on the course
+#               (a classroom server: make lab LAB_ARGS="--no-browser --ip=0.0.0.0"; see docs/teaching.md)
 #   make test   create or reuse .venv, install, run every test
 PYTHON ?= python3
 VENV   ?= .venv
@@ -8,18 +9,25 @@ STAMP  := $(VENV)/.distlearn-installed
 # Where the CPU-only torch wheel comes from when no local copy is found (Linux; macOS wheels on PyPI are CPU-only).
 TORCH_INDEX ?= $(if $(filter Darwin,$(shell uname -s)),,https://download.pytorch.org/whl/cpu)
 PORT ?= 8888
+LAB_ARGS ?=
+# JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup lab test test-fast bench screenshot notebooks check exercises parity clean help
+.PHONY: all setup lab test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
-	@echo "make lab   - set up .venv and open the course in JupyterLab"
+	@echo "make lab [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab"
 	@echo "make test  - set up .venv and run every test"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
 	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
 	@echo "make bench - run the speed benchmarks (pytest-benchmark), fail on a missed goal, rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
 
-setup: $(STAMP)
+setup: $(STAMP) $(LAB_OVERRIDES)
+
+$(LAB_OVERRIDES): jupyter-settings/overrides.json $(STAMP)
+	@mkdir -p $(dir $@)
+	@cp jupyter-settings/overrides.json $@
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "distlearn needs Python 3.10+ / 需要 Python 3.10 或更新版本")'
@@ -31,16 +39,16 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
 
-lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
+lab: $(STAMP) $(LAB_OVERRIDES)
+	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
 PYTEST_ARGS ?=
-test: $(STAMP)
+test: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"
 
 # Speed goals with pytest-benchmark (benchmarks/bench_*.py): every goal is asserted, a goal missed fails make bench;
@@ -54,7 +62,7 @@ bench: $(STAMP)
 
 # Needs Chromium (apt-get install chromium). Default: the first chapter notebook with an explorer.
 SCREENSHOT_NOTEBOOK ?=
-screenshot: $(STAMP)
+screenshot: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) tests/browser_harness.py --screenshot docs/img/explorer.png $(SCREENSHOT_NOTEBOOK)
 
 # Sync every notebooks/ and solutions/ .md with its .ipynb (whichever was edited last wins), re-execute only the

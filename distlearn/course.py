@@ -17,7 +17,8 @@ Conventions (see docs/authoring.md):
 - A glossary term (``docs/glossary.md``) used in an English cell appears with its Chinese term in the partner cell;
   see :func:`glossary_terms` for the matching rule.
 - In ``solutions/``, answer code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``; the exercise keeps
-  the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead.
+  the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead. A cell tagged
+  ``solution-only`` (a written answer) is left out of the exercise.
 - A stored notebook records the fingerprint of the code it was executed from (:func:`code_fingerprint`); a test
   fails when its code changed without a re-run, when it is not one complete top-to-bottom run, or when it and its
   ``.md`` differ.
@@ -123,9 +124,16 @@ def execution_problems(nb, name: str = "") -> list[str]:
     return problems
 
 
+def new_sources(root: Path = ROOT) -> list[Path]:
+    """MyST sources in ``notebooks/`` or ``solutions/`` that have no stored ``.ipynb`` yet."""
+    return [md for d in PAIRED_DIRS for md in sorted((root / d).glob("*.md")) if not md.with_suffix(".ipynb").exists()]
+
+
 def stored_problems(root: Path = ROOT) -> list[str]:
-    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course."""
-    problems = []
+    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course, and every
+    source with no stored notebook."""
+    problems = [f"{md.relative_to(root)}: no stored notebook; run `make notebooks` / 没有对应的 .ipynb；请运行 "
+                f"`make notebooks`" for md in new_sources(root)]
     for path in paired_notebooks(root):
         problems += sync_problems(path)
         problems += execution_problems(nbformat.read(path, as_version=NB_VERSION), str(path.relative_to(root)))
@@ -159,8 +167,15 @@ def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=prin
     rebuild ``exercises/``. Returns the notebooks executed. A prose-only edit executes nothing."""
     force = set(force or [])
     ran = []
+    for md in new_sources(root):  # a new chapter: its .md exists, its .ipynb not yet
+        import jupytext
+
+        nb = jupytext.read(md)
+        nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
+        nbformat.write(nb, md.with_suffix(".ipynb"))
+        sync(md)
     for path in paired_notebooks(root):
-        sync(path if source_of(path).exists() else path)
+        sync(path)
         nb = nbformat.read(path, as_version=NB_VERSION)
         if path.stem in force or str(path.relative_to(root)) in force or execution_problems(nb):
             log(f"executing {path.relative_to(root)} ...")
@@ -201,9 +216,14 @@ def strip_solutions(source: str) -> str:
     return "\n".join(out)
 
 
+SOLUTION_ONLY = "solution-only"  # tag of a cell (e.g. a written answer) that exercises/ leave out
+
+
 def exercise_from_solution(nb) -> nbformat.NotebookNode:
-    """The exercise notebook for a solution notebook: answers stripped, outputs cleared."""
+    """The exercise notebook for a solution notebook: answers stripped (code between the markers, cells tagged
+    ``solution-only``), outputs cleared."""
     ex = nbformat.from_dict(nb)
+    ex.cells = [c for c in ex.cells if SOLUTION_ONLY not in c.get("metadata", {}).get("tags", [])]
     for key in ("jupytext", "distlearn"):  # an exercise is neither paired with a source nor executed
         ex.metadata.pop(key, None)
     for cell in ex.cells:

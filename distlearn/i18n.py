@@ -93,3 +93,21 @@ def bi(en: str, zh: str, sep: str = " / ") -> str:
     if _language == "zh":
         return zh
     return f"{en}{sep}{zh}"
+
+
+def display_width(s: str) -> int:
+    """Columns ``s`` takes in a monospace font: East Asian wide and full-width characters count 2."""
+    import unicodedata
+
+    return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
+
+
+def columns(cells, widths, sep: str = " ") -> str:
+    """One table line: each cell right-aligned to its width in display columns (a Chinese character takes two), so
+    an English and a Chinese header line align with the numbers below them. A negative width left-aligns."""
+    out = []
+    for cell, w in zip(cells, widths):
+        cell = str(cell)
+        pad = " " * max(0, abs(w) - display_width(cell))
+        out.append(cell + pad if w < 0 else pad + cell)
+    return sep.join(out)

@@ -46,7 +46,7 @@ from typing import NamedTuple
 from .validate import DistlearnValueError, check_int, check_number
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
-           "closed_form_forward", "SeedPrefetchSimulator"]
+           "closed_form_forward", "SeedPrefetchSimulator", "issue_order"]
 
 
 @dataclass(frozen=True)
@@ -354,6 +354,20 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
     comm_time = sum(o.end - o.start for o in st.ops if o.stream == "comm")
     return OverlapResult(sorted(st.ops, key=lambda o: (o.start, o.stream)), st.time, compute_time, comm_time,
                          mem.points, mem.peak_bytes, mem.peak_units, mem.parts)
+
+
+_TIE = {"reduce_scatter": 0, "all_gather": 1, "forward": 2, "backward": 2}
+
+
+def issue_order(result: OverlapResult) -> list[tuple[str, int]]:
+    """The order in which one rank's CPU *issues* work: collectives at their ``issue`` time, computations at their
+    start, as ``(kind, unit)`` pairs. This is what prefetch changes (the sequence of collectives alone is the same
+    for every forward prefetch depth). At equal times a reduce-scatter comes first (issued in the post-backward of
+    the unit that just finished), then all-gathers (issued in the pre-forward / pre-backward hook of the unit about
+    to run, before its computation), then the computation — the order of FSDP2's hooks
+    (``_fully_shard/_fsdp_state.py``)."""
+    events = [(o.issue if o.stream == "comm" else o.start, _TIE[o.kind], o.kind, o.unit) for o in result.ops]
+    return [(kind, unit) for _, _, kind, unit in sorted(events, key=lambda e: (e[0], e[1]))]
 
 
 def uniform(num_units: int, compute: float, comm: float, **kwargs) -> OverlapResult:

@@ -135,6 +135,17 @@ def test_chapter_nonuniform_example_by_hand():
     assert (run(3, 2).total_time, run(3, 2).peak_bytes) == (pytest.approx(9.7), pytest.approx(5))
 
 
+def test_issue_order_shows_the_prefetch_depth():
+    short = lambda r: [f"{k[0] if k in ('forward', 'backward') else k[:2]}{u}" for k, u in overlap.issue_order(r)]
+    fwd = dict(include_backward=False)
+    assert short(overlap.uniform(3, 1.0, 0.5, forward_prefetch=0, **fwd)) == ["al0", "f0", "al1", "f1", "al2", "f2"]
+    assert short(overlap.uniform(3, 1.0, 0.5, forward_prefetch=1, **fwd)) == ["al0", "al1", "f0", "al2", "f1", "f2"]
+    assert short(overlap.uniform(3, 1.0, 0.5, forward_prefetch=2, **fwd)) == ["al0", "al1", "al2", "f0", "f1", "f2"]
+    # a reduce-scatter is issued when its backward ends, before the next unit's prefetch and computation
+    full = short(overlap.uniform(2, 1.0, 0.5))
+    assert full[-5:] == ["al0", "b1", "re1", "b0", "re0"]
+
+
 def test_prefetch_defaults_are_the_engines_defaults_not_depth_zero():
     """Depth 1 is what FSDP2 and FSDP1 do by default (read from torch 2.13); depth 0 is the CPU-bound worst case."""
     import inspect

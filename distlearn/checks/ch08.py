@@ -36,8 +36,14 @@ def ex08_selective_overhead(fn):
         cfg = ModelConfig("x", "gpt", V, h, L, 8, 4 * h, s)
         cases.append(Case(args=(s, h, L, V), expected=recompute_flops(cfg, seq_len=s, micro_batch_size=1,
                                                                      recompute="selective")["overhead"],
-                          rtol=1e-6, hint_en="extra = L·4s²h; model = 3·(L·(24sh² + 4s²h) + 2shV).",
-                          hint_zh="额外 = L·4s²h；模型 = 3·(L·(24sh² + 4s²h) + 2shV)。"))
+                          rtol=1e-6,
+                          hint_en="Selective recomputation re-runs only the attention core (QKᵀ, softmax, ·V) "
+                                  "in the backward: count that part's forward FLOPs in every layer, and divide by "
+                                  "the FLOPs of the whole step without recomputation (forward + backward ≈ 3 × "
+                                  "forward, the LM head included) — see the chapter's FLOPs section.",
+                          hint_zh="选择性重计算在反向时只重算注意力核心（QKᵀ、softmax、·V）：算出每层这一部分的前向 "
+                                  "FLOPs，再除以不做重计算时整步的 FLOPs（前向 + 反向 ≈ 3 × 前向，含 LM head）"
+                                  "——参见本章讲 FLOPs 的一节。"))
     verify("ex08_selective_overhead", fn, cases)
 
 
@@ -80,3 +86,26 @@ def ex08_offload_step_seconds(fn):
              for n, dp, r, bw, rate in [(70_000_000_000, 8, 8, 25.0, 1.4e9), (7_000_000_000, 16, 8, 32.0, 3e9),
                                         (1_000_000, 1, 1, 10.0, 1e8)]]
     verify("ex08_offload_step_seconds", fn, cases)
+
+
+def ex08_block_scales(fn):
+    """``fn(x, tile)`` → the fp32 scales of 1 × ``tile`` E4M3 block scaling, shape (rows, cols // tile)."""
+    import torch
+
+    from ..precision import outlier_activations, quantize_blockwise
+
+    cases = []
+    for rows, cols, tile, outlier in [(4, 256, 128, 1000.0), (8, 512, 128, 1.0), (2, 64, 32, 50.0),
+                                      (3, 96, 96, 7.0)]:
+        x = outlier_activations(rows, cols, outlier=outlier, outlier_channel=3)
+        cases.append(Case(args=(x, tile), expected=quantize_blockwise(x, (1, tile)).scale, rtol=1e-6,
+                          hint_en="Cut each row into tiles of `tile` columns; a tile's scale is 448 / (its largest "
+                                  "|value|) so that its amax lands on E4M3's max.",
+                          hint_zh="把每一行切成每块 `tile` 列；每块的缩放因子是 448 /（块内最大的 |值|），使块的 amax "
+                                  "恰好落在 E4M3 的最大值上。"))
+    zero = torch.zeros(2, 128)
+    zero[1, 5] = 2.0
+    cases.append(Case(args=(zero, 64), expected=quantize_blockwise(zero, (1, 64)).scale, rtol=1e-6,
+                      hint_en="An all-zero tile has nothing to fit: its scale is 1 (not 448 / 0).",
+                      hint_zh="全零的块不需要缩放：它的缩放因子是 1（而不是 448 / 0）。"))
+    verify("ex08_block_scales", fn, cases)
