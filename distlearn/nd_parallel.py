@@ -44,8 +44,9 @@ from .models import ModelConfig
 from .validate import DistlearnValueError, check_choice, check_int
 
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
-           "reference_groups", "stage_layers", "stage_parameters", "GroupTraffic", "group_traffic",
-           "bytes_sent_per_step", "predict_rank_memory", "activation_corrections", "RankMemory"]
+           "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "stage_layers", "one_f_one_b_order",
+           "fsdp_all_gathers", "stage_parameters", "GroupTraffic", "group_traffic",
+           "bytes_sent_per_step", "calls_by_op", "predict_rank_memory", "activation_corrections", "RankMemory"]
 
 DIMS = ("pp", "dp", "cp", "tp")   # outermost first: tp varies fastest
 
@@ -155,6 +156,23 @@ def reference_groups(shape: tuple, dim: str) -> list[list[int]]:
     return sorted(found.values())
 
 
+def nodes_spanned(layout: Layout | tuple, dim: str, gpus_per_node: int) -> int:
+    """How many nodes one group of dimension ``dim`` spans when ranks fill nodes in order (rank // gpus_per_node
+    is the node; the largest over all groups). With tp innermost and tp ≤ gpus_per_node, every tp group is one
+    node (NVLink); outer dimensions cross the network."""
+    n = check_int("gpus_per_node", gpus_per_node, minimum=1, maximum=1024)
+    return max(len({r // n for r in g}) for g in groups(layout, dim))
+
+
+#: Llama 3 405B's layouts, Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 4: (GPUs, TP, CP, PP, DP,
+#: sequence length); 8 GPUs per node (§3.3.1).
+LLAMA3_405B_LAYOUTS = (
+    {"gpus": 8192, "tp": 8, "cp": 1, "pp": 16, "dp": 64, "seq_len": 8192},
+    {"gpus": 16384, "tp": 8, "cp": 1, "pp": 16, "dp": 128, "seq_len": 8192},
+    {"gpus": 16384, "tp": 8, "cp": 16, "pp": 16, "dp": 8, "seq_len": 131072},
+)
+
+
 # ---------------------------------------------------------------------------------------------- stages
 def stage_layers(num_layers: int, pp: int, stage: int) -> tuple[int, int]:
     """Block range ``[first, last)`` of pipeline stage ``stage`` (:func:`distlearn.pipeline.partition_layers`)."""
@@ -217,6 +235,176 @@ def stage_parameters(config: ModelConfig, layout: Layout, rank: int) -> int:
         rows = _chunk(shape[0], shards, index) if shards > 1 else shape[0]
         total += rows * int(np.prod(shape[1:], dtype=np.int64))
     return total
+
+
+# ---------------------------------------------------------------------------------------------- traffic
+def one_f_one_b_order(pp: int, stage: int, num_microbatches: int) -> str:
+    """The order of forwards ("F") and backwards ("B") of ``stage`` under torch's ``Schedule1F1B``: ``min(m, pp −
+    stage)`` forwards, then a backward and a forward in turn until every forward ran, then the remaining
+    backwards (Narayanan et al. 2021 §2.2). ``(2, 0, 3)`` → ``"FFBFBB"``."""
+    pp = check_int("pp", pp, minimum=1)
+    stage = check_int("stage", stage, minimum=0, maximum=pp - 1)
+    m = check_int("num_microbatches", num_microbatches, minimum=1)
+    warm = min(m, pp - stage)
+    order, f, b = "F" * warm, warm, 0
+    while f < m:
+        order += "BF"
+        f, b = f + 1, b + 1
+    return order + "B" * (m - b)
+
+
+def fsdp_all_gathers(order: str, zero_stage: int, pipelined: bool) -> int:
+    """All-gathers of one FSDP2 parameter group over a step whose forwards and backwards run in ``order`` (a string
+    of "F" and "B"). A pass gathers when the parameters are sharded; ZeRO-3 (``reshard_after_forward=True``) frees
+    them after each forward, ZeRO-2 keeps them until the backward; after a backward they are freed, except under
+    ``torch.distributed.pipelining``, which sets ``reshard_after_backward=False`` for every micro-batch
+    (``PipelineStage.backward_maybe_with_nosync``) and reshards once at the end of the step."""
+    check_choice("zero_stage", zero_stage, (2, 3))
+    gathered, count = False, 0
+    for op in order:
+        if not gathered:
+            count += 1
+            gathered = True
+        if op == "F" and zero_stage == 3:
+            gathered = False
+        if op == "B" and not pipelined:
+            gathered = False
+    return count
+
+
+@dataclass(frozen=True)
+class GroupTraffic:
+    """One kind of collective a rank takes part in during one optimizer step: the mesh dimension ``dim`` (its
+    group has ``group_size`` ranks), ``collective`` (``all_gather``, ``reduce_scatter``, ``all_reduce``,
+    ``send``, ``recv``), ``what`` it moves, ``op`` (the torch operator it dispatches to, as
+    :class:`distlearn.labs.nd_parallel.CollectiveCounter` names it), ``calls`` per step, ``bytes_per_call`` (the
+    all-gather output, reduce-scatter input, all-reduce or point-to-point message) and ``bytes_sent`` (bytes this
+    rank sends per step, ring algorithms: :func:`distlearn.comm.ring_bytes_per_rank`)."""
+
+    dim: str
+    group_size: int
+    collective: str
+    what: str
+    op: str
+    calls: int
+    bytes_per_call: float
+    bytes_sent: float
+
+
+def _traffic(dim, n, collective, what, op, calls, nbytes) -> GroupTraffic:
+    if collective in ("send", "recv"):
+        sent = calls * nbytes if collective == "send" else 0.0
+    else:
+        sent = calls * ring_bytes_per_rank(collective, nbytes, n)
+    return GroupTraffic(dim, n, collective, what, op, int(calls), float(nbytes), float(sent))
+
+
+def group_traffic(config: ModelConfig, layout: Layout, rank: int, *, seq_len: int,
+                  activation_bytes: int = 4) -> list[GroupTraffic]:
+    """Every collective ``rank`` takes part in during one step of the lab's run
+    (:func:`distlearn.labs.nd_parallel.nd_train`) with ``layout`` (ZeRO-2 or 3, sequence parallelism when tp > 1),
+    ``p = activation_bytes`` per element (parameters too). s, b, h, V: sequence, micro-batch, hidden, vocabulary;
+    ``c = s/cp`` the local sequence; L the stage's layers; m micro-batches; ``R`` = m FSDP reductions without
+    pipeline, 1 with it (torch's pipelining reduces after the last micro-batch).
+
+    - **tp** (torch's ``SequenceParallel`` + ``PrepareModuleInput``, Korthikanti et al. 2022 §4.2.2): per layer and
+      micro-batch 2 all-gathers (attention and MLP inputs) and 2 reduce-scatters (o and down) of p·b·c·h in the
+      forward, and the same again in the backward (each one's gradient is the other); the embedding's output
+      reduce-scatter and its gradient's all-gather; at the head the final norm's all-gather (and its gradient's
+      reduce-scatter) and the all-gather of the logits p·b·c·V; per FSDP reduction one all-reduce of p·h per RMSNorm
+      weight (replicated over tp, its gradient is a partial sum over the sequence shards).
+    - **cp**: per layer and micro-batch the all-gather of K and of V (output p·b·(k/t)·s·d each) and, in the
+      backward, the reduce-scatter of their gradients.
+    - **pp**: per micro-batch a send of the activations and a receive of their gradient (first stage), or the
+      reverse (last), p·b·c·h/t each (the sequence shard); a middle stage does both.
+    - **dp** (FSDP2 over dp·cp): per parameter group (each block, then the stage's own embedding / norm / head)
+      :func:`fsdp_all_gathers` all-gathers and R reduce-scatters of the group's tensor-parallel shard
+      (p × its elements, :func:`stage_parameter_shapes`).
+
+    Returns the list (only dimensions of size > 1). Raises DistlearnValueError for ZeRO-0 (not modelled) or when
+    tp > 1 without sequence parallelism."""
+    _llama_only(config)
+    if layout.zero_stage not in (2, 3):
+        raise DistlearnValueError("layout", "group_traffic models FSDP2 (zero_stage 2 or 3).",
+                                  "group_traffic 只建模 FSDP2（zero_stage 为 2 或 3）。")
+    if layout.tp > 1 and not layout.sequence_parallel:
+        raise DistlearnValueError("layout", "group_traffic models tp > 1 with sequence parallelism only.",
+                                  "group_traffic 只建模带序列并行的 tp > 1。")
+    p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    c = coords(rank, layout)
+    pp, dp, cp, tp, m, b = layout.pp, layout.dp, layout.cp, layout.tp, layout.num_microbatches, layout.micro_batch_size
+    h, V, s = config.hidden_size, config.vocab_size, seq_len
+    cl = s // cp
+    first, last = stage_layers(config.num_layers, pp, c["pp"])
+    L = last - first
+    is_first, is_last = c["pp"] == 0, c["pp"] == pp - 1
+    reductions = 1 if pp > 1 else m
+    out: list[GroupTraffic] = []
+    if tp > 1:
+        act = p * b * cl * h
+        ag = 4 * L * m + (m if is_first else 0) + (2 * m if is_last else 0)
+        rs = 4 * L * m + (m if is_first else 0) + (m if is_last else 0)
+        out.append(_traffic("tp", tp, "all_gather", "activations (sequence shards → full)",
+                            "c10d_functional.all_gather_into_tensor", ag - (m if is_last else 0), act))
+        if is_last:
+            out.append(_traffic("tp", tp, "all_gather", "logits (vocabulary shards → full)",
+                                "c10d_functional.all_gather_into_tensor", m, p * b * cl * V))
+        out.append(_traffic("tp", tp, "reduce_scatter", "activations (partial sums → sequence shards)",
+                            "c10d_functional.reduce_scatter_tensor", rs, act))
+        norms = 2 * L + (1 if is_last else 0)
+        out.append(_traffic("tp", tp, "all_reduce", "RMSNorm weight gradients", "c10d_functional.all_reduce",
+                            norms * reductions, p * h))
+    if cp > 1:
+        kv = p * b * (config.kv_heads // tp) * s * config.head_dim
+        out.append(_traffic("cp", cp, "all_gather", "K and V (sequence chunks → full)", "c10d.allgather_",
+                            2 * L * m, kv))
+        out.append(_traffic("cp", cp, "reduce_scatter", "gradients of K and V", "c10d.reduce_scatter_",
+                            2 * L * m, kv))
+    if pp > 1:
+        msg = p * b * cl * h / tp
+        if not is_last:
+            out.append(_traffic("pp", pp, "send", "activations to the next stage", "c10d.send", m, msg))
+            out.append(_traffic("pp", pp, "recv", "their gradients back", "c10d.recv_", m, msg))
+        if not is_first:
+            out.append(_traffic("pp", pp, "recv", "activations from the previous stage", "c10d.recv_", m, msg))
+            out.append(_traffic("pp", pp, "send", "their gradients back", "c10d.send", m, msg))
+    n = dp * cp
+    if n > 1:
+        shapes = stage_parameter_shapes(config, pp, c["pp"], tp)
+        block_elems: dict[str, int] = {}
+        own = 0
+        for name, shape in shapes:
+            k = int(np.prod(shape))
+            if name.startswith("blocks."):
+                key = name.split(".")[1]
+                block_elems[key] = block_elems.get(key, 0) + k
+            else:
+                own += k
+        group_sizes = list(block_elems.values()) + ([own] if own else [])
+        order = one_f_one_b_order(pp, c["pp"], m) if pp > 1 else "FB" * m
+        gathers = fsdp_all_gathers(order, layout.zero_stage, pipelined=pp > 1)
+        for elems in group_sizes:
+            out.append(_traffic("dp", n, "all_gather", "parameters of one FSDP group", "c10d._allgather_base_",
+                                gathers, p * elems))
+            out.append(_traffic("dp", n, "reduce_scatter", "gradients of one FSDP group",
+                                "c10d._reduce_scatter_base_", reductions, p * elems))
+    return out
+
+
+def bytes_sent_per_step(traffic: list[GroupTraffic]) -> dict[str, float]:
+    """Bytes a rank sends per step, by mesh dimension, from :func:`group_traffic`."""
+    out: dict[str, float] = {}
+    for t in traffic:
+        out[t.dim] = out.get(t.dim, 0.0) + t.bytes_sent
+    return out
+
+
+def calls_by_op(traffic: list[GroupTraffic]) -> dict[str, int]:
+    """Calls per torch operator (the names :class:`distlearn.labs.nd_parallel.CollectiveCounter` counts)."""
+    out: dict[str, int] = {}
+    for t in traffic:
+        out[t.op] = out.get(t.op, 0) + t.calls
+    return out
 
 
 # ---------------------------------------------------------------------------------------------- memory

@@ -291,6 +291,18 @@ def _state_bytes(stage: nn.Module, opt) -> dict[str, int]:
     return out
 
 
+# ---------------------------------------------------------------------------------------------- the mesh
+def mesh_groups(rank: int, world_size: int, shape: tuple) -> dict:
+    """The groups torch's ``DeviceMesh`` gives this rank: ``init_device_mesh(device, shape, mesh_dim_names=("pp",
+    "dp", "cp", "tp"))``, then for each dimension the global ranks of ``mesh[dim]``'s process group
+    (``dist.get_process_group_ranks``). Returns ``{"coords": {...}, "groups": {dim: [ranks]}}``."""
+    from torch.distributed.device_mesh import init_device_mesh
+
+    mesh = init_device_mesh(device().type, tuple(shape), mesh_dim_names=DIMS)
+    return {"coords": {d: mesh.get_local_rank(d) for d in DIMS},
+            "groups": {d: dist.get_process_group_ranks(mesh[d].get_group()) for d in DIMS}}
+
+
 # ---------------------------------------------------------------------------------------------- the run
 def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: int = 16,
              config: ModelConfig = TOY_MODEL, dtype: str = "float32") -> dict:
