@@ -46,7 +46,7 @@ from .validate import DistlearnValueError, check_choice, check_int
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
            "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "stage_layers", "one_f_one_b_order",
            "fsdp_all_gathers", "stage_parameters", "GroupTraffic", "group_traffic",
-           "bytes_sent_per_step", "calls_by_op", "predict_rank_memory", "activation_corrections", "RankMemory"]
+           "bytes_sent_per_step", "calls_by_op", "toy_plan", "layout_from_plan", "predict_rank_memory", "activation_corrections", "RankMemory"]
 
 DIMS = ("pp", "dp", "cp", "tp")   # outermost first: tp varies fastest
 
@@ -502,3 +502,30 @@ def predict_rank_memory(config: ModelConfig, layout: Layout, rank: int, *, seq_l
             terms["logits"] = p * s * b * V / tp * inflight
     return RankMemory(params=n * p, grads=n * p, optimizer=2 * n * p, activations=float(sum(terms.values())),
                       terms=terms)
+
+
+# ---------------------------------------------------------------------------------------------- plan → run
+TOY_BATCH, TOY_SEQ = 4, 16   # the lab's global batch (sequences per step) and sequence length
+
+
+def toy_plan():
+    """The course planner's best plan (:func:`distlearn.planner.search`) for :data:`TOY_MODEL` on the 8 toy GPUs of
+    :data:`TOY_CLUSTER`, global batch 4, sequence 16, fp32 with Adam, no reserve (a toy GPU has no CUDA context
+    nor allocator slack): returns its :class:`~distlearn.planner.Estimate`."""
+    from .planner import search
+
+    result = search(TOY_MODEL, global_batch=TOY_BATCH, seq_len=TOY_SEQ, cluster=TOY_CLUSTER, precision="fp32",
+                    reserve_bytes=0, fragmentation=0, top=1)
+    return result.plans[0]
+
+
+def layout_from_plan(plan) -> Layout:
+    """The lab's :class:`Layout` for a planner :class:`~distlearn.planner.Plan` (cp = 1). Raises
+    DistlearnValueError for what the lab does not run: recomputation, interleaved stages, ZeRO-1."""
+    if plan.recompute != "none" or plan.num_chunks != 1 or plan.zero_stage == 1:
+        raise DistlearnValueError("plan", f"the lab runs no recomputation, one chunk per stage, ZeRO 0/2/3; got "
+                                          f"{plan.describe()}.",
+                                  f"实验只运行不重算、每段一个块、ZeRO 0/2/3 的方案；收到 {plan.describe()}。")
+    return Layout(pp=plan.pp, dp=plan.dp, tp=plan.tp, zero_stage=plan.zero_stage,
+                  micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches,
+                  sequence_parallel=plan.sequence_parallel)

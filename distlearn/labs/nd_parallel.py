@@ -453,6 +453,22 @@ def summarize(results: list[dict], layout: dict, reference: dict) -> dict:
             "memory": [r["memory"] for r in results], "coords": [r["coords"] for r in results]}
 
 
+def memory_table(results: list[dict], layout: dict, config: ModelConfig = TOY_MODEL, seq_len: int = 16,
+                 activation_bytes: int = 4) -> list[dict]:
+    """Measured against predicted bytes per rank: for each rank ``{"rank", "coords", "measured": {params, grads,
+    optimizer, activations}, "predicted": the same from :func:`distlearn.nd_parallel.predict_rank_memory`}``."""
+    from distlearn.nd_parallel import predict_rank_memory
+
+    lay = Layout(**layout)
+    keys = ("params", "grads", "optimizer", "activations")
+    rows = []
+    for r in results:
+        pred = predict_rank_memory(config, lay, r["rank"], seq_len=seq_len, activation_bytes=activation_bytes)
+        rows.append({"rank": r["rank"], "coords": r["coords"], "measured": {k: r["memory"][k] for k in keys},
+                     "predicted": {k: getattr(pred, k) for k in keys}})
+    return rows
+
+
 def main(rank: int, world_size: int) -> str:
     """torchrun entry: dp 2 × tp 2 × pp 2 on 8 ranks (or dp = world_size / 4)."""
     layout = Layout(pp=2, dp=world_size // 4, tp=2, micro_batch_size=1, num_microbatches=2).as_dict()
