@@ -83,3 +83,14 @@ def test_the_planners_layout_runs_and_its_memory_is_predicted():
     measured = res[0]["memory"]
     assert est.memory["activations"] + est.memory["logits"] < measured["activations"]
     assert abs(est.memory["params"] - measured["params"]) / measured["params"] < 0.05
+
+
+def test_zero2_under_pipelining_gathers_once_per_step():
+    """ZeRO-2 (reshard_after_forward=False) with 1F1B: each FSDP group is gathered once per step, as the model says
+    (the numbers chapter 12 quotes for Llama 3 405B use this rule)."""
+    lay = N.Layout(pp=2, dp=2, zero_stage=2, micro_batch_size=1, num_microbatches=3)
+    res, s = _run(lay)
+    assert s["loss_diff"] < LOSS_TOL and s["param_diff"] < PARAM_TOL, s
+    for r in res:
+        measured = {k: v for k, v in r["collectives"].items() if "wrap_tensor" not in k}
+        assert measured == N.calls_by_op(N.group_traffic(N.TOY_MODEL, lay, r["rank"], seq_len=N.TOY_SEQ))

@@ -307,8 +307,8 @@ def mesh_groups(rank: int, world_size: int, shape: tuple) -> dict:
 def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: int = 16,
              config: ModelConfig = TOY_MODEL, dtype: str = "float32") -> dict:
     """Train ``steps`` steps with ``layout`` (a :meth:`Layout.as_dict`) in ``dtype`` ("float32" or "float64",
-    the dtype of parameters, gradients, Adam states and activations); returns this rank's ``coords``,
-    ``stage``, ``losses`` (mean over its micro-batches, where the last stage is, else None), ``memory`` (bytes:
+    the dtype of parameters, gradients, Adam states and activations); returns this rank's ``coords`` and
+    ``groups`` (global ranks of each mesh dimension's process group, from the ``DeviceMesh``), ``stage``, ``losses`` (mean over its micro-batches, where the last stage is, else None), ``memory`` (bytes:
     params, grads, optimizer, activations = peak saved during the last step), ``params`` (full tensors, only on
     ranks with dp = cp = tp = 0), ``collectives`` (:class:`CollectiveCounter` over the last step's forward and
     backward)."""
@@ -385,7 +385,8 @@ def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: 
     full = {n: p.full_tensor() if hasattr(p, "full_tensor") else p.detach() for n, p in stage.named_parameters()}
     if c["dp"] == c["cp"] == c["tp"] == 0:
         params = {n: t.detach().cpu().clone() for n, t in full.items()}
-    return {"rank": rank, "coords": c, "stage": c["pp"], "layers": (first, last), "losses": losses,
+    mesh_groups_ = {d: dist.get_process_group_ranks(mesh[d].get_group()) for d in DIMS}
+    return {"rank": rank, "coords": c, "groups": mesh_groups_, "stage": c["pp"], "layers": (first, last), "losses": losses,
             "memory": memory, "params": params, "collectives": collectives}
 
 
