@@ -9,9 +9,11 @@ from distlearn.labs import nd_parallel as L
 
 pytestmark = pytest.mark.slow
 
-LOSS_TOL, PARAM_TOL = 1e-5, 1e-4   # fp32, 3 Adam steps at lr 1e-2 (measured: ≤ 5e-7 and ≤ 2e-5)
+LOSS_TOL, PARAM_TOL = 1e-5, 1e-3   # fp32, 3 Adam steps at lr 1e-2 (measured: ≤ 5e-7 and ≤ 1e-4; Adam moves
+# every parameter by about lr in its first steps, so a near-zero gradient rounded differently shows at lr/10)
 COMPOSED = N.Layout(pp=2, dp=2, tp=2, micro_batch_size=1, num_microbatches=2)
 WITH_CP = N.Layout(dp=2, cp=2, micro_batch_size=1, num_microbatches=1)
+CP_TP = N.Layout(dp=2, cp=2, tp=2, micro_batch_size=1, num_microbatches=1)
 
 
 def _run(lay):
@@ -21,8 +23,29 @@ def _run(lay):
 
 
 @pytest.fixture(scope="module")
-def composed():
-    return _run(COMPOSED)
+def composed_and_cp_tp():
+    """One 8-process launch running both layouts in turn (as the chapter does)."""
+    res = launch.run(L.nd_train_many, 8, [COMPOSED.as_dict(), CP_TP.as_dict()], 3, N.TOY_SEQ, N.TOY_MODEL,
+                     "float32", timeout=300)
+    out = []
+    for i, lay in enumerate((COMPOSED, CP_TP)):
+        rs = [r[i] for r in res]
+        out.append((rs, L.summarize(rs, lay.as_dict(), L.reference_run(N.TOY_MODEL, lay.global_batch, N.TOY_SEQ, 3))))
+    return out
+
+
+@pytest.fixture(scope="module")
+def composed(composed_and_cp_tp):
+    return composed_and_cp_tp[0]
+
+
+def test_dp_cp_tp_equals_one_process_and_its_collectives_are_predicted(composed_and_cp_tp):
+    res, s = composed_and_cp_tp[1]
+    assert s["loss_diff"] < LOSS_TOL and s["param_diff"] < PARAM_TOL, s
+    for r in res:
+        measured = {k: v for k, v in r["collectives"].items() if "wrap_tensor" not in k}
+        assert measured == N.calls_by_op(N.group_traffic(N.TOY_MODEL, CP_TP, r["rank"], seq_len=N.TOY_SEQ))
+        assert all(r["groups"][d] == N.group_of(r["rank"], CP_TP, d) for d in N.DIMS)
 
 
 def test_device_mesh_groups_are_the_courses():

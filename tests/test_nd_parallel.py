@@ -119,3 +119,17 @@ def test_bad_input_raises_bilingual_errors():
         N.predict_rank_memory(N.TOY_MODEL, N.Layout(cp=2), 0, seq_len=16)
     with pytest.raises(DistlearnValueError):
         N.group_traffic(N.TOY_MODEL, N.Layout(dp=2, zero_stage=0), 0, seq_len=16)
+
+
+def test_the_numbers_chapter_12_quotes_for_llama3_405b():
+    """Chapter 12 §3 and exercise 3's answer: rank 0 of tp 8 × pp 16 × dp 64, bf16, 16 micro-batches of one 8K
+    sequence: pipeline about half a GB per step, FSDP over 10 GB with ZeRO-2 and over 100 GB with ZeRO-3."""
+    from distlearn.models import PRESETS
+
+    m = PRESETS["llama3.1-405b"]
+    sent = {z: N.bytes_sent_per_step(N.group_traffic(m, N.Layout(pp=16, dp=64, tp=8, zero_stage=z,
+                                                                  num_microbatches=16), 0, seq_len=8192,
+                                                     activation_bytes=2)) for z in (2, 3)}
+    assert 0.4e9 < sent[2]["pp"] < 0.6e9 and sent[2]["pp"] == sent[3]["pp"]
+    assert 10e9 < sent[2]["dp"] < 100e9 < sent[3]["dp"]
+    assert sent[3]["tp"] > sent[3]["dp"]      # tp sends the most, inside the node

@@ -390,6 +390,17 @@ def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: 
             "memory": memory, "params": params, "collectives": collectives}
 
 
+def nd_train_many(rank: int, world_size: int, layouts: list[dict], steps: int = 3, seq_len: int = 16,
+                  config: ModelConfig = TOY_MODEL, dtype: str = "float32") -> list[dict]:
+    """:func:`nd_train` for each layout of ``layouts`` in turn, in one launch (each builds its own mesh and model;
+    one set of processes instead of one per layout: the processes' start-up dominates at this size)."""
+    out = []
+    for layout in layouts:
+        out.append(nd_train(rank, world_size, layout, steps, seq_len, config, dtype))
+        dist.barrier()
+    return out
+
+
 class _null:
     def __enter__(self):
         return self
