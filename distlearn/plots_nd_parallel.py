@@ -36,8 +36,8 @@ def mesh_figure(shape: tuple, rank: int, gpus_per_node: int):
             ax.add_patch(Rectangle((x, y), 0.92, 0.92, facecolor=cmap(gid[r] % 20),
                                    edgecolor="black" if r in mine else "white", lw=2.2 if r in mine else 0.5))
             if world <= 64:
-                ax.text(x + 0.46, y + 0.46, str(r), ha="center", va="center", fontsize=7,
-                        fontweight="bold" if r == rank else "normal")
+                ax.text(x + 0.46, y + 0.46, str(r) if r != rank else f"[{r}]", ha="center", va="center",
+                        fontsize=7)   # the course's CJK font has no bold weight: brackets mark the rank
         ax.set_xlim(-0.1, gpus_per_node)
         ax.set_ylim(nodes, -0.1)
         ax.set_xticks([])
