@@ -106,6 +106,9 @@ def test_the_planners_layout_runs_and_its_memory_is_predicted():
     measured = res[0]["memory"]
     assert est.memory["activations"] + est.memory["logits"] < measured["activations"]
     assert abs(est.memory["params"] - measured["params"]) / measured["params"] < 0.05
+    # chapter 12 §8: what the run keeps does not fit the toy GPU the planner chose it for
+    assert measured["params"] + measured["grads"] + measured["optimizer"] + measured["activations"] > \
+        N.TOY_GPU.memory_bytes > est.memory["total"]
 
 
 def test_zero2_under_pipelining_gathers_once_per_step():

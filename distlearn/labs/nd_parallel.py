@@ -332,7 +332,7 @@ def nd_train(rank: int, world_size: int, layout: dict, steps: int = 3, seq_len: 
     s_local = seq_len // lay.cp
     first, last = stage_layers(config.num_layers, lay.pp, c["pp"])
     is_first, is_last = c["pp"] == 0, c["pp"] == lay.pp - 1
-    stage = Stage(build(config, 0, dtype), first, last, is_first, is_last)
+    stage = Stage(build(config, 0, dtype), first, last, is_first, is_last).to(dev)   # one GPU per rank under NCCL
     if lay.tp > 1:
         _tensor_parallel(stage, mesh["tp"], lay.tp, lay.sequence_parallel)
     if lay.cp > 1:
