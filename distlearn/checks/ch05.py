@@ -96,3 +96,21 @@ def ex05_peak_activations(fn) -> None:
                           hint_zh="GPipe 要保留所有微批次直到反向开始；1F1B 最多保留 p − s 个（且不超过 m）；交错调度："
                                   "预热的模型块前向数加一（不超过 m·v），再除以 v。"))
     verify("ex05_peak_activations", fn, cases)
+
+
+def ex05_zb_h1_bubble(fn) -> None:
+    """``fn(num_stages, fwd_time, bwd_time, wgrad_time)`` → the worst stage's idle time (between its first and last
+    operation) under ZB-H1, where the closed form of Qi et al. 2023 holds; expected from the event simulation, which
+    the tests check against that closed form."""
+    from ..zero_bubble import simulate as zb_simulate
+
+    cases = []
+    for p, f, b, w in [(4, 1.0, 2.0, 1.0), (8, 1.0, 2.0, 0.5), (2, 1.0, 3.0, 1.0), (1, 1.0, 2.0, 1.0),
+                       (6, 2.0, 3.0, 1.0)]:
+        want = float(zb_simulate("zb-h1", p, 2 * p, fwd_time=f, bwd_time=b, wgrad_time=w).span_idle.max())
+        cases.append(Case(args=(p, f, b, w), expected=want, rtol=1e-9, atol=1e-9,
+                          hint_en="1F1B idles (p − 1)(t_f + t_b); ZB-H1 fills part of each gap with a weight-gradient "
+                                  "pass: (p − 1)(t_f + t_I − t_W), with t_I = t_b − t_W.",
+                          hint_zh="1F1B 空闲 (p − 1)(t_f + t_b)；ZB-H1 用权重梯度填充每段空闲的一部分："
+                                  "(p − 1)(t_f + t_I − t_W)，其中 t_I = t_b − t_W。"))
+    verify("ex05_zb_h1_bubble", fn, cases)
