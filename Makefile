@@ -2,6 +2,7 @@
 #   make lab    create .venv, install, open JupyterLab on the course
 #               (a classroom server: make lab LAB_ARGS="--no-browser --ip=0.0.0.0"; see docs/teaching.md)
 #   make test   create or reuse .venv, install, run every test
+#   make site   the course as a static website, English and Chinese, in build/site/ (open build/site/index.html)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -13,13 +14,14 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup lab test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab"
 	@echo "make test  - set up .venv and run every test"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
 	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
+	@echo "make site [SITE_SOLUTIONS=0] - build the course website (English and Chinese) into build/site/"
 	@echo "make bench - run the speed benchmarks (pytest-benchmark), fail on a missed goal, rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
 
@@ -39,12 +41,29 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
 
+# The website (distlearn/website.py, website/conf.py): Sphinx + MyST-NB read the stored notebooks, nothing is run.
+# Its tools are the optional extra .[site], installed on first use (by `make site` or `make test`, which builds part
+# of the site in tests/test_website.py), so that `make setup` and `make lab` stay small.
+# SITE_SOLUTIONS=0 leaves the solution pages out (links to them become plain text); SITE_ARGS e.g. "--chapters 05_pipeline_parallel".
+SITE_STAMP := $(VENV)/.distlearn-site-installed
+SITE_SOLUTIONS ?= 1
+SITE_ARGS ?=
+site-setup: $(SITE_STAMP)
+
+$(SITE_STAMP): $(STAMP)
+	@echo "Installing the website tools (Sphinx, MyST-NB) / 安装网站构建工具（Sphinx、MyST-NB）..."
+	@$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test,site]'
+	@touch $@
+
+site: $(SITE_STAMP)
+	$(PY) -m distlearn.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
+
 lab: $(STAMP) $(LAB_OVERRIDES)
 	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
 PYTEST_ARGS ?=
-test: $(STAMP) $(LAB_OVERRIDES)
+test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 

@@ -316,8 +316,10 @@ def _run_case(fn: Callable, case: Case) -> Why | None:
         ok = case.compare(got, case.expected)
         if isinstance(ok, Why):
             return ok
-        return None if ok else (difference(got, case.expected, case.rtol, case.atol, case.parts)
-                                or Why("the answer does not pass this case", "答案未通过这个用例"))
+        if ok:
+            return None
+        why = difference(got, case.expected, case.rtol, case.atol, case.parts)   # a Why is falsy: no `or` here
+        return why if why is not None else Why("the answer does not pass this case", "答案未通过这个用例")
     return difference(got, case.expected, case.rtol, case.atol, case.parts)
 
 

@@ -111,7 +111,9 @@ def nccl_average(arrays, world_size: int | None = None) -> np.ndarray:
 
 class VirtualCluster:
     """``world_size`` simulated ranks. ``bytes_sent[r]`` / ``bytes_received[r]`` count each rank's traffic (bytes,
-    int64, cumulative until :meth:`reset_traffic`); :attr:`steps` holds the steps of the last collective."""
+    int64, cumulative until :meth:`reset_traffic`); ``messages_sent[r]`` counts the point-to-point messages rank r
+    sent with :meth:`send` (each costs one α in the α-β model); :attr:`steps` holds the steps of the last
+    collective."""
 
     def __init__(self, world_size: int):
         self.world_size = check_int("world_size", world_size, minimum=1, maximum=4096)
@@ -123,9 +125,10 @@ class VirtualCluster:
         return f"VirtualCluster(world_size={self.world_size})"
 
     def reset_traffic(self) -> None:
-        """Zero the per-rank byte counters."""
+        """Zero the per-rank byte and message counters."""
         self.bytes_sent = np.zeros(self.world_size, dtype=np.int64)
         self.bytes_received = np.zeros(self.world_size, dtype=np.int64)
+        self.messages_sent = np.zeros(self.world_size, dtype=np.int64)
 
     # ---------------------------------------------------------------- helpers
     def _per_rank(self, arrays, name: str = "arrays") -> list[np.ndarray]:
@@ -317,7 +320,8 @@ class VirtualCluster:
 
     # ---------------------------------------------------------------- point to point
     def send(self, array, src: int, dst: int) -> None:
-        """Rank ``src`` sends ``array`` to rank ``dst`` (queued until :meth:`recv`). Counts its bytes."""
+        """Rank ``src`` sends ``array`` to rank ``dst`` (queued until :meth:`recv`). Counts its bytes and one
+        message."""
         src, dst = self._rank("src", src), self._rank("dst", dst)
         if src == dst:
             raise DistlearnValueError("dst", f"a rank cannot send to itself (src = dst = {src}).",
@@ -326,6 +330,7 @@ class VirtualCluster:
         self._mailbox.setdefault((src, dst), deque()).append(data)
         self.bytes_sent[src] += data.nbytes
         self.bytes_received[dst] += data.nbytes
+        self.messages_sent[src] += 1
 
     def recv(self, src: int, dst: int) -> np.ndarray:
         """Rank ``dst`` receives the oldest message from rank ``src``. Raises DistlearnValueError if none is

@@ -11,7 +11,8 @@ query attends to keys of the whole sequence. This module simulates, in float64 n
   arrive back home after ``cp`` hops (PyTorch 2.13 ``torch/distributed/tensor/experimental/_context_parallel/
   _attention.py``, ``_templated_ring_attention(_backward)``);
 - **all-gather** (Llama 3, Dubey et al. 2024, §3.3.2): all-gather K and V once, then attend locally — the
-  transfer is exposed, but small with GQA (PyTorch's default ``rotate_method`` in 2.13 is ``"allgather"`` too);
+  transfer is exposed, but small with GQA (PyTorch's default ``rotate_method`` in 2.13 is ``"allgather"`` too; it
+  posts the gather asynchronously, overlapping the local block, and sends dK/dV around the ring in backward);
 - **all-to-all** (Jacobs et al. 2023, *DeepSpeed Ulysses*, arXiv 2309.14509, §3): re-shard Q, K, V from
   sequence to heads, run ordinary attention on ``heads / cp`` heads over the whole sequence, re-shard back.
 
@@ -641,8 +642,11 @@ def cp_comm_bytes(variant: str, *, seq_len: int, num_heads: int, num_kv_heads: i
       dK/dV at ``grad_bytes`` per element (default :data:`TORCH_GRAD_BYTES`, PyTorch's fp32 accumulators);
       overlapped with the block computations;
     - ``"all-gather"``: forward: all-gather of K and V, ``(cp−1)/cp`` of ``2·s·b·kv_t·d·p`` = ``(cp−1)·B_kv``,
-      the same bytes as the ring but exposed (Llama 3 §3.3.2); backward: gather again and reduce-scatter dK/dV
-      (``(cp−1)`` blocks at ``grad_bytes``);
+      the same bytes as the ring but exposed (Llama 3 §3.3.2); backward as Transformer Engine's
+      ``AttnFuncWithCPAndKVAllGather``: gather again and reduce-scatter dK/dV (``(cp−1)`` blocks at
+      ``grad_bytes``). PyTorch 2.13's ``"allgather"`` rotate differs in backward: it sends the dK/dV accumulators
+      around the ring (``cp`` hops at ``grad_bytes``), i.e. exactly the ``"ring"`` backward bytes
+      (measured by :func:`distlearn.labs.context_parallel.torch_ring_check`);
     - ``"all-to-all"`` (Ulysses): each all-to-all sends ``(cp−1)/cp`` of the rank's local tensor: Q, K, V
       before and O after, ``(cp−1)/cp · c·b·d·(2·a_t + 2·kv')·p`` with ``kv' = max(kv_t, cp)`` (K/V heads
       replicated when fewer than cp); backward moves dO, then dQ, dK, dV: the same. Exposed. The paper's

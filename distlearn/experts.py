@@ -8,12 +8,16 @@ A router scores each of ``T`` tokens against ``E`` experts (``logits`` (T, E) = 
 - ``score="softmax"``: ``p = softmax(logits)``; the k largest are chosen. ``normalize=True`` divides the chosen
   probabilities by their sum, as Mixtral does (Jiang et al. 2024: ``Softmax(TopK(x·W_g))``) and GShard's top-2
   (Lepikhin et al. 2020, Algorithm 1); ``False`` keeps them, as Switch's top-1 (Fedus et al. 2021, eq. 2). The
-  noisy top-k gating of Shazeer et al. 2017 adds trained noise to the logits first (left out here).
+  noisy top-k gating of Shazeer et al. 2017 (eq. 3–5: ``Softmax(KeepTopK(H(x), k))``, the same renormalized
+  weights) adds Gaussian noise of learned scale to the logits first, and GShard dispatches the second expert only
+  with probability ``min(1, 2·g₂)`` ("random routing", §2.2); both are left out here (the second expert is always
+  used, as in DeepSpeed's ``top2gating`` with ``top2_2nd_expert_sampling=False`` and in Mixtral).
 - ``score="sigmoid"``: DeepSeek-V3 (DeepSeek-AI 2024, eq. 13–16): affinities ``s = sigmoid(logits)``, the experts
   are chosen by ``s + b`` (``bias``: auxiliary-loss-free balancing, below) but weighted by the unbiased ``s``,
   normalized over the chosen ones and multiplied by ``scale`` (2.5). ``num_groups`` / ``groups_per_token``:
   node-limited routing (§2.1.2): experts are split into equal groups (one per node), a group scores the sum of its
-  two largest ``s + b`` (the released inference code), and a token may only use its best ``groups_per_token``
+  two largest ``s + b`` (the highest K_r/M = 8/4 of §2.1.2; the released inference code adds the bias before
+  scoring the groups), and a token may only use its best ``groups_per_token``
   groups (8 groups, 4 per token in DeepSeek-V3), which bounds the nodes its all-to-all reaches.
 
 Capacity and dropped tokens (GShard §2.2; Switch §2.2, eq. 3): per group of ``tokens_per_group`` consecutive
@@ -204,7 +208,8 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
           min_capacity: int = 0) -> Routing:
     """Top-k routing of ``logits`` (T, E) with optional capacity; the rules are in the module doc.
 
-    ``k`` in [1, E]; ``bias`` (E,) selection bias (sigmoid only); ``capacity_factor`` > 0 or None (no limit);
+    ``k`` in [1, E]; ``bias`` (E,) selection bias (``score="sigmoid"`` only, else an error); ``capacity_factor``
+    > 0 or None (no limit);
     ``tokens_per_group`` divides the tokens into capacity groups (default: one group). Raises
     DistlearnValueError for bad arguments."""
     logits = np.asarray(logits, dtype=float)
@@ -216,12 +221,20 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
     check_choice("score", score, SCORES)
     check_choice("priority", priority, PRIORITIES)
     group = t if tokens_per_group is None else check_int("tokens_per_group", tokens_per_group, minimum=1)
+    if bias is not None:
+        if score != "sigmoid":
+            raise DistlearnValueError("bias", "a selection bias is used only with score='sigmoid' (DeepSeek-V3).",
+                                      "选择偏置只用于 score='sigmoid'（DeepSeek-V3）。")
+        bias = np.asarray(bias, dtype=float)
+        if bias.shape != (e,):
+            raise DistlearnValueError("bias", f"bias must have shape ({e},) (one value per expert), got {bias.shape}.",
+                                      f"bias 的形状必须是 ({e},)（每个专家一个值），收到 {bias.shape}。")
     if score == "softmax":
         probs = base = sel = _softmax(logits)
     else:
         base = _sigmoid(logits)
         probs = base / base.sum(axis=1, keepdims=True)
-        sel = base if bias is None else base + np.asarray(bias, dtype=float)
+        sel = base if bias is None else base + bias
     if num_groups > 1:
         if k > groups_per_token * (e // num_groups):
             raise DistlearnValueError(

@@ -155,8 +155,9 @@ def goodput(interval: float, checkpoint_time: float, restart_time: float, mtbf: 
 
 
 def goodput_first_order(interval: float, checkpoint_time: float, restart_time: float, mtbf: float) -> float:
-    """Young's first-order goodput ``1 − δ/τ − (τ/2 + R)/M``: per unit of work a checkpoint costs δ/τ, and failures
-    (rate 1/M) each cost half an interval plus the restart. Its maximum is at exactly :func:`young_interval`. Can
+    """First-order goodput ``1 − δ/τ − (τ/2 + R)/M``: per unit of work a checkpoint costs δ/τ, and failures
+    (rate 1/M) each cost half an interval plus the restart (Young's two terms; the R/M term is ours, Young's model
+    has no restart time, and it does not move the optimum). Its maximum is at exactly :func:`young_interval`. Can
     go negative where the first-order picture breaks down (τ or R comparable to M)."""
     tau = check_positive("interval", interval)
     delta = check_number("checkpoint_time", checkpoint_time, minimum=0.0)

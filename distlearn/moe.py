@@ -8,8 +8,9 @@ Routing (:func:`route`), the same rules as the numpy simulation :func:`distlearn
 they agree):
 
 - ``score="softmax"`` (Shazeer et al. 2017; Switch, Fedus et al. 2021; Mixtral, Jiang et al. 2024): probabilities
-  ``p = softmax(x·Wᵀ)``, the k largest are chosen; ``normalize=True`` divides the chosen ones by their sum (Mixtral,
-  GShard's top-2), ``False`` keeps them (Switch's top-1).
+  ``p = softmax(x·Wᵀ)``, the k largest are chosen; ``normalize=True`` divides the chosen ones by their sum (Mixtral;
+  Shazeer's ``Softmax(KeepTopK(·))`` without its noise; GShard's top-2 without its random dispatch of the second
+  expert), ``False`` keeps them (Switch's top-1).
 - ``score="sigmoid"`` (DeepSeek-AI 2024, DeepSeek-V3 eq. 13–16): affinities ``s = sigmoid(x·Wᵀ)``; the experts are
   chosen by ``s + b`` (``b`` = the selection bias of auxiliary-loss-free balancing, a buffer), the weights are the
   unbiased ``s`` of the chosen experts, normalized, times ``scale`` (2.5 in DeepSeek-V3). With ``num_groups > 1``

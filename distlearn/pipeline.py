@@ -36,8 +36,13 @@ __all__ = [
     "seed_simulate_pipeline_parallelism", "reference_1f1b_order", "reference_1f1b",
     "microbatch_loss", "NORMALISATIONS",
 ]
+__all__ += ["ZERO_BUBBLE_SCHEDULES", "ALL_SCHEDULES", "KINDS"]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
+# schedules that split the backward into input- and weight-gradient passes: distlearn.zero_bubble
+ZERO_BUBBLE_SCHEDULES = ("zb-h1", "zb-h2", "interleaved-zb", "zbv", "dualpipev", "dualpipe")
+ALL_SCHEDULES = SCHEDULES + ZERO_BUBBLE_SCHEDULES
+KINDS = ("F", "B", "I", "W", "F&B")  # PipelineResult.ev_kind codes 0..4
 MAX_OPS = 20_000_000  # about 1 GB of working arrays
 
 
@@ -266,8 +271,21 @@ def stage_order(schedule: str, stage: int, num_stages: int, num_microbatches: in
     GPipe: all forwards, then all backwards (micro-batch 0 first, as ``torch.distributed.pipelining`` does).
     Interleaved: ``w = min(2(p − s − 1) + (v − 1)g, m·v)`` warm-up chunk-forwards, in Megatron's order, with
     ``g`` micro-batches per round (``g = p`` when ``m`` is a multiple of ``p``; see :func:`interleaved_group_size`).
+    Split-backward schedules (:data:`ZERO_BUBBLE_SCHEDULES`, :mod:`distlearn.zero_bubble`) also have ``"I"``
+    (input gradient) and ``"W"`` (weight gradient); an overlapped F&B block is listed as its forward followed by
+    its full backward ``"B"``, the order in which torch runs it.
     Raises DistlearnValueError for an unknown schedule or out-of-range numbers.
     """
+    if schedule in ZERO_BUBBLE_SCHEDULES:
+        from .zero_bubble import rank_ops
+
+        out = []
+        for op in rank_ops(schedule, stage, num_stages, num_microbatches, num_chunks):
+            if op.kind == "F&B":
+                out += [("F", op.microbatch, op.chunk), ("B", op.bwd_microbatch, op.bwd_chunk)]
+            else:
+                out.append((op.kind, op.microbatch, op.chunk))
+        return out
     schedule, p, m, v = _check_args(schedule, num_stages, num_microbatches, num_chunks)
     s = check_int("stage", stage, minimum=0, maximum=p - 1)
     kind, mb, ch = _orders(schedule, p, m, v, [s])
@@ -310,8 +328,11 @@ class PipelineResult:
     - ``peak_inflight``: per stage, the most micro-batches whose activations are alive at once, in units of one
       micro-batch's activations for the whole stage (with ``v`` chunks, one chunk's activations count ``1/v``).
     - ``peak_inflight_chunks``: the same as a count of (micro-batch, chunk) pairs.
-    - arrays ``ev_stage, ev_kind (0 = F, 1 = B), ev_microbatch, ev_chunk, ev_start, ev_end``; ``events`` lists them
-      as :class:`Event`.
+    - arrays ``ev_stage, ev_kind (0 = F, 1 = B, 2 = I, 3 = W, 4 = F&B: see KINDS), ev_microbatch, ev_chunk,
+      ev_start, ev_end``; ``events`` lists them as :class:`Event`.
+    - split-backward schedules only (:mod:`distlearn.zero_bubble`): ``span_idle`` (per stage, idle time between
+      its first and last operation), ``ev_bwd_microbatch`` (the backward's micro-batch of an F&B block, else −1),
+      ``param_copies`` (parameters per rank in units of one stage: 2 for DualPipe).
     """
 
     schedule: str
@@ -331,6 +352,9 @@ class PipelineResult:
     ev_chunk: np.ndarray = field(repr=False)
     ev_start: np.ndarray = field(repr=False)
     ev_end: np.ndarray = field(repr=False)
+    span_idle: np.ndarray | None = None
+    ev_bwd_microbatch: np.ndarray | None = field(default=None, repr=False)
+    param_copies: float = 1.0
 
     @property
     def bubble_time(self) -> float:
@@ -341,7 +365,7 @@ class PipelineResult:
     def events(self) -> list[Event]:
         """Every operation as an :class:`Event`, sorted by stage then start time."""
         idx = np.lexsort((self.ev_start, self.ev_stage))
-        return [Event(int(self.ev_stage[i]), "FB"[self.ev_kind[i]], int(self.ev_microbatch[i]),
+        return [Event(int(self.ev_stage[i]), KINDS[self.ev_kind[i]], int(self.ev_microbatch[i]),
                       int(self.ev_chunk[i]), float(self.ev_start[i]), float(self.ev_end[i])) for i in idx]
 
 
@@ -356,11 +380,14 @@ def _per_stage(name, value, p) -> np.ndarray:
 
 
 def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_time=2.0,
-             num_chunks: int = 1, p2p_time: float = 0.0) -> PipelineResult:
+             num_chunks: int = 1, p2p_time: float = 0.0, **split) -> PipelineResult:
     """Event simulation of one training step of a pipeline schedule.
 
     Parameters
-    - ``schedule``: ``"gpipe"``, ``"1f1b"`` or ``"interleaved-1f1b"``.
+    - ``schedule``: ``"gpipe"``, ``"1f1b"`` or ``"interleaved-1f1b"``; or a split-backward schedule of
+      :data:`ZERO_BUBBLE_SCHEDULES`, simulated by :func:`distlearn.zero_bubble.simulate`, which also takes
+      ``wgrad_time`` (the weight-gradient part of ``bwd_time``, default half), ``overlap_time`` (an F&B block,
+      default ``fwd_time + bwd_time``) and ``w_memory`` (share of activations kept from I to W, default 1).
     - ``num_stages`` ``p`` ≥ 1, ``num_microbatches`` ``m`` ≥ 1 (``m < p`` is allowed: a mostly idle pipeline).
     - ``fwd_time``, ``bwd_time``: time of one micro-batch's forward / backward through one stage (all its chunks);
       a number, or a sequence of ``p`` numbers when stages differ. Backward is about twice the forward in a
@@ -376,6 +403,16 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
     Returns a :class:`PipelineResult`. Raises DistlearnValueError for bad arguments; RuntimeError if the
     schedule deadlocks (never hangs).
     """
+    if schedule in ZERO_BUBBLE_SCHEDULES:
+        from . import zero_bubble
+
+        return zero_bubble.simulate(schedule, num_stages, num_microbatches, fwd_time=fwd_time, bwd_time=bwd_time,
+                                    num_chunks=num_chunks, p2p_time=p2p_time, **split)
+    if split:
+        raise DistlearnValueError(
+            "schedule", f"{', '.join(sorted(split))} only apply to split-backward schedules {ZERO_BUBBLE_SCHEDULES}; "
+                        f"{schedule!r} runs each backward whole.",
+            f"{', '.join(sorted(split))} 只用于拆分反向的调度 {ZERO_BUBBLE_SCHEDULES}；{schedule!r} 的反向是整体执行的。")
     schedule, p, m, v = _check_args(schedule, num_stages, num_microbatches, num_chunks)
     f = _per_stage("fwd_time", fwd_time, p)
     b = _per_stage("bwd_time", bwd_time, p)
@@ -416,12 +453,13 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
     ideal = float(busy.max())
     delta = np.where(kind == 0, 1, -1)
     peak_chunks = np.cumsum(delta, axis=1).max(axis=1)
+    span = end.reshape(p, n).max(axis=1) - start.reshape(p, n).min(axis=1)
     return PipelineResult(
         schedule=schedule, num_stages=p, num_microbatches=m, num_chunks=v, total_time=total, busy=busy,
         bubble_fraction=bubble_fraction, ideal_time=ideal, bubble_ratio=max(0.0, (total - ideal) / ideal),
         peak_inflight=peak_chunks / v, peak_inflight_chunks=peak_chunks,
         ev_stage=np.repeat(np.arange(p), n), ev_kind=kind.ravel(), ev_microbatch=mb.ravel(), ev_chunk=ch.ravel(),
-        ev_start=start, ev_end=end)
+        ev_start=start, ev_end=end, span_idle=np.maximum(span - busy, 0.0))
 
 
 def _run(dep: np.ndarray, delay, dur: np.ndarray, p: int, n: int) -> np.ndarray:

@@ -16,17 +16,27 @@ T_TIME = text("pipeline.time", "time", "时间")
 T_FWD = text("pipeline.forward", "forward", "前向")
 T_BWD = text("pipeline.backward", "backward", "反向")
 T_IDLE = text("pipeline.idle", "idle (bubble)", "空闲（气泡）")
+T_INPUT = text("pipeline.input_grad", "input gradient I", "输入梯度 I")
+T_WEIGHT = text("pipeline.weight_grad", "weight gradient W", "权重梯度 W")
+T_OVERLAP = text("pipeline.overlap", "F&B overlapped", "F&B 重叠")
+# colours of ev_kind 0..4: F, B (whole backward), I, W, F&B
+KIND_COLORS = (plots.COLORS["forward"], plots.COLORS["backward"], "#8CC084", "#C9A227", "#8172B3")
 T_M = text("pipeline.num_microbatches", "number of micro-batches m", "微批次数 m")
-T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction", "气泡率")
+T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction (idle share)", "气泡率（空闲占比）")
 T_CLOSED = text("pipeline.closed_form", "closed form (p − 1)/(m + p − 1)", "闭式解 (p − 1)/(m + p − 1)")
 
 NAMES = {"gpipe": ("GPipe", "GPipe"), "1f1b": ("1F1B", "1F1B"),
-         "interleaved-1f1b": ("interleaved 1F1B", "交错 1F1B")}
+         "interleaved-1f1b": ("interleaved 1F1B", "交错 1F1B"),
+         "zb-h1": ("ZB-H1", "ZB-H1"), "zb-h2": ("ZB-H2 (greedy, 2p − 1 held)", "ZB-H2（贪心，至多 2p − 1 个）"),
+         "interleaved-zb": ("interleaved zero bubble", "交错零气泡"), "zbv": ("ZB-V", "ZB-V"),
+         "dualpipev": ("DualPipeV", "DualPipeV"), "dualpipe": ("DualPipe", "DualPipe")}
 
 
 def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = None):
     """Draw ``result``'s timeline: one row per stage (stage 0 on top), forwards blue, backwards green, the
-    grey background is idle time. Chunks of an interleaved schedule are told apart by shade. Returns ``ax``."""
+    grey background is idle time. Chunks of an interleaved schedule are told apart by shade. Split-backward
+    schedules also show input-gradient passes I (light green), weight-gradient passes W (ochre) and overlapped
+    F&B blocks (purple; labelled forward/backward micro-batch). Returns ``ax``."""
     if ax is None:
         _, ax = plots.new_figure(9, 0.45 * result.num_stages + 1.6)
     p, total = result.num_stages, result.total_time
@@ -37,30 +47,46 @@ def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = Non
     x0, x1 = result.ev_start, result.ev_end
     y0, y1 = result.ev_stage - 0.4, result.ev_stage + 0.4
     verts = np.stack([np.stack([x0, y0], 1), np.stack([x0, y1], 1), np.stack([x1, y1], 1), np.stack([x1, y0], 1)], 1)
-    base = np.array([_rgb(plots.COLORS["forward"]), _rgb(plots.COLORS["backward"])])[result.ev_kind.astype(int)]
+    base = np.array([_rgb(c) for c in KIND_COLORS])[result.ev_kind.astype(int)]
     lighten = (0.45 * result.ev_chunk / max(1, result.num_chunks - 1))[:, None]  # later chunks lighter
     faces = base + (1.0 - base) * lighten
     edge = "white" if len(x0) <= 2000 else "none"
     ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors=edge, linewidths=0.5, zorder=1))
     if label_microbatches:
-        for s, k, j, st, en in zip(result.ev_stage, result.ev_kind, result.ev_microbatch, result.ev_start,
-                                   result.ev_end):
-            ax.text((st + en) / 2, s, str(j), ha="center", va="center", fontsize=7, color="white", zorder=2)
+        bwd = result.ev_bwd_microbatch if result.ev_bwd_microbatch is not None else np.full(len(x0), -1)
+        for s, k, j, jb, st, en in zip(result.ev_stage, result.ev_kind, result.ev_microbatch, bwd, result.ev_start,
+                                       result.ev_end):
+            ax.text((st + en) / 2, s, f"{j}/{jb}" if k == 4 else str(j), ha="center", va="center", fontsize=7,
+                    color="white", zorder=2)
     ax.set_ylim(p - 0.5, -0.5)
     ax.set_yticks(range(p))
     ax.set_xlim(0, total)
     ax.set_xlabel(plots.label(T_TIME))
     ax.set_ylabel(plots.label(T_STAGE))
-    ax.legend(handles=[Patch(color=plots.COLORS["forward"], label=plots.label(T_FWD)),
-                       Patch(color=plots.COLORS["backward"], label=plots.label(T_BWD)),
-                       Patch(color=plots.COLORS["idle"], label=plots.label(T_IDLE))],
+    present = set(np.unique(result.ev_kind).tolist())
+    handles = [Patch(color=KIND_COLORS[k], label=plots.label(t))
+               for k, t in enumerate((T_FWD, T_BWD, T_INPUT, T_WEIGHT, T_OVERLAP)) if k in present or k < 2]
+    ax.legend(handles=handles + [Patch(color=plots.COLORS["idle"], label=plots.label(T_IDLE))],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     en, zh = NAMES[result.schedule]
     v = f", v = {result.num_chunks}" if result.num_chunks > 1 else ""
-    head = f"p = {p}, m = {result.num_microbatches}{v}: "
-    plots.title(ax, f"{en}, {head}bubble fraction {result.bubble_fraction:.1%}",
-                f"{zh}，{head}气泡率 {result.bubble_fraction:.1%}")
+    costs = cost_label(result)
+    head = f"p = {p}, m = {result.num_microbatches}{v}{', ' + costs if costs else ''}: "
+    plots.title(ax, f"{en}, {head}bubble (idle share) {result.bubble_fraction:.1%}",
+                f"{zh}，{head}气泡率（空闲占比）{result.bubble_fraction:.1%}")
     return ax
+
+
+def cost_label(result: PipelineResult) -> str:
+    """``"t_f = 1, t_b = 2"`` (one micro-batch through one whole stage, all chunks) when every stage has the same
+    costs, read back from the events; ``""`` when stages differ (the caption then gives no costs rather than wrong
+    ones). Point-to-point time is not an op's duration and is not shown."""
+    v = result.num_chunks
+    dur = (result.ev_end - result.ev_start) * v
+    fwd, bwd = dur[result.ev_kind == 0], dur[result.ev_kind == 1]
+    if not (np.allclose(fwd, fwd[0]) and np.allclose(bwd, bwd[0])):
+        return ""
+    return f"t_f = {fwd[0]:g}, t_b = {bwd[0]:g}"
 
 
 def _rgb(hex_color: str):
@@ -87,5 +113,7 @@ def bubble_vs_microbatches(num_stages: int, ms: Sequence[int], ax=None, fwd_time
     ax.set_xlabel(plots.label(T_M))
     ax.set_ylabel(plots.label(T_BUBBLE))
     ax.legend(fontsize=8)
-    plots.title(ax, f"Bubble fraction with p = {num_stages} stages", f"p = {num_stages} 个阶段时的气泡率")
+    costs = f"t_f = {fwd_time:g}, t_b = {bwd_time:g}"
+    plots.title(ax, f"Bubble fraction (idle share), p = {num_stages} stages, {costs}, no p2p time",
+                f"气泡率（空闲占比），p = {num_stages} 个阶段，{costs}，无点对点通信时间")
     return ax

@@ -16,9 +16,15 @@ def layout_label(layout: str) -> str:
     return bi(en, zh)
 
 
-def work_bars(work_by_layout: dict, ax=None, *, unit: float = 1.0, ylabel: str | None = None):
+def _setup(setup) -> tuple[str, str]:
+    """``setup`` = ``(en, zh)`` describing what a figure shows (model, sizes, hardware), appended to its title."""
+    return ("", "") if setup is None else (f"\n{setup[0]}", f"\n{setup[1]}")
+
+
+def work_bars(work_by_layout: dict, ax=None, *, unit: float = 1.0, ylabel: str | None = None, setup=None):
     """Grouped bars: for each layout (``{"contiguous": per-rank array, ...}``) the work of every rank, with the
-    average as a dashed line. ``unit`` divides the values (e.g. the average of one layout)."""
+    average as a dashed line. ``unit`` divides the values (e.g. the average of one layout); ``setup`` ``(en, zh)``
+    states the case in the title (sequence length, source of the numbers)."""
     if ax is None:
         _, ax = plots.new_figure(7.5, 3.2)
     layouts = list(work_by_layout)
@@ -33,13 +39,15 @@ def work_bars(work_by_layout: dict, ax=None, *, unit: float = 1.0, ylabel: str |
     ax.set_xticks(range(cp), [f"rank {r}" for r in range(cp)])
     ax.set_ylabel(ylabel or bi("work / average", "工作量 / 平均"))
     ax.legend(fontsize=8, ncols=2)
-    plots.title(ax, f"Causal attention work per rank (cp = {cp})", f"因果注意力下每个 rank 的工作量（cp = {cp}）")
+    en, zh = _setup(setup)
+    plots.title(ax, f"Causal attention work per rank (cp = {cp}){en}", f"因果注意力下每个 rank 的工作量（cp = {cp}）{zh}")
     return ax
 
 
-def ring_gantt(timeline, ax=None, *, unit: float = 1e-3, label: str = "ms"):
+def ring_gantt(timeline, ax=None, *, unit: float = 1e-3, label: str = "ms", setup=None):
     """One bar per (rank, step) of a :class:`distlearn.context_parallel.Timeline`: compute in colour; in grey the
-    time a rank waits — for the next block, or at the end for the slowest rank."""
+    time a rank waits — for the next block, or at the end for the slowest rank. ``setup`` ``(en, zh)`` states the
+    case in the title (model, sequence, GPU, link)."""
     if ax is None:
         _, ax = plots.new_figure(7.5, 0.5 + 0.45 * timeline.start.shape[0])
     cp = timeline.start.shape[0]
@@ -59,6 +67,6 @@ def ring_gantt(timeline, ax=None, *, unit: float = 1e-3, label: str = "ms"):
     ax.set_yticks(range(cp), [f"rank {r}" for r in range(cp)])
     ax.invert_yaxis()
     ax.set_xlabel(label)
-    plots.title(ax, "Ring steps in time (number = step; grey = idle)",
-                "环形各步的时间线（数字为步序；灰色为空闲）")
+    en, zh = _setup(setup)
+    plots.title(ax, f"Ring steps in time (number = step; grey = idle){en}", f"环形各步的时间线（数字为步序；灰色为空闲）{zh}")
     return ax

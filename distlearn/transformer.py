@@ -144,8 +144,12 @@ class Block(nn.Module):
 class MTPModule(nn.Module):
     """One multi-token prediction module of DeepSeek-V3 (§2.2, Figure 3; HF names ``enorm``, ``hnorm``,
     ``eh_proj``, the block, ``shared_head.norm``): it combines the previous depth's hidden state ``h`` with the
-    embedding of the next token, ``eh_proj([hnorm(h); enorm(emb)])`` (2h → h), runs one more block and a final
-    RMSNorm. The embedding and the output head are the main model's, passed in (shared, not parameters here)."""
+    embedding of the next token, ``eh_proj([enorm(emb); hnorm(h)])`` (2h → h), runs one more block and a final
+    RMSNorm. The embedding and the output head are the main model's, passed in (shared, not parameters here).
+
+    Order of the concatenation: the embedding first, as the released weights expect (vLLM's ``deepseek_mtp.py``
+    loads them and computes ``eh_proj(cat([enorm(emb), hnorm(h)]))``); the report's eq. 21 writes the two halves the
+    other way round. The parameter count is the same either way."""
 
     def __init__(self, c: ModelConfig, layer: int):
         super().__init__()
@@ -154,7 +158,7 @@ class MTPModule(nn.Module):
         self.block = Block(c, layer)
 
     def forward(self, h, next_embeddings):
-        return self.norm(self.block(self.eh_proj(torch.cat([self.hnorm(h), self.enorm(next_embeddings)], -1))))
+        return self.norm(self.block(self.eh_proj(torch.cat([self.enorm(next_embeddings), self.hnorm(h)], -1))))
 
 
 class TransformerLM(nn.Module):

@@ -17,8 +17,8 @@ def feedback(checker, fn, capsys) -> str:
     return capsys.readouterr().out
 
 
-def ring_via_rank0(cluster, arrays):
-    """A wrong ring all-reduce: everyone sends to rank 0, which sums and sends the total back (right sums, wrong
+def via_rank0(cluster, arrays):
+    """A wrong all-reduce: everyone sends to rank 0, which sums and sends the total back (right sums, wrong
     traffic)."""
     n = cluster.world_size
     for r in range(1, n):
@@ -29,23 +29,48 @@ def ring_via_rank0(cluster, arrays):
     return [total] + [cluster.recv(0, r) for r in range(1, n)]
 
 
-def test_ring_feedback_says_the_sums_are_right_and_the_traffic_wrong(capsys):
-    out = feedback(check.ex02_ring_all_reduce, ring_via_rank0, capsys)
+def ring(cluster, arrays):
+    """A correct ring all-reduce: right sums and bytes, but 2(n−1) messages per rank instead of 2·log₂n."""
+    n = cluster.world_size
+    chunks = [[c.copy() for c in np.array_split(np.asarray(a, dtype=float), n)] for a in arrays]
+    for s in range(n - 1):
+        for r in range(n):
+            cluster.send(chunks[r][(r - s - 1) % n], r, (r + 1) % n)
+        for r in range(n):
+            c = (r - 1 - s - 1) % n
+            chunks[r][c] = chunks[r][c] + cluster.recv((r - 1) % n, r)
+    for s in range(n - 1):
+        for r in range(n):
+            cluster.send(chunks[r][(r - s) % n], r, (r + 1) % n)
+        for r in range(n):
+            chunks[r][(r - 1 - s) % n] = cluster.recv((r - 1) % n, r)
+    return [np.concatenate(c) for c in chunks]
+
+
+def test_all_reduce_feedback_says_the_sums_are_right_and_the_bytes_wrong(capsys):
+    out = feedback(check.ex02_halving_doubling_all_reduce, via_rank0, capsys)
     lines = out.strip().splitlines()
-    assert "right sums, but the traffic is not a ring's" in out and "求和结果都正确" in out
+    assert "every rank got the right sums, but rank" in out and "求和结果都正确" in out
     assert len(lines) <= 16, out                          # not a wall: 3 cases, one reason each, the hint once
     assert out.count("Hint:") == 1 and out.count("提示：") == 1
-    assert "..." not in out and len(out) <= 1800, out    # no value cut at 120 characters
-    assert out.count("ring_via_rank0(") == 3              # each call shown once, not repeated per language
+    assert "..." not in out and len(out) <= 2200, out    # no value cut at 120 characters
+    assert out.count("via_rank0(") == 3                   # each call shown once, not repeated per language
     assert "array(8)" in out and "VirtualCluster(world_size=4)" in out
 
 
-def test_ring_feedback_names_a_wrong_sum(capsys):
+def test_a_ring_passes_the_bytes_but_not_the_messages(capsys):
+    out = feedback(check.ex02_halving_doubling_all_reduce, ring, capsys)
+    assert "right sums and right bytes, but rank 0 sent 6 messages instead of 4" in out
+    assert "14 messages instead of 6" in out and "发送了 6 条消息，应为 4" in out
+    assert "2 hidden cases pass" not in out and "5 of 7 hidden cases fail" in out   # n = 1 and n = 2 agree
+
+
+def test_all_reduce_feedback_names_a_wrong_sum(capsys):
     def off_by_one(cluster, arrays):
         total = np.sum(arrays, axis=0)
         return [total + (r == 1) for r in range(cluster.world_size)]
 
-    out = feedback(check.ex02_ring_all_reduce, off_by_one, capsys)
+    out = feedback(check.ex02_halving_doubling_all_reduce, off_by_one, capsys)
     assert "rank 1's result: element [0] is" in out and "rank 1 的结果" in out
 
 
@@ -154,3 +179,65 @@ def test_validation_error_shows_the_message_and_the_readers_line():
     assert len(lines) <= 5 and "validate.py" not in text, text
     assert "dp must be an integer" in text and "dp 必须是整数" in text
     assert "memory.model_state_bytes(7_000_000_000, dp=0)" in text and "distlearn.memory.model_state_bytes" in text
+
+
+def _interleaved(stage, p, m, v, warmup=None, backward_chunks=None):
+    """An independent loop version of the interleaved 1F1B order, with knobs to break it on purpose."""
+    forwards = [("F", r + j, c) for r in range(0, m, p) for c in range(v) for j in range(p)]
+    chunks = backward_chunks or (lambda v: list(reversed(range(v))))
+    backwards = [("B", r + j, c) for r in range(0, m, p) for c in chunks(v) for j in range(p)]
+    w = min(2 * (p - stage - 1) + (v - 1) * p, m * v) if warmup is None else warmup(stage, p, m, v)
+    order = forwards[:w]
+    for i in range(m * v - w):
+        order += [forwards[w + i], backwards[i]]
+    return order + backwards[m * v - w:]
+
+
+def test_interleaved_order_checker_passes_a_loop_and_catches_wrong_orders(capsys):
+    check.ex05_interleaved_order(_interleaved)
+    assert "all 6 hidden cases pass" in capsys.readouterr().out
+    from distlearn.pipeline import reference_1f1b_order
+    wrong = {
+        "plain 1F1B, chunk 0": lambda s, p, m, v: [(k, j, 0) for k, j in reference_1f1b_order(s, p, m)],
+        "1F1B warm-up times v": lambda s, p, m, v: _interleaved(s, p, m, v, warmup=lambda s, p, m, v:
+                                                              min((p - s - 1) * v, m * v)),
+        "warm-up not capped at m·v": lambda s, p, m, v: _interleaved(s, p, m, v, warmup=lambda s, p, m, v:
+                                                                   2 * (p - s - 1) + (v - 1) * p),
+        "backwards chunk 0 first": lambda s, p, m, v: _interleaved(s, p, m, v, backward_chunks=lambda v: range(v)),
+    }
+    for name, fn in wrong.items():
+        out = feedback(check.ex05_interleaved_order, fn, capsys)
+        assert "torch runs" in out or "operations, expected" in out, (name, out)
+
+
+def test_peak_activations_checker_covers_the_interleaved_schedule(capsys):
+    def right(schedule, s, p, m, v):
+        if schedule == "gpipe":
+            return m
+        w = min(p - s - 1, m) if schedule == "1f1b" else min(2 * (p - s - 1) + (v - 1) * p, m * v)
+        return min(w + 1, m * v) / v
+
+    check.ex05_peak_activations(right)
+    assert "all 10 hidden cases pass" in capsys.readouterr().out
+    wrong = {
+        "the 1F1B answer the chapter prints": lambda sch, s, p, m, v: m if sch == "gpipe" else min(p - s, m),
+        "Korthikanti's stage-0 value everywhere": lambda sch, s, p, m, v: (
+            m if sch == "gpipe" else min(p - s, m) if sch == "1f1b" else p + (p - 1) / v),
+        "warm-up not capped at m·v": lambda sch, s, p, m, v: (
+            right(sch, s, p, m, v) if sch != "interleaved-1f1b" else (2 * (p - s - 1) + (v - 1) * p + 1) / v),
+        "counted in chunks, not micro-batches": lambda sch, s, p, m, v: right(sch, s, p, m, v) * v,
+    }
+    for name, fn in wrong.items():
+        feedback(check.ex05_peak_activations, fn, capsys)   # raises CheckFailed, else pytest.raises fails
+
+
+def test_a_compare_that_says_no_still_names_the_first_difference(capsys):
+    """A checker's own ``compare`` returning False falls back to :func:`difference` (a Why is falsy, so an ``or``
+    would always pick the generic sentence)."""
+    cases = [Case((1,), expected=(np.array([1, 2]), np.array([0.5, 0.5])), compare=lambda g, e: False,
+                  parts=(("experts", "experts"), ("weights", "weights")))]
+    with pytest.raises(CheckFailed):
+        check.verify("ex_demo", lambda k: (np.array([1, 2]), np.array([0.4, 0.6])), cases)
+    out = capsys.readouterr().out
+    assert "weights (item 1 of the returned tuple): element [0] is 0.4 instead of 0.5" in out
+    assert "does not pass this case" not in out

@@ -316,3 +316,13 @@ def test_chapter02_uses_torch_213_names():
     for line in text.splitlines():
         if "reduce_scatter_tensor" in line:
             assert "deprecat" in line or "弃用" in line, line
+
+
+def test_send_counts_messages_and_reset_clears_them():
+    c = VirtualCluster(3)
+    c.send(np.zeros(4), 0, 1)
+    c.send(np.zeros(2), 0, 2)
+    c.send(np.zeros(1), 2, 1)
+    assert c.messages_sent.tolist() == [2, 0, 1] and c.bytes_sent.tolist() == [48, 0, 8]
+    c.reset_traffic()
+    assert c.messages_sent.tolist() == [0, 0, 0]

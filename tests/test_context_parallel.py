@@ -346,3 +346,119 @@ def test_chapter_prose_numbers():
                           bandwidth=50e9, work_fraction=0.5)["min_tokens"]
     assert f"{need:,.0f}" == "9,890" and "9,890" in md
     assert re.search(r"1\.88× for cp = 8", md) and f"{15 / 8:.2f}" == "1.88"
+
+
+def test_chapter_prose_audit_numbers():
+    """Numbers the audit put in the prose, recomputed: the contiguous causal ring is 94 % (not 100 %) of the unmasked
+    one; Ulysses beats the ring's exposed time only at cp = 32; the 405B stage's activations (82 GB = 76.6 GiB) plus
+    its bf16 weights exceed an H100's 80 GiB = 85.9 GB; the Ulysses table's last column is in bytes."""
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    kw = dict(seq_len=131072, num_heads=32, num_kv_heads=8, head_dim=128, cp=8, flops=989e12, bandwidth=1e30)
+    cont = C.attention_cost("ring", layout="contiguous", **kw).total_s
+    unmasked = C.attention_cost("ring", layout="contiguous", causal=False, **kw).total_s
+    assert f"{cont / unmasked:.0%}" == "94%" and cont / unmasked == pytest.approx(15 / 16, rel=1e-4)
+    assert f"{cont * 1e3:.2f} ms against {unmasked * 1e3:.2f} ms" == "33.35 ms against 35.58 ms"
+    assert "33.35 ms against 35.58 ms" in md and "as slow as attention without a mask." not in md
+    net = dict(seq_len=131072, num_heads=32, num_kv_heads=8, head_dim=128, flops=989e12, bandwidth=50e9,
+               layout="zigzag")
+    uly, ring = (C.attention_cost(v, cp=32, **net).exposed_s for v in ("all-to-all", "ring"))
+    assert f"{uly * 1e3:.2f} against {ring * 1e3:.2f} ms" == "2.60 against 6.09 ms" and "2.60 against 6.09 ms" in md
+    assert C.attention_cost("all-to-all", cp=16, **net).exposed_s > C.attention_cost("ring", cp=16, **net).exposed_s
+    assert "from cp = 32 on" not in md                                    # Ulysses cannot go beyond 32 heads
+    big = PRESETS["llama3.1-405b"]
+    m = C.cp_model_activation_bytes(big, seq_len=131072, cp=16, micro_batch_size=1, tp=8, sequence_parallel=True,
+                                    pp=16, stage=0, num_microbatches=16)
+    weights = (8 * big.layer_parameters() + big.embedding_parameters()) / 8 * 2
+    assert f"{m.total / 2**30:.1f}" == "76.6" and m.total < 80 * 2**30     # the activations alone would fit
+    assert f"{weights / 1e9:.1f}" == "6.9" and f"{(m.total + weights) / 1e9:.0f}" == "89"
+    assert m.total + weights > 80 * 2**30 and f"{80 * 2**30 / 1e9:.1f}" == "85.9"
+    assert all(x in md for x in ("76.6 GiB", "6.9 GB", "89 GB", "85.9 GB (80 GiB)"))
+    assert "still above the\nH100's 80 GB" not in md
+    assert "'4shp/cp'" in md and "'4sh/cp'" not in md
+
+
+def test_gpu_check_verdict_uses_relative_tolerances_and_needs_the_broken_case_caught():
+    import distlearn.labs.context_parallel_gpu_check as g
+
+    good = dict(dtype="bfloat16", same_shards=True, ours_vs_sdpa=1e-2, torch_vs_sdpa=1e-2, ours_vs_torch=2e-2)
+    assert g.verdict(good)
+    assert not g.verdict({**good, "ours_vs_torch": 0.05})                  # beyond 3e-2 relative
+    assert not g.verdict({**good, "same_shards": False})                   # PyTorch's layout is not our zig-zag
+    broken = dict(good, dtype="float32", broken=True)
+    assert not g.verdict(broken | {"ours_vs_torch": 5e-5})                 # a broken case that passes: not caught
+    assert g.verdict(broken | {"ours_vs_torch": 0.3})
+    assert g._max_err(torch.tensor([10.0, 0.0]), torch.tensor([10.0, 0.1])) == pytest.approx(0.01)
+
+
+def test_lab_ring_backward_waits_for_the_gradient_hop_only_after_computing(monkeypatch):
+    """The lab's backward posts the dK/dV hop and waits for it only after the next block's gradients are computed —
+    the overlap ring_timeline (and PyTorch's _templated_ring_attention_backward) assume. Recorded in one process with
+    a stand-in exchange (cp = 2, the 'neighbour' echoes the buffer; only the order of events is checked)."""
+    import distlearn.labs.context_parallel as lab
+
+    events = []
+
+    class Req:
+        def __init__(self, tag):
+            self.tag = tag
+
+        def wait(self):
+            events.append(("wait", self.tag))
+
+    def exchange(send, recv, group, traffic):
+        recv.copy_(send)
+        events.append(("post", len(events)))
+        return [Req(len(events) - 1)]
+
+    real_block = lab._block_backward
+
+    def block(*a):
+        events.append(("compute", None))
+        return real_block(*a)
+
+    monkeypatch.setattr(lab, "_exchange", exchange)
+    monkeypatch.setattr(lab, "_block_backward", block)
+    monkeypatch.setattr(lab.dist, "get_rank", lambda group=None: 0)
+    monkeypatch.setattr(lab.dist, "get_world_size", lambda group=None: 2)
+    q = torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True)
+    k, v = (torch.randn(1, 2, 4, 8, dtype=torch.float64, requires_grad=True) for _ in range(2))
+    pos = lab.layout_positions(8, 2, "contiguous")
+    out = lab.RingAttention.apply(q, k, v, pos, False, None, None)
+    events.clear()
+    out.backward(torch.ones_like(out))
+    # backward, cp = 2: post K/V (0), compute block 0, post dK/dV (2), wait K/V, compute block 1, wait dK/dV, ...
+    kinds = [e[0] for e in events]
+    assert kinds[:4] == ["post", "compute", "post", "wait"]
+    first_grad_post = events[2][1]
+    wait_at = events.index(("wait", first_grad_post))
+    assert events.index(("compute", None), 2) < wait_at          # block 1 computed before the dK/dV hop is awaited
+
+
+def test_explorer_refuses_nvlink_beyond_one_node():
+    """NVLink connects the GPUs of one node (8 H100s): tp × cp = 16 over NVLink is not a machine that exists."""
+    from distlearn.widgets import context_parallel as w
+
+    assert "error" in w.compute(cp=16, link="nvlink") and "error" in w.compute(cp=4, tp=4, link="nvlink")
+    assert "NVLink" in w.compute(cp=16, link="nvlink")["error"]
+    assert "error" not in w.compute(cp=8, link="nvlink") and "error" not in w.compute(cp=64, link="network")
+    assert "error" not in w.compute(gpu="v100-32gb", cp=16, link="nvlink")      # DGX-2: 16 GPUs on NVSwitch
+
+
+def test_figures_state_their_setup():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from distlearn.plots_context_parallel import ring_gantt, work_bars
+
+    ax = work_bars({"zigzag": np.ones(4)}, setup=("s = 64, causal", "s = 64，因果"))
+    assert "s = 64, causal" in ax.get_title()
+    tl = C.ring_timeline(np.ones((2, 2)), 0.5)
+    ax = ring_gantt(tl, setup=("H100, 50 GB/s", "H100，50 GB/s"))
+    assert "H100, 50 GB/s" in ax.get_title()
+    plt.close("all")
+
+
+def test_overlap_assumptions_are_stated():
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    assert "no latency term" in md and "NCCL's kernels occupy a few SMs" in md and "no contention" in md
+    assert "不计延迟" in md and "没有争用" in md

@@ -152,6 +152,26 @@ def test_gradient_schedule_of_gpt2_small_ends_with_the_tied_embedding():
     assert sched.names == dp.gradient_ready_order(model, torch.zeros(1, 64, dtype=torch.long, device="meta"))
 
 
+def test_untying_the_embedding_does_not_remove_the_exposed_tail():
+    # ch03 once said untying the LM head fixes the exposed embedding all-reduce; it does not: the token embedding is
+    # the first layer, so its gradient is still the last one ready, and the untied head adds traffic
+    import dataclasses
+
+    from distlearn.models import build_model, get_preset
+
+    exposed = {}
+    for tied in (True, False):
+        cfg = dataclasses.replace(get_preset("gpt2-small"), tied_embeddings=tied)
+        sched = dp.gradient_schedule(build_model(cfg, device="meta"),
+                                     torch.zeros(8, 1024, dtype=torch.long, device="meta"), backward_seconds=0.060)
+        assert sched.names[-1] == "embed.weight" and sched.param_bytes[-1] == 4 * 50257 * 768
+        assert sched.names[0] == ("norm.weight" if tied else "lm_head.weight")
+        t = dp.overlap_timeline(sched.param_bytes, sched.backward_times, 8, bucket_cap_mb=None, alpha=20e-6,
+                                bandwidth=10e9)
+        exposed[tied] = t.exposed_comm
+    assert exposed[False] > exposed[True]
+
+
 def test_overlap_timeline_extremes():
     pb = [4 * 2**20] * 10  # ten 4 MiB gradients
     bt = [1e-3] * 10
@@ -221,3 +241,24 @@ def test_bad_inputs_raise_bilingual_errors():
         dp.bucket_assignment([1, 2], bucket_cap_mb=0)
     with pytest.raises(DistlearnValueError):
         dp.overlap_timeline([1, 2], [1.0], 2)
+
+
+def test_sum_of_squares_cancels_in_float32_and_torch_syncbn_merges_instead():
+    # ch03: the (Σx, Σx², n) triple is exact in float64 but cancels in float32 when the mean is large; torch's
+    # SyncBatchNorm all-gathers per-rank (mean, invstd, count) and merges them instead
+    import inspect
+
+    from torch.nn.modules import _functions
+
+    xs = (1e4 + np.random.default_rng(0).standard_normal(4096)).astype(np.float32)
+    parts = np.split(xs, 4)
+    n = np.float32(len(xs))
+    mu = sum(p.sum(dtype=np.float32) for p in parts) / n
+    var_sums = sum((p * p).sum(dtype=np.float32) for p in parts) / n - mu * mu
+    means = np.array([p.mean(dtype=np.float32) for p in parts])
+    var_merged = np.mean(np.array([p.var(dtype=np.float32) for p in parts]) + (means - means.mean()) ** 2)
+    true = xs.astype(np.float64).var()
+    assert abs(var_sums - true) > 0.5                      # off by more than half the variance (here negative)
+    assert abs(var_merged - true) < 1e-4 * true
+    src = inspect.getsource(_functions.SyncBatchNorm.forward)
+    assert "all_gather" in src and "batch_norm_gather_stats_with_counts" in src and "batch_norm_stats" in src

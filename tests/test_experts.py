@@ -49,7 +49,9 @@ def test_deepseek_v3_count_written_out_from_its_config():
     assert DSV3.main_parameters() == main == 671_026_404_352
     assert round(main / 1e9) == 671                                      # "671B total parameters"
     assert DSV3.mtp_module_parameters() == mtp == 11_610_067_968         # README_WEIGHTS: "11.5B unique"
-    assert round((mtp - 2 * h * h) / 1e9, 1) == 11.5                     # … which matches without eh_proj
+    assert round((mtp - 2 * h * h) / 1e9, 1) == 11.5                     # … which matches without eh_proj,
+    mtp_active = mtp - 2 * h * h - (256 - 8) * expert + 2 * v * h        # as does "2.4B" activated (with emb + head)
+    assert round(mtp_active / 1e9, 1) == 2.4 and round((mtp_active + 2 * h * h) / 1e9, 1) == 2.5
     assert DSV3.num_parameters() == main + mtp
     active = main - 58 * (256 - 8) * expert
     assert DSV3.active_parameters() == active == 37_552_282_624
@@ -116,6 +118,20 @@ def test_tiny_moe_model_runs_and_counts():
     assert count_parameters(model) == c.num_parameters()
     lite = build_model(_tiny(mla=MLA(None, 8, 8, 4, 6)))                # DeepSeek-V2-Lite style: no query rank
     assert count_parameters(lite) == _tiny(mla=MLA(None, 8, 8, 4, 6)).num_parameters()
+
+
+def test_mtp_module_concatenates_the_embedding_first():
+    """The released DeepSeek-V3 weights expect eh_proj(cat([enorm(emb), hnorm(h)])) (vLLM's deepseek_mtp.py): with
+    the columns of eh_proj that read the hidden state zeroed, the output no longer depends on h."""
+    torch.manual_seed(4)
+    c = _tiny()
+    mtp = build_model(c, device="cpu").mtp[0].double()
+    with torch.no_grad():
+        mtp.eh_proj.weight[:, c.hidden_size:] = 0
+    emb = torch.randn(2, 5, c.hidden_size, dtype=torch.float64)
+    h1, h2 = (torch.randn(2, 5, c.hidden_size, dtype=torch.float64) for _ in range(2))
+    torch.testing.assert_close(mtp(h1, emb), mtp(h2, emb), rtol=0, atol=0)
+    assert not torch.allclose(mtp(h1, emb), mtp(h1, emb + 1))
 
 
 def test_mla_equals_deepseeks_naive_attention():
@@ -227,6 +243,14 @@ def test_routing_equals_deepspeed_gating():
         np.put_along_axis(dense, r.index, r.weights, axis=1)
         np.testing.assert_allclose(combine.sum(-1).numpy(), dense, atol=1e-6)
         assert math.isclose(l_aux.item(), X.aux_loss(r.probs, r.index, first_choice_only=True), rel_tol=1e-5)
+
+
+def test_bias_needs_the_sigmoid_router_and_one_value_per_expert():
+    logits = X.router_logits(6, 4, seed=0)
+    with pytest.raises(DistlearnValueError, match="bias"):
+        X.route(logits, 2, bias=np.zeros(4))                              # softmax would silently ignore it
+    with pytest.raises(DistlearnValueError, match="bias"):
+        X.route(logits, 2, score="sigmoid", bias=np.zeros(3))
 
 
 def test_sigmoid_routing_follows_deepseek_v3():
@@ -441,3 +465,27 @@ def test_torchrun_runs_the_lab():
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "dropless: world_size=2" in out.stdout and "capacity: world_size=2" in out.stdout
+
+
+# ---------------------------------------------------------------- the exercises' checkers catch typical mistakes
+def test_checkers_reject_typical_mistakes_with_a_pointed_hint(capsys):
+    from distlearn import check
+    from distlearn.check import CheckFailed
+
+    def route_token_order(logits, k, cf):                  # a token's k choices together, not choice-major
+        r = X.route(logits, k, capacity_factor=cf, priority="token")
+        return r.index, r.weights, r.kept
+
+    def route_no_renorm(logits, k, cf):                    # Switch's weights where Mixtral's are asked for
+        r = X.route(logits, k, capacity_factor=cf, normalize=False)
+        return r.index, r.weights, r.kept
+
+    def aux_over_tokens(probs, index):                     # f_i over T instead of T·k
+        return X.aux_loss(probs, index) * index.shape[1]
+
+    for fn, checker, hint in [(route_token_order, check.ex11_route_with_capacity, "all first choices"),
+                              (route_no_renorm, check.ex11_route_with_capacity, "Nothing is dropped in this case"),
+                              (aux_over_tokens, check.ex11_aux_loss, "Σ f_i = 1")]:
+        with pytest.raises(CheckFailed):
+            checker(fn)
+        assert hint in capsys.readouterr().out

@@ -24,7 +24,7 @@ def test_llama3_figures():
     # Dubey et al. 2024, §3.3.4: 419 unexpected interruptions in a 54-day snapshot on 16,384 H100 GPUs
     rate = ft.rate_per_unit_day(419, 54, 16384)
     assert rate * 54 * 16384 == pytest.approx(419)
-    assert ft.job_mtbf_hours(16384, rate) == pytest.approx(54 * 24 / 419)   # 3.09 h: "one failure every 3 hours"
+    assert ft.job_mtbf_hours(16384, rate) == pytest.approx(54 * 24 / 419)   # 3.09 h (our arithmetic, not a quote)
     assert 3.0 < ft.job_mtbf_hours(16384, rate) < 3.2
 
 
@@ -161,7 +161,7 @@ def test_first_order_is_the_small_ratio_limit(m):
 
 
 def test_llama3_worked_example_is_consistent_with_the_reported_90_percent():
-    """With the paper's MTBF, a 14 B/param checkpoint of Llama 3.1 405B at the 2 TB/s Tectonic throughput the
+    """With the MTBF from the paper's interruption count, a 14 B/param checkpoint (our assumption) of Llama 3.1 405B at the 2 TB/s Tectonic throughput the
     paper gives (§3.3.1) and a 10-minute restart (an assumption), the optimum goodput is near the paper's
     "higher than 90% effective training time"."""
     from distlearn.memory import model_state_bytes

@@ -70,6 +70,13 @@ def test_bytes_per_rank_and_folder(dcp_runs):
         assert r["sharded_bytes"] == expected
         row = rows[f"__{r['rank']}_0.distcp"]
         assert row.bytes == row.item_bytes > r["sharded_bytes"]      # torch.save framing around each item
+    # the chapter's numbers: rank 0 holds only its own shards (37 parameters × parameter and two Adam moments);
+    # the replicated items (step counters, parameter groups) were deduplicated onto ranks 1–3; ~1.5 kB per item
+    n_params = len(meta)
+    assert n_params == 37 and rows["__0_0.distcp"].items == 3 * n_params
+    assert all(rows[f"__{r}_0.distcp"].items > 3 * n_params for r in (1, 2, 3))
+    framing = (rows["__0_0.distcp"].bytes - dcp_runs["saved"][0]["sharded_bytes"]) / rows["__0_0.distcp"].items
+    assert 1400 < framing < 1700
     shape, chunks = lab.saved_chunks(dcp_runs["path"], "model.embed.weight")
     assert shape == (61, 16)
     assert chunks == [((0, 0), (16, 16)), ((16, 0), (16, 16)), ((32, 0), (16, 16)), ((48, 0), (13, 16))]
@@ -85,8 +92,9 @@ def test_async_save_is_a_snapshot(dcp_runs):
 @pytest.fixture(scope="module")
 def restart_runs(tmp_path_factory):
     d = tmp_path_factory.mktemp("restart")
-    ref = launch.run(lab.train_job, 2, str(d / "ref" / "ckpt"), str(_mk(d / "ref") / "log.jsonl"), STEPS, EVERY,
-                     timeout=300)
+    ref_final = str(_mk(d / "ref") / "final.pt")
+    ref = launch.run(lab.train_job, 2, str(d / "ref" / "ckpt"), str(d / "ref" / "log.jsonl"), STEPS, EVERY,
+                     None, None, ref_final, timeout=300)
     tr = lab.run_torchrun(str(d / "torchrun"), steps=STEPS, every=EVERY, kill_rank=1, kill_step=KILL_STEP)
     job = _mk(d / "launch")
     args = (str(job / "ckpt"), str(job / "log.jsonl"), STEPS, EVERY)
@@ -95,10 +103,15 @@ def restart_runs(tmp_path_factory):
     crash_log = lab.read_log(str(job / "log.jsonl"))
     orphans = lab.alive(crash_log.pids())
     shutil.copytree(job / "ckpt", d / "omit" / "ckpt")
+    shutil.copytree(job / "ckpt", d / "omit_sampler" / "ckpt")
     again = launch.run(lab.train_job, 2, *args, timeout=300)
     omit = launch.run(lab.train_job, 2, str(d / "omit" / "ckpt"), str(d / "omit" / "log.jsonl"), STEPS, EVERY,
                       None, None, None, ("rng",), timeout=300)
-    return {"ref": ref, "torchrun": tr, "error": info.value, "orphans": orphans, "again": again, "omit": omit,
+    omit_sampler = launch.run(lab.train_job, 2, str(d / "omit_sampler" / "ckpt"),
+                              str(d / "omit_sampler" / "log.jsonl"), STEPS, EVERY, None, None, None, ("sampler",),
+                              timeout=300)
+    return {"ref": ref, "ref_final": torch.load(ref_final), "torchrun": tr, "error": info.value, "orphans": orphans,
+            "again": again, "omit": omit, "omit_sampler": omit_sampler,
             "launch_log": lab.read_log(str(job / "log.jsonl"))}
 
 
@@ -118,6 +131,7 @@ def test_torchrun_restart_resumes_exactly(restart_runs):
     assert tr.log.curve() == ref
     assert any("exitcode: -9" in line for line in tr.failure_lines)
     assert lab.alive(tr.log.pids()) == []
+    assert tr.final is not None and lab.states_equal(restart_runs["ref_final"], tr.final)   # model and AdamW state
 
 
 def test_launch_reports_the_killed_rank_leaves_no_orphans_and_reruns(restart_runs):
@@ -130,9 +144,10 @@ def test_launch_reports_the_killed_rank_leaves_no_orphans_and_reruns(restart_run
     assert restart_runs["launch_log"].curve() == restart_runs["ref"][0]["losses"]
 
 
-def test_a_resume_without_the_rng_is_caught(restart_runs):
+@pytest.mark.parametrize("key", ["omit", "omit_sampler"])
+def test_a_resume_without_the_rng_or_the_sampler_is_caught(restart_runs, key):
     ref = restart_runs["ref"][0]["losses"]
-    omit = restart_runs["omit"][0]
+    omit = restart_runs[key][0]
     assert omit["resumed_from"] == 4 and len(omit["losses"]) == STEPS - 4
     assert omit["losses"] != ref[4:]
 

@@ -99,3 +99,12 @@ def test_ddp_bucket_layouts_with_find_unused_parameters_on_two_ranks():
             for it in ("first", "rebuilt"):
                 assert lay[it] == dp.ddp_buckets(real[0]["param_bytes"], lay["ready"], bucket_cap_mb=cap,
                                                  find_unused_parameters=unused, iteration=it), (unused, cap, it)
+
+
+@pytest.mark.slow
+def test_gradient_as_bucket_view_puts_every_grad_in_the_bucket():
+    # ch03: by default each .grad has its own storage (DDP's bucket holds a second copy); with
+    # gradient_as_bucket_view=True the 4 gradients of the MLP are views into its single bucket
+    per_rank = launch.run(ddp.ddp_grad_storages, 2, "both")
+    assert all(r[False] == {"num_params": 4, "grad_storages": 4} for r in per_rank)
+    assert all(r[True] == {"num_params": 4, "grad_storages": 1} for r in per_rank)

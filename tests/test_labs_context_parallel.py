@@ -85,3 +85,59 @@ def test_torchrun_runs_the_lab():
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "ring zigzag causal=True: world_size=2" in out.stdout and "block ulysses contiguous" in out.stdout
+
+
+# ---------------------------------------------------------------- PyTorch's own ring attention, on gloo
+TORCH_CASES = (("alltoall", "float64", True), ("allgather", "float64", True), ("allgather", "bfloat16", True),
+               ("alltoall", "float64", False))
+
+
+@pytest.fixture(scope="module")
+def torch_ring_runs():
+    """Every case on 3 ranks (an odd ring) in one launch: {case: per-rank results}."""
+    from distlearn.labs.context_parallel import torch_ring_checks
+
+    by_rank = launch.run(torch_ring_checks, 3, TORCH_CASES, 24, 2, 4, timeout=300)
+    return {case: [r[i] for r in by_rank] for i, case in enumerate(TORCH_CASES)}
+
+
+def _torch_ring(runs, rotate, dtype, load_balance=True):
+    return runs[(rotate, dtype, load_balance)]
+
+
+def test_pytorch_ring_equals_sdpa_and_the_lab_and_sends_what_the_chapter_says(torch_ring_runs):
+    """PyTorch 2.13's _templated_ring_attention(_backward) with the CPU kernel, 3 ranks (odd ring), float64: equal to
+    single-process SDPA and to the lab's RingAttention; what it sends per rank is the ring's K/V (cp − 1 hops) and
+    cp dK/dV hops — for "alltoall" as point-to-point permutes, for "allgather" one all-gather each pass."""
+    for rotate in ("alltoall", "allgather"):
+        res = _torch_ring(torch_ring_runs, rotate, "float64")
+        for r in res:
+            assert max(r[x] for x in ("out_err", "dq_err", "dk_err", "dv_err", "lab_err")) < TOL, (rotate, r)
+        r = res[0]
+        block = r["block_bytes"]
+        assert block == 2 * 8 * 2 * 4 * 8                                   # K and V of 8 tokens, 2 heads, d = 4
+        kw = dict(seq_len=24, num_heads=2, num_kv_heads=2, head_dim=4, cp=3, dtype_bytes=8, grad_bytes=8)
+        fwd, bwd = sum(b for _, b, _ in r["fwd"]), sum(b for _, b, _ in r["bwd"])
+        assert fwd == C.cp_comm_bytes("ring", **kw).bytes_per_rank == C.cp_comm_bytes("all-gather", **kw).bytes_per_rank
+        assert bwd == C.cp_comm_bytes("ring", **kw, pass_="backward").bytes_per_rank     # dK/dV ride the ring
+        grads = [c for c in r["bwd"] if c[0] == "permute"][-3:]
+        assert len(grads) == 3 and all(b == block for _, b, _ in grads)
+        kinds = [c[0] for c in r["fwd"]]
+        assert kinds == (["permute"] * 2 if rotate == "alltoall" else ["all_gather"])
+
+
+def test_pytorch_ring_sends_float32_gradients_for_bf16(torch_ring_runs):
+    """convert_to_f32 (PyTorch's default): the travelling dK/dV are float32 — TORCH_GRAD_BYTES = 4 — while K/V go
+    in bf16."""
+    r = _torch_ring(torch_ring_runs, "allgather", "bfloat16")[0]
+    assert [c[2] for c in r["fwd"]] == ["bfloat16"]
+    grads = [c for c in r["bwd"] if c[0] == "permute"]
+    assert len(grads) == 3 and all(dt == "float32" and b == r["block_bytes"] * C.TORCH_GRAD_BYTES // 2
+                                   for _, b, dt in grads)
+    assert r["out_err"] < 3e-2 and r["lab_err"] < 3e-2
+
+
+def test_pytorch_ring_comparison_can_fail(torch_ring_runs):
+    """Break it on purpose: PyTorch's ring without its load balancer on head-tail shards skips the wrong blocks."""
+    res = _torch_ring(torch_ring_runs, "alltoall", "float64", load_balance=False)
+    assert max(r["out_err"] for r in res) > 0.1 and max(r["lab_err"] for r in res) > 0.1

@@ -328,3 +328,40 @@ def test_microbatch_tradeoff_best_is_in_between_notebook_case():
 def test_too_large_is_refused_not_swapped():
     with pytest.raises(DistlearnValueError):
         P.simulate("interleaved-1f1b", 4096, 4096, num_chunks=4)
+
+
+def test_interleaved_exercise_cases_are_torch_orders():
+    # the ch05 checker's expected orders are torch's own ScheduleInterleaved1F1B orders, case by case
+    from distlearn.checks.ch05 import INTERLEAVED_CASES
+    for s, p, m, v in INTERLEAVED_CASES:
+        assert P.stage_order("interleaved-1f1b", s, p, m, v) == _torch_interleaved_order(s, p, m, v)
+    # and they are not the plain 1F1B order (the answer the chapter prints): the exercise asks for something new
+    assert all([(k, j) for k, j, _ in P.stage_order("interleaved-1f1b", s, p, m, v)]
+               != [(k, j) for k, j in P.reference_1f1b_order(s, p, m)] for s, p, m, v in INTERLEAVED_CASES)
+
+
+def test_figure_titles_state_the_costs_and_the_bubble_definition():
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from distlearn import pipeline_plots as PP
+
+    for schedule, v in (("1f1b", 1), ("interleaved-1f1b", 2)):
+        ax = PP.gantt(P.simulate(schedule, 4, 8, num_chunks=v, fwd_time=1.5, bwd_time=3.0))
+        title = ax.get_title()
+        assert "t_f = 1.5, t_b = 3" in title and "idle share" in title, title
+        plt.close(ax.figure)
+    # unequal stages: no single t_f, t_b to state, so the caption states none rather than stage 0's
+    uneven = P.simulate("1f1b", 4, 8, fwd_time=[1, 2, 1, 1], bwd_time=[2, 4, 2, 2])
+    assert PP.cost_label(uneven) == ""
+    ax = PP.bubble_vs_microbatches(4, [1, 2, 4])
+    assert "idle share" in ax.get_title() and "t_f = 1, t_b = 2" in ax.get_title()
+    plt.close(ax.figure)
+
+
+def test_interleaved_stage0_memory_needs_enough_microbatches():
+    # ch05: p + (p − 1)/v on stage 0 needs m ≥ 2p; with m = p the warm-up is capped at the m·v forwards there are
+    assert P.simulate("interleaved-1f1b", 4, 8, num_chunks=2).peak_inflight[0] == pytest.approx(4 + 3 / 2)
+    assert P.simulate("interleaved-1f1b", 4, 4, num_chunks=2).peak_inflight[0] == pytest.approx(4)
+    assert P.closed_form("interleaved-1f1b", 4, 4, num_chunks=2)["peak_inflight"][0] == pytest.approx(4)

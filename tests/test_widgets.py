@@ -31,6 +31,7 @@ CONTEXT = {
     ("memory", "offload_params"): {"zero_stage": 3},                  # parameter offload needs ZeRO-3
     ("memory", "dp"): {"zero_stage": 1},                              # ZeRO-0 replicates: dp changes no byte
     ("pipeline", "num_chunks"): {"schedule": "interleaved-1f1b"},     # chunks exist only in interleaved 1F1B
+    ("pipeline", "wgrad_share"): {"schedule": "zb-h1"},               # W's share matters only when B is split
     ("activations", "sequence_parallel"): {"tp": 2},                  # SP splits across tensor-parallel ranks
     ("collectives", "step"): {"world_size": 8},                       # 14 steps only with 8 ranks (4 ranks: 6)
     ("overlap", "limit"): {"depth": 4},                               # a limit binds only above the depth

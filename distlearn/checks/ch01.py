@@ -23,7 +23,12 @@ def ex01_bytes_per_param(fn) -> None:
         "fp32": ("fp32 weights 4 B + fp32 grads 4 B + state: Adam 8 B, SGD with momentum 4 B, plain SGD 0 B.",
                  "fp32 权重 4 字节 + fp32 梯度 4 字节 + 状态：Adam 8 字节，带动量 SGD 4 字节，普通 SGD 0 字节。"),
     }
-    cases = [Case(args=(p, o), expected=bytes_per_param(p, o)["total"], hint_en=hints[p][0], hint_zh=hints[p][1])
+    eight_bit = ("8-bit Adam keeps its two moments in 1 byte each (2 B), not 4; the fp32 master copy of mixed "
+                 "precision stays 4 B.",
+                 "8 位 Adam 的两个动量各占 1 字节（共 2 字节），而不是 4 字节；混合精度的 fp32 主权重仍是 4 字节。")
+    cases = [Case(args=(p, o), expected=bytes_per_param(p, o)["total"],
+                  hint_en=(eight_bit if o == "adam-8bit" else hints[p])[0],
+                  hint_zh=(eight_bit if o == "adam-8bit" else hints[p])[1])
              for p, o in combos]
     verify("ex01_bytes_per_param", fn, cases)
 

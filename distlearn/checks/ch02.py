@@ -9,18 +9,20 @@ from ..check import Case, Why, difference, verify
 from ..comm import VirtualCluster, ring_bytes_per_rank
 
 
-def _ring_case(n: int, length: int, seed: int) -> Case:
-    """A case calling ``fn(cluster, arrays)`` on a fresh cluster; passes if every rank gets the sum and every
-    rank sent exactly what the ring sends (chunks split like np.array_split)."""
+def _halving_doubling_case(n: int, length: int, seed: int) -> Case:
+    """A case calling ``fn(cluster, arrays)`` on a fresh cluster of ``n`` ranks (a power of two, ``length`` a
+    multiple of n); passes if every rank gets the sum, only send/recv were used, and every rank sent what
+    Rabenseifner's algorithm sends: 2(n−1)/n × the message in 2·log₂n messages (:func:`distlearn.cost.coefficients`,
+    Thakur, Rabenseifner & Gropp 2005)."""
     rng = np.random.default_rng(seed)
     arrays = [rng.integers(-20, 20, size=length).astype(np.float64) for _ in range(n)]
     cluster = VirtualCluster(n)
     total = np.sum(arrays, axis=0)
-    sizes = [len(c) * 8 for c in np.array_split(np.zeros(length), n)]
-    want_bytes = [0 if n == 1 else 2 * length * 8 - sizes[r] - sizes[(r + 1) % n] for r in range(n)]
+    k_alpha, k_beta = cost.coefficients("rabenseifner_all_reduce", n)
+    want_messages, want_bytes = int(k_alpha), round(k_beta * length * 8)
 
     def compare(got, _expected):
-        """The first thing wrong: the result's form, a rank's sums, the cluster's own collectives, the traffic."""
+        """The first thing wrong: the result's form, a rank's sums, the cluster's own collectives, bytes, messages."""
         if not isinstance(got, (list, tuple)) or len(got) != n:
             return Why(f"returned {type(got).__name__} of length {len(got) if hasattr(got, '__len__') else '?'}, "
                        f"expected a list of {n} arrays (one per rank)",
@@ -35,29 +37,37 @@ def _ring_case(n: int, length: int, seed: int) -> Case:
                        "cluster.send and cluster.recv",
                        "求和结果正确，但用的是集群自带的集合通信：只能用 cluster.send 和 cluster.recv")
         sent = [int(b) for b in cluster.bytes_sent]
-        if sent != want_bytes:
-            r = next(i for i, (a, b) in enumerate(zip(sent, want_bytes)) if a != b)
-            return Why(f"every rank got the right sums, but the traffic is not a ring's: rank {r} sent {sent[r]} "
-                       f"bytes instead of {want_bytes[r]} (all ranks: {sent})",
-                       f"每个 rank 的求和结果都正确，但通信量不是环形算法的：rank {r} 发送了 {sent[r]} 字节，"
-                       f"应为 {want_bytes[r]}（各 rank：{sent}）")
+        if any(b != want_bytes for b in sent):
+            r = next(i for i, b in enumerate(sent) if b != want_bytes)
+            return Why(f"every rank got the right sums, but rank {r} sent {sent[r]} bytes instead of {want_bytes} "
+                       f"(all ranks: {sent})",
+                       f"每个 rank 的求和结果都正确，但 rank {r} 发送了 {sent[r]} 字节，应为 {want_bytes}"
+                       f"（各 rank：{sent}）")
+        messages = [int(m) for m in cluster.messages_sent]
+        if any(m != want_messages for m in messages):
+            r = next(i for i, m in enumerate(messages) if m != want_messages)
+            return Why(f"right sums and right bytes, but rank {r} sent {messages[r]} messages instead of "
+                       f"{want_messages} (all ranks: {messages}): each of them costs a latency α",
+                       f"求和与字节数都正确，但 rank {r} 发送了 {messages[r]} 条消息，应为 {want_messages}"
+                       f"（各 rank：{messages}）：每条消息都要付出一次延迟 α")
         return True
 
     return Case(args=(cluster, [a.copy() for a in arrays]), expected=[total] * n, compare=compare,
-                hint_en="in a ring every message goes to the next rank (r → r+1): n−1 reduce-scatter steps "
-                        "(each rank passes one chunk on and adds the chunk it receives), then n−1 all-gather steps "
-                        "(each rank passes a finished chunk on). Chunks as np.array_split cuts them; only "
-                        "cluster.send and cluster.recv.",
-                hint_zh="环形算法中每条消息都发给下一个 rank（r → r+1）：先做 n−1 步 ReduceScatter（每个 rank 传出一块，"
-                        "并把收到的一块累加），再做 n−1 步 AllGather（每个 rank 传出一块已完成的数据）。数据块按 "
-                        "np.array_split 切分；只用 cluster.send 和 cluster.recv。")
+                hint_en="Pair rank r with rank r XOR d for d = n/2, n/4, …, 1: the two partners split the part they "
+                        "are working on into halves, each sends the other one message with the half it gives away "
+                        "and adds the half it receives. After log₂n steps each rank owns 1/n of the sum; then undo "
+                        "the steps in reverse order, each partner sending the other the part it completed.",
+                hint_zh="让 rank r 与 rank r XOR d 配对，d 依次取 n/2、n/4、…、1：两个伙伴把当前负责的那部分一分为二，"
+                        "各自把让出的一半用一条消息发给对方，并把收到的一半累加到自己的数据上。log₂n 步之后，每个 rank "
+                        "持有总和的 1/n；然后按相反顺序重走这些步，伙伴之间互相发送各自已完成的部分。")
 
 
-def ex02_ring_all_reduce(fn):
-    """``ring_all_reduce(cluster, arrays)`` → list of per-rank sums, using only cluster.send / cluster.recv."""
-    cases = [_ring_case(n, length, seed) for n, length, seed in
-             [(2, 8, 0), (4, 8, 1), (3, 10, 2), (5, 7, 3), (1, 4, 4), (4, 3, 5), (8, 64, 6)]]
-    verify("ex02_ring_all_reduce", fn, cases)
+def ex02_halving_doubling_all_reduce(fn):
+    """``halving_doubling_all_reduce(cluster, arrays)`` → list of per-rank sums, using only cluster.send /
+    cluster.recv, with Rabenseifner's traffic (2(n−1)/n × the message in 2·log₂n messages per rank)."""
+    cases = [_halving_doubling_case(n, length, seed) for n, length, seed in
+             [(2, 8, 0), (4, 8, 1), (4, 12, 2), (8, 16, 3), (1, 4, 4), (8, 64, 5), (16, 32, 6)]]
+    verify("ex02_halving_doubling_all_reduce", fn, cases)
 
 
 def ex02_all_reduce_bytes(fn):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from ..check import Case, verify
+from ..check import Case, Why, verify
 from ..pipeline import partition_layers, simulate, stage_order
 
 
@@ -18,16 +18,43 @@ def ex05_bubble_fraction(fn) -> None:
     verify("ex05_bubble_fraction", fn, cases)
 
 
-def ex05_one_f_one_b_order(fn) -> None:
-    """``fn(stage, num_stages, num_microbatches)`` → 1F1B (PipeDream-Flush) order of that stage, e.g. ``["F0",
-    "F1", "B0", …]``."""
+def _order_compare(got, expected):
+    """Compare an order with the expected one and name the first position that differs, in both languages."""
+    try:
+        ops = [(str(k), int(j), int(c)) for k, j, c in got]
+    except (TypeError, ValueError):
+        return Why("return a list of tuples (kind, microbatch, chunk), e.g. [(\"F\", 0, 0), (\"F\", 1, 0), …]",
+                   "请返回由 (kind, microbatch, chunk) 元组组成的列表，例如 [(\"F\", 0, 0), (\"F\", 1, 0), …]")
+    for i, (a, b) in enumerate(zip(ops, expected)):
+        if a != b:
+            return Why(f"operation {i}: you have {a}, torch runs {b}", f"第 {i} 个操作：你给出 {a}，torch 执行的是 {b}")
+    if len(ops) != len(expected):
+        return Why(f"{len(ops)} operations, expected {len(expected)} (every chunk runs F and B of every micro-batch)",
+                   f"共 {len(ops)} 个操作，应为 {len(expected)} 个（每个模型块对每个微批次各做一次 F 和 B）")
+    return True
+
+
+# (stage, num_stages, num_microbatches, num_chunks): first and last rank, m = p and m = 2p, v = 2, 3, 4, and rank 0
+# of (4, 4, 2), whose warm-up 2(p − 1) + (v − 1)p = 10 is capped at the m·v = 8 forwards it has
+INTERLEAVED_CASES = ((0, 4, 8, 2), (3, 4, 8, 2), (1, 2, 4, 3), (0, 4, 4, 2), (2, 3, 6, 2), (1, 4, 8, 4))
+
+
+def ex05_interleaved_order(fn) -> None:
+    """``fn(stage, num_stages, num_microbatches, num_chunks)`` → the interleaved 1F1B order of rank ``stage`` as
+    ``[("F", microbatch, chunk), …]``, for ``num_microbatches`` a multiple of ``num_stages``. Expected orders:
+    :func:`distlearn.pipeline.stage_order`, which ``tests/test_pipeline.py`` compares with torch's own
+    ``ScheduleInterleaved1F1B`` (``_calculate_single_rank_operations``)."""
     cases = []
-    for s, p, m in [(0, 4, 6), (3, 4, 3), (1, 4, 2), (0, 1, 3), (2, 4, 8), (0, 3, 1)]:
-        want = [f"{k}{j}" for k, j, _ in stage_order("1f1b", s, p, m)]
-        cases.append(Case(args=(s, p, m), expected=want,
-                          hint_en="Warm-up: min(p − s − 1, m) forwards; then alternate F, B; then the remaining Bs.",
-                          hint_zh="预热：min(p − s − 1, m) 个前向；然后 F、B 交替；最后做完剩下的反向。"))
-    verify("ex05_one_f_one_b_order", fn, cases)
+    for s, p, m, v in INTERLEAVED_CASES:
+        cases.append(Case(args=(s, p, m, v), expected=stage_order("interleaved-1f1b", s, p, m, v),
+                          compare=_order_compare,
+                          hint_en="Forwards: rounds of p micro-batches, chunk 0 then 1 … v − 1; backwards: the same "
+                                  "rounds, chunk v − 1 first. Warm-up on rank s: min(2(p − s − 1) + (v − 1)·p, m·v) "
+                                  "chunk-forwards, then one F and one B in turn, then the remaining Bs.",
+                          hint_zh="前向：每轮 p 个微批次，依次经过模型块 0、1 … v − 1；反向：同样分轮，但从模型块 v − 1 "
+                                  "开始。rank s 的预热：min(2(p − s − 1) + (v − 1)·p, m·v) 个模型块前向，然后 F、B "
+                                  "交替，最后做完剩下的反向。"))
+    verify("ex05_interleaved_order", fn, cases)
 
 
 def _valid_partition(n, p):
@@ -51,14 +78,39 @@ def ex05_partition_layers(fn) -> None:
 
 
 def ex05_peak_activations(fn) -> None:
-    """``fn(schedule, stage, num_stages, num_microbatches)`` → most micro-batches whose activations stage ``stage``
-    holds at once, for ``"gpipe"`` or ``"1f1b"``."""
+    """``fn(schedule, stage, num_stages, num_microbatches, num_chunks)`` → most micro-batches whose activations rank
+    ``stage`` holds at once (one chunk of one micro-batch counts 1/v), for ``"gpipe"``, ``"1f1b"`` and
+    ``"interleaved-1f1b"``. Expected values: the event simulation's live-activation count
+    (:func:`distlearn.pipeline.simulate`), which tests compare with the closed forms and Korthikanti et al. 2022,
+    §4.2.3."""
     cases = []
-    for sch, s, p, m in [("gpipe", 0, 4, 8), ("1f1b", 0, 4, 8), ("1f1b", 3, 4, 8), ("1f1b", 0, 4, 2),
-                         ("gpipe", 2, 4, 2), ("1f1b", 1, 8, 32)]:
-        want = int(simulate(sch, p, m).peak_inflight[s])
-        cases.append(Case(args=(sch, s, p, m), expected=want,
+    for sch, s, p, m, v in [("gpipe", 0, 4, 8, 1), ("1f1b", 0, 4, 8, 1), ("1f1b", 3, 4, 8, 1), ("1f1b", 0, 4, 2, 1),
+                            ("gpipe", 2, 4, 2, 1), ("1f1b", 1, 8, 32, 1), ("interleaved-1f1b", 0, 4, 8, 2),
+                            ("interleaved-1f1b", 3, 4, 8, 2), ("interleaved-1f1b", 1, 8, 32, 4),
+                            ("interleaved-1f1b", 0, 4, 4, 2)]:
+        want = float(simulate(sch, p, m, num_chunks=v).peak_inflight[s])
+        cases.append(Case(args=(sch, s, p, m, v), expected=want, rtol=1e-9,
                           hint_en="GPipe keeps every micro-batch until the backward starts; 1F1B at most p − s "
-                                  "(never more than m).",
-                          hint_zh="GPipe 要保留所有微批次直到反向开始；1F1B 最多保留 p − s 个（且不超过 m）。"))
+                                  "(never more than m); interleaved: the warm-up chunk-forwards plus one, at most "
+                                  "m·v, divided by v.",
+                          hint_zh="GPipe 要保留所有微批次直到反向开始；1F1B 最多保留 p − s 个（且不超过 m）；交错调度："
+                                  "预热的模型块前向数加一（不超过 m·v），再除以 v。"))
     verify("ex05_peak_activations", fn, cases)
+
+
+def ex05_zb_h1_bubble(fn) -> None:
+    """``fn(num_stages, fwd_time, bwd_time, wgrad_time)`` → the worst stage's idle time (between its first and last
+    operation) under ZB-H1, where the closed form of Qi et al. 2023 holds; expected from the event simulation, which
+    the tests check against that closed form."""
+    from ..zero_bubble import simulate as zb_simulate
+
+    cases = []
+    for p, f, b, w in [(4, 1.0, 2.0, 1.0), (8, 1.0, 2.0, 0.5), (2, 1.0, 3.0, 1.0), (1, 1.0, 2.0, 1.0),
+                       (6, 2.0, 3.0, 1.0)]:
+        want = float(zb_simulate("zb-h1", p, 2 * p, fwd_time=f, bwd_time=b, wgrad_time=w).span_idle.max())
+        cases.append(Case(args=(p, f, b, w), expected=want, rtol=1e-9, atol=1e-9,
+                          hint_en="1F1B idles (p − 1)(t_f + t_b); ZB-H1 fills part of each gap with a weight-gradient "
+                                  "pass: (p − 1)(t_f + t_I − t_W), with t_I = t_b − t_W.",
+                          hint_zh="1F1B 空闲 (p − 1)(t_f + t_b)；ZB-H1 用权重梯度填充每段空闲的一部分："
+                                  "(p − 1)(t_f + t_I − t_W)，其中 t_I = t_b − t_W。"))
+    verify("ex05_zb_h1_bubble", fn, cases)

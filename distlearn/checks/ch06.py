@@ -5,43 +5,42 @@ from __future__ import annotations
 import numpy as np
 
 from ..check import Case, verify
-from ..fsdp import flatten_and_shard, gather_flat, step_traffic
+from ..fsdp import chunk_sizes, flatten_and_shard, step_traffic
 from ..memory import model_state_bytes
 
 
-def _arrays_equal(got, expected):
-    try:
-        return len(got) == len(expected) and all(
-            np.shape(g) == np.shape(e) and np.array_equal(np.asarray(g), e) for g, e in zip(got, expected))
-    except TypeError:
-        return False
+def ex06_fsdp2_rows(fn):
+    """``fn(dim0, world_size)`` → list of ``world_size`` ints: the rows of a parameter with ``dim0`` rows that each
+    rank's FSDP2 local shard holds (``to_local().shape[0]``; ``torch.chunk`` on dim 0, empty past the last chunk)."""
+    cases = [Case((d0, ws), expected=chunk_sizes(d0, ws),
+                  hint_en="FSDP2 cuts dim 0 exactly as torch.chunk does. Print torch.chunk(torch.arange(6), 4): how "
+                          "many pieces come back, and how long is each?",
+                  hint_zh="FSDP2 对第 0 维的切法与 torch.chunk 完全相同。打印 torch.chunk(torch.arange(6), 4) 看看："
+                          "返回了几块，每块多长？")
+             for d0, ws in [(10, 4), (5, 4), (6, 4), (8, 4), (3, 8), (4096, 3), (1, 2), (50257, 8)]]
+    verify("ex06_fsdp2_rows", fn, cases)
 
 
-def ex06_shard_with_padding(fn):
-    """``fn(flat, world_size)`` → list of world_size 1-D shards, each ⌈N / world_size⌉ long, zero-padded."""
-    cases = []
-    for n, ws in [(10, 4), (5, 4), (8, 4), (7, 2), (1, 3), (13, 5)]:
-        flat = np.arange(1.0, n + 1)
-        cases.append(Case((flat, ws), expected=flatten_and_shard([flat], ws).shards, compare=_arrays_equal,
-                          hint_en="Shard size = ceil(N / world_size); pad every shard with zeros to that size "
-                                  "(a rank past the end holds only padding).",
-                          hint_zh="分片大小 = ceil(N / world_size)；每个分片都用 0 填充到这个大小"
-                                  "（超出末尾的 rank 只有填充）。"))
-    verify("ex06_shard_with_padding", fn, cases)
+def _padding(shapes, ws) -> dict:
+    numels = [int(np.prod(s)) for s in shapes]
+    fsdp1 = sum(flatten_and_shard([np.zeros(n) for n in numels], ws).padding)
+    fsdp2 = sum((ws * chunk_sizes(s[0], ws)[0] - s[0]) * int(np.prod(s[1:])) for s in shapes)
+    return {"fsdp1": fsdp1, "fsdp2": fsdp2}
 
 
-def ex06_gather_params(fn):
-    """``fn(shards, shapes)`` → the parameters with their shapes, padding dropped."""
-    rng = np.random.default_rng(6)
-    cases = []
-    for shapes, ws in [([(2, 3), (4,)], 4), ([(5,)], 4), ([(3, 3), (1,), (2, 2)], 3), ([(7,)], 1)]:
-        params = [rng.standard_normal(s) for s in shapes]
-        f = flatten_and_shard(params, ws)
-        cases.append(Case((f.shards, shapes), expected=gather_flat(f.shards, shapes), compare=_arrays_equal,
-                          hint_en="Concatenate the shards in rank order, keep only the first sum(numel) elements, "
-                                  "then cut and reshape one parameter at a time.",
-                          hint_zh="按 rank 顺序拼接分片，只保留前 sum(numel) 个元素，再逐个参数切分并 reshape。"))
-    verify("ex06_gather_params", fn, cases)
+def ex06_padding_elements(fn):
+    """``fn(shapes, world_size)`` → ``{"fsdp1": int, "fsdp2": int}``: the zero elements padding adds over all ranks
+    when FSDP1 flattens the parameters of ``shapes`` into one flat parameter, and when FSDP2 shards each on dim 0
+    (each rank's shard is padded to the first chunk's shape, ``padded_sharded_param_size`` in ``_fsdp_param.py``)."""
+    cases = [Case((shapes, ws), expected=_padding(shapes, ws),
+                  hint_en="Both pad every rank's piece to the size of the first torch.chunk piece. FSDP1 has one "
+                          "piece list for the whole flat vector; FSDP2 one per parameter, and a padded row of a "
+                          "(d0, d1) weight holds d1 elements.",
+                  hint_zh="两者都把每个 rank 的那一块填充到 torch.chunk 第一块的大小。FSDP1 对整个扁平向量只切一次；"
+                          "FSDP2 对每个参数各切一次，而 (d0, d1) 权重的一行填充包含 d1 个元素。")
+             for shapes, ws in [([(5, 3)], 4), ([(6, 4), (6,)], 4), ([(768, 768), (768,), (3072, 768)], 8),
+                                ([(50257, 768)], 8), ([(7,)], 1), ([(3, 2), (1,)], 3), ([(10, 10)], 4)]]
+    verify("ex06_padding_elements", fn, cases)
 
 
 def ex06_zero3_bytes_per_step(fn):

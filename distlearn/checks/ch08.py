@@ -13,8 +13,11 @@ def ex08_layer_activation_bytes(fn):
     shapes = [(2048, 1, 12288, 96), (4096, 2, 4096, 32), (1024, 8, 768, 12), (16, 1, 8, 2)]
     cases = [Case(args=sh, expected=activation_bytes_per_layer(seq_len=sh[0], micro_batch_size=sh[1],
                                                               hidden_size=sh[2], num_heads=sh[3]),
-                  rtol=1e-9, hint_en="s·b·h·(34 + 5·a·s/h) bytes: it already counts bytes, don't multiply by 2.",
-                  hint_zh="s·b·h·(34 + 5·a·s/h) 字节：公式本身就是字节数，不要再乘以 2。") for sh in shapes]
+                  rtol=1e-9, hint_en="Korthikanti's count is already in bytes (16-bit tensors, 1-byte dropout masks): "
+                                     "don't multiply it by a dtype size. And does your count grow with s², as the "
+                                     "stored attention scores do?",
+                  hint_zh="Korthikanti 的统计本身就是字节数（16 位张量、1 字节 dropout 掩码）：不要再乘以数据类型的字节数。"
+                          "另外，你的结果会像存下的注意力分数那样随 s² 增长吗？") for sh in shapes]
     verify("ex08_layer_activation_bytes", fn, cases)
 
 
@@ -36,14 +39,11 @@ def ex08_selective_overhead(fn):
         cfg = ModelConfig("x", "gpt", V, h, L, 8, 4 * h, s)
         cases.append(Case(args=(s, h, L, V), expected=recompute_flops(cfg, seq_len=s, micro_batch_size=1,
                                                                      recompute="selective")["overhead"],
-                          rtol=1e-6,
-                          hint_en="Selective recomputation re-runs only the attention core (QKᵀ, softmax, ·V) "
-                                  "in the backward: count that part's forward FLOPs in every layer, and divide by "
-                                  "the FLOPs of the whole step without recomputation (forward + backward ≈ 3 × "
-                                  "forward, the LM head included) — see the chapter's FLOPs section.",
-                          hint_zh="选择性重计算在反向时只重算注意力核心（QKᵀ、softmax、·V）：算出每层这一部分的前向 "
-                                  "FLOPs，再除以不做重计算时整步的 FLOPs（前向 + 反向 ≈ 3 × 前向，含 LM head）"
-                                  "——参见本章讲 FLOPs 的一节。"))
+                          rtol=1e-6, hint_en="The extra work is one more forward of QKᵀ and ·V in every layer. "
+                                             "Divide by the whole step: backward costs two forwards, and the LM head "
+                                             "(an s × h by h × V matmul) is part of the step too.",
+                          hint_zh="多出的只是每一层再做一次 QKᵀ 与 ·V 的前向。要除以整步的计算量：反向相当于两次前向，"
+                                  "而 LM head（s × h 乘 h × V 的矩阵乘法）也属于这一步。"))
     verify("ex08_selective_overhead", fn, cases)
 
 
@@ -66,10 +66,13 @@ def ex08_llama_layer_bytes(fn):
     cases = [Case(args=sh, expected=layer_activation_bytes(seq_len=sh[0], micro_batch_size=sh[1], hidden_size=sh[2],
                                                            num_heads=sh[3], arch="llama", num_kv_heads=sh[4],
                                                            ffn_hidden_size=sh[5], attention="flash"),
-                  rtol=1e-9, hint_en="2 norm inputs + QKV input + Q + O + MLP input (sbh each), K and V (k/a·sbh each), "
-                                     "SwiGLU 4·f·sb, all 2 bytes; plus the fp32 log-sum-exp, 4·a·s·b bytes. No s² term.",
-                  hint_zh="2 个归一化输入 + QKV 输入 + Q + O + MLP 输入（各 sbh），K 和 V（各 k/a·sbh），SwiGLU 4·f·sb，都是 2 字节；"
-                          "再加 fp32 的 log-sum-exp，4·a·s·b 字节。没有 s² 项。") for sh in shapes]
+                  rtol=1e-9,
+                  hint_en="Check three things. Flash attention keeps no s × s scores, only an fp32 log-sum-exp per "
+                          "head and token. With grouped-query attention K and V have num_kv_heads heads, not "
+                          "num_heads. SwiGLU's backward needs more than one f-wide tensor: list what it saves.",
+                  hint_zh="检查三件事。Flash attention 不保存 s × s 的注意力分数，只为每个头、每个 token 保存一个 fp32 的 "
+                          "log-sum-exp。分组查询注意力中 K 和 V 只有 num_kv_heads 个头，而不是 num_heads 个。SwiGLU 的"
+                          "反向需要不止一个宽度为 f 的张量：列出它保存了哪些。") for sh in shapes]
     verify("ex08_llama_layer_bytes", fn, cases)
 
 

@@ -27,18 +27,20 @@ def ex10_merge_blocks(fn) -> None:
         b = block_attention(q, k[:, :, s_a:], v[:, :, s_a:])
         args = (a.out[0, 0], a.lse[0, 0], b.out[0, 0], b.lse[0, 0])
         cases.append(Case(args=args, expected=merge_blocks(*args), rtol=1e-9, atol=1e-12,
-                          hint_en="The new log-sum-exp is log(e^lse_a + e^lse_b) (np.logaddexp). Each block's out is "
-                                  "divided by its own sum, so weight it by its share: out = e^(lse_a − lse)·out_a + "
-                                  "e^(lse_b − lse)·out_b (lse[..., None] to broadcast over d).",
-                          hint_zh="新的 log-sum-exp 是 log(e^lse_a + e^lse_b)（np.logaddexp）。每块的 out 已经除以它自己的"
-                                  "和，所以要按它所占的份额加权：out = e^(lse_a − lse)·out_a + e^(lse_b − lse)·out_b"
-                                  "（用 lse[..., None] 沿 d 广播）。"))
+                          hint_en="Averaging the two outputs ignores how much softmax mass each block holds. Each out "
+                                  "was divided by its own block's sum e^lse: what share of the combined sum does each "
+                                  "block have? Combine the log-sum-exps first (numpy has a function for log(e^x + e^y)), "
+                                  "and mind the shapes: lse has no d axis.",
+                          hint_zh="直接平均两个输出忽略了每块各占多少 softmax 质量。每个 out 都除以了它自己那一块的和 e^lse："
+                                  "每块在合并后的总和中占多大份额？先合并两个 log-sum-exp（numpy 有计算 log(e^x + e^y) 的"
+                                  "函数），并注意形状：lse 没有 d 这一维。"))
     # a huge score: the merge must not overflow (no exp of a raw lse)
     out_a, out_b = np.array([[1.0, 2.0]]), np.array([[3.0, -1.0]])
     args = (out_a, np.array([800.0]), out_b, np.array([799.0]))
     cases.append(Case(args=args, expected=merge_blocks(*args), rtol=1e-9, atol=1e-12,
-                      hint_en="Do not compute e^lse directly (e^800 overflows): subtract the new lse first.",
-                      hint_zh="不要直接计算 e^lse（e^800 会上溢）：先减去新的 lse。"))
+                      hint_en="e^800 overflows float64 (inf / inf = nan): never exponentiate a raw log-sum-exp, only "
+                              "differences of log-sum-exps.",
+                      hint_zh="e^800 在 float64 中会上溢（inf / inf = nan）：不要对 log-sum-exp 本身取指数，只对它们的差取指数。"))
     verify("ex10_merge_blocks", fn, cases)
 
 
@@ -48,10 +50,11 @@ def ex10_zigzag_positions(fn) -> None:
     cases = []
     for s, cp in [(8, 2), (16, 4), (12, 3), (4, 1), (32, 2)]:
         cases.append(Case(args=(s, cp), expected=layout_positions(s, cp, "zigzag"), compare=_same_arrays,
-                          hint_en="Cut the sequence into 2·cp chunks of s/(2·cp) tokens. Rank r takes chunk r and "
-                                  "chunk 2·cp − 1 − r, in that order; return one array per rank.",
-                          hint_zh="把序列切成 2·cp 块，每块 s/(2·cp) 个词元。rank r 依次取第 r 块和第 2·cp − 1 − r 块；"
-                                  "每个 rank 返回一个数组。"))
+                          hint_en="Check the chunk size (there are twice as many chunks as ranks), the order inside "
+                                  "each rank (its early chunk first, then its late one) and the type: one integer array "
+                                  "of positions per rank.",
+                          hint_zh="检查块的大小（块数是 rank 数的两倍）、每个 rank 内部的顺序（先靠前的块，再靠后的块）以及"
+                                  "类型：每个 rank 一个由位置组成的整数数组。"))
     verify("ex10_zigzag_positions", fn, cases)
 
 
@@ -63,11 +66,11 @@ def ex10_causal_work(fn) -> None:
     for s, cp, layout in [(8, 2, "contiguous"), (8, 2, "zigzag"), (16, 4, "contiguous"), (16, 4, "zigzag"),
                           (24, 3, "zigzag"), (6, 1, "contiguous")]:
         cases.append(Case(args=(s, cp, layout), expected=work_matrix(s, cp, layout).sum(axis=1), rtol=0,
-                          hint_en="Query i attends to keys 0..i. A chunk of c queries attends fully (c² pairs) to "
-                                  "an earlier chunk, c(c+1)/2 pairs to itself, nothing to a later chunk; add over the "
-                                  "chunks the rank holds.",
-                          hint_zh="查询 i 只关注键 0..i。c 个查询组成的块对更早的块全部关注（c² 对），对自身关注 c(c+1)/2 "
-                                  "对，对更晚的块不关注；把该 rank 持有的各块加起来。"))
+                          hint_en="Equal tokens are not equal work. Count per query: how many keys may the query at "
+                                  "position i attend to (itself included)? Then add that up over the positions this "
+                                  "rank holds in the given layout.",
+                          hint_zh="相同的词元数并不意味着相同的工作量。按查询来数：位置 i 上的查询能关注多少个键（包括它自己）？"
+                                  "再对该 rank 在给定切分方式下持有的所有位置求和。"))
     verify("ex10_causal_work", fn, cases)
 
 
@@ -82,9 +85,9 @@ def ex10_ring_hidden(fn) -> None:
         expected = ring_overlap(tokens_per_rank=c, num_heads=a, num_kv_heads=kv, head_dim=d, flops=f,
                                 bandwidth=bw)["hidden"]
         cases.append(Case(args=(c, a, kv, d, f, bw), expected=expected,
-                          hint_en="Compute: 4·c²·d·a FLOPs at `flops` per second. Transfer: K and V of the block, "
-                                  "2·c·d·kv values of 2 bytes, at `bandwidth` bytes per second. Hidden if compute "
-                                  "time ≥ transfer time.",
-                          hint_zh="计算：4·c²·d·a FLOPs，每秒 `flops`。传输：这一块的 K 和 V，共 2·c·d·kv 个 2 字节的数，"
-                                  "每秒 `bandwidth` 字节。计算时间 ≥ 传输时间时即被隐藏。"))
+                          hint_en="Compare two times in seconds. What crosses the link is the block's K and V — both "
+                                  "tensors, for the K/V heads only (grouped-query attention has fewer of them than "
+                                  "query heads), in bytes, not values. Hidden means the compute takes at least as long.",
+                          hint_zh="比较两个以秒为单位的时间。通过链路的是这一块的 K 和 V——两个张量都要算，且只算 K/V 头（分组"
+                                  "查询注意力的 K/V 头比查询头少），单位是字节而不是数值个数。计算耗时不少于传输时即被隐藏。"))
     verify("ex10_ring_hidden", fn, cases)

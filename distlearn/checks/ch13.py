@@ -12,9 +12,10 @@ from ..resume import OPTIMIZERS, required_state
 
 def ex13_job_mtbf(fn):
     """``fn(num_gpus, failures_per_gpu_day)`` → the job's MTBF in hours."""
-    hint_en = ("Any GPU failing stops the job: the job fails num_gpus × failures_per_gpu_day times per day, so its "
-               "MTBF is 24 h divided by that.")
-    hint_zh = "任何一块 GPU 出故障都会让作业停下：作业每天故障 num_gpus × failures_per_gpu_day 次，MTBF 就是 24 小时除以它。"
+    hint_en = ("Any GPU failing stops the job, so the job fails as often as all its GPUs together. How many failures "
+               "is that per day? An MTBF is time per failure, and the answer is in hours, not days.")
+    hint_zh = ("任何一块 GPU 出故障都会让作业停下，所以作业的故障次数是所有 GPU 的故障次数之和。每天一共多少次？MTBF 是平均每次故障"
+               "之间的时间，而且要以小时为单位，不是天。")
     cases = [Case((n, r), expected=job_mtbf_hours(n, r), rtol=1e-9, hint_en=hint_en, hint_zh=hint_zh)
              for n, r in [(16384, 419 / (54 * 16384)), (8, 1e-3), (1, 0.01), (1024, 2e-4), (100_000, 5e-4)]]
     verify("ex13_job_mtbf", fn, cases)
@@ -22,22 +23,27 @@ def ex13_job_mtbf(fn):
 
 def ex13_young_daly(fn):
     """``fn(checkpoint_time, mtbf)`` → ``(young, daly)`` intervals in the same unit."""
-    hint_en = ("Young: sqrt(2·δ·M). Daly (δ < 2M): sqrt(2δM)·(1 + sqrt(δ/2M)/3 + (δ/2M)/9) − δ; for δ ≥ 2M "
-               "Daly's interval is M itself.")
-    hint_zh = ("Young：sqrt(2·δ·M)。Daly（δ < 2M）：sqrt(2δM)·(1 + sqrt(δ/2M)/3 + (δ/2M)/9) − δ；δ ≥ 2M 时 Daly 的"
-               "间隔就是 M。")
+    series_en = ("Check Young first: the 2 under the root. Then Daly with x = δ/(2M): the bracket is 1 + √x/3 + x/9 "
+                 "(the 1/9 multiplies x itself, not √x), it multiplies Young's value, and δ is subtracted at the end.")
+    series_zh = ("先检查 Young：根号里的 2。再看 Daly，记 x = δ/(2M)：方括号是 1 + √x/3 + x/9（1/9 乘的是 x 本身，不是 √x），"
+                 "它乘以 Young 的值，最后再减去 δ。")
+    branch_en = ("Here the checkpoint takes at least twice the MTBF (δ ≥ 2M; δ = 2M counts): Daly's series does not "
+                 "apply there. What does the exercise say his interval is then?")
+    branch_zh = "这里检查点耗时至少是 MTBF 的两倍（δ ≥ 2M，δ = 2M 也算）：Daly 的级数在这里不适用。题目说这时他的间隔是多少？"
     cases = [Case((d, m), expected=(young_interval(d, m), daly_interval(d, m)), rtol=1e-9,
-                  hint_en=hint_en, hint_zh=hint_zh)
+                  hint_en=branch_en if d >= 2 * m else series_en, hint_zh=branch_zh if d >= 2 * m else series_zh)
              for d, m in [(5, 1440), (5, 360), (5, 15), (1, 185.6), (0.05, 185.6), (30, 10), (20, 10)]]
     verify("ex13_young_daly", fn, cases)
 
 
 def ex13_goodput(fn):
     """``fn(interval, checkpoint_time, restart_time, mtbf)`` → expected goodput in Daly's complete model."""
-    hint_en = ("Goodput = τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1)): every segment of τ + δ is retried until no failure "
-               "hits it, and every failure costs a restart that can fail too.")
-    hint_zh = ("有效训练时间占比 = τ / (M·e^{R/M}·(e^{(τ+δ)/M} − 1))：每段 τ + δ 会一直重试直到没有故障打断，每次故障"
-               "都要重启一次，而重启本身也可能被故障打断。")
+    hint_en = ("Three things to check: the exponent is (τ + δ)/M, because a failure during the checkpoint loses the "
+               "segment too; the factor e^{R/M} is there because a restart can fail as well; and the result is the "
+               "useful fraction of the wall time (between 0 and 1), not the waste. For small τ/M it is close to "
+               "1 − δ/τ − (τ/2 + R)/M.")
+    hint_zh = ("检查三点：指数是 (τ + δ)/M，因为写检查点时出故障也会丢掉整段；因子 e^{R/M} 来自重启本身也可能出故障；结果是"
+               "墙钟时间中有用的那部分比例（在 0 和 1 之间），不是浪费的比例。τ/M 很小时它接近 1 − δ/τ − (τ/2 + R)/M。")
     cases = [Case(args, expected=goodput(*args), rtol=1e-9, hint_en=hint_en, hint_zh=hint_zh)
              for args in [(18.6, 1.0, 10.0, 185.6), (60, 1.0, 10.0, 185.6), (117, 5, 10, 1440), (9.1, 5, 10, 15),
                           (30, 0.0, 0.0, 1000.0), (4.2, 0.05, 10, 185.6)]]
@@ -51,15 +57,19 @@ def _same_set(got, expected):
         return False
 
 
+_STATE_HINT_EN = ("Ask of each item in turn: would the step after the restart read it? Does this optimizer carry "
+                  "anything from one step to the next? Does anything in the step draw random numbers? Does the "
+                  "learning rate depend on how many steps were done? Does the next batch depend on where the run was "
+                  "in the data? Return a set, each item once.")
+_STATE_HINT_ZH = ("逐项问：重启后的下一步会读取它吗？这个优化器会把什么从一步带到下一步吗？这一步里有没有东西要取随机数？学习率"
+                  "取决于已经走了多少步吗？下一个批次取决于训练在数据中走到了哪里吗？返回一个集合，每项只出现一次。")
+
+
 def ex13_state_to_save(fn):
     """``fn(optimizer, dropout, lr_schedule, full_batch)`` → the set of items (among "model", "optimizer",
     "sampler", "rng", "step") a checkpoint must hold for an exact resume."""
     cases = [Case((opt, drop, sched, full), expected=required_state(opt, drop, sched, full), compare=_same_set,
-                  hint_en="Ask of each item: does the next step read it? Plain SGD has no optimizer state; without "
-                          "dropout nothing draws from the RNG; a constant learning rate does not need the step; "
-                          "full-batch steps do not need the sampler. The model is always needed.",
-                  hint_zh="逐项问：下一步会用到它吗？普通 SGD 没有优化器状态；没有 dropout 就不从随机数生成器取数；"
-                          "学习率不变就不需要步数；每步用全部数据就不需要采样器状态。模型总是需要的。")
+                  hint_en=_STATE_HINT_EN, hint_zh=_STATE_HINT_ZH)
              for opt, drop, sched, full in itertools.product(OPTIMIZERS, (True, False), (True, False), (False, True))
              if (opt, drop, sched, full) in {("adamw", True, True, False), ("sgd", False, False, True),
                                              ("momentum", False, True, False), ("sgd", True, False, False),

@@ -20,10 +20,12 @@ or with :func:`distlearn.launch.run`. Alone::
     TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun --standalone --nproc-per-node 2 --max-restarts 1 \\
         -m distlearn.labs.checkpoint --ckpt-dir /tmp/ckpt --job-log /tmp/ckpt/log.jsonl --kill-rank 1 --kill-step 7
 
-``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with torch 2.13's default, the restarted workers share the rendezvous
-store of the failed attempt and gloo's ``init_process_group`` reads the dead workers' old addresses from it
-("Gloo connectFullMesh failed … Connection refused", or a hang); see pytorch/pytorch#135712 and #167288. Without
-sharing, each round gets a fresh store (``dynamic_rendezvous.py``). :func:`run_torchrun` sets it.
+``TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1``: with torch 2.13's default, the workers of every attempt use the agent's
+own TCP store, which outlives them, with no per-attempt key prefix (``torch/distributed/rendezvous.py``), so gloo's
+``init_process_group`` in a restarted worker can read a dead worker's old address ("Gloo connectFullMesh failed …
+Connection refused", or a hang); see pytorch/pytorch#135712 and #167288. It is a race (about one restart in three
+failed in our runs). Without sharing, rank 0 of each attempt hosts a fresh store (``dynamic_rendezvous.py``).
+:func:`run_torchrun` sets it.
 """
 from __future__ import annotations
 

@@ -6,7 +6,9 @@ DeepSpeed-Ulysses over ``all_to_all_single``, forward and backward, checked agai
   computing the current block, so on GPUs the transfer overlaps the block computation; the partial results are
   merged with the online softmax (log-sum-exp). Backward: the K/V blocks travel again, each with an accumulator
   for its dK/dV that every rank adds to and passes on; dQ stays local; after the last step the accumulators take
-  one more hop home. Blocks are computed in float32 for 16-bit inputs (PyTorch's CP does the same,
+  one more hop home. A rank waits for the accumulator of the block it holds only after computing that block's
+  gradients, so on GPUs the dK/dV hop overlaps the block computation too (PyTorch's
+  ``_templated_ring_attention_backward`` and :func:`distlearn.context_parallel.ring_timeline` do the same). Blocks are computed in float32 for 16-bit inputs (PyTorch's CP does the same,
   ``_cp_options.convert_to_f32``), in float64 for float64 inputs.
 - :func:`ulysses_attention` — two :class:`AllToAll` (an autograd Function whose backward is the inverse
   all-to-all) around PyTorch's own ``F.scaled_dot_product_attention`` on ``heads / cp`` heads of the whole
@@ -17,7 +19,8 @@ DeepSpeed-Ulysses over ``all_to_all_single``, forward and backward, checked agai
 :func:`cp_check` compares outputs and gradients with single-process ``scaled_dot_product_attention`` (and the
 whole block with one unsharded block; weight gradients summed over the cp ranks, as training must) in float64;
 :func:`cp_memory` measures the bytes one rank keeps for backward (saved-tensor hooks). :func:`torch_cp_probe`
-tries PyTorch's own ``context_parallel`` on this machine.
+tries PyTorch's own ``context_parallel`` on this machine; :func:`torch_ring_check` runs the ring functions it calls,
+``_templated_ring_attention(_backward)``, here with the CPU kernel, and counts what they send.
 
 From a notebook: ``distlearn.launch.run(cp_check, 4)``. Alone (gloo on CPU, NCCL on GPUs):
 ``torchrun --nproc-per-node 4 -m distlearn.labs.context_parallel``.
@@ -172,6 +175,7 @@ class RingAttention(torch.autograd.Function):
         dq = torch.zeros_like(qc)
         kv = torch.cat([k.reshape(-1), v.reshape(-1)])
         dkv = torch.zeros(kv.numel(), dtype=cdt, device=q.device)      # accumulator of the block held now
+        grad_reqs, sending = [], None   # the accumulator of the block held now, still on its way from rank r−1
         n = k.numel()
         for t in range(cp):
             if t < cp - 1:
@@ -179,21 +183,27 @@ class RingAttention(torch.autograd.Function):
                 reqs = _exchange(kv, incoming, group, traffic)
             src = (rank - t) % cp
             mask = _mask(positions[rank], positions[src]) if causal else None
+            block = None
             if mask is None or bool(mask.any()):
                 kb, vb = kv[:n].view_as(k).to(cdt), kv[n:].view_as(v).to(cdt)
                 gq, gk, gv = _block_backward(qc, kb, vb, doc, lse, delta, mask, scale)
                 dq += gq
-                dkv = dkv + torch.cat([gk.reshape(-1), gv.reshape(-1)])
-            if cp > 1:                  # pass the accumulator on; receive the one of the next block
+                block = torch.cat([gk.reshape(-1), gv.reshape(-1)])
+            for req in grad_reqs:       # computed first, so this hop overlapped the block (as PyTorch's ring)
+                req.wait()
+            if block is not None:
+                dkv = dkv + block
+            if cp > 1:                  # pass the accumulator on; the next block's arrives meanwhile
                 nxt = torch.empty_like(dkv)
-                for req in _exchange(dkv, nxt, group, traffic):
-                    req.wait()
+                grad_reqs, sending = _exchange(dkv, nxt, group, traffic), dkv   # keep the send buffer alive
                 dkv = nxt
             if t < cp - 1:
                 for req in reqs:
                     req.wait()
                 kv = incoming
-        # after cp hops every accumulator is back with the rank that owns its block
+        for req in grad_reqs:           # the last hop: every accumulator back with the rank that owns its block
+            req.wait()
+        del sending
         return (dq.to(q.dtype), dkv[:n].view_as(k).to(k.dtype), dkv[n:].view_as(v).to(v.dtype),
                 None, None, None, None)
 
@@ -448,6 +458,113 @@ def torch_cp_probe(rank: int, world_size: int, seq_len: int = 16) -> dict:
         return {"ok": True, "error": None, "device": dev.type}
     except Exception as exc:   # noqa: BLE001 - the point is to report what PyTorch raises here
         return {"ok": False, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}", "device": dev.type}
+
+
+class _CountCollectives:
+    """Count what PyTorch's context-parallel ring sends, where it calls the functional collectives: inside the
+    ``with``, ``ft_c.permute_tensor`` (the ``"alltoall"`` rotate: the whole tensor to rank r+1) and
+    ``ft_c.all_gather_single`` (the ``"allgather"`` rotate: ``cp − 1`` times the input leaves each rank, as in a
+    ring all-gather) are wrapped to record ``(kind, bytes sent by this rank, dtype)``; restored on exit."""
+
+    def __init__(self, cp: int):
+        import torch.distributed._functional_collectives as ft_c
+
+        self.ft_c, self.cp, self.calls = ft_c, cp, []
+
+    def __enter__(self):
+        ft_c, calls, cp = self.ft_c, self.calls, self.cp
+        self._saved = ft_c.permute_tensor, ft_c.all_gather_single
+        permute, gather = self._saved
+
+        def counted_permute(t, *args, **kw):
+            calls.append(("permute", t.numel() * t.element_size(), str(t.dtype).replace("torch.", "")))
+            return permute(t, *args, **kw)
+
+        def counted_gather(t, *args, **kw):
+            calls.append(("all_gather", (cp - 1) * t.numel() * t.element_size(), str(t.dtype).replace("torch.", "")))
+            return gather(t, *args, **kw)
+
+        ft_c.permute_tensor, ft_c.all_gather_single = counted_permute, counted_gather
+        return self
+
+    def __exit__(self, *exc):
+        self.ft_c.permute_tensor, self.ft_c.all_gather_single = self._saved
+        return False
+
+
+def torch_ring_check(rank: int, world_size: int, rotate: str = "allgather", dtype: str = "float64",
+                     load_balance: bool = True, seq_len: int = 16, heads: int = 2, head_dim: int = 8,
+                     seed: int = 0) -> dict:
+    """PyTorch's own ring attention, forward and backward, on this machine: the functions its ``context_parallel``
+    runs for every CUDA SDPA kernel — ``_templated_ring_attention`` and ``_templated_ring_attention_backward``
+    (torch 2.13, ``torch/distributed/tensor/experimental/_context_parallel/_attention.py``) — given the CPU kernel
+    ``aten._scaled_dot_product_flash_attention_for_cpu`` (and its backward) instead. They take the kernel as an
+    argument, so the algorithm is PyTorch's line for line: rotate method (``"allgather"``, its default, or
+    ``"alltoall"``), the head-tail load-balanced skipping of masked half blocks, the ``_SDPAMerger``, the dK/dV
+    accumulators sent around the ring.
+
+    Every rank draws the same causal Q, K, V, dO (multi-head: the CPU kernel takes equal head counts) and keeps
+    its head-tail shard (``_HeadTailLoadBalancer`` = the course's zig-zag). ``dtype="float64"`` runs with
+    ``_cp_options.convert_to_f32 = False`` (else PyTorch merges in float32 and the float64 comparison could only
+    reach ~1e-7); ``"bfloat16"`` keeps PyTorch's default ``True`` (float32 merge and dK/dV accumulators).
+    ``load_balance=False`` runs PyTorch's ring as if the shards were contiguous while they are head-tail — a
+    deliberately wrong setting, to see the comparison fail. Options are restored afterwards.
+
+    Returns ``{"out_err", "dq_err", "dk_err", "dv_err"}`` (max |difference| from single-process SDPA over this
+    rank's tokens), ``"lab_err"`` (max |difference| of output and dQ, dK, dV from this lab's
+    :class:`RingAttention` on the same shards), ``"fwd"`` / ``"bwd"``: lists of ``(collective, bytes this rank
+    sent, dtype)`` as PyTorch called them, and ``"block_bytes"`` (K and V of one shard, bytes).
+    """
+    from torch.distributed.tensor.experimental._context_parallel import _attention as A
+    from torch.distributed.tensor.experimental._context_parallel._load_balancer import _HeadTailLoadBalancer
+
+    dt = getattr(torch, dtype)
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v, g = (torch.randn(1, heads, seq_len, head_dim, generator=gen, dtype=torch.float64).to(dt)
+                  for _ in range(4))
+    order = _HeadTailLoadBalancer(seq_len, world_size, "cpu")._generate_indices()[0].long()
+    pos = order.view(world_size, -1)
+    mine = pos[rank]
+    ql, kl, vl, gl = (t[:, :, mine].contiguous() for t in (q, k, v, g))
+    saved = A._cp_options.rotate_method, A._cp_options.enable_load_balance, A._cp_options.convert_to_f32
+    try:
+        A.set_rotate_method(rotate)
+        A._cp_options.enable_load_balance = load_balance
+        A._cp_options.convert_to_f32 = dt != torch.float64
+        group = dist.group.WORLD
+        with _CountCollectives(world_size) as fwd:
+            out, lse = A._templated_ring_attention(
+                group, 2, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu, ql, kl, vl, is_causal=True)[:2]
+        with _CountCollectives(world_size) as bwd:
+            dq, dk, dv = A._templated_ring_attention_backward(
+                group, 2, torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward, gl, "grad_out",
+                ql, kl, vl, out, lse, True, dropout_p=0.0)[:3]
+    finally:
+        A._cp_options.rotate_method, A._cp_options.enable_load_balance, A._cp_options.convert_to_f32 = saved
+    full = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = F.scaled_dot_product_attention(*full, is_causal=True)
+    ref.backward(g)
+    lq, lk, lv = (t.clone().requires_grad_() for t in (ql, kl, vl))
+    ours = ring_attention(lq, lk, lv, pos, True)
+    ours.backward(gl)
+    return {"rank": rank, "rotate": rotate, "dtype": dtype, "load_balance": load_balance,
+            "out_err": _err(out, ref[:, :, mine]), "dq_err": _err(dq, full[0].grad[:, :, mine]),
+            "dk_err": _err(dk, full[1].grad[:, :, mine]), "dv_err": _err(dv, full[2].grad[:, :, mine]),
+            "lab_err": max(_err(out, ours), _err(dq, lq.grad), _err(dk, lk.grad), _err(dv, lv.grad)),
+            "fwd": fwd.calls, "bwd": bwd.calls, "block_bytes": 2 * kl.numel() * kl.element_size()}
+
+
+TORCH_RING_CASES = (("alltoall", "float64", True), ("allgather", "float64", True), ("allgather", "bfloat16", True),
+                    ("alltoall", "float64", False))
+"""The chapter's runs of :func:`torch_ring_check`: ``(rotate, dtype, load_balance)``; the last is broken on purpose."""
+
+
+def torch_ring_checks(rank: int, world_size: int, cases=TORCH_RING_CASES, seq_len: int = 16, heads: int = 2,
+                      head_dim: int = 8) -> list:
+    """:func:`torch_ring_check` for each ``(rotate, dtype, load_balance)`` of ``cases`` in one launch (importing
+    PyTorch's context-parallel module costs seconds per process; one launch pays it once). Returns the list."""
+    return [torch_ring_check(rank, world_size, *case, seq_len=seq_len, heads=heads, head_dim=head_dim)
+            for case in cases]
 
 
 def summary(rank: int, world_size: int) -> str:

@@ -3,8 +3,9 @@
 PyTorch 2.13's ``torch.distributed.tensor.experimental.context_parallel`` shards SDPA only for the CUDA kernels
 (flash, memory-efficient, cuDNN): on CPU, SDPA dispatches to ``aten._scaled_dot_product_flash_attention_for_cpu``,
 which "does not have a sharding strategy registered" (NotImplementedError). So the course's CPU lab compares its
-ring and all-to-all attention with single-process SDPA, and this script does the comparison with PyTorch's CP
-where it can run::
+ring and all-to-all attention with single-process SDPA and with PyTorch's own ring functions run with the CPU kernel
+(:func:`distlearn.labs.context_parallel.torch_ring_check`), and this script does the comparison with the whole
+``context_parallel`` API where it can run::
 
     torchrun --nproc-per-node 2 -m distlearn.labs.context_parallel_gpu_check     # 2, 4 or 8 GPUs
 
@@ -16,8 +17,12 @@ memory-efficient kernel) and bfloat16 (flash):
 2. runs :class:`distlearn.labs.context_parallel.RingAttention` on the same zig-zag shards over NCCL;
 3. compares both with single-GPU ``F.scaled_dot_product_attention`` on the full sequence.
 
-Rank 0 prints one JSON line per case (max |difference| of outputs and of dQ, dK, dV) and ``OK`` or ``MISMATCH``
-against the tolerances below. Without CUDA or with fewer than 2 GPUs it prints why and exits with status 2.
+Rank 0 prints one JSON line per case (the largest relative difference of the output and of dQ, dK, dV: max |a − b|
+over max |b|, the worst rank deciding) and ``OK`` or ``MISMATCH`` against the tolerances below. One more case is
+broken on purpose — our ring is given the contiguous causal mask while the shards are head-tail — and must come out
+``MISMATCH`` against PyTorch (else the comparison could not fail, and the script says so). Exit status 0 when every
+real case is OK and the broken one is caught, 1 otherwise; without CUDA or with fewer than 2 GPUs it prints why and
+exits with status 2.
 """
 from __future__ import annotations
 
@@ -26,8 +31,11 @@ import os
 import sys
 
 TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2}
-"""Max |difference| accepted per dtype: float32 kernels accumulate in float32 (≈1e-6 typical, 1e-4 to allow for
-the blockwise merge order); bfloat16 has an 8-bit mantissa (2⁻⁸ ≈ 4e-3 per rounding, a few roundings)."""
+"""Largest relative difference accepted per dtype (max |a − b| / max |b| per tensor): float32 kernels accumulate in
+float32 (≈1e-6 typical, 1e-4 to allow for the blockwise merge order); bfloat16 has an 8-bit mantissa (2⁻⁸ ≈ 4e-3
+per rounding; flash also rounds the probabilities to bfloat16 before P·V, a few roundings in all). Relative, so the
+bound does not depend on the size of the gradients (dQ, dK, dV of random inputs are several times larger than
+the output)."""
 
 NEEDS_GPU = ("This check needs CUDA and at least 2 GPUs (PyTorch's context_parallel has no CPU kernel in torch "
              "2.13). Run it with: torchrun --nproc-per-node 2 -m distlearn.labs.context_parallel_gpu_check\n"
@@ -49,12 +57,27 @@ def gpu_problem() -> str | None:
 
 
 def _max_err(a, b) -> float:
-    return float((a.float() - b.float()).abs().max())
+    """Relative difference of ``a`` from the reference ``b``: max |a − b| / max |b| (0 when both are 0)."""
+    scale = float(b.float().abs().max())
+    return float((a.float() - b.float()).abs().max()) / (scale if scale > 0 else 1.0)
+
+
+def verdict(result: dict) -> bool:
+    """Does one case come out as it must? A real case: PyTorch's shards are our zig-zag and all three relative
+    differences are within :data:`TOLERANCE` of its dtype. The broken case (``result["broken"]``): ours must differ
+    from PyTorch by more than the tolerance — if it does not, the comparison cannot fail."""
+    tol = TOLERANCE[result["dtype"]]
+    if result.get("broken"):
+        return result["ours_vs_torch"] > tol
+    return bool(result["same_shards"]) and max(result["ours_vs_sdpa"], result["torch_vs_sdpa"],
+                                               result["ours_vs_torch"]) <= tol
 
 
 def compare(dtype_name: str, rotate: str, seq_len: int = 1024, heads: int = 8, head_dim: int = 64,
-            seed: int = 0) -> dict:
-    """One case on the current process group: PyTorch CP and our ring vs the full SDPA; this rank's errors."""
+            seed: int = 0, broken: bool = False) -> dict:
+    """One case on the current process group: PyTorch CP and our ring vs the full SDPA; this rank's relative
+    differences. ``broken=True`` gives our ring the contiguous layout's causal mask on the head-tail shards (a
+    deliberate mistake the comparison must catch)."""
     import torch
     import torch.distributed as dist
     import torch.nn.functional as F
@@ -77,7 +100,8 @@ def compare(dtype_name: str, rotate: str, seq_len: int = 1024, heads: int = 8, h
     mine = pos[rank]
     # ours: ring attention over NCCL point-to-point on the zig-zag shards
     ql, kl, vl = (t[:, :, mine].clone().requires_grad_() for t in (q, k, v))
-    ours = ring_attention(ql, kl, vl, pos, causal=True)
+    mask_pos = layout_positions(seq_len, ws, "contiguous").to(dev) if broken else pos
+    ours = ring_attention(ql, kl, vl, mask_pos, causal=True)
     ours.backward(g[:, :, mine])
     # PyTorch: context_parallel shards the buffers in place (head-tail order = our zig-zag) and patches SDPA
     set_rotate_method(rotate)
@@ -90,7 +114,7 @@ def compare(dtype_name: str, rotate: str, seq_len: int = 1024, heads: int = 8, h
         theirs.backward(bg)
     shard = lambda t: t[:, :, mine]  # noqa: E731
     return {
-        "dtype": dtype_name, "rotate": rotate, "world_size": ws, "rank": rank,
+        "dtype": dtype_name, "rotate": rotate, "world_size": ws, "rank": rank, "broken": broken,
         "same_shards": same,
         "ours_vs_sdpa": max(_max_err(ours, shard(ref)), _max_err(ql.grad, shard(full[0].grad)),
                             _max_err(kl.grad, shard(full[1].grad)), _max_err(vl.grad, shard(full[2].grad))),
@@ -113,20 +137,23 @@ def main() -> int:
     torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     dist.init_process_group("nccl")
     ok = True
+    cases = [(d, rot, False) for d in ("float32", "bfloat16") for rot in ("allgather", "alltoall")]
+    cases.append(("float32", "alltoall", True))                     # broken on purpose: must be caught
     try:
-        for dtype_name in ("float32", "bfloat16"):
-            for rotate in ("allgather", "alltoall"):
-                r = compare(dtype_name, rotate)
-                worst = torch.tensor([r["ours_vs_sdpa"], r["torch_vs_sdpa"], r["ours_vs_torch"],
-                                      0.0 if r["same_shards"] else 1.0], device="cuda")
-                dist.all_reduce(worst, op=dist.ReduceOp.MAX)      # the worst rank decides
-                r.update(ours_vs_sdpa=worst[0].item(), torch_vs_sdpa=worst[1].item(),
-                         ours_vs_torch=worst[2].item(), same_shards=worst[3].item() == 0.0,
-                         tolerance=TOLERANCE[dtype_name])
-                good = r["same_shards"] and max(worst[:3].tolist()) <= TOLERANCE[dtype_name]
-                ok &= good
-                if dist.get_rank() == 0:
-                    print(json.dumps({**r, "verdict": "OK" if good else "MISMATCH"}), flush=True)
+        for dtype_name, rotate, broken in cases:
+            r = compare(dtype_name, rotate, broken=broken)
+            worst = torch.tensor([r["ours_vs_sdpa"], r["torch_vs_sdpa"], r["ours_vs_torch"],
+                                  0.0 if r["same_shards"] else 1.0], device="cuda")
+            dist.all_reduce(worst, op=dist.ReduceOp.MAX)          # the worst rank decides
+            r.update(ours_vs_sdpa=worst[0].item(), torch_vs_sdpa=worst[1].item(),
+                     ours_vs_torch=worst[2].item(), same_shards=worst[3].item() == 0.0,
+                     tolerance=TOLERANCE[dtype_name])
+            good = verdict(r)
+            ok &= good
+            if dist.get_rank() == 0:
+                label = ("CAUGHT" if good else "NOT CAUGHT: the comparison cannot fail") if broken else (
+                    "OK" if good else "MISMATCH")
+                print(json.dumps({**r, "verdict": label}), flush=True)
         dist.barrier()
     finally:
         dist.destroy_process_group()

@@ -8,6 +8,8 @@
   iteration and the one it rebuilds from the gradient-ready order, for several ``bucket_cap_mb`` settings, to
   compare with :func:`distlearn.data_parallel.ddp_buckets`. It reads them with the private
   ``reducer._get_zeros_like_grad_buckets()`` (a test-and-check tool, not an API to teach).
+- :func:`ddp_grad_storages` shows where the gradients live: their own tensors plus a copy in DDP's buckets, or,
+  with ``gradient_as_bucket_view=True``, views into the buckets.
 - :func:`sync_batchnorm_lab` normalizes each rank's (possibly uneven) shard with the global batch statistics
   from one all_reduce of (Σx, Σx², count): ``nn.SyncBatchNorm`` refuses CPU tensors.
 
@@ -125,6 +127,27 @@ def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,), fi
     dist.barrier()
     return {"names": list(params), "param_bytes": [p.numel() * p.element_size() for p in params.values()],
             "layouts": layouts}
+
+
+def ddp_grad_storages(rank: int, world_size: int, gradient_as_bucket_view: bool | str = False, iterations: int = 2,
+                      seed: int = 0) -> dict:
+    """Where DDP keeps the gradients of :func:`make_model` after ``iterations`` backward passes.
+
+    Returns ``{"num_params", "grad_storages"}``: how many distinct storages the ``.grad`` tensors use. Without
+    ``gradient_as_bucket_view`` each parameter has its own ``.grad`` and DDP copies it into its flat bucket buffers
+    for the all-reduce, so the gradients exist twice; with it, each ``.grad`` becomes a view into its bucket (torch
+    docs: "the saved memory size will be equal to the total gradients size"). ``gradient_as_bucket_view="both"``
+    runs both settings in one launch and returns ``{False: …, True: …}``."""
+    if gradient_as_bucket_view == "both":
+        return {v: ddp_grad_storages(rank, world_size, v, iterations, seed) for v in (False, True)}
+    dev = device()
+    model = make_model(seed).to(dev)
+    ddp = nn.parallel.DistributedDataParallel(model, gradient_as_bucket_view=gradient_as_bucket_view)
+    x, y = make_batch(8, seed)
+    for _ in range(iterations):
+        nn.functional.mse_loss(ddp(x.to(dev)), y.to(dev)).backward()
+    storages = {p.grad.untyped_storage().data_ptr() for p in model.parameters()}
+    return {"num_params": len(list(model.parameters())), "grad_storages": len(storages)}
 
 
 if __name__ == "__main__":

@@ -5,7 +5,8 @@
 - :func:`deepspeed_bf16_states`: DeepSpeed's ``BF16_Optimizer`` (bf16 weights, fp32 gradient accumulation and
   fp32 master weights; DeepSpeed 0.19.8 picks it for ``bf16`` + ZeRO stage 1 + ``grad_accum_dtype: fp32``,
   ``engine.py``: ``_do_optimizer_sanity_check``).
-- :func:`fsdp2_mixed_states`: FSDP2 ``fully_shard`` with ``MixedPrecisionPolicy(param_dtype=bfloat16)``.
+- :func:`fsdp2_mixed_states`: FSDP2 ``fully_shard`` with ``MixedPrecisionPolicy(param_dtype=bfloat16,
+  reduce_dtype=float32)``.
 
 Each counts, from the library's own tensors, the bytes of parameters, gradients and optimizer state when the
 optimizer step begins (the second step, so the state exists), and follows the step's allocations with
@@ -31,8 +32,8 @@ def zero1_adam_state_bytes(rank: int, world_size: int, seed: int = 0) -> dict:
     Keys: ``rank``; ``owned_params`` (number of parameters whose optimizer state this rank keeps);
     ``state_bytes`` (bytes of per-element Adam state on this rank: ``exp_avg`` + ``exp_avg_sq``);
     ``full_state_bytes`` (what plain AdamW would keep on every rank: 8 B × Ψ); ``num_params`` (Ψ);
-    ``max_param_diff`` (largest difference of the updated parameters from rank 0's, after the all-gather of
-    updates: 0.0 when the ranks agree).
+    ``max_param_diff`` (largest difference of the updated parameters from rank 0's, after the optimizer's
+    broadcast of each rank's updated parameters: 0.0 when the ranks agree).
     All ranks use the same seed and batch, so their gradients are equal without an all-reduce.
     """
     from torch.distributed.optim import ZeroRedundancyOptimizer
@@ -243,7 +244,7 @@ LIBRARY_RECIPES = {
     "deepspeed-zero2-bf16": ("mixed", 2, "DeepSpeed ZeRO-2, bf16 (DeepSpeedZeroOptimizer)"),
     "deepspeed-bf16": ("mixed-fp32-grads", 1, "DeepSpeed BF16_Optimizer (ZeRO-1, fp32 grad accumulation)"),
     "deepspeed-bf16-immediate": ("mixed-fp32-grads", 1, "  same, bf16.immediate_grad_update = true"),
-    "fsdp2-bf16": ("fp32", 3, "FSDP2 fully_shard + MixedPrecisionPolicy(param_dtype=bf16)"),
+    "fsdp2-bf16": ("fp32", 3, "FSDP2 + MixedPrecisionPolicy(param=bf16, reduce=fp32)"),
 }
 
 

@@ -7,8 +7,9 @@ rank, ``ScheduleInterleaved1F1B``. It compares with a single-process step on the
 
 - loss: the mean of the micro-batch losses (equal micro-batch sizes, ``MSELoss`` with mean reduction) equals the
   full-batch loss;
-- gradients: torch scales each micro-batch's gradients by ``1/m`` (``scale_grads=True``), so the accumulated
-  gradients equal the full-batch gradients of the stage's parameters;
+- gradients: with ``scale_grads=True`` torch divides the accumulated gradients by ``m`` once, after the last
+  backward of the step (``stage.py``, ``PipelineStage.scale_grads``), so they equal the full-batch gradients of the
+  stage's parameters;
 - order: hooks record the order in which torch runs each rank's forwards and backwards, to compare with
   :func:`distlearn.pipeline.stage_order`.
 

@@ -74,6 +74,11 @@ def compute(model="llama2-7b", seq_len=4096, micro_batch_size=1, tp=1, sequence_
     and recomputation's extra FLOPs/time. ``attention``: ``"default"`` (the model's own,
     :func:`distlearn.activations.default_attention`), ``"flash"`` or ``"materialised"``."""
     cfg = PRESETS[model]
+    if cfg.arch == "gpt" and seq_len > cfg.max_seq_len:   # learned position embeddings: no longer sequence exists
+        return {"error": bi(f"{model} has learned position embeddings for {cfg.max_seq_len} tokens: seq_len = "
+                            f"{seq_len} cannot run (choose ≤ {cfg.max_seq_len}, or a Llama model).",
+                            f"{model} 的位置嵌入是学出来的，只有 {cfg.max_seq_len} 个位置：seq_len = {seq_len} 无法运行"
+                            f"（请选 ≤ {cfg.max_seq_len}，或换一个 Llama 模型）。")}
     try:
         n = cfg.num_parameters()
         if n % tp:

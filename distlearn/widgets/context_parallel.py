@@ -31,7 +31,7 @@ def compute(model: str = "llama3-8b", seq_len: int = 131072, cp: int = 8, layout
             variant: str = "ring", tp: int = 1, gpu: str = "h100-80gb", link: str = "network") -> dict:
     """One layer of ``model`` with ``cp``-way context parallelism (and ``tp``-way tensor + sequence parallelism),
     bf16, micro-batch 1, causal attention, at the GPU's datasheet peak and per-direction bandwidth
-    (:mod:`distlearn.hardware`).
+    (:mod:`distlearn.hardware`). ``link="nvlink"`` needs the tp × cp GPUs in one node (``GPU.gpus_per_node``).
 
     Returns per-rank ``work`` (pairs per head, per rank), ``forward`` / ``backward``
     (:class:`distlearn.context_parallel.CPAttentionCost`), ``kept`` (bytes kept for backward per layer per GPU,
@@ -44,6 +44,12 @@ def compute(model: str = "llama3-8b", seq_len: int = 131072, cp: int = 8, layout
     a, kv, d = cfg.num_heads, cfg.kv_heads, cfg.head_dim
     lay = "contiguous" if variant == "all-to-all" else layout
     try:
+        if link == "nvlink" and tp * cp > g.gpus_per_node:
+            raise DistlearnValueError(
+                "link", f"tp × cp = {tp * cp} GPUs do not fit in one NVLink node of {g.gpus_per_node} {gpu} GPUs: "
+                        "choose the network, or a smaller tp or cp.",
+                f"tp × cp = {tp * cp} 块 GPU 放不进一个 {g.gpus_per_node} 块 {gpu} 的 NVLink 节点：请选择网络，"
+                "或减小 tp 或 cp。")
         if (seq_len // cp) % (2 if lay == "zigzag" else 1) or seq_len % cp:
             raise DistlearnValueError("seq_len", f"seq_len = {seq_len} is not divisible by cp (2·cp for zig-zag).",
                                       f"seq_len = {seq_len} 不能被 cp 整除（之字形切分需被 2·cp 整除）。")
@@ -110,7 +116,8 @@ def render(result: dict) -> None:
              f"此处 Ulysses 允许 cp ≤ {r['max_ulysses_cp']}（每个张量并行 rank 上的查询头数）"))
     if r["cp"] <= 32:
         label = r["layout"] if r["variant"] != "all-to-all" else "all-to-all"
-        work_bars({label: r["work"]}, unit=float(np.mean(r["work"])))
+        work_bars({label: r["work"]}, unit=float(np.mean(r["work"])),
+                  setup=(f"{r['model']}, s = {r['seq_len']:,}, causal", f"{r['model']}，s = {r['seq_len']:,}，因果"))
         plt.show()
 
 

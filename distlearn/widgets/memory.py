@@ -13,9 +13,10 @@ from ..validate import DistlearnValueError
 from . import base
 
 MiB = 2 ** 20
-# GPU capacity, one convention for the whole course: the datasheet's figure in GB of 1e9 bytes ("A100 80GB" =
-# 80e9 bytes), the same numbers as the planner's presets (distlearn.hardware.GPUS). What the card shows is a
-# little more: nvidia-smi's memory.total (NVIDIA_SMI_MIB below) counts the HBM in MiB, and CUDA's own total
+# GPU capacity, one convention for the whole course: the number in the card's name read as GB of 1e9 bytes
+# ("A100 80GB" = 80e9 bytes), the same numbers as the planner's presets (distlearn.hardware.GPUS). That is a safe
+# convention, not the card's size: an A100 80GB has 80 GiB of HBM. nvidia-smi's memory.total (NVIDIA_SMI_MIB
+# below) counts it in MiB (81,920 MiB = 80 GiB), and CUDA's own total
 # (torch.cuda.mem_get_info() returns (free, total) in bytes, from cudaMemGetInfo) is slightly less than that,
 # e.g. 81,049 MiB = 85.0e9 bytes on an A100 80GB PCIe (deviceQuery-style "Total global mem", ekondis/mixbench
 # issue #47); ``free`` is smaller again once the CUDA context exists. The datasheet figure is the conservative one.

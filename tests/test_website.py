@@ -1,0 +1,342 @@
+"""The course website (``make site``, :mod:`distlearn.website`) as a reader sees it.
+
+The slow tests build the site for two chapters (05 and 06, their exercises and solutions) in both languages with
+the real Sphinx + MyST-NB build, serve it on 127.0.0.1 and open it in headless Chromium (Debian's ``chromium``
+through Playwright's Python package, never ``playwright install``). They check: every page of both languages
+loads with no console error; every internal link and image resolves; formulas are rendered by MathJax (no raw
+``\\(…\\)`` or ``$…$``); a chapter page in English has exactly the English prose (headings) and no Chinese outside
+code cells and outputs, and the Chinese page exactly the Chinese; an explorer's static picture shows; the "Next"
+link leads to the next chapter; the language toggle leads to the same page in the other language; search finds a
+term in each language. Each check is a function returning problems, and each is also fed a page broken on purpose
+so that it is seen to fail. ``make site`` builds every chapter; a subset keeps this test near 30 s on 2 cores.
+
+Without Sphinx (``pip install -e '.[site]'``) or Chromium the slow tests are skipped with instructions, except in
+CI (``CI=true``) where they fail. Screenshots of chapter 05 go to ``build/screenshots/site-05-{en,zh}.png``.
+"""
+from __future__ import annotations
+
+import functools
+import http.server
+import importlib.util
+import os
+import re
+import threading
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
+
+import nbformat
+import pytest
+
+import browser_harness as bh
+from distlearn import course, website
+from distlearn.validate import DistlearnValueError
+
+CHAPTERS = ["05_pipeline_parallel", "06_zero_fsdp"]
+PAGE = "notebooks/05_pipeline_parallel"
+NEXT = "notebooks/06_zero_fsdp"
+SEARCH = {"en": "bubble", "zh": "气泡"}
+OUT = bh.ROOT / "build" / "site-test"
+CJK = re.compile(r"[\u4e00-\u9fff]")
+HOW_TO_GET_SPHINX = ("The website needs Sphinx and MyST-NB: run `make site` once, or `.venv/bin/pip install -e "
+                     "'.[site]'`. / 构建网站需要 Sphinx 和 MyST-NB：先运行一次 `make site`，或 "
+                     "`.venv/bin/pip install -e '.[site]'`。")
+
+
+def _in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def _require(ok: bool, how: str) -> None:
+    if not ok:
+        if _in_ci():
+            pytest.fail(how)
+        pytest.skip(how)
+
+
+# ---------------------------------------------------------------- what the source says each page must show
+def source_headings(stem: str, lang: str) -> list[str]:
+    """The headings of ``notebooks/<stem>.ipynb``'s ``lang`` prose cells, as plain text (markdown marks removed)."""
+    nb = nbformat.read(bh.ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
+    out = []
+    for cell in nb.cells:
+        if cell.cell_type == "markdown" and course._lang(cell) == lang:
+            text = re.sub(r"```.*?```", "", cell.source, flags=re.S)
+            out += [_plain(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", text, re.M)]
+    return out
+
+
+def _plain(text: str) -> str:
+    text = text.translate(str.maketrans("‘’“”", "''\"\""))  # docutils' smart quotes
+    text = re.sub(r"\[([^\]]*)\]\([^)]*\)", r"\1", text)
+    return " ".join(re.sub(r"[*_`]", "", text).split())
+
+
+# ---------------------------------------------------------------- checks on one loaded page (each returns problems)
+PAGE_FACTS = """() => {
+  const article = document.querySelector('article.bd-article') || document.body;
+  const copy = article.cloneNode(true);
+  copy.querySelectorAll('div.cell, .headerlink, mjx-container, .math, script, style').forEach(e => e.remove());
+  const headings = [...copy.querySelectorAll('h1, h2, h3, h4, h5, h6')].map(h => h.textContent.replace(/\\s+/g, ' ').trim());
+  const maths = [...article.querySelectorAll('.math')];
+  return {
+    prose: copy.innerText,
+    headings: headings,
+    math: maths.length,
+    math_unrendered: maths.filter(m => !m.querySelector('mjx-container') && !(m.tagName === 'MJX-CONTAINER')).length,
+    pictures: [...document.querySelectorAll('.distlearn-explorer-static img')].map(
+        i => ({w: i.naturalWidth, h: i.naturalHeight, shown: i.getBoundingClientRect().width > 0})),
+    toggle: (document.querySelector('a.distlearn-lang-toggle') || {}).href || null,
+    h1: (document.querySelector('article h1') || {textContent: ''}).textContent.replace('#', '').trim(),
+  };
+}"""
+
+
+def language_problems(facts: dict, lang: str, want_headings: list[str]) -> list[str]:
+    """A chapter page shows the ``lang`` prose only: its headings are exactly ``want_headings`` (in order) and, for
+    English, no Chinese character outside code cells and outputs. (Chapter 05's English prose quotes no Chinese;
+    chapters 00 and 09 do, on purpose: the seed's "深度速度".)"""
+    problems = []
+    got = [h for h in facts["headings"] if h]
+    if [_plain(h) for h in got] != want_headings:
+        problems.append(f"headings {got[:6]}… are not the {lang} ones {want_headings[:6]}…")
+    if lang == "en" and CJK.search(facts["prose"]):
+        i = CJK.search(facts["prose"]).start()
+        problems.append(f"Chinese prose on the English page: …{facts['prose'][max(0, i - 40):i + 40]!r}…")
+    return problems
+
+
+def math_problems(facts: dict) -> list[str]:
+    """Formulas rendered: there is math, MathJax rendered all of it, and no raw ``$…$`` or ``\\(…\\)`` is left."""
+    problems = []
+    if facts["math"] == 0:
+        problems.append("no formula on the page")
+    if facts["math_unrendered"]:
+        problems.append(f"{facts['math_unrendered']} of {facts['math']} formulas not rendered by MathJax")
+    raw = re.search(r"\$(?=\S)[^$\n]*?(?<=\S)\$(?!\d)|\\\(|\\\[", facts["prose"])  # MyST's $…$ rule
+    if raw:
+        problems.append(f"raw TeX in the prose: {facts['prose'][max(0, raw.start() - 30):raw.end() + 30]!r}")
+    return problems
+
+
+def picture_problems(facts: dict) -> list[str]:
+    """At least one explorer static picture, every one loaded and shown."""
+    if not facts["pictures"]:
+        return ["no explorer static picture on the page"]
+    return [f"explorer picture {i} not shown: {p}" for i, p in enumerate(facts["pictures"])
+            if not (p["shown"] and p["w"] > 100 and p["h"] > 50)]
+
+
+def link_problems(site: Path) -> list[str]:
+    """Every internal ``href``/``src`` of every HTML page under ``site`` names a file that exists, and every
+    ``#anchor`` into a page names an element of that page. (Not the theme's templates under ``_static/``.)"""
+    from bs4 import BeautifulSoup
+
+    refs, ids = {}, {}
+    for page in sorted(p for p in site.rglob("*.html") if "_static" not in p.parts):
+        soup = BeautifulSoup(page.read_text(encoding="utf-8"), "html.parser")
+        ids[page.resolve()] = {e.get("id") for e in soup.find_all(id=True)} | \
+            {a.get("name") for a in soup.find_all("a", attrs={"name": True})}
+        refs[page] = [(tag, el.get(attr)) for tag, attr in (("a", "href"), ("img", "src"), ("script", "src"),
+                                                            ("link", "href")) for el in soup.find_all(tag)]
+    problems = []
+    for page, found in refs.items():
+        for tag, ref in found:
+            if not ref or re.match(r"^[a-z][a-z0-9+.-]*:", ref, re.I):
+                continue  # none, or web / data: / mailto: (the launch and repository links)
+            parts = urlsplit(ref)
+            target = (page.parent / unquote(parts.path)).resolve() if parts.path else page.resolve()
+            if not target.is_file():
+                problems.append(f"{page.relative_to(site)}: {tag} {ref!r} -> missing {target}")
+            elif parts.fragment and target.suffix == ".html" and unquote(parts.fragment) not in ids.get(target, set()):
+                problems.append(f"{page.relative_to(site)}: {ref!r} -> no #{parts.fragment} in that page")
+    return problems
+
+
+# ---------------------------------------------------------------- fast tests of the build's pieces
+def test_relink_keeps_built_pages_and_points_the_rest_at_the_repository():
+    built = {"notebooks/05_pipeline_parallel", "notebooks/06_zero_fsdp", "exercises/05_pipeline_parallel"}
+    md = ("**Next:** [06](06_zero_fsdp.ipynb). [ex](../exercises/05_pipeline_parallel.ipynb) "
+          "[sol](../solutions/05_pipeline_parallel.ipynb) [web](https://pytorch.org) [07](07_overlap_prefetch.ipynb)")
+    got = website.relink(md, "notebooks/05_pipeline_parallel", built, solutions=False)
+    assert "[06](06_zero_fsdp.ipynb)" in got and "[ex](../exercises/05_pipeline_parallel.ipynb)" in got
+    assert "[sol]" not in got and " sol " in got            # solutions not published: plain text
+    assert "[web](https://pytorch.org)" in got
+    assert f"[07]({website.REPOSITORY}/blob/main/notebooks/07_overlap_prefetch.ipynb)" in got
+    with_solutions = website.relink(md, "notebooks/05_pipeline_parallel", built, solutions=True)
+    assert f"[sol]({website.REPOSITORY}/blob/main/solutions/05_pipeline_parallel.ipynb)" in with_solutions
+
+
+def test_pages_sections_and_the_solutions_setting():
+    pages = website.course_pages(chapters=CHAPTERS)
+    assert [p.docname for p in pages] == [f"{s}/{c}" for s in website.SECTIONS for c in CHAPTERS]
+    assert all(p.section != "solutions" for p in website.course_pages(chapters=CHAPTERS, solutions=False))
+    with pytest.raises(DistlearnValueError, match="unknown chapter") as err:
+        website.course_pages(chapters=["99_nothing"])
+    assert err.value.param == "chapters" and "未知章节" in str(err.value)
+
+
+def test_monolingual_page_and_toggle_url():
+    nb = nbformat.read(bh.ROOT / "notebooks" / "10_context_parallel.ipynb", as_version=4)
+    for lang in ("en", "zh"):
+        out = website.monolingual(nb, lang, "notebooks/10_context_parallel", {"notebooks/10_context_parallel"})
+        tags = [t for c in out.cells if c.cell_type == "markdown" for t in c.metadata.get("tags", [])]
+        assert f"lang-{website.other(lang)}" not in tags and f"lang-{lang}" in tags
+        views = [o for c in out.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                 if website.WIDGET_VIEW in o.get("data", {})]
+        assert views and all("text/html" in o["data"] for o in views)  # a picture or a note, never VBox(...)
+    assert website.other_language_url("index", "zh") == "../en/index.html"
+    assert website.other_language_url("notebooks/05_pipeline_parallel", "en") == \
+        "../../zh/notebooks/05_pipeline_parallel.html"
+
+
+def test_page_checks_fail_on_broken_pages(tmp_path):
+    """Each browser check reports a page broken on purpose."""
+    en, zh = source_headings(CHAPTERS[0], "en"), source_headings(CHAPTERS[0], "zh")
+    both = {"prose": "Pipeline 流水线", "headings": [x for pair in zip(en, zh) for x in pair], "math": 3,
+            "math_unrendered": 1, "pictures": [], "toggle": None, "h1": ""}
+    assert language_problems(both, "en", en) and language_problems(both, "zh", zh)
+    assert language_problems({**both, "headings": en, "prose": "only English"}, "zh", zh)
+    assert math_problems(both) and math_problems({**both, "math_unrendered": 0, "prose": "t = $p - 1$ raw"})
+    assert not math_problems({**both, "math_unrendered": 0, "prose": "costs $5 and $6"})  # money is not TeX
+    assert picture_problems(both) and picture_problems({**both, "pictures": [{"w": 0, "h": 0, "shown": True}]})
+    (tmp_path / "a.html").write_text('<a href="b.html#x">b</a><img src="_images/none.png"><a href="#top">t</a>'
+                                     '<a href="https://example.org/">web</a>', encoding="utf-8")
+    (tmp_path / "b.html").write_text('<p id="y">b</p>', encoding="utf-8")
+    problems = link_problems(tmp_path)
+    assert len(problems) == 3 and "no #x" in problems[0] and "none.png" in " ".join(problems)
+
+
+# ---------------------------------------------------------------- the real site in a real browser
+@pytest.fixture(scope="module")
+def built():
+    _require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
+             HOW_TO_GET_SPHINX)
+    res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None)
+    return res
+
+
+@pytest.fixture(scope="module")
+def server(built):
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built.out)))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    yield f"http://127.0.0.1:{srv.server_port}"
+    srv.shutdown()
+    srv.server_close()
+    thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory):
+    chromium = bh.find_chromium()
+    _require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
+    from playwright.sync_api import sync_playwright
+
+    env = dict(os.environ)
+    spec = importlib.util.find_spec("mplfonts")  # Noto Sans CJK for the screenshots, as in browser_harness
+    if spec is not None:
+        conf = tmp_path_factory.mktemp("fonts") / "fonts.conf"
+        font_dir = Path(list(spec.submodule_search_locations)[0]) / "fonts"
+        conf.write_text('<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n'
+                        '  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>\n'
+                        f'  <dir>{font_dir}</dir>\n  <cachedir>{conf.parent / "cache"}</cachedir>\n</fontconfig>\n',
+                        encoding="utf-8")
+        env["FONTCONFIG_FILE"] = str(conf)
+    with sync_playwright() as pw:
+        b = pw.chromium.launch(executable_path=chromium, env=env,
+                               args=[a for a in bh.CHROMIUM_FLAGS + bh.RENDER_FLAGS if a != "--headless"])
+        yield b
+        b.close()
+
+
+class Reader:
+    """One browser page that records console errors, failed requests and HTTP errors."""
+
+    def __init__(self, browser, base: str):
+        self.base, self.errors = base, []
+        self.page = browser.new_page(viewport={"width": 1280, "height": 900})
+        self.page.on("console", lambda m: m.type == "error" and self.errors.append(f"console: {m.text}"))
+        self.page.on("pageerror", lambda e: self.errors.append(f"page error: {e}"))
+        # A request cut short by the next navigation (ERR_ABORTED) is no fault; a missing file is an HTTP 404.
+        self.page.on("requestfailed", lambda r: "ERR_ABORTED" not in (r.failure or "") and
+                     self.errors.append(f"request failed: {r.url} ({r.failure})"))
+        self.page.on("response", lambda r: r.status >= 400 and self.errors.append(f"HTTP {r.status}: {r.url}"))
+
+    def open(self, path: str) -> dict:
+        self.page.goto(f"{self.base}/{path}", wait_until="load")
+        return self.facts()
+
+    def facts(self) -> dict:
+        self.page.wait_for_load_state("load")
+        if self.page.evaluate("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)"):
+            self.page.evaluate("() => MathJax.startup.promise")
+        return self.page.evaluate(PAGE_FACTS)
+
+
+@pytest.fixture(scope="module")
+def reader(browser, server):
+    r = Reader(browser, server)
+    yield r
+    r.page.close()
+
+
+@pytest.mark.slow
+def test_site_builds_without_warnings_and_links_resolve(built):
+    assert not any(built.warnings.values()), built.warnings
+    for lang in ("en", "zh"):
+        for p in built.pages:
+            assert (built.out / lang / f"{p.docname}.html").is_file(), (lang, p)
+    assert link_problems(built.out) == []
+
+
+@pytest.mark.slow
+def test_every_page_loads_without_console_errors(built, reader):
+    pages = sorted(str(p.relative_to(built.out)) for p in built.out.rglob("*.html") if "_static" not in p.parts)
+    assert len(pages) >= 2 * (len(built.pages) + 3)   # + home, search and index pages in each language
+    problems = []
+    for path in pages:
+        reader.errors.clear()
+        reader.open(path)
+        problems += [f"{path}: {e}" for e in reader.errors]
+    assert problems == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_chapter_page_as_a_reader_sees_it(reader, lang):
+    facts = reader.open(f"{lang}/{PAGE}.html")
+    assert language_problems(facts, lang, source_headings(CHAPTERS[0], lang)) == []
+    assert math_problems(facts) == []
+    assert picture_problems(facts) == []
+    shots = bh.SCREENSHOTS
+    shots.mkdir(parents=True, exist_ok=True)
+    reader.page.screenshot(path=str(shots / f"site-05-{lang}.png"))
+
+
+@pytest.mark.slow
+def test_next_link_and_language_toggle(reader):
+    reader.open(f"en/{PAGE}.html")
+    reader.page.locator("article p", has_text="Next:").get_by_role("link").first.click()
+    facts = reader.facts()
+    assert reader.page.url.endswith(f"/en/{NEXT}.html"), reader.page.url
+    assert facts["h1"] == source_headings(CHAPTERS[1], "en")[0]
+    reader.page.locator("a.distlearn-lang-toggle").click()
+    facts = reader.facts()
+    assert reader.page.url.endswith(f"/zh/{NEXT}.html"), reader.page.url
+    assert facts["h1"] == source_headings(CHAPTERS[1], "zh")[0]
+    reader.page.locator("a.distlearn-lang-toggle").click()
+    assert reader.page.url.endswith(f"/en/{NEXT}.html"), reader.page.url
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_search_finds_a_term_in_each_language(reader, lang):
+    reader.open(f"{lang}/search.html?q={SEARCH[lang]}")
+    hits = reader.page.locator("#search-results ul.search li a")
+    hits.first.wait_for(timeout=15000)
+    hrefs = [hits.nth(i).get_attribute("href") for i in range(hits.count())]
+    assert any(PAGE in (h or "") for h in hrefs), hrefs
