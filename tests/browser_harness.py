@@ -558,9 +558,11 @@ class Session:
         shutil.rmtree(self.tmp, ignore_errors=True)
 
     # ------------------------------------------------------------ one notebook
-    def check_notebook(self, path: Path, screenshots: Path = SCREENSHOTS, timeout: float = 180.0) -> NotebookResult:
+    def check_notebook(self, path: Path, screenshots: Path = SCREENSHOTS, timeout: float = 180.0,
+                       run: bool = True) -> NotebookResult:
         """Open ``path`` (under the server's root), run its explorer cells (or all cells), check every explorer;
-        see the module doc. Never raises for a broken notebook: problems are in the result."""
+        see the module doc. ``run=False``: only what the stored notebook shows (static pictures, news pop-up).
+        Never raises for a broken notebook: problems are in the result."""
         path = Path(path).resolve()
         rel = path.relative_to(self.root).as_posix()
         result = NotebookResult(rel)
@@ -573,6 +575,9 @@ class Session:
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
             result.static_problems = self._static_problems(page, cells)
             result.news = page.evaluate(_JS_NEWS)
+            if not run:
+                result.mode = "not"
+                return result
             run_all = self.run_all
             page.evaluate(_JS_RUN, [cells, run_all])
             page.wait_for_function(_JS_IDLE, timeout=timeout * 1000)
@@ -598,7 +603,7 @@ class Session:
             except Exception:  # a page in a bad state: the next notebook gets a fresh one
                 self._page = None
                 page.close()
-        result.seconds = time.monotonic() - t0
+            result.seconds = time.monotonic() - t0
         return result
 
     def _lab_page(self):
@@ -737,9 +742,8 @@ class Session:
             up = (not info["at_end"]) and (info["at_start"] or rng.random() < 0.6)
             if info["select"]:
                 control.select_option(index=info["v"] + (1 if up else -1))
-            else:
-                control.focus()
-                page.keyboard.press("ArrowRight" if up else "ArrowLeft")
+            else:  # focus and key press in one round trip
+                control.press("ArrowRight" if up else "ArrowLeft")
             if control.evaluate(state)["v"] != info["v"]:
                 changed += 1
         return changed

@@ -162,24 +162,30 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
     paths = _selftest_notebooks()
     TIMES["self-test notebooks"] = time.monotonic() - t0
     default_mode, session.run_all = session.run_all, False
+
+    def check(name: str, **kwargs):
+        r = session.check_notebook(paths[name], **kwargs)
+        print(r.summary())
+        return r
+
     try:
-        r = session.check_notebook(paths["solo"])  # a self-contained explorer cell runs alone
+        r = check("solo")  # a self-contained explorer cell runs alone
         assert r.ok and r.mode == "explorer cells", r.summary()
-        r = session.check_notebook(paths["good"])  # needs the cell above it: falls back to Run All
+        r = check("good")  # needs the cell above it: falls back to Run All
         assert r.ok and r.mode == "all cells" and not r.static_problems, r.summary()
         (e,) = r.explorers
         assert e.rendered and e.changed and e.complete and e.changes >= session.presses, r.summary()
         assert Path(bh.ROOT / e.screenshot).stat().st_size > 1000
         session.final_timeout = 5  # it never matches: do not wait long for it
-        r = session.check_notebook(paths["lagging"])  # its output is one update behind: caught
+        r = check("lagging")  # its output is one update behind: caught
         assert len(r.explorers) == 1, r.summary()
         (e,) = r.explorers
         assert not r.ok and e.rendered and not e.complete and "differs from the offline render" in e.problem, \
             r.summary()
-        r = session.check_notebook(paths["stale"])  # stored with the text fallback only: caught before running
+        r = check("stale", run=False)  # stored with the text fallback only: caught unrun
         assert not r.ok and "text fallback" in " ".join(r.static_problems), r.summary()
         session.render_timeout = 5  # the broken explorers never render: do not wait long for them
-        r = session.check_notebook(paths["broken"])
+        r = check("broken")
     finally:
         session.render_timeout, session.final_timeout, session.run_all = 20, 20, default_mode
     assert not r.ok

@@ -6,6 +6,7 @@ The range check is tested on explorers broken on purpose (a compute that ignores
 and the update rules on the bug they fix (issue 14, item 1: renders from two threads at once)."""
 import hashlib
 import importlib
+import json
 import pkgutil
 import threading
 import time
@@ -291,64 +292,148 @@ print(state["overlaps"], values["num_stages"], values["num_microbatches"],
 '''
 
 
+class _Kernel:
+    """A real ipykernel (as JupyterLab starts it: inline plots) with a subshell, driven like a front end."""
+
+    def __enter__(self):
+        import os
+
+        from jupyter_client import KernelManager
+
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(env={k: v for k, v in os.environ.items() if k != "MPLBACKEND"})
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        try:
+            self.kc.wait_for_ready(timeout=120)
+            self.kc.control_channel.send(self.kc.session.msg("create_subshell_request", {}))
+            self.subshell = self.kc.control_channel.get_msg(timeout=30)["content"]["subshell_id"]
+        except BaseException:
+            self.__exit__()
+            raise
+        return self
+
+    def __exit__(self, *exc):
+        self.kc.stop_channels()
+        self.km.shutdown_kernel(now=True)
+
+    def run(self, code: str) -> str:
+        """Execute ``code`` on the main shell and return what it printed."""
+        msg_id, out = self.kc.execute(code), []
+        while True:
+            m = self.kc.get_iopub_msg(timeout=120)
+            if m["parent_header"].get("msg_id") != msg_id:
+                continue
+            if m["msg_type"] == "stream":
+                out.append(m["content"]["text"])
+            elif m["msg_type"] == "error":
+                raise AssertionError("\n".join(m["content"]["traceback"]))
+            elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                return "".join(out)
+
+    def send(self, comm_id: str, value, subshell: bool = False) -> None:
+        """A front end's widget update (a comm message) to the main shell or to the subshell."""
+        msg = self.kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+            "method": "update", "state": {"value": value}, "buffer_paths": []}})
+        if subshell:
+            msg["header"]["subshell_id"] = self.subshell
+        self.kc.shell_channel.send(msg)
+
+
 @pytest.mark.slow
 def test_kernel_handles_widget_messages_from_main_shell_and_subshell():
     """The bug of issue 14 item 1 without a browser: a real ipykernel gets slider updates on its main shell and on
     a subshell (as JupyterLab 4.6 sends them) at once; renders must not overlap and the output must end as the
     final values render it, every figure included."""
-    from jupyter_client import KernelManager
-
-    km = KernelManager(kernel_name="python3")
-    km.start_kernel(env={k: v for k, v in __import__("os").environ.items() if k != "MPLBACKEND"})
-    kc = km.client()
-    kc.start_channels()
-    try:
-        kc.wait_for_ready(timeout=120)
-
-        def run(code):
-            msg_id, out = kc.execute(code), []
-            while True:
-                m = kc.get_iopub_msg(timeout=120)
-                if m["parent_header"].get("msg_id") != msg_id:
-                    continue
-                if m["msg_type"] == "stream":
-                    out.append(m["content"]["text"])
-                elif m["msg_type"] == "error":
-                    raise AssertionError("\n".join(m["content"]["traceback"]))
-                elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
-                    return "".join(out)
-
-        stages_id, mb_id = run(KERNEL_SETUP).split("IDS ")[-1].split()
-        request = kc.session.msg("create_subshell_request", {})
-        kc.control_channel.send(request)
-        subshell = kc.control_channel.get_msg(timeout=30)["content"]["subshell_id"]
-        def send(comm_id, value, sub=None):
-            msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
-                "method": "update", "state": {"value": value}, "buffer_paths": []}})
-            if sub:
-                msg["header"]["subshell_id"] = sub
-            kc.shell_channel.send(msg)
-
+    with _Kernel() as k:
+        stages_id, mb_id = k.run(KERNEL_SETUP).split("IDS ")[-1].split()
         # ipykernel 7.4 routes a front-end comm message to the subshell its comm last published from
         # (ipykernel/comm/comm.py, _reply_subshell_for): a comm's first message reaches the main shell, later ones
         # the subshell, as in JupyterLab. One message each, then a burst: stages on the main thread, micro-batches
         # on the subshell's thread, interleaved, no waiting.
-        send(stages_id, 2)
-        send(mb_id, 4, subshell)
-        run("pass")
-        for k in range(1, 10):
-            send(stages_id, 2 + k)
-            send(mb_id, 4 + 3 * k, subshell)
+        k.send(stages_id, 2)
+        k.send(mb_id, 4, subshell=True)
+        k.run("pass")
+        for i in range(1, 10):
+            k.send(stages_id, 2 + i)
+            k.send(mb_id, 4 + 3 * i, subshell=True)
         deadline = time.monotonic() + 60
         while True:  # every message handled and the last refresh done (run() queues behind the main shell)
-            overlaps, stages, mbs, same_text, same_count, pending = run(KERNEL_RESULT).split()[-6:]
+            overlaps, stages, mbs, same_text, same_count, pending = k.run(KERNEL_RESULT).split()[-6:]
             if (stages, mbs, pending) == ("11", "31", "False") or time.monotonic() > deadline:
                 break
             time.sleep(0.5)
         assert (overlaps, stages, mbs, same_text, same_count, pending) == ("0", "11", "31", "True", "True", "False")
-    finally:
-        kc.stop_channels()
-        km.shutdown_kernel(now=True)
+
+
+FLUSH_SETUP = '''
+import threading, time
+import matplotlib.pyplot as plt
+from matplotlib.backends import backend_agg
+from distlearn.widgets import base
+printed_by = []  # the thread of every PNG the kernel draws (Agg's print_png draws through _print_pil)
+_print = backend_agg.FigureCanvasAgg._print_pil
+def _recorded(self, *args, **kwargs):
+    printed_by.append(threading.current_thread().name)
+    return _print(self, *args, **kwargs)
+backend_agg.FigureCanvasAgg._print_pil = _recorded
+captures = []
+_capture = base.capture
+def _kept(*args, **kwargs):
+    captures.append(_capture(*args, **kwargs))
+    return captures[-1]
+base.capture = _kept
+def render(r):  # a figure that stays open a while, as a large one does on a busy machine
+    print("n", r["n"])
+    fig, ax = plt.subplots(figsize=(3, 2))
+    ax.bar([0, 1], [r["n"], r["n"] ** 2])
+    time.sleep(0.15)
+    plt.show()
+n = base.int_slider("n / 数", 1, 1, 30)
+box = base.build({"n": n}, lambda n: {"n": n}, render)
+print("ID", n.comm.comm_id)
+'''
+FLUSH_RESULT = '''
+import base64, io, json
+from IPython.utils.capture import capture_output
+from matplotlib import image as mpimg
+with capture_output() as expected:
+    render({"n": n.value})
+def pngs(outputs):
+    return [o["data"]["image/png"] for o in outputs if "image/png" in o.get("data", {})]
+want = expected.outputs[0].data["image/png"]
+want = want if isinstance(want, str) else base64.b64encode(want).decode()
+blank = [i for i, c in enumerate(captures)
+         if any(mpimg.imread(io.BytesIO(base64.b64decode(p)), format="png")[..., 3].max() == 0 for p in pngs(c))]
+print("RESULT", json.dumps({"value": n.value, "pending": "dl-pending" in box.children[-1]._dom_classes,
+                            "threads": sorted(set(printed_by)), "figures": [len(pngs(c)) for c in captures],
+                            "blank": blank, "final": pngs(box.children[-1].outputs) == [want]}))
+'''
+
+
+@pytest.mark.slow
+def test_kernel_subshell_never_draws_a_figure_of_a_render():
+    """``comm`` triggers ``post_execute`` around every widget message, in the subshell's thread, and
+    matplotlib-inline's hook there displays and closes every open figure: the one a render was drawing on the main
+    thread too. Printed by two threads at once, its PNG came out fully transparent, or the render lost its figure.
+    Here each render keeps its figure open 0.15 s while updates keep arriving on the subshell: no figure may be
+    printed outside the main thread, and every render must show exactly its one figure."""
+    with _Kernel() as k:
+        (comm_id,) = k.run(FLUSH_SETUP).split("ID ")[-1].split()
+        k.send(comm_id, 2)
+        k.run("pass")
+        for v in range(3, 31):
+            k.send(comm_id, v, subshell=True)
+            time.sleep(0.03)
+        deadline = time.monotonic() + 60
+        while True:
+            r = json.loads(k.run(FLUSH_RESULT).split("RESULT ")[-1])
+            if (r["value"], r["pending"]) == (30, False) or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+    assert (r["value"], r["pending"]) == (30, False), r
+    assert r["threads"] == ["MainThread"], f"figures printed by {r['threads']}"
+    assert set(r["figures"]) == {1} and r["blank"] == [] and r["final"], r
 
 
 def test_custom_size_is_greyed_out_unless_the_model_is_custom():

@@ -19,6 +19,17 @@ changes gives one or two renders, the last with the final values), captures ever
 displays, and replaces the output area's content in one assignment (``Output.outputs``), so the front end never
 sees half an update. Without a kernel (tests, scripts) the refresh is immediate.
 
+A comm message's handler is not the only thing a subshell runs: ``comm`` (0.2, ``BaseComm.handle_msg``) triggers
+IPython's ``pre_execute`` / ``post_execute`` events around every widget message, in the thread that handles it, and
+matplotlib-inline's ``post_execute`` hook (``flush_figures``) then displays and closes *every* open figure. When that
+happened on a subshell while the main thread was drawing a render's figure, both threads printed the same figure
+at once: one cleared the shared Agg buffer of the other, which sent a fully transparent PNG of the right size (seen
+in the browser harness under load: "figure 1 is not the offline one (45.1% of the pixels differ)"), or the figure
+was closed before the render showed it; a figure that a cell was drawing could be stolen the same way. So once an
+explorer exists that hook runs only in the kernel's main thread, where cells and explorer renders draw, and under
+the render lock (:func:`_guard_inline_flush`); after a widget message on a subshell it does nothing (figures a
+widget callback there leaves open are shown after the next cell, as any cell's are).
+
 Before the chapter is run (issue 14, item 2), a stored notebook shows the explorer's text fallback; so an explorer
 also offers a static picture of its first render (``text/html`` with a "run this cell" note, the printed text and
 the figures) next to the live widget view: JupyterLab shows the widget when the kernel has it, the picture
@@ -178,6 +189,43 @@ def capture(fn: Callable[[], None], on_figure: Callable | None = None) -> tuple[
     return tuple(outputs)
 
 
+class _MainThreadFlush:
+    """matplotlib-inline's ``flush_figures`` hook, run only in ``thread`` (the kernel's main thread) and under
+    :data:`_RENDER_LOCK` (see the module doc). It compares equal to the hook it wraps, so IPython's
+    ``events.register`` / ``unregister`` of the original (matplotlib-inline does both when the backend is switched)
+    still find it."""
+
+    def __init__(self, flush: Callable[[], None], thread: int):
+        self.flush, self.thread = flush, thread
+
+    def __call__(self, *args, **kwargs):
+        if threading.get_ident() != self.thread:  # post_execute of a widget message handled on a subshell
+            return None
+        with _RENDER_LOCK:
+            return self.flush(*args, **kwargs)
+
+    def __eq__(self, other) -> bool:
+        return other is self or other is self.flush
+
+    def __hash__(self) -> int:
+        return hash(self.flush)
+
+
+def _guard_inline_flush() -> None:
+    """Wrap matplotlib-inline's ``post_execute`` hook in the running IPython so that it runs only in the calling
+    thread (explorers render in the kernel's main thread) and never overlaps a render. Idempotent; a no-op outside
+    IPython or before the inline backend has registered its hook (on the first figure)."""
+    try:
+        from IPython import get_ipython
+        from matplotlib_inline.backend_inline import flush_figures
+    except ImportError:
+        return
+    callbacks = getattr(getattr(get_ipython(), "events", None), "callbacks", {}).get("post_execute", [])
+    for i, hook in enumerate(callbacks):
+        if hook is flush_figures:  # identity: a wrapper compares equal to it
+            callbacks[i] = _MainThreadFlush(hook, threading.get_ident())
+
+
 # ---------------------------------------------------------------- the explorer
 def _main_loop():
     """The running kernel's main-thread IO loop (tornado), or None outside a kernel."""
@@ -218,11 +266,13 @@ class Explorer(W.VBox):
         with self._lock:
             self._queued = False
         with _RENDER_LOCK:
+            _guard_inline_flush()  # the inline backend registers its hook on the first figure: check each time
             values = self.values()
             if self._active is not None:
                 for name, on in self._active(values).items():
                     self.controls[name].disabled = not on
             self.output.outputs = capture(lambda: self._render(self._compute(**values)))
+            _guard_inline_flush()
             self.renders += 1
         with self._lock:
             if not self._queued:
