@@ -9,7 +9,7 @@ from matplotlib.patches import Patch
 
 from . import plots
 from .i18n import bi, text
-from .pipeline import PipelineResult, closed_form, simulate
+from .pipeline import KINDS, PipelineResult, closed_form, simulate
 
 T_STAGE = text("pipeline.stage", "stage", "阶段")
 T_TIME = text("pipeline.time", "time", "时间")
@@ -79,14 +79,21 @@ def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = Non
 
 def cost_label(result: PipelineResult) -> str:
     """``"t_f = 1, t_b = 2"`` (one micro-batch through one whole stage, all chunks) when every stage has the same
-    costs, read back from the events; ``""`` when stages differ (the caption then gives no costs rather than wrong
-    ones). Point-to-point time is not an op's duration and is not shown."""
+    costs, read back from the events; split-backward schedules add the parts, ``"t_f = 1, t_b = 2 (I 1.8 + W
+    0.2)"``. ``""`` when stages differ or an overlapped F&B block hides the parts (the caption then gives no costs
+    rather than wrong ones). Point-to-point time is not an op's duration and is not shown."""
     v = result.num_chunks
     dur = (result.ev_end - result.ev_start) * v
-    fwd, bwd = dur[result.ev_kind == 0], dur[result.ev_kind == 1]
-    if not (np.allclose(fwd, fwd[0]) and np.allclose(bwd, bwd[0])):
+    parts = {k: dur[result.ev_kind == code] for code, k in enumerate(KINDS)}
+    present = {k: d for k, d in parts.items() if d.size}
+    if "F&B" in present or "F" not in present or not all(np.allclose(d, d[0]) for d in present.values()):
         return ""
-    return f"t_f = {fwd[0]:g}, t_b = {bwd[0]:g}"
+    t = {k: float(d[0]) for k, d in present.items()}
+    if "B" in t and not ({"I", "W"} & set(t)):
+        return f"t_f = {t['F']:g}, t_b = {t['B']:g}"
+    if {"I", "W"} <= set(t) and "B" not in t:
+        return f"t_f = {t['F']:g}, t_b = {t['I'] + t['W']:g} (I {t['I']:g} + W {t['W']:g})"
+    return ""
 
 
 def _rgb(hex_color: str):

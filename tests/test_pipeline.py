@@ -365,3 +365,15 @@ def test_interleaved_stage0_memory_needs_enough_microbatches():
     assert P.simulate("interleaved-1f1b", 4, 8, num_chunks=2).peak_inflight[0] == pytest.approx(4 + 3 / 2)
     assert P.simulate("interleaved-1f1b", 4, 4, num_chunks=2).peak_inflight[0] == pytest.approx(4)
     assert P.closed_form("interleaved-1f1b", 4, 4, num_chunks=2)["peak_inflight"][0] == pytest.approx(4)
+
+
+def test_gantt_cost_label_of_split_backward_schedules():
+    """The caption reads the costs back from the events: I + W for split-backward schedules, none where an F&B block
+    hides the parts (it crashed on schedules without B events)."""
+    from distlearn.pipeline_plots import cost_label
+    simulate = P.simulate
+
+    assert cost_label(simulate("1f1b", 4, 8, fwd_time=1.0, bwd_time=2.0)) == "t_f = 1, t_b = 2"
+    r = simulate("zb-h1", 4, 8, fwd_time=1.0, bwd_time=2.0, wgrad_time=0.5)
+    assert cost_label(r) == "t_f = 1, t_b = 2 (I 1.5 + W 0.5)"
+    assert cost_label(simulate("dualpipev", 4, 8, fwd_time=1.0, bwd_time=2.0, wgrad_time=0.5)) == ""
