@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from distlearn import planner as P
 from distlearn import seeds_planning as S
 from distlearn.comm import VirtualCluster
-from distlearn.hardware import GPUS, make_cluster
+from distlearn.hardware import GPUS, Cluster, make_cluster
 from distlearn.memory import activation_bytes_per_layer, model_state_bytes
 from distlearn.models import PRESETS
 from distlearn.validate import DistlearnValueError
@@ -196,9 +196,24 @@ def test_bad_inputs_raise_bilingual_errors():
         P.evaluate(m, P.Plan(dp=4, tp=2, pp=1, micro_batch_size=2, num_microbatches=1), global_batch=10,
                    seq_len=1024)
     assert e.value.param == "global_batch" and _bilingual(e.value)
+    # ZeRO 3 (FSDP) with pipeline parallelism is a plan (torchtitan, Llama 3); stage 4 is not
+    assert P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4), global_batch=8,
+                      seq_len=1024).memory["zero3_buffer"] > 0
     with pytest.raises(DistlearnValueError) as e:
-        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4), global_batch=8, seq_len=1024)
+        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=4, num_microbatches=4), global_batch=8, seq_len=1024)
     assert e.value.param == "zero_stage"
+    with pytest.raises(DistlearnValueError) as e:  # cp must divide the sequence
+        P.evaluate(m, P.Plan(dp=1, tp=2, pp=2, cp=3, num_microbatches=8), global_batch=8, seq_len=1024,
+                   cluster=Cluster(GPUS["h100-80gb"].with_(gpus_per_node=4), 3))
+    assert e.value.param == "seq_len" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:  # dp × tp × cp × pp must be the GPU count
+        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, cp=2, num_microbatches=4), global_batch=8, seq_len=1024,
+                   gpu="h100-80gb", cluster=make_cluster("h100-80gb", 8))
+    assert e.value.param == "dp" and "cp" in str(e.value) and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:  # uneven stages must place every layer once
+        P.evaluate(m, P.Plan(dp=4, tp=1, pp=2, num_microbatches=2, stage_layers=(15, 16)), global_batch=8,
+                   seq_len=1024)
+    assert e.value.param == "stage_layers" and _bilingual(e.value)
     with pytest.raises(DistlearnValueError):
         P.search("gpt-5", global_batch=8, seq_len=1024)
     with pytest.raises(DistlearnValueError):
