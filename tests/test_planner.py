@@ -99,16 +99,69 @@ def test_zero_paper_table2_max_model_sizes(mp):
         assert model_state_bytes(int(psi / mp), dp=64, zero_stage=stage).total == pytest.approx(32e9, rel=1e-9)
 
 
-# ---------------------------------------------------------------- published Megatron-LM runs
-RATIO_BAND = (0.75, 1.25)  # predicted / published FLOP/s per GPU; one efficiency constant for both runs
-
-
+# ---------------------------------------------------------------- published runs (2021–2024), ±10 %
 @pytest.mark.parametrize("name", sorted(P.PUBLISHED_RUNS))
-def test_published_runs_feasible_and_throughput_in_band(name):
+def test_published_runs_within_ten_percent_or_a_stated_miss(name):
+    """Each published run on its own layout, one set of constants: predicted / published FLOP/s per GPU within
+    ±10 % (issue 22), or listed in KNOWN_MISSES with its reason — and then still a miss, so that a model change
+    which fixes it must move it out of the list."""
     r = P.compare_published(name)
-    assert r["fits"], r["estimate"].memory
-    assert RATIO_BAND[0] <= r["ratio"] <= RATIO_BAND[1], r["ratio"]
     assert r["predicted_tokens_per_s"] / r["published_tokens_per_s"] == pytest.approx(r["ratio"], rel=1e-9)
+    assert r["tolerance"] == 0.10 and r["source"]
+    if name in P.KNOWN_MISSES:
+        assert not r["within"], (name, r["ratio"])
+        assert 0.75 <= r["ratio"] <= 1.25, r["ratio"]  # a miss, but not a wild one
+    else:
+        assert r["within"], (name, r["ratio"])
+        assert abs(r["ratio"] - 1) <= 0.10
+
+
+def test_published_layouts_fit_except_llama3_without_recomputation():
+    """The 2021–22 runs fit on their own layouts. Llama 3 405B without activation recomputation (our reading of
+    §3.3.2) does not fit in our activation model (a stated limit of chapter 14); with full recomputation it fits."""
+    for name in P.PUBLISHED_RUNS:
+        r = P.compare_published(name)
+        if name.startswith("llama3"):
+            assert not r["fits"] and r["estimate"].memory["total"] < 1.6 * r["estimate"].capacity
+        else:
+            assert r["fits"], (name, r["estimate"].memory)
+    run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
+    from dataclasses import replace
+    e = P.evaluate(run["model"], replace(run["plan"], recompute="full"), global_batch=run["global_batch"],
+                   seq_len=run["seq_len"], gpu="h100-80gb")
+    assert e.fits and e.mfu < 0.9 * run["published_mfu"]  # fits, but then 25 % slower than published
+
+
+def test_published_figures_are_the_papers():
+    """The published numbers as the sources print them (Narayanan Table 1, BLOOM §3.4, Llama 3 Table 4)."""
+    R = P.PUBLISHED_RUNS
+    assert [R[k]["published_flops"] / 1e12 for k in ("megatron-gpt-1.7b", "megatron-gpt-18.4b",
+                                                       "megatron-gpt-145.6b", "megatron-gpt-1t")] == [137, 135, 148, 163]
+    assert R["megatron-gpt-145.6b"]["model"].num_parameters() / 1e9 == pytest.approx(145.6, abs=0.1)
+    assert R["megatron-gpt-1t"]["model"].num_parameters() / 1e9 == pytest.approx(1008, abs=1)
+    assert R["megatron-gpt-1.7b"]["model"].num_parameters() / 1e9 == pytest.approx(1.7, abs=0.06)
+    assert R["bloom-176b"]["model"].num_parameters() / 1e9 == pytest.approx(176.2, abs=0.4)
+    for k, (n, dp, cp, s, tf, mfu) in {"llama3-405b-8k-gpus": (8192, 64, 1, 8192, 430, .43),
+                                       "llama3-405b-16k-gpus": (16384, 128, 1, 8192, 400, .41),
+                                       "llama3-405b-16k-gpus-cp16": (16384, 8, 16, 131072, 380, .38)}.items():
+        run = R[k]
+        assert (run["num_gpus"], run["plan"].dp, run["plan"].cp, run["seq_len"]) == (n, dp, cp, s)
+        assert run["plan"].world_size == n and run["global_batch"] * s == 16 * 2 ** 20
+        assert run["published_flops"] == tf * 1e12 and run["published_mfu"] == mfu
+        assert tf * 1e12 / GPUS["h100-80gb"].peak_flops == pytest.approx(mfu, abs=0.01)  # TFLOP/s and MFU agree
+        r = P.compare_published(k)
+        assert r["estimate"].mfu == pytest.approx(r["ratio"] * mfu, rel=0.02)
+    assert sum(P.LLAMA3_405B_STAGES) == 126 and len(P.LLAMA3_405B_STAGES) == 16
+
+
+def test_a_broken_time_model_fails_the_published_check(monkeypatch):
+    """The ±10 % check can fail: with the bubble charged twice the Llama 3 and 1 T rows leave the band."""
+    from distlearn.planner import formulas
+    real = formulas.bubble_share
+    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: 2 * real(st, p))
+    assert not P.compare_published("llama3-405b-16k-gpus")["within"]
+    monkeypatch.setattr(formulas, "bubble_share", real)
+    assert P.compare_published("llama3-405b-16k-gpus")["within"]
 
 
 def test_search_finds_the_published_175b_layout():

@@ -21,7 +21,8 @@ from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, 
                        validate_plan, zero_max_params)
 from .plan_search import (MAX_CHUNKS, MAX_MICRO_BATCH, Group, SearchResult, any_plan_fits, candidate_groups,
                           candidate_plans, no_layout_message, search, suggest_fix)
-from .published import GPT3_175B_MEGATRON, GPT_1T_MEGATRON, PUBLISHED_RUNS, compare_published
+from .published import (BLOOM_176B, GPT3_175B_MEGATRON, GPT_1T_MEGATRON, KNOWN_MISSES, LLAMA3_405B_STAGES,
+                        PUBLISHED_RUNS, TOLERANCE, compare_published, published_table)
 
 __all__ = [
     "ALPHA", "COMPUTE_EFFICIENCY", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH",
@@ -30,7 +31,8 @@ __all__ = [
     "megatron_flops", "matmul_params_per_layer", "zero_max_params", "make_setting", "plan_memory", "plan_time",
     "evaluate", "validate_plan",
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
-    "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "PUBLISHED_RUNS", "compare_published",
+    "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
+    "LLAMA3_405B_STAGES", "compare_published", "published_table",
     "HEADER", "HEADER_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
     "cli",
 ]
