@@ -25,14 +25,16 @@ def test_collective_times_come_from_the_cost_module(monkeypatch):
     first_layers = 16  # 32 layers on 2 stages
     shard = (first_layers * m.layer_parameters() + m.embedding_parameters()) / 2
     # ranks: tp innermost, then dp, so the tp × dp = 8 GPUs of a dp group share one node (NVLink)
-    dp_time = cost.collective_time("ring_all_reduce", shard * 2, 4, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    # one all-reduce per layer of the stage (a bucket each): 16 × the ring time of 1/16 of the shard
+    dp_time = 16 * cost.collective_time("ring_all_reduce", shard * 2 / 16, 4, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
     assert e.time["dp_comm"] == pytest.approx(dp_time, rel=1e-12)  # pp > 1: the all-reduce is fully exposed
+    assert dp_time > cost.collective_time("ring_all_reduce", shard * 2, 4, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
     tp_time = cost.collective_time("ring_all_reduce", 2 * 1 * 2048 * m.hidden_size, 2, alpha=P.ALPHA,
                                    bandwidth=g.nvlink_bw)
     assert e.time["tp_comm"] == pytest.approx(8 * first_layers * 4 * tp_time, rel=1e-12)
     monkeypatch.setattr(formulas, "collective_time", lambda *a, **k: 1.0)
     e2 = P.evaluate(m, plan, global_batch=32, seq_len=2048, cluster=make_cluster("h100-80gb", 16))
-    assert e2.time["dp_comm"] == 1.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
+    assert e2.time["dp_comm"] == 16.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
 
 
 def _gpipe_makespan(p, m, f=1.0, b=2.0):
@@ -378,7 +380,7 @@ def _brute_force(model, cluster, batch, seq, **kw):
     from distlearn.planner import formulas as F
     st = F.make_setting(model, cluster, batch, seq, **kw)
     fits = []
-    for p in P.candidate_plans(model, cluster, batch):
+    for p in P.candidate_plans(model, cluster, batch, seq):
         mem = F.plan_memory(st, p)
         if mem["total"] <= st.capacity:
             fits.append(F.estimate(st, p, mem))
@@ -395,7 +397,7 @@ def test_search_equals_brute_force(model, num_gpus, gpu, batch, seq, top):
     m, cluster = PRESETS[model], make_cluster(gpu, num_gpus)
     brute = _brute_force(m, cluster, batch, seq)
     full = P.search(m, global_batch=batch, seq_len=seq, cluster=cluster, suggest=False)
-    assert full.plans == brute and full.num_evaluated == sum(1 for _ in P.candidate_plans(m, cluster, batch))
+    assert full.plans == brute and full.num_evaluated == sum(1 for _ in P.candidate_plans(m, cluster, batch, seq))
     assert P.search(m, global_batch=batch, seq_len=seq, cluster=cluster, suggest=False, top=top).plans == brute[:top]
     assert P.any_plan_fits(m, cluster, batch, seq) == bool(brute)
 
@@ -409,7 +411,7 @@ def test_smallest_plan_of_each_group_has_the_least_memory(model, num_gpus, batch
     from distlearn.planner import formulas as F
     m, cluster = PRESETS[model], make_cluster("a100-80gb", num_gpus)
     st_ = F.make_setting(m, cluster, batch, seq)
-    for group in P.candidate_groups(m, cluster, batch):
+    for group in P.candidate_groups(m, cluster, batch, seq):
         for z in group.zero_stages:
             for r in ("none", "selective", "full"):
                 least = F.plan_memory(st_, group.smallest(z, r))["total"]

@@ -19,13 +19,15 @@ from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, 
                        bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, make_setting,
                        matmul_params_per_layer, measured_flops, megatron_flops, plan_memory, plan_time, step_flops,
                        validate_plan, zero_max_params)
-from .plan_search import (MAX_CHUNKS, MAX_MICRO_BATCH, Group, SearchResult, any_plan_fits, candidate_groups,
+from .plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Group, SearchResult, any_plan_fits,
+                          balanced_stages, candidate_groups,
                           candidate_plans, no_layout_message, search, suggest_fix)
 from .published import (BLOOM_176B, GPT3_175B_MEGATRON, GPT_1T_MEGATRON, KNOWN_MISSES, LLAMA3_405B_STAGES,
                         PUBLISHED_RUNS, TOLERANCE, compare_published, published_table)
 
 __all__ = [
-    "ALPHA", "COMPUTE_EFFICIENCY", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH",
+    "ALPHA", "COMPUTE_EFFICIENCY", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH", "MAX_CP",
+    "MIN_CP_TOKENS", "balanced_stages",
     "Plan", "Estimate", "Setting", "SearchResult", "Group",
     "bubble_fraction", "bubble_ratio", "compute_peak", "forward_flops", "step_flops", "measured_flops",
     "megatron_flops", "matmul_params_per_layer", "zero_max_params", "make_setting", "plan_memory", "plan_time",

@@ -442,10 +442,17 @@ def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
 
 
 def step_seconds_lower_bound(st: Setting, p: Plan) -> float:
-    """A lower bound on ``plan_time(st, p)["total"]``: its compute and bubble terms with the communication left
-    out, computed as :func:`plan_time` computes them (so the bound holds exactly in floating point too)."""
-    t_compute = microbatch_compute_seconds(st, p)
-    return p.num_microbatches * t_compute + (p.pp - 1) * bubble_share(st, p) * t_compute
+    """A lower bound on ``plan_time(st, p)["total"]``: all its terms but the data-parallel one (which is ≥ 0),
+    added in the same order from the same numbers, so the bound holds exactly in floating point too. It does not
+    depend on the ZeRO stage."""
+    return _partial_sum(_pipeline_terms(st, p))
+
+
+def _partial_sum(terms: dict) -> float:
+    total = 0.0
+    for value in terms.values():
+        total += value
+    return total
 
 
 def bubble_share(st: Setting, p: Plan) -> float:
@@ -481,24 +488,39 @@ def cp_seconds(st: Setting, p: Plan) -> float:
     return layers * (gathers * t_gather + t_scatter)
 
 
+def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
+    """compute, tp_comm, cp_comm, pp_comm and bubble of :func:`plan_time` (everything but the data-parallel
+    collectives; they do not depend on the ZeRO stage nor on dp), memoized."""
+    def make():
+        g, cl, m = st.cluster.gpu, st.cluster, st.model
+        b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
+        h = m.hidden_size
+        most_layers = max(st.stages(pp, p.stage_layers))
+        tokens = st.s // cp
+        t_compute = microbatch_compute_seconds(st, p)
+        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
+        # time)
+        n_ar = 6 if p.recompute == "full" else 4
+        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * tokens * h, tp,
+                                                  g.nvlink_bw)
+        t_cp = cp_seconds(st, p)
+        # pipeline p2p: activation forward + gradient back, per chunk
+        pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
+        t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
+        t_mb = t_compute + t_tp + t_cp + t_p2p
+        return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "pp_comm": mb * t_p2p,
+                "bubble": (pp - 1) * bubble_share(st, p) * t_mb}
+    return st._cached(("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp,
+                       p.recompute, p.stage_layers), make)
+
+
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, pp_comm, bubble, dp_comm (exposed
     parts) and their total (formulas in the module docstring)."""
-    g, cl, m = st.cluster.gpu, st.cluster, st.model
-    b, tp, pp, dp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.dp, p.num_chunks, p.num_microbatches, p.cp
-    h = m.hidden_size
+    g, cl = st.cluster.gpu, st.cluster
+    tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
     sizes = st.stages(pp, p.stage_layers)
-    most_layers = max(sizes)
-    tokens = st.s // cp
     t_compute = microbatch_compute_seconds(st, p)
-    # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same time)
-    n_ar = 6 if p.recompute == "full" else 4
-    t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * tokens * h, tp, g.nvlink_bw)
-    t_cp = cp_seconds(st, p)
-    # pipeline p2p: activation forward + gradient back, per chunk
-    pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
-    t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
-    t_mb = t_compute + t_tp + t_cp + t_p2p
     # data parallel / ZeRO over dp·cp ranks (the cp ranks of a replica hold the same weights): gradient bytes of
     # this GPU's shard of the model (the first stage's)
     first_params = (sizes[0] * st.P_layer + st.P_first_extra + (st.P_last_extra if pp == 1 else 0)) / tp
@@ -511,17 +533,21 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     window = t_bwd if pp == 1 else 0.0
     # one optimizer step's collectives from distlearn.zero_comm (the ZeRO design, reduce-scatter for stages 1–2);
     # each phase's collectives hide behind that phase's compute, the rest is exposed
+    # per-unit counts: one collective per layer of the stage (an FSDP unit, a gradient bucket), so the latency of
+    # the dp_n-way ring, α·(steps), is paid once per layer
+    units = sizes[0]
     t_dp = 0.0
     if dp_n > 1:
         hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
         for phase, colls in st.dp_collectives(p.zero_stage, mb):
             reps = mb if phase in ("forward", "backward") else 1
-            busy = sum(c.times / reps * st.collective(RING[c.op], grad_bytes if c.what == "gradients"
-                                                      else param_bytes, dp_n, dp_bw) for c in colls)
+            busy = sum(c.times / reps * units * st.collective(
+                RING[c.op], (grad_bytes if c.what == "gradients" else param_bytes) / units, dp_n, dp_bw)
+                for c in colls)
             t_dp += reps * max(0.0, busy - hide[phase])
-    time = {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "pp_comm": mb * t_p2p,
-            "bubble": (pp - 1) * bubble_share(st, p) * t_mb, "dp_comm": t_dp}
-    time["total"] = sum(time.values())
+    time = dict(_pipeline_terms(st, p))
+    time["dp_comm"] = t_dp
+    time["total"] = _partial_sum(time)
     return time
 
 
