@@ -110,9 +110,17 @@ def test_published_runs_within_ten_percent_or_a_stated_miss(name):
     r = P.compare_published(name)
     assert r["predicted_tokens_per_s"] / r["published_tokens_per_s"] == pytest.approx(r["ratio"], rel=1e-9)
     assert r["tolerance"] == 0.10 and r["source"]
-    if name in P.KNOWN_MISSES:
+    if name == "deepseek-v3":
+        # the stated reason, checked: all-to-alls fully exposed predict too slow, fully hidden too fast
+        e = r["estimate"]
+        p = e.plan
+        assert p.num_chunks == 1
+        share = (p.pp - 1) / p.num_microbatches  # the bubble holds p − 1 micro-batch times (1F1B)
+        hidden = e.time["total"] - e.time["ep_comm"] * (1 + share)
+        assert r["ratio"] < 0.9 and r["ratio"] * e.time["total"] / hidden > 1.1
+    elif name in P.KNOWN_MISSES:
         assert not r["within"], (name, r["ratio"])
-        assert 0.75 <= r["ratio"] <= 1.25, r["ratio"]  # a miss, but not a wild one
+        assert 0.75 <= r["ratio"] <= 1.0, r["ratio"]  # too slow, but not wildly
     else:
         assert r["within"], (name, r["ratio"])
         assert abs(r["ratio"] - 1) <= 0.10
@@ -123,7 +131,7 @@ def test_published_layouts_fit_except_llama3_without_recomputation():
     §3.3.2) does not fit in our activation model (a stated limit of chapter 14); with full recomputation it fits."""
     for name in P.PUBLISHED_RUNS:
         r = P.compare_published(name)
-        if name.startswith("llama3"):
+        if name.startswith("llama3") or name == "deepseek-v3":
             assert not r["fits"] and r["estimate"].memory["total"] < 1.6 * r["estimate"].capacity
         else:
             assert r["fits"], (name, r["estimate"].memory)
@@ -522,3 +530,117 @@ def test_explorer_explains_why_no_plan_can_be_formed():
     r = explorer.compute(model="gpt2-small", num_gpus=2048, global_batch=8)
     assert "global batch of 8" in r["no_fit"] and "全局批量" in r["no_fit"]
     assert "No single change" not in r["no_fit"] and r["num_evaluated"] == 0
+
+
+# ---------------------------------------------------------------- mixture of experts and expert parallelism
+def test_moe_forward_flops_are_the_active_parameters():
+    """DeepSeek-V3: the GEMM FLOPs per token are 2 × the parameters a token uses (the model's own count,
+    ModelConfig.active_parameters without the embedding; MLA's two latent RMSNorm weights are not matmuls), and
+    that is the report's "37B activated parameters" (§1)."""
+    from distlearn.models import MOE_PRESETS
+    d = MOE_PRESETS["deepseek-v3"]
+    f = P.forward_flops(d, 2, 4096)
+    per_token = (f["layers"] + f["logits"]) / (2 * 2 * 4096)
+    norms = d.num_layers * (d.mla.q_lora_rank + d.mla.kv_lora_rank + 2 * d.hidden_size) + d.hidden_size
+    assert per_token == pytest.approx(d.active_parameters(include_embedding=False) - norms, rel=1e-12)
+    assert per_token / 1e9 == pytest.approx(37, rel=0.02)
+    # MLA's attention core: d_qk = 192 and d_v = 128 per head, not 4·s²·h
+    assert f["attention"] == 2 * d.num_layers * 2 * 4096 ** 2 * 128 * (192 + 128)
+
+
+@pytest.mark.parametrize("arch_kw", [dict(num_experts=4, experts_per_token=2),
+                                     dict(num_experts=4, experts_per_token=1, num_shared_experts=1,
+                                          first_dense_layers=1)])
+def test_moe_flops_equal_pytorch_flop_counter(arch_kw):
+    """A tiny MoE model built for real: PyTorch's FLOP counter sees exactly k routed (+ shared) experts per token."""
+    from distlearn.models import ModelConfig
+    c = ModelConfig("tiny-moe", "llama", 96, 64, 2, 4, 160, 32, num_kv_heads=2, expert_ffn_hidden_size=48,
+                    **arch_kw)
+    got = P.measured_flops(c, 3, 32)
+    expected = sum(P.forward_flops(c, 3, 32).values())
+    assert got["forward"] == pytest.approx(expected, rel=0.01)
+
+
+def test_expert_parallelism_divides_the_experts_and_pays_all_to_alls():
+    from distlearn import cost
+    from distlearn.models import MOE_PRESETS
+    mix = MOE_PRESETS["mixtral-8x7b"]
+    kw = dict(global_batch=32, seq_len=4096, gpu="h100-80gb")
+    base = dict(dp=16, tp=1, pp=1, zero_stage=0, recompute="full", micro_batch_size=1, num_microbatches=2,
+                sequence_parallel=False)
+    e1 = P.evaluate(mix, P.Plan(**base), **kw)
+    e8 = P.evaluate(mix, P.Plan(**base, ep=8), **kw)
+    experts = mix.num_layers * mix.num_experts * mix.expert_parameters()
+    assert e1.memory["params"] - e8.memory["params"] == pytest.approx(2 * experts * (1 - 1 / 8), rel=1e-6)
+    assert e1.time["ep_comm"] == 0
+    # per MoE layer: forward dispatch + combine, twice with the recomputed forward, backward two more; each an
+    # all-to-all of b·s·k·h 16-bit values per rank over 8 ranks of one node (NVLink)
+    g = GPUS["h100-80gb"]
+    a2a = cost.collective_time("ring_all_gather", 2 * 4096 * 2 * 4096, 8, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    assert e8.time["ep_comm"] == pytest.approx(2 * 32 * (2 * 2 + 2) * a2a, rel=1e-12)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate("llama3-8b", P.Plan(**base, ep=2), **kw)
+    assert e.value.param == "ep" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(mix, P.Plan(**base, ep=16), **kw)  # 8 experts cannot be split 16 ways
+    assert e.value.param == "num_experts"
+
+
+def test_fp8_recipe_runs_linear_gemms_at_the_fp8_peak():
+    """FP8: the linear layers' GEMMs at hardware.peak_flops(gpu, "fp8") (1979 TFLOP/s dense on an H100), attention
+    and logits at the bf16 peak; the recipe's bytes per parameter (distlearn.fp8_recipes: te-fp8 keeps FP8 weight
+    copies on top of bf16 mixed precision)."""
+    from distlearn.fp8_recipes import bytes_per_param as recipe_bytes
+    from distlearn.hardware import peak_flops
+    m = PRESETS["llama3-8b"]
+    plan = P.Plan(dp=8, tp=1, pp=1, zero_stage=1, recompute="none", micro_batch_size=1, num_microbatches=8,
+                  sequence_parallel=False)
+    kw = dict(global_batch=64, seq_len=4096, gpu="h100-80gb")
+    bf16, fp8 = P.evaluate(m, plan, **kw), P.evaluate(m, plan, precision="te-fp8", **kw)
+    f = P.forward_flops(m, 8, 4096)
+    g = GPUS["h100-80gb"]
+    expect = 3 * (f["layers"] / peak_flops(g, "fp8") + (f["attention"] + f["logits"]) / g.peak_flops) / 0.55
+    assert fp8.time["compute"] == pytest.approx(expect, rel=1e-9) and fp8.compute_peak == 1979e12
+    assert fp8.time["compute"] < 0.6 * bf16.time["compute"]
+    psi = m.num_parameters()
+    per = recipe_bytes("te-fp8")
+    assert fp8.memory["params"] == pytest.approx(psi * (per["params"] + per["fp8_weights"]), rel=1e-6)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(m, plan, precision="te-fp8", global_batch=64, seq_len=4096, gpu="a100-80gb")
+    assert e.value.param == "dtype" and _bilingual(e.value)
+
+
+def test_context_parallel_time_and_memory_by_hand():
+    """cp = 2 on Llama 3 8B: activations of s/2 tokens per rank (flash), compute halved, K/V all-gathers per layer
+    as distlearn.context_parallel.cp_comm_bytes counts them, timed by distlearn.cost."""
+    from distlearn import cost
+    from distlearn.activations import config_layer_bytes
+    m = PRESETS["llama3-8b"]
+    kw = dict(global_batch=8, seq_len=16384, gpu="h100-80gb")
+    base = dict(tp=4, pp=1, zero_stage=1, recompute="none", micro_batch_size=1, sequence_parallel=True)
+    e1 = P.evaluate(m, P.Plan(dp=2, num_microbatches=4, **base), **kw)
+    e2 = P.evaluate(m, P.Plan(dp=1, cp=2, num_microbatches=8, **base), **kw)
+    assert e2.time["compute"] == pytest.approx(e1.time["compute"], rel=1e-12)  # 2× the micro-batches, ½ each
+    per_layer = config_layer_bytes(m, seq_len=8192, micro_batch_size=1, tp=4, sequence_parallel=True,
+                                   attention="flash")
+    kv = 2 * 16384 * 8 * 128 / 4 * 2  # gathered K and V of one layer
+    assert e2.memory["activations"] == pytest.approx(32 * per_layer + kv, rel=1e-12)
+    block = 2 * 8192 * (8 // 4) * 128  # one rank's K/V elements
+    g = GPUS["h100-80gb"]
+    gather = cost.collective_time("ring_all_gather", 2 * block * 2, 2, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    scatter = cost.collective_time("ring_reduce_scatter", 2 * block * 4, 2, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    assert e2.time["cp_comm"] == pytest.approx(8 * 32 * (2 * gather + scatter), rel=1e-12)
+
+
+def test_llama3_balanced_stages_and_uneven_chunks():
+    assert P.balanced_stages(126, 16) == P.LLAMA3_405B_STAGES
+    assert P.balanced_stages(64, 16) is None and P.balanced_stages(31, 16) is None  # even, or 15 extra > 14
+    run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
+    e = P.compare_published("llama3-405b-16k-gpus")["estimate"]
+    t_mb = sum(e.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / 16
+    assert e.time["bubble"] == pytest.approx(15 * (2 / 8) * t_mb, rel=1e-12)  # chunks of 2 of the 8 layers
+    # the search now finds plans with these stages (126 = 16 × 7 + 14)
+    res = P.search("llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=16384, top=50)
+    assert any(e.plan.stage_layers == P.LLAMA3_405B_STAGES for e in res.plans) or all(
+        e.plan.pp != 16 for e in res.plans)
+    assert run["plan"].stage_layers == P.LLAMA3_405B_STAGES

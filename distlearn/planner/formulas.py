@@ -104,21 +104,45 @@ def bubble_fraction(pp: int, num_microbatches: int, num_chunks: int = 1) -> floa
 
 
 # ---------------------------------------------------------------- FLOPs
-def matmul_params_per_layer(model: ModelConfig) -> int:
-    """Weights of one layer that enter matrix multiplies (biases and norms excluded)."""
+def matmul_params_per_layer(model: ModelConfig, layer: int | None = None) -> int:
+    """Weights of one layer that enter a token's matrix multiplies (biases and norms excluded): attention
+    projections (MLA's, :meth:`distlearn.models.MLA.parameters`, for DeepSeek) and the MLP — for an MoE layer
+    (``layer`` needed when a model mixes dense and MoE layers) the router and the k routed + shared experts a
+    token uses (:meth:`~distlearn.models.ModelConfig.moe_active_parameters`)."""
     h, kv = model.hidden_size, model.kv_heads * model.head_dim
+    if model.mla is not None:
+        attention = model.attention_parameters() - model.mla.kv_lora_rank - (model.mla.q_lora_rank or 0)
+    else:
+        attention = 2 * h * h + 2 * h * kv
+    if model.is_moe and model.is_moe_layer(model.first_dense_layers if layer is None else layer):
+        return attention + model.moe_active_parameters()
     mlp = 2 * h * model.ffn_hidden_size if model.arch == "gpt" else 3 * h * model.ffn_hidden_size
-    return 2 * h * h + 2 * h * kv + mlp
+    return attention + mlp
+
+
+def attention_core_flops(model: ModelConfig, seq_len: int) -> float:
+    """Forward FLOPs of one layer's QKᵀ and scores·V for one sequence, causal mask not exploited: 4·s²·h
+    (2·s²·a·d each), with MLA 2·s²·a·(d_qk + d_v) (DeepSeek-V3: d_qk = 192, d_v = 128)."""
+    s = seq_len
+    if model.mla is not None:
+        return 2 * s * s * model.num_heads * (model.mla.qk_head_dim + model.mla.v_head_dim)
+    return 4 * s * s * model.hidden_size
 
 
 def forward_flops(model: ModelConfig, num_sequences: int, seq_len: int) -> dict[str, float]:
     """Forward FLOPs of ``num_sequences`` sequences of ``seq_len`` tokens: ``{"layers", "attention", "logits"}``.
 
-    layers: 2·B·s·l·P_matmul; attention (QKᵀ and scores·V, causal mask not exploited): 4·B·s²·h·l;
-    logits: 2·B·s·h·V. For a GPT block P_matmul = 12h², giving Narayanan et al.'s 24·B·s·h² + 4·B·s²·h per layer.
+    layers: 2·B·s·Σ P_matmul (:func:`matmul_params_per_layer`, l·P_matmul for a dense model); attention
+    (QKᵀ and scores·V, causal mask not exploited): :func:`attention_core_flops`, 4·B·s²·h·l for standard
+    attention; logits: 2·B·s·h·V. For a GPT block P_matmul = 12h², giving Narayanan et al.'s 24·B·s·h² +
+    4·B·s²·h per layer.
     """
     B, s, h, l = num_sequences, seq_len, model.hidden_size, model.num_layers
-    return {"layers": 2 * B * s * l * matmul_params_per_layer(model), "attention": 4 * B * s * s * h * l,
+    if model.is_moe:
+        matmul = sum(matmul_params_per_layer(model, i) for i in range(l))
+    else:
+        matmul = l * matmul_params_per_layer(model)
+    return {"layers": 2 * B * s * matmul, "attention": B * l * attention_core_flops(model, s),
             "logits": 2 * B * s * h * model.vocab_size}
 
 
@@ -229,6 +253,7 @@ class Plan:
     sequence_parallel: bool = True
     cp: int = 1
     stage_layers: tuple[int, ...] | None = None
+    ep: int = 1
 
     @property
     def world_size(self) -> int:
@@ -238,6 +263,7 @@ class Plan:
         v = f" v={self.num_chunks}" if self.num_chunks > 1 else ""
         cp = f" cp={self.cp}" if self.cp > 1 else ""
         layers = f" stages={list(self.stage_layers)}" if self.stage_layers else ""
+        cp += f" ep={self.ep}" if self.ep > 1 else ""
         return (f"dp={self.dp} tp={self.tp}{cp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
                 f"b={self.micro_batch_size} m={self.num_microbatches}{layers}")
 
@@ -298,15 +324,26 @@ class Setting:
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
         h = model.hidden_size
-        self.P_layer = model.layer_parameters()
+        l = model.num_layers
+        if model.is_moe:  # per layer: the part every dp rank holds, and the routed experts ep ranks split
+            base = model.attention_parameters() + 2 * model.norm_parameters()
+            moe = [model.is_moe_layer(i) for i in range(l)]
+            dense = [base + (model.router_parameters() + model.num_shared_experts * model.expert_parameters()
+                             if k else model.mlp_parameters()) for k in moe]
+            experts = [model.num_experts * model.expert_parameters() if k else 0 for k in moe]
+        else:
+            moe, dense, experts = [False] * l, [model.layer_parameters()] * l, [0] * l
+        self.moe_flags, self.P_dense, self.P_experts = moe, dense, experts
+        self.P_layer = max(d + e for d, e in zip(dense, experts))  # the largest layer (ZeRO-3's gathered unit)
         self.P_first_extra = model.embedding_parameters()
         tied_copy = model.vocab_size * h if model.tied_embeddings else 0  # Megatron keeps a copy on the last stage
         self.P_last_extra = model.norm_parameters() + (model.lm_head_parameters() or tied_copy)
         f = forward_flops(model, 1, seq_len)  # per sequence
-        l = model.num_layers
         self.f_layer = (f["layers"] + f["attention"]) / l
         self.f_attn = f["attention"] / l
         self.f_gemm = f["layers"] / l
+        self.f_gemm_layers = [2 * seq_len * matmul_params_per_layer(model, i) for i in range(l)] if model.is_moe \
+            else None
         self.f_logits = f["logits"]
         self.model_flops_step = step_flops(model, global_batch, seq_len)["model"]
         self._memo: dict = {}
@@ -325,6 +362,29 @@ class Setting:
         return self._cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
             activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+
+    def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
+        """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
+        experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
+        their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
+        m = self.model
+        dense = m.with_(num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
+                        first_dense_layers=0, num_mtp_modules=0,
+                        ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
+        return self._cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
+            dense, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+
+    def stage_sums(self, start: int, n: int) -> "StageSums":
+        """Parameters, per-sequence forward FLOPs and MoE layers of the ``n`` layers from layer ``start``."""
+        def make():
+            if not self.model.is_moe:
+                return StageSums(n * self.P_layer, 0, n * self.f_gemm, n * self.f_attn, 0)
+            r = range(start, start + n)
+            return StageSums(sum(self.P_dense[i] for i in r), sum(self.P_experts[i] for i in r),
+                             sum(self.f_gemm_layers[i] for i in r), n * self.f_attn,
+                             sum(self.moe_flags[i] for i in r))
+        return self._cached(("stage", start, n), make)
 
     def states(self, psi: int, dp: int, zero_stage: int):
         """:func:`~distlearn.memory.model_state_bytes` of ``psi`` parameters with this recipe (FP8 recipes:
@@ -357,6 +417,28 @@ class Setting:
     def hardware_flops(self, recompute: str) -> float:
         """FLOPs of one step with ``recompute``'s extra forward work (:func:`step_flops`)."""
         return self._cached(("hw", recompute), lambda: step_flops(self.model, self.B, self.s, recompute)["hardware"])
+
+
+@dataclass(frozen=True)
+class StageSums:
+    """What ``n`` consecutive layers hold and cost: ``dense_params`` (every dp rank's part), ``expert_params``
+    (routed experts, split over ep), ``gemm_flops`` and ``attention_flops`` (forward, per sequence),
+    ``moe_layers``."""
+
+    dense_params: float
+    expert_params: float
+    gemm_flops: float
+    attention_flops: float
+    moe_layers: int
+
+
+def stage_starts(sizes: list[int]) -> list[int]:
+    """First layer of each stage."""
+    out, k = [], 0
+    for n in sizes:
+        out.append(k)
+        k += n
+    return out
 
 
 @dataclass(frozen=True)
@@ -395,24 +477,31 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
                    i == pp - 1) for i, n in enumerate(sizes)]
     worst = None
     per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
+    per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
     tokens = s // cp
+    starts = stage_starts(sizes)
     for stage, layers, extra_params, is_first, is_last in stages:
-        states = st.states(max(1, round((layers * st.P_layer + extra_params) / tp)), p.dp * cp, p.zero_stage)
+        sums = st.stage_sums(starts[stage], layers)
+        states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
+        params, grads, optimizer = states.params, states.grads, states.optimizer
+        if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
+            ex = st.states(max(1, round(sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, p.zero_stage)
+            params, grads, optimizer = params + ex.params, grads + ex.grads, optimizer + ex.optimizer
         inflight = 1.0
         if is_first and pp > 1 and p.stage_layers is None:
             inflight = min(pp, p.num_microbatches) * ((1 + (pp - 1) / (pp * v)) if v > 1 else 1.0)
         elif pp > 1:
             inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
-        acts = per_layer * layers * inflight
+        acts = (per_layer * (layers - sums.moe_layers) + per_moe_layer * sums.moe_layers) * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
-            acts += st.act(b, tp, p.sequence_parallel, "none", cp)
+            acts += (st.act_moe if sums.moe_layers else st.act)(b, tp, p.sequence_parallel, "none", cp)
         if is_first and m.arch == "gpt":
             acts += tokens * b * h / tp * inflight  # embedding dropout mask (Llama has no dropout)
         if cp > 1:  # the all-gathered K and V of the layer computing (Llama 3 §3.3.2's all-gather CP)
             acts += 2 * s * b * m.kv_heads * m.head_dim / tp * st.act_bytes
         logits = 4 * tokens * b * h / tp * (1 + V / h) if is_last else 0.0
         buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
-        mem = {"params": states.params, "grads": states.grads, "optimizer": states.optimizer, "activations": acts,
+        mem = {"params": params, "grads": grads, "optimizer": optimizer, "activations": acts,
                "logits": logits, "zero3_buffer": buffer, "reserve": st.reserve}
         mem["total"] = sum(mem.values())
         if worst is None or mem["total"] > worst["total"]:
@@ -430,15 +519,48 @@ def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
         b, tp, pp = p.micro_batch_size, p.tp, p.pp
         factor = {"none": 3.0, "selective": 3.0, "full": 4.0}[p.recompute]
         attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
-        layer_seconds = b * (factor * st.f_gemm / st.gemm_peak + attn_factor * st.f_attn / st.peak) / tp
         logit_seconds = 3 * b * st.f_logits / tp / st.peak
         sizes = st.stages(pp, p.stage_layers)
-        if pp == 1:
-            stage_seconds = sizes[0] * layer_seconds + logit_seconds
+
+        def seconds(start, n):
+            sums = st.stage_sums(start, n)
+            return b * (factor * sums.gemm_flops / st.gemm_peak + attn_factor * sums.attention_flops / st.peak) / tp
+
+        if not st.model.is_moe:  # every layer costs the same: the largest stage is the slowest
+            layer_seconds = seconds(0, 1)
+            if pp == 1:
+                stage_seconds = sizes[0] * layer_seconds + logit_seconds
+            else:
+                stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
         else:
-            stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
+            starts = stage_starts(sizes)
+            stage_seconds = max(seconds(a, n) + (logit_seconds if i == pp - 1 else 0.0)
+                                for i, (a, n) in enumerate(zip(starts, sizes)))
         return stage_seconds / (st.eff * p.cp)
     return st._cached(("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers), make)
+
+
+def ep_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds of one micro-batch's expert-parallel all-to-alls on the stage with the most MoE layers:
+    per MoE layer, forward dispatch (FP8 with an FP8 recipe, DeepSeek-V3 §3.3.2, else 16-bit) and combine
+    (16-bit), and in backward the same two in 16-bit (again when the forward is recomputed), of the
+    b·(s/cp)/tp tokens × k copies × h values each rank holds. An all-to-all of M bytes per rank over n ranks
+    costs (n − 1)·α + (n − 1)/n·M/bw — :func:`distlearn.cost.collective_time`'s ring all-gather coefficients
+    (each rank sends n − 1 messages of M/n). On NVLink when tp·ep fits a node, else the network. Not overlapped:
+    DeepSeek-V3 hides it behind compute with DualPipe (§3.2.1), a schedule this planner does not model yet."""
+    m = st.model
+    if p.ep == 1 or not m.is_moe:
+        return 0.0
+    sizes = st.stages(p.pp, p.stage_layers)
+    moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts(sizes), sizes))
+    g = st.cluster.gpu
+    bw = g.nvlink_bw if p.tp * p.ep <= st.cluster.gpus_per_node else g.network_bw
+    values = p.micro_batch_size * (st.s // p.cp) / p.tp * m.experts_per_token * m.hidden_size
+    dispatch = 1 if st.fp8 else st.act_bytes
+    a2a = lambda nbytes: st.collective("ring_all_gather", nbytes, p.ep, bw)
+    forward = a2a(values * dispatch) + a2a(values * st.act_bytes)
+    backward = 2 * a2a(values * st.act_bytes)
+    return moe_layers * (forward * (2 if p.recompute == "full" else 1) + backward)
 
 
 def step_seconds_lower_bound(st: Setting, p: Plan) -> float:
@@ -504,12 +626,13 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
         t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * tokens * h, tp,
                                                   g.nvlink_bw)
         t_cp = cp_seconds(st, p)
+        t_ep = ep_seconds(st, p)
         # pipeline p2p: activation forward + gradient back, per chunk
         pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
         t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
-        t_mb = t_compute + t_tp + t_cp + t_p2p
-        return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "pp_comm": mb * t_p2p,
-                "bubble": (pp - 1) * bubble_share(st, p) * t_mb}
+        t_mb = t_compute + t_tp + t_cp + t_ep + t_p2p
+        return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
+                "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}
     return st._cached(("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp,
                        p.recompute, p.stage_layers), make)
 
@@ -523,11 +646,14 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     t_compute = microbatch_compute_seconds(st, p)
     # data parallel / ZeRO over dp·cp ranks (the cp ranks of a replica hold the same weights): gradient bytes of
     # this GPU's shard of the model (the first stage's)
-    first_params = (sizes[0] * st.P_layer + st.P_first_extra + (st.P_last_extra if pp == 1 else 0)) / tp
+    first = st.stage_sums(0, sizes[0])
+    first_params = (first.dense_params + st.P_first_extra + (st.P_last_extra if pp == 1 else 0)) / tp
     dp_n = dp * cp
     dp_bw = g.nvlink_bw if tp * dp_n <= cl.gpus_per_node else g.network_bw
-    grad_bytes = first_params * st.per["grads"]
-    param_bytes = first_params * st.per["params"]
+    # (shard params, group size, bandwidth): the dense part over dp·cp; routed experts over dp·cp/ep
+    groups = [(first_params, dp_n, dp_bw)]
+    if first.expert_params:
+        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, g.network_bw))
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
     window = t_bwd if pp == 1 else 0.0
@@ -542,8 +668,8 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
         for phase, colls in st.dp_collectives(p.zero_stage, mb):
             reps = mb if phase in ("forward", "backward") else 1
             busy = sum(c.times / reps * units * st.collective(
-                RING[c.op], (grad_bytes if c.what == "gradients" else param_bytes) / units, dp_n, dp_bw)
-                for c in colls)
+                RING[c.op], params * st.per["grads" if c.what == "gradients" else "params"] / units, n, bw)
+                for c in colls for params, n, bw in groups if n > 1)
             t_dp += reps * max(0.0, busy - hide[phase])
     time = dict(_pipeline_terms(st, p))
     time["dp_comm"] = t_dp
@@ -644,6 +770,14 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
                                   f"{names} = {p.world_size} 必须等于 GPU 数 {cluster.world_size}。")
     if seq_len is not None and p.cp > 1:
         check_divisible("seq_len", seq_len, "cp", p.cp)
+    check_int("ep", p.ep, minimum=1)
+    if p.ep > 1:
+        if not model.is_moe:
+            raise DistlearnValueError("ep", f"ep = {p.ep} needs a mixture-of-experts model; {model.name} is dense "
+                                            f"(use ep = 1).",
+                                      f"ep = {p.ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
+        check_divisible("num_experts", model.num_experts, "ep", p.ep)
+        check_divisible("dp × cp", p.dp * p.cp, "ep", p.ep)
     check_int("pp", p.pp, minimum=1, maximum=model.num_layers)
     if p.stage_layers is not None:
         sizes = p.stage_layers
