@@ -172,16 +172,28 @@ def compare_published(name: str) -> dict:
 
 
 def published_table() -> str:
-    """One line per published run: GPUs, layout, published and predicted TFLOP/s per GPU, their ratio, whether
-    the plan fits in memory (bilingual header)."""
-    head = (f"{'run':<28}{'GPUs':>6}  {'layout':<22}{'published':>10}{'predicted':>10}{'ratio':>7}  fits\n"
-            f"{'运行':<26}{'GPU 数':>6}  {'并行布局':<18}{'公布值':>7}{'预测值':>7}{'比值':>5}  显存够否")
-    lines = [head]
+    """One line per published run: GPUs, layout, published and predicted TFLOP/s per GPU (counted the source's
+    way, see :func:`compare_published`), their ratio, whether it is within :data:`TOLERANCE`, and whether the plan
+    fits in memory. Two header lines (English, Chinese), columns right-aligned by display width."""
+    from .command_line import display_width
+
+    widths = (26, 6, 22, 10, 10, 6, 8, 8)
+
+    def row(cells):
+        out = []
+        for i, (cell, w) in enumerate(zip(cells, widths)):
+            pad = " " * max(0, w - display_width(cell))
+            out.append(cell + pad if i in (0, 2) else pad + cell)
+        return " ".join(out)
+
+    lines = [row(["run", "GPUs", "layout", "published", "predicted", "ratio", "±10 %", "fits"]),
+             row(["运行", "GPU 数", "并行布局", "公布值", "预测值", "比值", "±10 % 内", "放得下"])]
     for name, run in PUBLISHED_RUNS.items():
         r = compare_published(name)
         p = run["plan"]
         layout = f"tp{p.tp} cp{p.cp} pp{p.pp} dp{p.dp}" if p.cp > 1 else f"tp{p.tp} pp{p.pp} dp{p.dp}"
         layout += f" ep{p.ep}" if p.ep > 1 else ""
-        lines.append(f"{name:<28}{run['num_gpus']:>6}  {layout:<22}{r['published_flops'] / 1e12:>10.0f}"
-                     f"{r['predicted_flops'] / 1e12:>10.0f}{r['ratio']:>7.2f}  {'yes/是' if r['fits'] else 'no/否'}")
+        lines.append(row([name, str(run["num_gpus"]), layout, f"{r['published_flops'] / 1e12:.0f}",
+                          f"{r['predicted_flops'] / 1e12:.0f}", f"{r['ratio']:.2f}",
+                          "yes/是" if r["within"] else "no/否", "yes/是" if r["fits"] else "no/否"]))
     return "\n".join(lines)
