@@ -644,3 +644,75 @@ def test_llama3_balanced_stages_and_uneven_chunks():
     assert any(e.plan.stage_layers == P.LLAMA3_405B_STAGES for e in res.plans) or all(
         e.plan.pp != 16 for e in res.plans)
     assert run["plan"].stage_layers == P.LLAMA3_405B_STAGES
+
+
+# ---------------------------------------------------------------- rooflines of parallelism
+def test_roofline_thresholds_by_hand():
+    from distlearn.planner import rooflines as R
+    h100 = GPUS["h100-80gb"]
+    C = h100.peak_flops * P.COMPUTE_EFFICIENCY
+    assert R.roofline("dp", "h100-80gb").threshold == pytest.approx(C / 50e9)
+    assert R.roofline("fsdp", "h100-80gb", link="nvlink").threshold == pytest.approx(C / 450e9)
+    assert R.roofline("tp", "h100-80gb", tp=8).threshold == pytest.approx(7 * C / (3 * 450e9))
+    m = PRESETS["llama3.1-405b"]
+    assert R.roofline("cp", "h100-80gb", model=m).threshold == pytest.approx(C * 8 * 128 / (16384 * 50e9))
+    assert R.roofline("ep", "h100-80gb").threshold == pytest.approx(2 * C / (3 * 50e9))
+    r = R.roofline("ep", "h100-80gb", value=2048)  # DeepSeek-V3's experts over InfiniBand: far below
+    assert r.hidden is False and "专家" in r.quantity
+    with pytest.raises(DistlearnValueError) as e:
+        R.roofline("cp", "h100-80gb")
+    assert e.value.param == "model" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError):
+        R.roofline("xp", "h100-80gb")
+
+
+def _no_latency(monkeypatch):
+    from distlearn.planner import formulas
+    monkeypatch.setattr(formulas, "ALPHA", 0.0)
+
+
+@pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
+def test_dp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
+    """Pure data parallelism across 2 nodes (ZeRO 0, one micro-batch): the planner's all-reduce is hidden behind the
+    backward exactly when the tokens per GPU exceed the roofline's C/W (within its approximations: 6Ψ per token)."""
+    from distlearn.planner import rooflines as R
+    _no_latency(monkeypatch)
+    m = PRESETS["llama2-7b"]
+    tokens = R.roofline("dp", "h100-80gb").threshold * factor
+    b = max(1, round(tokens / 512))
+    e = P.evaluate(m, P.Plan(dp=16, tp=1, pp=1, zero_stage=0, recompute="none", micro_batch_size=b,
+                             num_microbatches=1, sequence_parallel=False), global_batch=16 * b, seq_len=512,
+                   gpu="h100-80gb")
+    assert (e.time["dp_comm"] == 0) is hidden
+
+
+@pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
+def test_tp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
+    """A GPT block with tp = 8: the planner's forward all-reduces take less time than the forward GEMMs exactly when
+    h exceeds (t − 1)·C/(3W)."""
+    from distlearn.models import ModelConfig
+    from distlearn.planner import rooflines as R
+    _no_latency(monkeypatch)
+    h = int(R.roofline("tp", "h100-80gb").threshold * factor) // 512 * 512
+    m = ModelConfig("gpt-h", "gpt", 1024, h, 4, h // 64, 4 * h, 128)
+    e = P.evaluate(m, P.Plan(dp=1, tp=8, pp=1, recompute="none", micro_batch_size=1, num_microbatches=1),
+                   global_batch=1, seq_len=128, gpu="h100-80gb")
+    f = P.forward_flops(m, 1, 128)
+    gemm_forward = f["layers"] / 8 / (GPUS["h100-80gb"].peak_flops * P.COMPUTE_EFFICIENCY)
+    assert (e.time["tp_comm"] / 2 <= gemm_forward) is hidden  # 2 of the 4 all-reduces per layer are forward
+
+
+@pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
+def test_ep_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
+    """Experts of width f_e across nodes: the planner's forward all-to-alls take less time than the experts'
+    forward GEMMs exactly when f_e exceeds 2C/(3W), whatever the number of tokens."""
+    from distlearn.models import ModelConfig
+    from distlearn.planner import rooflines as R
+    _no_latency(monkeypatch)
+    f_e = int(R.roofline("ep", "h100-80gb").threshold * factor)
+    m = ModelConfig("moe-fe", "llama", 1024, 1024, 2, 8, 1024, 1024, num_experts=16, experts_per_token=2,
+                    expert_ffn_hidden_size=f_e)
+    e = P.evaluate(m, P.Plan(dp=16, tp=1, pp=1, ep=16, recompute="none", micro_batch_size=1, num_microbatches=1,
+                             sequence_parallel=False), global_batch=16, seq_len=1024, gpu="h100-80gb")
+    experts_forward = 2 * 1024 * 2 * 2 * 3 * 1024 * f_e / (GPUS["h100-80gb"].peak_flops * P.COMPUTE_EFFICIENCY)
+    assert (e.time["ep_comm"] / 2 <= experts_forward) is hidden  # forward: dispatch + combine of 4 all-to-alls
