@@ -716,3 +716,14 @@ def test_ep_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
                              sequence_parallel=False), global_batch=16, seq_len=1024, gpu="h100-80gb")
     experts_forward = 2 * 1024 * 2 * 2 * 3 * 1024 * f_e / (GPUS["h100-80gb"].peak_flops * P.COMPUTE_EFFICIENCY)
     assert (e.time["ep_comm"] / 2 <= experts_forward) is hidden  # forward: dispatch + combine of 4 all-to-alls
+
+
+def test_tables_show_context_parallelism_and_fit_100_columns():
+    res = P.search("llama3.1-405b", global_batch=128, seq_len=131072, gpu="h100-80gb", num_gpus=16384, top=3)
+    assert res.plans and all(e.plan.cp > 1 for e in res.plans)  # 128K tokens: the search uses CP
+    lines = P.format_table(res.plans).splitlines()
+    assert f"8c{res.plans[0].plan.cp}" in lines[2] and all(P.display_width(x) <= 100 for x in lines)
+    assert "8c16" in P.table_legend() and "上下文并行" in P.table_legend()
+    table = P.published_table().splitlines()
+    assert len(table) == 2 + len(P.PUBLISHED_RUNS) and all(P.display_width(x) <= 100 for x in table)
+    assert len({P.display_width(x) for x in table}) == 1 and "公布值" in table[1]

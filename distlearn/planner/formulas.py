@@ -309,12 +309,12 @@ class Setting:
         self.model, self.cluster = model, cluster
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
+        self.gemm_peak = compute_peak(cluster.gpu, precision)  # the linear layers' GEMMs (checks the name)
         self.fp8 = precision in FP8_PRECISIONS
         if self.fp8:  # the recipe's own bytes per parameter (its optimizer is part of the recipe)
             self.per = recipe_bytes_per_param(precision)
         else:
             self.per = bytes_per_param(precision, optimizer)
-        self.gemm_peak = compute_peak(cluster.gpu, precision)  # the linear layers' GEMMs
         # attention core, logits and everything else: 16-bit (fp32 for the fp32 recipe); FP8 recipes keep them
         # in bf16 (DeepSeek-V3 §3.3.1, Transformer Engine: only Linear layers run in FP8)
         self.peak = compute_peak(cluster.gpu, "mixed" if self.fp8 else precision)

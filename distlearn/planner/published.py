@@ -177,7 +177,7 @@ def published_table() -> str:
     fits in memory. Two header lines (English, Chinese), columns right-aligned by display width."""
     from .command_line import display_width
 
-    widths = (26, 6, 22, 10, 10, 6, 8, 8)
+    widths = (26, 6, 20, 9, 9, 6, 8, 8)  # 99 columns
 
     def row(cells):
         out = []
