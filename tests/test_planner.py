@@ -425,6 +425,14 @@ def test_smallest_plan_of_each_group_has_the_least_memory(model, num_gpus, batch
                 least = F.plan_memory(st_, group.smallest(z, r))["total"]
                 others = [F.plan_memory(st_, p)["total"] for p in group.plans(lambda z2, r2: (z2, r2) == (z, r))]
                 assert least == pytest.approx(min(others), rel=1e-12)
+        # the orderings the search's _kept and any_plan_fits rest on: ZeRO 0 ≥ 1 ≥ 2, none ≥ selective
+        mem = {(z, r): F.plan_memory(st_, group.smallest(z, r))["total"] for z in group.zero_stages
+               for r in ("none", "selective", "full")}
+        for r in ("none", "selective", "full"):
+            chain = [mem[(z, r)] for z in group.zero_stages if z <= 2]
+            assert chain == sorted(chain, reverse=True)
+        for z in group.zero_stages:
+            assert mem[(z, "none")] >= mem[(z, "selective")]
 
 
 # ---------------------------------------------------------------- precision: fp32 runs at the fp32 / TF32 peak

@@ -460,6 +460,22 @@ def interleaved_inflight(pp: int, stage: int, num_chunks: int, num_microbatches:
     return min(num_microbatches, (2 * (pp - stage - 1) + (num_chunks - 1) * pp + 1) / num_chunks)
 
 
+def _candidate_stages(sizes: list[int], per_layer_differs: bool) -> list[int]:
+    """The stages that can hold the most memory: the first, the last, and each middle stage with more layers than
+    every middle stage before it. A later middle stage with no more layers than an earlier one holds no more:
+    the same bytes per layer, no more micro-batches in flight (:func:`interleaved_inflight` falls with the stage),
+    no embedding or logits. All stages when layers differ in size (a mixture-of-experts model)."""
+    pp = len(sizes)
+    if per_layer_differs:
+        return list(range(pp))
+    out, most = [0], 0
+    for i in range(1, pp - 1):
+        if sizes[i] > most:
+            out.append(i)
+            most = sizes[i]
+    return out + [pp - 1]
+
+
 def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     """Bytes per GPU of the plan's worst stage: params, grads, optimizer, activations, logits, zero3_buffer,
     reserve, and their total (formulas in the module docstring). Without ``stage_layers`` only the first and the
@@ -473,15 +489,15 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     elif p.stage_layers is None:
         stages = [(0, sizes[0], st.P_first_extra, True, False), (pp - 1, sizes[-1], st.P_last_extra, False, True)]
     else:
-        stages = [(i, n, (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0), i == 0,
-                   i == pp - 1) for i, n in enumerate(sizes)]
+        stages = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
+                   i == 0, i == pp - 1) for i in _candidate_stages(sizes, m.is_moe)]
     worst = None
     per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
     per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
     tokens = s // cp
-    starts = stage_starts(sizes)
+    starts = stage_starts(sizes) if m.is_moe else None  # only MoE layers differ from one another
     for stage, layers, extra_params, is_first, is_last in stages:
-        sums = st.stage_sums(starts[stage], layers)
+        sums = st.stage_sums(starts[stage] if starts else 0, layers)
         states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
         params, grads, optimizer = states.params, states.grads, states.optimizer
         if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
@@ -596,6 +612,11 @@ def cp_seconds(st: Setting, p: Plan) -> float:
     :func:`distlearn.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
     if p.cp == 1:
         return 0.0
+    return st._cached(("cp_s", p.micro_batch_size, p.tp, p.cp, p.pp, p.recompute, p.stage_layers),
+                      lambda: _cp_seconds(st, p))
+
+
+def _cp_seconds(st: Setting, p: Plan) -> float:
     m, g = st.model, st.cluster.gpu
     kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
               micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)

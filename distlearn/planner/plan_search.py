@@ -162,18 +162,47 @@ def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool
     return plan_memory(st, group.smallest(zero_stage, recompute))["total"] <= st.capacity * (1 + ROUNDING_MARGIN)
 
 
+def _kept(st: Setting, group: Group) -> set:
+    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
+    the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
+    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves), and selective
+    recomputation never keeps more than none. So stages 0–1 are only tried when stage 2 (or the next one up)
+    fits, and no recomputation only when selective does."""
+    kept = set()
+    for r in ("selective", "full", "none"):
+        chain = sorted(group.zero_stages, reverse=True)  # e.g. 3, 2, 1, 0
+        for z in chain:
+            if r == "none" and (z, "selective") not in kept:
+                continue
+            if _may_fit(st, group, z, r):
+                kept.add((z, r))
+            elif z <= 2:  # every lower stage needs at least as much
+                break
+    return kept
+
+
 def _fitting_plans(st: Setting, group: Group, too_slow=None):
     """Yield (plan, memory) for the plans of ``group`` that fit, in search order, leaving out those for which
     ``too_slow(plan)`` is true (it must be true only of plans that cannot be among the results)."""
-    kept = {(z, r) for z in group.zero_stages for r in RECOMPUTE if _may_fit(st, group, z, r)}
+    kept = _kept(st, group)
     if not kept:
         return
-    for p in group.plans(lambda z, r: (z, r) in kept):
-        if too_slow is not None and too_slow(p):
-            continue
-        mem = plan_memory(st, p)
-        if mem["total"] <= st.capacity:
-            yield p, mem
+    for b, m, chunks in group.batching:  # group.plans' order; the bound does not depend on the ZeRO stage
+        for v in chunks:
+            slow = {}
+            for z in group.zero_stages:
+                for r in RECOMPUTE:
+                    if (z, r) not in kept:
+                        continue
+                    p = group._plan(z, r, b, m, v)
+                    if too_slow is not None:
+                        if r not in slow:
+                            slow[r] = too_slow(p)
+                        if slow[r]:
+                            continue
+                    mem = plan_memory(st, p)
+                    if mem["total"] <= st.capacity:
+                        yield p, mem
 
 
 class _Best:
@@ -272,8 +301,11 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation)
     for group in candidate_groups(model, cluster, global_batch, seq_len):
-        for z in group.zero_stages:
-            for r in RECOMPUTE:
+        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective or full recomputation
+        # (the orderings of _kept): the other pairs cannot fit where these do not
+        stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
+        for z in stages:
+            for r in ("selective", "full"):
                 mem = plan_memory(st, group.smallest(z, r))["total"]
                 if mem <= st.capacity:
                     return True
