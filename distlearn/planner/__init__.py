@@ -1,5 +1,5 @@
-"""Plan a training run (chapter 14): search DP × TP × PP × ZeRO × recomputation × micro-batching for plans that fit,
-and rank them.
+"""Plan a training run (chapter 14): search DP × TP × CP × PP × ZeRO × recomputation × micro-batching (and evaluate
+EP and FP8 plans) for plans that fit, and rank them.
 
 The package is split by job; everything public is re-exported here, so ``from distlearn import planner`` then
 ``planner.search(...)``, ``planner.evaluate(...)``, ``planner.Plan(...)`` work as before:
@@ -8,8 +8,9 @@ The package is split by job; everything public is re-exported here, so ``from di
   :class:`Plan`, :class:`Estimate`, :func:`evaluate`. Collective times come from :mod:`distlearn.cost`.
 - :mod:`~distlearn.planner.plan_search` — enumerate the valid plans, keep those that fit, rank them;
   :func:`search`, and :func:`suggest_fix` when none fits.
-- :mod:`~distlearn.planner.published` — the published runs the model is checked against (Megatron-LM), with
-  sources; :func:`compare_published`.
+- :mod:`~distlearn.planner.published` — the published runs the model is checked against (Megatron-LM, BLOOM,
+  Llama 3, DeepSeek-V3), with sources; :func:`compare_published`, :func:`published_table`.
+- :mod:`~distlearn.planner.rooflines` — when each kind of parallelism hides its communication.
 - :mod:`~distlearn.planner.command_line` — the table (:func:`format_table`) and ``python -m distlearn plan``
   (:func:`cli`).
 """

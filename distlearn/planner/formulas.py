@@ -1,16 +1,23 @@
 """Closed forms of the planner: FLOPs, memory and time of one plan, each formula with its source.
 
-A *plan* (:class:`Plan`) fixes the tensor-parallel degree ``tp`` (inside one node), the pipeline degree ``pp``, the
-data-parallel degree ``dp = world_size / (tp·pp)``, the ZeRO stage, the recomputation mode, the micro-batch size
-``b`` and number ``m = global_batch / (dp·b)``, and the number of interleaved chunks ``v``. For each plan we estimate
+A *plan* (:class:`Plan`) fixes the tensor-parallel degree ``tp`` (inside one node), the context-parallel degree
+``cp``, the pipeline degree ``pp`` (and, optionally, uneven ``stage_layers``), the data-parallel degree
+``dp = world_size / (tp·cp·pp)``, the expert-parallel degree ``ep`` of a mixture-of-experts model (inside dp·cp),
+the ZeRO stage, the recomputation mode, the micro-batch size ``b`` and number ``m = global_batch / (dp·b)``, and the
+number of interleaved chunks ``v``. For each plan we estimate
 
 **Memory per GPU** (bytes; the worst pipeline stage, first or last):
 
 - model states: :func:`distlearn.memory.model_state_bytes` of the stage's parameters divided by ``tp``, sharded
-  over ``dp`` by ZeRO (Rajbhandari et al. 2020) — ZeRO divides by the *data-parallel* degree, not the GPU count;
+  over ``dp·cp`` by ZeRO (Rajbhandari et al. 2020) — ZeRO divides by the *data-parallel* degree, not the GPU count;
+  an MoE layer's routed experts are divided by ``ep`` and sharded over the ``dp·cp/ep`` ranks holding the same
+  experts; FP8 recipes use :func:`distlearn.fp8_recipes.recipe_state_bytes` (their FP8 weight copies are counted
+  with the params);
 - activations: :func:`distlearn.activations.config_layer_bytes` (the model's own architecture: Korthikanti et al.
   2022, Table 2 for GPT blocks with materialised attention; Llama blocks with flash attention, grouped-query
-  K/V and the SwiGLU MLP, derived and measured in :mod:`distlearn.activation_measure`), in the activation dtype of
+  K/V and the SwiGLU MLP, derived and measured in :mod:`distlearn.activation_measure`; with ``cp`` the layer of
+  s/cp tokens with flash-style attention, plus the all-gathered K and V of one layer; an MoE layer as a dense layer
+  whose MLP is as wide as the k routed + shared experts a token uses), in the activation dtype of
   the recipe (2 bytes, 4 for ``precision="fp32"``; dropout masks 1 byte) × layers of the stage × micro-batches in
   flight. With 1F1B the first stage holds ``min(p, m)`` micro-batches, the last one;
   interleaving multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3). Full recomputation keeps
@@ -28,7 +35,9 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
 **Time per step** (seconds), for the slowest pipeline stage:
 
 - compute: hardware FLOPs / (peak × :data:`COMPUTE_EFFICIENCY`), the peak of the precision the matrix multiplies
-  run in (:func:`compute_peak`: 16-bit for the mixed recipes, fp32 / TF32 for ``"fp32"``). Forward FLOPs per
+  run in (:func:`compute_peak`: 16-bit for the mixed recipes, fp32 / TF32 for ``"fp32"``, FP8 for the linear
+  layers of the FP8 recipes, whose attention and logits stay 16-bit), divided by ``cp``. MoE layers count the
+  experts a token uses; MLA's attention core its own head sizes (:func:`attention_core_flops`). Forward FLOPs per
   micro-batch F = 2·b·s·(l·P_matmul + V·h) + 4·b·s²·h·l (matrix multiplies, the attention scores and the logits;
   Narayanan et al. 2021 §5.1). Without recomputation a step costs 3F (backward = 2 × forward); full recomputation
   runs the layers' forward again, 4F on the layers — for a GPT block this is exactly Narayanan et al.'s eq. 3,
@@ -38,8 +47,13 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   Fig. 4); on the critical path.
 - pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
   gather optimisation, Narayanan §4.1), once per chunk; counted as not overlapped.
+- context parallelism: per layer, all-gathers of K and V and a reduce-scatter of their gradients, exposed
+  (:func:`cp_seconds`); expert parallelism: per MoE layer, dispatch and combine all-to-alls in forward and backward,
+  exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
-  (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`.
+  (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
+  with uneven chunks the largest chunk sets it (:func:`bubble_share`). The zero-bubble and DualPipe schedules
+  (chapter 05's later sections) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only: ZeRO 0 all-reduces the gradients once per step, hidden
   behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed with ``pp > 1`` (the
   all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same way and all-gathers
@@ -47,11 +61,13 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and backward of every
   micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their phases come from
   :func:`distlearn.zero_comm.step_collectives` (engine ``"zero"``: DeepSpeed's default all-reduce of the gradient
-  buckets would double stages 1–2's gradient traffic). ZeRO 2 and 3 are not combined with pipeline parallelism
-  (DeepSpeed's pipeline engine refuses them).
+  buckets would double stages 1–2's gradient traffic). ZeRO 1–3 combine with pipeline parallelism (FSDP + PP, as
+  torchtitan and Llama 3; DeepSpeed's own pipeline engine refuses 2–3). Every collective is issued **per layer** (an
+  FSDP unit, a gradient bucket), so the ring's latency (n − 1)·α is paid once per layer.
 - collectives: ring algorithms in the α-β model of :mod:`distlearn.cost` (Thakur et al. 2005; Patarasuk & Yuan
   2009) with α = :data:`ALPHA` per ring step. Ranks are ordered tp (innermost), dp, pp as in Megatron-LM, so a dp
-  or pp group that leaves a node runs at the network bandwidth.
+  or pp group that leaves a node runs at the network bandwidth (tp, cp, then dp: a cp or dp group leaves the node
+  once tp·cp·dp exceeds it).
 
 Reported: tokens/s, MFU = model FLOPs (without recomputation) / (time × GPUs × peak) (Chowdhery et al. 2022,
 App. B) with the GPU's dense 16-bit peak whatever the precision (an fp32 run shows how much of the GPU it leaves
@@ -659,8 +675,17 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
 
 
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:
-    """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, pp_comm, bubble, dp_comm (exposed
-    parts) and their total (formulas in the module docstring)."""
+    """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm
+    (exposed parts) and their total (formulas in the module docstring)."""
+    time = dict(_pipeline_terms(st, p))
+    time["dp_comm"] = st._cached(("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp,
+                                  p.cp, p.ep, p.recompute, p.stage_layers), lambda: dp_seconds(st, p))
+    time["total"] = _partial_sum(time)
+    return time
+
+
+def dp_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds per step of the data-parallel / ZeRO collectives (they do not depend on interleaving)."""
     g, cl = st.cluster.gpu, st.cluster
     tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
     sizes = st.stages(pp, p.stage_layers)
@@ -692,10 +717,7 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
                 RING[c.op], params * st.per["grads" if c.what == "gradients" else "params"] / units, n, bw)
                 for c in colls for params, n, bw in groups if n > 1)
             t_dp += reps * max(0.0, busy - hide[phase])
-    time = dict(_pipeline_terms(st, p))
-    time["dp_comm"] = t_dp
-    time["total"] = _partial_sum(time)
-    return time
+    return t_dp
 
 
 def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:

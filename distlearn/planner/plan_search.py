@@ -1,7 +1,7 @@
 """Search: enumerate every valid plan, keep those that fit, rank them; when none fits, say why and what would.
 
 Speed (the chapter's explorer re-runs a search at every slider move; its goal is 50 ms in every setting, checked
-by ``make bench``) comes from four exact shortcuts, none of which changes a result:
+by ``make bench``) comes from five exact shortcuts, none of which changes a result:
 
 - **memory-minimal plans.** For fixed (tp, pp, ZeRO stage, recomputation), memory never decreases with the
   micro-batch size b nor with interleaving: every activation term is proportional to b, the first stage holds
@@ -12,6 +12,9 @@ by ``make bench``) comes from four exact shortcuts, none of which changes a resu
 - **the k best only.** With ``top = k`` a plan is skipped when its tokens/s computed from a lower bound on its
   step time (compute and bubble, no communication) is already below the k-th best found so far: its real
   tokens/s is lower still, so it cannot be among the k best.
+- **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective recomputation
+  compared with none (both checked by tests/test_planner.py on every group): lower stages are only tried when a
+  higher one fits, and "does any plan fit" looks at ZeRO 2–3 with selective or full recomputation only.
 - **memo tables** in :class:`~distlearn.planner.formulas.Setting` for what many plans share.
 - **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
   that fits is found by bisection instead of trying every halving.
