@@ -19,8 +19,9 @@ number of interleaved chunks ``v``. For each plan we estimate
   s/cp tokens with flash-style attention, plus the all-gathered K and V of one layer; an MoE layer as a dense layer
   whose MLP is as wide as the k routed + shared experts a token uses), in the activation dtype of
   the recipe (2 bytes, 4 for ``precision="fp32"``; dropout masks 1 byte) × layers of the stage × micro-batches in
-  flight. With 1F1B the first stage holds ``min(p, m)`` micro-batches, the last one;
-  interleaving multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3). Full recomputation keeps
+  flight. With 1F1B stage i holds ``min(p − i, m)`` micro-batches (the first p, the last one); interleaving
+  multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3) and gives stage i Megatron's warm-up
+  of (2(p − i − 1) + (v − 1)p + 1)/v (:func:`interleaved_inflight`). Full recomputation keeps
   each layer's input (s·b·h values) and one layer's full activations while it recomputes;
 - logits and the final norm on the last stage: 4·s·b·h/t·(1 + V/h) bytes (fp32 logits for the loss;
   Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
