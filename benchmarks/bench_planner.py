@@ -83,6 +83,10 @@ def test_planner_explorer_slider_grid(measure, benchmark, request):
 SEARCHES = {
     "llama3.1-405b on 1024 h100-80gb, seq 8192, batch 2048 (full search)":
         dict(model="llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=1024),
+    "llama3.1-405b on 16384 h100-80gb, seq 8192, batch 2048 (full search, issue 22)":
+        dict(model="llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=16384),
+    "llama3.1-405b on 16384 h100-80gb, seq 131072, batch 128 (full search with cp)":
+        dict(model="llama3.1-405b", global_batch=128, seq_len=131072, gpu="h100-80gb", num_gpus=16384),
     "llama3-70b on 64 h100-80gb, seq 8192, batch 512":
         dict(model="llama3-70b", global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=64),
     "gpt3-175b (Megatron) on 1024 a100-80gb, batch 1536":

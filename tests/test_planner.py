@@ -6,7 +6,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 from distlearn import planner as P
 from distlearn import seeds_planning as S
 from distlearn.comm import VirtualCluster
-from distlearn.hardware import GPUS, make_cluster
+from distlearn.hardware import GPUS, Cluster, make_cluster
 from distlearn.memory import activation_bytes_per_layer, model_state_bytes
 from distlearn.models import PRESETS
 from distlearn.validate import DistlearnValueError
@@ -25,14 +25,16 @@ def test_collective_times_come_from_the_cost_module(monkeypatch):
     first_layers = 16  # 32 layers on 2 stages
     shard = (first_layers * m.layer_parameters() + m.embedding_parameters()) / 2
     # ranks: tp innermost, then dp, so the tp × dp = 8 GPUs of a dp group share one node (NVLink)
-    dp_time = cost.collective_time("ring_all_reduce", shard * 2, 4, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    # one all-reduce per layer of the stage (a bucket each): 16 × the ring time of 1/16 of the shard
+    dp_time = 16 * cost.collective_time("ring_all_reduce", shard * 2 / 16, 4, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
     assert e.time["dp_comm"] == pytest.approx(dp_time, rel=1e-12)  # pp > 1: the all-reduce is fully exposed
+    assert dp_time > cost.collective_time("ring_all_reduce", shard * 2, 4, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
     tp_time = cost.collective_time("ring_all_reduce", 2 * 1 * 2048 * m.hidden_size, 2, alpha=P.ALPHA,
                                    bandwidth=g.nvlink_bw)
     assert e.time["tp_comm"] == pytest.approx(8 * first_layers * 4 * tp_time, rel=1e-12)
     monkeypatch.setattr(formulas, "collective_time", lambda *a, **k: 1.0)
     e2 = P.evaluate(m, plan, global_batch=32, seq_len=2048, cluster=make_cluster("h100-80gb", 16))
-    assert e2.time["dp_comm"] == 1.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
+    assert e2.time["dp_comm"] == 16.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
 
 
 def _gpipe_makespan(p, m, f=1.0, b=2.0):
@@ -99,16 +101,77 @@ def test_zero_paper_table2_max_model_sizes(mp):
         assert model_state_bytes(int(psi / mp), dp=64, zero_stage=stage).total == pytest.approx(32e9, rel=1e-9)
 
 
-# ---------------------------------------------------------------- published Megatron-LM runs
-RATIO_BAND = (0.75, 1.25)  # predicted / published FLOP/s per GPU; one efficiency constant for both runs
-
-
+# ---------------------------------------------------------------- published runs (2021–2024), ±10 %
 @pytest.mark.parametrize("name", sorted(P.PUBLISHED_RUNS))
-def test_published_runs_feasible_and_throughput_in_band(name):
+def test_published_runs_within_ten_percent_or_a_stated_miss(name):
+    """Each published run on its own layout, one set of constants: predicted / published FLOP/s per GPU within
+    ±10 % (issue 22), or listed in KNOWN_MISSES with its reason — and then still a miss, so that a model change
+    which fixes it must move it out of the list."""
     r = P.compare_published(name)
-    assert r["fits"], r["estimate"].memory
-    assert RATIO_BAND[0] <= r["ratio"] <= RATIO_BAND[1], r["ratio"]
     assert r["predicted_tokens_per_s"] / r["published_tokens_per_s"] == pytest.approx(r["ratio"], rel=1e-9)
+    assert r["tolerance"] == 0.10 and r["source"]
+    if name == "deepseek-v3":
+        # the stated reason, checked: all-to-alls fully exposed predict too slow, fully hidden too fast
+        e = r["estimate"]
+        p = e.plan
+        assert p.num_chunks == 1
+        share = (p.pp - 1) / p.num_microbatches  # the bubble holds p − 1 micro-batch times (1F1B)
+        hidden = e.time["total"] - e.time["ep_comm"] * (1 + share)
+        assert r["ratio"] < 0.9 and r["ratio"] * e.time["total"] / hidden > 1.1
+    elif name in P.KNOWN_MISSES:
+        assert not r["within"], (name, r["ratio"])
+        assert 0.75 <= r["ratio"] <= 1.0, r["ratio"]  # too slow, but not wildly
+    else:
+        assert r["within"], (name, r["ratio"])
+        assert abs(r["ratio"] - 1) <= 0.10
+
+
+def test_published_layouts_fit_except_llama3_without_recomputation():
+    """The 2021–22 runs fit on their own layouts. Llama 3 405B without activation recomputation (our reading of
+    §3.3.2) does not fit in our activation model (a stated limit of chapter 14); with full recomputation it fits."""
+    for name in P.PUBLISHED_RUNS:
+        r = P.compare_published(name)
+        if name.startswith("llama3") or name == "deepseek-v3":
+            assert not r["fits"] and r["estimate"].memory["total"] < 1.6 * r["estimate"].capacity
+        else:
+            assert r["fits"], (name, r["estimate"].memory)
+    run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
+    from dataclasses import replace
+    e = P.evaluate(run["model"], replace(run["plan"], recompute="full"), global_batch=run["global_batch"],
+                   seq_len=run["seq_len"], gpu="h100-80gb")
+    assert e.fits and e.mfu < 0.9 * run["published_mfu"]  # fits, but then 25 % slower than published
+
+
+def test_published_figures_are_the_papers():
+    """The published numbers as the sources print them (Narayanan Table 1, BLOOM §3.4, Llama 3 Table 4)."""
+    R = P.PUBLISHED_RUNS
+    assert [R[k]["published_flops"] / 1e12 for k in ("megatron-gpt-1.7b", "megatron-gpt-18.4b",
+                                                       "megatron-gpt-145.6b", "megatron-gpt-1t")] == [137, 135, 148, 163]
+    assert R["megatron-gpt-145.6b"]["model"].num_parameters() / 1e9 == pytest.approx(145.6, abs=0.1)
+    assert R["megatron-gpt-1t"]["model"].num_parameters() / 1e9 == pytest.approx(1008, abs=1)
+    assert R["megatron-gpt-1.7b"]["model"].num_parameters() / 1e9 == pytest.approx(1.7, abs=0.06)
+    assert R["bloom-176b"]["model"].num_parameters() / 1e9 == pytest.approx(176.2, abs=0.4)
+    for k, (n, dp, cp, s, tf, mfu) in {"llama3-405b-8k-gpus": (8192, 64, 1, 8192, 430, .43),
+                                       "llama3-405b-16k-gpus": (16384, 128, 1, 8192, 400, .41),
+                                       "llama3-405b-16k-gpus-cp16": (16384, 8, 16, 131072, 380, .38)}.items():
+        run = R[k]
+        assert (run["num_gpus"], run["plan"].dp, run["plan"].cp, run["seq_len"]) == (n, dp, cp, s)
+        assert run["plan"].world_size == n and run["global_batch"] * s == 16 * 2 ** 20
+        assert run["published_flops"] == tf * 1e12 and run["published_mfu"] == mfu
+        assert tf * 1e12 / GPUS["h100-80gb"].peak_flops == pytest.approx(mfu, abs=0.01)  # TFLOP/s and MFU agree
+        r = P.compare_published(k)
+        assert r["estimate"].mfu == pytest.approx(r["ratio"] * mfu, rel=0.02)
+    assert sum(P.LLAMA3_405B_STAGES) == 126 and len(P.LLAMA3_405B_STAGES) == 16
+
+
+def test_a_broken_time_model_fails_the_published_check(monkeypatch):
+    """The ±10 % check can fail: with the bubble charged twice the Llama 3 and 1 T rows leave the band."""
+    from distlearn.planner import formulas
+    real = formulas.bubble_share
+    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: 2 * real(st, p))
+    assert not P.compare_published("llama3-405b-16k-gpus")["within"]
+    monkeypatch.setattr(formulas, "bubble_share", real)
+    assert P.compare_published("llama3-405b-16k-gpus")["within"]
 
 
 def test_search_finds_the_published_175b_layout():
@@ -196,9 +259,24 @@ def test_bad_inputs_raise_bilingual_errors():
         P.evaluate(m, P.Plan(dp=4, tp=2, pp=1, micro_batch_size=2, num_microbatches=1), global_batch=10,
                    seq_len=1024)
     assert e.value.param == "global_batch" and _bilingual(e.value)
+    # ZeRO 3 (FSDP) with pipeline parallelism is a plan (torchtitan, Llama 3); stage 4 is not
+    assert P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4), global_batch=8,
+                      seq_len=1024).memory["zero3_buffer"] > 0
     with pytest.raises(DistlearnValueError) as e:
-        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4), global_batch=8, seq_len=1024)
+        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=4, num_microbatches=4), global_batch=8, seq_len=1024)
     assert e.value.param == "zero_stage"
+    with pytest.raises(DistlearnValueError) as e:  # cp must divide the sequence
+        P.evaluate(m, P.Plan(dp=1, tp=2, pp=2, cp=3, num_microbatches=8), global_batch=8, seq_len=1024,
+                   cluster=Cluster(GPUS["h100-80gb"].with_(gpus_per_node=4), 3))
+    assert e.value.param == "seq_len" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:  # dp × tp × cp × pp must be the GPU count
+        P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, cp=2, num_microbatches=4), global_batch=8, seq_len=1024,
+                   gpu="h100-80gb", cluster=make_cluster("h100-80gb", 8))
+    assert e.value.param == "dp" and "cp" in str(e.value) and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:  # uneven stages must place every layer once
+        P.evaluate(m, P.Plan(dp=4, tp=1, pp=2, num_microbatches=2, stage_layers=(15, 16)), global_batch=8,
+                   seq_len=1024)
+    assert e.value.param == "stage_layers" and _bilingual(e.value)
     with pytest.raises(DistlearnValueError):
         P.search("gpt-5", global_batch=8, seq_len=1024)
     with pytest.raises(DistlearnValueError):
@@ -310,7 +388,7 @@ def _brute_force(model, cluster, batch, seq, **kw):
     from distlearn.planner import formulas as F
     st = F.make_setting(model, cluster, batch, seq, **kw)
     fits = []
-    for p in P.candidate_plans(model, cluster, batch):
+    for p in P.candidate_plans(model, cluster, batch, seq):
         mem = F.plan_memory(st, p)
         if mem["total"] <= st.capacity:
             fits.append(F.estimate(st, p, mem))
@@ -327,7 +405,7 @@ def test_search_equals_brute_force(model, num_gpus, gpu, batch, seq, top):
     m, cluster = PRESETS[model], make_cluster(gpu, num_gpus)
     brute = _brute_force(m, cluster, batch, seq)
     full = P.search(m, global_batch=batch, seq_len=seq, cluster=cluster, suggest=False)
-    assert full.plans == brute and full.num_evaluated == sum(1 for _ in P.candidate_plans(m, cluster, batch))
+    assert full.plans == brute and full.num_evaluated == sum(1 for _ in P.candidate_plans(m, cluster, batch, seq))
     assert P.search(m, global_batch=batch, seq_len=seq, cluster=cluster, suggest=False, top=top).plans == brute[:top]
     assert P.any_plan_fits(m, cluster, batch, seq) == bool(brute)
 
@@ -341,12 +419,20 @@ def test_smallest_plan_of_each_group_has_the_least_memory(model, num_gpus, batch
     from distlearn.planner import formulas as F
     m, cluster = PRESETS[model], make_cluster("a100-80gb", num_gpus)
     st_ = F.make_setting(m, cluster, batch, seq)
-    for group in P.candidate_groups(m, cluster, batch):
+    for group in P.candidate_groups(m, cluster, batch, seq):
         for z in group.zero_stages:
             for r in ("none", "selective", "full"):
                 least = F.plan_memory(st_, group.smallest(z, r))["total"]
                 others = [F.plan_memory(st_, p)["total"] for p in group.plans(lambda z2, r2: (z2, r2) == (z, r))]
                 assert least == pytest.approx(min(others), rel=1e-12)
+        # the orderings the search's _kept and any_plan_fits rest on: ZeRO 0 ≥ 1 ≥ 2, none ≥ selective
+        mem = {(z, r): F.plan_memory(st_, group.smallest(z, r))["total"] for z in group.zero_stages
+               for r in ("none", "selective", "full")}
+        for r in ("none", "selective", "full"):
+            chain = [mem[(z, r)] for z in group.zero_stages if z <= 2]
+            assert chain == sorted(chain, reverse=True)
+        for z in group.zero_stages:
+            assert mem[(z, "none")] >= mem[(z, "selective")]
 
 
 # ---------------------------------------------------------------- precision: fp32 runs at the fp32 / TF32 peak
@@ -452,3 +538,200 @@ def test_explorer_explains_why_no_plan_can_be_formed():
     r = explorer.compute(model="gpt2-small", num_gpus=2048, global_batch=8)
     assert "global batch of 8" in r["no_fit"] and "全局批量" in r["no_fit"]
     assert "No single change" not in r["no_fit"] and r["num_evaluated"] == 0
+
+
+# ---------------------------------------------------------------- mixture of experts and expert parallelism
+def test_moe_forward_flops_are_the_active_parameters():
+    """DeepSeek-V3: the GEMM FLOPs per token are 2 × the parameters a token uses (the model's own count,
+    ModelConfig.active_parameters without the embedding; MLA's two latent RMSNorm weights are not matmuls), and
+    that is the report's "37B activated parameters" (§1)."""
+    from distlearn.models import MOE_PRESETS
+    d = MOE_PRESETS["deepseek-v3"]
+    f = P.forward_flops(d, 2, 4096)
+    per_token = (f["layers"] + f["logits"]) / (2 * 2 * 4096)
+    norms = d.num_layers * (d.mla.q_lora_rank + d.mla.kv_lora_rank + 2 * d.hidden_size) + d.hidden_size
+    assert per_token == pytest.approx(d.active_parameters(include_embedding=False) - norms, rel=1e-12)
+    assert per_token / 1e9 == pytest.approx(37, rel=0.02)
+    # MLA's attention core: d_qk = 192 and d_v = 128 per head, not 4·s²·h
+    assert f["attention"] == 2 * d.num_layers * 2 * 4096 ** 2 * 128 * (192 + 128)
+
+
+@pytest.mark.parametrize("arch_kw", [dict(num_experts=4, experts_per_token=2),
+                                     dict(num_experts=4, experts_per_token=1, num_shared_experts=1,
+                                          first_dense_layers=1)])
+def test_moe_flops_equal_pytorch_flop_counter(arch_kw):
+    """A tiny MoE model built for real: PyTorch's FLOP counter sees exactly k routed (+ shared) experts per token."""
+    from distlearn.models import ModelConfig
+    c = ModelConfig("tiny-moe", "llama", 96, 64, 2, 4, 160, 32, num_kv_heads=2, expert_ffn_hidden_size=48,
+                    **arch_kw)
+    got = P.measured_flops(c, 3, 32)
+    expected = sum(P.forward_flops(c, 3, 32).values())
+    assert got["forward"] == pytest.approx(expected, rel=0.01)
+
+
+def test_expert_parallelism_divides_the_experts_and_pays_all_to_alls():
+    from distlearn import cost
+    from distlearn.models import MOE_PRESETS
+    mix = MOE_PRESETS["mixtral-8x7b"]
+    kw = dict(global_batch=32, seq_len=4096, gpu="h100-80gb")
+    base = dict(dp=16, tp=1, pp=1, zero_stage=0, recompute="full", micro_batch_size=1, num_microbatches=2,
+                sequence_parallel=False)
+    e1 = P.evaluate(mix, P.Plan(**base), **kw)
+    e8 = P.evaluate(mix, P.Plan(**base, ep=8), **kw)
+    experts = mix.num_layers * mix.num_experts * mix.expert_parameters()
+    assert e1.memory["params"] - e8.memory["params"] == pytest.approx(2 * experts * (1 - 1 / 8), rel=1e-6)
+    assert e1.time["ep_comm"] == 0
+    # per MoE layer: forward dispatch + combine, twice with the recomputed forward, backward two more; each an
+    # all-to-all of b·s·k·h 16-bit values per rank over 8 ranks of one node (NVLink)
+    g = GPUS["h100-80gb"]
+    a2a = cost.collective_time("ring_all_gather", 2 * 4096 * 2 * 4096, 8, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    assert e8.time["ep_comm"] == pytest.approx(2 * 32 * (2 * 2 + 2) * a2a, rel=1e-12)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate("llama3-8b", P.Plan(**base, ep=2), **kw)
+    assert e.value.param == "ep" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(mix, P.Plan(**base, ep=16), **kw)  # 8 experts cannot be split 16 ways
+    assert e.value.param == "num_experts"
+
+
+def test_fp8_recipe_runs_linear_gemms_at_the_fp8_peak():
+    """FP8: the linear layers' GEMMs at hardware.peak_flops(gpu, "fp8") (1979 TFLOP/s dense on an H100), attention
+    and logits at the bf16 peak; the recipe's bytes per parameter (distlearn.fp8_recipes: te-fp8 keeps FP8 weight
+    copies on top of bf16 mixed precision)."""
+    from distlearn.fp8_recipes import bytes_per_param as recipe_bytes
+    from distlearn.hardware import peak_flops
+    m = PRESETS["llama3-8b"]
+    plan = P.Plan(dp=8, tp=1, pp=1, zero_stage=1, recompute="none", micro_batch_size=1, num_microbatches=8,
+                  sequence_parallel=False)
+    kw = dict(global_batch=64, seq_len=4096, gpu="h100-80gb")
+    bf16, fp8 = P.evaluate(m, plan, **kw), P.evaluate(m, plan, precision="te-fp8", **kw)
+    f = P.forward_flops(m, 8, 4096)
+    g = GPUS["h100-80gb"]
+    expect = 3 * (f["layers"] / peak_flops(g, "fp8") + (f["attention"] + f["logits"]) / g.peak_flops) / 0.55
+    assert fp8.time["compute"] == pytest.approx(expect, rel=1e-9) and fp8.compute_peak == 1979e12
+    assert fp8.time["compute"] < 0.6 * bf16.time["compute"]
+    psi = m.num_parameters()
+    per = recipe_bytes("te-fp8")
+    assert fp8.memory["params"] == pytest.approx(psi * (per["params"] + per["fp8_weights"]), rel=1e-6)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(m, plan, precision="te-fp8", global_batch=64, seq_len=4096, gpu="a100-80gb")
+    assert e.value.param == "dtype" and _bilingual(e.value)
+
+
+def test_context_parallel_time_and_memory_by_hand():
+    """cp = 2 on Llama 3 8B: activations of s/2 tokens per rank (flash), compute halved, K/V all-gathers per layer
+    as distlearn.context_parallel.cp_comm_bytes counts them, timed by distlearn.cost."""
+    from distlearn import cost
+    from distlearn.activations import config_layer_bytes
+    m = PRESETS["llama3-8b"]
+    kw = dict(global_batch=8, seq_len=16384, gpu="h100-80gb")
+    base = dict(tp=4, pp=1, zero_stage=1, recompute="none", micro_batch_size=1, sequence_parallel=True)
+    e1 = P.evaluate(m, P.Plan(dp=2, num_microbatches=4, **base), **kw)
+    e2 = P.evaluate(m, P.Plan(dp=1, cp=2, num_microbatches=8, **base), **kw)
+    assert e2.time["compute"] == pytest.approx(e1.time["compute"], rel=1e-12)  # 2× the micro-batches, ½ each
+    per_layer = config_layer_bytes(m, seq_len=8192, micro_batch_size=1, tp=4, sequence_parallel=True,
+                                   attention="flash")
+    kv = 2 * 16384 * 8 * 128 / 4 * 2  # gathered K and V of one layer
+    assert e2.memory["activations"] == pytest.approx(32 * per_layer + kv, rel=1e-12)
+    block = 2 * 8192 * (8 // 4) * 128  # one rank's K/V elements
+    g = GPUS["h100-80gb"]
+    gather = cost.collective_time("ring_all_gather", 2 * block * 2, 2, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    scatter = cost.collective_time("ring_reduce_scatter", 2 * block * 4, 2, alpha=P.ALPHA, bandwidth=g.nvlink_bw)
+    assert e2.time["cp_comm"] == pytest.approx(8 * 32 * (2 * gather + scatter), rel=1e-12)
+
+
+def test_llama3_balanced_stages_and_uneven_chunks():
+    assert P.balanced_stages(126, 16) == P.LLAMA3_405B_STAGES
+    assert P.balanced_stages(64, 16) is None and P.balanced_stages(31, 16) is None  # even, or 15 extra > 14
+    run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
+    e = P.compare_published("llama3-405b-16k-gpus")["estimate"]
+    t_mb = sum(e.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / 16
+    assert e.time["bubble"] == pytest.approx(15 * (2 / 8) * t_mb, rel=1e-12)  # chunks of 2 of the 8 layers
+    # the search now finds plans with these stages (126 = 16 × 7 + 14)
+    res = P.search("llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=16384, top=50)
+    assert any(e.plan.stage_layers == P.LLAMA3_405B_STAGES for e in res.plans) or all(
+        e.plan.pp != 16 for e in res.plans)
+    assert run["plan"].stage_layers == P.LLAMA3_405B_STAGES
+
+
+# ---------------------------------------------------------------- rooflines of parallelism
+def test_roofline_thresholds_by_hand():
+    from distlearn.planner import rooflines as R
+    h100 = GPUS["h100-80gb"]
+    C = h100.peak_flops * P.COMPUTE_EFFICIENCY
+    assert R.roofline("dp", "h100-80gb").threshold == pytest.approx(C / 50e9)
+    assert R.roofline("fsdp", "h100-80gb", link="nvlink").threshold == pytest.approx(C / 450e9)
+    assert R.roofline("tp", "h100-80gb", tp=8).threshold == pytest.approx(7 * C / (3 * 450e9))
+    m = PRESETS["llama3.1-405b"]
+    assert R.roofline("cp", "h100-80gb", model=m).threshold == pytest.approx(C * 8 * 128 / (16384 * 50e9))
+    assert R.roofline("ep", "h100-80gb").threshold == pytest.approx(2 * C / (3 * 50e9))
+    r = R.roofline("ep", "h100-80gb", value=2048)  # DeepSeek-V3's experts over InfiniBand: far below
+    assert r.hidden is False and "专家" in r.quantity
+    with pytest.raises(DistlearnValueError) as e:
+        R.roofline("cp", "h100-80gb")
+    assert e.value.param == "model" and _bilingual(e.value)
+    with pytest.raises(DistlearnValueError):
+        R.roofline("xp", "h100-80gb")
+
+
+def _no_latency(monkeypatch):
+    from distlearn.planner import formulas
+    monkeypatch.setattr(formulas, "ALPHA", 0.0)
+
+
+@pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
+def test_dp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
+    """Pure data parallelism across 2 nodes (ZeRO 0, one micro-batch): the planner's all-reduce is hidden behind the
+    backward exactly when the tokens per GPU exceed the roofline's C/W (within its approximations: 6Ψ per token)."""
+    from distlearn.planner import rooflines as R
+    _no_latency(monkeypatch)
+    m = PRESETS["llama2-7b"]
+    tokens = R.roofline("dp", "h100-80gb").threshold * factor
+    b = max(1, round(tokens / 512))
+    e = P.evaluate(m, P.Plan(dp=16, tp=1, pp=1, zero_stage=0, recompute="none", micro_batch_size=b,
+                             num_microbatches=1, sequence_parallel=False), global_batch=16 * b, seq_len=512,
+                   gpu="h100-80gb")
+    assert (e.time["dp_comm"] == 0) is hidden
+
+
+@pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
+def test_tp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
+    """A GPT block with tp = 8: the planner's forward all-reduces take less time than the forward GEMMs exactly when
+    h exceeds (t − 1)·C/(3W)."""
+    from distlearn.models import ModelConfig
+    from distlearn.planner import rooflines as R
+    _no_latency(monkeypatch)
+    h = int(R.roofline("tp", "h100-80gb").threshold * factor) // 512 * 512
+    m = ModelConfig("gpt-h", "gpt", 1024, h, 4, h // 64, 4 * h, 128)
+    e = P.evaluate(m, P.Plan(dp=1, tp=8, pp=1, recompute="none", micro_batch_size=1, num_microbatches=1),
+                   global_batch=1, seq_len=128, gpu="h100-80gb")
+    f = P.forward_flops(m, 1, 128)
+    gemm_forward = f["layers"] / 8 / (GPUS["h100-80gb"].peak_flops * P.COMPUTE_EFFICIENCY)
+    assert (e.time["tp_comm"] / 2 <= gemm_forward) is hidden  # 2 of the 4 all-reduces per layer are forward
+
+
+@pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
+def test_ep_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
+    """Experts of width f_e across nodes: the planner's forward all-to-alls take less time than the experts'
+    forward GEMMs exactly when f_e exceeds 2C/(3W), whatever the number of tokens."""
+    from distlearn.models import ModelConfig
+    from distlearn.planner import rooflines as R
+    _no_latency(monkeypatch)
+    f_e = int(R.roofline("ep", "h100-80gb").threshold * factor)
+    m = ModelConfig("moe-fe", "llama", 1024, 1024, 2, 8, 1024, 1024, num_experts=16, experts_per_token=2,
+                    expert_ffn_hidden_size=f_e)
+    e = P.evaluate(m, P.Plan(dp=16, tp=1, pp=1, ep=16, recompute="none", micro_batch_size=1, num_microbatches=1,
+                             sequence_parallel=False), global_batch=16, seq_len=1024, gpu="h100-80gb")
+    experts_forward = 2 * 1024 * 2 * 2 * 3 * 1024 * f_e / (GPUS["h100-80gb"].peak_flops * P.COMPUTE_EFFICIENCY)
+    assert (e.time["ep_comm"] / 2 <= experts_forward) is hidden  # forward: dispatch + combine of 4 all-to-alls
+
+
+def test_tables_show_context_parallelism_and_fit_100_columns():
+    res = P.search("llama3.1-405b", global_batch=128, seq_len=131072, gpu="h100-80gb", num_gpus=16384, top=3)
+    assert res.plans and all(e.plan.cp > 1 for e in res.plans)  # 128K tokens: the search uses CP
+    lines = P.format_table(res.plans).splitlines()
+    assert f"8c{res.plans[0].plan.cp}" in lines[2] and all(P.display_width(x) <= 100 for x in lines)
+    assert "8c16" in P.table_legend() and "上下文并行" in P.table_legend()
+    table = P.published_table().splitlines()
+    assert len(table) == 2 + len(P.PUBLISHED_RUNS) and all(P.display_width(x) <= 100 for x in table)
+    assert len({P.display_width(x) for x in table}) == 1 and "公布值" in table[1]

@@ -105,7 +105,9 @@ def test_planner_takes_its_schedule_from_step_collectives(monkeypatch):
     after = planner.evaluate("llama2-7b", plan, **kw).time["dp_comm"]
     cfg = get_preset("llama2-7b")
     g = get_gpu("a100-80gb")
-    ag = collective_time("ring_all_gather", cfg.num_parameters() * 2, 8, alpha=planner.ALPHA, bandwidth=g.nvlink_bw)
+    # one all-gather per layer (32 of them, issue 22's per-unit counts), each of 1/32 of the parameters
+    ag = 32 * collective_time("ring_all_gather", cfg.num_parameters() * 2 / 32, 8, alpha=planner.ALPHA,
+                              bandwidth=g.nvlink_bw)
     assert after - before == pytest.approx(ag, rel=1e-9)
 
 

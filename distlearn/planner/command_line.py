@@ -6,10 +6,11 @@ import sys
 import unicodedata
 
 from ..hardware import GPUS, get_gpu
-from ..memory import GB, PRECISIONS
+from ..memory import GB
 from ..models import PRESETS
 from ..validate import DistlearnValueError
-from .formulas import COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, compute_peak
+from .formulas import (COMPUTE_EFFICIENCY, FP8_PRECISIONS, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES,
+                       Estimate, compute_peak)
 from .plan_search import search
 
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
@@ -18,10 +19,12 @@ HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "
              "MFU", "气泡率", "通信")
 WIDTHS = (2, 4, 4, 4, 4, 4, 9, 6, 6, 9, 7, 9, 6, 6, 5)   # display columns: the table is under 100 wide
 
-LEGEND_EN = ("bubble: idle share of the pipeline's time, (p−1)/(v·m+p−1), chapter 05's bubble_fraction;\n"
+LEGEND_EN = ("tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16;\n"
+             "bubble: idle share of the pipeline's time, (p−1)/(v·m+p−1), chapter 05's bubble_fraction;\n"
              "comm: exposed communication share of the step; mem GB: used / capacity;\n"
              "MFU: model FLOPs / (step time × GPUs × the GPU's 16-bit peak)")
-LEGEND_ZH = ("气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；通信：每步中未被\n"
+LEGEND_ZH = ("张量一栏的 \"8c16\"：张量并行 8，上下文并行 cp = 16；\n"
+             "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；通信：每步中未被\n"
              "隐藏的通信所占比例；MFU：模型 FLOPs /（步时 × GPU 数 × GPU 的 16 位峰值算力）；显存 GB：用量 / 容量")
 
 
@@ -37,7 +40,8 @@ def format_table(plans: list[Estimate], limit: int = 10) -> str:
     rows = [HEADER, HEADER_ZH]
     for i, e in enumerate(plans[:limit], 1):
         p = e.plan
-        rows.append((str(i), str(p.dp), str(p.tp), str(p.pp), str(p.num_chunks), str(p.zero_stage), p.recompute,
+        tp = f"{p.tp}c{p.cp}" if p.cp > 1 else str(p.tp)  # context parallelism shown with tp: "8c16"
+        rows.append((str(i), str(p.dp), tp, str(p.pp), str(p.num_chunks), str(p.zero_stage), p.recompute,
                      str(p.micro_batch_size), str(p.num_microbatches),
                      f"{e.memory['total'] / GB:.1f}/{e.capacity / GB:.0f}", f"{e.time['total']:.2f}",
                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", f"{e.bubble_fraction:.1%}", f"{e.comm_fraction:.0%}"))
@@ -113,8 +117,9 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--efficiency", type=share, default=COMPUTE_EFFICIENCY,
                     help="share of peak FLOP/s the kernels reach / 算子达到的峰值算力比例")
     ap.add_argument("--precision", default="mixed",
-                    help=f"recipe / 精度方案: {' | '.join(PRECISIONS)} (fp32: matrix multiplies at the fp32/TF32 "
-                         f"peak / fp32 时矩阵乘法按 fp32/TF32 峰值计)")
+                    help=f"recipe / 精度方案: {' | '.join(PLANNER_PRECISIONS)} (fp32: matrix multiplies at the "
+                         f"fp32/TF32 peak, FP8 recipes: linear layers at the FP8 peak / fp32 时矩阵乘法按 fp32/TF32 "
+                         f"峰值计，FP8 方案的线性层按 FP8 峰值计)")
     return ap
 
 
@@ -148,7 +153,8 @@ def cli(argv: list[str]) -> int:
     print(format_table(res.plans, args.top))
     print(table_legend())
     peak = compute_peak(g, args.precision) / 1e12
-    kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else ("16-bit", "16 位")
+    kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else (
+        ("FP8 (linear layers)", "FP8（线性层）") if args.precision in FP8_PRECISIONS else ("16-bit", "16 位"))
     print(f"matrix multiplies at {args.efficiency:.0%} of the {kind} peak, {peak:g} TFLOP/s; reserve "
           f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)\n"
           f"矩阵乘法按 {kind_zh}峰值 {peak:g} TFLOP/s 的 {args.efficiency:.0%} 计；预留 {RESERVE_BYTES / GB:.0f} GB + "

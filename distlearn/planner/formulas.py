@@ -1,19 +1,27 @@
 """Closed forms of the planner: FLOPs, memory and time of one plan, each formula with its source.
 
-A *plan* (:class:`Plan`) fixes the tensor-parallel degree ``tp`` (inside one node), the pipeline degree ``pp``, the
-data-parallel degree ``dp = world_size / (tp·pp)``, the ZeRO stage, the recomputation mode, the micro-batch size
-``b`` and number ``m = global_batch / (dp·b)``, and the number of interleaved chunks ``v``. For each plan we estimate
+A *plan* (:class:`Plan`) fixes the tensor-parallel degree ``tp`` (inside one node), the context-parallel degree
+``cp``, the pipeline degree ``pp`` (and, optionally, uneven ``stage_layers``), the data-parallel degree
+``dp = world_size / (tp·cp·pp)``, the expert-parallel degree ``ep`` of a mixture-of-experts model (inside dp·cp),
+the ZeRO stage, the recomputation mode, the micro-batch size ``b`` and number ``m = global_batch / (dp·b)``, and the
+number of interleaved chunks ``v``. For each plan we estimate
 
 **Memory per GPU** (bytes; the worst pipeline stage, first or last):
 
 - model states: :func:`distlearn.memory.model_state_bytes` of the stage's parameters divided by ``tp``, sharded
-  over ``dp`` by ZeRO (Rajbhandari et al. 2020) — ZeRO divides by the *data-parallel* degree, not the GPU count;
+  over ``dp·cp`` by ZeRO (Rajbhandari et al. 2020) — ZeRO divides by the *data-parallel* degree, not the GPU count;
+  an MoE layer's routed experts are divided by ``ep`` and sharded over the ``dp·cp/ep`` ranks holding the same
+  experts; FP8 recipes use :func:`distlearn.fp8_recipes.recipe_state_bytes` (their FP8 weight copies are counted
+  with the params);
 - activations: :func:`distlearn.activations.config_layer_bytes` (the model's own architecture: Korthikanti et al.
   2022, Table 2 for GPT blocks with materialised attention; Llama blocks with flash attention, grouped-query
-  K/V and the SwiGLU MLP, derived and measured in :mod:`distlearn.activation_measure`), in the activation dtype of
+  K/V and the SwiGLU MLP, derived and measured in :mod:`distlearn.activation_measure`; with ``cp`` the layer of
+  s/cp tokens with flash-style attention, plus the all-gathered K and V of one layer; an MoE layer as a dense layer
+  whose MLP is as wide as the k routed + shared experts a token uses), in the activation dtype of
   the recipe (2 bytes, 4 for ``precision="fp32"``; dropout masks 1 byte) × layers of the stage × micro-batches in
-  flight. With 1F1B the first stage holds ``min(p, m)`` micro-batches, the last one;
-  interleaving multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3). Full recomputation keeps
+  flight. With 1F1B stage i holds ``min(p − i, m)`` micro-batches (the first p, the last one); interleaving
+  multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3) and gives stage i Megatron's warm-up
+  of (2(p − i − 1) + (v − 1)p + 1)/v (:func:`interleaved_inflight`). Full recomputation keeps
   each layer's input (s·b·h values) and one layer's full activations while it recomputes;
 - logits and the final norm on the last stage: 4·s·b·h/t·(1 + V/h) bytes (fp32 logits for the loss;
   Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
@@ -28,7 +36,9 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
 **Time per step** (seconds), for the slowest pipeline stage:
 
 - compute: hardware FLOPs / (peak × :data:`COMPUTE_EFFICIENCY`), the peak of the precision the matrix multiplies
-  run in (:func:`compute_peak`: 16-bit for the mixed recipes, fp32 / TF32 for ``"fp32"``). Forward FLOPs per
+  run in (:func:`compute_peak`: 16-bit for the mixed recipes, fp32 / TF32 for ``"fp32"``, FP8 for the linear
+  layers of the FP8 recipes, whose attention and logits stay 16-bit), divided by ``cp``. MoE layers count the
+  experts a token uses; MLA's attention core its own head sizes (:func:`attention_core_flops`). Forward FLOPs per
   micro-batch F = 2·b·s·(l·P_matmul + V·h) + 4·b·s²·h·l (matrix multiplies, the attention scores and the logits;
   Narayanan et al. 2021 §5.1). Without recomputation a step costs 3F (backward = 2 × forward); full recomputation
   runs the layers' forward again, 4F on the layers — for a GPT block this is exactly Narayanan et al.'s eq. 3,
@@ -38,8 +48,13 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   Fig. 4); on the critical path.
 - pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
   gather optimisation, Narayanan §4.1), once per chunk; counted as not overlapped.
+- context parallelism: per layer, all-gathers of K and V and a reduce-scatter of their gradients, exposed
+  (:func:`cp_seconds`); expert parallelism: per MoE layer, dispatch and combine all-to-alls in forward and backward,
+  exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
-  (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`.
+  (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
+  with uneven chunks the largest chunk sets it (:func:`bubble_share`). The zero-bubble and DualPipe schedules
+  (chapter 05's later sections) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only: ZeRO 0 all-reduces the gradients once per step, hidden
   behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed with ``pp > 1`` (the
   all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same way and all-gathers
@@ -47,11 +62,13 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and backward of every
   micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their phases come from
   :func:`distlearn.zero_comm.step_collectives` (engine ``"zero"``: DeepSpeed's default all-reduce of the gradient
-  buckets would double stages 1–2's gradient traffic). ZeRO 2 and 3 are not combined with pipeline parallelism
-  (DeepSpeed's pipeline engine refuses them).
+  buckets would double stages 1–2's gradient traffic). ZeRO 1–3 combine with pipeline parallelism (FSDP + PP, as
+  torchtitan and Llama 3; DeepSpeed's own pipeline engine refuses 2–3). Every collective is issued **per layer** (an
+  FSDP unit, a gradient bucket), so the ring's latency (n − 1)·α is paid once per layer.
 - collectives: ring algorithms in the α-β model of :mod:`distlearn.cost` (Thakur et al. 2005; Patarasuk & Yuan
   2009) with α = :data:`ALPHA` per ring step. Ranks are ordered tp (innermost), dp, pp as in Megatron-LM, so a dp
-  or pp group that leaves a node runs at the network bandwidth.
+  or pp group that leaves a node runs at the network bandwidth (tp, cp, then dp: a cp or dp group leaves the node
+  once tp·cp·dp exceeds it).
 
 Reported: tokens/s, MFU = model FLOPs (without recomputation) / (time × GPUs × peak) (Chowdhery et al. 2022,
 App. B) with the GPU's dense 16-bit peak whatever the precision (an fp32 run shows how much of the GPU it leaves
@@ -63,9 +80,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..activations import config_layer_bytes
+from ..context_parallel import cp_comm_bytes
 from ..cost import collective_time
-from ..hardware import GPU, Cluster, make_cluster
-from ..memory import RECOMPUTE, bytes_per_param, model_state_bytes
+from ..fp8_recipes import RECIPES as FP8_RECIPES, bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
+from ..hardware import GPU, Cluster, make_cluster, peak_flops
+from ..memory import PRECISIONS, RECOMPUTE, bytes_per_param, model_state_bytes
 from ..models import PRESETS, ModelConfig, get_preset
 from ..pipeline import partition_layers
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
@@ -77,6 +96,8 @@ RESERVE_BYTES = 2e9        # CUDA context (~0.5-1 GB), cuBLAS workspaces, NCCL b
 FRAGMENTATION = 0.10       # share of device memory lost to allocator fragmentation and temporary buffers
 ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude of NCCL's per-hop latency)
 RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
+FP8_PRECISIONS = tuple(k for k, r in FP8_RECIPES.items() if r.gemm == "fp8")  # distlearn.fp8_recipes, FP8 GEMMs
+PLANNER_PRECISIONS = tuple(PRECISIONS) + FP8_PRECISIONS
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
@@ -100,21 +121,45 @@ def bubble_fraction(pp: int, num_microbatches: int, num_chunks: int = 1) -> floa
 
 
 # ---------------------------------------------------------------- FLOPs
-def matmul_params_per_layer(model: ModelConfig) -> int:
-    """Weights of one layer that enter matrix multiplies (biases and norms excluded)."""
+def matmul_params_per_layer(model: ModelConfig, layer: int | None = None) -> int:
+    """Weights of one layer that enter a token's matrix multiplies (biases and norms excluded): attention
+    projections (MLA's, :meth:`distlearn.models.MLA.parameters`, for DeepSeek) and the MLP — for an MoE layer
+    (``layer`` needed when a model mixes dense and MoE layers) the router and the k routed + shared experts a
+    token uses (:meth:`~distlearn.models.ModelConfig.moe_active_parameters`)."""
     h, kv = model.hidden_size, model.kv_heads * model.head_dim
+    if model.mla is not None:
+        attention = model.attention_parameters() - model.mla.kv_lora_rank - (model.mla.q_lora_rank or 0)
+    else:
+        attention = 2 * h * h + 2 * h * kv
+    if model.is_moe and model.is_moe_layer(model.first_dense_layers if layer is None else layer):
+        return attention + model.moe_active_parameters()
     mlp = 2 * h * model.ffn_hidden_size if model.arch == "gpt" else 3 * h * model.ffn_hidden_size
-    return 2 * h * h + 2 * h * kv + mlp
+    return attention + mlp
+
+
+def attention_core_flops(model: ModelConfig, seq_len: int) -> float:
+    """Forward FLOPs of one layer's QKᵀ and scores·V for one sequence, causal mask not exploited: 4·s²·h
+    (2·s²·a·d each), with MLA 2·s²·a·(d_qk + d_v) (DeepSeek-V3: d_qk = 192, d_v = 128)."""
+    s = seq_len
+    if model.mla is not None:
+        return 2 * s * s * model.num_heads * (model.mla.qk_head_dim + model.mla.v_head_dim)
+    return 4 * s * s * model.hidden_size
 
 
 def forward_flops(model: ModelConfig, num_sequences: int, seq_len: int) -> dict[str, float]:
     """Forward FLOPs of ``num_sequences`` sequences of ``seq_len`` tokens: ``{"layers", "attention", "logits"}``.
 
-    layers: 2·B·s·l·P_matmul; attention (QKᵀ and scores·V, causal mask not exploited): 4·B·s²·h·l;
-    logits: 2·B·s·h·V. For a GPT block P_matmul = 12h², giving Narayanan et al.'s 24·B·s·h² + 4·B·s²·h per layer.
+    layers: 2·B·s·Σ P_matmul (:func:`matmul_params_per_layer`, l·P_matmul for a dense model); attention
+    (QKᵀ and scores·V, causal mask not exploited): :func:`attention_core_flops`, 4·B·s²·h·l for standard
+    attention; logits: 2·B·s·h·V. For a GPT block P_matmul = 12h², giving Narayanan et al.'s 24·B·s·h² +
+    4·B·s²·h per layer.
     """
     B, s, h, l = num_sequences, seq_len, model.hidden_size, model.num_layers
-    return {"layers": 2 * B * s * l * matmul_params_per_layer(model), "attention": 4 * B * s * s * h * l,
+    if model.is_moe:
+        matmul = sum(matmul_params_per_layer(model, i) for i in range(l))
+    else:
+        matmul = l * matmul_params_per_layer(model)
+    return {"layers": 2 * B * s * matmul, "attention": B * l * attention_core_flops(model, s),
             "logits": 2 * B * s * h * model.vocab_size}
 
 
@@ -167,7 +212,13 @@ def megatron_flops(model: ModelConfig, batch: int, seq_len: int) -> float:
 def compute_peak(gpu: GPU, precision: str) -> float:
     """Dense FLOP/s the matrix multiplies of ``precision`` run at on ``gpu``: ``gpu.peak_flops`` (16-bit tensor
     cores) for the mixed-precision recipes, ``gpu.peak_flops_fp32`` (TF32 tensor cores, FP32 on a V100) for
-    ``"fp32"``. Raises DistlearnValueError for fp32 on a GPU whose fp32 peak is unknown."""
+    ``"fp32"``, the FP8 peak (:func:`distlearn.hardware.peak_flops` ``(gpu, "fp8")``) for the FP8 recipes of
+    :mod:`distlearn.fp8_recipes` (:data:`FP8_PRECISIONS`: only their linear layers' GEMMs run in FP8). Raises
+    DistlearnValueError for an unknown precision, for fp32 on a GPU whose fp32 peak is unknown, or for FP8 on a
+    GPU without FP8 tensor cores."""
+    check_choice("precision", precision, PLANNER_PRECISIONS)
+    if precision in FP8_PRECISIONS:
+        return peak_flops(gpu, "fp8")
     if precision != "fp32":
         return gpu.peak_flops
     if gpu.peak_flops_fp32 is None:
@@ -200,7 +251,13 @@ def zero_max_params(memory_bytes: float, *, dp: int, zero_stage: int, mp: int = 
 # ---------------------------------------------------------------- plans and their estimates
 @dataclass(frozen=True)
 class Plan:
-    """One way to run: degrees, ZeRO stage, recomputation, micro-batching and interleaving."""
+    """One way to run: degrees, ZeRO stage, recomputation, micro-batching and interleaving.
+
+    ``cp``: context-parallel degree (chapter 10; each rank keeps ``seq_len / cp`` tokens of every sequence, K and V
+    all-gathered per layer as in Llama 3 §3.3.2). ``stage_layers``: layers per pipeline stage when they are not
+    :func:`distlearn.pipeline.partition_layers`'s split, e.g. Llama 3 405B's 126 layers on 16 stages with one
+    layer fewer on the first and the last (``(7,) + (8,) * 14 + (7,)``, Llama 3 §3.3.2); with interleaving each
+    stage's layers are cut into ``num_chunks`` chunks that may differ by one layer. GPUs = dp·tp·cp·pp."""
 
     dp: int
     tp: int
@@ -211,11 +268,21 @@ class Plan:
     num_microbatches: int = 1
     num_chunks: int = 1
     sequence_parallel: bool = True
+    cp: int = 1
+    stage_layers: tuple[int, ...] | None = None
+    ep: int = 1
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.cp * self.pp
 
     def describe(self) -> str:
         v = f" v={self.num_chunks}" if self.num_chunks > 1 else ""
-        return (f"dp={self.dp} tp={self.tp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
-                f"b={self.micro_batch_size} m={self.num_microbatches}")
+        cp = f" cp={self.cp}" if self.cp > 1 else ""
+        layers = f" stages={list(self.stage_layers)}" if self.stage_layers else ""
+        cp += f" ep={self.ep}" if self.ep > 1 else ""
+        return (f"dp={self.dp} tp={self.tp}{cp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
+                f"b={self.micro_batch_size} m={self.num_microbatches}{layers}")
 
 
 @dataclass
@@ -245,7 +312,7 @@ class Estimate:
     def comm_fraction(self) -> float:
         """Share of the step spent in exposed communication (TP + PP + DP)."""
         t = self.time
-        return (t["tp_comm"] + t["pp_comm"] + t["dp_comm"]) / t["total"]
+        return (t["tp_comm"] + t.get("cp_comm", 0.0) + t["pp_comm"] + t["dp_comm"]) / t["total"]
 
 
 class Setting:
@@ -259,22 +326,41 @@ class Setting:
         self.model, self.cluster = model, cluster
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
-        self.per = bytes_per_param(precision, optimizer)
-        self.peak = compute_peak(cluster.gpu, precision)
+        self.gemm_peak = compute_peak(cluster.gpu, precision)  # the linear layers' GEMMs (checks the name)
+        self.fp8 = precision in FP8_PRECISIONS
+        if self.fp8:  # the recipe's own bytes per parameter (its optimizer is part of the recipe)
+            self.per = recipe_bytes_per_param(precision)
+        else:
+            self.per = bytes_per_param(precision, optimizer)
+        # attention core, logits and everything else: 16-bit (fp32 for the fp32 recipe); FP8 recipes keep them
+        # in bf16 (DeepSeek-V3 §3.3.1, Transformer Engine: only Linear layers run in FP8)
+        self.peak = compute_peak(cluster.gpu, "mixed" if self.fp8 else precision)
         self.act_bytes = 4 if precision == "fp32" else 2  # activations in the dtype the layers compute in
         self.eff = efficiency
         g = cluster.gpu
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
         h = model.hidden_size
-        self.P_layer = model.layer_parameters()
+        l = model.num_layers
+        if model.is_moe:  # per layer: the part every dp rank holds, and the routed experts ep ranks split
+            base = model.attention_parameters() + 2 * model.norm_parameters()
+            moe = [model.is_moe_layer(i) for i in range(l)]
+            dense = [base + (model.router_parameters() + model.num_shared_experts * model.expert_parameters()
+                             if k else model.mlp_parameters()) for k in moe]
+            experts = [model.num_experts * model.expert_parameters() if k else 0 for k in moe]
+        else:
+            moe, dense, experts = [False] * l, [model.layer_parameters()] * l, [0] * l
+        self.moe_flags, self.P_dense, self.P_experts = moe, dense, experts
+        self.P_layer = max(d + e for d, e in zip(dense, experts))  # the largest layer (ZeRO-3's gathered unit)
         self.P_first_extra = model.embedding_parameters()
         tied_copy = model.vocab_size * h if model.tied_embeddings else 0  # Megatron keeps a copy on the last stage
         self.P_last_extra = model.norm_parameters() + (model.lm_head_parameters() or tied_copy)
         f = forward_flops(model, 1, seq_len)  # per sequence
-        l = model.num_layers
         self.f_layer = (f["layers"] + f["attention"]) / l
         self.f_attn = f["attention"] / l
+        self.f_gemm = f["layers"] / l
+        self.f_gemm_layers = [2 * seq_len * matmul_params_per_layer(model, i) for i in range(l)] if model.is_moe \
+            else None
         self.f_logits = f["logits"]
         self.model_flops_step = step_flops(model, global_batch, seq_len)["model"]
         self._memo: dict = {}
@@ -286,23 +372,54 @@ class Setting:
             value = self._memo[key] = make()
             return value
 
-    def act(self, b: int, tp: int, sp: bool, recompute: str) -> float:
-        """:func:`~distlearn.activations.config_layer_bytes` of one layer for this model, sequence and recipe."""
-        return self._cached(("act", b, tp, sp, recompute), lambda: config_layer_bytes(
-            self.model, seq_len=self.s, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes))
+    def act(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
+        """:func:`~distlearn.activations.config_layer_bytes` of one layer for this model, sequence and recipe; with
+        context parallelism the layer of ``seq_len / cp`` tokens with flash-style attention
+        (:func:`distlearn.context_parallel.cp_layer_activation_table` is the same table)."""
+        return self._cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
+            self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+
+    def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
+        """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
+        experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
+        their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
+        m = self.model
+        dense = m.with_(num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
+                        first_dense_layers=0, num_mtp_modules=0,
+                        ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
+        return self._cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
+            dense, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+
+    def stage_sums(self, start: int, n: int) -> "StageSums":
+        """Parameters, per-sequence forward FLOPs and MoE layers of the ``n`` layers from layer ``start``."""
+        def make():
+            if not self.model.is_moe:
+                return StageSums(n * self.P_layer, 0, n * self.f_gemm, n * self.f_attn, 0)
+            r = range(start, start + n)
+            return StageSums(sum(self.P_dense[i] for i in r), sum(self.P_experts[i] for i in r),
+                             sum(self.f_gemm_layers[i] for i in r), n * self.f_attn,
+                             sum(self.moe_flags[i] for i in r))
+        return self._cached(("stage", start, n), make)
 
     def states(self, psi: int, dp: int, zero_stage: int):
-        """:func:`~distlearn.memory.model_state_bytes` of ``psi`` parameters with this recipe."""
-        return self._cached(("states", psi, dp, zero_stage), lambda: model_state_bytes(
-            psi, dp=dp, zero_stage=zero_stage, precision=self.precision, optimizer=self.optimizer))
-
-    def stages(self, pp: int) -> tuple[int, int]:
-        """Layers on the first and on the last pipeline stage (:func:`distlearn.pipeline.partition_layers`)."""
+        """:func:`~distlearn.memory.model_state_bytes` of ``psi`` parameters with this recipe (FP8 recipes:
+        :func:`~distlearn.fp8_recipes.recipe_state_bytes`, whose FP8 weight copies are counted with the params)."""
         def make():
-            sizes = partition_layers(self.model.num_layers, pp)
-            return sizes[0], sizes[-1]
-        return self._cached(("stages", pp), make)
+            if not self.fp8:
+                return model_state_bytes(psi, dp=dp, zero_stage=zero_stage, precision=self.precision,
+                                         optimizer=self.optimizer)
+            r = recipe_state_bytes(self.precision, psi, dp=dp, zero_stage=zero_stage)
+            return _States(r.params + r.fp8_weights, r.grads, r.optimizer)
+        return self._cached(("states", psi, dp, zero_stage), make)
+
+    def stages(self, pp: int, stage_layers: tuple[int, ...] | None = None) -> list[int]:
+        """Layers on each pipeline stage: ``stage_layers`` when given, else
+        :func:`distlearn.pipeline.partition_layers`."""
+        if stage_layers is not None:
+            return list(stage_layers)
+        return self._cached(("stages", pp), lambda: partition_layers(self.model.num_layers, pp))
 
     def collective(self, algorithm: str, nbytes: float, n: int, bandwidth: float) -> float:
         """:func:`distlearn.cost.collective_time` of a ring collective with α = :data:`ALPHA`."""
@@ -319,31 +436,105 @@ class Setting:
         return self._cached(("hw", recompute), lambda: step_flops(self.model, self.B, self.s, recompute)["hardware"])
 
 
+@dataclass(frozen=True)
+class StageSums:
+    """What ``n`` consecutive layers hold and cost: ``dense_params`` (every dp rank's part), ``expert_params``
+    (routed experts, split over ep), ``gemm_flops`` and ``attention_flops`` (forward, per sequence),
+    ``moe_layers``."""
+
+    dense_params: float
+    expert_params: float
+    gemm_flops: float
+    attention_flops: float
+    moe_layers: int
+
+
+def stage_starts(sizes: list[int]) -> list[int]:
+    """First layer of each stage."""
+    out, k = [], 0
+    for n in sizes:
+        out.append(k)
+        k += n
+    return out
+
+
+@dataclass(frozen=True)
+class _States:
+    """Per-GPU model-state bytes of an FP8 recipe in :func:`distlearn.memory.model_state_bytes`'s three roles."""
+
+    params: float
+    grads: float
+    optimizer: float
+
+
+def interleaved_inflight(pp: int, stage: int, num_chunks: int, num_microbatches: int) -> float:
+    """Micro-batches' worth of a stage's activations held at the peak of 1F1B (``num_chunks = 1``: min(p − i, m),
+    Narayanan et al. 2021 §2.2.1) or of interleaved 1F1B: Megatron-LM's warm-up of (p − i − 1)·2 + (v − 1)·p
+    chunk-micro-batches plus the one in flight, each 1/v of the stage, i.e. (2(p − i − 1) + (v − 1)p + 1)/v; on
+    the first stage this is Korthikanti et al. 2022 §4.2.3's p·(1 + (p − 1)/(p·v)). At most m."""
+    if num_chunks == 1:
+        return float(min(pp - stage, num_microbatches))
+    return min(num_microbatches, (2 * (pp - stage - 1) + (num_chunks - 1) * pp + 1) / num_chunks)
+
+
+def _candidate_stages(sizes: list[int], per_layer_differs: bool) -> list[int]:
+    """The stages that can hold the most memory: the first, the last, and each middle stage with more layers than
+    every middle stage before it. A later middle stage with no more layers than an earlier one holds no more:
+    the same bytes per layer, no more micro-batches in flight (:func:`interleaved_inflight` falls with the stage),
+    no embedding or logits. All stages when layers differ in size (a mixture-of-experts model)."""
+    pp = len(sizes)
+    if per_layer_differs:
+        return list(range(pp))
+    out, most = [0], 0
+    for i in range(1, pp - 1):
+        if sizes[i] > most:
+            out.append(i)
+            most = sizes[i]
+    return out + [pp - 1]
+
+
 def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
-    """Bytes per GPU of the plan's worst stage (first or last): params, grads, optimizer, activations, logits,
-    zero3_buffer, reserve, and their total (formulas in the module docstring)."""
-    m, s, b, tp, pp, v = st.model, st.s, p.micro_batch_size, p.tp, p.pp, p.num_chunks
+    """Bytes per GPU of the plan's worst stage: params, grads, optimizer, activations, logits, zero3_buffer,
+    reserve, and their total (formulas in the module docstring). Without ``stage_layers`` only the first and the
+    last stage can be the worst (the first holds the most micro-batches, the last the logits); with them every
+    stage is looked at."""
+    m, s, b, tp, pp, v, cp = st.model, st.s, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
     h, V = m.hidden_size, m.vocab_size
-    first_layers, last_layers = st.stages(pp)
+    sizes = st.stages(pp, p.stage_layers)
     if pp == 1:
-        stages = [(first_layers, st.P_first_extra + st.P_last_extra, True, True)]
+        stages = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
+    elif p.stage_layers is None:
+        stages = [(0, sizes[0], st.P_first_extra, True, False), (pp - 1, sizes[-1], st.P_last_extra, False, True)]
     else:
-        stages = [(first_layers, st.P_first_extra, True, False), (last_layers, st.P_last_extra, False, True)]
+        stages = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
+                   i == 0, i == pp - 1) for i in _candidate_stages(sizes, m.is_moe)]
     worst = None
-    per_layer = st.act(b, tp, p.sequence_parallel, p.recompute)
-    for layers, extra_params, is_first, is_last in stages:
-        states = st.states(max(1, round((layers * st.P_layer + extra_params) / tp)), p.dp, p.zero_stage)
+    per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
+    per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
+    tokens = s // cp
+    starts = stage_starts(sizes) if m.is_moe else None  # only MoE layers differ from one another
+    for stage, layers, extra_params, is_first, is_last in stages:
+        sums = st.stage_sums(starts[stage] if starts else 0, layers)
+        states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
+        params, grads, optimizer = states.params, states.grads, states.optimizer
+        if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
+            ex = st.states(max(1, round(sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, p.zero_stage)
+            params, grads, optimizer = params + ex.params, grads + ex.grads, optimizer + ex.optimizer
         inflight = 1.0
-        if is_first and pp > 1:
+        if is_first and pp > 1 and p.stage_layers is None:
             inflight = min(pp, p.num_microbatches) * ((1 + (pp - 1) / (pp * v)) if v > 1 else 1.0)
-        acts = per_layer * layers * inflight
+        elif pp > 1:
+            inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
+        acts = (per_layer * (layers - sums.moe_layers) + per_moe_layer * sums.moe_layers) * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
-            acts += st.act(b, tp, p.sequence_parallel, "none")
+            acts += (st.act_moe if sums.moe_layers else st.act)(b, tp, p.sequence_parallel, "none", cp)
         if is_first and m.arch == "gpt":
-            acts += s * b * h / tp * inflight  # embedding dropout mask (Llama has no dropout)
-        logits = 4 * s * b * h / tp * (1 + V / h) if is_last else 0.0
+            acts += tokens * b * h / tp * inflight  # embedding dropout mask (Llama has no dropout)
+        if cp > 1:  # the all-gathered K and V of the layer computing (Llama 3 §3.3.2's all-gather CP)
+            acts += 2 * s * b * m.kv_heads * m.head_dim / tp * st.act_bytes
+        logits = 4 * tokens * b * h / tp * (1 + V / h) if is_last else 0.0
         buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
-        mem = {"params": states.params, "grads": states.grads, "optimizer": states.optimizer, "activations": acts,
+        mem = {"params": params, "grads": grads, "optimizer": optimizer, "activations": acts,
                "logits": logits, "zero3_buffer": buffer, "reserve": st.reserve}
         mem["total"] = sum(mem.values())
         if worst is None or mem["total"] > worst["total"]:
@@ -353,65 +544,181 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
 
 def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
     """Seconds of one micro-batch's forward and backward (recomputation included) on the slowest stage: its
-    hardware FLOPs / (peak × efficiency). Depends on b, tp, pp and the recomputation only."""
+    hardware FLOPs / (peak × efficiency), the linear layers' GEMMs at the recipe's GEMM peak (FP8 for the FP8
+    recipes), the attention core and the logits at the 16-bit peak; divided by ``cp`` (each rank computes
+    s/cp tokens' rows, balanced by the zigzag layout of chapter 10). Depends on b, tp, cp, the stages and the
+    recomputation only."""
     def make():
         b, tp, pp = p.micro_batch_size, p.tp, p.pp
         factor = {"none": 3.0, "selective": 3.0, "full": 4.0}[p.recompute]
-        layer_flops = b * (factor * st.f_layer + (st.f_attn if p.recompute == "selective" else 0.0)) / tp
-        logit_flops = 3 * b * st.f_logits / tp
-        first_layers, last_layers = st.stages(pp)
-        if pp == 1:
-            stage_flops = first_layers * layer_flops + logit_flops
+        attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
+        logit_seconds = 3 * b * st.f_logits / tp / st.peak
+        sizes = st.stages(pp, p.stage_layers)
+
+        def seconds(start, n):
+            sums = st.stage_sums(start, n)
+            return b * (factor * sums.gemm_flops / st.gemm_peak + attn_factor * sums.attention_flops / st.peak) / tp
+
+        if not st.model.is_moe:  # every layer costs the same: the largest stage is the slowest
+            layer_seconds = seconds(0, 1)
+            if pp == 1:
+                stage_seconds = sizes[0] * layer_seconds + logit_seconds
+            else:
+                stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
         else:
-            stage_flops = max(first_layers * layer_flops, last_layers * layer_flops + logit_flops)
-        return stage_flops / (st.peak * st.eff)
-    return st._cached(("compute", p.micro_batch_size, p.tp, p.pp, p.recompute), make)
+            starts = stage_starts(sizes)
+            stage_seconds = max(seconds(a, n) + (logit_seconds if i == pp - 1 else 0.0)
+                                for i, (a, n) in enumerate(zip(starts, sizes)))
+        return stage_seconds / (st.eff * p.cp)
+    return st._cached(("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers), make)
+
+
+def ep_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds of one micro-batch's expert-parallel all-to-alls on the stage with the most MoE layers:
+    per MoE layer, forward dispatch (FP8 with an FP8 recipe, DeepSeek-V3 §3.3.2, else 16-bit) and combine
+    (16-bit), and in backward the same two in 16-bit (again when the forward is recomputed), of the
+    b·(s/cp)/tp tokens × k copies × h values each rank holds. An all-to-all of M bytes per rank over n ranks
+    costs (n − 1)·α + (n − 1)/n·M/bw — :func:`distlearn.cost.collective_time`'s ring all-gather coefficients
+    (each rank sends n − 1 messages of M/n). On NVLink when tp·ep fits a node, else the network. Not overlapped:
+    DeepSeek-V3 hides it behind compute with DualPipe (§3.2.1), a schedule this planner does not model yet."""
+    m = st.model
+    if p.ep == 1 or not m.is_moe:
+        return 0.0
+    sizes = st.stages(p.pp, p.stage_layers)
+    moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts(sizes), sizes))
+    g = st.cluster.gpu
+    bw = g.nvlink_bw if p.tp * p.ep <= st.cluster.gpus_per_node else g.network_bw
+    values = p.micro_batch_size * (st.s // p.cp) / p.tp * m.experts_per_token * m.hidden_size
+    dispatch = 1 if st.fp8 else st.act_bytes
+    a2a = lambda nbytes: st.collective("ring_all_gather", nbytes, p.ep, bw)
+    forward = a2a(values * dispatch) + a2a(values * st.act_bytes)
+    backward = 2 * a2a(values * st.act_bytes)
+    return moe_layers * (forward * (2 if p.recompute == "full" else 1) + backward)
 
 
 def step_seconds_lower_bound(st: Setting, p: Plan) -> float:
-    """A lower bound on ``plan_time(st, p)["total"]``: its compute and bubble terms with the communication left
-    out, computed as :func:`plan_time` computes them (so the bound holds exactly in floating point too)."""
-    t_compute = microbatch_compute_seconds(st, p)
-    return p.num_microbatches * t_compute + (p.pp - 1) / p.num_chunks * t_compute
+    """A lower bound on ``plan_time(st, p)["total"]``: all its terms but the data-parallel one (which is ≥ 0),
+    added in the same order from the same numbers, so the bound holds exactly in floating point too. It does not
+    depend on the ZeRO stage."""
+    return _partial_sum(_pipeline_terms(st, p))
+
+
+def _partial_sum(terms: dict) -> float:
+    total = 0.0
+    for value in terms.values():
+        total += value
+    return total
+
+
+def bubble_share(st: Setting, p: Plan) -> float:
+    """The share of a micro-batch's stage time that each of the p − 1 warm-up / cool-down slots of the pipeline
+    costs: 1/v for 1F1B (v = 1) and interleaved 1F1B with equal chunks (Narayanan et al. 2021 §2.2.2: bubble
+    (p − 1)/v micro-batch times); with uneven chunks (``stage_layers``) the largest chunk sets the pace:
+    ⌈L_max/v⌉ / L_max of the most loaded stage's L_max layers."""
+    if p.stage_layers is None or p.num_chunks == 1:
+        return 1 / p.num_chunks
+    most = max(p.stage_layers)
+    return -(-most // p.num_chunks) / most
+
+
+def cp_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds of one micro-batch's context-parallel communication on the slowest stage: per layer, the
+    forward all-gather of K and V, and in backward the all-gather again plus the reduce-scatter of dK and dV
+    (fp32), as :func:`distlearn.context_parallel.cp_comm_bytes` counts them (``"all-gather"``, Llama 3 §3.3.2:
+    exposed, not overlapped); a recomputed forward gathers once more. Ring collectives of
+    :func:`distlearn.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
+    if p.cp == 1:
+        return 0.0
+    return st._cached(("cp_s", p.micro_batch_size, p.tp, p.cp, p.pp, p.recompute, p.stage_layers),
+                      lambda: _cp_seconds(st, p))
+
+
+def _cp_seconds(st: Setting, p: Plan) -> float:
+    m, g = st.model, st.cluster.gpu
+    kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
+              micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)
+    fwd = cp_comm_bytes("all-gather", pass_="forward", **kw).bytes_per_rank      # (cp−1)·B_kv sent by each rank
+    bwd = cp_comm_bytes("all-gather", pass_="backward", **kw).bytes_per_rank     # (cp−1)·B_kv·(p + 4)/p
+    bw = g.nvlink_bw if p.tp * p.cp <= st.cluster.gpus_per_node else g.network_bw
+    full = p.cp / (p.cp - 1)  # collective_time takes the whole gathered buffer: (cp−1)/cp of it is sent
+    gathers = 3 if p.recompute == "full" else 2
+    t_gather = st.collective("ring_all_gather", fwd * full, p.cp, bw)
+    t_scatter = st.collective("ring_reduce_scatter", (bwd - fwd) * full, p.cp, bw)
+    layers = max(st.stages(p.pp, p.stage_layers))
+    return layers * (gathers * t_gather + t_scatter)
+
+
+def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
+    """compute, tp_comm, cp_comm, pp_comm and bubble of :func:`plan_time` (everything but the data-parallel
+    collectives; they do not depend on the ZeRO stage nor on dp), memoized."""
+    def make():
+        g, cl, m = st.cluster.gpu, st.cluster, st.model
+        b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
+        h = m.hidden_size
+        most_layers = max(st.stages(pp, p.stage_layers))
+        tokens = st.s // cp
+        t_compute = microbatch_compute_seconds(st, p)
+        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
+        # time)
+        n_ar = 6 if p.recompute == "full" else 4
+        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * tokens * h, tp,
+                                                  g.nvlink_bw)
+        t_cp = cp_seconds(st, p)
+        t_ep = ep_seconds(st, p)
+        # pipeline p2p: activation forward + gradient back, per chunk
+        pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
+        t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
+        t_mb = t_compute + t_tp + t_cp + t_ep + t_p2p
+        return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
+                "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}
+    return st._cached(("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp,
+                       p.recompute, p.stage_layers), make)
 
 
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:
-    """Seconds per step of the plan's slowest stage: compute, tp_comm, pp_comm, bubble, dp_comm (exposed parts)
-    and their total (formulas in the module docstring)."""
-    g, cl, m = st.cluster.gpu, st.cluster, st.model
-    b, tp, pp, dp, v, mb = p.micro_batch_size, p.tp, p.pp, p.dp, p.num_chunks, p.num_microbatches
-    h = m.hidden_size
-    first_layers, _ = st.stages(pp)
+    """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm
+    (exposed parts) and their total (formulas in the module docstring)."""
+    time = dict(_pipeline_terms(st, p))
+    time["dp_comm"] = st._cached(("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp,
+                                  p.cp, p.ep, p.recompute, p.stage_layers), lambda: dp_seconds(st, p))
+    time["total"] = _partial_sum(time)
+    return time
+
+
+def dp_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds per step of the data-parallel / ZeRO collectives (they do not depend on interleaving)."""
+    g, cl = st.cluster.gpu, st.cluster
+    tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
+    sizes = st.stages(pp, p.stage_layers)
     t_compute = microbatch_compute_seconds(st, p)
-    # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same time)
-    n_ar = 6 if p.recompute == "full" else 4
-    t_tp = first_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * st.s * h, tp, g.nvlink_bw)
-    # pipeline p2p: activation forward + gradient back, per chunk
-    pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
-    t_p2p = 2 * v * (st.act_bytes * b * st.s * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
-    t_mb = t_compute + t_tp + t_p2p
-    # data parallel / ZeRO: gradient bytes of this GPU's shard of the model
-    first_params = (first_layers * st.P_layer + st.P_first_extra + (st.P_last_extra if pp == 1 else 0)) / tp
-    dp_bw = g.nvlink_bw if tp * dp <= cl.gpus_per_node else g.network_bw
-    grad_bytes = first_params * st.per["grads"]
-    param_bytes = first_params * st.per["params"]
+    # data parallel / ZeRO over dp·cp ranks (the cp ranks of a replica hold the same weights): gradient bytes of
+    # this GPU's shard of the model (the first stage's)
+    first = st.stage_sums(0, sizes[0])
+    first_params = (first.dense_params + st.P_first_extra + (st.P_last_extra if pp == 1 else 0)) / tp
+    dp_n = dp * cp
+    dp_bw = g.nvlink_bw if tp * dp_n <= cl.gpus_per_node else g.network_bw
+    # (shard params, group size, bandwidth): the dense part over dp·cp; routed experts over dp·cp/ep
+    groups = [(first_params, dp_n, dp_bw)]
+    if first.expert_params:
+        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, g.network_bw))
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
     window = t_bwd if pp == 1 else 0.0
     # one optimizer step's collectives from distlearn.zero_comm (the ZeRO design, reduce-scatter for stages 1–2);
     # each phase's collectives hide behind that phase's compute, the rest is exposed
+    # per-unit counts: one collective per layer of the stage (an FSDP unit, a gradient bucket), so the latency of
+    # the dp_n-way ring, α·(steps), is paid once per layer
+    units = sizes[0]
     t_dp = 0.0
-    if dp > 1:
+    if dp_n > 1:
         hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
         for phase, colls in st.dp_collectives(p.zero_stage, mb):
             reps = mb if phase in ("forward", "backward") else 1
-            busy = sum(c.times / reps * st.collective(RING[c.op], grad_bytes if c.what == "gradients"
-                                                      else param_bytes, dp, dp_bw) for c in colls)
+            busy = sum(c.times / reps * units * st.collective(
+                RING[c.op], params * st.per["grads" if c.what == "gradients" else "params"] / units, n, bw)
+                for c in colls for params, n, bw in groups if n > 1)
             t_dp += reps * max(0.0, busy - hide[phase])
-    time = {"compute": mb * t_compute, "tp_comm": mb * t_tp, "pp_comm": mb * t_p2p,
-            "bubble": (pp - 1) / v * t_mb, "dp_comm": t_dp}
-    time["total"] = sum(time.values())
-    return time
+    return t_dp
 
 
 def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
@@ -425,7 +732,7 @@ def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
                     achieved_flops=st.hardware_flops(p.recompute) / (t["total"] * n),
                     bubble_fraction=bubble_fraction(p.pp, p.num_microbatches, p.num_chunks),
                     bubble_ratio=bubble_ratio(p.pp, p.num_microbatches, p.num_chunks),
-                    compute_peak=st.peak)
+                    compute_peak=st.gemm_peak)
 
 
 def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
@@ -467,19 +774,23 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     ``dp·tp·pp`` GPUs of type ``gpu``. Raises DistlearnValueError (bilingual) when the plan is invalid: tp larger
     than a node or not dividing it or the number of heads, GPUs not a whole number of nodes, ``global_batch`` not
     divisible by dp × micro_batch_size, ``num_microbatches`` inconsistent with them, an interleaved plan whose
-    layers are not divisible by pp × num_chunks, or ZeRO 2/3 with pp > 1.
+    layers are not divisible by pp × num_chunks (without ``stage_layers``), ``stage_layers`` that do not place
+    every layer once on ``pp`` stages of at least ``num_chunks`` layers each, or a ``cp`` not dividing
+    ``seq_len``. ZeRO 1–3 combine with pipeline parallelism (FSDP + PP as in torchtitan and Llama 3).
     """
     check_int("dp", plan.dp, minimum=1)
     check_int("tp", plan.tp, minimum=1)
     check_int("pp", plan.pp, minimum=1)
-    model, cluster = resolve(model, gpu, plan.dp * plan.tp * plan.pp, cluster)
-    validate_plan(model, cluster, plan, global_batch)
+    check_int("cp", plan.cp, minimum=1)
+    model, cluster = resolve(model, gpu, plan.world_size, cluster)
+    validate_plan(model, cluster, plan, global_batch, seq_len)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
                       fragmentation)
     return estimate(st, plan)
 
 
-def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: int) -> None:
+def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: int, seq_len: int | None = None
+                  ) -> None:
     """Raise DistlearnValueError (bilingual, naming the field) unless ``p`` is a plan the search could produce."""
     node = cluster.gpus_per_node
     check_int("zero_stage", p.zero_stage, minimum=0, maximum=3)
@@ -494,11 +805,33 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
     check_divisible("gpus_per_node", node, "tp", p.tp)
     check_divisible("num_heads", model.num_heads, "tp", p.tp)
     check_divisible("num_kv_heads", model.kv_heads, "tp", p.tp)
-    if p.dp * p.tp * p.pp != cluster.world_size:
-        raise DistlearnValueError("dp", f"dp × tp × pp = {p.dp}×{p.tp}×{p.pp} = {p.dp * p.tp * p.pp} must equal the "
+    check_int("cp", p.cp, minimum=1)
+    if p.world_size != cluster.world_size:
+        cp = f"×{p.cp}" if p.cp > 1 else ""
+        names = "dp × tp × cp × pp" if p.cp > 1 else "dp × tp × pp"
+        raise DistlearnValueError("dp", f"{names} = {p.dp}×{p.tp}{cp}×{p.pp} = {p.world_size} must equal the "
                                         f"number of GPUs, {cluster.world_size}.",
-                                  f"dp × tp × pp = {p.dp * p.tp * p.pp} 必须等于 GPU 数 {cluster.world_size}。")
+                                  f"{names} = {p.world_size} 必须等于 GPU 数 {cluster.world_size}。")
+    if seq_len is not None and p.cp > 1:
+        check_divisible("seq_len", seq_len, "cp", p.cp)
+    check_int("ep", p.ep, minimum=1)
+    if p.ep > 1:
+        if not model.is_moe:
+            raise DistlearnValueError("ep", f"ep = {p.ep} needs a mixture-of-experts model; {model.name} is dense "
+                                            f"(use ep = 1).",
+                                      f"ep = {p.ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
+        check_divisible("num_experts", model.num_experts, "ep", p.ep)
+        check_divisible("dp × cp", p.dp * p.cp, "ep", p.ep)
     check_int("pp", p.pp, minimum=1, maximum=model.num_layers)
+    if p.stage_layers is not None:
+        sizes = p.stage_layers
+        if (not isinstance(sizes, tuple) or len(sizes) != p.pp or sum(sizes) != model.num_layers
+                or any(not isinstance(n, int) or n < p.num_chunks for n in sizes)):
+            raise DistlearnValueError(
+                "stage_layers", f"stage_layers must be a tuple of pp = {p.pp} whole numbers, each ≥ num_chunks = "
+                                f"{p.num_chunks}, summing to the {model.num_layers} layers; got {sizes!r}.",
+                f"stage_layers 必须是 pp = {p.pp} 个整数组成的元组，每个 ≥ num_chunks = {p.num_chunks}，"
+                f"总和等于层数 {model.num_layers}；收到 {sizes!r}。")
     check_divisible("global_batch", global_batch, "dp × micro_batch_size", p.dp * p.micro_batch_size)
     m = global_batch // (p.dp * p.micro_batch_size)
     if p.num_microbatches != m:
@@ -510,9 +843,6 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
         if p.pp == 1:
             raise DistlearnValueError("num_chunks", "interleaving (num_chunks > 1) needs pp > 1.",
                                       "交错调度（num_chunks > 1）需要 pp > 1。")
-        check_divisible("num_layers", model.num_layers, "pp × num_chunks", p.pp * p.num_chunks)
+        if p.stage_layers is None:  # uneven chunks only when the stages are given (Llama 3's schedule)
+            check_divisible("num_layers", model.num_layers, "pp × num_chunks", p.pp * p.num_chunks)
         check_divisible("num_microbatches", m, "pp", p.pp)
-    if p.pp > 1 and p.zero_stage >= 2:
-        raise DistlearnValueError("zero_stage", f"ZeRO stage {p.zero_stage} is not combined with pipeline "
-                                                f"parallelism (pp = {p.pp}); use stage 0 or 1.",
-                                  f"ZeRO 第 {p.zero_stage} 阶段不与流水线并行（pp = {p.pp}）同时使用；请用 0 或 1。")

@@ -1,7 +1,7 @@
 """Search: enumerate every valid plan, keep those that fit, rank them; when none fits, say why and what would.
 
 Speed (the chapter's explorer re-runs a search at every slider move; its goal is 50 ms in every setting, checked
-by ``make bench``) comes from four exact shortcuts, none of which changes a result:
+by ``make bench``) comes from five exact shortcuts, none of which changes a result:
 
 - **memory-minimal plans.** For fixed (tp, pp, ZeRO stage, recomputation), memory never decreases with the
   micro-batch size b nor with interleaving: every activation term is proportional to b, the first stage holds
@@ -12,6 +12,9 @@ by ``make bench``) comes from four exact shortcuts, none of which changes a resu
 - **the k best only.** With ``top = k`` a plan is skipped when its tokens/s computed from a lower bound on its
   step time (compute and bubble, no communication) is already below the k-th best found so far: its real
   tokens/s is lower still, so it cannot be among the k best.
+- **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective recomputation
+  compared with none (both checked by tests/test_planner.py on every group): lower stages are only tried when a
+  higher one fits, and "does any plan fit" looks at ZeRO 2–3 with selective or full recomputation only.
 - **memo tables** in :class:`~distlearn.planner.formulas.Setting` for what many plans share.
 - **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
   that fits is found by bisection instead of trying every halving.
@@ -31,6 +34,8 @@ from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimat
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
+MAX_CP = 32                # context parallelism: cp searched over powers of two up to this ...
+MIN_CP_TOKENS = 8192       # ... keeping at least this many tokens per rank (Llama 3: 131,072 / 16 = 8,192)
 ROUNDING_MARGIN = 1e-9     # a group is skipped only if its smallest plan exceeds the capacity by this share
 
 
@@ -56,23 +61,29 @@ def _divisors(n: int) -> list[int]:
 
 @dataclass
 class Group:
-    """The candidate plans sharing (tp, pp, dp): ``batching`` lists (b, m, chunk counts) in search order; every one
-    of them is combined with each ZeRO stage of ``zero_stages`` and each recomputation mode."""
+    """The candidate plans sharing (tp, cp, pp, dp) and the layers per stage: ``batching`` lists (b, m, chunk
+    counts) in search order; every one of them is combined with each ZeRO stage of ``zero_stages`` and each
+    recomputation mode. ``stage_layers`` is ``None`` for :func:`distlearn.pipeline.partition_layers`'s split."""
 
     tp: int
     pp: int
     dp: int
     batching: list[tuple[int, int, list[int]]] = field(default_factory=list)
     zero_stages: tuple[int, ...] = (0,)
+    cp: int = 1
+    stage_layers: tuple[int, ...] | None = None
 
     @property
     def size(self) -> int:
         return sum(len(chunks) for _, _, chunks in self.batching) * len(self.zero_stages) * len(RECOMPUTE)
 
+    def _plan(self, z, r, b, m, v) -> Plan:
+        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers)
+
     def smallest(self, zero_stage: int, recompute: str) -> Plan:
         """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""
         b, m, _ = self.batching[0]
-        return Plan(self.dp, self.tp, self.pp, zero_stage, recompute, b, m, 1, self.tp > 1)
+        return self._plan(zero_stage, recompute, b, m, 1)
 
     def plans(self, keep=lambda z, r: True):
         """Every plan of the group in search order, those with (zero_stage, recompute) not kept left out."""
@@ -81,40 +92,70 @@ class Group:
                 for z in self.zero_stages:
                     for r in RECOMPUTE:
                         if keep(z, r):
-                            yield Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1)
+                            yield self._plan(z, r, b, m, v)
 
 
-def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int):
-    """Yield a :class:`Group` for every (tp, pp) that can run: tp dividing the node size, the number of (query and
-    kv) heads and the GPU count, pp ≤ layers, dp = GPUs / (tp·pp) dividing the global batch. Micro-batch sizes are the divisors
-    of B/dp up to :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v and
-    the micro-batches by p; ZeRO 0–3 without pipeline parallelism, 0–1 with it, only 0 when dp = 1."""
+def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
+    """Layers per stage when ``pp`` does not divide ``num_layers``: the ``num_layers % pp`` extra layers go to
+    stages 1, 2, …, never to the first stage (embedding, most micro-batches in flight) nor the last (logits) —
+    Llama 3 §3.3.2's balancing (126 layers on 16 stages: 7, 8 × 14, 7). ``None`` when pp divides the layers, or
+    when the extra layers outnumber the pp − 2 middle stages (then :func:`distlearn.pipeline.partition_layers`'s
+    split is used)."""
+    base, extra = divmod(num_layers, pp)
+    if pp == 1 or extra == 0 or extra > pp - 2:
+        return None
+    return tuple(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
+
+
+def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None):
+    """Yield a :class:`Group` for every (tp, cp, pp) that can run: tp dividing the node size, the number of (query
+    and kv) heads and the GPU count; cp = 1, and with ``seq_len`` also the powers of two up to :data:`MAX_CP` that
+    divide it and leave each rank at least :data:`MIN_CP_TOKENS` tokens; pp ≤ layers; dp = GPUs / (tp·cp·pp)
+    dividing the global batch. Layers per stage: :func:`distlearn.pipeline.partition_layers`, or
+    :func:`balanced_stages` when pp does not divide the layers. Micro-batch sizes are the divisors of B/dp up to
+    :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v (or, with
+    balanced stages, when every stage has at least v layers: uneven chunks) and the micro-batches by p; ZeRO 0–3
+    (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
         if model.num_heads % tp or model.kv_heads % tp or n % tp:
             continue
-        for pp in _divisors(n // tp):
-            if pp > l:
-                continue
-            dp = n // (tp * pp)
-            if global_batch % dp:
-                continue
-            per_replica = global_batch // dp
-            chunks = [1] + ([v for v in range(2, MAX_CHUNKS + 1) if l % (pp * v) == 0] if pp > 1 else [])
-            group = Group(tp, pp, dp, zero_stages=(tuple(range(4)) if pp == 1 else (0, 1)) if dp > 1 else (0,))
-            for b in _divisors(per_replica):
-                if b > MAX_MICRO_BATCH:
-                    break
-                m = per_replica // b
-                group.batching.append((b, m, [v for v in chunks if v == 1 or m % pp == 0]))
-            yield group
+        cps = [1]
+        if seq_len is not None:
+            c = 2
+            while c <= MAX_CP and seq_len % c == 0 and seq_len // c >= MIN_CP_TOKENS and (n // tp) % c == 0:
+                cps.append(c)
+                c *= 2
+        for cp in cps:
+            for pp in _divisors(n // (tp * cp)):
+                if pp > l:
+                    continue
+                dp = n // (tp * cp * pp)
+                if global_batch % dp:
+                    continue
+                per_replica = global_batch // dp
+                stages = balanced_stages(l, pp)
+                if pp == 1:
+                    chunks = [1]
+                elif stages is None:
+                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if l % (pp * v) == 0]
+                else:
+                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if v <= min(stages)]
+                group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * cp > 1 else (0,), cp=cp,
+                              stage_layers=stages)
+                for b in _divisors(per_replica):
+                    if b > MAX_MICRO_BATCH:
+                        break
+                    m = per_replica // b
+                    group.batching.append((b, m, [v for v in chunks if v == 1 or m % pp == 0]))
+                yield group
 
 
-def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int):
+def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None):
     """Yield every valid :class:`~distlearn.planner.formulas.Plan` (see :func:`candidate_groups`). Sequence
     parallelism is always on with tp > 1: it saves activation memory for the same communication time, so it never
     loses in this model."""
-    for group in candidate_groups(model, cluster, global_batch):
+    for group in candidate_groups(model, cluster, global_batch, seq_len):
         yield from group.plans()
 
 
@@ -124,18 +165,47 @@ def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool
     return plan_memory(st, group.smallest(zero_stage, recompute))["total"] <= st.capacity * (1 + ROUNDING_MARGIN)
 
 
+def _kept(st: Setting, group: Group) -> set:
+    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
+    the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
+    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves), and selective
+    recomputation never keeps more than none. So stages 0–1 are only tried when stage 2 (or the next one up)
+    fits, and no recomputation only when selective does."""
+    kept = set()
+    for r in ("selective", "full", "none"):
+        chain = sorted(group.zero_stages, reverse=True)  # e.g. 3, 2, 1, 0
+        for z in chain:
+            if r == "none" and (z, "selective") not in kept:
+                continue
+            if _may_fit(st, group, z, r):
+                kept.add((z, r))
+            elif z <= 2:  # every lower stage needs at least as much
+                break
+    return kept
+
+
 def _fitting_plans(st: Setting, group: Group, too_slow=None):
     """Yield (plan, memory) for the plans of ``group`` that fit, in search order, leaving out those for which
     ``too_slow(plan)`` is true (it must be true only of plans that cannot be among the results)."""
-    kept = {(z, r) for z in group.zero_stages for r in RECOMPUTE if _may_fit(st, group, z, r)}
+    kept = _kept(st, group)
     if not kept:
         return
-    for p in group.plans(lambda z, r: (z, r) in kept):
-        if too_slow is not None and too_slow(p):
-            continue
-        mem = plan_memory(st, p)
-        if mem["total"] <= st.capacity:
-            yield p, mem
+    for b, m, chunks in group.batching:  # group.plans' order; the bound does not depend on the ZeRO stage
+        for v in chunks:
+            slow = {}
+            for z in group.zero_stages:
+                for r in RECOMPUTE:
+                    if (z, r) not in kept:
+                        continue
+                    p = group._plan(z, r, b, m, v)
+                    if too_slow is not None:
+                        if r not in slow:
+                            slow[r] = too_slow(p)
+                        if slow[r]:
+                            continue
+                    mem = plan_memory(st, p)
+                    if mem["total"] <= st.capacity:
+                        yield p, mem
 
 
 class _Best:
@@ -178,7 +248,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
     too_slow = None if best is None else (lambda p: best.beats(st.B * st.s / step_seconds_lower_bound(st, p)))
-    for group in candidate_groups(model, cluster, global_batch):
+    for group in candidate_groups(model, cluster, global_batch, seq_len):
         count += group.size
         for p, mem in _fitting_plans(st, group, too_slow):
             fits.append(estimate(st, p, mem))
@@ -233,9 +303,12 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
     at each group's memory-minimal plans only (module docstring)."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation)
-    for group in candidate_groups(model, cluster, global_batch):
-        for z in group.zero_stages:
-            for r in RECOMPUTE:
+    for group in candidate_groups(model, cluster, global_batch, seq_len):
+        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective or full recomputation
+        # (the orderings of _kept): the other pairs cannot fit where these do not
+        stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
+        for z in stages:
+            for r in ("selective", "full"):
                 mem = plan_memory(st, group.smallest(z, r))["total"]
                 if mem <= st.capacity:
                     return True

@@ -25,18 +25,19 @@ T_MEM = text("planner.memory", "Memory per GPU (GB)", "每张 GPU 的显存（GB
 T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
 
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
-TIME_PARTS = ("compute", "tp_comm", "pp_comm", "dp_comm", "bubble")
+TIME_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble")
 LABELS = {
     "params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
     "activations": ("activations", "激活值"), "logits": ("logits", "logits"), "zero3_buffer": ("ZeRO-3 buffer",
                                                                                              "ZeRO-3 缓冲"),
     "reserve": ("reserve", "预留"), "compute": ("compute", "计算"), "tp_comm": ("TP all-reduce", "张量并行通信"),
+    "cp_comm": ("CP K/V all-gather", "上下文并行 K/V 全收集"), "ep_comm": ("EP all-to-all", "专家并行全对全"),
     "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未隐藏）"),
     "bubble": ("pipeline bubble", "流水线气泡"),
 }
 COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
           "logits": "#8172B3", "zero3_buffer": "#937860", "reserve": "#BBBBBB", "compute": "#4C72B0",
-          "tp_comm": "#DD8452", "pp_comm": "#8172B3", "dp_comm": "#C44E52", "bubble": "#DDDDDD"}
+          "tp_comm": "#DD8452", "cp_comm": "#DA8BC3", "ep_comm": "#CCB974", "pp_comm": "#8172B3", "dp_comm": "#C44E52", "bubble": "#DDDDDD"}
 
 
 def controls() -> dict:
