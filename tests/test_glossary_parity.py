@@ -144,21 +144,60 @@ def test_texts_plots_and_feedback_follow_the_language(language, capsys):
         distlearn.set_language("fr")
 
 
-def test_errors_stay_bilingual_whatever_the_language(language):
+def test_errors_follow_the_language(language):
     from distlearn.validate import DistlearnValueError, check_int
 
-    language("en")
-    with pytest.raises(DistlearnValueError) as exc:
-        check_int("world_size", 0)
-    assert "world_size" in str(exc.value) and CJK.search(str(exc.value))
+    for lang in ("en", "zh", "both"):
+        language(lang)
+        with pytest.raises(DistlearnValueError) as exc:
+            check_int("world_size", 0)
+        msg = str(exc.value)
+        assert "world_size" in msg
+        assert bool(CJK.search(msg)) == (lang != "en"), (lang, msg)
+        assert ("must be" in msg) == (lang != "zh"), (lang, msg)
 
 
-@pytest.mark.parametrize("value, expected", [("zh", "zh"), ("EN", "en"), ("both", "both"), ("klingon", "both")])
+@pytest.mark.parametrize("value, expected", [
+    ("zh", "zh"), ("EN", "en"), ("both", "both"), ("zh_CN", "zh"), ("zh-CN", "zh"), ("zh_Hans", "zh"),
+    ("zh_CN.UTF-8", "zh"), ("en_US", "en"), ("en-GB", "en"), ("English", "en"), ("中文", "zh"), ("", "both")])
 def test_environment_variable_sets_the_language(value, expected):
     code = "import distlearn; print(distlearn.get_language())"
     env = dict(os.environ, DISTLEARN_LANG=value)
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.strip() == expected
+
+
+@pytest.mark.parametrize("value", ["klingon", "fr", "C", "zhx", "en_zh_x_very_long_region"])
+def test_a_bad_environment_variable_is_a_clear_bilingual_error(value):
+    env = dict(os.environ, DISTLEARN_LANG=value)
+    r = subprocess.run([sys.executable, "-c", "import distlearn"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-2:]
+    assert "DistlearnValueError: DISTLEARN_LANG" in last[0] and repr(value) in last[0], r.stderr
+    assert "不是本课程支持的语言" in last[1], r.stderr
+
+
+@pytest.mark.parametrize("value", ["fr", "de_DE", "C", "", None, 1, "en zh"])
+def test_a_bad_language_is_a_clear_bilingual_error_in_every_language(value, language):
+    from distlearn.validate import DistlearnValueError
+
+    for lang in ("en", "zh"):
+        language(lang)
+        with pytest.raises(DistlearnValueError) as exc:
+            distlearn.set_language(value)
+        assert "not a language of this course" in str(exc.value) and "不是本课程支持的语言" in str(exc.value)
+        assert distlearn.get_language() == lang  # unchanged
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("zh", "zh"), ("ZH", "zh"), ("zh_CN", "zh"), ("zh-CN", "zh"), ("zh_Hans", "zh"), ("zh-Hans-CN", "zh"),
+    ("zh_TW", "zh"), (" Chinese ", "zh"), ("简体中文", "zh"), ("en", "en"), ("en_US", "en"), ("en-GB", "en"),
+    ("en_US.UTF-8", "en"), ("ENGLISH", "en"), ("英文", "en"), ("both", "both"), ("Bilingual", "both"),
+    ("en+zh", "both"), ("双语", "both")])
+def test_language_values_as_people_write_them(value, expected, language):
+    assert distlearn.normalize_language(value) == expected
+    language(value)
+    assert distlearn.get_language() == expected
 
 
 # ------------------------------------------------------------------ monolingual copies
