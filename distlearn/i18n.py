@@ -165,6 +165,17 @@ def bi(en: str, zh: str, sep: str = " / ") -> str:
     return f"{en}{sep}{zh}"
 
 
+QUOTE = "│ "  # marks a tool's own words shown verbatim (see quote)
+
+
+def quote(text: str, en: str, zh: str) -> str:
+    """A tool's own output (DeepSpeed's estimator table, PyTorch's error message) shown as it is, each line marked
+    ``│``, under a heading ``en`` / ``zh`` in the reader's language that says whose words they are. Returns the
+    text to print."""
+    body = "\n".join(QUOTE + line for line in str(text).rstrip("\n").splitlines())
+    return bi(en, zh) + "\n" + body
+
+
 def display_width(s: str) -> int:
     """Columns ``s`` takes in a monospace terminal or notebook output: East Asian wide characters count 2."""
     return sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
