@@ -165,6 +165,12 @@ def bi(en: str, zh: str, sep: str = " / ") -> str:
     return f"{en}{sep}{zh}"
 
 
+def named(name: str, zh: str) -> str:
+    """An identifier the reader types (``"mixed"``, ``"all_reduce"``) with its Chinese gloss: ``name`` under
+    ``en``; ``name（zh）`` under ``zh`` and ``both`` (the Chinese form already holds the English name)."""
+    return name if _language == "en" else f"{name}（{zh}）"
+
+
 QUOTE = "│ "  # marks a tool's own words shown verbatim (see quote)
 
 

@@ -48,7 +48,7 @@ NEUTRAL = frozenset("""
 rank ranks gloo nccl mpi cuda cpu gpu meta tensor tensors dtype torch numpy numpy's nn optim torchrun pytest pip
 python jupyter jupyterlab ipywidgets matplotlib deepspeed distlearn jupytext nbval nbclient make mplfonts
 kb mb gb tb pb kib mib gib tib ms us µs ns flop flops gflops tflops pflops gbps hz ghz tok params
-max min sum mean log exp sqrt argmax softmax
+max min sum mean log exp sqrt argmax softmax adam adamw sgd
 """.split())
 # Names with a capital letter that are not English words to a Chinese reader.
 NAMES = frozenset("""
@@ -58,7 +58,7 @@ Binder Chromium Linux Darwin Windows Notebook Transformer LayerNorm RMSNorm GeLU
 # Parameter and API names the course teaches; they may appear in Chinese text as they are.
 IDENTIFIERS = frozenset("""
 world_size micro_batch_size num_microbatches zero_stage all_gather reduce_scatter all_reduce all_to_all
-bubble_fraction global_batch seq_len num_layers hidden_size num_heads send_recv
+bubble_fraction global_batch seq_len num_layers hidden_size num_heads send_recv jupyterlab_widgets
 """.split())
 _CODE = re.compile(r"`[^`]*`|https?://\S+")
 _TOKEN = re.compile(r"[A-Za-zµ][A-Za-z0-9_.'/+\-]*")
