@@ -155,7 +155,11 @@ def output_lines(outputs, where: str) -> list[Line]:
         if kind == "stream":
             text = _join(out.get("text", ""))
             name = f"{where} {out.get('name', 'stream')}"
-            found += _lines(name + " listing", text) if is_listing(text) else _lines(name, text)
+            m = re.search(r"^(?:def|class) ", text, re.M)  # a printed listing, maybe under a heading
+            if m and is_listing(text[m.start():]):
+                found += _lines(name, text[:m.start()]) + _lines(name + " listing", text[m.start():])
+            else:
+                found += _lines(name + " listing", text) if is_listing(text) else _lines(name, text)
         elif kind in ("execute_result", "display_data"):
             data = out.get("data", {})
             if "application/vnd.jupyter.widget-view+json" in data:

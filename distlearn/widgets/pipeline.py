@@ -19,7 +19,7 @@ T_P2P = text("pipeline.p2p_time", "p2p time (× forward)", "点对点通信时�
 def controls() -> dict:
     return {
         "schedule": base.dropdown(T_SCHEDULE, [("GPipe", "gpipe"), ("1F1B", "1f1b"),
-                                               (bi("interleaved 1F1B", "交错 1F1B"), "interleaved-1f1b")], "1f1b"),
+                                               (("interleaved 1F1B", "交错 1F1B"), "interleaved-1f1b")], "1f1b"),
         "num_stages": base.int_slider(T_STAGES, 4, 1, 16),
         "num_microbatches": base.int_slider(T_MB, 8, 1, 64),
         "num_chunks": base.int_slider(T_CHUNKS, 2, 1, 4),

@@ -73,7 +73,7 @@ def draw_blocks(tp: int, ax=None):
                 rect = Rectangle((x0, rows - (r + 1) * rows / tp), cols, rows / tp, color=cmap(r % cmap.N))
             ax.add_patch(rect)
         ax.add_patch(Rectangle((x0, 0), cols, rows, fill=False, lw=1.2))
-        ax.text(x0 + cols / 2, -0.12, name, ha="center", va="top", fontsize=9)
+        ax.text(x0 + cols / 2, -0.12, "$W_{\\mathrm{" + name[2:] + "}}$", ha="center", va="top", fontsize=9)
         ax.text(x0 + cols / 2, -0.45, bi("cols", "列") if how == "col" else bi("rows", "行"), ha="center",
                 va="top", fontsize=7, color="#555555")
         x0 += cols + gap
