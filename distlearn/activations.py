@@ -405,3 +405,20 @@ __all__ = ["layer_activation_terms", "layers_on_stage", "inflight_microbatches",
            "model_activation_bytes", "gradient_accumulation_steps", "layer_forward_flops", "recompute_flops",
            "offload_traffic", "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
            "layer_activation_bytes"]
+
+
+# Chinese glosses of the activation terms and recomputation modes, for tables: i18n.named(name, gloss).
+TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV 投影的输入", "q_k": "Q 和 K",
+           "softmax_output": "softmax 的输出", "softmax_dropout_mask": "softmax 之后的 dropout 掩码",
+           "attn_probs_and_v": "dropout 后的注意力概率和 V", "out_proj_input": "输出投影的输入",
+           "mlp_input": "MLP 的输入", "gelu_input": "GeLU 的输入", "fc2_input": "第二个全连接层的输入",
+           "dropout_masks": "注意力和 MLP 的 dropout 掩码", "total": "合计"}
+RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算"}
+
+
+def term_label(name: str) -> str:
+    """An activation term (or a recomputation mode) with its Chinese gloss in the current language."""
+    from .i18n import named
+
+    gloss = TERM_ZH.get(name) or RECOMPUTE_ZH.get(name)
+    return named(name, gloss) if gloss else name
