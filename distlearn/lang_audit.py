@@ -106,6 +106,23 @@ def readable(line: str, lang: str) -> bool:
     return bool(CJK.search(line)) or not english_words(line)
 
 
+def split_listing(text: str) -> tuple[str, str, str]:
+    """``text`` as (lines before, a Python listing or JSON document, lines after); the middle is empty when the
+    output has neither. A listing starts at a line ``def``/``class`` and runs to the end; a JSON document starts at
+    the first line that opens one and ends where it closes."""
+    m = re.search(r"^(?:def|class) ", text, re.M)
+    if m and is_listing(text[m.start():]):
+        return text[:m.start()], text[m.start():], ""
+    m = re.search(r"^[{\[]", text, re.M)
+    if m:
+        try:
+            _, end = json.JSONDecoder().raw_decode(text, m.start())
+            return text[:m.start()], text[m.start():end], text[end:]
+        except ValueError:
+            pass
+    return text, "", ""
+
+
 def is_listing(text: str) -> bool:
     """Whether a whole printed output is a Python listing (a def or class) or a JSON document."""
     import ast
@@ -155,11 +172,8 @@ def output_lines(outputs, where: str) -> list[Line]:
         if kind == "stream":
             text = _join(out.get("text", ""))
             name = f"{where} {out.get('name', 'stream')}"
-            m = re.search(r"^(?:def|class) ", text, re.M)  # a printed listing, maybe under a heading
-            if m and is_listing(text[m.start():]):
-                found += _lines(name, text[:m.start()]) + _lines(name + " listing", text[m.start():])
-            else:
-                found += _lines(name + " listing", text) if is_listing(text) else _lines(name, text)
+            head, listing, tail = split_listing(text)
+            found += _lines(name, head) + _lines(name + " listing", listing) + _lines(name, tail)
         elif kind in ("execute_result", "display_data"):
             data = out.get("data", {})
             if "application/vnd.jupyter.widget-view+json" in data:
