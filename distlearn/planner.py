@@ -50,11 +50,11 @@ published numbers. The optimizer step, the embedding's gradient all-reduce and k
 """
 from __future__ import annotations
 
-import argparse
 import math
 import unicodedata
 from dataclasses import dataclass
 
+from .i18n import bi, get_language
 from .hardware import GPU, GPUS, Cluster, get_gpu, make_cluster
 from .memory import GB, RECOMPUTE, activation_bytes_per_layer, bytes_per_param, model_state_bytes
 from .models import PRESETS, ModelConfig, get_preset
@@ -505,9 +505,9 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         fits = fits[:check_int("top", top, minimum=1)]
     result = SearchResult(fits, count)
     if not fits:
-        result.message = (f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
-                          f"{cluster.gpu.name}\n没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
-                          f"{cluster.world_size} 块 {cluster.gpu.name}")
+        result.message = bi(f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
+                            f"{cluster.gpu.name}", f"没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
+                            f"{cluster.world_size} 块 {cluster.gpu.name}", sep="\n")
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
@@ -585,9 +585,10 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     if out["gpu"]:
         en.append(f"use {out['gpu']} GPUs")
         zh.append(f"改用 {out['gpu']}")
-    out["message"] = (("Smallest changes that fit: " + "; or ".join(en) + ".") if en else
-                      "No single change tried (more GPUs, shorter sequences, a larger GPU) fits.") + "\n" + (
-        ("能放下的最小改动：" + "；或".join(zh) + "。") if zh else "尝试的单项改动（更多 GPU、更短序列、更大显存）都放不下。")
+    out["message"] = bi(("Smallest changes that fit: " + "; or ".join(en) + ".") if en else
+                        "No single change tried (more GPUs, shorter sequences, a larger GPU) fits.",
+                        ("能放下的最小改动：" + "；或".join(zh) + "。") if zh else
+                        "尝试的单项改动（更多 GPU、更短序列、更大显存）都放不下。", sep="\n")
     return out
 
 
@@ -662,13 +663,19 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
+RECOMPUTE_SHORT_ZH = {"none": "不重算", "selective": "选择性", "full": "完全"}
+
+
 def format_table(plans: list[Estimate], limit: int = 10) -> str:
-    """Plain-text table of the first ``limit`` plans, with an English and a Chinese header line, right-aligned by
-    display width (a Chinese character takes two columns) so that every line is under 100 columns."""
-    rows = [HEADER, HEADER_ZH]
+    """Plain-text table of the first ``limit`` plans, with a header line in the current language (both: an English
+    and a Chinese line), right-aligned by display width (a Chinese character takes two columns) so that every line
+    is under 100 columns."""
+    lang = get_language()
+    rows = {"en": [HEADER], "zh": [HEADER_ZH]}.get(lang, [HEADER, HEADER_ZH])
     for i, e in enumerate(plans[:limit], 1):
         p = e.plan
-        rows.append((str(i), str(p.dp), str(p.tp), str(p.pp), str(p.num_chunks), str(p.zero_stage), p.recompute,
+        recompute = RECOMPUTE_SHORT_ZH.get(p.recompute, p.recompute) if lang == "zh" else p.recompute
+        rows.append((str(i), str(p.dp), str(p.tp), str(p.pp), str(p.num_chunks), str(p.zero_stage), recompute,
                      str(p.micro_batch_size), str(p.num_microbatches),
                      f"{e.memory['total'] / GB:.1f}/{e.capacity / GB:.0f}", f"{e.time['total']:.2f}",
                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", f"{e.bubble_fraction:.1%}", f"{e.comm_fraction:.0%}"))
@@ -681,17 +688,19 @@ def cli(argv: list[str]) -> int:
     Prints the best plans as a table; returns 0, 1 when no plan fits (with the smallest change that would), 2 on
     bad input (with the bilingual message).
     """
-    ap = argparse.ArgumentParser(prog="python -m distlearn plan",
-                                 description="Plan a training run / 规划一次训练：search dp × tp × pp × ZeRO × "
-                                             "recomputation × micro-batching.")
-    ap.add_argument("--model", default="llama3-8b", help=f"preset / 预设模型: {', '.join(PRESETS)}")
-    ap.add_argument("--gpus", type=int, default=8, help="number of GPUs / GPU 数")
-    ap.add_argument("--gpu", default="h100-80gb", help=f"GPU preset / GPU 型号: {', '.join(GPUS)}")
-    ap.add_argument("--seq-len", type=int, default=4096, help="sequence length / 序列长度")
-    ap.add_argument("--global-batch", type=int, default=512, help="sequences per step / 全局批量大小（序列数）")
-    ap.add_argument("--top", type=int, default=10, help="plans to show / 显示的方案数")
+    from .cli import ArgumentParser
+
+    ap = ArgumentParser(prog="python -m distlearn plan",
+                        description=bi("Plan a training run: search dp × tp × pp × ZeRO × recomputation × "
+                                       "micro-batching.", "规划一次训练：搜索 dp × tp × pp × ZeRO × 重计算 × 微批次的组合。"))
+    ap.add_argument("--model", default="llama3-8b", help=bi("preset", "预设模型") + f": {', '.join(PRESETS)}")
+    ap.add_argument("--gpus", type=int, default=8, help=bi("number of GPUs", "GPU 数"))
+    ap.add_argument("--gpu", default="h100-80gb", help=bi("GPU preset", "GPU 型号") + f": {', '.join(GPUS)}")
+    ap.add_argument("--seq-len", type=int, default=4096, help=bi("sequence length", "序列长度"))
+    ap.add_argument("--global-batch", type=int, default=512, help=bi("sequences per step", "全局批量大小（序列数）"))
+    ap.add_argument("--top", type=int, default=10, help=bi("plans to show", "显示的方案数"))
     ap.add_argument("--efficiency", type=float, default=COMPUTE_EFFICIENCY,
-                    help="share of peak FLOP/s reached / 达到峰值算力的比例")
+                    help=bi("share of peak FLOP/s reached", "达到峰值算力的比例"))
     ap.add_argument("--precision", default="mixed", help="mixed | mixed-fp32-grads | fp32")
     args = ap.parse_args(argv)
     try:
@@ -701,14 +710,16 @@ def cli(argv: list[str]) -> int:
         print(str(exc))
         return 2
     g = get_gpu(args.gpu)
-    print(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch}: "
-          f"{len(res.plans)} of {res.num_evaluated} plans fit\n{res.num_evaluated} 个方案中 {len(res.plans)} 个放得下")
+    print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch}: "
+             f"{len(res.plans)} of {res.num_evaluated} plans fit",
+             f"{args.model} · {args.gpus} × {g.name} · 序列长度 {args.seq_len} · 全局批量 {args.global_batch}："
+             f"{res.num_evaluated} 个方案中 {len(res.plans)} 个放得下", sep="\n"))
     if not res.plans:
         print(res.message)
         print(res.suggestion["message"])
         return 1
     print(format_table(res.plans, args.top))
-    print(f"efficiency {args.efficiency:.0%} of peak, reserve {RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; "
-          f"memory in GB (1e9 bytes)\n算力效率 {args.efficiency:.0%}，预留 {RESERVE_BYTES / GB:.0f} GB + "
-          f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）")
+    print(bi(f"efficiency {args.efficiency:.0%} of peak, reserve {RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; "
+             f"memory in GB (1e9 bytes)", f"算力效率 {args.efficiency:.0%}，预留 {RESERVE_BYTES / GB:.0f} GB + "
+             f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）", sep="\n"))
     return 0

@@ -28,7 +28,7 @@ MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_
 TIME_PARTS = ("compute", "tp_comm", "pp_comm", "dp_comm", "bubble")
 LABELS = {
     "params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
-    "activations": ("activations", "激活值"), "logits": ("logits", "logits"), "zero3_buffer": ("ZeRO-3 buffer",
+    "activations": ("activations", "激活值"), "logits": ("logits", "logits（输出层）"), "zero3_buffer": ("ZeRO-3 buffer",
                                                                                              "ZeRO-3 缓冲"),
     "reserve": ("reserve", "预留"), "compute": ("compute", "计算"), "tp_comm": ("TP all-reduce", "张量并行通信"),
     "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未隐藏）"),
