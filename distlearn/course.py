@@ -278,6 +278,9 @@ def parity_problems(nb, name: str = "", terms: list[Term] | None = None) -> list
         for term in glossary_problems(cell.source, partner.source, terms):
             problems.append(f"{name} cell {i + 1}: English uses glossary term {term.en!r} but the Chinese cell has "
                             f"none of {' / '.join(term.zh)} / 英文使用了术语 {term.en!r}，中文单元格中缺少对应译名")
+        for found, rule in forbidden_problems(partner.source):
+            problems.append(f"{name} cell {i + 1}: {found!r} is a form the glossary rules out; write {rule.use} "
+                            f"({rule.why}) / 术语表不允许写 {found!r}，应写 {rule.use}")
         i += 2
     return problems
 
@@ -351,15 +354,20 @@ def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
       ("bandwidth / latency" ↔ "带宽 / 延迟"). Matching ignores case and spacing ("3D 并行" = "3D并行").
     """
     terms = []
+    in_table = False
     for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("## ") and in_table:  # the terms are the first table; later ones are other rules
+            break
         cols = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("|") or len(cols) < 2 or set(cols[0]) <= set("-: ") or cols[0] == "English":
             continue
+        in_table = True
         en_col, zh_col = cols[0], cols[1]
-        en_extra = _PAREN.findall(en_col)
+        # "(DP)", "(Zero Redundancy Optimizer)": another name of the term; "(causal mask)", "(measure word)": a note.
+        en_extra = [x for x in _PAREN.findall(en_col) if any(c.isupper() for c in x)]
         en_parts = _split(_PAREN.sub("", en_col))
         last = en_parts[-1].split() if en_parts else []
-        if len(en_parts) > 1 and len(last) > 1 and all(len(p.split()) == 1 for p in en_parts[:-1]):
+        if len(en_parts) > 1 and len(last) > 1 and all(len(p.split()) == 1 and p != last[0] for p in en_parts[:-1]):
             en_parts = [f"{p} {last[-1]}" for p in en_parts[:-1]] + [en_parts[-1]]
         zh_extra = [x.strip() for x in _PAREN.findall(zh_col)]
         zh_parts = _split(_PAREN.sub("", zh_col))
@@ -373,6 +381,40 @@ def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
         for extra in en_extra:  # "(DP)", "(Zero Redundancy Optimizer)": found like the main form
             terms.append(Term(extra, _en_pattern(extra), tuple(dict.fromkeys(zh_parts + zh_extra + [extra]))))
     return terms
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """A form the glossary rules out (``docs/glossary.md``, "Forms not to use"): its regex, what to write, why."""
+
+    pattern: re.Pattern
+    use: str
+    why: str
+
+
+@functools.lru_cache(maxsize=4)
+def forbidden_forms(path: Path = GLOSSARY) -> list[Forbidden]:
+    """The rows of the glossary's "Forms not to use" table; a cell's ``\\|`` is a literal ``|`` (GitHub tables)."""
+    rules, inside = [], False
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            inside = line.startswith("## Forms not to use")
+            continue
+        if not inside or not line.startswith("|"):
+            continue
+        cols = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        if len(cols) < 3 or not cols[0].startswith("`"):
+            continue
+        rules.append(Forbidden(re.compile(cols[0].strip("`")), cols[1], cols[2]))
+    return rules
+
+
+def forbidden_problems(zh: str, rules: list[Forbidden] | None = None) -> list[tuple[str, Forbidden]]:
+    """``(found, rule)`` for each form of ``zh`` (Chinese prose or a printed line) that the glossary rules out;
+    inline code, code blocks, LaTeX and link targets are not looked at."""
+    text = prose(zh)
+    return [(m.group(0), rule) for rule in (forbidden_forms() if rules is None else rules)
+            for m in rule.pattern.finditer(text)]
 
 
 def prose(text: str) -> str:

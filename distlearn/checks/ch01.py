@@ -68,6 +68,6 @@ def ex01_zero_with_tp(fn) -> None:
                           expected=model_state_bytes(num_params // tp, dp=gpus // tp, zero_stage=stage).total,
                           hint_en="Each GPU holds 1/tp of the model, and ZeRO shards that over dp = num_gpus / tp "
                                   "replicas, not over num_gpus: with tp = num_gpus, dp = 1 and ZeRO saves nothing.",
-                          hint_zh="每张 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
+                          hint_zh="每块 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
                                   "num_gpus 之间：tp = num_gpus 时 dp = 1，ZeRO 什么也省不了。"))
     verify("ex01_zero_with_tp", fn, cases)

@@ -10,7 +10,7 @@ def ex09_train_batch_size(fn):
     """``fn(micro_batch_size, gradient_accumulation_steps, dp)`` → DeepSpeed's ``train_batch_size``."""
     cases = [Case(args=a, expected=a[0] * a[1] * a[2],
                   hint_en="train_batch_size = micro-batch per GPU × accumulation steps × data-parallel ranks.",
-                  hint_zh="train_batch_size = 每张 GPU 的微批次 × 梯度累积步数 × 数据并行 rank 数。")
+                  hint_zh="train_batch_size = 每块 GPU 的微批次 × 梯度累积步数 × 数据并行 rank 数。")
              for a in [(1, 1, 1), (2, 4, 8), (4, 16, 64), (3, 5, 7)]]
     verify("ex09_train_batch_size", fn, cases)
 

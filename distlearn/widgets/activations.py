@@ -96,10 +96,10 @@ def render(result: dict) -> None:
         left += value / GB
     ax.axvline(result["gpu_bytes"] / GB, color="black", ls="--", label=bi("GPU size", "GPU 容量"))
     ax.set_yticks([])
-    ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每张 GPU 的 GB（1 GB = 1e9 字节）"))
+    ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每块 GPU 的 GB（1 GB = 1e9 字节）"))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     plots.title(ax, f"{result['model']}: {result['total'] / GB:.1f} GB per GPU",
-                f"{result['model']}：每张 GPU {result['total'] / GB:.1f} GB")
+                f"{result['model']}：每块 GPU {result['total'] / GB:.1f} GB")
     plt.show()
     fits_en, fits_zh = ("fits", "放得下") if result["fits"] else ("does NOT fit", "放不下")
     print(bi(f"Total {result['total'] / GB:.1f} GB of {result['gpu_bytes'] / GB:.0f} GB: {fits_en}; "

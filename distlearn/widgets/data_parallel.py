@@ -22,7 +22,7 @@ SPLIT_OPTIONS = [(bi("contiguous, uneven", "连续切分（不均匀）"), "cont
                  (bi("drop the remainder", "丢弃余数"), "drop_remainder"),
                  (bi("DistributedSampler (pads by repeating)", "DistributedSampler（重复样本填充）"), "sampler_pad")]
 RED_OPTIONS = [(bi("weighted by shard size", "按分片大小加权"), "weighted"),
-               (bi("mean of shard means (seed)", "分片均值的平均（种子代码）"), "mean_of_means")]
+               (bi("mean of shard means (seed)", "分片均值的平均（原始示例代码）"), "mean_of_means")]
 
 _rng = np.random.default_rng(42)
 DATA, WEIGHT = _rng.standard_normal((128, 32)), _rng.standard_normal((32, 16))

@@ -27,7 +27,7 @@ GPUS = {
 CUSTOM_SIZES_B = (0.125, 0.35, 1, 1.5, 3, 7, 8, 13, 30, 70, 175, 405, 1000)  # billions of parameters
 
 T = {
-    "title": text("widgets.memory.title", "Model states per GPU", "每张 GPU 上的模型状态"),
+    "title": text("widgets.memory.title", "Model states per GPU", "每块 GPU 上的模型状态"),
     "model": text("widgets.memory.model", "Model", "模型"),
     "custom": text("widgets.memory.custom", "custom size", "自定义规模"),
     "size": text("widgets.memory.size", "Custom size (B params)", "自定义规模（十亿参数）"),
@@ -41,7 +41,7 @@ T = {
     "params": text("widgets.memory.params", "parameters", "参数"),
     "grads": text("widgets.memory.grads", "gradients", "梯度"),
     "optim": text("widgets.memory.optim", "optimizer states", "优化器状态"),
-    "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每卡 GB（1e9 字节）"),
+    "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每块 GPU GB（1e9 字节）"),
     "gib": text("widgets.memory.gib", "GiB (2^30 B)", "GiB（2^30 字节）"),
     "capacity": text("widgets.memory.capacity", "GPU memory", "GPU 显存"),
 }
@@ -111,7 +111,7 @@ def controls() -> dict:
 
 
 def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str = "Model states per GPU",
-                title_zh: str = "每张 GPU 上的模型状态"):
+                title_zh: str = "每块 GPU 上的模型状态"):
     """Stacked bars (params / grads / optimizer) in GB, one per result of :func:`compute`, with a GiB axis on the
     right and a dashed line at the first result's GPU capacity. Returns the axes."""
     from .. import plots

@@ -21,7 +21,7 @@ T_NGPUS = text("planner.num_gpus", "Number of GPUs", "GPU 数量")
 T_SEQ = text("planner.seq_len", "Sequence length", "序列长度")
 T_BATCH = text("planner.global_batch", "Global batch (sequences)", "全局批量大小（序列数）")
 T_RANK = text("planner.rank", "Show plan #", "查看第几个方案")
-T_MEM = text("planner.memory", "Memory per GPU (GB)", "每张 GPU 的显存（GB）")
+T_MEM = text("planner.memory", "Memory per GPU (GB)", "每块 GPU 的显存（GB）")
 T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
 
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
@@ -96,7 +96,7 @@ def render(result: dict) -> None:
     ax2.set_xlabel(str(T_TIME))
     ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     plots.title(ax1, f"Plan #{result['shown']}: memory per GPU (dashed: capacity) and time per step",
-                f"第 {result['shown']} 个方案：每张 GPU 的显存（虚线：容量）与每步时间")
+                f"第 {result['shown']} 个方案：每块 GPU 的显存（虚线：容量）与每步时间")
     plt.show()
 
 

@@ -30,7 +30,7 @@ L_DP = text("zero.dp", "data-parallel degree dp", "数据并行度 dp")
 L_STAGE = text("zero.stage", "ZeRO stage", "ZeRO 阶段")
 L_BPU = text("zero.bpu", "blocks per FSDP unit", "每个 FSDP 单元的层数")
 L_PREFETCH = text("zero.prefetch", "prefetch depth", "预取深度")
-L_TITLE = text("zero.title", "Bytes per GPU over one training step", "一次训练迭代中每张 GPU 的显存")
+L_TITLE = text("zero.title", "Bytes per GPU over one training step", "一次训练迭代中每块 GPU 的显存")
 
 
 def block_units(model: str, blocks_per_unit: int) -> tuple[int, list[int]]:
@@ -85,7 +85,7 @@ def render(res: dict) -> None:
     print(bi(f"sharded model states {res['sharded'] / gb:.2f} GB + transient up to {res['transient_peak'] / gb:.2f} GB"
              f" = peak {res['peak'] / gb:.2f} GB per GPU; each rank sends {res['comm_bytes'] / gb:.2f} GB per step",
              f"分片后的模型状态 {res['sharded'] / gb:.2f} GB + 临时最多 {res['transient_peak'] / gb:.2f} GB = "
-             f"每张 GPU 峰值 {res['peak'] / gb:.2f} GB；每个 rank 每步发送 {res['comm_bytes'] / gb:.2f} GB", sep="\n"))
+             f"每块 GPU 峰值 {res['peak'] / gb:.2f} GB；每个 rank 每步发送 {res['comm_bytes'] / gb:.2f} GB", sep="\n"))
     fig, ax = plots.new_figure(8, 3.2)
     ax.step(res["times"], [b / gb for b in res["bytes"]], where="post", color=plots.COLORS["params"])
     ax.axhline(res["sharded"] / gb, color=plots.COLORS["optimizer"], ls="--",
