@@ -71,10 +71,28 @@ def _speaking():
         argparse._, argparse.ngettext = saved
 
 
+class _Formatter(argparse.HelpFormatter):
+    """Help with room for a sub-command and its help on one line (argparse measures sub-commands without their
+    extra indentation, so a long one such as "build-exercises" would stand alone on its line)."""
+
+    def __init__(self, prog):
+        super().__init__(prog, max_help_position=34, width=110)
+
+    def add_argument(self, action):
+        super().add_argument(action)
+        if isinstance(action, argparse._SubParsersAction):
+            for sub in action._get_subactions():
+                width = len(self._format_action_invocation(sub)) + self._current_indent + 2 * self._indent_increment
+                self._action_max_length = max(self._action_max_length, width)
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """``argparse.ArgumentParser`` whose own messages follow the course's language; its sub-parsers too."""
 
     def __init__(self, *args, **kwargs):
+        # Wide enough that a command and its (translated) help share a line: a bare "build-exercises" line is
+        # English to a Chinese reader.
+        kwargs.setdefault("formatter_class", _Formatter)
         with _speaking():
             super().__init__(*args, **kwargs)
 

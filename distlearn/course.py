@@ -503,10 +503,17 @@ def split(nb, lang: str) -> nbformat.NotebookNode:
     return out
 
 
-def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: bool = True, log=print) -> list[Path]:
+def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: bool = True, log=print,
+                 audit: list | None = None) -> list[Path]:
     """Write monolingual copies of every chapter, solution and exercise under ``out_root`` (same folders as the
     course, so links between them work) and, with ``execute_copies``, re-execute the chapters and solutions under
-    ``DISTLEARN_LANG=lang`` so their stored outputs are in that language too (exercises have no outputs)."""
+    ``DISTLEARN_LANG=lang`` so their stored outputs are in that language too (exercises have no outputs).
+
+    Every execution is also audited (:mod:`distlearn.lang_audit`: every printed line, plot text and widget label);
+    pass a list as ``audit`` to receive the reports — one for each chapter and solution, and one for each exercise,
+    run as shipped so its failing checks show their feedback (the exercise copy itself is written without outputs).
+    Returns the paths written."""
+    from . import lang_audit
     from .i18n import bi, normalize_language
 
     lang = normalize_language(lang)
@@ -516,11 +523,21 @@ def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: b
         target.parent.mkdir(parents=True, exist_ok=True)
         nbformat.write(split(nbformat.read(path, as_version=NB_VERSION), lang), target)
         written.append(target)
-    if execute_copies:
-        for target in written:
-            if target.parent.name in PAIRED_DIRS:
-                log(bi(f"executing {target} in {lang} ...", f"正在以 {lang} 执行 {target} ……"))
-                execute(target, env={"DISTLEARN_LANG": lang})
+    if not execute_copies:
+        return written
+    for target in written:
+        exercise = target.parent.name not in PAIRED_DIRS
+        if exercise and audit is None:
+            continue
+        log(bi(f"executing {target} in {lang} ...", f"正在以 {lang} 执行 {target} ……"))
+        nb, records = lang_audit.execute_audited(target, lang, write=False, allow_errors=exercise)
+        if audit is not None:
+            rel = target.relative_to(out_root).with_suffix("").as_posix()
+            audit.append(lang_audit.Report(rel, lang, lang_audit.notebook_lines(nb, records)))
+        if not exercise:
+            _strip_volatile(nb)
+            nb.metadata.setdefault("distlearn", {})["executed_code"] = code_fingerprint(nb)
+            nbformat.write(nb, target)
     return written
 
 
@@ -598,6 +615,9 @@ def main(argv: list[str] | None = None) -> int:
                                                     "要读取的课程目录（默认：本仓库）"))
     s_.add_argument("--no-execute", action="store_true",
                     help=bi("write the copies without executing them (no outputs)", "只写副本，不执行（没有输出）"))
+    s_.add_argument("--report", default=None,
+                    help=bi("also audit every output (exercises too) and write the reports to this JSON file",
+                            "同时检查每一行输出（包括练习），并把报告写入这个 JSON 文件"))
     a = sub.add_parser("audit-lang", help=bi("execute notebooks in one language and list every printed line, plot "
                                              "text or widget label its reader cannot read",
                                              "用一种语言执行笔记本，列出读者读不懂的每一行输出、图中文字和控件标签"))
@@ -653,7 +673,16 @@ def main(argv: list[str] | None = None) -> int:
         lang = normalize_language(args.lang, "--lang")
         root = Path(args.root) if args.root else ROOT
         out_root = Path(args.out) if args.out else root / "build" / f"course-{lang}"
-        written = split_course(lang, out_root, root, execute_copies=not args.no_execute)
+        reports = [] if args.report else None
+        written = split_course(lang, out_root, root, execute_copies=not args.no_execute, audit=reports)
+        if args.report:
+            import json
+
+            from .lang_audit import reports_to_json
+
+            Path(args.report).write_text(json.dumps(reports_to_json(reports), ensure_ascii=False), encoding="utf-8")
+            for r in reports:
+                print(r.summary(limit=5))
         print(bi(f"wrote {len(written)} notebook(s) in {lang} to {out_root}",
                  f"已把 {len(written)} 个 {lang} 笔记本写到 {out_root}"))
         return 0

@@ -7,7 +7,7 @@ The rule (also in README and docs/authoring.md):
 - under ``zh`` every line that has an English word also has Chinese. Not English words: numbers, units (GB, GiB,
   ms, µs, FLOPs …), acronyms and names written with capitals (GPU, FSDP, ZeRO-3, AllReduce, DeepSpeed, Llama, Adam,
   True), identifiers with a digit, a dot or a slash (fp32, bf16, llama3-8b, distlearn.course, notebooks/01.ipynb),
-  code (a name followed by ``(`` or ``=``, a value right after ``=``, anything inside backticks), the parameter
+  code (a name followed by ``(`` or ``=``, a value right after ``=``, a ``--option``, anything in backticks), the parameter
   names the course teaches (:data:`IDENTIFIERS`), and the few words the glossary keeps in English (:data:`NEUTRAL`:
   rank, world size, gloo, tensor …). Identifiers made of English words with underscores (``softmax_dropout_mask``)
   are English;
@@ -74,7 +74,8 @@ def english_words(line: str) -> list[str]:
         tok = m.group(0).rstrip(".'-/+")
         after = line[m.end():].lstrip()[:1]
         before = line[:m.start()].rstrip()[-1:]
-        if len(tok) < 2 or re.search(r"[0-9./+]", tok) or after in ("(", "=") or before == "=":
+        flag = line[max(0, m.start() - 1):m.start()] == "-"  # a command-line option: --global-batch
+        if len(tok) < 2 or re.search(r"[0-9./+]", tok) or after in ("(", "=") or before == "=" or flag:
             continue
         if "_" in tok:
             if tok.lower() not in IDENTIFIERS and all(p.isalpha() for p in tok.split("_") if p):
@@ -298,9 +299,10 @@ del _distlearn_audit_hook
 '''
 
 
-def execute_audited(path: str | Path, lang: str, timeout: int = 600, write: bool = True):
+def execute_audited(path: str | Path, lang: str, timeout: int = 600, write: bool = True, allow_errors: bool = False):
     """Execute the notebook at ``path`` in a fresh kernel under ``DISTLEARN_LANG=lang``, recording plot texts; store
-    its outputs in place when ``write``. Returns ``(nb, plot_records)``; ``nb`` keeps nbclient's widget state."""
+    its outputs in place when ``write``. Returns ``(nb, plot_records)``; ``nb`` keeps nbclient's widget state.
+    ``allow_errors``: run on after a cell raises (an exercise as shipped: its checks fail)."""
     from nbclient import NotebookClient
 
     lang = normalize_language(lang)
@@ -313,7 +315,7 @@ def execute_audited(path: str | Path, lang: str, timeout: int = 600, write: bool
         log = Path(tmp) / "plots.jsonl"
         env = dict(os.environ, DISTLEARN_LANG=lang, IPYTHONDIR=str(Path(tmp) / "ipython"),
                    DISTLEARN_AUDIT_LOG=str(log), MPLBACKEND="module://matplotlib_inline.backend_inline")
-        client = NotebookClient(nb, timeout=timeout, kernel_name="python3",
+        client = NotebookClient(nb, timeout=timeout, kernel_name="python3", allow_errors=allow_errors,
                                 resources={"metadata": {"path": str(path.parent)}})
         client.execute(env=env)
         records = [json.loads(x) for x in log.read_text(encoding="utf-8").splitlines()] if log.exists() else []
@@ -322,24 +324,33 @@ def execute_audited(path: str | Path, lang: str, timeout: int = 600, write: bool
     return nb, records
 
 
-def audit(path: str | Path, lang: str, name: str | None = None) -> Report:
-    """Execute ``path`` under ``lang`` (in place: pass a copy) and audit what it shows."""
-    nb, records = execute_audited(path, lang, write=False)
+def audit(path: str | Path, lang: str, name: str | None = None, allow_errors: bool = False) -> Report:
+    """Execute ``path`` under ``lang`` (nothing is written) and audit what it shows."""
+    nb, records = execute_audited(path, lang, write=False, allow_errors=allow_errors)
     return Report(name or Path(path).stem, normalize_language(lang), notebook_lines(nb, records))
 
 
+def reports_to_json(reports: list[Report]) -> list[dict]:
+    return [{"name": r.name, "lang": r.lang, "lines": [[ln.where, ln.text] for ln in r.lines]} for r in reports]
+
+
+def reports_from_json(data: list[dict]) -> list[Report]:
+    return [Report(d["name"], d["lang"], [Line(w, t) for w, t in d["lines"]]) for d in data]
+
+
 def audit_course(lang: str, names: list[str] | None = None, root: Path | None = None, log=print) -> list[Report]:
-    """:func:`audit` every chapter and solution notebook of the course (or those whose stem or relative path is in
-    ``names``) under ``lang``. Notebooks run in their folder; the stored files are not changed."""
-    from .course import ROOT, paired_notebooks
+    """:func:`audit` every chapter, solution and exercise notebook of the course (or those whose stem or relative
+    path is in ``names``) under ``lang``; exercises run as shipped, so their checks fail and show their feedback.
+    Notebooks run in their folder; the stored files are not changed."""
+    from .course import ROOT, course_notebooks
 
     root = Path(root or ROOT)
     reports = []
-    for path in paired_notebooks(root):
+    for path in course_notebooks(root):
         rel = path.relative_to(root).with_suffix("").as_posix()
         if names and path.stem not in names and rel not in names and f"{rel}.ipynb" not in names:
             continue
-        report = audit(path, lang, rel)
+        report = audit(path, lang, rel, allow_errors=path.parent.name == "exercises")
         log(report.summary())
         reports.append(report)
     return reports

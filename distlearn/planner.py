@@ -701,7 +701,8 @@ def cli(argv: list[str]) -> int:
     ap.add_argument("--top", type=int, default=10, help=bi("plans to show", "显示的方案数"))
     ap.add_argument("--efficiency", type=float, default=COMPUTE_EFFICIENCY,
                     help=bi("share of peak FLOP/s reached", "达到峰值算力的比例"))
-    ap.add_argument("--precision", default="mixed", help="mixed | mixed-fp32-grads | fp32")
+    ap.add_argument("--precision", default="mixed", help=bi("mixed, mixed-fp32-grads or fp32",
+                                                            "mixed（混合精度）、mixed-fp32-grads 或 fp32"))
     args = ap.parse_args(argv)
     try:
         res = search(args.model, global_batch=args.global_batch, seq_len=args.seq_len, gpu=args.gpu,
