@@ -77,8 +77,8 @@ def english_words(line: str) -> list[str]:
         flag = line[max(0, m.start() - 1):m.start()] == "-"  # a command-line option: --global-batch
         if len(tok) < 2 or re.search(r"[0-9./+]", tok) or after in ("(", "=") or before == "=" or flag:
             continue
-        if "_" in tok:
-            if tok.lower() not in IDENTIFIERS and all(p.isalpha() for p in tok.split("_") if p):
+        if "_" in tok:  # an identifier: English unless taught (IDENTIFIERS) or a constant (SHARD_GRAD_OP)
+            if tok.lower() not in IDENTIFIERS and not tok.isupper() and all(p.isalpha() for p in tok.split("_") if p):
                 words.append(tok)
             continue
         parts = [p for p in tok.split("-") if p]
