@@ -300,6 +300,7 @@ ALSO_ACCEPT = {
     "interleaved schedule": ("交错",),
     "cool-down phase": ("收尾",),
     "shard": ("切分",),                             # the verb: 切分 is as clear as 分片
+    "token": ("词嵌入",),                           # "token embedding": 词嵌入 is the standard term
 }
 # English words that are also everyday words: matched only in the given case-sensitive form.
 CASE_SENSITIVE = {"reduce": r"(?:(?<=[a-z,;] )|(?<=[(\[*\"“]))Reduce\b(?![-_ ]?[Ss]catter)",  # "a Reduce", not "Reduce memory."
@@ -435,9 +436,15 @@ def glossary_problems(en: str, zh: str, terms: list[Term] | None = None) -> list
     """Glossary terms found in English text ``en`` whose accepted Chinese forms are all missing from ``zh``."""
     terms = glossary_terms() if terms is None else terms
     en_p, zh_p = prose(en), prose(zh)
-    missing, seen = [], set()
-    for term in terms:
-        if term.en in seen or not term.pattern.search(en_p):
+    missing, seen, claimed = [], set(), []
+    # Longest forms first: "batch" inside "batch size", or "global batch size", is that longer term, not "batch".
+    for term in sorted(terms, key=lambda t: -len(t.en)):
+        spans = [m.span() for m in term.pattern.finditer(en_p)
+                 if not any(a <= m.start() and m.end() <= b for a, b in claimed)]
+        if not spans:
+            continue
+        claimed += spans
+        if term.en in seen:
             continue
         seen.add(term.en)
         if not any(_zh_has(zh_p, form) for form in term.zh):

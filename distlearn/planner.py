@@ -653,7 +653,7 @@ def zero_max_params(memory_bytes: float, *, dp: int, zero_stage: int, mp: int = 
 # ---------------------------------------------------------------- table and command line
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
           "bubble", "comm")
-HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批次", "微批数", "显存 GB", "步时/秒", "词元/秒",
+HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批次", "微批数", "显存 GB", "每步/秒", "词元/秒",
              "MFU", "气泡", "通信")
 WIDTHS = (2, 4, 4, 4, 4, 4, 9, 6, 6, 9, 7, 9, 6, 6, 5)   # display columns: the table is under 100 wide
 

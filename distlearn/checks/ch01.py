@@ -8,7 +8,7 @@ from ..models import ModelConfig
 
 _MASTER_EN = ("In mixed precision the optimizer keeps an fp32 master copy of the weights (4 B/param) besides its own "
               "state (Adam: two fp32 moments, 8 B; SGD: none).")
-_MASTER_ZH = "混合精度下，优化器除了自身状态（Adam：两个 fp32 动量，8 字节；SGD：无）之外，还保留一份 fp32 主权重（每个参数 4 字节）。"
+_MASTER_ZH = "混合精度下，优化器除了自身状态（Adam：fp32 的一阶矩和二阶矩，8 字节；SGD：无）之外，还保留一份 fp32 主权重（每个参数 4 字节）。"
 
 
 def ex01_bytes_per_param(fn) -> None:
