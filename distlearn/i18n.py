@@ -202,8 +202,16 @@ def pad(s, width: int, align: str = "<") -> str:
 def table(header: list, rows: list[list], align: str | None = None, gap: int = 2) -> str:
     """A plain-text table whose columns line up whatever the language: each column as wide as its widest cell
     (by display width). ``align`` gives one character per column, ``"<"`` or ``">"`` (default: the first column
-    left, the others right). Cells are formatted with ``str``."""
-    cells = [[str(c) for c in header]] + [[str(c) for c in r] for r in rows]
+    left, the others right). Cells are formatted with ``str``. A header cell may be an ``(en, zh)`` pair: it shows
+    in the current language, and under ``"both"`` the header takes two lines, English above Chinese (narrow columns
+    instead of ``"English / 中文"`` in every cell)."""
+    pairs = [h if isinstance(h, tuple) else (str(h), str(h)) for h in header]
+    if _language == "both" and any(isinstance(h, tuple) for h in header):
+        heads = [[en for en, _ in pairs], [zh for _, zh in pairs]]
+    else:
+        heads = [[en if _language == "en" else zh if _language == "zh" else (f"{en} / {zh}" if en != zh else en)
+                  for en, zh in pairs]]
+    cells = heads + [[str(c) for c in r] for r in rows]
     ncol = max(len(r) for r in cells)
     cells = [r + [""] * (ncol - len(r)) for r in cells]
     align = align or "<" + ">" * (ncol - 1)

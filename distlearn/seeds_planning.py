@@ -92,6 +92,6 @@ def corrected_memory_table(recompute: str = "none") -> str:
         rows.append([f"{params}B", bi("none", "不分片") if shard == "none" else shard.upper(), gpus,
                      f"{states / GB:.1f}", f"{r['activations'] / GB:.1f}", f"{r['total'] / GB:.1f}",
                      f"{r['total'] / GiB:.1f}", _yes_no(r["fits"]), _yes_no(p["fits"])])
-    return table([bi("model", "模型"), bi("sharding", "分片"), bi("GPUs", "GPU 数"), bi("states GB", "模型状态 GB"),
-                  bi("activations GB", "激活值 GB"), bi("total GB", "合计 GB"), bi("total GiB", "合计 GiB"),
-                  bi("fits?", "放得下？"), bi("any plan?", "有可行方案？")], rows)
+    return table([("model", "模型"), ("sharding", "分片"), ("GPUs", "GPU 数"), ("states GB", "模型状态 GB"),
+                  ("activations GB", "激活值 GB"), ("total GB", "合计 GB"), ("total GiB", "合计 GiB"),
+                  ("fits?", "放得下？"), ("any plan?", "有可行方案？")], rows)
