@@ -51,9 +51,11 @@ audit-lang: $(STAMP)
 	$(if $(strip $(COURSE_LANG)),$(PY) -m distlearn.course audit-lang --lang '$(COURSE_LANG)' $(NAMES),\
 	  $(PY) -m distlearn.course audit-lang --lang zh $(NAMES) && $(PY) -m distlearn.course audit-lang --lang en $(NAMES))
 
+# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
+PYTEST_ARGS ?=
 test: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
-	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg
+	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 test-fast: $(STAMP)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"

@@ -27,6 +27,9 @@ from torch.utils.checkpoint import checkpoint
 from .validate import check_choice, check_int, check_number
 
 MODES = ("none", "selective", "full")
+ATTENTION = ("materialised", "flash")
+NORM_IMPLS = ("fused", "torch")
+SWIGLU = ("unfused", "fused")
 DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 
 
@@ -70,8 +73,10 @@ def saved_tensor_bytes(fn, *args, exclude=()) -> tuple[object, SavedBytes]:
 class KorthikantiBlock(nn.Module):
     """A pre-LN GPT block written exactly as Korthikanti et al. 2022 count it (see the module docstring).
 
-    Input and output: ``(b, s, h)``. ``recompute``: ``"none"``; ``"selective"`` checkpoints QKᵀ, softmax,
-    dropout and ·V; ``"full"`` is applied from outside by :func:`measure_block`. ``dropout_impl="native"`` calls
+    Input and output: ``(b, s, h)``. ``attention="flash"`` replaces the explicit core by
+    ``F.scaled_dot_product_attention`` (PyTorch's CPU flash kernel: it keeps Q, K, V, O and the fp32 log-sum-exp;
+    attention dropout is not applied inside it, the residual dropouts stay). ``recompute``: ``"none"``;
+    ``"selective"`` checkpoints QKᵀ, softmax, dropout and ·V (or the SDPA call); ``"full"`` is applied from outside by :func:`measure_block`. ``dropout_impl="native"`` calls
     ``torch.native_dropout`` (1-byte bool mask, as ``F.dropout`` does on CUDA and as Korthikanti assume);
     ``"functional"`` calls ``F.dropout``, which on CPU saves a mask of the activation dtype instead.
     The causal mask (s × s bool) is built in every forward and saved by ``masked_fill``: s² bytes the paper
@@ -79,9 +84,10 @@ class KorthikantiBlock(nn.Module):
     """
 
     def __init__(self, hidden_size: int, num_heads: int, dropout: float = 0.1, recompute: str = "none",
-                 dropout_impl: str = "native"):
+                 dropout_impl: str = "native", attention: str = "materialised"):
         super().__init__()
         self.dropout_impl = check_choice("dropout_impl", dropout_impl, ("native", "functional"))
+        self.attention = check_choice("attention", attention, ATTENTION)
         self.h, self.a = check_int("hidden_size", hidden_size), check_int("num_heads", num_heads)
         self.p = check_number("dropout", dropout, minimum=0.0, maximum=0.99)
         self.recompute = check_choice("recompute", recompute, MODES)
@@ -108,9 +114,19 @@ class KorthikantiBlock(nn.Module):
         probs = self._dropout(torch.softmax(scores, dim=-1))
         return torch.bmm(probs, v)
 
+    def _flash(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True)
+
     def forward(self, x):
         b, s, h = x.shape
         y = self.ln1(x)
+        if self.attention == "flash":   # (b, a, s, d) views of the projections, as models.Attention
+            q, k, v = (lin(y).view(b, s, self.a, h // self.a).transpose(1, 2) for lin in (self.q, self.k, self.v))
+            core = self._flash
+            z = checkpoint(core, q, k, v, use_reentrant=False) if self.recompute == "selective" else core(q, k, v)
+            x = x + self._dropout(self.proj(z.transpose(1, 2).reshape(b, s, h)))
+            y = self.fc2(F.gelu(self.fc1(self.ln2(x))))
+            return x + self._dropout(y)
         q = self._heads(self.q(y) * (1.0 / math.sqrt(h // self.a)))
         k, v = self._heads(self.k(y)), self._heads(self.v(y))
         if self.recompute == "selective":
@@ -123,12 +139,150 @@ class KorthikantiBlock(nn.Module):
         return x + self._dropout(y)
 
 
+# ---------------------------------------------------------------- a Llama block, measured the same way
+class FusedRMSNorm(torch.autograd.Function):
+    """RMSNorm that keeps exactly what CUDA's fused kernel keeps: the input and the fp32 1/rms per row.
+
+    On CUDA, ``F.rms_norm`` calls ``aten::_fused_rms_norm``, whose backward is
+    ``_fused_rms_norm_backward(grad_out, input, normalized_shape, rstd, weight, output_mask)`` (torch 2.13 schema):
+    autograd saves ``input`` and ``rstd``. On CPU, torch 2.13 runs the composite instead (upcast, x², mean, rsqrt,
+    mul), which keeps two fp32 copies of the input. This Function runs PyTorch's own reference of the fused kernel
+    (``torch._decomp.decompositions._fused_rms_norm`` forward and ``_fused_rms_norm_backward`` backward) so that
+    the CPU measurement keeps what the GPU keeps; a test checks its gradients against ``F.rms_norm``.
+    """
+
+    @staticmethod
+    def forward(ctx, x, weight, eps):
+        from torch._decomp.decompositions import _fused_rms_norm
+        y, rstd = _fused_rms_norm(x, [x.shape[-1]], weight, eps)
+        ctx.save_for_backward(x, rstd, weight)
+        return y
+
+    @staticmethod
+    def backward(ctx, grad):
+        from torch._decomp.decompositions import _fused_rms_norm_backward
+        x, rstd, weight = ctx.saved_tensors
+        dx, dw = _fused_rms_norm_backward(grad, x, [x.shape[-1]], rstd, weight, [True, True])
+        return dx, dw, None
+
+
+class FusedSwiGLU(torch.autograd.Function):
+    """``silu(g) · u`` from ``y = [g, u]`` (last dimension split in two), keeping only ``y`` and recomputing the
+    SiLU in backward — the memory behaviour of Megatron-Core's fused SwiGLU (``fused_bias_swiglu``). Backward,
+    from the product rule: ``d/dg = grad · u · σ(g)·(1 + g·(1 − σ(g)))``, ``d/du = grad · silu(g)``."""
+
+    @staticmethod
+    def forward(ctx, y):
+        ctx.save_for_backward(y)
+        g, u = y.chunk(2, dim=-1)
+        return F.silu(g) * u
+
+    @staticmethod
+    def backward(ctx, grad):
+        (y,) = ctx.saved_tensors
+        g, u = y.chunk(2, dim=-1)
+        sig = torch.sigmoid(g)
+        return torch.cat((grad * u * sig * (1 + g * (1 - sig)), grad * g * sig), dim=-1)
+
+
+def _rotate_half(x):
+    x1, x2 = x.chunk(2, dim=-1)
+    return torch.cat((-x2, x1), dim=-1)
+
+
+class LlamaBlock(nn.Module):
+    """A Llama decoder block as it is trained, for measuring what it saves for backward.
+
+    Pre-RMSNorm (``norm_impl="fused"``: :class:`FusedRMSNorm`, what CUDA runs; ``"torch"``: ``F.rms_norm``'s CPU
+    composite), Q/K/V projections without bias (K and V with ``num_kv_heads`` heads), rotary positions on Q and K
+    (cos/sin are buffers, shared by all layers: not activations), attention ``"flash"``
+    (``F.scaled_dot_product_attention(..., is_causal=True, enable_gqa=True)``: PyTorch's flash kernel, K and V not
+    repeated) or ``"materialised"`` (K, V repeated to all heads as Megatron's core attention and Hugging Face's
+    ``repeat_kv`` do, then QKᵀ → causal mask → softmax → ·V), output projection, residual; RMSNorm, SwiGLU MLP
+    ``down(silu(gate(x)) · up(x))`` (``swiglu="fused"``: one ``h → 2f`` projection and :class:`FusedSwiGLU`),
+    residual. No dropout. ``recompute="selective"`` checkpoints the attention core (its inputs Q, K, V are kept).
+    Input and output ``(b, s, h)``.
+    """
+
+    def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int | None = None,
+                 ffn_hidden_size: int | None = None, *, attention: str = "flash", recompute: str = "none",
+                 norm_impl: str = "fused", swiglu: str = "unfused", max_seq_len: int = 4096, eps: float = 1e-5,
+                 rope_theta: float = 10000.0):
+        super().__init__()
+        self.h, self.a = check_int("hidden_size", hidden_size), check_int("num_heads", num_heads)
+        self.kv = self.a if num_kv_heads is None else check_int("num_kv_heads", num_kv_heads, maximum=self.a)
+        self.f = 4 * self.h if ffn_hidden_size is None else check_int("ffn_hidden_size", ffn_hidden_size)
+        self.attention = check_choice("attention", attention, ATTENTION)
+        self.recompute = check_choice("recompute", recompute, MODES)
+        self.norm_impl = check_choice("norm_impl", norm_impl, NORM_IMPLS)
+        self.swiglu = check_choice("swiglu", swiglu, SWIGLU)
+        self.eps, d = eps, self.h // self.a
+        self.norm1, self.norm2 = nn.Parameter(torch.ones(self.h)), nn.Parameter(torch.ones(self.h))
+        self.q = nn.Linear(self.h, self.h, bias=False)
+        self.k = nn.Linear(self.h, self.kv * d, bias=False)
+        self.v = nn.Linear(self.h, self.kv * d, bias=False)
+        self.o = nn.Linear(self.h, self.h, bias=False)
+        if swiglu == "fused":
+            self.gate_up = nn.Linear(self.h, 2 * self.f, bias=False)
+        else:
+            self.gate, self.up = nn.Linear(self.h, self.f, bias=False), nn.Linear(self.h, self.f, bias=False)
+        self.down = nn.Linear(self.f, self.h, bias=False)
+        inv = 1.0 / rope_theta ** (torch.arange(0, d, 2, dtype=torch.float32) / d)
+        angles = torch.outer(torch.arange(max_seq_len, dtype=torch.float32), inv)
+        angles = torch.cat((angles, angles), dim=-1)
+        self.register_buffer("cos", angles.cos(), persistent=False)
+        self.register_buffer("sin", angles.sin(), persistent=False)
+
+    def _norm(self, x, w):
+        if self.norm_impl == "fused":
+            return FusedRMSNorm.apply(x, w, self.eps)
+        return F.rms_norm(x, (self.h,), w, self.eps)
+
+    def _rope(self, x):   # x: (b, heads, s, d); cos/sin slices are views of the buffers
+        s = x.shape[2]
+        return x * self.cos[:s] + _rotate_half(x) * self.sin[:s]
+
+    def _flash(self, q, k, v):
+        return F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=self.kv != self.a)
+
+    def _materialised(self, q, k, v):
+        b, a, s, d = q.shape
+        rep = self.a // self.kv
+        if rep > 1:
+            k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
+        q, k, v = (t.reshape(b * a, s, d) for t in (q, k, v))
+        causal = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+        scores = (torch.bmm(q, k.transpose(1, 2)) * (1.0 / math.sqrt(d))).masked_fill(causal, float("-inf"))
+        return torch.bmm(torch.softmax(scores, dim=-1), v).view(b, a, s, d)
+
+    def forward(self, x):
+        b, s, h = x.shape
+        d = h // self.a
+        y = self._norm(x, self.norm1)
+        q = self._rope(self.q(y).view(b, s, self.a, d).transpose(1, 2))
+        k = self._rope(self.k(y).view(b, s, self.kv, d).transpose(1, 2))
+        v = self.v(y).view(b, s, self.kv, d).transpose(1, 2)
+        core = self._flash if self.attention == "flash" else self._materialised
+        z = checkpoint(core, q, k, v, use_reentrant=False) if self.recompute == "selective" else core(q, k, v)
+        x = x + self.o(z.transpose(1, 2).reshape(b, s, h))
+        y = self._norm(x, self.norm2)
+        if self.swiglu == "fused":
+            m = FusedSwiGLU.apply(self.gate_up(y))
+        else:
+            m = F.silu(self.gate(y)) * self.up(y)
+        return x + self.down(m)
+
+
 def measure_block(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int, dtype: str = "bf16",
                   dropout: float = 0.1, recompute: str = "none", dropout_impl: str = "native",
-                  block: nn.Module | None = None, seed: int = 0) -> SavedBytes:
+                  block: nn.Module | None = None, seed: int = 0, arch: str = "gpt", num_kv_heads: int | None = None,
+                  ffn_hidden_size: int | None = None, attention: str = "materialised", norm_impl: str = "fused",
+                  swiglu: str = "unfused") -> SavedBytes:
     """Saved-for-backward bytes of one block on CPU for an input of shape ``(micro_batch_size, seq_len, h)``.
 
-    ``block`` defaults to a :class:`KorthikantiBlock` in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp32"``).
+    ``block`` defaults to a :class:`KorthikantiBlock` (``arch="gpt"``, ``dropout``, ``dropout_impl``,
+    ``attention``) or a :class:`LlamaBlock` (``arch="llama"``: ``num_kv_heads``, ``ffn_hidden_size``,
+    ``attention``, ``norm_impl``, ``swiglu``; no dropout), in ``dtype`` (``"bf16"``, ``"fp16"`` or ``"fp32"``).
     ``recompute="full"`` wraps the whole block in ``torch.utils.checkpoint.checkpoint(use_reentrant=False)``:
     only its input is kept (counted here, since the checkpoint holds a reference to it); ``"selective"``
     checkpoints the attention core inside the block. The input requires grad, as it does inside a network.
@@ -136,11 +290,16 @@ def measure_block(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_
     """
     check_choice("dtype", dtype, tuple(DTYPES))
     check_choice("recompute", recompute, MODES)
+    check_choice("arch", arch, ("gpt", "llama"))
     torch.manual_seed(seed)
+    inner = "selective" if recompute == "selective" else "none"
     if block is None:
-        block = KorthikantiBlock(hidden_size, num_heads, dropout,
-                                 recompute="selective" if recompute == "selective" else "none",
-                                 dropout_impl=dropout_impl)
+        if arch == "gpt":
+            block = KorthikantiBlock(hidden_size, num_heads, dropout, recompute=inner, dropout_impl=dropout_impl,
+                                     attention=attention)
+        else:
+            block = LlamaBlock(hidden_size, num_heads, num_kv_heads, ffn_hidden_size, attention=attention,
+                               recompute=inner, norm_impl=norm_impl, swiglu=swiglu, max_seq_len=seq_len)
         block = block.to(DTYPES[dtype])
     block.train()
     x = torch.randn(micro_batch_size, seq_len, hidden_size, dtype=next(block.parameters()).dtype,
@@ -159,22 +318,38 @@ def measure_block(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_
 
 
 def extra_terms(*, seq_len: int, micro_batch_size: int, dtype: str = "bf16", recompute: str = "none",
-                num_layernorms: int = 2) -> dict:
-    """Bytes that :class:`KorthikantiBlock` saves beyond Korthikanti's count, term by term:
+                num_layernorms: int = 2, arch: str = "gpt", attention: str = "materialised",
+                norm_impl: str = "fused", hidden_size: int | None = None) -> dict:
+    """Bytes that the measured blocks save beyond the formula of :mod:`distlearn.activations`, term by term:
 
-    - ``layernorm_stats``: each LayerNorm saves its mean and 1/std, ``2 × s·b`` elements in the activation dtype
-      on CPU (fp32 on CUDA for 16-bit inputs); 0 with full recomputation;
-    - ``causal_mask``: the s × s bool mask saved by ``masked_fill`` (0 with selective or full recomputation, where
-      the attention core is recomputed).
+    - ``layernorm_stats`` (GPT): each LayerNorm saves its mean and 1/std, ``2 × s·b`` elements in the activation
+      dtype on CPU (fp32 on CUDA for 16-bit inputs);
+    - ``rmsnorm_rstd`` (Llama): each RMSNorm keeps one fp32 1/rms per row, ``4·s·b`` bytes (the fused kernel);
+    - ``cpu_rms_norm_composite`` (Llama, ``norm_impl="torch"`` only): torch 2.13's CPU ``F.rms_norm`` is a
+      composite that keeps a fp32 copy of the input and the fp32 normalised input instead of the input:
+      ``(8 − p)·s·b·h`` more bytes per norm (``hidden_size`` needed);
+    - ``causal_mask``: the s × s bool mask saved by ``masked_fill`` (materialised attention only; 0 with selective
+      or full recomputation, where the attention core is recomputed; flash kernels take ``is_causal``).
 
-    Measured = formula + these, exactly (a test checks it). Returns bytes by term plus ``"total"``.
+    The norm terms are 0 with full recomputation. Measured = formula + these, exactly (tests check it). Returns
+    bytes by term plus ``"total"``.
     """
     b = check_int("micro_batch_size", micro_batch_size)
     s = check_int("seq_len", seq_len)
     size = torch.tensor([], dtype=DTYPES[check_choice("dtype", dtype, tuple(DTYPES))]).element_size()
     check_choice("recompute", recompute, MODES)
-    terms = {"layernorm_stats": 0 if recompute == "full" else num_layernorms * 2 * s * b * size,
-             "causal_mask": s * s if recompute == "none" else 0}
+    check_choice("arch", arch, ("gpt", "llama"))
+    check_choice("attention", attention, ATTENTION)
+    check_choice("norm_impl", norm_impl, NORM_IMPLS)
+    kept = recompute != "full"
+    terms = {"causal_mask": s * s if recompute == "none" and attention == "materialised" else 0}
+    if arch == "gpt":
+        terms["layernorm_stats"] = num_layernorms * 2 * s * b * size if kept else 0
+    else:
+        terms["rmsnorm_rstd"] = num_layernorms * 4 * s * b if kept else 0
+        if norm_impl == "torch":
+            h = check_int("hidden_size", hidden_size)
+            terms["cpu_rms_norm_composite"] = num_layernorms * (8 - size) * s * b * h if kept else 0
     terms["total"] = sum(terms.values())
     return terms
 
@@ -195,4 +370,5 @@ def sdpa_block_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: int, n
     return 16 * p * s * b * h + 4 * a * s * b + 2 * 2 * s * b * p
 
 
-__all__ = ["sdpa_block_bytes", "SavedBytes", "saved_tensor_bytes", "KorthikantiBlock", "measure_block", "extra_terms"]
+__all__ = ["sdpa_block_bytes", "SavedBytes", "saved_tensor_bytes", "KorthikantiBlock", "LlamaBlock", "FusedRMSNorm",
+           "FusedSwiGLU", "measure_block", "extra_terms"]

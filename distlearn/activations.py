@@ -1,20 +1,28 @@
 """Whole-model activation memory, the compute price of recomputation, offload traffic, and the seed's grid redone.
 
-Everything builds on :func:`distlearn.memory.activation_bytes_per_layer` (Korthikanti et al. 2022, Table 2) and
-:func:`distlearn.memory.model_state_bytes`. Units: **bytes** and **FLOPs**; seconds for times; bandwidths in
+Builds on :func:`distlearn.memory.model_state_bytes` and an architecture-aware count of what each layer keeps for
+backward (:func:`layer_activation_table`). Units: **bytes** and **FLOPs**; seconds for times; bandwidths in
 **GB/s = 1e9 bytes/s** (vendors quote PCIe and NVMe that way). Convert bytes with ``memory.to_gb`` (1e9) or
 ``memory.to_gib`` (2**30); never mix them.
 
-Per-layer terms (Korthikanti et al. 2022, §4.1), with s = seq_len, b = micro-batch size, h = hidden size,
-a = heads: of ``s·b·h·(34 + 5·a·s/h)`` bytes, 16-bit tensors hold ``16·s·b·h + 2·a·s²·b`` elements and 1-byte
-dropout masks ``2·s·b·h + a·s²·b``. :func:`layer_activation_terms` splits it so other dtypes (fp32 activations,
-no dropout) can be accounted explicitly instead of multiplying the formula by a dtype size.
+Per-layer terms, tensor by tensor, each with its source (:data:`TERM_SOURCES`):
+
+- **GPT block, attention scores materialised** (Korthikanti et al. 2022, §4.1 and Table 2): with s = seq_len,
+  b = micro-batch size, h = hidden size, a = heads, ``s·b·h·(34 + 5·a·s/h)`` bytes — 16-bit tensors of
+  ``16·s·b·h + 2·a·s²·b`` elements and 1-byte dropout masks of ``2·s·b·h + a·s²·b``. This is the contract
+  function :func:`distlearn.memory.activation_bytes_per_layer`.
+- **Llama block** (no dropout, RMSNorm, SwiGLU MLP of three matrices with intermediate size f, grouped-query
+  attention with k kv heads): derived here from the module, term by term, and measured on CPU by
+  :mod:`distlearn.activation_measure`. With FlashAttention (how Llama is trained) it keeps
+  ``p·sbh·(6 + 2k/a + 4f/h) + 4·a·s·b`` bytes: no s² term, only a fp32 log-sum-exp per row.
+- ``attention="materialised"`` or ``"flash"`` for either architecture; :func:`default_attention` picks what
+  each preset is trained with.
 
 Whole model, per GPU (pipeline stage ``stage`` of ``pp``):
 
 - layers on the stage: ``num_layers // pp`` plus one on the first ``num_layers % pp`` stages (no layer dropped);
 - micro-batches whose activations are alive at once: :func:`inflight_microbatches` (closed form below);
-- stage 0 also keeps the embedding dropout mask (``s·b·h`` bytes, ``/t`` with sequence parallelism);
+- stage 0 also keeps the embedding dropout mask (``s·b·h`` bytes, ``/t`` with sequence parallelism; GPT only);
 - the last stage keeps the final norm's input and the LM head's input (``2·s·b·h`` each, 16-bit, ``/t``) and the
   fp32 logits for the cross-entropy (``4·s·b·V`` bytes, ``/t`` with a vocabulary-parallel loss) — Korthikanti
   §4.3 lists the same terms; with one stage they all sit on the same GPU.
@@ -26,91 +34,250 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from .memory import GB, activation_bytes_per_layer, model_state_bytes, RECOMPUTE
+from .memory import GB, model_state_bytes, RECOMPUTE
 from .models import ModelConfig
 from .validate import DistlearnValueError, check_choice, check_int, check_positive
 
 SCHEDULES = ("none", "gpipe", "1f1b")
 
 
-# ---------------------------------------------------------------- per-layer terms with explicit dtypes
-def layer_activation_terms(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int,
-                           activation_bytes: int = 2, mask_bytes: int = 1, dropout: bool = True) -> dict:
-    """Bytes one transformer layer saves for backward, term by term (no parallelism, no recomputation).
+# ---------------------------------------------------------------- per-layer terms, architecture-aware
+ATTENTION = ("materialised", "flash")
+SWIGLU = ("unfused", "fused")
 
-    Korthikanti et al. 2022, §4.1, written per tensor so the dtype of each is explicit:
+# Where each term comes from. K22 = Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
+# Transformer Models", §4.1 (the per-tensor count behind Table 2); FA = Dao et al. 2022, "FlashAttention", §3.1
+# (the backward recomputes the probabilities from Q, K, V, O and the row log-sum-exp); "Llama module": derived
+# here from the module's code, term by term (distlearn.activation_measure.LlamaBlock measures each). Keys: the
+# term, then the variant ("gpt" / "llama" for the architecture, "flash" / "materialised" for the attention).
+_K22 = "Korthikanti et al. 2022 §4.1"
+TERM_SOURCES = {
+    "norm_inputs": {"gpt": f"{_K22}: the two LayerNorm inputs (4sbh)",
+                    "llama": "Llama module: each RMSNorm keeps its input (+ fp32 1/rms per row; torch "
+                             "_fused_rms_norm_backward(grad, input, shape, rstd, weight))"},
+    "qkv_input": {"any": f"{_K22}: QKV input (2sbh), one tensor shared by the Q, K, V projections"},
+    "q": {"materialised": f"{_K22}: Q for QKᵀ", "flash": "FlashAttention (Dao et al. 2022) keeps Q"},
+    "k": {"materialised": f"{_K22}: K for QKᵀ (with GQA repeated to all heads first, as Megatron and HF repeat_kv)",
+          "flash": "FlashAttention keeps K, not repeated (k K/V heads)",
+          "selective": "checkpoint input of the recomputed attention core (k K/V heads)"},
+    "v": {"materialised": f"{_K22}: V for ·V (with GQA repeated to all heads first)",
+          "flash": "FlashAttention keeps V, not repeated (k K/V heads)",
+          "selective": "checkpoint input of the recomputed attention core (k K/V heads)"},
+    "softmax_output": {"any": f"{_K22}: softmax output (2as²b); without dropout also the ·V input"},
+    "attn_dropout_mask": {"any": f"{_K22}: attention dropout mask (as²b, 1 byte)"},
+    "attn_dropout_output": {"any": f"{_K22}: dropped probabilities, the ·V input (2as²b)"},
+    "softmax_lse": {"any": "FlashAttention: fp32 log-sum-exp per row and head (torch meta registration of "
+                           "_scaled_dot_product_flash_attention: logsumexp (b, a, s) float32)"},
+    "out_proj_input": {"materialised": f"{_K22}: output projection input (2sbh)",
+                       "flash": "the kernel's output O, kept by FlashAttention and by the output projection: one tensor"},
+    "mlp_input": {"any": f"{_K22}: the first MLP linear's input (2sbh); Llama: shared by gate and up"},
+    "gelu_input": {"any": f"{_K22}: GeLU input (8sbh for f = 4h)"},
+    "fc2_input": {"any": f"{_K22}: second linear's input (8sbh for f = 4h)"},
+    "silu_input": {"any": "Llama module down(silu(gate(x))·up(x)): F.silu keeps its input gate(x)"},
+    "silu_output": {"any": "Llama module: the product keeps silu(gate(x)) for the gradient of up(x)"},
+    "up_output": {"any": "Llama module: the product keeps up(x) for the gradient of silu(gate(x))"},
+    "swiglu_input": {"any": "fused SwiGLU (Megatron-Core fused_bias_swiglu): keeps only [gate(x), up(x)], "
+                            "recomputes SiLU"},
+    "down_proj_input": {"any": "Llama module: the down projection keeps its input silu(gate(x))·up(x)"},
+    "dropout_masks": {"any": f"{_K22}: attention-output and MLP-output dropout masks (sbh each, 1 byte)"},
+    "layer_input": {"any": "Korthikanti et al. 2022 §5, Table 2: full recomputation keeps the layer input"},
+}
 
-    ==========================  ===========================  =============================
-    term                        elements                     dtype
-    ==========================  ===========================  =============================
-    ``layernorm_inputs``        2 · sbh (two LayerNorms)     activations
-    ``qkv_input``               sbh (shared by Q, K, V)      activations
-    ``q_k``                     2 · sbh (for QKᵀ)            activations
-    ``softmax_output``          a·s²·b                       activations
-    ``softmax_dropout_mask``    a·s²·b                       mask
-    ``attn_probs_and_v``        a·s²·b + sbh (for ·V)        activations
-    ``out_proj_input``          sbh                          activations
-    ``mlp_input``               sbh                          activations
-    ``gelu_input``              4 · sbh                      activations
-    ``fc2_input``               4 · sbh                      activations
-    ``dropout_masks``           2 · sbh (attention and MLP)  mask
-    ==========================  ===========================  =============================
 
-    With ``activation_bytes=2, mask_bytes=1, dropout=True`` the total is ``sbh·(34 + 5·a·s/h)``, exactly
-    :func:`distlearn.memory.activation_bytes_per_layer`. ``dropout=False`` drops the masks and the second copy of
-    the attention probabilities (the ·V matmul then saves the softmax output itself): ``sbh·(32 + 2·a·s/h)``·
-    (activation_bytes / 2). Returns a dict of bytes by term plus ``"total"``. Raises DistlearnValueError.
+def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none") -> str:
+    """The source of term ``name`` for this architecture, attention kernel and recomputation mode."""
+    options = TERM_SOURCES[name]
+    for key in (recompute if recompute == "selective" else None, attention, arch, "any"):
+        if key in options:
+            return options[key]
+    raise KeyError(name)
+
+
+@dataclass(frozen=True)
+class ActivationTerm:
+    """One tensor (or group of equal tensors) a layer keeps for backward, per GPU.
+
+    ``elements`` per GPU after parallelism, ``bytes_per_element`` (activation dtype, 1 for masks, 4 for the fp32
+    log-sum-exp), ``split``: ``"tp"`` (always divided by the tensor-parallel degree), ``"sp"`` (divided only with
+    sequence parallelism) or ``"none"``; ``source``: where the term comes from (:func:`term_source`).
+    """
+
+    name: str
+    elements: float
+    bytes_per_element: int
+    split: str
+    source: str
+
+    @property
+    def nbytes(self) -> float:
+        return self.elements * self.bytes_per_element
+
+
+def layer_shape(config: ModelConfig) -> dict:
+    """The keyword arguments :func:`layer_activation_table` needs from a ModelConfig: ``arch``, ``hidden_size``,
+    ``num_heads``, ``num_kv_heads``, ``ffn_hidden_size``."""
+    return dict(arch=config.arch, hidden_size=config.hidden_size, num_heads=config.num_heads,
+                num_kv_heads=config.kv_heads, ffn_hidden_size=config.ffn_hidden_size)
+
+
+def default_attention(config: ModelConfig) -> str:
+    """How the model is trained: ``"materialised"`` for GPT presets (they reproduce the Megatron-LM runs of
+    Narayanan et al. 2021 / Korthikanti et al. 2022, whose attention stores the a·s² scores), ``"flash"`` for
+    Llama (trained with fused attention kernels that keep only the log-sum-exp: FlashAttention-2, cuDNN or
+    memory-efficient SDPA, e.g. through ``F.scaled_dot_product_attention`` in torchtitan and Hugging Face
+    transformers' default ``attn_implementation="sdpa"``)."""
+    return "flash" if config.arch == "llama" else "materialised"
+
+
+def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int,
+                           arch: str = "gpt", num_kv_heads: int | None = None, ffn_hidden_size: int | None = None,
+                           attention: str = "materialised", dropout: bool | None = None, swiglu: str = "unfused",
+                           tp: int = 1, sequence_parallel: bool = False, recompute: str = "none",
+                           activation_bytes: int = 2, mask_bytes: int = 1) -> list[ActivationTerm]:
+    """The tensors one transformer layer keeps for backward, per GPU, each with its source.
+
+    With s = seq_len, b = micro-batch, h = hidden, a = heads, k = kv heads (GQA; k = a without it),
+    f = ffn_hidden_size (4h for GPT by default), p = ``activation_bytes``, t = ``tp``; elements:
+
+    ======================  =====================  ========================  ==================================
+    term                    GPT (Korthikanti)       Llama                     split
+    ======================  =====================  ========================  ==================================
+    norm_inputs             2·sbh                   2·sbh (RMSNorm)           sp
+    qkv_input               sbh                     sbh                       sp
+    q                       sbh                     sbh                       tp
+    k, v                    sbh each (k·sbh/a each with flash, or for GQA kept by selective recomputation)
+    softmax_output          a·s²·b                  (materialised only)       tp
+    attn_dropout_mask/out   a·s²·b each             (with dropout only)       tp
+    softmax_lse             4·a·s·b bytes, fp32     (flash only)              tp
+    out_proj_input          sbh                     sbh                       tp
+    mlp_input               sbh                     sbh                       sp
+    gelu_input, fc2_input   f·sb each               —                         tp
+    silu_input, silu_out-   —                       f·sb each (unfused);      tp
+    put, up_output,                                 fused: swiglu_input 2f·sb
+    down_proj_input                                 and down_proj_input f·sb
+    dropout_masks           2·sbh (1 byte)          (with dropout only)       sp
+    ======================  =====================  ========================  ==================================
+
+    GPT, materialised, dropout, f = 4h, 16-bit, 1-byte masks: ``sbh·(34 + 5as/h)``, exactly Korthikanti's Table 2
+    (and the TP / SP / recomputation rows likewise, see :func:`distlearn.memory.activation_bytes_per_layer`).
+    Llama 3 8B with flash attention (k = a/4, f = 3.5h): ``2·sbh·(6 + 2k/a + 4f/h) + 4asb = 41·sbh + 4asb``.
+
+    ``attention="flash"``: FlashAttention and PyTorch's fused SDPA kernels keep Q, K, V (un-repeated with GQA),
+    the output O (also the output projection's input) and a fp32 log-sum-exp per row; the s × s probabilities
+    are recomputed in backward. (CUDA's memory-efficient kernel pads the log-sum-exp to a multiple of 32 rows and
+    the flash kernel also keeps 24 bytes of RNG state: negligible.) With dropout inside a flash kernel the mask
+    is regenerated from the RNG state (FA §3.1), so only the two residual dropout masks remain.
+    ``dropout``: default True for GPT, False for Llama (it has none). ``swiglu="fused"`` is Megatron-Core's
+    fused SwiGLU (3f·sb instead of 4f·sb). ``recompute="selective"`` recomputes the attention core (drops the
+    s² terms, or the log-sum-exp with flash; with GQA the checkpoint keeps K and V un-repeated);
+    ``"full"`` keeps only the layer input. Raises DistlearnValueError (bad sizes, t not dividing a or k).
     """
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
     h = check_int("hidden_size", hidden_size)
     a = check_int("num_heads", num_heads)
-    act = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
-    mask = check_int("mask_bytes", mask_bytes, minimum=1, maximum=8)
-    sbh, ass = s * b * h, a * s * s * b
-    terms = {
-        "layernorm_inputs": 2 * sbh * act,
-        "qkv_input": sbh * act,
-        "q_k": 2 * sbh * act,
-        "softmax_output": ass * act,
-        "softmax_dropout_mask": ass * mask if dropout else 0,
-        "attn_probs_and_v": (ass * act if dropout else 0) + sbh * act,
-        "out_proj_input": sbh * act,
-        "mlp_input": sbh * act,
-        "gelu_input": 4 * sbh * act,
-        "fc2_input": 4 * sbh * act,
-        "dropout_masks": 2 * sbh * mask if dropout else 0,
-    }
+    check_choice("arch", arch, ("gpt", "llama"))
+    kv = a if num_kv_heads is None else check_int("num_kv_heads", num_kv_heads, maximum=a)
+    f = 4 * h if ffn_hidden_size is None else check_int("ffn_hidden_size", ffn_hidden_size)
+    check_choice("attention", attention, ATTENTION)
+    check_choice("swiglu", swiglu, SWIGLU)
+    check_choice("recompute", recompute, RECOMPUTE)
+    t = check_int("tp", tp)
+    p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    m = check_int("mask_bytes", mask_bytes, minimum=1, maximum=8)
+    for name, heads in (("num_heads", a), ("num_kv_heads", kv)):
+        if heads % t:
+            raise DistlearnValueError("tp", f"tp = {t} must divide {name} = {heads} (heads are split across ranks).",
+                                      f"tp = {t} 必须整除 {name} = {heads}（注意力头在各 rank 之间切分）。")
+    if a % kv:
+        raise DistlearnValueError("num_kv_heads", f"num_heads {a} must be divisible by num_kv_heads {kv}.",
+                                  f"num_heads {a} 必须能被 num_kv_heads {kv} 整除。")
+    drop = (arch == "gpt") if dropout is None else bool(dropout)
+    sbh, sb = s * b * h, s * b
+    sp_div = t if sequence_parallel else 1
+
+    def term(name, elements, nbytes, split):
+        div = t if split == "tp" else sp_div if split == "sp" else 1
+        return ActivationTerm(name, elements / div, nbytes, split,
+                              term_source(name, arch=arch, attention=attention, recompute=recompute))
+
+    if recompute == "full":
+        return [term("layer_input", sbh, p, "sp")]
+    selective = recompute == "selective"
+    kv_sbh = sbh * kv / a                       # K or V without repetition
+    repeated = attention == "materialised" and not selective
+    out = [term("norm_inputs", 2 * sbh, p, "sp"), term("qkv_input", sbh, p, "sp"), term("q", sbh, p, "tp"),
+           term("k", sbh if repeated else kv_sbh, p, "tp"), term("v", sbh if repeated else kv_sbh, p, "tp")]
+    if not selective:
+        if attention == "materialised":
+            ass = a * s * s * b
+            out.append(term("softmax_output", ass, p, "tp"))
+            if drop:
+                out += [term("attn_dropout_mask", ass, m, "tp"), term("attn_dropout_output", ass, p, "tp")]
+        else:
+            out.append(term("softmax_lse", a * s * b, 4, "tp"))
+    out += [term("out_proj_input", sbh, p, "tp"), term("mlp_input", sbh, p, "sp")]
+    if arch == "gpt":
+        out += [term("gelu_input", f * sb, p, "tp"), term("fc2_input", f * sb, p, "tp")]
+    elif swiglu == "unfused":
+        out += [term("silu_input", f * sb, p, "tp"), term("silu_output", f * sb, p, "tp"),
+                term("up_output", f * sb, p, "tp"), term("down_proj_input", f * sb, p, "tp")]
+    else:
+        out += [term("swiglu_input", 2 * f * sb, p, "tp"), term("down_proj_input", f * sb, p, "tp")]
+    if drop:
+        out.append(term("dropout_masks", 2 * sbh, m, "sp"))
+    return out
+
+
+def layer_activation_terms(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int,
+                           activation_bytes: int = 2, mask_bytes: int = 1, dropout: bool | None = None,
+                           **layer) -> dict:
+    """Bytes one layer keeps for backward, term by term: ``{name: bytes, ..., "total": bytes}``.
+
+    The terms of :func:`layer_activation_table` (same keyword arguments: ``arch``, ``num_kv_heads``,
+    ``ffn_hidden_size``, ``attention``, ``swiglu``, ``tp``, ``sequence_parallel``, ``recompute``). With the
+    defaults (GPT, materialised attention, dropout, 16-bit, 1-byte masks) the total is Korthikanti's
+    ``sbh·(34 + 5·a·s/h)``, exactly :func:`distlearn.memory.activation_bytes_per_layer`; ``dropout=False`` gives
+    ``sbh·(32 + 2·a·s/h)``·(activation_bytes / 2). Raises DistlearnValueError.
+    """
+    table = layer_activation_table(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
+                                   num_heads=num_heads, activation_bytes=activation_bytes, mask_bytes=mask_bytes,
+                                   dropout=dropout, **layer)
+    terms = {t.name: t.nbytes for t in table}
     terms["total"] = sum(terms.values())
     return terms
 
 
 def layer_activation_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int, tp: int = 1,
-                           sequence_parallel: bool = False, recompute: str = "none",
-                           activation_bytes: int = 2) -> float:
-    """Korthikanti's per-layer bytes with the activation dtype made explicit (dropout masks stay 1 byte).
+                           sequence_parallel: bool = False, recompute: str = "none", activation_bytes: int = 2,
+                           **layer) -> float:
+    """Bytes per GPU one layer keeps for backward: the sum of :func:`layer_activation_table`.
 
-    Splitting Table 2 by dtype: the parts not split by tensor parallelism (two LayerNorm inputs, QKV input, MLP
-    input: 8·sbh at 16-bit, plus 2·sbh of masks), the parts split by ``t`` (24·sbh at 16-bit) and the attention
-    scores (4·a·s²·b at 16-bit plus a·s²·b of mask, split by ``t``). With ``p = activation_bytes``::
+    Defaults (GPT, materialised attention with dropout) give Korthikanti's Table 2 with the activation dtype
+    explicit (dropout masks stay 1 byte). With ``p = activation_bytes``::
 
-        no SP:  sbh·(4p + 2 + 12p/t) + a·s²·b·(2p + 1)/t
-        SP:     the same, all divided by t
+        no SP:  sbh·(4p + 2 + 12p/t) + a·s²·b·(2p + 1)/t;  SP: all of it divided by t
         full:   p·sbh (the layer input; /t with SP);  selective: drop the a·s²·b term
 
-    ``activation_bytes=2`` gives exactly :func:`distlearn.memory.activation_bytes_per_layer` (a test checks it);
-    ``4`` is fp32 training. Returns bytes. Raises DistlearnValueError like the contract function.
+    ``activation_bytes=2`` gives exactly :func:`distlearn.memory.activation_bytes_per_layer` (a test checks it
+    over random shapes). For a model use ``**layer_shape(config), attention=default_attention(config)``.
+    Returns bytes. Raises DistlearnValueError like the contract function.
     """
-    p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
-    # validates every argument the same way as the contract function
-    activation_bytes_per_layer(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
-                               num_heads=num_heads, tp=tp, sequence_parallel=sequence_parallel, recompute=recompute)
-    sbh, t = seq_len * micro_batch_size * hidden_size, tp
-    sp = t if sequence_parallel else 1
-    if recompute == "full":
-        return p * sbh / sp
-    scores = 0.0 if recompute == "selective" else num_heads * seq_len * seq_len * micro_batch_size * (2 * p + 1) / t
-    return (sbh * (4 * p + 2) / sp + sbh * 12 * p / t) + scores
+    table = layer_activation_table(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
+                                   num_heads=num_heads, tp=tp, sequence_parallel=sequence_parallel,
+                                   recompute=recompute, activation_bytes=activation_bytes, **layer)
+    return sum(t.nbytes for t in table)
+
+
+def config_layer_bytes(config: ModelConfig, *, seq_len: int, micro_batch_size: int, tp: int = 1,
+                       sequence_parallel: bool = False, recompute: str = "none", attention: str | None = None,
+                       activation_bytes: int = 2, swiglu: str = "unfused") -> float:
+    """:func:`layer_activation_bytes` for one layer of ``config`` (its architecture, GQA and MLP width), with
+    ``attention`` defaulting to :func:`default_attention`. Returns bytes per GPU."""
+    return layer_activation_bytes(seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp,
+                                  sequence_parallel=sequence_parallel, recompute=recompute,
+                                  activation_bytes=activation_bytes, swiglu=swiglu,
+                                  attention=attention or default_attention(config), **layer_shape(config))
 
 
 # ---------------------------------------------------------------- pipeline
@@ -159,7 +326,7 @@ class ActivationBytes:
     """Activation bytes on one GPU (one pipeline stage), by part. ``total`` sums them."""
 
     layers: float          # transformer layers × micro-batches in flight
-    embedding: float       # embedding dropout masks (first stage)
+    embedding: float       # embedding dropout mask (first stage; 0 without dropout, e.g. Llama)
     head: float            # final norm + LM head inputs, 16-bit (last stage)
     logits: float          # fp32 logits kept for the cross-entropy (last stage)
     working: float = 0.0   # full recomputation: one layer's activations rebuilt during its backward
@@ -174,8 +341,12 @@ class ActivationBytes:
 def model_activation_bytes(config: ModelConfig, *, seq_len: int, micro_batch_size: int, tp: int = 1,
                            sequence_parallel: bool = False, recompute: str = "none", pp: int = 1, stage: int = 0,
                            schedule: str | None = None, num_microbatches: int = 1, activation_bytes: int = 2,
-                           logits_bytes: int = 4) -> ActivationBytes:
+                           logits_bytes: int = 4, attention: str | None = None,
+                           swiglu: str = "unfused") -> ActivationBytes:
     """Activation bytes on one GPU holding pipeline stage ``stage`` of ``config`` (see the module docstring).
+
+    Each layer is counted for ``config``'s architecture (:func:`layer_activation_table`: GPT or Llama, GQA, the
+    MLP width) with ``attention`` defaulting to :func:`default_attention` (GPT: materialised, Llama: flash).
 
     ``schedule`` defaults to ``"none"`` for ``pp = 1`` and ``"1f1b"`` otherwise. With ``recompute="full"`` the
     layers keep only their inputs (2·s·b·h each), and during backward one layer is recomputed at a time: its full
@@ -195,13 +366,14 @@ def model_activation_bytes(config: ModelConfig, *, seq_len: int, micro_batch_siz
     schedule = schedule or ("none" if pp == 1 else "1f1b")
     inflight = inflight_microbatches(schedule, pp, num_microbatches, stage)
     n_layers = layers_on_stage(config.num_layers, pp, stage)
-    kw = dict(seq_len=s, micro_batch_size=b, hidden_size=config.hidden_size, num_heads=config.num_heads,
-              tp=tp, sequence_parallel=sequence_parallel, activation_bytes=p)
-    per_layer = layer_activation_bytes(**kw, recompute=recompute)
-    working = layer_activation_bytes(**kw, recompute="none") if recompute == "full" else 0.0
+    kw = dict(seq_len=s, micro_batch_size=b, tp=tp, sequence_parallel=sequence_parallel, activation_bytes=p,
+              attention=attention, swiglu=swiglu)
+    per_layer = config_layer_bytes(config, **kw, recompute=recompute)
+    working = config_layer_bytes(config, **kw, recompute="none") if recompute == "full" else 0.0
     sbh = s * b * config.hidden_size
     split = tp if sequence_parallel else 1
-    embedding = sbh / split * inflight if stage == 0 else 0.0
+    has_dropout = config.arch == "gpt"   # GPT: embedding dropout (1-byte mask); Llama has no dropout
+    embedding = sbh / split * inflight if stage == 0 and has_dropout else 0.0
     last = stage == pp - 1
     head = 2 * p * sbh / split * inflight if last else 0.0
     logits = logits_bytes * s * b * config.vocab_size / tp * inflight if last else 0.0
@@ -272,13 +444,16 @@ def recompute_flops(config: ModelConfig, *, seq_len: int, micro_batch_size: int,
 # ---------------------------------------------------------------- offload traffic
 def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offload_optimizer: bool = True,
                     offload_params: bool = False, nvme: bool = False, recompute_full: bool = False,
-                    pcie_gb_per_s: float = 25.0, nvme_gb_per_s: float = 6.0) -> dict:
+                    pcie_gb_per_s: float = 25.0, nvme_gb_per_s: float = 6.0, grad_bytes: int = 2) -> dict:
     """Bytes each GPU moves per optimizer step because of offload, and the time at the given bandwidths.
 
     Model (16-bit params and grads, fp32 Adam state of 12 B/param; shard = Ψ/dp with ZeRO ≥ 1, else Ψ):
 
     - optimizer offload (ZeRO-Offload, Ren et al. 2021, §4.1): 16-bit gradients of the shard go GPU→CPU
-      (2 B/param) and updated 16-bit parameters come back CPU→GPU (2 B/param): 4 B/param over PCIe;
+      (2 B/param) and updated 16-bit parameters come back CPU→GPU (2 B/param): 4 B/param over PCIe.
+      ``grad_bytes=4`` is what DeepSpeed 0.19.8 sends: it converts each gradient partition to the fp32 master
+      dtype on the GPU before the copy (``stage_1_and_2.py``, ``async_inplace_copy_grad_to_fp32_buffer_from_gpu``;
+      ``stage3.py``, ``_offload_grad_partition_at_boundary``), 6 B/param in all;
     - parameter offload (ZeRO-Infinity, Rajbhandari et al. 2021, stage 3 only): the parameter shard is fetched
       CPU→GPU for every forward and backward (2 × 2 B/param, one more with full recomputation), and updated
       parameters no longer come back (they stay on the host); without optimizer offload the gradients still go
@@ -296,6 +471,7 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
     pcie = check_positive("pcie_gb_per_s", pcie_gb_per_s)
     nvme_bw = check_positive("nvme_gb_per_s", nvme_gb_per_s)
+    gb = check_int("grad_bytes", grad_bytes, minimum=1, maximum=8)
     if offload_params and zero_stage != 3:
         raise DistlearnValueError("offload_params", "parameter offload needs zero_stage = 3.",
                                   "参数卸载需要 zero_stage = 3。")
@@ -305,7 +481,7 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     shard = n / dp if zero_stage >= 1 else n
     pcie_bytes = 0.0
     if offload_optimizer:
-        pcie_bytes += 2 * shard                       # gradients down
+        pcie_bytes += gb * shard                      # gradients down
         if not offload_params:
             pcie_bytes += 2 * shard                   # updated parameters up
     if offload_params:
@@ -316,6 +492,58 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     pcie_s, nvme_s = pcie_bytes / (pcie * GB), nvme_bytes / (nvme_bw * GB)
     return {"pcie_bytes": pcie_bytes, "nvme_bytes": nvme_bytes, "pcie_s": pcie_s, "nvme_s": nvme_s,
             "total_s": pcie_s + nvme_s}
+
+
+# ---------------------------------------------------------------- the CPU optimizer step (ZeRO-Offload's bottleneck)
+CPU_ADAM_BYTES_PER_PARAM = 28
+"""Host-memory traffic of one CPU Adam step per parameter in DeepSpeed 0.19.8 (``csrc/adam/cpu_adam_impl.cpp``,
+``Adam_Optimizer::Step_1/4/8``): it reads the fp32 parameter, gradient, ``exp_avg`` and ``exp_avg_sq`` (16 B) and
+writes the parameter and both moments back (12 B). The step is bound by host memory bandwidth."""
+
+CPU_ADAM_PARAMS_PER_S = 11.6e9 / 8.2
+"""Parameters per second one host's DeepSpeedCPUAdam updates: 11.6 B parameters in 8.2 s, as reported by its
+author for an 11.6B GPT-2 (DeepSpeed PR #735, 2021: "6x to 7x improvement over torch.adam ... from 56 seconds to
+8.2 seconds"); ≈ 1.4e9 params/s. The ZeRO-Offload paper (Ren et al. 2021) builds CPU-Adam for this reason:
+with PyTorch's CPU Adam the CPU step dominates the iteration. An assumption to change: it depends on the host's
+cores and memory channels (the roofline is host bandwidth / :data:`CPU_ADAM_BYTES_PER_PARAM`)."""
+
+
+def offload_step_time(num_params: int, *, dp: int, ranks_per_host: int = 8, zero_stage: int = 2,
+                      pcie_gb_per_s: float = 25.0, cpu_adam_params_per_s: float = CPU_ADAM_PARAMS_PER_S,
+                      grad_bytes: int = 2, host_memory_gb_per_s: float | None = None) -> dict:
+    """Seconds per optimizer step that ZeRO-Offload adds to one rank: PCIe traffic and the CPU Adam step.
+
+    Each rank's shard is Ψ/dp parameters (ZeRO ≥ 1). The ``ranks_per_host`` ranks of a node update their shards
+    at the same time on the node's CPU, so the host updates ``ranks_per_host × Ψ/dp`` parameters per step at
+    ``cpu_adam_params_per_s`` (:data:`CPU_ADAM_PARAMS_PER_S`, sourced there):
+
+    - ``pcie_s``: :func:`offload_traffic` (``grad_bytes`` down, 2 B up per parameter of the shard);
+    - ``cpu_adam_s = ranks_per_host · Ψ/dp / cpu_adam_params_per_s``;
+    - ``roofline_s``: the least time the host's memory allows, ``28 B × ranks_per_host · Ψ/dp /
+      host_memory_gb_per_s`` (only when ``host_memory_gb_per_s`` is given, GB/s = 1e9 B/s);
+    - ``total_s = pcie_s + cpu_adam_s``: nothing overlapped, as in DeepSpeed's default schedule, where the CPU
+      step starts after the last gradient arrives and the next forward waits for the updated parameters. (The
+      paper's one-step delayed parameter update, DPU, overlaps the CPU step with the next step's forward and
+      backward after a warm-up; then only ``max(0, cpu_adam_s − GPU step)`` shows.)
+
+    Returns ``{"host_params", "pcie_s", "cpu_adam_s", "roofline_s", "total_s"}`` (seconds). Raises
+    DistlearnValueError.
+    """
+    n = check_int("num_params", num_params)
+    dp = check_int("dp", dp)
+    ranks = check_int("ranks_per_host", ranks_per_host)
+    zero_stage = check_int("zero_stage", zero_stage, minimum=1, maximum=3)
+    rate = check_positive("cpu_adam_params_per_s", cpu_adam_params_per_s)
+    pcie = offload_traffic(n, dp=dp, zero_stage=zero_stage, offload_optimizer=True, pcie_gb_per_s=pcie_gb_per_s,
+                           grad_bytes=grad_bytes)["pcie_s"]
+    host_params = ranks * n / dp
+    cpu_s = host_params / rate
+    roofline = None
+    if host_memory_gb_per_s is not None:
+        roofline = CPU_ADAM_BYTES_PER_PARAM * host_params / (check_positive("host_memory_gb_per_s",
+                                                                            host_memory_gb_per_s) * GB)
+    return {"host_params": host_params, "pcie_s": pcie, "cpu_adam_s": cpu_s, "roofline_s": roofline,
+            "total_s": pcie + cpu_s}
 
 
 # ---------------------------------------------------------------- seed-b snippet 6, kept faithfully
@@ -403,8 +631,10 @@ def seed_activation_bytes(params_billions: float, precision_bytes: int = 2, sequ
 
 __all__ = ["layer_activation_terms", "layers_on_stage", "inflight_microbatches", "ActivationBytes",
            "model_activation_bytes", "gradient_accumulation_steps", "layer_forward_flops", "recompute_flops",
-           "offload_traffic", "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
-           "layer_activation_bytes"]
+           "offload_traffic", "offload_step_time", "CPU_ADAM_PARAMS_PER_S", "CPU_ADAM_BYTES_PER_PARAM",
+           "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
+           "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "layer_shape",
+           "default_attention", "config_layer_bytes", "ATTENTION", "term_source"]
 
 
 # Chinese glosses of the activation terms and recomputation modes, for tables: i18n.named(name, gloss).

@@ -304,6 +304,34 @@ class VirtualCluster:
         return getattr(self, operation)(arrays, **kwargs)
 
 
+def reference_ring_all_reduce(arrays) -> list[np.ndarray]:
+    """Ring all-reduce (sum) written as its two loops: n−1 reduce-scatter steps, then n−1 all-gather steps.
+
+    The readable reference for :meth:`VirtualCluster.all_reduce` (which also records every step and counts bytes;
+    a test checks both give the same arrays, bit for bit). ``arrays``: one array per rank, same shape; returns one
+    array per rank, each the element-wise sum. Chunks as ``np.array_split`` of the flattened message. Source:
+    Patarasuk & Yuan 2009.
+    """
+    n = len(arrays)
+    # chunks[r][c]: rank r's copy of chunk c / rank r 手中第 c 块的副本
+    chunks = [[c.copy() for c in np.array_split(np.asarray(a).reshape(-1), n)] for a in arrays]
+    # reduce-scatter: at step s rank r sends chunk (r − s − 1) mod n to rank r + 1, which adds it to its copy
+    # ReduceScatter：第 s 步 rank r 把第 (r − s − 1) mod n 块发给 rank r + 1，后者把它加到自己的副本上
+    for s in range(n - 1):
+        sent = [chunks[r][(r - s - 1) % n] for r in range(n)]        # all ranks send at once / 所有 rank 同时发送
+        for r in range(n):
+            c = (r - s - 1) % n
+            chunks[(r + 1) % n][c] = chunks[(r + 1) % n][c] + sent[r]
+    # now rank r holds chunk r summed over all ranks / 现在 rank r 持有求和完成的第 r 块
+    # all-gather: at step s rank r passes its complete chunk (r − s) mod n on to rank r + 1, which keeps it
+    # AllGather：第 s 步 rank r 把完整的第 (r − s) mod n 块传给 rank r + 1，后者保存它
+    for s in range(n - 1):
+        sent = [chunks[r][(r - s) % n] for r in range(n)]
+        for r in range(n):
+            chunks[(r + 1) % n][(r - s) % n] = sent[r].copy()
+    return [np.concatenate(chunks[r]).reshape(np.shape(arrays[r])) for r in range(n)]
+
+
 def _as_numpy(a) -> np.ndarray:
     if type(a).__module__.startswith("torch") and hasattr(a, "detach"):
         return a.detach().cpu().numpy()

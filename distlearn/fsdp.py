@@ -27,7 +27,8 @@ from .memory import model_state_bytes
 from .validate import DistlearnValueError, check_choice, check_int, check_number
 
 __all__ = [
-    "FlatParamShard", "flatten_and_shard", "gather_flat", "SeedFlatParamShard",
+    "FlatParamShard", "flatten_and_shard", "gather_flat", "reference_flat_shard", "reference_flat_gather",
+    "SeedFlatParamShard",
     "chunk_sizes", "fsdp2_local_shape", "fsdp2_local_numel",
     "FSDPUnit", "wrap_units", "unit_table", "peak_unsharded_bytes", "tied_parameter_splits",
     "MLPUnits", "ShardedTrainer", "train_unsharded", "seed_fake_all_gather", "SeedFSDPCommunicationSim",
@@ -114,6 +115,43 @@ def gather_flat(shards, shapes) -> list[np.ndarray]:
         out.append(flat[start:start + size].reshape(shape).copy())
         start += size
     return out
+
+
+def reference_flat_shard(params, world_size: int, rank: int):
+    """Rank ``rank``'s shard of FSDP1's flat parameter, in the few torch calls FSDP itself uses.
+
+    Flatten and concatenate, ``torch.chunk`` into ``world_size`` pieces, right-pad this rank's piece to the size of
+    the first one (``FlatParamHandle._get_shard`` in ``torch/distributed/fsdp/_flat_param.py``). ``params``:
+    tensors of any shapes; returns a 1-D tensor of ⌈N / world_size⌉ elements. The readable reference for
+    :func:`flatten_and_shard` (a test checks they agree).
+    """
+    import torch
+    import torch.nn.functional as F
+
+    flat = torch.cat([p.reshape(-1) for p in params])
+    chunks = torch.chunk(flat, world_size)             # may be fewer than world_size / 块数可能少于 world_size
+    shard_size = chunks[0].numel()
+    mine = chunks[rank] if rank < len(chunks) else flat[:0]   # past the end: only padding / 超出末尾：只有填充
+    return F.pad(mine, (0, shard_size - mine.numel()))
+
+
+def reference_flat_gather(shards, shapes) -> list:
+    """All-gathered shards back to parameters: concatenate, drop the padding, view each parameter's shape.
+
+    ``shards``: the ranks' 1-D tensors in rank order; ``shapes``: the original parameter shapes. Returns one tensor
+    per shape. The readable reference for :func:`gather_flat`.
+    """
+    import math
+
+    import torch
+
+    flat = torch.cat(list(shards))                     # the padded flat parameter / 带填充的扁平参数
+    params, offset = [], 0
+    for shape in shapes:
+        numel = math.prod(shape)
+        params.append(flat[offset:offset + numel].view(shape))
+        offset += numel                                # the padding at the end is never read / 末尾的填充不会被读取
+    return params
 
 
 class SeedFlatParamShard:

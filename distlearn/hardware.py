@@ -24,9 +24,13 @@ H200           141 GB      989 TFLOP/s (bf16)  450 GB/s (900 GB/s tot.)  50 GB/s
 - H200: NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, BF16 1,979 TFLOPS with sparsity → 989 dense,
   NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
 
-The memory figure is the datasheet's, in GB (1e9 bytes). What a program can allocate is a little more (80 GB A100s
-report 81920 MiB = 85.9e9 bytes in ``nvidia-smi``) and then a little less (the CUDA context, NCCL buffers and the
-allocator's cache take their share): the planner keeps a stated reserve, see ``distlearn.planner``.
+The memory figure is the datasheet's, in GB (1e9 bytes): one convention for every chapter, explorer and the
+planner (the chapter 01 explorer reads these same numbers). The card itself shows a little more: ``nvidia-smi``
+reports an "80GB" A100's memory.total as 81920 MiB = 85.9e9 bytes; CUDA's total, which
+``torch.cuda.mem_get_info()`` returns as ``(free, total)`` in bytes (``cudaMemGetInfo``), is slightly less
+(81,049 MiB = 85.0e9 bytes on an A100 80GB PCIe, ekondis/mixbench issue #47), and ``free`` is less again once the
+CUDA context, NCCL buffers and the allocator's cache take their share. The datasheet figure is the conservative
+choice, and the planner keeps a stated reserve on top, see ``distlearn.planner``.
 """
 from __future__ import annotations
 

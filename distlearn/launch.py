@@ -1,8 +1,14 @@
 """Run real ``torch.distributed`` workers from a notebook or a script.
 
-``run(fn, world_size, *args)`` starts ``world_size`` fresh processes (the ``spawn`` start method, portable to macOS
-and Windows), initializes the default process group in each before calling ``fn(rank, world_size, *args)``, and
-destroys it after ``fn`` returns. It returns the per-rank results in rank order.
+``run(fn, world_size, *args)`` starts ``world_size`` fresh processes, initializes the default process group in each
+before calling ``fn(rank, world_size, *args)``, and destroys it after ``fn`` returns. It returns the per-rank results
+in rank order.
+
+- Start method: on Linux ``forkserver`` with torch preloaded in the server, so a worker is a fork of a clean process
+  that has already imported torch (a 4-rank run starts in ~0.1 s instead of ~5 s on 2 cores: every spawned worker
+  imports torch again); ``spawn`` elsewhere (macOS, Windows) or with ``DISTLEARN_START_METHOD=spawn``. Either way
+  a worker starts from a fresh interpreter state (not a fork of the calling notebook), gets the caller's current
+  environment variables, and imports ``fn``'s module itself.
 
 - ``fn`` must be importable (a module-level function, e.g. in :mod:`distlearn.labs`): spawned processes import it
   by name, so a function defined in a notebook cannot work there.
@@ -74,8 +80,26 @@ def _loopback_ifname() -> str:
     return "lo0" if sys.platform == "darwin" else "lo"
 
 
-def _worker(fn, rank, world_size, args, backend, port, pg_timeout, conn):
-    """Entry point of one spawned worker: set up the process group, run fn, send back the result or the error."""
+START_METHODS = ("forkserver", "spawn")
+
+
+def _context():
+    """The multiprocessing context of the workers (see the module doc); ``DISTLEARN_START_METHOD`` overrides."""
+    default = "forkserver" if sys.platform.startswith("linux") else "spawn"
+    method = check_choice("DISTLEARN_START_METHOD", os.environ.get("DISTLEARN_START_METHOD", default),
+                          START_METHODS)
+    ctx = mp.get_context(method)
+    if method == "forkserver":
+        ctx.set_forkserver_preload(["torch", "torch.distributed"])  # takes effect when the server first starts
+    return ctx
+
+
+def _worker(fn, rank, world_size, args, backend, port, pg_timeout, conn, environ=None):
+    """Entry point of one worker: take the caller's environment, set up the process group, run fn, send back the
+    result or the error."""
+    if environ is not None:  # a forkserver child inherits the server's environment, not the caller's current one
+        os.environ.clear()
+        os.environ.update(environ)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size))
     import torch.distributed as dist
@@ -145,7 +169,7 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
         os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
     from torch.distributed import TCPStore
 
-    ctx = mp.get_context("spawn")
+    ctx = _context()
     # The rendezvous store lives here, on a port the OS assigns: no race with other runs for a "free" port.
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                      timeout=datetime.timedelta(seconds=max(timeout, 1.0)))
@@ -155,7 +179,8 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
         for rank in range(world_size):
             parent_end, child_end = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, name=f"distlearn-rank{rank}", daemon=True,
-                            args=(fn, rank, world_size, args, backend, port, max(timeout, 1.0), child_end))
+                            args=(fn, rank, world_size, args, backend, port, max(timeout, 1.0), child_end,
+                                  dict(os.environ)))
             p.start()
             child_end.close()
             procs.append(p)

@@ -10,7 +10,9 @@ momentum and variance), 16 bytes in all. ZeRO stage 1 shards the optimizer state
 *not* the number of GPUs: with tensor or pipeline parallelism the model is first divided by ``tp × pp``.
 
 Activations (Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", Table 2):
-bytes per transformer layer with 16-bit activations and 1-byte dropout masks.
+bytes per GPT transformer layer (GeLU MLP of 4h, dropout, attention scores stored) with 16-bit activations and 1-byte
+dropout masks. For other blocks (Llama: SwiGLU, grouped-query attention, no dropout; FlashAttention, which stores
+no scores) use :func:`distlearn.activations.layer_activation_bytes` / ``config_layer_bytes``.
 """
 from __future__ import annotations
 
@@ -113,7 +115,10 @@ RECOMPUTE = ("none", "selective", "full")
 
 def activation_bytes_per_layer(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int,
                                tp: int = 1, sequence_parallel: bool = False, recompute: str = "none") -> float:
-    """Bytes of activations one transformer layer keeps for backward, per GPU (Korthikanti et al. 2022, Table 2).
+    """Bytes of activations one GPT layer keeps for backward, per GPU (Korthikanti et al. 2022, Table 2).
+
+    A GPT block as Korthikanti count it: GeLU MLP of 4h, dropout, the a·s² attention scores stored. It is *not* a
+    Llama layer's count (see :func:`distlearn.activations.config_layer_bytes`).
 
     With s = ``seq_len``, b = ``micro_batch_size``, h = ``hidden_size``, a = ``num_heads``, t = ``tp``:
 

@@ -6,6 +6,9 @@ architecture as a real ``nn.Module`` (on the meta device by default, so a 405B m
 :func:`count_parameters` counts a module's parameters, shared (tied) ones once. Tests check that the two agree
 and match the published totals (e.g. Llama 3 8B = 8,030,261,248; GPT-2 small = 124,439,808).
 
+The modules (``TransformerLM``, ``Block``, ``Attention``, ``MLP``, ``RMSNorm``) are ordinary classes of
+:mod:`distlearn.transformer`, re-exported here lazily: importing this module does not import torch.
+
 Sources: GPT-2 (Radford et al. 2019, HF ``gpt2`` config), GPT-3 (Brown et al. 2020, Table 2.1), Llama 2 (Touvron et
 al. 2023, HF ``config.json`` of meta-llama/Llama-2-*-hf), Llama 3 / 3.1 (Meta 2024, HF ``config.json``).
 """
@@ -130,111 +133,29 @@ def count_parameters(module) -> int:
 
 
 def build_model(config: ModelConfig, device: str = "meta"):
-    """Build ``config`` as a :class:`TransformerLM` on ``device`` ("meta" allocates no memory)."""
+    """Build ``config`` as a :class:`~distlearn.transformer.TransformerLM` on ``device`` ("meta" allocates no
+    memory)."""
     import torch
 
-    model_cls = __getattr__("TransformerLM")
+    from .transformer import TransformerLM
+
     with torch.device(device):
-        return model_cls(config)
+        return TransformerLM(config)
 
 
-def _torch_modules():
-    """Define the torch modules lazily so importing distlearn.models does not import torch."""
-    import torch
-    from torch import nn
-    import torch.nn.functional as F
-
-    class RMSNorm(nn.Module):
-        def __init__(self, dim: int, eps: float = 1e-5):
-            super().__init__()
-            self.eps = eps
-            self.weight = nn.Parameter(torch.ones(dim))
-
-        def forward(self, x):
-            return self.weight * x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps)
-
-    class Attention(nn.Module):
-        """Causal self-attention with grouped K/V heads (positions: learned for GPT; none here for Llama)."""
-
-        def __init__(self, c: ModelConfig):
-            super().__init__()
-            bias = c.arch == "gpt"
-            self.n_heads, self.n_kv, self.head_dim = c.num_heads, c.kv_heads, c.head_dim
-            self.q = nn.Linear(c.hidden_size, c.hidden_size, bias=bias)
-            self.k = nn.Linear(c.hidden_size, c.kv_heads * c.head_dim, bias=bias)
-            self.v = nn.Linear(c.hidden_size, c.kv_heads * c.head_dim, bias=bias)
-            self.o = nn.Linear(c.hidden_size, c.hidden_size, bias=bias)
-
-        def forward(self, x):
-            b, s, _ = x.shape
-            q = self.q(x).view(b, s, self.n_heads, self.head_dim).transpose(1, 2)
-            k = self.k(x).view(b, s, self.n_kv, self.head_dim).transpose(1, 2)
-            v = self.v(x).view(b, s, self.n_kv, self.head_dim).transpose(1, 2)
-            rep = self.n_heads // self.n_kv
-            if rep > 1:
-                k, v = k.repeat_interleave(rep, dim=1), v.repeat_interleave(rep, dim=1)
-            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-            return self.o(y.transpose(1, 2).reshape(b, s, -1))
-
-    class MLP(nn.Module):
-        def __init__(self, c: ModelConfig):
-            super().__init__()
-            self.arch = c.arch
-            if c.arch == "gpt":
-                self.up = nn.Linear(c.hidden_size, c.ffn_hidden_size)
-                self.down = nn.Linear(c.ffn_hidden_size, c.hidden_size)
-            else:
-                self.gate = nn.Linear(c.hidden_size, c.ffn_hidden_size, bias=False)
-                self.up = nn.Linear(c.hidden_size, c.ffn_hidden_size, bias=False)
-                self.down = nn.Linear(c.ffn_hidden_size, c.hidden_size, bias=False)
-
-        def forward(self, x):
-            if self.arch == "gpt":
-                return self.down(F.gelu(self.up(x), approximate="tanh"))
-            return self.down(F.silu(self.gate(x)) * self.up(x))
-
-    class Block(nn.Module):
-        """Pre-norm block: x + attn(norm1(x)), then + mlp(norm2(·)); the residual always adds to the un-normed x."""
-
-        def __init__(self, c: ModelConfig):
-            super().__init__()
-            norm = (lambda: nn.LayerNorm(c.hidden_size)) if c.arch == "gpt" else (lambda: RMSNorm(c.hidden_size))
-            self.norm1, self.attn, self.norm2, self.mlp = norm(), Attention(c), norm(), MLP(c)
-
-        def forward(self, x):
-            x = x + self.attn(self.norm1(x))
-            return x + self.mlp(self.norm2(x))
-
-    class TransformerLM(nn.Module):
-        """Decoder-only language model: embeddings → blocks → final norm → LM head (maybe tied)."""
-
-        def __init__(self, c: ModelConfig):
-            super().__init__()
-            self.config = c
-            self.embed = nn.Embedding(c.vocab_size, c.hidden_size)
-            self.pos = nn.Embedding(c.max_seq_len, c.hidden_size) if c.arch == "gpt" else None
-            self.blocks = nn.ModuleList(Block(c) for _ in range(c.num_layers))
-            self.norm = nn.LayerNorm(c.hidden_size) if c.arch == "gpt" else RMSNorm(c.hidden_size)
-            self.lm_head = nn.Linear(c.hidden_size, c.vocab_size, bias=False)
-            if c.tied_embeddings:
-                self.lm_head.weight = self.embed.weight
-
-        def forward(self, tokens):
-            x = self.embed(tokens)
-            if self.pos is not None:
-                x = x + self.pos(torch.arange(tokens.shape[1], device=tokens.device))
-            for block in self.blocks:
-                x = block(x)
-            return self.lm_head(self.norm(x))
-
-    return RMSNorm, Attention, MLP, Block, TransformerLM
+# The torch modules live in distlearn.transformer (which imports torch) and are re-exported here lazily, so that
+# ``from distlearn.models import TransformerLM`` works while ``import distlearn.models`` stays torch-free.
+TORCH_MODULES = ("RMSNorm", "Attention", "MLP", "Block", "TransformerLM")
+__all__ = ["ARCHS", "ModelConfig", "PRESETS", "get_preset", "count_parameters", "build_model", *TORCH_MODULES]
 
 
 def __getattr__(name):
-    if name in ("RMSNorm", "Attention", "MLP", "Block", "TransformerLM"):
-        if name in globals():
-            return globals()[name]
-        mods = dict(zip(("RMSNorm", "Attention", "MLP", "Block", "TransformerLM"), _torch_modules()))
-        globals().update(mods)
-        return mods[name]
+    if name in TORCH_MODULES:
+        from . import transformer
+
+        return getattr(transformer, name)
     raise AttributeError(f"module 'distlearn.models' has no attribute {name!r}")
+
+
+def __dir__():
+    return sorted(set(globals()) | set(TORCH_MODULES))

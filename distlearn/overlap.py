@@ -23,10 +23,11 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from .validate import DistlearnValueError, check_int, check_number
 
-__all__ = ["Op", "OverlapResult", "simulate", "uniform", "closed_form_forward", "SeedPrefetchSimulator"]
+__all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "simulate", "uniform", "closed_form_forward", "SeedPrefetchSimulator"]
 
 
 @dataclass(frozen=True)
@@ -44,21 +45,37 @@ class Op:
     issue: float | None = None
 
 
+class MemoryPoint(NamedTuple):
+    """Unsharded bytes alive (parameters + gradients) right after a change at ``time``."""
+
+    time: float
+    bytes: float
+
+
+class MemoryParts(NamedTuple):
+    """The same, split: unsharded ``param_bytes`` and unsharded ``grad_bytes`` after a change at ``time``."""
+
+    time: float
+    param_bytes: float
+    grad_bytes: float
+
+
 @dataclass
 class OverlapResult:
     """Output of :func:`simulate`: ``ops`` (the timeline), ``total_time``, ``compute_time`` (busy time of the
     compute stream), ``comm_time`` (busy time of the channel), ``exposed_comm`` = total − compute (time the compute
-    stream waits), ``memory`` (list of (time, bytes) after each change, in order) and ``peak_bytes`` (largest
-    unsharded parameter + gradient bytes alive at once), ``peak_units`` (most units with unsharded parameters)."""
+    stream waits), ``memory`` (a :class:`MemoryPoint` after each change, in order) and ``peak_bytes`` (largest
+    unsharded parameter + gradient bytes alive at once), ``peak_units`` (most units with unsharded parameters),
+    ``memory_parts`` (a :class:`MemoryParts` after each change)."""
 
     ops: list[Op]
     total_time: float
     compute_time: float
     comm_time: float
-    memory: list[tuple[float, float]] = field(default_factory=list)
+    memory: list[MemoryPoint] = field(default_factory=list)
     peak_bytes: float = 0.0
     peak_units: int = 0
-    memory_parts: list[tuple[float, float, float]] = field(default_factory=list)  # (time, param bytes, grad bytes)
+    memory_parts: list[MemoryParts] = field(default_factory=list)
 
     @property
     def exposed_comm(self) -> float:
@@ -82,6 +99,86 @@ def _times(name, values, n=None, allow_zero=True):
         raise DistlearnValueError(name, f"{name} needs one value per unit ({n}), got {len(vals)}.",
                                   f"{name} 需要每个单元一个值（共 {n} 个），收到 {len(vals)} 个。")
     return vals
+
+
+# ---------------------------------------------------------------- the state of the event loop, by name
+@dataclass(frozen=True)
+class _Computation:
+    """One entry of the compute sequence: forward of units 0 … n−1, then backward of n−1 … 0."""
+
+    phase: str                 # "forward" or "backward"
+    unit: int
+    duration: float
+    needs_all_gather: bool     # False for a backward when the unit stayed unsharded (reshard_after_forward=False)
+
+
+@dataclass
+class _Collective:
+    """An issued collective: first waiting on the channel's queue, then running (``start`` set)."""
+
+    kind: str                  # "all_gather" or "reduce_scatter"
+    phase: str
+    unit: int
+    duration: float
+    position: int              # the computation it gathers for (all-gather) or follows (reduce-scatter)
+    issue: float
+    start: float | None = None
+
+    @property
+    def end(self) -> float:
+        return self.start + self.duration
+
+
+@dataclass
+class _Running:
+    """The computation running on the compute stream (its Op records ``end − duration`` as the start)."""
+
+    position: int
+    end: float
+
+
+@dataclass
+class _Memory:
+    """Unsharded bytes and units alive on the rank, their peaks, and the record of every change."""
+
+    total: float = 0.0
+    param_bytes: float = 0.0
+    grad_bytes: float = 0.0
+    units: int = 0             # units whose parameters are unsharded
+    peak_bytes: float = 0.0
+    peak_units: int = 0
+    points: list[MemoryPoint] = field(default_factory=list)
+    parts: list[MemoryParts] = field(default_factory=list)
+
+    def change(self, time: float, delta_bytes: float, delta_units: int = 0, grad: bool = False) -> None:
+        self.total += delta_bytes
+        if grad:
+            self.grad_bytes += delta_bytes
+        else:
+            self.param_bytes += delta_bytes
+        self.units += delta_units
+        self.peak_bytes, self.peak_units = max(self.peak_bytes, self.total), max(self.peak_units, self.units)
+        self.points.append(MemoryPoint(time, self.total))
+        self.parts.append(MemoryParts(time, self.param_bytes, self.grad_bytes))
+
+
+@dataclass
+class _State:
+    """Everything the event loop changes."""
+
+    sequence: list[_Computation]
+    started: list            # start time of each computation, None until it starts
+    ended: list              # end time of each computation, None until it ends
+    gathered: list[bool]     # its parameters are all-gathered (True at once when it needs none)
+    time: float = 0.0
+    next_compute: int = 0    # position of the next computation to start
+    next_gather: int = 0     # index into the positions that need an all-gather
+    limited: int = 0         # unsharded units counted by the rate limiter (max_inflight)
+    waiting: deque = field(default_factory=deque)   # issued _Collective's, in issue order
+    channel: _Collective | None = None               # the collective running
+    computing: _Running | None = None                # the computation running
+    ops: list[Op] = field(default_factory=list)
+    memory: _Memory = field(default_factory=_Memory)
 
 
 def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_bytes=None,
@@ -118,104 +215,92 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
     kb = check_int("backward_prefetch", backward_prefetch, minimum=0)
     limit = float("inf") if max_inflight is None else check_int("max_inflight", max_inflight, minimum=1)
 
-    # the compute sequence: (phase, unit, duration, needs an all-gather first)
-    seq = [("forward", i, fwd[i], True) for i in range(n)]
+    seq = [_Computation("forward", i, fwd[i], True) for i in range(n)]
     if include_backward:
-        seq += [("backward", i, bwd[i], reshard_after_forward) for i in reversed(range(n))]
+        seq += [_Computation("backward", i, bwd[i], reshard_after_forward) for i in reversed(range(n))]
     P = len(seq)
-    started, ended = [None] * P, [None] * P
-    ag_done = [not s[3] for s in seq]
-    ag_list = [p for p in range(P) if seq[p][3]]
-
-    ops: list[Op] = []
-    memory: list[tuple[float, float]] = []
-    mem = 0.0
-    alive_units = limited = peak_units = 0
-    peak = 0.0
-    queue: deque = deque()       # issued comm ops waiting: (kind, phase, unit, duration, p, issue_time)
-    comm = None                  # running comm op: (kind, phase, unit, end, p, issue, start)
-    comp = None                  # running compute op: (p, end)
-    t, next_comp, next_ag = 0.0, 0, 0
-
-    parts = [0.0, 0.0]           # unsharded parameter bytes, unsharded gradient bytes
-    memory_parts: list[tuple[float, float, float]] = []
-
-    def change(delta_bytes, delta_units=0, grad=False):
-        nonlocal mem, peak, alive_units, peak_units
-        mem += delta_bytes
-        parts[1 if grad else 0] += delta_bytes
-        alive_units += delta_units
-        peak, peak_units = max(peak, mem), max(peak_units, alive_units)
-        memory.append((t, mem))
-        memory_parts.append((t, parts[0], parts[1]))
+    st = _State(seq, [None] * P, [None] * P, [not c.needs_all_gather for c in seq])
+    gather_positions = [p for p in range(P) if seq[p].needs_all_gather]
+    mem = st.memory
 
     def triggered(p) -> bool:
-        phase, k = seq[p][0], (kf if seq[p][0] == "forward" else kb)
-        if phase == "backward" and ended[n - 1] is None:
+        """May the all-gather for computation ``p`` be issued now (prefetch rule)?"""
+        k = kf if seq[p].phase == "forward" else kb
+        if seq[p].phase == "backward" and st.ended[n - 1] is None:
             return False                       # backward all-gathers wait for the end of the forward
         if k == 0:
-            return p == 0 or ended[p - 1] is not None
-        return p - k < 0 or started[p - k] is not None
+            return p == 0 or st.ended[p - 1] is not None
+        return p - k < 0 or st.started[p - k] is not None
 
-    while next_comp < P or comp is not None or comm is not None or queue:
-        progress = True
-        while progress:
-            progress = False
-            while next_ag < len(ag_list) and triggered(ag_list[next_ag]) and limited < limit:
-                p = ag_list[next_ag]
-                phase, unit = seq[p][0], seq[p][1]
-                queue.append(("all_gather", phase, unit, ag[unit], p, t))
-                limited += 1
-                change(size[unit], 1)
-                next_ag += 1
-                progress = True
-            if comm is None and queue:
-                kind, phase, unit, dur, p, issue = queue.popleft()
-                comm = (kind, phase, unit, t + dur, p, issue, t)
-                progress = True
-            if comp is None and next_comp < P and ag_done[next_comp]:
-                p = next_comp
-                phase, unit, dur, _ = seq[p]
-                started[p] = t
-                comp = (p, t + dur)
-                if phase == "backward":
-                    change(size[unit], grad=True)  # unsharded gradient buffer
-                next_comp += 1
-                progress = True
-        if comp is None and comm is None:
-            if next_comp < P:                    # cannot happen with limit ≥ 1; guard against an endless loop
+    def issue_and_start() -> bool:
+        """Issue every all-gather allowed now, start the channel and the compute stream if they can; True if
+        anything happened (then try again: one start can allow another)."""
+        progress = False
+        while (st.next_gather < len(gather_positions) and triggered(gather_positions[st.next_gather])
+               and st.limited < limit):
+            c = seq[gather_positions[st.next_gather]]
+            st.waiting.append(_Collective("all_gather", c.phase, c.unit, ag[c.unit],
+                                          gather_positions[st.next_gather], st.time))
+            st.limited += 1
+            mem.change(st.time, size[c.unit], 1)
+            st.next_gather += 1
+            progress = True
+        if st.channel is None and st.waiting:
+            st.channel = st.waiting.popleft()
+            st.channel.start = st.time
+            progress = True
+        if st.computing is None and st.next_compute < P and st.gathered[st.next_compute]:
+            p, c = st.next_compute, seq[st.next_compute]
+            st.started[p] = st.time
+            st.computing = _Running(p, st.time + c.duration)
+            if c.phase == "backward":
+                mem.change(st.time, size[c.unit], grad=True)  # unsharded gradient buffer
+            st.next_compute += 1
+            progress = True
+        return progress
+
+    def finish_computation() -> None:
+        """The running computation ends: free its unit's parameters (maybe), issue its reduce-scatter."""
+        run, c = st.computing, seq[st.computing.position]
+        st.ended[run.position] = st.time
+        st.ops.append(Op("compute", c.phase, c.phase, c.unit, st.time - c.duration, st.time))
+        if c.phase == "forward":
+            if reshard_after_forward or not include_backward:
+                mem.change(st.time, -size[c.unit], -1)
+            st.limited -= 1                   # resharded, or kept for backward and no longer rate-limited
+        else:
+            mem.change(st.time, -size[c.unit], -1)
+            if reshard_after_forward:
+                st.limited -= 1
+            st.waiting.append(_Collective("reduce_scatter", "backward", c.unit, rs[c.unit], run.position, st.time))
+        st.computing = None
+
+    def finish_collective() -> None:
+        """The running collective ends: parameters ready (all-gather) or unsharded gradient freed."""
+        op = st.channel
+        st.ops.append(Op("comm", op.kind, op.phase, op.unit, op.start, op.end, op.issue))
+        if op.kind == "all_gather":
+            st.gathered[op.position] = True
+        else:
+            mem.change(st.time, -size[op.unit], grad=True)   # gradient shard kept, unsharded gradient freed
+        st.channel = None
+
+    while st.next_compute < P or st.computing is not None or st.channel is not None or st.waiting:
+        while issue_and_start():
+            pass
+        if st.computing is None and st.channel is None:
+            if st.next_compute < P:              # cannot happen with limit ≥ 1; guard against an endless loop
                 raise RuntimeError("overlap simulation stalled / 重叠模拟停滞")
             break
-        t = min(x for x in (comp[1] if comp else None, comm[3] if comm else None) if x is not None)
-        if comp is not None and comp[1] == t:      # a computation ends: free, maybe reduce-scatter
-            p = comp[0]
-            phase, unit, dur, _ = seq[p]
-            ended[p] = t
-            ops.append(Op("compute", phase, phase, unit, t - dur, t))
-            if phase == "forward":
-                if reshard_after_forward or not include_backward:
-                    change(-size[unit], -1)
-                    limited -= 1
-                else:
-                    limited -= 1                 # kept for backward: no longer counted by the rate limiter
-            else:
-                change(-size[unit], -1)
-                if reshard_after_forward:
-                    limited -= 1
-                queue.append(("reduce_scatter", "backward", unit, rs[unit], p, t))
-            comp = None
-        if comm is not None and comm[3] == t:      # a collective ends
-            kind, phase, unit, end, p, issue, start = comm
-            ops.append(Op("comm", kind, phase, unit, start, end, issue))
-            if kind == "all_gather":
-                ag_done[p] = True
-            else:
-                change(-size[unit], grad=True)   # gradient shard kept, unsharded gradient freed
-            comm = None
-    compute_time = sum(o.end - o.start for o in ops if o.stream == "compute")
-    comm_time = sum(o.end - o.start for o in ops if o.stream == "comm")
-    return OverlapResult(sorted(ops, key=lambda o: (o.start, o.stream)), t, compute_time, comm_time,
-                         memory, peak, peak_units, memory_parts)
+        st.time = min(x.end for x in (st.computing, st.channel) if x is not None)
+        if st.computing is not None and st.computing.end == st.time:
+            finish_computation()
+        if st.channel is not None and st.channel.end == st.time:
+            finish_collective()
+    compute_time = sum(o.end - o.start for o in st.ops if o.stream == "compute")
+    comm_time = sum(o.end - o.start for o in st.ops if o.stream == "comm")
+    return OverlapResult(sorted(st.ops, key=lambda o: (o.start, o.stream)), st.time, compute_time, comm_time,
+                         mem.points, mem.peak_bytes, mem.peak_units, mem.parts)
 
 
 def uniform(num_units: int, compute: float, comm: float, **kwargs) -> OverlapResult:

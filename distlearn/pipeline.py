@@ -33,7 +33,7 @@ from .validate import DistlearnValueError, check_choice, check_divisible, check_
 __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
     "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
-    "seed_simulate_pipeline_parallelism",
+    "seed_simulate_pipeline_parallelism", "reference_1f1b_order", "reference_1f1b",
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
@@ -428,6 +428,75 @@ def _run(dep: np.ndarray, delay, dur: np.ndarray, p: int, n: int) -> np.ndarray:
                 raise RuntimeError("pipeline schedule deadlocked / 流水线调度死锁")
             last = ptr.copy()
     return end[:-2].reshape(p, n + 1)[:, :n].ravel()
+
+
+# ---------------------------------------------------------------------------------------------- readable reference
+def reference_1f1b_order(stage: int, num_stages: int, num_microbatches: int) -> list[tuple[str, int]]:
+    """The 1F1B order of one stage written as its three loops: warm-up, steady, cool-down.
+
+    The same structure as Megatron-LM's ``forward_backward_pipelining_without_interleaving`` and picotron's
+    ``train_step_pipeline_1f1b``. Returns ``[("F", 0), ("F", 1), ("B", 0), …]``: kind and micro-batch. The fast
+    :func:`stage_order` computes the same list with array arithmetic (a test checks that they agree).
+    """
+    p, m = num_stages, num_microbatches
+    warmup = min(p - stage - 1, m)    # forwards before the first backward comes back / 第一个反向传回前的前向数
+    steady = m - warmup               # rounds of one forward + one backward / “一前一反”的轮数
+    order, next_f, next_b = [], 0, 0
+    for _ in range(warmup):           # warm-up: forwards only / 预热期：只做前向
+        order.append(("F", next_f))
+        next_f += 1
+    for _ in range(steady):           # steady: one forward, then the oldest backward / 稳定期：一个前向，再做最早的反向
+        order.append(("F", next_f))
+        next_f += 1
+        order.append(("B", next_b))
+        next_b += 1
+    for _ in range(warmup):           # cool-down: the backwards still owed / 收尾期：做完还欠着的反向
+        order.append(("B", next_b))
+        next_b += 1
+    return order
+
+
+def reference_1f1b(num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_time=2.0,
+                   p2p_time: float = 0.0) -> list[Event]:
+    """One 1F1B step, simulated with plain loops: the readable reference for :func:`simulate` ``("1f1b", …)``.
+
+    Every stage runs :func:`reference_1f1b_order`. An op starts when its stage is free and its input has arrived:
+    the forward of micro-batch j on stage s needs stage s − 1's forward of j, its backward needs stage s + 1's
+    backward of j (the last stage's backward needs its own forward); an input from another stage arrives
+    ``p2p_time`` after it was computed. ``fwd_time``/``bwd_time``: one number or one per stage. Returns every op
+    as an :class:`Event`, sorted by stage then start (the same list as ``simulate("1f1b", …).events``). Raises
+    DistlearnValueError for bad arguments.
+    """
+    _, p, m, _ = _check_args("1f1b", num_stages, num_microbatches, 1)
+    fwd, bwd = _per_stage("fwd_time", fwd_time, p), _per_stage("bwd_time", bwd_time, p)
+    comm = check_number("p2p_time", p2p_time, minimum=0)
+    orders = [reference_1f1b_order(s, p, m) for s in range(p)]
+    finished: dict[tuple[str, int, int], float] = {}   # (kind, stage, micro-batch) -> end time / 结束时间
+    free_at = [0.0] * p                                # when each stage is free again / 各阶段何时空闲
+    next_op = [0] * p
+    events = []
+    while any(next_op[s] < 2 * m for s in range(p)):
+        ran = False
+        for s in range(p):                             # next op of each stage, if its input is there / 输入到了就执行
+            if next_op[s] == 2 * m:
+                continue
+            kind, j = orders[s][next_op[s]]
+            if kind == "F":
+                needs = ("F", s - 1, j) if s > 0 else None
+            else:
+                needs = ("B", s + 1, j) if s < p - 1 else ("F", s, j)
+            if needs is not None and needs not in finished:
+                continue                               # waiting for the neighbour / 等待相邻阶段
+            arrives = 0.0 if needs is None else finished[needs] + (comm if needs[1] != s else 0.0)
+            start = max(free_at[s], arrives)
+            end = start + (fwd[s] if kind == "F" else bwd[s])
+            finished[(kind, s, j)] = free_at[s] = end
+            events.append(Event(s, kind, j, 0, float(start), float(end)))
+            next_op[s] += 1
+            ran = True
+        if not ran:
+            raise RuntimeError("pipeline schedule deadlocked / 流水线调度死锁")
+    return sorted(events, key=lambda e: (e.stage, e.start))
 
 
 # ---------------------------------------------------------------------------------------------- closed forms

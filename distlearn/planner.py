@@ -8,18 +8,21 @@ number ``m = global_batch / (dp·b)``, and the number of interleaved chunks ``v`
 
 - model states: :func:`distlearn.memory.model_state_bytes` of the stage's parameters divided by ``tp``, sharded
   over ``dp`` by ZeRO (Rajbhandari et al. 2020) — ZeRO divides by the *data-parallel* degree, not the GPU count;
-- activations: :func:`distlearn.memory.activation_bytes_per_layer` (Korthikanti et al. 2022, Table 2) × layers of
+- activations: :func:`distlearn.activations.config_layer_bytes` (the model's own architecture: Korthikanti et al.
+  2022, Table 2 for GPT blocks with materialised attention; Llama blocks with flash attention, grouped-query
+  K/V and the SwiGLU MLP, derived and measured in :mod:`distlearn.activation_measure`) × layers of
   the stage × micro-batches in flight. With 1F1B the first stage holds ``min(p, m)`` micro-batches, the last one;
   interleaving multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3). Full recomputation keeps
   each layer's input (2·s·b·h bytes) and one layer's full activations while it recomputes;
 - logits and the final norm on the last stage: 4·s·b·h/t·(1 + V/h) bytes (fp32 logits for the loss;
-  Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage;
+  Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
+  Llama has no dropout);
 - ZeRO-3 working buffer: two layers' gathered 16-bit parameters (the one computing and the one prefetched);
 - a stated reserve: :data:`RESERVE_BYTES` for the CUDA context, cuBLAS workspaces and NCCL buffers, plus
   :data:`FRAGMENTATION` of the device memory for the caching allocator's fragmentation and temporaries.
 
-Caveat: the activation formula is Korthikanti's for GPT blocks (4h GELU MLP, full multi-head attention); for
-Llama blocks (SwiGLU, grouped-query attention) it is an approximation.
+Attention follows :func:`distlearn.activations.default_attention`: GPT presets keep the a·s² scores (the
+Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-sum-exp per row).
 
 **Time per step** (seconds), for the slowest pipeline stage:
 
@@ -56,7 +59,8 @@ from dataclasses import dataclass
 
 from .i18n import bi, get_language
 from .hardware import GPU, GPUS, Cluster, get_gpu, make_cluster
-from .memory import GB, RECOMPUTE, activation_bytes_per_layer, bytes_per_param, model_state_bytes
+from .activations import config_layer_bytes
+from .memory import GB, RECOMPUTE, bytes_per_param, model_state_bytes
 from .models import PRESETS, ModelConfig, get_preset
 from .validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
 
@@ -259,10 +263,8 @@ class _Context:
     def act(self, b, tp, sp, recompute):
         key = (b, tp, sp, recompute)
         if key not in self._act:
-            m = self.model
-            self._act[key] = activation_bytes_per_layer(seq_len=self.s, micro_batch_size=b, hidden_size=m.hidden_size,
-                                                        num_heads=m.num_heads, tp=tp, sequence_parallel=sp,
-                                                        recompute=recompute)
+            self._act[key] = config_layer_bytes(self.model, seq_len=self.s, micro_batch_size=b, tp=tp,
+                                                sequence_parallel=sp, recompute=recompute)
         return self._act[key]
 
 
@@ -286,8 +288,8 @@ def _memory(ctx: _Context, p: Plan) -> dict[str, float]:
         acts = per_layer * layers * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
             acts += ctx.act(b, tp, p.sequence_parallel, "none")
-        if is_first:
-            acts += s * b * h / tp * inflight  # embedding dropout mask
+        if is_first and m.arch == "gpt":
+            acts += s * b * h / tp * inflight  # embedding dropout mask (Llama has no dropout)
         logits = 4 * s * b * h / tp * (1 + V / h) if is_last else 0.0
         buffer = 2 * 2 * ctx.P_layer / tp if p.zero_stage == 3 else 0.0
         mem = {"params": st.params, "grads": st.grads, "optimizer": st.optimizer, "activations": acts,
@@ -448,13 +450,13 @@ def _divisors(n: int) -> list[int]:
 
 
 def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int):
-    """Yield every valid :class:`Plan`: tp dividing the node size and the number of heads, pp ≤ layers, dp dividing
+    """Yield every valid :class:`Plan`: tp dividing the node size and the number of (query and kv) heads, pp ≤ layers, dp dividing
     the global batch, micro-batch sizes up to :data:`MAX_MICRO_BATCH`, ZeRO 0–3 (0–1 with pp > 1), the three
     recomputation modes, interleaving when layers and micro-batches allow it. Sequence parallelism is always on
     with tp > 1: it saves activation memory for the same communication time, so it never loses in this model."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
-        if model.num_heads % tp or n % tp:
+        if model.num_heads % tp or model.kv_heads % tp or n % tp:
             continue
         for pp in _divisors(n // tp):
             if pp > l:

@@ -6,7 +6,8 @@ test pins the difference. **Nothing here is a correct answer**: every ``seed_*``
 arithmetic exactly (same inputs, same outputs), and its docstring names what is wrong and where the fix lives.
 
 Organized by seed snippet; a chapter that needs another seed function adds it under its snippet's heading.
-Torch is imported lazily, so importing this module is cheap.
+Torch is imported lazily, so importing this module is cheap; the seed's modules are ordinary classes of
+:mod:`distlearn.seed_models`, re-exported here on first use.
 """
 from __future__ import annotations
 
@@ -19,14 +20,15 @@ def seed_memory_calculator(params_billions, precision_bytes=2, optimizer="adam",
     """Seed A's ``memory_calculator``, unchanged. Sizes in GB (1e9 bytes).
 
     What is wrong (course-outline mistakes 2 and 3), corrected by :func:`distlearn.memory.model_state_bytes` and
-    :func:`distlearn.memory.activation_bytes_per_layer`:
+    :func:`distlearn.activations.config_layer_bytes`:
 
     - Adam state is 8 B/param with 16-bit weights: the fp32 **master weights** (4 B/param) are missing, so
       mixed-precision model states come out 12 B/param instead of 16;
     - without ``hidden_dim``/``num_layers`` activations are ``0.5 × params × bytes``: an invented constant
       (activations depend on sequence length, batch and width, not on the parameter count);
-    - with them, activations are ``4·s·b·h·bytes`` per layer: Korthikanti et al. 2022 count ``s·b·h·(34 + 5·a·s/h)``
-      bytes, about 10× more;
+    - with them, activations are ``4·s·b·h·bytes`` per layer: a Llama 2 7B layer keeps 37.5·s·b·h bytes with flash
+      attention (4.7× more; more with the attention scores stored), a GPT layer ``s·b·h·(34 + 5·a·s/h)``
+      (Korthikanti et al. 2022);
     - ZeRO/FSDP divide by ``num_gpus``; they divide by the data-parallel degree, which is smaller than the number
       of GPUs whenever tensor or pipeline parallelism is used;
     - activations are never sharded, yet ``total_across_gpus_gb`` multiplies everything by ``num_gpus``;
@@ -184,63 +186,24 @@ def large_lm_parameters(vocab_size: int, d_model: int, n_layers: int, dim_ff: in
 SEED_LARGE_LM = dict(vocab_size=50000, d_model=4096, n_layers=32, nhead=32, dim_ff=16384)
 
 
-def _large_lm_classes():
-    import torch
-    from torch import nn
+# The seed's modules (SeedTransformerBlock, TransformerBlock, LargeLM) live in distlearn.seed_models, which imports
+# torch; they are re-exported here lazily so that importing this module stays cheap.
+SEED_MODULES = ("SeedTransformerBlock", "TransformerBlock", "LargeLM")
+__all__ = ["seed_memory_calculator", "seed_mixed_precision_comparison", "seed_calc_memory", "seed_decoder_layer",
+           "decoder_only_layer", "large_lm_parameters", "SEED_LARGE_LM", "build_large_lm", "transformer_blocks",
+           "zero_residual_branches", "seed_analyze_memory", *SEED_MODULES]
 
-    class SeedTransformerBlock(nn.Module):
-        """The seed's block, bug kept: the second residual adds to the *normalized* tensor, and attention expects
-        (seq, batch, d) inputs (``batch_first=False``) while the model feeds (batch, seq, d), with no causal mask."""
 
-        def __init__(self, d_model, nhead, dim_ff):
-            super().__init__()
-            self.attn = nn.MultiheadAttention(d_model, nhead)
-            self.ffn = nn.Sequential(nn.Linear(d_model, dim_ff), nn.GELU(), nn.Linear(dim_ff, d_model))
-            self.norm1 = nn.LayerNorm(d_model)
-            self.norm2 = nn.LayerNorm(d_model)
+def __getattr__(name):
+    if name in SEED_MODULES:
+        from . import seed_models
 
-        def forward(self, x):
-            h = self.norm1(x)
-            h = x + self.attn(h, h, h)[0]
-            h = self.norm2(h)          # overwrites the residual stream with its normalized version ...
-            h = h + self.ffn(h)        # ... so this residual adds to norm2(h), not to the stream
-            return h
+        return getattr(seed_models, name)
+    raise AttributeError(f"module 'distlearn.seeds' has no attribute {name!r}")
 
-    class TransformerBlock(nn.Module):
-        """The fixed pre-LN block: ``x = x + attn(norm1(x))``; ``x = x + ffn(norm2(x))``. Same parameters as the
-        seed's; inputs are (batch, seq, d) and attention is causally masked."""
 
-        def __init__(self, d_model, nhead, dim_ff):
-            super().__init__()
-            self.attn = nn.MultiheadAttention(d_model, nhead, batch_first=True)
-            self.ffn = nn.Sequential(nn.Linear(d_model, dim_ff), nn.GELU(), nn.Linear(dim_ff, d_model))
-            self.norm1 = nn.LayerNorm(d_model)
-            self.norm2 = nn.LayerNorm(d_model)
-
-        def forward(self, x):
-            s = x.shape[1]
-            mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)  # True = may not attend
-            h = self.norm1(x)
-            x = x + self.attn(h, h, h, attn_mask=mask, need_weights=False)[0]
-            return x + self.ffn(self.norm2(x))
-
-    class LargeLM(nn.Module):
-        """The seed's ``LargeLM`` (embedding → blocks → LM head with bias). ``fixed=False`` keeps the seed's block."""
-
-        def __init__(self, vocab_size, d_model, n_layers, nhead, dim_ff, fixed=True):
-            super().__init__()
-            block = TransformerBlock if fixed else SeedTransformerBlock
-            self.embedding = nn.Embedding(vocab_size, d_model)
-            self.layers = nn.ModuleList([block(d_model, nhead, dim_ff) for _ in range(n_layers)])
-            self.lm_head = nn.Linear(d_model, vocab_size)
-
-        def forward(self, input_ids):
-            h = self.embedding(input_ids)
-            for layer in self.layers:
-                h = layer(h)
-            return self.lm_head(h)
-
-    return SeedTransformerBlock, TransformerBlock, LargeLM
+def __dir__():
+    return sorted(set(globals()) | set(SEED_MODULES))
 
 
 def build_large_lm(device: str = "meta", fixed: bool = True, **sizes):
@@ -251,7 +214,8 @@ def build_large_lm(device: str = "meta", fixed: bool = True, **sizes):
     """
     import torch
 
-    LargeLM = _large_lm_classes()[2]
+    from .seed_models import LargeLM
+
     kw = {**SEED_LARGE_LM, **sizes}
     with torch.device(device):
         return LargeLM(fixed=fixed, **kw)
@@ -259,7 +223,9 @@ def build_large_lm(device: str = "meta", fixed: bool = True, **sizes):
 
 def transformer_blocks():
     """``(SeedTransformerBlock, TransformerBlock)``: the seed's buggy block and the fixed one."""
-    return _large_lm_classes()[:2]
+    from .seed_models import SeedTransformerBlock, TransformerBlock
+
+    return SeedTransformerBlock, TransformerBlock
 
 
 def zero_residual_branches(block):

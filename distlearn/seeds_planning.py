@@ -6,8 +6,9 @@ documented), so the chapter can show what it printed. It has four mistakes (cour
 1. Adam's optimizer state is 2 × 4 bytes per parameter, without the fp32 master weights (another 4): mixed-precision
    Adam needs 2 + 2 + 12 = 16 bytes per parameter, not 12.
 2. Activations are ``0.5 × params × bytes`` when no shape is given — an invented constant — and otherwise
-   ``4·s·b·h·bytes`` per layer, which undercounts Korthikanti et al.'s s·b·h·(34 + 5·a·s/h); they are also never
-   divided by anything, whatever the sharding.
+   ``4·s·b·h·bytes`` per layer, which undercounts what a Llama layer keeps (41·s·b·h bytes for Llama 3 8B with
+   flash attention, :func:`distlearn.activations.config_layer_bytes`); they are also never divided by anything,
+   whatever the sharding.
 3. "FSDP" divides by the number of GPUs: correct only because every GPU is a data-parallel rank here; with tensor or
    pipeline parallelism ZeRO divides by dp, not the GPU count.
 4. "Fits on 80 GB" compares with 80 GB and nothing held back: the CUDA context, NCCL buffers and the allocator's
@@ -20,7 +21,8 @@ from __future__ import annotations
 
 from .i18n import bi, table
 from .hardware import make_cluster
-from .memory import GB, GiB, activation_bytes_per_layer, model_state_bytes
+from .activations import config_layer_bytes
+from .memory import GB, GiB, model_state_bytes
 from .models import PRESETS
 from .seeds import seed_memory_calculator  # the seed's function, kept once (chapter 01 shows it too)
 from . import planner
@@ -45,20 +47,19 @@ def seed_memory_table() -> str:
 def corrected_memory_row(params_billions: int, sharding: str, num_gpus: int, *, seq_len: int = 2048,
                          micro_batch_size: int = 1, recompute: str = "none", gpu: str = "a100-80gb") -> dict:
     """One seed row done right: Ψ = ``params_billions`` × 1e9 (the seed's count, to compare like with like),
-    16 bytes/parameter sharded by ZeRO-3 over dp = ``num_gpus`` when ``sharding == "fsdp"``, Korthikanti
-    activations of the matching published shape (:data:`SHAPES`), and the planner's reserve.
+    16 bytes/parameter sharded by ZeRO-3 over dp = ``num_gpus`` when ``sharding == "fsdp"``, the activations of
+    the matching published Llama shape (:data:`SHAPES`; flash attention, grouped-query K/V, SwiGLU:
+    :func:`distlearn.activations.config_layer_bytes`), and the planner's reserve.
 
     Returns bytes per GPU: ``params``, ``grads``, ``optimizer``, ``activations``, ``reserve``, ``total``, plus
     ``capacity`` and ``fits``.
     """
     shape = PRESETS[SHAPES[params_billions]]
     st = model_state_bytes(int(params_billions * 1e9), dp=num_gpus, zero_stage=3 if sharding == "fsdp" else 0)
-    acts = shape.num_layers * activation_bytes_per_layer(
-        seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=shape.hidden_size,
-        num_heads=shape.num_heads, recompute=recompute)
+    acts = shape.num_layers * config_layer_bytes(shape, seq_len=seq_len, micro_batch_size=micro_batch_size,
+                                                 recompute=recompute)
     if recompute == "full":  # one layer's full activations while it is recomputed
-        acts += activation_bytes_per_layer(seq_len=seq_len, micro_batch_size=micro_batch_size,
-                                           hidden_size=shape.hidden_size, num_heads=shape.num_heads)
+        acts += config_layer_bytes(shape, seq_len=seq_len, micro_batch_size=micro_batch_size)
     cap = make_cluster(gpu, num_gpus).gpu.memory_bytes
     reserve = planner.RESERVE_BYTES + planner.FRAGMENTATION * cap
     row = {"params": st.params, "grads": st.grads, "optimizer": st.optimizer, "activations": acts,

@@ -56,8 +56,9 @@ def test_inflight_closed_forms():
         A.inflight_microbatches("none", 2, 4, 0)
 
 
-def test_inflight_matches_pipeline_simulation_if_available():
-    pipeline = pytest.importorskip("distlearn.pipeline")
+def test_inflight_matches_pipeline_simulation():
+    from distlearn import pipeline
+
     for sched in ("gpipe", "1f1b"):
         for p, m in [(2, 4), (4, 8), (4, 2), (3, 7)]:
             r = pipeline.simulate(sched, p, m)
@@ -174,8 +175,9 @@ def test_explorer_compute_adds_up():
     assert "error" in w.compute(model="gpt2-xl", tp=2)
 
 
-def test_layers_on_stage_matches_pipeline_partition_if_available():
-    pipeline = pytest.importorskip("distlearn.pipeline")
+def test_layers_on_stage_matches_pipeline_partition():
+    from distlearn import pipeline
+
     for L, p in [(10, 4), (7, 3), (80, 6), (96, 8)]:
         assert list(pipeline.partition_layers(L, p)) == [A.layers_on_stage(L, p, s) for s in range(p)]
 
@@ -192,3 +194,46 @@ def test_seed_grid_figure_stacks_real_parts():
     assert heights[: len(rows)] == pytest.approx([r["seed_gb"] for r in rows])
     tops = [sum(heights[len(rows) * k + i] for k in (1, 2, 3)) for i in range(len(rows))]
     assert tops == pytest.approx([r["real_gb"] for r in rows])
+
+
+def test_offload_step_time_includes_the_cpu_adam_step():
+    """Issue 13, item 12: the CPU Adam step over the offloaded shards is in the time model, and dominates."""
+    n = PRESETS["llama2-70b"].num_parameters()
+    t = A.offload_step_time(n, dp=8, ranks_per_host=8, pcie_gb_per_s=25, host_memory_gb_per_s=200)
+    assert t["host_params"] == 8 * n / 8
+    assert t["cpu_adam_s"] == pytest.approx(n / A.CPU_ADAM_PARAMS_PER_S)
+    assert A.CPU_ADAM_PARAMS_PER_S == pytest.approx(11.6e9 / 8.2)          # DeepSpeed PR #735
+    assert t["pcie_s"] == pytest.approx(4 * n / 8 / 25e9)
+    assert t["total_s"] == pytest.approx(t["pcie_s"] + t["cpu_adam_s"])
+    assert t["cpu_adam_s"] > 10 * t["pcie_s"]                               # PCIe alone misses most of it
+    assert t["roofline_s"] == pytest.approx(28 * n / 200e9) and t["roofline_s"] < t["cpu_adam_s"]
+    # DeepSpeed 0.19.8 sends fp32 gradients: 4 + 2 B/param instead of the paper's 2 + 2
+    assert A.offload_traffic(n, dp=8, grad_bytes=4)["pcie_bytes"] == 6 * n / 8
+    with pytest.raises(DistlearnValueError):
+        A.offload_step_time(n, dp=8, zero_stage=0)
+
+
+def test_cpu_adam_bytes_per_param_from_deepspeed_source():
+    """28 B/param: Step_1 of DeepSpeed's cpu_adam reads params, grads, exp_avg, exp_avg_sq and writes three back."""
+    import pathlib
+    import re
+    ds = pytest.importorskip("deepspeed")
+    src = (pathlib.Path(ds.__file__).parent / "ops/csrc/adam/cpu_adam_impl.cpp").read_text()
+    body = src[src.index("void Adam_Optimizer::Step_1"):src.index("void Adam_Optimizer::Step_4")]
+    reads = set(re.findall(r"= \(?float\)?\s*(\w+)\[k\]|= (_exp_avg\w*)\[k\]", body))
+    writes = set(re.findall(r"(\w+)\[k\] = ", body))
+    assert writes == {"_params", "_exp_avg", "_exp_avg_sq"}
+    assert {r for pair in reads for r in pair if r} == {"grads", "_params", "_exp_avg", "_exp_avg_sq"}
+    assert A.CPU_ADAM_BYTES_PER_PARAM == 4 * (4 + 3)
+
+
+def test_explorer_attention_choice():
+    from distlearn.widgets import activations as w
+
+    cfg = PRESETS["llama2-7b"]
+    for att in ("flash", "materialised"):
+        r = w.compute(model="llama2-7b", seq_len=4096, attention=att)
+        act = A.model_activation_bytes(cfg, seq_len=4096, micro_batch_size=1, attention=att)
+        assert r["parts"]["activations"] + r["parts"]["logits"] == pytest.approx(act.total)
+    assert w.compute(attention="default")["total"] == w.compute(attention="flash")["total"]
+    assert w.compute(attention="materialised")["total"] > w.compute(attention="flash")["total"]

@@ -41,13 +41,10 @@ def test_report_with_missing_frontend_shows_fix(monkeypatch):
 
 
 def test_report_in_this_environment():
-    import os
     import torch
 
     r = env.environment_report()
     assert r.versions["torch"] == torch.__version__.split("+")[0] or r.versions["torch"] == torch.__version__
-    assert r.cpu_count == os.cpu_count()
-    assert r.cuda_available == torch.cuda.is_available()
     assert set(r.versions) == set(env.PACKAGES)
     # the course's own set-up installs the front end in the same .venv
     assert r.versions["jupyterlab_widgets"] and r.versions["jupyterlab_widgets"].startswith("3.")

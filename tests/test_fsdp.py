@@ -206,8 +206,6 @@ def test_zero_table_memory_and_comm():
     rows = fsdp.zero_stage_table(psi, dp)
     # ZeRO paper Figure 1: 120, 31.4, 16.6, 1.9 GB per GPU
     assert [round(r["total"] / 1e9, 1) for r in rows] == [120.0, 31.4, 16.6, 1.9]
-    for r in rows:
-        assert r["total"] == model_state_bytes(psi, dp=dp, zero_stage=r["zero_stage"]).total
     assert [r["comm_psi"] for r in rows] == [2, 2, 2, 3]
     assert "FULL_SHARD" in rows[3]["fsdp"] and "SHARD_GRAD_OP" in rows[2]["fsdp"] and "NO_SHARD" in rows[0]["fsdp"]
     for r in rows:  # the Chinese names the same strategy

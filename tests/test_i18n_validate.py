@@ -41,11 +41,3 @@ def test_check_choice_lists_choices():
     with pytest.raises(DistlearnValueError, match="'a', 'b'"):
         check_choice("mode", "c", ["a", "b"])
 
-
-def test_all_registered_texts_are_bilingual():
-    import importlib, pkgutil
-    for mod in pkgutil.walk_packages(distlearn.__path__, "distlearn."):
-        if ".labs." not in mod.name and not mod.name.endswith("__main__"):
-            importlib.import_module(mod.name)
-    for key, t in i18n.REGISTRY.items():
-        assert t.en.strip() and i18n._CJK.search(t.zh), key

@@ -1,5 +1,7 @@
 """The real multi-process launcher: results, re-runs in one process, worker errors, hangs, no orphans."""
 import multiprocessing as mp
+import os
+import sys
 import time
 
 import pytest
@@ -23,9 +25,22 @@ def test_all_reduce_results_in_rank_order(world_size):
     assert launch.run(smoke.all_reduce_rank, world_size) == [world_size * (world_size + 1) / 2] * world_size
 
 
-def test_second_run_in_same_process_works():
-    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]
-    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]
+@pytest.mark.parametrize("method", ["forkserver", "spawn"])
+def test_workers_get_the_callers_current_environment(monkeypatch, method):
+    """A forkserver child inherits the server's environment: the launcher passes the caller's current one, so a
+    variable set after an earlier run (which started the server) still reaches the workers, as with spawn."""
+    if method == "forkserver" and not sys.platform.startswith("linux"):
+        pytest.skip("forkserver is used on Linux only")
+    monkeypatch.setenv("DISTLEARN_START_METHOD", method)
+    if method == "forkserver":
+        assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]   # starts the server (if no earlier run did)
+    monkeypatch.setenv("DISTLEARN_TEST_VAR", f"set later / 之后设置 {method}")
+    out = launch.run(smoke.environment, 2, "DISTLEARN_TEST_VAR")
+    assert [v for v, _, _ in out] == [f"set later / 之后设置 {method}"] * 2
+    assert len({pid for _, pid, _ in out}) == 2 and all(pid != os.getpid() for _, pid, _ in out)
+    monkeypatch.setenv("DISTLEARN_START_METHOD", "fork")      # fork of a notebook kernel: refused
+    with pytest.raises(DistlearnValueError, match="DISTLEARN_START_METHOD"):
+        launch.run(smoke.all_reduce_rank, 2)
 
 
 def test_worker_exception_reraised_with_rank_and_traceback():

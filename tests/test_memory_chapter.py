@@ -101,14 +101,48 @@ def test_seed_per_layer_activations_undercount_korthikanti():
     seed_bytes = seed["activations_gb"] * 1e9
     assert seed_bytes == 4 * s * b * h * 2 * layers                     # 8·s·b·h bytes per layer
     kort = layers * activation_bytes_per_layer(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a)
-    assert kort == layers * s * b * h * (34 + 5 * a * s / h)            # Korthikanti et al. 2022, Table 2
-    assert kort / seed_bytes == pytest.approx((34 + 80) / 8)            # 14.25× more
+    assert kort == layers * s * b * h * (34 + 5 * a * s / h)            # Korthikanti et al. 2022, Table 2 (GPT)
+    assert kort / seed_bytes == pytest.approx((34 + 80) / 8)            # 14.25×: the GPT formula, wrong model
+
+
+def test_chapter01_llama_activation_ratios():
+    """The ch01 claims (issue 13, item 7): a Llama 2 7B layer keeps 37.5·sbh + 4asb with flash attention, 4.7×
+    the seed's 8·sbh at s = 2048, and 8.7× with the scores stored — not Korthikanti's GPT 14×."""
+    from distlearn.activations import config_layer_bytes
+    from distlearn.models import PRESETS
+
+    c, s = PRESETS["llama2-7b"], 2048
+    sbh, seed = s * 4096, 8 * s * 4096
+    flash = config_layer_bytes(c, seq_len=s, micro_batch_size=1, attention="flash")
+    stored = config_layer_bytes(c, seq_len=s, micro_batch_size=1, attention="materialised")
+    assert flash == 37.5 * sbh + 4 * 32 * s
+    assert round(flash / seed, 1) == 4.7 and round(stored / seed, 1) == 8.7
 
 
 def test_seed_fits_on_80gb_mixes_units():
-    # 79.9e9 bytes "fit" for the seed; an "80GB" A100 reports 81920 MiB total, and not all of it is usable.
+    # the seed's "fits" is GB (1e9) <= 80 with nothing held back: 6.1 B parameters "fit" at 79.3 GB, yet their
+    # real model states alone (16 B/param, 97.6 GB) exceed the whole card, datasheet 80e9 bytes (nvidia-smi: 81920 MiB)
+    seed = seeds.seed_memory_calculator(6.1)
+    assert seed["per_gpu_total_gb"] == pytest.approx(6.1 * 13) and seed["fits_on_80gb"]
     assert 80e9 / GiB == pytest.approx(74.5, abs=0.05)
-    assert memory_widget.GPUS["A100 80GB"] == 80 * GiB
+    assert memory_widget.NVIDIA_SMI_MIB["A100 80GB"] * 2**20 == 80 * GiB
+    assert model_state_bytes(6_100_000_000).total > memory_widget.NVIDIA_SMI_MIB["A100 80GB"] * 2**20
+    assert not memory_widget.compute(model="custom", custom_billions=6.1, gpu="A100 80GB")["fits"]
+
+
+def test_one_gpu_capacity_convention_everywhere():
+    """Issue 13, item 14: the ch01 explorer and the planner use the same datasheet bytes (GB = 1e9) per card."""
+    from distlearn.hardware import GPUS as HW
+    from distlearn.widgets import activations as act_widget
+
+    pairs = {"A100 80GB": "a100-80gb", "H100 80GB (SXM)": "h100-80gb", "H200 (141 GB)": "h200"}
+    for label, key in pairs.items():
+        assert memory_widget.GPUS[label] == HW[key].memory_bytes
+    assert memory_widget.GPUS["A100 80GB"] == 80e9 and memory_widget.GPUS["H200 (141 GB)"] == 141e9
+    assert all(v % 1e9 == 0 for v in memory_widget.GPUS.values())          # whole datasheet GB, never MiB
+    r = memory_widget.compute(model="llama3-8b", gpu="A100 80GB")
+    assert r["capacity"] == 80e9
+    assert act_widget.compute(model="llama3-8b", gpu_gb=80)["gpu_bytes"] == HW["a100-80gb"].memory_bytes
 
 
 # ---------------------------------------------------------------- seed mistake 3: ZeRO divides by dp

@@ -56,3 +56,82 @@ def test_small_model_runs_forward_on_cpu():
     model = build_model(c, device="cpu")
     out = model(torch.randint(0, 64, (2, 8)))
     assert out.shape == (2, 8, 64)
+
+
+# ---------------------------------------------------------------- the torch modules are ordinary classes
+TORCH_CLASSES = [("distlearn.models", n) for n in ("RMSNorm", "Attention", "MLP", "Block", "TransformerLM")] + [
+    ("distlearn.seeds", n) for n in ("SeedTransformerBlock", "TransformerBlock", "LargeLM")]
+
+
+@pytest.mark.parametrize("module, name", TORCH_CLASSES)
+def test_torch_classes_are_top_level_and_documented(module, name):
+    import importlib
+    import inspect
+    import pydoc
+
+    mod = importlib.import_module(module)
+    cls = getattr(mod, name)                     # lazy re-export, same object as the defining module's class
+    assert cls.__qualname__ == name              # not a class defined inside a function (<locals>)
+    assert getattr(importlib.import_module(cls.__module__), name) is cls
+    assert f"class {name}(" in inspect.getsource(cls)
+    assert name in dir(mod)
+    assert f"class {name}(" in pydoc.render_doc(mod, renderer=pydoc.plaintext)  # help(module) lists it
+
+
+def test_from_import_works():
+    from distlearn.models import Block, TransformerLM
+    from distlearn.seeds import LargeLM
+    from distlearn import transformer, seed_models
+
+    assert (TransformerLM, Block, LargeLM) == (transformer.TransformerLM, transformer.Block, seed_models.LargeLM)
+    with pytest.raises(ImportError):
+        from distlearn.models import NoSuchModule  # noqa: F401
+
+
+def _roundtrip(model, x):
+    import pickle
+    import torch
+
+    clone = pickle.loads(pickle.dumps(model))
+    assert type(clone) is type(model)
+    assert clone is not model
+    sd, sd2 = model.state_dict(), clone.state_dict()
+    assert sd.keys() == sd2.keys() and all(torch.equal(sd[k], sd2[k]) for k in sd)
+    assert torch.equal(model(x), clone(x))
+    return clone
+
+
+@pytest.mark.parametrize("arch, tied", [("gpt", True), ("llama", False)])
+def test_transformer_lm_pickles(arch, tied):
+    import torch
+
+    c = ModelConfig("tiny", arch, 64, 32, 2, 4, 64, 16, num_kv_heads=2, tied_embeddings=tied)
+    torch.manual_seed(0)
+    model = build_model(c, device="cpu").eval()
+    clone = _roundtrip(model, torch.randint(0, 64, (2, 8)))
+    assert clone.config == c
+    assert (clone.lm_head.weight is clone.embed.weight) == tied   # tying survives the round trip
+
+
+@pytest.mark.parametrize("fixed", [True, False])
+def test_seed_large_lm_pickles(fixed):
+    import torch
+    from distlearn import seeds
+
+    torch.manual_seed(0)
+    model = seeds.build_large_lm(device="cpu", fixed=fixed, vocab_size=50, d_model=16, n_layers=2, nhead=4,
+                                 dim_ff=32).eval()
+    _roundtrip(model, torch.randint(0, 50, (2, 5)))
+
+
+def test_importing_distlearn_does_not_import_torch():
+    """The lazy re-exports keep ``import distlearn`` (and the torch-free modules) from importing torch (~1 s); the
+    first use of a torch class imports it (which shows the check can see torch being imported)."""
+    import subprocess
+    import sys
+
+    code = ("import sys, distlearn, distlearn.models, distlearn.seeds, distlearn.overlap, distlearn.pipeline, "
+            "distlearn.comm; print('torch' in sys.modules); "
+            "from distlearn.models import TransformerLM; print('torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["False", "True"]

@@ -2,7 +2,7 @@
 which the tests check against Korthikanti et al. 2022 and Narayanan et al. 2021."""
 from __future__ import annotations
 
-from ..activations import inflight_microbatches, offload_traffic, recompute_flops
+from ..activations import inflight_microbatches, layer_activation_bytes, offload_step_time, offload_traffic, recompute_flops
 from ..check import Case, verify
 from ..memory import activation_bytes_per_layer
 from ..models import ModelConfig
@@ -50,3 +50,33 @@ def ex08_offload_seconds(fn):
                   hint_zh="每个 rank 把 16 位梯度分片传到 CPU，再取回 16 位参数：Ψ/dp 个参数每个 4 字节；GB/s 指每秒 1e9 字节。")
              for n, dp, bw in [(7_000_000_000, 8, 25.0), (70_000_000_000, 64, 32.0), (1_000_000, 1, 10.0)]]
     verify("ex08_offload_seconds", fn, cases)
+
+
+def ex08_llama_layer_bytes(fn):
+    """``fn(seq_len, micro_batch_size, hidden_size, num_heads, num_kv_heads, ffn_hidden_size)`` → bytes per Llama
+    layer with flash attention (16-bit, no parallelism, no recomputation)."""
+    shapes = [(8192, 1, 4096, 32, 8, 14336), (4096, 2, 4096, 32, 32, 11008), (8192, 1, 8192, 64, 8, 28672),
+              (16, 3, 8, 2, 1, 24)]
+    cases = [Case(args=sh, expected=layer_activation_bytes(seq_len=sh[0], micro_batch_size=sh[1], hidden_size=sh[2],
+                                                           num_heads=sh[3], arch="llama", num_kv_heads=sh[4],
+                                                           ffn_hidden_size=sh[5], attention="flash"),
+                  rtol=1e-9, hint_en="2 norm inputs + QKV input + Q + O + MLP input (sbh each), K and V (k/a·sbh each), "
+                                     "SwiGLU 4·f·sb, all 2 bytes; plus the fp32 log-sum-exp, 4·a·s·b bytes. No s² term.",
+                  hint_zh="2 个归一化输入 + QKV 输入 + Q + O + MLP 输入（各 sbh），K 和 V（各 k/a·sbh），SwiGLU 4·f·sb，都是 2 字节；"
+                          "再加 fp32 的 log-sum-exp，4·a·s·b 字节。没有 s² 项。") for sh in shapes]
+    verify("ex08_llama_layer_bytes", fn, cases)
+
+
+def ex08_offload_step_seconds(fn):
+    """``fn(num_params, dp, ranks_per_host, pcie_gb_per_s, cpu_adam_params_per_s)`` → seconds ZeRO-2 + optimizer
+    offload adds per step: PCIe (4 B/param of the shard) + CPU Adam over the host's shards."""
+    cases = [Case(args=(n, dp, r, bw, rate),
+                  expected=offload_step_time(n, dp=dp, ranks_per_host=r, pcie_gb_per_s=bw,
+                                             cpu_adam_params_per_s=rate)["total_s"], rtol=1e-9,
+                  hint_en="PCIe: 4·(Ψ/dp) bytes at pcie_gb_per_s·1e9 B/s; CPU: the host updates ranks_per_host shards "
+                          "of Ψ/dp parameters at cpu_adam_params_per_s.",
+                  hint_zh="PCIe：4·(Ψ/dp) 字节，带宽 pcie_gb_per_s·1e9 B/s；CPU：主机以 cpu_adam_params_per_s 的速率更新 "
+                          "ranks_per_host 个分片，每个 Ψ/dp 个参数。")
+             for n, dp, r, bw, rate in [(70_000_000_000, 8, 8, 25.0, 1.4e9), (7_000_000_000, 16, 8, 32.0, 3e9),
+                                        (1_000_000, 1, 1, 10.0, 1e8)]]
+    verify("ex08_offload_step_seconds", fn, cases)

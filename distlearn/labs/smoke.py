@@ -17,6 +17,13 @@ def all_reduce_rank(rank: int, world_size: int) -> float:
     return float(t.item())
 
 
+def environment(rank: int, world_size: int, name: str) -> tuple:
+    """``(os.environ.get(name), process id, parent process id)`` on this rank: what the launcher's tests inspect."""
+    import os
+
+    return os.environ.get(name), os.getpid(), os.getppid()
+
+
 def raise_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
     """Raise ValueError on ``bad_rank``; the other ranks wait in a collective it never joins."""
     if rank == bad_rank:

@@ -5,7 +5,7 @@ what recomputation costs in compute.
 does not divide the heads, parameter offload without ZeRO-3). Model states: Ψ/tp per GPU (tensor parallelism
 splits the matrices; embeddings too, as Megatron does), then ZeRO ``zero_stage`` over ``dp``; mixed precision
 (2 + 2 + 12 B/param). Activations: :func:`distlearn.activations.model_activation_bytes` (one micro-batch, no
-pipeline). Recompute time: extra FLOPs divided by an assumed achieved throughput :data:`ACHIEVED_FLOPS`.
+pipeline; each layer counted for the model's architecture and the chosen attention kernel). Recompute time: extra FLOPs divided by an assumed achieved throughput :data:`ACHIEVED_FLOPS`.
 """
 from __future__ import annotations
 
@@ -29,6 +29,7 @@ L_MBS = text("act.mbs", "Micro-batch size", "微批次大小")
 L_TP = text("act.tp", "Tensor parallel (tp)", "张量并行 (tp)")
 L_SP = text("act.sp", "Sequence parallel", "序列并行")
 L_RC = text("act.recompute", "Recomputation", "重计算")
+L_ATT = text("act.attention", "Attention kernel", "注意力实现")
 L_DP = text("act.dp", "Data parallel (dp)", "数据并行 (dp)")
 L_ZERO = text("act.zero", "ZeRO stage", "ZeRO 阶段")
 L_OFF = text("act.offload", "Offload", "卸载")
@@ -52,6 +53,11 @@ def controls() -> dict:
         "sequence_parallel": base.checkbox(L_SP, False),
         "recompute": base.dropdown(L_RC, [(bi("none", "无"), "none"), (bi("selective", "选择性"), "selective"),
                                           (bi("full", "完全"), "full")], "none"),
+        "attention": base.dropdown(L_ATT, [(bi("as trained (GPT: materialised, Llama: flash)",
+                                                 "按实际训练（GPT：显式分数，Llama：flash）"), "default"),
+                                              (bi("flash (log-sum-exp only)", "flash（只存 log-sum-exp）"), "flash"),
+                                              (bi("materialised s×s scores", "显式存储 s×s 分数"), "materialised")],
+                                   "default"),
         "dp": base.log2_slider(L_DP, 8, 1, 64),
         "zero_stage": base.dropdown(L_ZERO, [0, 1, 2, 3], 3),
         "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"),
@@ -63,8 +69,10 @@ def controls() -> dict:
 
 
 def compute(model="llama2-7b", seq_len=4096, micro_batch_size=1, tp=1, sequence_parallel=False, recompute="none",
-            dp=8, zero_stage=3, offload="none", gpu_gb=80) -> dict:
-    """Per-GPU bytes by part, the total against ``gpu_gb`` (GB = 1e9 bytes) and recomputation's extra FLOPs/time."""
+            dp=8, zero_stage=3, offload="none", gpu_gb=80, attention="default") -> dict:
+    """Per-GPU bytes by part, the total against ``gpu_gb`` (datasheet GB = 1e9 bytes, the planner's convention)
+    and recomputation's extra FLOPs/time. ``attention``: ``"default"`` (the model's own,
+    :func:`distlearn.activations.default_attention`), ``"flash"`` or ``"materialised"``."""
     cfg = PRESETS[model]
     try:
         n = cfg.num_parameters()
@@ -73,7 +81,8 @@ def compute(model="llama2-7b", seq_len=4096, micro_batch_size=1, tp=1, sequence_
         states = model_state_bytes(n // tp, dp=dp, zero_stage=zero_stage, offload_optimizer=offload != "none",
                                    offload_params=offload == "optimizer+params")
         act = model_activation_bytes(cfg, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp,
-                                     sequence_parallel=sequence_parallel, recompute=recompute)
+                                     sequence_parallel=sequence_parallel, recompute=recompute,
+                                     attention=None if attention == "default" else attention)
         flops = recompute_flops(cfg, seq_len=seq_len, micro_batch_size=micro_batch_size, recompute=recompute, tp=tp)
     except DistlearnValueError as exc:
         return {"error": str(exc)}

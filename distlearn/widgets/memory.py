@@ -6,24 +6,31 @@ optimizer) per GPU in GB with a GiB axis, against a GPU's memory; ``explorer()``
 from __future__ import annotations
 
 from ..i18n import bi, text
+from ..hardware import GPUS as HW_GPUS
 from ..memory import GB, GiB, OPTIMIZERS, PRECISIONS, model_state_bytes
 from ..models import PRESETS
 from ..validate import DistlearnValueError
 from . import base
 
 MiB = 2 ** 20
-# Total memory of common GPUs as ``nvidia-smi --query-gpu=memory.total`` reports it (MiB). H100 81559, A100 80GB
-# 81920 and A100 40GB 40960 MiB as listed in modal-labs/modal-client PR #2797 ("nvidia quotes GB on their GPUs
-# not GiB"); RTX 4090 24564 and H200 143771 MiB as nvidia-smi prints them in many public logs ("0MiB / 143771MiB"
-# for an NVIDIA H200 SXM, "24564MiB" for a GeForce RTX 4090). The usable part is smaller: the CUDA
-# context (~0.3–1 GiB), the caching allocator's reserve and temporary buffers come first.
+# GPU capacity, one convention for the whole course: the datasheet's figure in GB of 1e9 bytes ("A100 80GB" =
+# 80e9 bytes), the same numbers as the planner's presets (distlearn.hardware.GPUS). What the card shows is a
+# little more: nvidia-smi's memory.total (NVIDIA_SMI_MIB below) counts the HBM in MiB, and CUDA's own total
+# (torch.cuda.mem_get_info() returns (free, total) in bytes, from cudaMemGetInfo) is slightly less than that,
+# e.g. 81,049 MiB = 85.0e9 bytes on an A100 80GB PCIe (deviceQuery-style "Total global mem", ekondis/mixbench
+# issue #47); ``free`` is smaller again once the CUDA context exists. The datasheet figure is the conservative one.
 GPUS = {
-    "RTX 4090 (24 GB)": 24564 * MiB,
-    "A100 40GB": 40960 * MiB,
-    "A100 80GB": 81920 * MiB,
-    "H100 80GB (SXM)": 81559 * MiB,
-    "H200 (141 GB)": 143771 * MiB,
+    "RTX 4090 (24 GB)": 24e9,
+    "A100 40GB": 40e9,
+    "A100 80GB": HW_GPUS["a100-80gb"].memory_bytes,
+    "H100 80GB (SXM)": HW_GPUS["h100-80gb"].memory_bytes,
+    "H200 (141 GB)": HW_GPUS["h200"].memory_bytes,
 }
+# nvidia-smi --query-gpu=memory.total as printed (MiB): H100 81559, A100 80GB 81920 and A100 40GB 40960 MiB as
+# listed in modal-labs/modal-client PR #2797 ("nvidia quotes GB on their GPUs not GiB"); RTX 4090 24564 and H200
+# 143771 MiB as nvidia-smi prints them in public logs. For reference only: capacities above use the datasheet.
+NVIDIA_SMI_MIB = {"RTX 4090 (24 GB)": 24564, "A100 40GB": 40960, "A100 80GB": 81920, "H100 80GB (SXM)": 81559,
+                  "H200 (141 GB)": 143771}
 CUSTOM_SIZES_B = (0.125, 0.35, 1, 1.5, 3, 7, 8, 13, 30, 70, 175, 405, 1000)  # billions of parameters
 
 T = {
@@ -65,7 +72,7 @@ def compute(model: str = "llama3-8b", custom_billions: float = 7, precision: str
 
     ``model`` is a preset name or ``"custom"`` (then ``custom_billions`` × 1e9 parameters). Returns bytes
     (``params``, ``grads``, ``optimizer``, ``total``, ``cpu``), the same in GB and GiB (``*_gb`` / ``*_gib``),
-    ``capacity`` (bytes of ``gpu``), ``fits`` (model states alone fit: activations, the CUDA context and the
+    ``capacity`` (bytes of ``gpu``: the datasheet's GB × 1e9, like the planner), ``fits`` (model states alone fit: activations, the CUDA context and the
     allocator need more) and ``per_param`` (bytes/param unsharded). An invalid combination returns
     ``{"error": <bilingual message>}`` instead of raising.
     """
