@@ -652,3 +652,13 @@ def term_label(name: str) -> str:
 
     gloss = TERM_ZH.get(name) or RECOMPUTE_ZH.get(name)
     return named(name, gloss) if gloss else name
+
+
+ATTENTION_ZH = {"flash": "flash 注意力", "materialised": "存下注意力分数"}
+
+
+def attention_label(name: str) -> str:
+    """An attention kernel name (``"flash"``, ``"materialised"``) with its Chinese gloss in the current language."""
+    from .i18n import named
+
+    return named(name, ATTENTION_ZH[name]) if name in ATTENTION_ZH else name
