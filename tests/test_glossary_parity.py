@@ -206,7 +206,7 @@ def test_language_values_as_people_write_them(value, expected, language):
 def _split_cli(lang, out, root=None, subprocess_run=False):
     """``python -m distlearn.course split``: through a real subprocess once (the command line itself), else the
     same ``course.main`` in this process (a new interpreter costs seconds per call)."""
-    args = ["split", "--lang", lang, "--out", str(out)] + (["--root", str(root)] if root else [])
+    args = ["split", "--lang", lang, "--out", str(out), "--no-execute"] + (["--root", str(root)] if root else [])
     if subprocess_run:
         subprocess.run([sys.executable, "-m", "distlearn.course", *args], check=True, capture_output=True,
                        cwd=course.ROOT)
@@ -221,8 +221,12 @@ def _check_split(src_paths, out, lang):
         copy = nbformat.read(out / src.parent.name / src.name, as_version=4)
         tags = [t for c in copy.cells for t in c.metadata.get("tags", [])]
         assert f"lang-{other}" not in tags, src
-        assert [c.source for c in copy.cells if c.cell_type == "code"] == \
-               [c.source for c in original.cells if c.cell_type == "code"], src
+        code = [c.source for c in original.cells if c.cell_type == "code"]
+        setter = course.language_cell_source(lang)
+        expected = ([setter if course.SWITCH_CALL in s else s for s in code] if any(course.SWITCH_CALL in s for s in code)
+                    else [setter] + code)  # the switch becomes the copy's own language, or that cell is added
+        assert [c.source for c in copy.cells if c.cell_type == "code"] == expected, src
+        assert all(not c.get("outputs") for c in copy.cells if c.cell_type == "code"), src  # stored in both: cleared
         prose = [c.source for c in copy.cells if c.cell_type == "markdown"]
         assert len(prose) == sum(course._lang(c) == lang for c in original.cells), src
         if lang == "zh":
@@ -247,4 +251,4 @@ def test_split_cli_on_a_small_course(tmp_path):
         _split_cli(lang, tmp_path / lang, root)
         _check_split([root / "notebooks" / "01_x.ipynb"], tmp_path / lang, lang)
     zh = nbformat.read(tmp_path / "zh" / "notebooks" / "01_x.ipynb", as_version=4)
-    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", "x = 1", "更多。"]
+    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", course.language_cell_source("zh"), "x = 1", "更多。"]
