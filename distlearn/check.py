@@ -105,7 +105,7 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
         except NotImplementedError:
             print(bi(f"✗ {exercise}: not solved yet — replace the `raise NotImplementedError` with your code.",
                      f"✗ {exercise}：尚未作答——请把 `raise NotImplementedError` 换成你的代码。", sep="\n  "))
-            raise CheckFailed(f"{exercise}: not implemented / 未实现") from None
+            raise CheckFailed(bi(f"{exercise}: not implemented", f"{exercise}：尚未作答")) from None
         except Exception as exc:  # the student's code raised: show it as feedback, not as a crash of the checker
             failures.append((i, bi(f"{call} raised {type(exc).__name__}: {exc}",
                                    f"{call} 抛出了 {type(exc).__name__}：{exc}", sep="\n    "), case))
@@ -128,7 +128,7 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
     if len(failures) > len(shown):
         print("  " + bi(f"(showing the first {len(shown)} of {len(failures)} failing cases)",
                         f"（只显示 {len(failures)} 个未通过用例中的前 {len(shown)} 个）"))
-    raise CheckFailed(f"{exercise}: {len(failures)} case(s) fail / {len(failures)} 个用例未通过")
+    raise CheckFailed(bi(f"{exercise}: {len(failures)} case(s) fail", f"{exercise}：{len(failures)} 个用例未通过"))
 
 
 _EX = re.compile(r"^ex(\d\d)_\w+$")

@@ -171,6 +171,35 @@ def named(name: str, zh: str) -> str:
     return name if _language == "en" else f"{name}（{zh}）"
 
 
+def source(obj) -> str:
+    """The source of a function or class (``inspect.getsource``) as the reader of the current language should see
+    it: a comment written ``# English / 中文`` keeps only its English half under ``en``, only its Chinese half under
+    ``zh``, and both under ``both``. For printed reference listings."""
+    import inspect
+
+    lines = inspect.getsource(obj).splitlines()
+    if _language == "both":
+        return "\n".join(lines)
+    comment_only = [ln.lstrip().startswith("#") for ln in lines]
+    chinese = [bool(_CJK.search(ln.split("#", 1)[1])) if "#" in ln else False for ln in lines]
+    out = []
+    for i, line in enumerate(lines):
+        m = re.match(r"^(.*?#\s*)(.*?)\s+/\s+(.*)$", line)
+        if m and _CJK.search(m.group(3)) and not _CJK.search(m.group(2)):  # "# English / 中文" on one line
+            out.append((m.group(1) + (m.group(2) if _language == "en" else m.group(3))).rstrip())
+            continue
+        if comment_only[i]:  # a comment line in one language: an English line and its Chinese twin below it
+            if chinese[i] and _language == "en":
+                continue
+            pair_below = i + 1 < len(lines) and comment_only[i + 1] and chinese[i + 1]
+            if not chinese[i] and _language == "zh" and pair_below:
+                continue
+        elif chinese[i] and _language == "en":
+            line = line.split("#", 1)[0].rstrip()
+        out.append(line)
+    return "\n".join(out)
+
+
 QUOTE = "│ "  # marks a tool's own words shown verbatim (see quote)
 
 

@@ -111,9 +111,12 @@ def split_listing(text: str) -> tuple[str, str, str]:
     """``text`` as (lines before, a Python listing or JSON document, lines after); the middle is empty when the
     output has neither. A listing starts at a line ``def``/``class`` and runs to the end; a JSON document starts at
     the first line that opens one and ends where it closes."""
-    m = re.search(r"^(?:def|class) ", text, re.M)
-    if m and is_listing(text[m.start():]):
-        return text[:m.start()], text[m.start():], ""
+    for m in re.finditer(r"^(?:@\w.*\n)*(?:def|class) ", text, re.M):
+        lines = text[m.start():].split("\n")
+        for end in range(len(lines), 0, -1):  # the longest run of lines from here that is Python source
+            chunk = "\n".join(lines[:end])
+            if chunk.strip() and is_listing(chunk):
+                return text[:m.start()], chunk, text[m.start() + len(chunk):]
     m = re.search(r"^[{\[]", text, re.M)
     if m:
         try:
@@ -173,8 +176,11 @@ def output_lines(outputs, where: str) -> list[Line]:
         if kind == "stream":
             text = _join(out.get("text", ""))
             name = f"{where} {out.get('name', 'stream')}"
-            head, listing, tail = split_listing(text)
-            found += _lines(name, head) + _lines(name + " listing", listing) + _lines(name, tail)
+            while text:
+                head, listing, text = split_listing(text)
+                found += _lines(name, head) + _lines(name + " listing", listing)
+                if not listing:
+                    break
         elif kind in ("execute_result", "display_data"):
             data = out.get("data", {})
             if "application/vnd.jupyter.widget-view+json" in data:
