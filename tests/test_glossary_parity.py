@@ -79,8 +79,28 @@ def test_glossary_match_reports(en, zh, missing):
     assert missing in [t.en for t in course.glossary_problems(en, zh)]
 
 
+@pytest.mark.parametrize("zh, found", [
+    ("原始示例代码的种子代码", "种子"), ("在 8 张 GPU 上", "8 张 GPU"), ("每卡 14 GB", "每卡"), ("稳定阶段结束", "稳定阶段"),
+    ("迭代时间变长", "迭代时间"), ("暴露的通信", "暴露的通信"), ("小了 8 倍", "小了 8 倍"), ("短了 v 倍", "短了 v 倍"),
+    ("bf16 只有 8 位有效数字", "8 位有效数字"), ("Adam 的两个矩", "两个矩"), ("**下一章 / Next:**", "下一章 / Next"),
+    ("见本地图", "本地图")])
+def test_forbidden_forms_are_found(zh, found):
+    assert found in [hit for hit, _ in course.forbidden_problems(zh)]
+
+
+@pytest.mark.parametrize("zh", ["随机种子 0", "每个 GPU 进程", "8 块 GPU", "每步时间", "未被隐藏的通信", "是原来的 8 倍",
+                                "一阶矩和二阶矩", "预热期、稳定期和收尾期", "流水线阶段", "`seed_*` 函数"])
+def test_glossary_forms_are_allowed(zh):
+    assert course.forbidden_problems(zh) == []
+
+
+def test_a_longer_term_is_matched_before_a_shorter_one():
+    assert course.glossary_problems("The batch size grows.", "批量大小变大。") == []  # not also "batch" → 批次
+    assert "batch" in [t.en for t in course.glossary_problems("Each batch is split.", "每个批量被切分。")]
+
+
 def test_parity_reports_a_missing_glossary_term():
-    nb = course.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每张 GPU 一份副本。"))
+    nb = course.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每块 GPU 一份副本。"))
     problems = course.parity_problems(nb, "x")
     assert len(problems) == 1 and "data parallelism" in problems[0] and "数据并行" in problems[0]
 
@@ -101,6 +121,8 @@ def test_every_registered_text_is_bilingual_and_consistent():
             bad.append(f"{key}: placeholders differ: {sorted(fields(t.en))} vs {sorted(fields(t.zh))}")
         bad += [f"{key}: glossary term {g.en!r} has none of {g.zh} in {t.zh!r}"
                 for g in course.glossary_problems(t.en, t.zh)]
+        bad += [f"{key}: {hit!r} is ruled out by the glossary, write {rule.use}: {t.zh!r}"
+                for hit, rule in course.forbidden_problems(t.zh)]
     assert not bad, "\n".join(bad)
 
 
