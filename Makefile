@@ -1,5 +1,6 @@
 # distlearn: two commands do all set-up on a fresh machine with Python 3.10+ and make.
 #   make lab    create .venv, install, open JupyterLab on the course
+#               (a classroom server: make lab LAB_ARGS="--no-browser --ip=0.0.0.0"; see docs/teaching.md)
 #   make test   create or reuse .venv, install, run every test
 PYTHON ?= python3
 VENV   ?= .venv
@@ -12,18 +13,25 @@ PORT ?= 8888
 # in build/course-<lang>/. Not LANG: that is the locale variable every shell already sets (en_US.UTF-8 …); make would
 # take it from the environment and export a changed value to every command it runs.
 COURSE_LANG ?=
+LAB_ARGS ?=
+# JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
+LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup lab split audit-lang test test-fast bench screenshot notebooks check exercises parity clean help
+.PHONY: all setup lab split audit-lang test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
-	@echo "make lab   - set up .venv and open the course in JupyterLab (COURSE_LANG=zh or en: in one language)"
+	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
 	@echo "make test  - set up .venv and run every test"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
 	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
-	@echo "make bench - run the benchmarks and rewrite benchmarks/README.md"
+	@echo "make bench - run the speed benchmarks (pytest-benchmark), fail on a missed goal, rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
 
-setup: $(STAMP)
+setup: $(STAMP) $(LAB_OVERRIDES)
+
+$(LAB_OVERRIDES): jupyter-settings/overrides.json $(STAMP)
+	@mkdir -p $(dir $@)
+	@cp jupyter-settings/overrides.json $@
 
 $(STAMP): pyproject.toml constraints.txt
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 10) else "distlearn needs Python 3.10+ / 需要 Python 3.10 或更新版本")'
@@ -35,11 +43,11 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(PY) -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[test]'
 	@touch $(STAMP)
 
-lab: $(STAMP)
+lab: $(STAMP) $(LAB_OVERRIDES)
 ifeq ($(strip $(COURSE_LANG)),)
-	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root)
+	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 else
-	$(PY) -m distlearn.course lab --lang '$(COURSE_LANG)' --port $(PORT)
+	$(PY) -m distlearn.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args '$(LAB_ARGS)'
 endif
 
 # Monolingual copies of the course, executed in that language: build/course-zh/ (COURSE_LANG=en: build/course-en/).
@@ -53,19 +61,25 @@ audit-lang: $(STAMP)
 
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
 PYTEST_ARGS ?=
-test: $(STAMP)
+test: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"
 
+# Speed goals with pytest-benchmark (benchmarks/bench_*.py): every goal is asserted, a goal missed fails make bench;
+# then benchmarks/README.md is rewritten from pytest-benchmark's JSON. BENCH_ARGS: --with-make-test, --full-grid, -k ...
+BENCH_ARGS ?=
 bench: $(STAMP)
-	$(PY) -m benchmarks.run
+	@$(PY) -m pytest -p no:cacheprovider benchmarks -o python_files='bench_*.py' \
+	  --benchmark-json=benchmarks/.last-run.json --benchmark-columns=median,min,max,rounds --benchmark-sort=fullname \
+	  $(BENCH_ARGS); status=$$?; \
+	  $(PY) -m benchmarks.report benchmarks/.last-run.json || status=1; exit $$status
 
 # Needs Chromium (apt-get install chromium). Default: the first chapter notebook with an explorer.
 SCREENSHOT_NOTEBOOK ?=
-screenshot: $(STAMP)
+screenshot: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) tests/browser_harness.py --screenshot docs/img/explorer.png $(SCREENSHOT_NOTEBOOK)
 
 # Sync every notebooks/ and solutions/ .md with its .ipynb (whichever was edited last wins), re-execute only the

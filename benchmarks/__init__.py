@@ -1,1 +1,1 @@
-"""Speed benchmarks of the course, run by ``make bench`` (``python -m benchmarks.run``); results in README.md."""
+"""Speed benchmarks of the course (pytest-benchmark), run by ``make bench``; the table is in README.md."""

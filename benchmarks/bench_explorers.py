@@ -1,60 +1,55 @@
-"""Each explorer's ``compute`` at its largest settings: the slowest of every setting that
-:func:`distlearn.widgets.base.extreme_settings` tries (defaults, each control at each end, all at min, all at max).
-
-Explorers are found generically: every module of :mod:`distlearn.widgets` except ``base``. Goal: < 50 ms, so a
-slider feels immediate (the plot's drawing comes on top of this).
+"""Every explorer's ``compute`` at the slowest of its extreme settings: goal < 50 ms, so a slider feels immediate
+(the figure's drawing comes on top). Explorers are found generically: every module of :mod:`distlearn.widgets`
+except ``base``; settings are :func:`distlearn.widgets.base.extreme_settings` (defaults, each control at each end,
+all at min, all at max). Drawing a figure (compute + render + Agg draw, every control at its maximum) is measured
+for information, without a goal.
 """
 from __future__ import annotations
 
+import contextlib
 import importlib
+import io
 import pkgutil
-import statistics
 import time
 
-GOAL = 0.050  # seconds, for compute rows
-GOALS: dict[str, float | None] = {}  # render rows: measured, no goal (filled by main)
+import pytest
+
+GOAL_S = 0.050
+pytestmark = pytest.mark.benchmark(timer=time.process_time, group="explorers")
 
 
 def explorer_modules() -> list[str]:
     import distlearn.widgets as pkg
 
-    return [m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name != "base" and not m.name.startswith("_")]
+    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name != "base" and not m.name.startswith("_"))
 
 
-def time_call(fn, repeats: int) -> float:
-    """Median wall time in seconds of ``repeats`` calls of ``fn()`` (after one warm-up call)."""
-    fn()
-    times = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t0)
-    return statistics.median(times)
-
-
-def main(quick: bool = False) -> dict[str, float]:
+def slowest_setting(mod) -> dict:
+    """The extreme setting whose ``compute`` takes the most CPU time (best of two calls each)."""
     from distlearn.widgets.base import extreme_settings
 
-    repeats = 1 if quick else 5
-    out = {}
-    for name in explorer_modules():
-        mod = importlib.import_module(f"distlearn.widgets.{name}")
-        settings = extreme_settings(mod.controls())
-        if quick:  # the defaults and every control at its maximum
-            settings = [settings[0], settings[-1]]
-        worst = max(time_call(lambda v=values: mod.compute(**v), repeats) for values in settings)
-        out[f"explorer `{name}`: compute, slowest extreme setting"] = worst
-        row = f"explorer `{name}`: compute + render + draw (Agg), all controls at max"
-        out[row] = time_call(lambda v=settings[-1], m=mod: _render_quietly(m, v), 1 if quick else 3)
-        GOALS[row] = None
-    return out
+    def cost(values):
+        best = float("inf")
+        for _ in range(2):
+            t0 = time.process_time()
+            mod.compute(**values)
+            best = min(best, time.process_time() - t0)
+        return best
+
+    return max(extreme_settings(mod.controls()), key=cost)
+
+
+@pytest.mark.parametrize("name", explorer_modules())
+def test_explorer_compute_slowest_extreme_setting(measure, name):
+    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    values = slowest_setting(mod)
+    result = measure(lambda: mod.compute(**values), goal_s=GOAL_S,
+                     what=f"explorer `{name}`: compute at its slowest extreme setting")
+    assert isinstance(result, dict)
 
 
 def _render_quietly(mod, values) -> None:
     """``render(compute(**values))`` with the Agg backend, figures drawn (not encoded as PNG), printing nowhere."""
-    import contextlib
-    import io
-
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -64,3 +59,13 @@ def _render_quietly(mod, values) -> None:
     for n in plt.get_fignums():  # Agg's show() draws nothing: draw as the notebook would
         plt.figure(n).canvas.draw()
     plt.close("all")
+
+
+@pytest.mark.parametrize("name", explorer_modules())
+def test_explorer_render_all_controls_at_max(measure, name):
+    from distlearn.widgets.base import extreme_settings
+
+    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    values = extreme_settings(mod.controls())[-1]
+    measure(lambda: _render_quietly(mod, values), goal_s=None, rounds=3,
+            what=f"explorer `{name}`: compute + render + draw (Agg), all controls at max")

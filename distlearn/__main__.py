@@ -2,22 +2,46 @@
 from __future__ import annotations
 
 import sys
+import textwrap
+
+
+def commands() -> dict:
+    """``{name: (function, English description, Chinese description)}`` of every command."""
+    from .planner import command_line  # chapter 14
+
+    return {"plan": (command_line.cli, command_line.DESCRIPTION_EN, command_line.DESCRIPTION_ZH)}
+
+
+def usage() -> str:
+    """The list of commands, in the reader's language (:func:`distlearn.set_language` / ``DISTLEARN_LANG``)."""
+    from .i18n import bi, get_language
+
+    lang = get_language()
+    lines = bi("usage: python -m distlearn <command> [options]", "用法：python -m distlearn <命令> [选项]",
+               sep="\n").splitlines() + ["", bi("commands:", "命令：")]
+    for name, (_, en, zh) in commands().items():
+        first = True
+        if lang != "zh":
+            lines += textwrap.wrap(en, 100, initial_indent=f"  {name:6} ", subsequent_indent=" " * 9)
+            first = False
+        if lang != "en":
+            lines += [f"  {name:6} {zh}" if first else f"{'':9}{zh}"]
+        lines += [f"{'':9}" + bi(f"options: python -m distlearn {name} --help",
+                                 f"选项：python -m distlearn {name} --help")]
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    commands = {}
-    try:
-        from .planner import cli as plan_cli  # chapter 10
-        commands["plan"] = plan_cli
-    except ImportError:
-        pass
-    if not argv or argv[0] not in commands:
-        names = ", ".join(sorted(commands)) or "(none yet)"
-        print(f"usage: python -m distlearn <command> [options]; commands: {names}\n"
-              f"用法：python -m distlearn <命令> [选项]；可用命令：{names}")
+    table = commands()
+    if not argv or argv[0] not in table:
+        print(usage())
+        if argv and argv[0] not in ("-h", "--help"):
+            from .i18n import bi
+
+            print("\n" + bi(f"unknown command: {argv[0]!r}", f"未知命令：{argv[0]!r}"))
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    return commands[argv[0]](argv[1:]) or 0
+    return table[argv[0]][0](argv[1:]) or 0
 
 
 if __name__ == "__main__":

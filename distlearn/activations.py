@@ -403,9 +403,11 @@ def layer_forward_flops(*, seq_len: int, micro_batch_size: int, hidden_size: int
     """Forward FLOPs of one GPT layer per GPU (a multiply-add = 2 FLOPs), split into matmul parts.
 
     ``linear = 2·s·b·(4h² + 2·h·f)`` (Q, K, V, output projection and the two MLP matrices; f = 4h gives the
-    familiar 24·s·b·h²) and ``attention = 4·s²·b·h`` (QKᵀ and probabilities·V) — Narayanan et al. 2021, eq. for
-    model FLOPs ``72·B·s·l·h²·(1 + s/6h + V/12hl)`` = 3 × these forwards plus the LM head. Element-wise ops are
-    not counted. Divided by ``tp``. Returns ``{"linear", "attention", "total"}``.
+    familiar 24·s·b·h²) and ``attention = 4·s²·b·h`` (QKᵀ and probabilities·V). Three of these forwards plus the
+    LM head's give the model FLOPs ``72·B·s·l·h²·(1 + s/6h + V/12hl)`` per iteration (Korthikanti et al. 2022,
+    Appendix A); Narayanan et al. 2021 (§5.1) recompute every layer, so they count four forwards of the layers,
+    ``96·B·s·l·h²·(1 + s/6h + V/16lh)``. Element-wise ops are not counted. Divided by ``tp``. Returns
+    ``{"linear", "attention", "total"}``.
     """
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
@@ -501,9 +503,10 @@ CPU_ADAM_BYTES_PER_PARAM = 28
 writes the parameter and both moments back (12 B). The step is bound by host memory bandwidth."""
 
 CPU_ADAM_PARAMS_PER_S = 11.6e9 / 8.2
-"""Parameters per second one host's DeepSpeedCPUAdam updates: 11.6 B parameters in 8.2 s, as reported by its
-author for an 11.6B GPT-2 (DeepSpeed PR #735, 2021: "6x to 7x improvement over torch.adam ... from 56 seconds to
-8.2 seconds"); ≈ 1.4e9 params/s. The ZeRO-Offload paper (Ren et al. 2021) builds CPU-Adam for this reason:
+"""Parameters per second one host's DeepSpeedCPUAdam is assumed to update: 11.6 B parameters in 8.2 s, as reported
+by its author for an 11.6B GPT-2 (DeepSpeed PR #735, 2021: "6x to 7x improvement over torch.adam ... from 56 seconds
+to 8.2 seconds"; the PR states neither the CPU nor how many ranks shared it); ≈ 1.4e9 params/s. The ZeRO-Offload
+paper (Ren et al. 2021) builds CPU-Adam for this reason:
 with PyTorch's CPU Adam the CPU step dominates the iteration. An assumption to change: it depends on the host's
 cores and memory channels (the roofline is host bandwidth / :data:`CPU_ADAM_BYTES_PER_PARAM`)."""
 

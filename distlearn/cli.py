@@ -40,6 +40,9 @@ MESSAGES = {
     "conflicting subparser: %s": "子命令冲突：%s",
     "conflicting subparser alias: %s": "子命令别名冲突：%s",
 }
+# Under "both", messages that wrap another message (a type's error, already in both languages) keep one copy of it.
+BOTH = {"%(prog)s: error: %(message)s\n": "%(prog)s: error / 错误: %(message)s\n",
+        "argument %(argument_name)s: %(message)s": "argument / 参数 %(argument_name)s: %(message)s"}
 PLURALS = {("expected %s argument", "expected %s arguments"): "需要 %s 个值"}
 
 
@@ -50,6 +53,8 @@ def translate(message: str) -> str:
         return message
     if message == "usage: ":
         return {"en": "usage: ", "zh": "用法：", "both": "usage / 用法: "}[get_language()]
+    if get_language() == "both" and message in BOTH:  # the message inside may itself be bilingual: say it once
+        return BOTH[message]
     if message.endswith("\n"):
         return bi(message[:-1], zh[:-1]) + "\n"
     return bi(message, zh)

@@ -27,7 +27,12 @@ need it divisible by ``n`` (pad first, as FSDP does).
 
 **Numbers.** ``sum`` and ``max`` are computed chunk by chunk around the ring, so the order of the additions
 differs from ``numpy.sum`` over ranks: integers (and floats holding integers) match exactly, other floats to
-rounding (≈1e-16 relative per addition). ``mean`` is the ring sum divided by ``n`` (as NCCL's ``ncclAvg``).
+rounding (≈1e-16 relative per addition). ``mean`` is NCCL's ``ncclAvg`` (``hostToDevRedOp`` in NCCL's
+``src/enqueue.cc``): for floating-point arrays every rank's input is first **multiplied by 1/n** rounded to the
+array's dtype (``float(1.0/n)`` for float32, via float for float16, ``1.0/n`` for float64), and the products are
+summed around the ring (``ncclDevPreMulSum``) — so the mean of three float32 197.0 is 197.00002, not 197; for
+integer arrays the ring sum is divided by n with C's truncation toward zero (``ncclDevSumPostDiv``). Gloo's
+``ReduceOp.AVG`` and ``numpy.mean`` round differently; :func:`nccl_average` gives NCCL's result directly.
 """
 from __future__ import annotations
 
@@ -68,6 +73,40 @@ class Step:
 
 def _combine(a: np.ndarray, b: np.ndarray, op: str) -> np.ndarray:
     return np.maximum(a, b) if op == "max" else a + b
+
+
+def _avg_scale(dtype: np.dtype, n: int):
+    """NCCL's 1/n pre-multiplier for a floating dtype, rounded as ``hostToDevRedOp`` rounds it."""
+    dtype = np.dtype(dtype)
+    if dtype == np.float64:
+        return np.float64(1.0 / n)
+    return np.float32(1.0 / n).astype(dtype)        # float32 directly; float16 through float, as __float2half
+
+
+def _pre_average(arrays: list[np.ndarray], n: int) -> list[np.ndarray]:
+    """ncclAvg's pre-operation: floats multiplied by 1/n in their own dtype; integers unchanged."""
+    if np.issubdtype(arrays[0].dtype, np.floating):
+        scale = _avg_scale(arrays[0].dtype, n)
+        return [(a * scale).astype(a.dtype) for a in arrays]
+    return arrays
+
+
+def _post_average(x: np.ndarray, n: int) -> np.ndarray:
+    """ncclAvg's post-operation: integers divided by n, truncating toward zero as C does; floats unchanged."""
+    if np.issubdtype(x.dtype, np.integer):
+        return (np.sign(x) * (np.abs(x) // n)).astype(x.dtype)
+    return x
+
+
+def nccl_average(arrays, world_size: int | None = None) -> np.ndarray:
+    """What NCCL's ``ReduceOp.AVG`` returns for one rank's ``arrays`` (one per rank, summed in rank order):
+    pre-multiplied floats or a truncated integer quotient (see the module docstring). Same dtype as the inputs."""
+    arrays = [np.asarray(a) for a in arrays]
+    n = len(arrays) if world_size is None else check_int("world_size", world_size)
+    acc = None
+    for a in _pre_average(arrays, n):
+        acc = a.copy() if acc is None else (acc + a).astype(a.dtype)
+    return _post_average(acc, n)
 
 
 class VirtualCluster:
@@ -161,7 +200,8 @@ class VirtualCluster:
         arrays = self._per_rank(arrays)
         n, shape = self.world_size, arrays[0].shape
         self.steps = []
-        bufs = [[c.copy() for c in np.array_split(a.reshape(-1), n)] for a in arrays]
+        data = _pre_average(arrays, n) if op == "mean" else arrays
+        bufs = [[c.copy() for c in np.array_split(a.reshape(-1), n)] for a in data]
         hold = np.ones((n, n), dtype=np.int64)
         self.steps.append(Step("start", holdings=hold.copy()))
         self._ring_reduce_scatter(bufs, "max" if op == "max" else "sum", hold)
@@ -170,7 +210,7 @@ class VirtualCluster:
         for r in range(n):
             flat = np.concatenate(bufs[r]) if bufs[r] else np.zeros(0, arrays[0].dtype)
             if op == "mean":
-                flat = flat / n
+                flat = _post_average(flat, n)
             out.append(flat.reshape(shape))
         return out
 
@@ -195,12 +235,12 @@ class VirtualCluster:
         check_choice("op", op, OPS)
         arrays = self._per_rank(arrays)
         n = self.world_size
-        bufs = self._axis0_chunks(arrays)
+        bufs = self._axis0_chunks(_pre_average(arrays, n) if op == "mean" else arrays)
         self.steps = []
         hold = np.ones((n, n), dtype=np.int64)
         self.steps.append(Step("start", holdings=hold.copy()))
         self._ring_reduce_scatter(bufs, "max" if op == "max" else "sum", hold)
-        return [bufs[r][r] / n if op == "mean" else bufs[r][r] for r in range(n)]
+        return [_post_average(bufs[r][r], n) if op == "mean" else bufs[r][r] for r in range(n)]
 
     def broadcast(self, arrays, src: int = 0) -> list[np.ndarray]:
         """Every rank gets rank ``src``'s array (the other ranks' entries are ignored and may be None).
@@ -238,17 +278,18 @@ class VirtualCluster:
         self.steps = []
         hold = np.ones((n, 1), dtype=np.int64)
         self.steps.append(Step("start", holdings=hold.copy()))
-        acc = arrays[(dst + 1) % n].copy()
+        data = _pre_average(arrays, n) if op == "mean" else arrays
+        acc = data[(dst + 1) % n].copy()
         for s in range(n - 1):
             step = Step("reduce")
             a, b = (dst + 1 + s) % n, (dst + 2 + s) % n
             self._transfer(step, a, b, 0, acc.nbytes)
-            acc = _combine(arrays[b], acc, "max" if op == "max" else "sum")
+            acc = _combine(data[b], acc, "max" if op == "max" else "sum")
             hold[b, 0] += hold[a, 0]
             step.holdings = hold.copy()
             self.steps.append(step)
         if op == "mean":
-            acc = acc / n
+            acc = _post_average(acc, n)
         return [acc if r == dst else arrays[r].copy() for r in range(n)]
 
     def all_to_all(self, arrays) -> list[np.ndarray]:

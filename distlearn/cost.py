@@ -22,8 +22,19 @@ pipelined chain broadcast, k chunks        (n−1+k−1)·α                  (n
 Bandwidths reported by nccl-tests (NVIDIA/nccl-tests, ``doc/PERFORMANCE.md``): the *algorithm bandwidth* is
 ``algbw = S / t`` (``S`` = the operation's data size: the all-reduce buffer, the all-gather output, the
 reduce-scatter input); the *bus bandwidth* ``busbw = algbw × factor`` with factor ``2(n−1)/n`` for all-reduce,
-``(n−1)/n`` for all-gather, reduce-scatter and all-to-all, and ``1`` for broadcast and reduce. It is the speed each
-link runs at under the ring algorithm, comparable with the hardware's peak whatever n is.
+``(n−1)/n`` for all-gather, reduce-scatter and all-to-all, and ``1`` for broadcast and reduce. The factor is the
+least data each rank must move with *any* algorithm built from point-to-point transfers (ring, tree or other), so
+busbw is the per-rank bandwidth the measured time implies against that bound: comparable with the speed of the
+hardware bottleneck (NVLink, PCIe, network) whatever n and whatever algorithm NCCL picked; an algorithm that is not
+bandwidth-optimal shows up as a lower busbw. With in-network reduction (NVLink SHARP ``NVLS`` / ``NVLSTREE``,
+InfiniBand SHARP) the switch does the additions, the point-to-point bound no longer applies, and nccl-tests uses
+``(n−1)/(n+1)`` for all-reduce (``src/all_reduce.cu``, ``AllReduceGetBw``; ``doc/PERFORMANCE.md``, "AllReduce
+(In-Network Reduction)").
+
+One α-β line rarely fits measured times from kilobytes to tens of megabytes: small messages are dominated by a
+per-call cost and stay in the CPU caches, large ones stream from memory. :func:`fit_alpha_beta` fits one line;
+:func:`fit_two_regime` fits one line to the small messages and one to the large, splitting where the worst
+relative error over all points is smallest.
 
 Units: seconds, bytes, bytes per second (GB/s = 1e9 B/s).
 """
@@ -77,10 +88,17 @@ def collective_time(algorithm: str, nbytes: float, world_size: int, *, alpha: fl
     return ka * alpha + kb * nbytes / bandwidth
 
 
-def busbw_factor(operation: str, world_size: int) -> float:
-    """nccl-tests' factor from algorithm bandwidth to bus bandwidth (doc/PERFORMANCE.md)."""
+def busbw_factor(operation: str, world_size: int, in_network: bool = False) -> float:
+    """nccl-tests' factor from algorithm bandwidth to bus bandwidth (doc/PERFORMANCE.md). ``in_network``: the
+    all-reduce runs with in-network reduction (NCCL_ALGO NVLS / NVLSTREE), factor (n−1)/(n+1) (src/all_reduce.cu);
+    only meaningful for ``"all_reduce"``."""
     check_choice("operation", operation, BUSBW_FACTOR_OPS)
     n = check_int("world_size", world_size, minimum=1)
+    if in_network:
+        if operation != "all_reduce":
+            raise DistlearnValueError("in_network", "in-network reduction changes the factor of all_reduce only.",
+                                      "网络内规约只改变 all_reduce 的系数。")
+        return (n - 1) / (n + 1)
     if operation == "all_reduce":
         return 2 * (n - 1) / n
     if operation in ("broadcast", "reduce"):
@@ -95,9 +113,9 @@ def algbw(nbytes: float, seconds: float) -> float:
     return nbytes / seconds
 
 
-def busbw(operation: str, nbytes: float, seconds: float, world_size: int) -> float:
+def busbw(operation: str, nbytes: float, seconds: float, world_size: int, in_network: bool = False) -> float:
     """Bus bandwidth = algbw × :func:`busbw_factor` in bytes per second (nccl-tests)."""
-    return algbw(nbytes, seconds) * busbw_factor(operation, world_size)
+    return algbw(nbytes, seconds) * busbw_factor(operation, world_size, in_network)
 
 
 @dataclass
@@ -131,3 +149,54 @@ def fit_alpha_beta(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
     (alpha, beta), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
     alpha, beta = max(alpha, 0.0), max(beta, 1e-30)
     return AlphaBetaFit(algorithm, n, float(alpha), float(1.0 / beta))
+
+
+def relative_errors(fit, nbytes, seconds) -> np.ndarray:
+    """(predicted − measured) / measured for each point, for any fit with ``predict``."""
+    t = np.asarray(seconds, dtype=float)
+    return (np.asarray(fit.predict(nbytes), dtype=float) - t) / t
+
+
+@dataclass
+class TwoRegimeFit:
+    """Two α-β lines: ``small`` for messages below ``breakpoint`` bytes, ``large`` from it on."""
+
+    small: AlphaBetaFit
+    large: AlphaBetaFit
+    breakpoint: float
+
+    def predict(self, nbytes) -> np.ndarray:
+        """Predicted seconds for each size in ``nbytes``."""
+        x = np.asarray(nbytes, dtype=float)
+        return np.where(x < self.breakpoint, self.small.predict(x), self.large.predict(x))
+
+
+def fit_two_regime(nbytes, seconds, world_size: int, algorithm: str = "ring_all_reduce",
+                   min_points: int = 2) -> TwoRegimeFit:
+    """Fit :func:`fit_alpha_beta` separately to the smaller and the larger messages.
+
+    The sizes are sorted; every split leaving at least ``min_points`` (≥ 2) points on each side is tried, and the
+    one with the smallest worst relative error over all points wins; ``breakpoint`` is the geometric mean of the
+    two sizes around the split. Needs ≥ 2·min_points points. Raises DistlearnValueError otherwise."""
+    x = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    k_min = check_int("min_points", min_points, minimum=2)
+    if x.ndim != 1 or x.shape != t.shape or len(x) < 2 * k_min:
+        raise DistlearnValueError("nbytes", f"need at least {2 * k_min} (nbytes, seconds) pairs for two regimes.",
+                                  f"两段拟合至少需要 {2 * k_min} 组 (nbytes, seconds)。")
+    order = np.argsort(x)
+    x, t = x[order], t[order]
+    best = None
+    for k in range(k_min, len(x) - k_min + 1):
+        if x[k - 1] == x[k]:
+            continue
+        small = fit_alpha_beta(x[:k], t[:k], world_size, algorithm)
+        large = fit_alpha_beta(x[k:], t[k:], world_size, algorithm)
+        fit = TwoRegimeFit(small, large, float(np.sqrt(x[k - 1] * x[k])))
+        worst = float(np.max(np.abs(relative_errors(fit, x, t))))
+        if best is None or worst < best[0]:
+            best = (worst, fit)
+    if best is None:
+        raise DistlearnValueError("nbytes", "need at least two distinct sizes on each side of a split.",
+                                  "分界两侧都至少需要两个不同的消息大小。")
+    return best[1]

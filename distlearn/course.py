@@ -19,7 +19,8 @@ Conventions (see docs/authoring.md):
 - A glossary term (``docs/glossary.md``) used in an English cell appears with its Chinese term in the partner cell;
   see :func:`glossary_terms` for the matching rule.
 - In ``solutions/``, answer code sits between ``### BEGIN SOLUTION`` and ``### END SOLUTION``; the exercise keeps
-  the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead.
+  the lines outside the markers and gets a bilingual ``raise NotImplementedError`` instead. A cell tagged
+  ``solution-only`` (a written answer) is left out of the exercise.
 - A stored notebook records the fingerprint of the code it was executed from (:func:`code_fingerprint`); a test
   fails when its code changed without a re-run, when it is not one complete top-to-bottom run, or when it and its
   ``.md`` differ.
@@ -125,9 +126,16 @@ def execution_problems(nb, name: str = "") -> list[str]:
     return problems
 
 
+def new_sources(root: Path = ROOT) -> list[Path]:
+    """MyST sources in ``notebooks/`` or ``solutions/`` that have no stored ``.ipynb`` yet."""
+    return [md for d in PAIRED_DIRS for md in sorted((root / d).glob("*.md")) if not md.with_suffix(".ipynb").exists()]
+
+
 def stored_problems(root: Path = ROOT) -> list[str]:
-    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course."""
-    problems = []
+    """:func:`sync_problems` and :func:`execution_problems` for every paired notebook of the course, and every
+    source with no stored notebook."""
+    problems = [f"{md.relative_to(root)}: no stored notebook; run `make notebooks` / 没有对应的 .ipynb；请运行 "
+                f"`make notebooks`" for md in new_sources(root)]
     for path in paired_notebooks(root):
         problems += sync_problems(path)
         problems += execution_problems(nbformat.read(path, as_version=NB_VERSION), str(path.relative_to(root)))
@@ -164,8 +172,15 @@ def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=prin
     rebuild ``exercises/``. Returns the notebooks executed. A prose-only edit executes nothing."""
     force = set(force or [])
     ran = []
+    for md in new_sources(root):  # a new chapter: its .md exists, its .ipynb not yet
+        import jupytext
+
+        nb = jupytext.read(md)
+        nb.metadata.setdefault("jupytext", {})["formats"] = FORMATS
+        nbformat.write(nb, md.with_suffix(".ipynb"))
+        sync(md)
     for path in paired_notebooks(root):
-        sync(path if source_of(path).exists() else path)
+        sync(path)
         nb = nbformat.read(path, as_version=NB_VERSION)
         if path.stem in force or str(path.relative_to(root)) in force or execution_problems(nb):
             log(f"executing {path.relative_to(root)} ...")
@@ -206,9 +221,14 @@ def strip_solutions(source: str) -> str:
     return "\n".join(out)
 
 
+SOLUTION_ONLY = "solution-only"  # tag of a cell (e.g. a written answer) that exercises/ leave out
+
+
 def exercise_from_solution(nb) -> nbformat.NotebookNode:
-    """The exercise notebook for a solution notebook: answers stripped, outputs cleared."""
+    """The exercise notebook for a solution notebook: answers stripped (code between the markers, cells tagged
+    ``solution-only``), outputs cleared."""
     ex = nbformat.from_dict(nb)
+    ex.cells = [c for c in ex.cells if SOLUTION_ONLY not in c.get("metadata", {}).get("tags", [])]
     for key in ("jupytext", "distlearn"):  # an exercise is neither paired with a source nor executed
         ex.metadata.pop(key, None)
     for cell in ex.cells:
@@ -557,10 +577,17 @@ def _copy_is_stale(out_root: Path, root: Path) -> bool:
     return max(p.stat().st_mtime for p in sources) > min(c.stat().st_mtime for c in copies)
 
 
-def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None) -> int:
+_LANG_ZH = {"en": "英文", "zh": "中文"}
+
+
+def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
+             lab_args: str = "") -> int:
     """What ``make lab COURSE_LANG=zh`` runs: build the monolingual copy ``build/course-<lang>/`` (executed in that
     language) if it is missing, then start JupyterLab on it with ``DISTLEARN_LANG=<lang>``. A copy older than the
-    course is kept (it may hold your own edits); ``split`` refreshes it."""
+    course is kept (it may hold your own edits); ``split`` refreshes it. ``lab_args``: more JupyterLab options as
+    one shell string (``make lab LAB_ARGS="--no-browser --ip=0.0.0.0"``)."""
+    import shlex
+
     from .i18n import bi, normalize_language
 
     lang = normalize_language(lang, "COURSE_LANG")
@@ -571,7 +598,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
         if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
             print(bi(f"Writing the {lang} copy of the course to {out_root} and executing it in {lang} "
                      "(once, a few minutes) ...",
-                     f"正在把课程的中文副本写到 {out_root}，并用中文执行一遍（只需一次，几分钟）……"), flush=True)
+                     f"正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
             split_course(lang, out_root, root)
         elif _copy_is_stale(out_root, root):
             print(bi(f"Note: {out_root} is older than the course. To refresh it (this overwrites it): "
@@ -582,6 +609,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
            str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
+    cmd += shlex.split(lab_args or "")
     os.environ["DISTLEARN_LANG"] = lang_env
     os.execv(sys.executable, cmd)
     return 0  # not reached
@@ -635,6 +663,8 @@ def main(argv: list[str] | None = None) -> int:
                                       "用一种语言打开课程的 JupyterLab（make lab COURSE_LANG=zh）"))
     o.add_argument("--lang", required=True, help=bi("en, zh or both", "en、zh 或 both"))
     o.add_argument("--port", type=int, default=8888, help=bi("port of JupyterLab", "JupyterLab 的端口"))
+    o.add_argument("--lab-args", default="", help=bi("more JupyterLab options, one string (make lab LAB_ARGS=...)",
+                                                     "更多 JupyterLab 选项，写成一个字符串（make lab LAB_ARGS=...）"))
     args = ap.parse_args(argv)
 
     if args.cmd == "build-exercises":
@@ -703,7 +733,7 @@ def main(argv: list[str] | None = None) -> int:
                  f"语言检查：{len(reports)} 个笔记本，{bad} 行该语言的读者读不懂"))
         return 1 if bad else 0
     if args.cmd == "lab":
-        return open_lab(args.lang, args.port)
+        return open_lab(args.lang, args.port, lab_args=args.lab_args)
     return 2
 
 

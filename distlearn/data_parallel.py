@@ -189,14 +189,37 @@ def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1):
 
 
 # ---------------------------------------------------------------- gradient bucketing and overlap
-def bucket_assignment(param_bytes, bucket_cap_mb: float = 25.0, first_bucket_mb: float = 1.0) -> list[list[int]]:
+DDP_BUCKET_CAP_MB = 25      # torch/nn/parallel/distributed.py: _DEFAULT_BUCKET_CAP_MB
+DDP_FIRST_BUCKET_MB = 1     # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB
+ITERATIONS = ("first", "rebuilt")
+
+
+def ddp_bucket_limits(bucket_cap_mb: float | None = None) -> tuple[int, int]:
+    """``(first_bucket_bytes, bucket_bytes)`` that ``DistributedDataParallel`` uses, torch 2.13.
+
+    With ``bucket_cap_mb=None`` (DDP's default) the buckets are 25 MiB and the first one only 1 MiB; **a
+    ``bucket_cap_mb`` given explicitly applies to the first bucket too** (even ``bucket_cap_mb=25``): torch's
+    ``_BucketCapacityConfig.create`` sets ``first_bucket_bytes_cap = _DEFAULT_FIRST_BUCKET_BYTES if
+    is_using_default else bucket_bytes_cap``. Bytes are ``int(mb · 2**20)`` as in DDP. Raises DistlearnValueError
+    for a non-positive cap."""
+    if bucket_cap_mb is None:
+        return DDP_FIRST_BUCKET_MB * MiB, DDP_BUCKET_CAP_MB * MiB
+    cap = int(check_number("bucket_cap_mb", bucket_cap_mb, minimum=0, strict_min=True) * MiB)
+    return cap, cap
+
+
+def bucket_assignment(param_bytes, bucket_cap_mb: float | None = None,
+                      first_bucket_mb: float | None = None) -> list[list[int]]:
     """Group parameters (indices into ``param_bytes``, given in the order their gradients become ready, i.e.
-    reverse of the forward order) into buckets as DDP does: add parameters to the current bucket until its size
-    reaches the limit, then start a new one. The first bucket's limit is ``first_bucket_mb`` (DDP:
-    ``dist._DEFAULT_FIRST_BUCKET_BYTES`` = 1 MiB), the others ``bucket_cap_mb`` (MiB, DDP's default 25).
-    Source: torch/csrc/distributed/c10d/reducer.cpp ``compute_bucket_assignment_by_size``."""
-    cap = check_number("bucket_cap_mb", bucket_cap_mb, minimum=0, strict_min=True) * MiB
-    first = check_number("first_bucket_mb", first_bucket_mb, minimum=0, strict_min=True) * MiB
+    reverse of the forward order) into buckets as DDP's reducer does when it rebuilds them after the first
+    iteration: add parameters to the current bucket until its size reaches the limit (``>=``), then start a new
+    one. The first bucket's limit and the others' come from :func:`ddp_bucket_limits` (1 MiB then 25 MiB by
+    default; ``bucket_cap_mb`` for all buckets when given); ``first_bucket_mb`` overrides the first limit.
+    Source: torch/csrc/distributed/c10d/reducer.cpp ``compute_bucket_assignment_by_size`` (one dtype and device:
+    DDP keeps separate buckets per dtype)."""
+    first, cap = ddp_bucket_limits(bucket_cap_mb)
+    if first_bucket_mb is not None:
+        first = int(check_number("first_bucket_mb", first_bucket_mb, minimum=0, strict_min=True) * MiB)
     buckets, current, size, limit = [], [], 0, first
     for i, b in enumerate(param_bytes):
         current.append(i)
@@ -207,6 +230,113 @@ def bucket_assignment(param_bytes, bucket_cap_mb: float = 25.0, first_bucket_mb:
     if current:
         buckets.append(current)
     return buckets
+
+
+def ddp_buckets(param_bytes, ready_order, *, bucket_cap_mb: float | None = None,
+                find_unused_parameters: bool = False, iteration: str = "rebuilt") -> list[list[int]]:
+    """The buckets a real ``DistributedDataParallel`` (torch 2.13) holds, as lists of parameter indices, in the
+    reducer's bucket order (bucket 0 is reduced first).
+
+    ``param_bytes``: bytes of each parameter in registration order (``model.parameters()``, a tied parameter
+    once); ``ready_order``: parameter indices in the order their gradients became ready in the first backward
+    (:func:`gradient_ready_order`).
+
+    - ``iteration="first"``: the construction-time layout, used by the first backward. Without
+      ``find_unused_parameters`` (and without ``static_graph``) DDP puts **every parameter in one bucket**
+      (size limit ``sys.maxsize``), because the registration order need not be the execution order: nothing
+      overlaps in the first iteration. With it, buckets of [first, cap] over the registration order, sorted by
+      their smallest index and reversed (``distributed.py``: ``compute_bucket_size_limits``,
+      ``list(reversed(bucket_indices))``).
+    - ``iteration="rebuilt"``: from the second iteration on. The reducer records the order in which gradients
+      became ready and rebuilds the buckets over it (``Reducer::rebuild_buckets``) with limits
+      :func:`ddp_bucket_limits`, without sorting. With ``find_unused_parameters`` it never rebuilds
+      (``should_rebuild_buckets()`` needs ``static_graph`` or no unused-parameter search): the first layout stays.
+
+    Raises DistlearnValueError for a bad iteration, or a ``ready_order`` that is not a permutation.
+    """
+    check_choice("iteration", iteration, ITERATIONS)
+    pb = [int(b) for b in param_bytes]
+    order = [int(i) for i in ready_order]
+    if sorted(order) != list(range(len(pb))):
+        raise DistlearnValueError("ready_order", "ready_order must list every parameter index once.",
+                                  "ready_order 必须恰好列出每个参数的下标一次。")
+    first, cap = ddp_bucket_limits(bucket_cap_mb)
+    if iteration == "rebuilt" and not find_unused_parameters:
+        groups = bucket_assignment([pb[i] for i in order], bucket_cap_mb)
+        return [[order[j] for j in g] for g in groups]
+    if not find_unused_parameters:
+        return [list(range(len(pb)))]
+    groups = bucket_assignment(pb, bucket_cap_mb, first / MiB if first < cap else None)
+    return list(reversed(sorted(groups, key=min)))
+
+
+def gradient_ready_order(model, *example_args) -> list[str]:
+    """Names of ``model``'s parameters in the order autograd finishes their gradients (``AccumulateGrad``, as
+    DDP's reducer sees them), from one forward + backward of ``model(*example_args).sum()``.
+
+    Works on the meta device (no memory, no time). A tied parameter (GPT-2's embedding = LM head) appears once,
+    when its last contribution arrives: for a tied embedding that is the end of backward, although the LM head's
+    matrix multiply is the first thing backward computes. Uses ``register_post_accumulate_grad_hook``; gradients
+    are cleared afterwards."""
+    names = {}
+    for name, p in model.named_parameters():   # named_parameters lists a tied parameter once
+        names[p] = name
+    order: list[str] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda p: order.append(names[p])) for p in names]
+    try:
+        model(*example_args).sum().backward()
+    finally:
+        for h in handles:
+            h.remove()
+        for p in names:
+            p.grad = None
+    return order
+
+
+@dataclass
+class GradientSchedule:
+    """A backward pass as DDP sees it, in gradient-ready order: parameter ``names``, ``param_bytes`` of each
+    gradient, ``backward_times`` (seconds of compute between the previous gradient and this one becoming ready),
+    ``ready_order`` (registration indices) and ``registration_bytes`` (bytes in ``model.parameters()`` order)."""
+
+    names: list
+    param_bytes: list
+    backward_times: list
+    ready_order: list
+    registration_bytes: list
+
+
+def gradient_schedule(model, *example_args, backward_seconds: float, dtype_bytes: int = 4) -> GradientSchedule:
+    """:func:`gradient_ready_order` plus the compute between consecutive gradients, proportional to the backward
+    FLOPs counted by ``torch.utils.flop_counter.FlopCounterMode`` between their ``AccumulateGrad`` hooks (so a
+    tied LM head's large matmul counts at the start of backward, where it runs, and its gradient at the end), scaled
+    to ``backward_seconds`` in total. ``dtype_bytes``: bytes per gradient element (4 for fp32). Runs on meta."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    seconds = check_number("backward_seconds", backward_seconds, minimum=0, strict_min=True)
+    nbytes = check_int("dtype_bytes", dtype_bytes, minimum=1, maximum=16)
+    params = dict(model.named_parameters())
+    index = {name: i for i, name in enumerate(params)}
+    marks: list[tuple[str, int]] = []
+    counter = FlopCounterMode(display=False)
+    handles = [p.register_post_accumulate_grad_hook(lambda p, n=n: marks.append((n, counter.get_total_flops())))
+               for n, p in params.items()]
+    try:
+        with counter:
+            out = model(*example_args).sum()
+            start = counter.get_total_flops()
+            out.backward()
+    finally:
+        for h in handles:
+            h.remove()
+        for p in params.values():
+            p.grad = None
+    flops = [m[1] - prev for m, prev in zip(marks, [start] + [m[1] for m in marks[:-1]])]
+    total = sum(flops) or 1
+    names = [n for n, _ in marks]
+    return GradientSchedule(names, [params[n].numel() * nbytes for n in names],
+                            [seconds * f / total for f in flops], [index[n] for n in names],
+                            [p.numel() * nbytes for p in params.values()])
 
 
 @dataclass
@@ -223,12 +353,17 @@ class Timeline:
     buckets: list
 
 
-def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap_mb: float = 25.0,
-                     first_bucket_mb: float = 1.0, alpha: float = 20e-6, bandwidth: float = 10e9) -> Timeline:
+def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap_mb: float | None = None,
+                     first_bucket_mb: float | None = None, first_iteration: bool = False, alpha: float = 20e-6,
+                     bandwidth: float = 10e9) -> Timeline:
     """Timeline of a DDP backward pass: gradients become ready in order (parameter i after the compute
     ``backward_times[i]`` seconds, run back to back); a bucket's all-reduce starts when its last gradient is
     ready and the previous all-reduce has finished (one communication stream); each all-reduce takes the ring
     α-β time (:func:`distlearn.cost.collective_time`, ``alpha`` s, ``bandwidth`` B/s).
+
+    Buckets: :func:`bucket_assignment` (DDP's rebuilt layout, from the second iteration on; ``bucket_cap_mb=None``
+    is DDP's default of 25 MiB with a 1 MiB first bucket); ``first_iteration=True`` is the first iteration without
+    ``find_unused_parameters``, where DDP holds all gradients in one bucket (:func:`ddp_buckets`).
 
     Small buckets pay α many times; one huge bucket cannot start before backward ends (nothing overlaps)."""
     pb = [int(b) for b in param_bytes]
@@ -239,7 +374,7 @@ def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap
     world_size = check_int("world_size", world_size, minimum=1)
     ready = np.cumsum(bt)
     events = [("compute", float(ready[i] - bt[i]), float(ready[i]), f"grad {i}") for i in range(len(pb))]
-    buckets = bucket_assignment(pb, bucket_cap_mb, first_bucket_mb)
+    buckets = [list(range(len(pb)))] if first_iteration else bucket_assignment(pb, bucket_cap_mb, first_bucket_mb)
     comm_free, total_comm = 0.0, 0.0
     for k, b in enumerate(buckets):
         start = max(float(ready[b[-1]]), comm_free)

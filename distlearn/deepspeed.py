@@ -86,7 +86,8 @@ COMPARISON: list[Claim] = (
     + _row("grads_sharded", [NO, YES, YES, NO, YES, YES, YES], _SRC_DOCS, _VERSIONS)
     + _row("params_sharded", [NO, ("yes (FULL_SHARD; SHARD_GRAD_OP only outside forward/backward)",
                                    "是（FULL_SHARD；SHARD_GRAD_OP 仅在前向/反向之外分片）"),
-                              ("yes (per parameter, DTensor on dim 0)", "是（逐参数，DTensor 按第 0 维）"),
+                              ("yes (per parameter, DTensor on dim 0 unless shard_placement_fn picks another)",
+                               "是（逐参数，DTensor 默认按第 0 维，shard_placement_fn 可另选维度）"),
                               NO, NO, YES, YES], _SRC_DOCS, _VERSIONS, "fsdp1_strategies")
     + _row("cpu_offload", [NO, ("params + grads, optimizer step on CPU (CPUOffload)",
                                 "参数 + 梯度，优化器在 CPU 上更新（CPUOffload）"),
@@ -123,7 +124,12 @@ COMPARISON: list[Claim] = (
             SOURCES["ds_zero"], SOURCES["ds_zero"]], _VERSIONS, "apis_exist")
 )
 
-# ZeRO stage ↔ FSDP: (ZeRO, FSDP1 ShardingStrategy, FSDP2 fully_shard arguments, note en, note zh)
+# ZeRO stage ↔ FSDP: (ZeRO, FSDP1 ShardingStrategy, FSDP2 fully_shard arguments, note en, note zh). Sources: torch
+# 2.13 torch/distributed/fsdp/_fully_shard/_fully_shard.py (fully_shard's reshard_after_forward: bool | int | None,
+# default None = True except the root; shard_placement_fn default Shard(0)); DeepSpeed 0.19.8
+# runtime/zero/partition_parameters.py (_partition_param_sec: hpZ's secondary partition) and runtime/config.py
+# (_REMOVED_ZERO_CONFIG_KEYS: MiCS removed); Wang et al. 2023, ZeRO++ (arXiv:2306.10209) §3.2; Zhang et al. 2022,
+# MiCS (arXiv:2205.00119). Checked on the real engines by tests/test_zero_comm.py (hierarchical collectives).
 ZERO_FSDP_MAPPING = [
     ("ZeRO-0 (DDP)", "NO_SHARD (deprecated)", "— (use DDP / replicate)",
      "nothing sharded; FSDP1 NO_SHARD warns it is deprecated", "不分片；FSDP1 的 NO_SHARD 会提示已弃用"),
@@ -131,12 +137,26 @@ ZERO_FSDP_MAPPING = [
      "FSDP always shards gradients together with optimizer states: there is no optimizer-only mode",
      "FSDP 总是把梯度和优化器状态一起分片：没有只分片优化器状态的模式"),
     ("ZeRO-2", "SHARD_GRAD_OP", "fully_shard(m, reshard_after_forward=False)",
-     "close, not equal: ZeRO-2 keeps the 16-bit parameters whole all the time; FSDP keeps them gathered only from "
-     "forward to the end of backward", "接近但不相同：ZeRO-2 始终保留完整的 16 位参数；FSDP 只在前向到反向结束期间保留完整参数"),
-    ("ZeRO-3", "FULL_SHARD", "fully_shard(m) (reshard_after_forward=True, the default)",
-     "parameters gathered per unit for forward and again for backward, then freed", "参数按单元在前向、反向各 AllGather 一次，用完即释放"),
-    ("ZeRO++ hpZ / MiCS (shard inside a node)", "HYBRID_SHARD / _HYBRID_SHARD_ZERO2", "fully_shard(m, mesh=2-D DeviceMesh) (HSDP)",
-     "shard within a group, replicate across groups", "组内分片、组间复制"),
+     "close, not equal: ZeRO-2 keeps the 16-bit parameters whole all the time and all-gathers them once per step; "
+     "FSDP keeps them gathered only from forward to the end of backward and gathers them again for every "
+     "micro-batch", "接近但不相同：ZeRO-2 始终保留完整的 16 位参数，每步只 AllGather 一次；FSDP 只在前向到反向结束期间保留"
+     "完整参数，每个微批次都要重新 AllGather"),
+    ("ZeRO-3", "FULL_SHARD", "fully_shard(m) (reshard_after_forward=None: True for every module but the root)",
+     "parameters gathered per unit for forward and again for backward, then freed; FSDP2 keeps the root gathered "
+     "from forward to backward", "参数按单元在前向、反向各 AllGather 一次，用完即释放；FSDP2 的根模块从前向到反向一直保持收集状态"),
+    ("ZeRO++ hpZ (zero_hpz_partition_size = GPUs per node)", "— (none)",
+     "fully_shard(m, reshard_after_forward=<GPUs per node>)",
+     "ZeRO-3's partition over all ranks stays (optimizer states, gradients, the primary parameter shard); after "
+     "forward each rank also keeps a secondary shard of the parameters over its node, so the backward all-gather "
+     "runs inside the node. Gradients are still reduce-scattered over all ranks. Not HSDP",
+     "ZeRO-3 在所有 rank 上的分片保持不变（优化器状态、梯度、主参数分片）；前向之后每个 rank 还在本节点内保留一份参数的"
+     "次级分片，于是反向的 AllGather 只在节点内进行。梯度仍在所有 rank 上做 ReduceScatter。这不是 HSDP"),
+    ("MiCS (removed in DeepSpeed 0.19.8)", "HYBRID_SHARD / _HYBRID_SHARD_ZERO2",
+     "fully_shard(m, mesh=2-D DeviceMesh) (HSDP)",
+     "all model states sharded within a group, replicated across groups: gathers and reduce-scatters inside the "
+     "group, an all-reduce of the gradient shards across groups. DeepSpeed 0.19.8 rejects mics_shard_size",
+     "所有模型状态在组内分片、组间复制：AllGather 和 ReduceScatter 在组内进行，梯度分片在组间做 AllReduce。"
+     "DeepSpeed 0.19.8 会拒绝 mics_shard_size"),
 ]
 
 # Chinese of the English words inside ZERO_FSDP_MAPPING's first three columns (the rest are API names).
@@ -228,9 +248,39 @@ def _v_apis_exist():
     return callable(deepspeed.initialize) and hasattr(deepspeed.zero, "Init")
 
 
+def _v_fsdp2_defaults():
+    from torch.distributed.fsdp import fully_shard
+
+    sig = inspect.signature(fully_shard)
+    doc = fully_shard.__doc__ or ""
+    return (sig.parameters["reshard_after_forward"].default is None and sig.parameters["shard_placement_fn"].default
+            is None and "set to ``True`` for non-root modules and ``False``" in doc and "Shard(0)" in doc
+            and "If an ``int``" in doc)
+
+
+def _v_hpz_and_mics():
+    import deepspeed.runtime.config as ds_config
+    import deepspeed.runtime.zero.partition_parameters as pp
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    return ("zero_hpz_partition_size" in DeepSpeedZeroConfig.model_fields and "_partition_param_sec" in
+            inspect.getsource(pp) and "mics_shard_size" in getattr(ds_config, "_REMOVED_ZERO_CONFIG_KEYS", {}))
+
+
+def _v_stage12_reduction():
+    import deepspeed.runtime.zero.stage_1_and_2 as s12
+    from deepspeed.runtime.zero.config import DeepSpeedZeroConfig
+
+    src = inspect.getsource(s12)
+    return (DeepSpeedZeroConfig.model_fields["use_multi_rank_bucket_allreduce"].default is True
+            and "reduce_scatter_tensor" not in src and "reduce_scatter_fn" not in src
+            and "if self.partition_gradients or self.is_gradient_accumulation_boundary()" in src)
+
+
 _VERIFIERS = {"fsdp1_strategies": _v_fsdp1_strategies, "cpu_offload_apis": _v_cpu_offload_apis,
               "nvme_stage3_only": _v_nvme_stage3_only, "pipeline_support": _v_pipeline_support,
-              "apis_exist": _v_apis_exist}
+              "apis_exist": _v_apis_exist, "fsdp2_defaults": _v_fsdp2_defaults, "hpz_and_mics": _v_hpz_and_mics,
+              "stage12_reduction": _v_stage12_reduction}
 
 
 def verify_claims() -> dict[str, bool]:
@@ -282,7 +332,8 @@ def deepspeed_config(*, micro_batch_size: int, gradient_accumulation_steps: int 
       ``"cpu"``, ``"nvme"``}: parameter offload needs stage 3, NVMe needs stage 3 and ``nvme_path``;
     - ``precision``: ``"bf16"`` (``{"bf16": {"enabled": true}}``), ``"fp16"`` (dynamic loss scaling:
       ``loss_scale = 0``) or ``"fp32"``;
-    - bucket sizes in **elements** (DeepSpeed's unit): ``reduce_bucket_size`` (gradient reduce / reduce-scatter),
+    - bucket sizes in **elements** (DeepSpeed's unit): ``reduce_bucket_size`` (gradient reduction: all-reduced
+      buckets in stages 1–2 by default, reduce-scatter in stage 3; :mod:`distlearn.zero_comm`),
       ``allgather_bucket_size`` (stages 1–2), ``stage3_prefetch_bucket_size`` (stage 3, same value);
     - ``extra``: keys merged last (e.g. ``{"zero_allow_untested_optimizer": True}``).
 

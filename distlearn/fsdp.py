@@ -11,7 +11,7 @@ Sources, read for exact behaviour (PyTorch 2.13):
 - Wrap policies: ``torch/distributed/fsdp/wrap.py`` (``ModuleWrapPolicy``, ``size_based_auto_wrap_policy`` with
   ``min_num_params = 1e8``, ``_recursive_wrap``, which wraps children before parents).
 - ZeRO memory and communication: Rajbhandari et al. 2020, "ZeRO", §5 (Figure 1) and §7 (2Ψ for DDP and ZeRO-1/2,
-  3Ψ for ZeRO-3).
+  3Ψ for ZeRO-3, one micro-batch per step); with gradient accumulation and per engine: :mod:`distlearn.zero_comm`.
 
 Units: sizes in numbers of elements (parameters) unless a name ends in ``_bytes`` (bytes).
 """
@@ -25,6 +25,7 @@ import numpy as np
 from .comm import VirtualCluster
 from .memory import model_state_bytes
 from .validate import DistlearnValueError, check_choice, check_int, check_number
+from .zero_comm import step_collectives
 
 __all__ = [
     "FlatParamShard", "flatten_and_shard", "gather_flat", "reference_flat_shard", "reference_flat_gather",
@@ -529,53 +530,57 @@ FSDP_STRATEGIES = {
     0: "NO_SHARD (= DDP)",
     1: "— (FSDP has no optimizer-only sharding; DeepSpeed ZeRO-1)",
     2: "SHARD_GRAD_OP (FSDP2: reshard_after_forward=False)",
-    3: "FULL_SHARD (FSDP2: reshard_after_forward=True)",
+    3: "FULL_SHARD (FSDP2: reshard_after_forward=True, the default for non-root modules)",
 }
 FSDP_STRATEGIES_ZH = {
     0: "NO_SHARD（= DDP）",
     1: "—（FSDP 没有只分片优化器状态的模式；DeepSpeed ZeRO-1）",
     2: "SHARD_GRAD_OP（FSDP2：reshard_after_forward=False）",
-    3: "FULL_SHARD（FSDP2：reshard_after_forward=True）",
+    3: "FULL_SHARD（FSDP2：reshard_after_forward=True，非根模块的默认行为）",
 }
 # HYBRID_SHARD (not a ZeRO stage): FULL_SHARD inside each node, replicate (DDP) across nodes; FSDP2: fully_shard
 # with a 2-D mesh (replicate, shard). Its per-GPU states are those of stage 3 with dp = GPUs per node.
 
-# communication per step in units of Ψ (ZeRO §7): what one step moves through the collectives
-COMM_PSI = {0: 2, 1: 2, 2: 2, 3: 3}
-COMM_OPS = {
-    0: "all-reduce(grads) = reduce-scatter + all-gather",
-    1: "reduce-scatter(grads) + all-gather(params after the step)",
-    2: "reduce-scatter(grads) + all-gather(params after the step)",
-    3: "all-gather(fwd) + all-gather(bwd) + reduce-scatter(grads)",
-}
-
-
-def zero_stage_table(num_params: int, dp: int, precision: str = "mixed", comm_bytes_per_elem: int = 2) -> list[dict]:
-    """ZeRO stages 0–3 side by side for Ψ = ``num_params`` over ``dp`` data-parallel ranks.
+def zero_stage_table(num_params: int, dp: int, precision: str = "mixed", comm_bytes_per_elem: int = 2,
+                     num_microbatches: int = 1, engine: str = "zero") -> list[dict]:
+    """ZeRO stages 0–3 side by side for Ψ = ``num_params`` over ``dp`` data-parallel ranks, one optimizer step of
+    ``num_microbatches`` micro-batches on ``engine`` (:func:`distlearn.zero_comm.step_collectives`).
 
     Each row: ``zero_stage``, ``params``/``grads``/``optimizer``/``total`` bytes per GPU
-    (:func:`distlearn.memory.model_state_bytes`), ``comm_psi`` (2 or 3: volume in units of Ψ, ZeRO §7),
-    ``sent_bytes_per_rank`` = comm_psi · (dp−1)/dp · Ψ · ``comm_bytes_per_elem`` (ring algorithm), the
-    collectives used and the FSDP sharding strategy (``fsdp``, and ``fsdp_zh`` in Chinese). Bytes.
+    (:func:`distlearn.memory.model_state_bytes`), ``comm_psi`` (the step's volume in units of Ψ: 2, 2, 2, 3 for
+    one micro-batch on the ``"zero"`` engine, ZeRO §7; 2, 2, m + 1, 3m with m micro-batches), ``comm_formula``
+    (the volume as a formula in m), ``sent_bytes_per_rank`` = comm_psi · (dp−1)/dp · Ψ · ``comm_bytes_per_elem``
+    (ring algorithm), ``collectives`` (the :class:`~distlearn.zero_comm.StepComm`) and the FSDP sharding strategy
+    (``fsdp``, and ``fsdp_zh`` in Chinese); the four communication fields are None for stage 1 under
+    ``engine="fsdp2"`` (FSDP has no ZeRO-1). Bytes.
     """
     num_params = check_int("num_params", num_params, minimum=1)
     dp = check_int("dp", dp, minimum=1)
     rows = []
     for stage in range(4):
         m = model_state_bytes(num_params, dp=dp, zero_stage=stage, precision=precision)
+        if engine == "fsdp2" and stage == 1:     # FSDP has no ZeRO-1: no communication to report
+            comm_fields = {"comm_psi": None, "comm_formula": None, "sent_bytes_per_rank": None, "collectives": None}
+        else:
+            comm = step_collectives(stage, num_microbatches, engine=engine)
+            comm_fields = {"comm_psi": comm.volume_psi, "comm_formula": comm.formula(),
+                           "sent_bytes_per_rank": comm.bytes_per_rank(num_params, dp, comm_bytes_per_elem),
+                           "collectives": comm}
         rows.append({"zero_stage": stage, "params": m.params, "grads": m.grads, "optimizer": m.optimizer,
-                     "total": m.total, "comm_psi": COMM_PSI[stage],
-                     "sent_bytes_per_rank": COMM_PSI[stage] * (dp - 1) / dp * num_params * comm_bytes_per_elem,
-                     "collectives": COMM_OPS[stage], "fsdp": FSDP_STRATEGIES[stage],
+                     "total": m.total, **comm_fields, "fsdp": FSDP_STRATEGIES[stage],
                      "fsdp_zh": FSDP_STRATEGIES_ZH[stage]})
     return rows
 
 
-def step_traffic(zero_stage: int, num_params: int, world_size: int, dtype=np.float16) -> int:
-    """Bytes each rank sends in one step, *measured* on a :class:`VirtualCluster` running that stage's
-    collectives on real arrays of Ψ = ``num_params`` elements (Ψ must be divisible by world_size)."""
+def step_traffic(zero_stage: int, num_params: int, world_size: int, dtype=np.float16, num_microbatches: int = 1,
+                 engine: str = "zero") -> int:
+    """Bytes each rank sends in one step of ``num_microbatches`` micro-batches, *measured* on a
+    :class:`VirtualCluster` that runs every collective of :func:`distlearn.zero_comm.step_collectives` (all-reduce
+    and reduce-scatter of Ψ elements, all-gather of Ψ/n-element shards) on real arrays of Ψ = ``num_params``
+    elements (Ψ must be divisible by world_size)."""
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
     num_params = check_int("num_params", num_params, minimum=1)
+    comm = step_collectives(zero_stage, num_microbatches, engine=engine)
     c = VirtualCluster(world_size)
     n = c.world_size
     if num_params % n:
@@ -583,15 +588,11 @@ def step_traffic(zero_stage: int, num_params: int, world_size: int, dtype=np.flo
                                   f"num_params（{num_params}）必须能被 world_size（{n}）整除。")
     full = [np.ones(num_params, dtype) for _ in range(n)]
     shard = [np.ones(num_params // n, dtype) for _ in range(n)]
-    if zero_stage == 0:
-        c.all_reduce(full)
-    else:
-        if zero_stage == 3:
-            c.all_gather(shard)          # forward
-            c.all_gather(shard)          # backward
-        c.reduce_scatter(full)           # gradients
-        if zero_stage in (1, 2):
-            c.all_gather(shard)          # updated parameters back to every rank
+    run = {"all_reduce": lambda: c.all_reduce(full), "reduce_scatter": lambda: c.reduce_scatter(full),
+           "all_gather": lambda: c.all_gather(shard)}
+    for coll in comm.collectives:
+        for _ in range(coll.times):
+            run[coll.op]()
     return int(c.bytes_sent[0])
 
 

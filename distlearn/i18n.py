@@ -246,3 +246,14 @@ def table(header: list, rows: list[list], align: str | None = None, gap: int = 2
     align = align or "<" + ">" * (ncol - 1)
     widths = [max(display_width(r[j]) for r in cells) for j in range(ncol)]
     return "\n".join((" " * gap).join(pad(c, w, a) for c, w, a in zip(r, widths, align)).rstrip() for r in cells)
+
+
+def columns(cells, widths, sep: str = " ") -> str:
+    """One table line: each cell right-aligned to its width in display columns (a Chinese character takes two), so
+    an English and a Chinese header line align with the numbers below them. A negative width left-aligns."""
+    out = []
+    for cell, w in zip(cells, widths):
+        cell = str(cell)
+        pad = " " * max(0, abs(w) - display_width(cell))
+        out.append(cell + pad if w < 0 else pad + cell)
+    return sep.join(out)

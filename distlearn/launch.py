@@ -16,8 +16,10 @@ in rank order.
   so a second run in the same kernel, or two runs at once, never collide on a port.
 - Gloo uses the loopback interface unless ``GLOO_SOCKET_IFNAME`` is set; ``OMP_NUM_THREADS=1`` unless set.
 - A worker's exception is raised here as :class:`WorkerError` with its rank and the worker's traceback; the other
-  workers are stopped. A run that outlasts ``timeout`` seconds (a collective waiting for a rank that never calls
-  it, say) is stopped and raises :class:`TimeoutError`. No worker process outlives the call.
+  workers are stopped. A worker that dies without a word (``SIGKILL``, a crash) is reported as the cause, with
+  its exit code, even when its peers' broken connections reach us first. A run that outlasts ``timeout`` seconds
+  (a collective waiting for a rank that never calls it, say) is stopped and raises :class:`TimeoutError`. No worker
+  process outlives the call.
 
 Labs are runnable unchanged with torchrun through :func:`torchrun_main`; with CUDA available they use NCCL and one
 GPU per rank (:func:`device`).
@@ -28,6 +30,7 @@ import datetime
 import multiprocessing as mp
 import os
 import pickle
+import signal
 import socket
 import sys
 import time
@@ -41,10 +44,13 @@ __all__ = ["run", "WorkerError", "torchrun_main", "device", "default_backend"]
 
 
 class WorkerError(RuntimeError):
-    """A worker raised. ``rank``, ``exc_type`` (name) and ``remote_traceback`` describe what happened there."""
+    """A worker raised or died. ``rank``, ``exc_type`` (name; ``"ProcessExit"`` for a process that ended without a
+    result, e.g. killed by a signal) and ``remote_traceback`` describe what happened there; ``exitcode`` is the
+    process's exit code for a ``ProcessExit`` (negative: the signal number, -9 = SIGKILL), else None."""
 
-    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str):
+    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, exitcode: int | None = None):
         self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
+        self.exitcode = exitcode  # set when the process ended without a word (killed, crashed): -9 for SIGKILL
         super().__init__(
             f"rank {rank} raised {exc_type}: {message}\n"
             f"rank {rank} 抛出了 {exc_type}：{message}\n\n"
@@ -210,25 +216,56 @@ def _collect(procs, conns, world_size, timeout):
                 rank = conns.pop(obj)
                 try:
                     status, payload = obj.recv()
-                except EOFError:
-                    continue  # died without a word: its sentinel reports it
+                except EOFError:                     # closed without a word: the process died
+                    raise _death(rank, procs, conns) from None
                 if status == "error":
-                    raise _first_error(rank, payload, conns)
+                    raise _first_error(rank, payload, conns, procs)
                 results[rank] = pickle.loads(payload)
             elif obj in sentinels:
                 rank = sentinels.pop(obj)
                 pending = [c for c, r in conns.items() if r == rank]
                 if rank in results or (pending and pending[0].poll(1.0)):
-                    continue  # finished normally, or its last message is still to be read
-                code = procs[rank].exitcode
-                raise WorkerError(rank, "ProcessExit", f"worker exited with code {code} without a result",
-                                  "(no Python traceback: the process was killed or crashed / 进程被杀死或崩溃)")
+                    continue  # finished normally, or its last message (or its EOF) is read in the next round
+                raise _death(rank, procs, conns)
     return [results[r] for r in range(world_size)]
 
 
-def _first_error(rank, payload, conns, grace: float = 1.0) -> WorkerError:
+def _death(rank, procs, conns, grace: float = 1.0) -> WorkerError:
+    """The error for a worker that ended without sending anything (killed by a signal, a crash in C++, an
+    ``os._exit``): its exit code, and what the other ranks reported in the next ``grace`` seconds (usually
+    broken connections, the consequence)."""
+    procs[rank].join(grace)                          # reap it: exitcode is None until the process is waited for
+    code = procs[rank].exitcode
+    if code is not None and code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        how_en, how_zh = f"was killed by {name} (exit code {code})", f"被 {name} 杀死（退出码 {code}）"
+    else:
+        how_en, how_zh = f"exited with code {code}", f"以退出码 {code} 退出"
+    others = []
+    deadline = time.monotonic() + grace
+    for conn, other in list(conns.items()):
+        if other == rank:
+            continue
+        try:
+            if conn.poll(max(0.0, deadline - time.monotonic())):
+                status, data = conn.recv()
+                if status == "error":
+                    others.append(f"rank {other}: {data[1]}: {data[2].splitlines()[0][:160] if data[2] else ''}")
+        except (EOFError, OSError):
+            pass
+    after = ("\nthen / 随后 " + "; ".join(others)) if others else ""
+    return WorkerError(rank, "ProcessExit", f"worker {how_en} without a result / worker {how_zh}，没有返回结果{after}",
+                       "(no Python traceback: the process was killed or crashed / 没有 Python 调用栈：进程被杀死或崩溃)",
+                       exitcode=code)
+
+
+def _first_error(rank, payload, conns, procs, grace: float = 1.0) -> WorkerError:
     """The earliest error among those arriving within ``grace`` seconds: a rank that fails makes its peers fail
-    too (closed connections), and the first failure is the one to show."""
+    too (closed connections), and the first failure is the one to show. A rank that died without a word in that
+    time is the cause of the others' broken connections: it is reported instead."""
     errors = [(payload[0], rank, payload[1:])]
     deadline = time.monotonic() + grace
     for conn, other in list(conns.items()):
@@ -237,7 +274,10 @@ def _first_error(rank, payload, conns, grace: float = 1.0) -> WorkerError:
                 status, data = conn.recv()
                 if status == "error":
                     errors.append((data[0], other, data[1:]))
-        except (EOFError, OSError):
+        except EOFError:                             # died silently: the root cause
+            conns.pop(conn, None)
+            return _death(other, procs, conns, grace=0.2)
+        except OSError:
             pass
     _, first_rank, (exc_type, message, tb) = min(errors)
     return WorkerError(first_rank, exc_type, message, tb)

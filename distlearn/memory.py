@@ -27,7 +27,8 @@ GiB = 2 ** 30
 PRECISIONS = {
     "fp32": (4, 4, 0),               # everything in fp32
     "mixed": (2, 2, 4),              # ZeRO paper: fp16/bf16 weights and grads, fp32 master copy in the optimizer
-    "mixed-fp32-grads": (2, 4, 4),   # AMP / Megatron-LM style: fp32 gradient accumulation buffer (18 B with Adam)
+    "mixed-fp32-grads": (2, 4, 4),   # Megatron-LM bf16 style: fp32 main_grad buffer (18 B with Adam; torch.autocast
+                                     # is not this: it keeps fp32 weights and grads, the "fp32" row)
 }
 # bytes per parameter of optimizer state beyond the master weights
 OPTIMIZERS = {

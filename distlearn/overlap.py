@@ -15,6 +15,24 @@ parameters and reduce-scatters of gradients share the same links). The rules fol
   forward when ``reshard_after_forward``, else end of its backward); its unsharded gradient exists from the start of
   its backward until its reduce-scatter ends.
 
+**What the depths stand for** (:data:`PREFETCH_MODES`). The simulator has one GPU and no CPU: "depth k" says when
+an all-gather is *issued* relative to the computations. In real FSDP the CPU issues kernels asynchronously and the
+all-gathers run on their own stream, so the default behaviour is depth 1, not 0:
+
+- FSDP2 (torch 2.13, ``_fully_shard/_fsdp_param_group.py``): in **backward** a unit's pre-backward hook explicitly
+  issues the all-gather of the unit that ran before it in forward (``_backward_prefetch``: depth 1). In
+  **forward** there is no explicit prefetch: each unit's all-gather is issued by its pre-forward hook on the
+  all-gather stream, and because the CPU runs ahead of the GPU it reaches unit i+1's hook while unit i still
+  computes ("implicit forward prefetching"); the copy-in of the next all-gather waits for the previous one's
+  copy-out, so at most one all-gather is ahead: depth 1. ``set_modules_to_forward_prefetch`` /
+  ``set_modules_to_backward_prefetch`` prefetch further explicitly (depth ≥ 2);
+- FSDP1 (``fully_sharded_data_parallel.py``): ``backward_prefetch=BACKWARD_PRE`` (depth 1 in backward) and
+  ``forward_prefetch=False`` (forward overlap again by the CPU running ahead), ``limit_all_gathers=True`` (at most
+  two units unsharded: ``max_inflight=2``);
+- depth 0 — an all-gather issued only when its unit is reached — is the **CPU-bound worst case**: the CPU cannot
+  run ahead (Python overhead larger than the GPU kernels, a host synchronization such as ``.item()`` in every
+  unit), so each all-gather starts just when it is needed and nothing overlaps.
+
 With uniform units, forward only, prefetch ≥ 1 and ``max_inflight`` ≥ 2 the total time is the seed's closed form
 comm + compute + (n − 1)·max(comm, compute); without prefetch it is n·(comm + compute). Times in any unit (e.g. ms),
 memory in bytes.
@@ -27,7 +45,41 @@ from typing import NamedTuple
 
 from .validate import DistlearnValueError, check_int, check_number
 
-__all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "simulate", "uniform", "closed_form_forward", "SeedPrefetchSimulator"]
+__all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
+           "closed_form_forward", "SeedPrefetchSimulator", "issue_order"]
+
+
+@dataclass(frozen=True)
+class PrefetchMode:
+    """A named setting of the simulator's prefetch: ``forward`` and ``backward`` depths, ``max_inflight`` (None =
+    unlimited) and what it stands for in English and Chinese (module docstring)."""
+
+    forward: int
+    backward: int
+    max_inflight: int | None
+    en: str
+    zh: str
+
+    def kwargs(self) -> dict:
+        """The keyword arguments of :func:`simulate` for this mode."""
+        return {"forward_prefetch": self.forward, "backward_prefetch": self.backward,
+                "max_inflight": self.max_inflight}
+
+
+PREFETCH_MODES = {
+    "fsdp2_default": PrefetchMode(1, 1, None, "FSDP2 default: next all-gather issued ahead (backward: implicit "
+                                  "prefetch; forward: the CPU running ahead)",
+                                  "FSDP2 默认：提前发起下一次 AllGather（反向：隐式预取；前向：CPU 提前发射）"),
+    "fsdp1_default": PrefetchMode(1, 1, 2, "FSDP1 default: BACKWARD_PRE, forward by the CPU running ahead, "
+                                  "limit_all_gathers (2 units)",
+                                  "FSDP1 默认：BACKWARD_PRE，前向靠 CPU 提前发射，limit_all_gathers（2 个单元）"),
+    "cpu_bound": PrefetchMode(0, 0, None, "CPU-bound worst case: each all-gather issued only when its unit is "
+                              "reached, nothing overlaps",
+                              "CPU 瓶颈下的最坏情况：每次 AllGather 到该单元时才发起，完全不重叠"),
+    "explicit_2": PrefetchMode(2, 2, None, "explicit prefetch two units ahead (set_modules_to_forward_prefetch / "
+                               "set_modules_to_backward_prefetch)",
+                               "显式预取两个单元（set_modules_to_forward_prefetch / set_modules_to_backward_prefetch）"),
+}
 
 
 @dataclass(frozen=True)
@@ -194,7 +246,8 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
     reduce_scatter : reduce-scatter time of each unit's gradients (default = all_gather).
     unit_bytes : unsharded parameter bytes of each unit (default 1 each, so memory counts units); the gradient of a
         unit has the same size.
-    forward_prefetch, backward_prefetch : prefetch depth k ≥ 0 (see module doc).
+    forward_prefetch, backward_prefetch : prefetch depth k ≥ 0 (see module doc); the default 1 is what FSDP2 and
+        FSDP1 do by default, 0 the CPU-bound worst case (:data:`PREFETCH_MODES`).
     max_inflight : most units unsharded at once (≥ 1, default unlimited); FSDP1's limit_all_gathers uses 2.
     reshard_after_forward : True = FULL_SHARD / ZeRO-3 (all-gather again in backward); False = SHARD_GRAD_OP /
         ZeRO-2 (units stay unsharded from forward to backward; no backward all-gather).
@@ -301,6 +354,20 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
     comm_time = sum(o.end - o.start for o in st.ops if o.stream == "comm")
     return OverlapResult(sorted(st.ops, key=lambda o: (o.start, o.stream)), st.time, compute_time, comm_time,
                          mem.points, mem.peak_bytes, mem.peak_units, mem.parts)
+
+
+_TIE = {"reduce_scatter": 0, "all_gather": 1, "forward": 2, "backward": 2}
+
+
+def issue_order(result: OverlapResult) -> list[tuple[str, int]]:
+    """The order in which one rank's CPU *issues* work: collectives at their ``issue`` time, computations at their
+    start, as ``(kind, unit)`` pairs. This is what prefetch changes (the sequence of collectives alone is the same
+    for every forward prefetch depth). At equal times a reduce-scatter comes first (issued in the post-backward of
+    the unit that just finished), then all-gathers (issued in the pre-forward / pre-backward hook of the unit about
+    to run, before its computation), then the computation — the order of FSDP2's hooks
+    (``_fully_shard/_fsdp_state.py``)."""
+    events = [(o.issue if o.stream == "comm" else o.start, _TIE[o.kind], o.kind, o.unit) for o in result.ops]
+    return [(kind, unit) for _, _, kind, unit in sorted(events, key=lambda e: (e[0], e[1]))]
 
 
 def uniform(num_units: int, compute: float, comm: float, **kwargs) -> OverlapResult:

@@ -34,6 +34,7 @@ __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
     "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
     "seed_simulate_pipeline_parallelism", "reference_1f1b_order", "reference_1f1b",
+    "microbatch_loss", "NORMALISATIONS",
 ]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
@@ -115,9 +116,10 @@ def stage_costs(layer_costs: Sequence[float], sizes: Sequence[int]) -> list[floa
 def microbatch_sizes(batch_size: int, num_microbatches: int) -> list[int]:
     """Sizes of ``num_microbatches`` micro-batches covering ``batch_size`` samples, differing by at most one.
 
-    Exactly ``num_microbatches`` sizes, each ≥ 1, summing to ``batch_size``: 10 samples in 4 → ``[3, 3, 2, 2]``.
-    (``torch.chunk`` is different: it makes chunks of ``ceil(batch/m)`` and may return *fewer* than ``m`` chunks,
-    e.g. 6 samples in 4 chunks → 3 chunks of 2.)
+    Exactly ``num_microbatches`` sizes, each ≥ 1, summing to ``batch_size``: 10 samples in 4 → ``[3, 3, 2, 2]``:
+    the sizes of ``torch.tensor_split``, which ``torch.distributed.pipelining`` uses to split a batch
+    (``microbatch.py``, ``_split_tensor``). (``torch.chunk`` is different: it makes chunks of ``ceil(batch/m)``
+    and may return *fewer* than ``m`` chunks, e.g. 6 samples in 4 chunks → 3 chunks of 2.)
 
     Raises DistlearnValueError if ``num_microbatches > batch_size`` (an empty micro-batch).
     """
@@ -139,6 +141,47 @@ def split_microbatches(batch, num_microbatches: int) -> list:
         out.append(batch[start:start + n])
         start += n
     return out
+
+
+NORMALISATIONS = ("mean", "global")
+
+
+def microbatch_loss(per_sample_losses, num_microbatches: int, *, weights=None, normalisation: str = "mean") -> float:
+    """The loss one pipeline step optimises when a batch is split into ``num_microbatches`` micro-batches of
+    :func:`microbatch_sizes` (what ``torch.tensor_split`` gives, as ``torch.distributed.pipelining`` splits).
+
+    ``per_sample_losses``: one loss per sample (length B); ``weights``: 1 for a sample that counts, 0 for one
+    that does not (padding, ``ignore_index``); default all 1.
+
+    - ``"mean"``: each micro-batch's mean over its counted samples, then the mean over the m micro-batches —
+      what a mean-reduction ``loss_fn`` with ``scale_grads=True`` (torch's default: gradients divided by m)
+      gives. It is the **mean of means**: biased when micro-batches differ in size or in counted samples.
+    - ``"global"``: Σ wᵢ·lᵢ / Σ wᵢ over the whole batch, which the pipeline gets exactly with a ``loss_fn`` that
+      sums and divides by the batch's count and ``scale_grads=False``.
+
+    Raises DistlearnValueError for mismatched lengths, an unknown normalisation, or a micro-batch with no counted
+    sample under ``"mean"`` (its mean is 0/0).
+    """
+    losses = np.asarray(per_sample_losses, dtype=float).ravel()
+    w = np.ones_like(losses) if weights is None else np.asarray(weights, dtype=float).ravel()
+    if len(w) != len(losses):
+        raise DistlearnValueError("weights", f"weights needs one value per sample ({len(losses)}), got {len(w)}.",
+                                  f"weights 需要每个样本一个值（共 {len(losses)} 个），收到 {len(w)} 个。")
+    if normalisation not in NORMALISATIONS:
+        raise DistlearnValueError("normalisation", f"normalisation must be one of {NORMALISATIONS}.",
+                                  f"normalisation 必须是 {NORMALISATIONS} 之一。")
+    sizes = microbatch_sizes(len(losses), num_microbatches)
+    if normalisation == "global":
+        return float((w * losses).sum() / w.sum())
+    means, start = [], 0
+    for n in sizes:
+        ws = w[start:start + n]
+        if ws.sum() == 0:
+            raise DistlearnValueError("weights", "a micro-batch has no counted sample: its mean is 0/0.",
+                                      "某个微批次没有计入的样本：它的均值是 0/0。")
+        means.append(float((ws * losses[start:start + n]).sum() / ws.sum()))
+        start += n
+    return float(np.mean(means))
 
 
 # ---------------------------------------------------------------------------------------------- schedules

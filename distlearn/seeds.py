@@ -83,8 +83,8 @@ def seed_mixed_precision_comparison(params_billions) -> dict:
     moments = 12 B/param and claims 25 % savings over fp32 (16 B/param). Mixed-precision Adam keeps an fp32
     **master copy** of the weights (4 B/param), because bf16 cannot represent small updates ``lr·m/√v`` added to
     a weight; with it, model states are 2 + 2 + 12 = 16 B/param (ZeRO paper), or 18 B/param when gradients are
-    accumulated in fp32 (AMP / Megatron-LM). The same function's ``fp16_with_master_gb`` (2 + 4 + 8 + 2 = 16 B)
-    is right and contradicts its own "mixed" number. Mixed precision saves activation memory and time, not
+    accumulated in fp32 (Megatron-LM's ``main_grad``). The same function's ``fp16_with_master_gb``
+    (2 + 4 + 8 + 2 = 16 B) is right and contradicts its own "mixed" number. Mixed precision saves activation memory and time, not
     model-state memory. Correct: ``distlearn.memory.bytes_per_param("mixed")``.
     """
     params = params_billions * 1e9

@@ -34,6 +34,7 @@ __all__ = [
     "megatron_mlp", "reference_mlp", "parallel_attention", "reference_attention",
     "sequence_parallel_mlp_block", "reference_mlp_block", "block_comm", "layer_comm_bytes",
     "layer_weight_bytes", "layer_activation_bytes", "CommRecord", "TPResult", "gelu", "gelu_grad",
+    "comm_counts", "sp_saved_bytes", "SP_SCHEMES",
 ]
 
 
@@ -86,9 +87,15 @@ LABELS_ZH = {
     "re-gather LN output for dW1": "为计算 dW1 重新收集 LN 输出",
     "g backward: reduce-scatter dLN": "g 反向：对 dLN 做 ReduceScatter",
     "all-reduce LayerNorm and bias grads": "对 LayerNorm 和偏置的梯度做 AllReduce",
+    "step: all-reduce Partial LN weight grad": "优化器更新：对 Partial 的 LN 权重梯度做 AllReduce",
+    "step: all-reduce Partial LN bias grad": "优化器更新：对 Partial 的 LN 偏置梯度做 AllReduce",
     "forward": "前向",
     "backward": "反向",
+    "step": "优化器更新",
 }
+
+#: The two ways to run a sequence-parallel block (see :func:`sequence_parallel_mlp_block`).
+SP_SCHEMES = ("megatron", "pytorch")
 
 
 @dataclass
@@ -125,11 +132,24 @@ class TPResult:
     bytes_sent: np.ndarray | None = None
 
     def bytes_by_phase(self) -> dict:
-        """Bytes sent per rank, summed over the collectives of each phase (forward / backward)."""
+        """Bytes sent per rank, summed over the collectives of each phase (forward / backward, and "step" for
+        reductions deferred to the optimizer step)."""
         out = {"forward": 0, "backward": 0}
         for c in self.comm:
-            out[c.phase] += c.bytes_per_rank
+            out[c.phase] = out.get(c.phase, 0) + c.bytes_per_rank
         return out
+
+
+def comm_counts(records) -> dict:
+    """How many collectives of each kind each phase runs: ``{phase: {op: count}}`` from a list of
+    :class:`CommRecord` (e.g. ``TPResult.comm``), in the shape :func:`distlearn.labs.tensor_parallel.tp_check`
+    reports what PyTorch's ``CommDebugMode`` counted, so the two compare with ``==``. Phases with no collective are
+    left out."""
+    out: dict = {}
+    for c in records:
+        phase = out.setdefault(c.phase, {})
+        phase[c.op] = phase.get(c.op, 0) + 1
+    return out
 
 
 def _traced(cluster: VirtualCluster, log: list | None, label: str, phase: str, op: str, *args, **kw):
@@ -427,7 +447,8 @@ def parallel_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, tp: int, cau
     y = _traced(cluster, log, "g forward: all-reduce partial sums", "forward", "all_reduce", [p[0] for p in parts])
     gx = _traced(cluster, log, "f backward: all-reduce dX", "backward", "all_reduce", [p[1]["x"] for p in parts])
     local = [{"wq": qs[r], "wk": ks[r], "wv": vs[r], "wo": os_[r], **{f"grad_{k}": v for k, v in parts[r][1].items()
-                                                                     if k != "x"}} for r in range(tp)]
+                                                                     if k != "x"}, "grad_x": gx[r]}
+             for r in range(tp)]
     grads = {k: np.concatenate([p[1][k] for p in parts], -1) for k in ("wq", "wk", "wv")}
     grads["wo"] = np.concatenate([p[1]["wo"] for p in parts], 0)
     grads["x"] = gx[0]
@@ -466,7 +487,7 @@ def reference_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out):
 
 
 def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: int, *,
-                                sequence_parallel: bool = True) -> TPResult:
+                                sequence_parallel: bool = True, scheme: str = "megatron") -> TPResult:
     """The pre-LN MLP block ``x + MLP(LayerNorm(x))`` on ``tp`` ranks, with or without sequence parallelism.
 
     Without it (Megatron 2019): every rank holds the whole ``(s, b, h)`` input and computes the same LayerNorm;
@@ -481,6 +502,25 @@ def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: in
     all-gathered again in backward for the weight gradient of ``w1``, and the LayerNorm's weight gradients (partial
     sums over each rank's positions) are all-reduced.
 
+    ``scheme`` (with sequence parallelism) chooses whose implementation the collectives follow:
+
+    - ``"megatron"`` (Megatron-LM, the scheme Korthikanti's ``34/t`` activation formula assumes): the LayerNorm
+      output is **saved sharded** and re-gathered in backward for ``dW1``; the bias of ``w2`` is added after the
+      reduce-scatter, so its gradient, like the LayerNorm's, is a partial sum over each rank's positions, and all
+      three are all-reduced in backward (Megatron marks them ``sequence_parallel`` and all-reduces them before the
+      optimizer step);
+    - ``"pytorch"`` (``SequenceParallel`` + ``ColwiseParallel(input_layouts=Shard(0))`` +
+      ``RowwiseParallel(output_layouts=Shard(0))`` in torch 2.13): autograd **saves the all-gathered** LayerNorm
+      output (the input of ``w1``), so there is no re-gather, but the saved tensor is ``tp`` times larger; the bias
+      of ``w2`` is replicated and its gradient is computed from the all-gathered ``dY`` (no collective); the
+      LayerNorm's gradients are left as DTensors with placement ``Partial(sum)`` and reduced only when the
+      optimizer touches them (one all-reduce per tensor, phase ``"step"``). Source:
+      ``torch/distributed/tensor/parallel/style.py`` (the styles) and ``torch/distributed/tensor/_redistribute.py``
+      (Partial → Replicate is an all-reduce); the lab :mod:`distlearn.labs.tensor_parallel` counts them.
+
+    ``local[r]`` also holds ``grad_gamma_partial`` / ``grad_beta_partial``: rank r's LayerNorm gradients before
+    any reduction (what DTensor's ``to_local()`` of the ``Partial`` gradient holds).
+
     ``x``, ``grad_out``: full ``(s, b, h)`` arrays (sharded here). ``s`` must be divisible by ``tp`` when
     ``sequence_parallel`` (DistlearnValueError). ``result.output`` and ``grads["x"]`` are assembled full arrays.
     """
@@ -493,6 +533,7 @@ def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: in
                                   f"x 的形状必须是 (s, b, h)，收到 {x.shape}。")
     _check_split("ffn_hidden_size", w1.shape[1], tp, "MLP hidden features", "MLP 隐藏层特征")
     sp = bool(sequence_parallel)
+    scheme = check_choice("scheme", scheme, SP_SCHEMES)
     if sp:
         _check_split("seq_len", x.shape[0], tp, "sequence positions", "序列位置")
     cluster, log = VirtualCluster(tp), []
@@ -512,12 +553,16 @@ def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: in
     y = row_parallel_forward(cluster, a, w2s, None, log=log, reduce="reduce_scatter" if sp else "all_reduce")
     out = [xi + yi + b2 for xi, yi in zip(xs, y)]                            # bias, dropout, residual: local
     # backward
+    pytorch = sp and scheme == "pytorch"
     if sp:
         gy = _traced(cluster, log, "ḡ backward: all-gather dY", "backward", "all_gather", gos)
-        ln_full = _traced(cluster, log, "re-gather LN output for dW1", "backward", "all_gather", ln)
+        if not pytorch:  # Megatron kept only the sharded LN output; PyTorch's autograd kept ln_full itself
+            ln_full = _traced(cluster, log, "re-gather LN output for dW1", "backward", "all_gather", ln)
     else:
         gy = gos                                                            # g backward: identity
-    gb2 = [g.reshape(-1, g.shape[-1]).sum(0) for g in gos]
+    # the bias of w2: Megatron adds it to the sharded output (partial gradient); PyTorch to the full-shape partial
+    # sum before the reduce-scatter, so every rank computes the whole gradient from the gathered dY
+    gb2 = [g.reshape(-1, g.shape[-1]).sum(0) for g in (gy if pytorch else gos)]
     da, gw2, _ = row_parallel_backward(cluster, a, w2s, gy)
     dz = [d * gelu_grad(zi) for d, zi in zip(da, z)]
     gw1 = [_wgrad(li, d) for li, d in zip(ln_full, dz)]
@@ -530,14 +575,19 @@ def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: in
     lnb = [_layernorm_backward(d, gamma, c[1]) for d, c in zip(dln, lnc)]
     gx = [go + b[0] for go, b in zip(gos, lnb)]
     dgamma, dbeta, db2 = [b[1] for b in lnb], [b[2] for b in lnb], gb2
-    if sp:  # replicated parameters used on different positions: their gradients are partial sums
+    partial_gamma, partial_beta = list(dgamma), list(dbeta)
+    if pytorch:  # DTensor leaves them Partial(sum); the optimizer's first use reduces each tensor
+        dgamma = _traced(cluster, log, "step: all-reduce Partial LN weight grad", "step", "all_reduce", dgamma)
+        dbeta = _traced(cluster, log, "step: all-reduce Partial LN bias grad", "step", "all_reduce", dbeta)
+    elif sp:  # replicated parameters used on different positions: their gradients are partial sums
         dgamma = _traced(cluster, log, "all-reduce LayerNorm and bias grads", "backward", "all_reduce",
                          [np.concatenate([g, bb, c]) for g, bb, c in zip(dgamma, dbeta, gb2)])
         h = x.shape[-1]
         dbeta, db2 = [g[h:2 * h] for g in dgamma], [g[2 * h:] for g in dgamma]
         dgamma = [g[:h] for g in dgamma]
     local = [{"w1": w1s[r], "b1": b1s[r], "w2": w2s[r], "x": xs[r], "output": out[r], "grad_w1": gw1[r],
-              "grad_b1": gb1[r], "grad_w2": gw2[r]} for r in range(tp)]
+              "grad_b1": gb1[r], "grad_w2": gw2[r], "grad_x": gx[r], "grad_gamma_partial": partial_gamma[r],
+              "grad_beta_partial": partial_beta[r]} for r in range(tp)]
     grads = {"w1": np.concatenate(gw1, -1), "b1": np.concatenate(gb1, -1), "w2": np.concatenate(gw2, 0),
              "b2": db2[0], "gamma": dgamma[0], "beta": dbeta[0],
              "x": np.concatenate(gx, 0) if sp else gx[0]}
@@ -628,10 +678,47 @@ def layer_weight_bytes(*, hidden_size: int, tp: int, ffn_hidden_size: int | None
 
 
 def layer_activation_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int, tp: int,
-                           sequence_parallel: bool = False) -> float:
+                           sequence_parallel: bool = False, sp_scheme: str = "megatron") -> float:
     """Activation bytes per GPU for one layer: :func:`distlearn.memory.activation_bytes_per_layer` (Korthikanti
-    et al. 2022, Table 2: s·b·h·(10 + 24/t + 5as/(ht)) without SP, s·b·h·(34/t + 5as/(ht)) with SP)."""
+    et al. 2022, Table 2: s·b·h·(10 + 24/t + 5as/(ht)) without SP, s·b·h·(34/t + 5as/(ht)) with SP).
+
+    ``sp_scheme`` (with ``sequence_parallel``): ``"megatron"`` is the paper's scheme, where the inputs of the QKV
+    and fc1 linears (the LayerNorm outputs, 2·sbh bytes each in 16-bit) are saved sequence-sharded and re-gathered
+    in backward; ``"pytorch"`` is torch's ``SequenceParallel`` + ``ColwiseParallel`` plan, whose autograd saves
+    those two inputs **all-gathered**, so they are not divided by t: s·b·h·(4 + 30/t + 5as/(ht)), i.e.
+    ``(1 − 1/t)·4·sbh`` more than Megatron (measured on DTensor by :func:`distlearn.labs.tensor_parallel.tp_check`,
+    see :func:`sp_saved_bytes`)."""
     from .memory import activation_bytes_per_layer
 
-    return activation_bytes_per_layer(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
+    check_choice("sp_scheme", sp_scheme, SP_SCHEMES)
+    base = activation_bytes_per_layer(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
                                       num_heads=num_heads, tp=tp, sequence_parallel=sequence_parallel)
+    if not sequence_parallel or sp_scheme == "megatron":
+        return base
+    sbh = seq_len * micro_batch_size * hidden_size
+    return base + (1 - 1 / tp) * 2 * (2 * sbh)   # two all-gathered 16-bit inputs kept whole instead of /t
+
+
+def sp_saved_bytes(unsharded_bytes: int, *, tp: int, gathered_bytes: int, replicated_bytes: int = 0,
+                   scheme: str = "megatron") -> float:
+    """Bytes one rank saves for backward in a sequence-parallel transformer layer, predicted from the unsharded
+    layer's saved bytes.
+
+    Every saved activation of a TP + SP layer is either split by the sequence (LayerNorm and residual regions) or
+    by heads / features (the tensor-parallel regions), so it is ``1/t`` of the unsharded one — except
+    ``replicated_bytes`` (tensors every rank keeps whole, e.g. an s × s causal mask) and, in PyTorch's plan,
+    ``gathered_bytes``: the all-gathered inputs of the column-parallel linears, which autograd saves whole.
+
+    - ``"megatron"``: ``unsharded/t + (1 − 1/t)·replicated``;
+    - ``"pytorch"``: ``unsharded/t + (1 − 1/t)·(replicated + gathered)``.
+
+    ``gathered_bytes``: bytes of those inputs in the unsharded layer (QKV and fc1 inputs: 2 · s·b·h · dtype size).
+    Raises DistlearnValueError for a bad ``tp`` or ``scheme`` or negative bytes.
+    """
+    t = _check_tp(tp)
+    check_choice("scheme", scheme, SP_SCHEMES)
+    u = check_int("unsharded_bytes", unsharded_bytes, minimum=0)
+    g = check_int("gathered_bytes", gathered_bytes, minimum=0)
+    r = check_int("replicated_bytes", replicated_bytes, minimum=0)
+    kept_whole = r + (g if scheme == "pytorch" else 0)
+    return u / t + (1 - 1 / t) * kept_whole

@@ -28,6 +28,32 @@ class DistlearnValueError(ValueError):
             lang = get_language()
         super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback through :mod:`distlearn.validate`: the message in both
+        languages and the line of the reader's own code that passed the value (issue 14, item 6)."""
+        import linecache
+        import os
+
+        package = os.path.dirname(os.path.abspath(__file__))
+        called, where = "", ""
+        tb = self.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            inside = os.path.abspath(code.co_filename).startswith(package + os.sep)
+            if not inside:
+                line = linecache.getline(code.co_filename, tb.tb_lineno, tb.tb_frame.f_globals).strip()
+                where = f"{line}   (line {tb.tb_lineno} / 第 {tb.tb_lineno} 行)" if line else ""
+            elif not called:
+                module = tb.tb_frame.f_globals.get("__name__", "")
+                called = f"{module}.{code.co_name}" if module else code.co_name
+            tb = tb.tb_next
+        lines = [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self.en}", f"{' ' * len(type(self).__name__)}  {self.zh}"]
+        if where:
+            lines.append(f"  → {where}")
+        if called:
+            lines.append(f"    ({called})")
+        return lines
+
 
 def _is_int(value) -> bool:
     if type(value) is int:  # fast path; bool is a subclass of int, not int itself

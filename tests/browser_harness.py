@@ -1,21 +1,25 @@
 """Open notebooks in JupyterLab in a real headless Chromium and check that every explorer works for a person.
 
-For each notebook: open it in Lab, clear its stored outputs, run its explorer cells (a code cell calling
-``….explorer()``; each is self-contained by the authoring rules, and nbval runs every cell anyway) — or every cell
-with Lab's "Run All" command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alone — then for
-each explorer cell check that
+For each notebook: open it in Lab as stored (not run), check that each explorer cell shows its static picture
+("Run this cell" with the first view's text and figures, not the text fallback ``VBox(children=(…``) and that no "Jupyter news" pop-up
+asks anything; clear the outputs, run the explorer cells (a code cell calling ``….explorer()``; each is
+self-contained by the authoring rules, and nbval runs every cell anyway) — or every cell with Lab's "Run All"
+command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alone — then for each explorer check that
 
 1. a real widget rendered: a slider handle (``.noUi-handle``) or a ``<select>`` in the cell's output, and not the
-   plain-text fallback ``VBox(children=(IntSlider(value=…` that a kernel without a widget front end shows;
-2. moving one control *by keyboard* (arrow key on a focused slider handle or drop-down) changes what the
-   explorer's output area shows (text or plot);
+   plain-text fallback that a kernel without a widget front end shows;
+2. after ``presses`` (20) moves spread over its controls — arrow keys on sliders, a neighbouring option picked in
+   drop-downs — sent without waiting for the kernel, the output area shows exactly what ``render(compute(**values))`` shows offline for the values the
+   controls now show: the same text and, pixel for pixel, the same figures (:class:`OfflineRenderer`, one kernel
+   of its own); and that it changed from the first view;
 
 and save a screenshot of the explorer under ``build/screenshots/``.
 
-The server (``python -m jupyterlab`` on 127.0.0.1, a random token, a free port, its own temporary settings,
-workspace and runtime folders, the news pop-up switched off) and Chromium (Debian's ``chromium``, driven over the
-DevTools protocol by Playwright's Python package — never ``playwright install``) are started as child processes and
-stopped by their process ids; :meth:`Session.close` checks that no process they started is left.
+The server (``python -m jupyterlab`` on 127.0.0.1, a random token, a free port, a fresh user's temporary
+settings, workspace and runtime folders: only the course's ``overrides.json`` switches the news pop-up off) and
+Chromium (Debian's ``chromium``, driven over the DevTools protocol by Playwright's Python package — never
+``playwright install``) are started as child processes and stopped by their process ids; :meth:`Session.close`
+checks that no process they started is left. One server, one browser and one page serve every notebook.
 
 Used by ``tests/test_browser.py``; also a script, e.g. to refresh the README's screenshot::
 
@@ -26,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import re
 import secrets
 import shutil
@@ -85,16 +90,23 @@ def chapter_notebooks(root: Path = ROOT) -> list[Path]:
 
 @dataclass
 class ExplorerResult:
+    """One explorer: did real controls render, did ``changes`` rapid key presses change its output, and is the
+    final output (text and every figure) the one its final control ``values`` render offline (``complete``)?"""
     cell: int
     rendered: bool = False
     control: str = ""
     changed: bool = False
     screenshot: str = ""
     problem: str = ""
+    module: str = ""
+    changes: int = 0
+    values: dict = field(default_factory=dict)
+    complete: bool = False
+    seconds: float = 0.0
 
     @property
     def ok(self) -> bool:
-        return self.rendered and self.changed and not self.problem
+        return self.rendered and self.changed and self.complete and not self.problem
 
 
 @dataclass
@@ -105,11 +117,13 @@ class NotebookResult:
     explorers: list[ExplorerResult] = field(default_factory=list)
     problem: str = ""
     mode: str = ""
+    static_problems: list[str] = field(default_factory=list)  # explorer cells without a static picture
+    news: str = ""                                           # text of a "Jupyter news" pop-up, if one showed
 
     @property
     def ok(self) -> bool:
         return not self.problem and not self.cell_errors and bool(self.explorers) and all(
-            e.ok for e in self.explorers)
+            e.ok for e in self.explorers) and not self.static_problems and not self.news
 
     def summary(self) -> str:
         lines = [f"{self.path}: {'ok' if self.ok else 'FAILED'} in {self.seconds:.1f} s ({self.mode or '-'} run)"]
@@ -117,9 +131,14 @@ class NotebookResult:
             lines.append(f"  problem: {self.problem}")
         for err in self.cell_errors:
             lines.append(f"  cell error: {err}")
+        for p in self.static_problems:
+            lines.append(f"  before running: {p}")
+        if self.news:
+            lines.append(f"  news pop-up: {self.news[:120]}")
         for e in self.explorers:
-            lines.append(f"  explorer in cell {e.cell}: rendered={e.rendered} control={e.control or '-'} "
-                         f"changed={e.changed} screenshot={e.screenshot or '-'}"
+            lines.append(f"  explorer in cell {e.cell} ({e.module or '?'}, {e.seconds:.1f} s): rendered={e.rendered} "
+                         f"changes={e.changes} changed={e.changed} complete={e.complete} "
+                         f"screenshot={e.screenshot or '-'}"
                          + (f" problem: {e.problem}" if e.problem else ""))
         return "\n".join(lines)
 
@@ -157,40 +176,232 @@ def _stop(proc: subprocess.Popen, grace: float = 10.0) -> None:
 
 # JavaScript run in the page. `window.jupyterapp` exists because the server runs with expose_app_in_browser.
 _JS_READY = """(path) => { const app = window.jupyterapp; if (!app || !app.shell) return false;
-  const w = app.shell.currentWidget; return !!(w && w.context && w.context.path === path && w.content); }"""
+  const w = window.dlPanel || app.shell.currentWidget; return !!(w && w.context && w.context.path === path && w.content); }"""
 _JS_RUN = """async ([cells, runAll]) => {
-  const app = window.jupyterapp; const panel = app.shell.currentWidget;
+  const app = window.jupyterapp; const panel = window.dlPanel || app.shell.currentWidget;
+  app.shell.activateById(panel.id);
   await panel.context.ready; await panel.sessionContext.ready;
   await app.commands.execute('notebook:clear-all-cell-outputs');
   if (runAll) { await app.commands.execute('notebook:run-all-cells'); }
   else { for (const i of cells) { panel.content.activeCellIndex = i; await app.commands.execute('notebook:run-cell'); } }
   cells.forEach((i, k) => panel.content.widgets[i].node.setAttribute('data-dl-explorer', String(k)));
   return true; }"""
-_JS_IDLE = """() => { const p = window.jupyterapp.shell.currentWidget; const k = p.sessionContext.session &&
+_JS_IDLE = """() => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); const k = p.sessionContext.session &&
   p.sessionContext.session.kernel; return !!k && k.status === 'idle' &&
   !Array.from(p.content.node.querySelectorAll('.jp-InputPrompt')).some(e => e.textContent.includes('*')); }"""
-_JS_ERRORS = """() => { const p = window.jupyterapp.shell.currentWidget; const out = [];
+_JS_ERRORS = """() => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); const out = [];
   p.content.widgets.forEach((c, i) => { if (c.model.type !== 'code') return;
     for (const o of c.model.outputs.toJSON()) if (o.output_type === 'error') out.push(`cell ${i}: ${o.ename}: ${o.evalue}`); });
   return out; }"""
-_JS_SHUTDOWN = """async () => { const p = window.jupyterapp.shell.currentWidget;
+_JS_OPEN = """async (path) => { const app = window.jupyterapp;
+  const w = await app.commands.execute('docmanager:open', {path, factory: 'Notebook', activate: true});
+  window.dlPanel = w; app.shell.activateById(w.id); await w.context.ready; return true; }"""
+_JS_CLOSE = """async () => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); if (!p || !p.context) return true;
+  if (p.sessionContext) { await p.sessionContext.shutdown(); }
+  p.context.model.dirty = false; p.close(); window.dlPanel = null; return true; }"""
+# What a stored (not run) explorer cell shows: its output's text, how many images, whether the widget view is live.
+_JS_STATIC = """(cells) => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget);
+  return cells.map(i => { const c = p.content.widgets[i]; const o = c.node.querySelector('.jp-Cell-outputWrapper');
+    return {text: o ? o.innerText : '', images: o ? o.querySelectorAll('img').length : 0,
+            widget: !!(o && o.querySelector('.jupyter-widgets.widget-vbox'))}; }); }"""
+# A pop-up (toast) asking about Jupyter news, if any.
+_JS_NEWS = """() => Array.from(document.querySelectorAll('.Toastify__toast, .jp-Notification-Toast, .jp-toast-message'))
+  .map(t => t.innerText).filter(t => /news/i.test(t)).join(' | ')"""
+_JS_SHUTDOWN = """async () => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget);
   if (p && p.sessionContext) { await p.sessionContext.shutdown(); } return true; }"""
 # What the explorer's output area shows: its text and a fingerprint of each image.
 _JS_OUTPUT_STATE = """(el) => { const o = el.querySelector('.widget-output') || el; const imgs = Array.from(o.querySelectorAll('img'));
   return o.innerText + '|' + imgs.map(i => i.src.length + ':' + i.src.slice(-80)).join(','); }"""
 
 
+# ---------------------------------------------------------------- what an explorer should show
+# Every control of an explorer in DOM order (the order of ``controls()``): its label and what it shows.
+_JS_CONTROLS = """(el) => Array.from(el.querySelectorAll('.widget-slider, .widget-dropdown, .widget-checkbox')).map(w => {
+  const text = (e) => e ? e.textContent.replace(/\\s+/g, ' ').trim() : '';
+  if (w.classList.contains('widget-checkbox')) { const i = w.querySelector('input');
+    return {kind: 'checkbox', label: text(w.querySelector('.widget-label-basic span')) || text(w.querySelector('.widget-label')),
+            checked: i.checked, disabled: i.disabled}; }
+  const label = text(w.querySelector('.widget-label'));
+  if (w.classList.contains('widget-dropdown')) { const s = w.querySelector('select');
+    return {kind: 'dropdown', label, text: s.selectedIndex >= 0 ? s.options[s.selectedIndex].value : null,
+            index: s.selectedIndex, count: s.options.length, disabled: s.disabled}; }
+  const h = w.querySelector('.noUi-handle');
+  return {kind: 'slider', label, text: text(w.querySelector('.widget-readout')),
+          now: Number(h.getAttribute('aria-valuenow')), min: Number(h.getAttribute('aria-valuemin')),
+          max: Number(h.getAttribute('aria-valuemax')), disabled: w.querySelector('.noUi-target').hasAttribute('disabled')}; })"""
+# The explorer's output area: its text (images left out) and the PNG of each image, in order.
+_JS_OUTPUT = """(el) => { const o = el.querySelector('.widget-output'); if (!o) return null;
+  const imgs = Array.from(o.querySelectorAll('img'));
+  return {text: o.innerText.replace(/\\s+/g, ' ').trim(), pngs: imgs.map(i => i.src.startsWith('data:image/png;base64,')
+          ? i.src.slice('data:image/png;base64,'.length) : i.src), pending: !!el.querySelector('.dl-pending')}; }"""
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", " ", text).strip()
+
+
+def explorer_module(labels: list[str], extra: tuple[str, ...] = ()) -> str | None:
+    """The module (``distlearn.widgets.<name>``, or one of ``extra``) whose ``controls()`` have exactly these labels,
+    in this order."""
+    import importlib
+    import pkgutil
+
+    import distlearn.widgets as widgets
+
+    names = [f"distlearn.widgets.{m.name}" for m in pkgutil.iter_modules(widgets.__path__) if m.name != "base"]
+    for name in names + list(extra):
+        mod = importlib.import_module(name)
+        if hasattr(mod, "controls") and [_norm(c.description) for c in mod.controls().values()] == labels:
+            return name
+    return None
+
+
+def values_from_dom(module: str, dom: list[dict]) -> dict:
+    """``compute``'s keyword arguments for what the browser shows: each control's readout, selected option or
+    check mark, read back through the module's own ``controls()`` (labels → values)."""
+    import importlib
+
+    import ipywidgets as W
+
+    controls = importlib.import_module(module).controls()
+    values = {}
+    for (name, c), d in zip(controls.items(), dom):
+        if isinstance(c, W.Checkbox):
+            values[name] = bool(d["checked"])
+        elif isinstance(c, W.Dropdown):
+            labels = [_norm(x) for x in c._options_labels]
+            values[name] = c._options_values[labels.index(_norm(d["text"]))]
+        elif isinstance(c, W.SelectionSlider):
+            values[name] = c._options_values[int(round(d["now"]))]
+        elif isinstance(c, W.IntSlider):
+            values[name] = int(d["text"])
+        elif isinstance(c, W.FloatSlider):  # the readout has 2 decimals: snap to the slider's grid
+            k = round((float(d["text"]) - c.min) / c.step)
+            values[name] = round(c.min + k * c.step, 10)
+        else:
+            raise TypeError(f"unsupported control {name}: {type(c).__name__}")
+    return values
+
+
+@dataclass
+class Rendered:
+    """What ``render(compute(**values))`` shows: its text (whitespace collapsed) and its PNGs (base64)."""
+    text: str
+    pngs: list[str]
+
+
+class OfflineRenderer:
+    """One Jupyter kernel, started like the server's kernels (same Python, both languages, the default inline
+    backend), that renders an explorer's result for given values outside any widget: what the browser must show."""
+
+    def __init__(self, root: Path = ROOT, paths: tuple[str, ...] = ()):
+        self.root = root
+        self.paths = list(paths)  # folders to import explorer modules from, besides the installed distlearn
+        self.km = self.kc = None
+
+    def __enter__(self) -> "OfflineRenderer":
+        from jupyter_client import KernelManager
+
+        env = dict(os.environ)
+        for name in ("DISTLEARN_LANG", "MPLBACKEND"):
+            env.pop(name, None)
+        self.km = KernelManager(kernel_name="python3")
+        self.km.start_kernel(env=env, cwd=str(self.root))
+        self.kc = self.km.client()
+        self.kc.start_channels()
+        self.kc.wait_for_ready(timeout=120)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        if self.kc is not None:
+            self.kc.stop_channels()
+        if self.km is not None and self.km.has_kernel:
+            self.km.shutdown_kernel(now=True)
+        self.km = self.kc = None
+
+    def render(self, module: str, values: dict, timeout: float = 120.0) -> Rendered:
+        code = (f"import importlib, sys\nsys.path[:0] = [p for p in {self.paths!r} if p not in sys.path]\n"
+                f"_m = importlib.import_module({module!r})\n"
+                f"_m.render(_m.compute(**{values!r}))")
+        msg_id = self.kc.execute(code, store_history=False)
+        text, pngs = [], []
+        while True:
+            msg = self.kc.get_iopub_msg(timeout=timeout)
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            kind, content = msg["msg_type"], msg["content"]
+            if kind == "stream":
+                text.append(content["text"])
+            elif kind in ("display_data", "execute_result"):
+                if "image/png" in content["data"]:
+                    pngs.append(content["data"]["image/png"].replace("\n", ""))
+                elif "text/plain" in content["data"]:
+                    text.append(content["data"]["text/plain"])
+            elif kind == "error":
+                text.append(f"{content['ename']}: {content['evalue']}")
+            elif kind == "status" and content["execution_state"] == "idle":
+                break
+        return Rendered(_norm("".join(text)), pngs)
+
+
+def _compare(got: dict | None, want: Rendered) -> str:
+    """Why the browser's output ``got`` (from ``_JS_OUTPUT``) is not ``want``; empty when it is."""
+    if got is None:
+        return "no output area"
+    if got["text"] != want.text:
+        return f"text {got['text'][:160]!r} instead of {want.text[:160]!r}"
+    if len(got["pngs"]) != len(want.pngs):
+        return f"{len(got['pngs'])} figure(s) instead of {len(want.pngs)}"
+    for i, (a, b) in enumerate(zip(got["pngs"], want.pngs)):
+        same, why = same_picture(a, b)
+        if not same:
+            return f"figure {i + 1} is not the offline one ({why})"
+    return ""
+
+
+def same_picture(a_b64: str, b_b64: str, tolerance: float = 0.002) -> tuple[bool, str]:
+    """Whether two PNGs (base64) show the same picture: equal bytes, or equal size with at most ``tolerance`` of
+    the pixels differing. Returns (same, why not)."""
+    import base64
+    import io
+
+    if a_b64 == b_b64:
+        return True, ""
+    from matplotlib import image as mpimg
+    import numpy as np
+
+    try:
+        a = mpimg.imread(io.BytesIO(base64.b64decode(a_b64)), format="png")
+        b = mpimg.imread(io.BytesIO(base64.b64decode(b_b64)), format="png")
+    except Exception as exc:  # not a PNG at all
+        return False, f"not a PNG: {type(exc).__name__}"
+    if a.shape != b.shape:
+        return False, f"size {a.shape[1]}×{a.shape[0]} px, offline {b.shape[1]}×{b.shape[0]} px"
+    differing = float(np.mean(np.any(np.abs(a - b) > 1 / 255, axis=-1)))
+    return differing <= tolerance, f"{differing:.1%} of the pixels differ"
+
+
 class Session:
     """One JupyterLab server over ``root`` and one headless Chromium; use as a context manager."""
 
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
-                 render_timeout: float = 20.0, run_all: bool | None = None):
+                 render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 20,
+                 final_timeout: float = 20.0):
         self.root = Path(root).resolve()
         # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the
         # authoring rules, and nbval already runs every cell — falling back to Run All if one of them fails.
         self.run_all = (os.environ.get("DISTLEARN_BROWSER_RUN_ALL", "") not in ("", "0")) if run_all is None \
             else run_all
         self.render_timeout = render_timeout  # seconds an explorer may take to show its controls
+        self.presses = presses                # rapid key presses per explorer (each one changes a control)
+        self.final_timeout = final_timeout    # seconds the final output may take to match the offline render
+        self.offline: OfflineRenderer | None = None  # started on first use
+        self._page = None
+        self.module_paths: list[str] = []  # extra folders with explorer modules (the self-test's)
+        self.extra_modules: tuple[str, ...] = ()
         self.chromium = chromium or find_chromium()
         if self.chromium is None:
             raise FileNotFoundError(HOW_TO_GET_CHROMIUM)
@@ -224,13 +435,10 @@ class Session:
 
     def _start_server(self) -> None:
         settings = self.tmp / "lab-settings"
-        # No "would you like news?" pop-up, no update check; every cell attached to the DOM (no windowing).
-        _write_json(settings / "@jupyterlab/apputils-extension/notification.jupyterlab-settings",
-                    {"fetchNews": "false", "checkForUpdates": False})
+        # A fresh user's settings (so the course's own overrides.json decides about the news pop-up; see
+        # jupyter-settings/), except every cell attached to the DOM (no windowing) for the checks.
         _write_json(settings / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings",
                     {"windowingMode": "none"})
-        _write_json(self.tmp / "config" / "labconfig" / "page_config.json",
-                    {"disabledExtensions": {"@jupyterlab/apputils-extension:announcements": True}})
         env = dict(os.environ, JUPYTERLAB_SETTINGS_DIR=str(settings),
                    JUPYTERLAB_WORKSPACES_DIR=str(self.tmp / "workspaces"),
                    JUPYTER_CONFIG_DIR=str(self.tmp / "config"), JUPYTER_RUNTIME_DIR=str(self.tmp / "runtime"),
@@ -240,8 +448,7 @@ class Session:
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True",
-               "--LabApp.news_url=None"]
+               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
         self.server_log = open(self.tmp / "server.log", "wb")
@@ -313,6 +520,12 @@ class Session:
 
     def close(self) -> None:
         """Stop browser and server by their pids, then any process they started that is still there."""
+        if self.offline is not None:
+            try:
+                self.offline.close()
+            except Exception:
+                pass
+            self.offline = None
         for proc in (self.server, self.browser_proc):
             if proc is not None and proc.poll() is None:
                 self._children += _descendants(proc.pid)
@@ -354,10 +567,12 @@ class Session:
         cells = explorer_cells(path)
         screenshots.mkdir(parents=True, exist_ok=True)
         t0 = time.monotonic()
-        page = self._context.new_page()
+        page = self._lab_page()
         try:
-            page.goto(f"{self.base_url}/lab/tree/{rel}?token={self.token}&reset", wait_until="domcontentloaded")
+            page.evaluate(_JS_OPEN, rel)
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
+            result.static_problems = self._static_problems(page, cells)
+            result.news = page.evaluate(_JS_NEWS)
             run_all = self.run_all
             page.evaluate(_JS_RUN, [cells, run_all])
             page.wait_for_function(_JS_IDLE, timeout=timeout * 1000)
@@ -370,6 +585,7 @@ class Session:
             result.mode = "all cells" if run_all else "explorer cells"
             for k, cell_index in enumerate(cells):
                 result.explorers.append(self._check_explorer(page, k, cell_index, Path(rel).stem, screenshots))
+            result.news = result.news or page.evaluate(_JS_NEWS)
         except Exception as exc:  # report, do not raise: the other notebooks still get checked
             result.problem = f"{type(exc).__name__}: {str(exc).splitlines()[0] if str(exc) else ''}"
             try:
@@ -378,15 +594,45 @@ class Session:
                 pass
         finally:
             try:
-                page.evaluate(_JS_SHUTDOWN)
-            except Exception:
-                pass
-            page.close()
+                page.evaluate(_JS_CLOSE)
+            except Exception:  # a page in a bad state: the next notebook gets a fresh one
+                self._page = None
+                page.close()
         result.seconds = time.monotonic() - t0
         return result
 
+    def _lab_page(self):
+        """The one JupyterLab page every notebook is opened in (loaded once: a page load costs seconds)."""
+        if self._page is None:
+            self._page = self._context.new_page()
+            self._page.goto(f"{self.base_url}/lab?token={self.token}&reset", wait_until="domcontentloaded")
+            self._page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell && "
+                                         "window.jupyterapp.commands.hasCommand('docmanager:open'))",
+                                         timeout=90_000)
+        return self._page
+
+    def _static_problems(self, page, cells: list[int]) -> list[str]:
+        """Explorer cells of the stored notebook that do not show their static picture (issue 14, item 2)."""
+        try:
+            page.wait_for_function("(cells) => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); return cells.every("
+                                   "i => p.content.widgets[i].node.querySelector('.jp-OutputArea-output')); }",
+                                   arg=cells, timeout=20_000)
+        except Exception:
+            pass
+        problems = []
+        for i, shown in zip(cells, page.evaluate(_JS_STATIC, cells)):
+            if not shown["text"].strip() and not shown["images"]:
+                continue  # never run: nothing shown (make check refuses such a chapter)
+            if WIDGET_REPR.search(shown["text"]):
+                problems.append(f"cell {i} shows the widget's text fallback: {shown['text'][:80]!r}")
+            elif not shown["widget"] and "Run this cell" not in shown["text"]:
+                problems.append(f"cell {i} shows neither a static picture nor a 'Run this cell' note: "
+                                f"{shown['text'][:80]!r}")
+        return problems
+
     def _check_explorer(self, page, k: int, cell_index: int, stem: str, screenshots: Path) -> ExplorerResult:
         res = ExplorerResult(cell_index)
+        t0 = time.monotonic()
         cell = page.locator(f'[data-dl-explorer="{k}"]')
         cell.scroll_into_view_if_needed()
         try:
@@ -397,47 +643,116 @@ class Session:
             res.problem = ("widget shown as text, no widget front end: " + text[:120] if WIDGET_REPR.search(text)
                            else "no slider or drop-down rendered in the cell's output: " + text[:120])
             return res
-        output = cell.locator(".jupyter-widgets.widget-output, .widget-output").first
-        try:  # the explorer's first render has arrived
-            page.wait_for_function("(el) => el.querySelector('.jp-OutputArea-output') !== null",
-                                   arg=output.element_handle(), timeout=20_000)
-        except Exception:
-            pass
         handle = cell.element_handle()
-        # Sliders first (arrow keys move a focused handle everywhere); a drop-down's arrow key may open its list.
-        sliders, selects = cell.locator(".jupyter-widgets .noUi-handle"), cell.locator(".jupyter-widgets select")
-        candidates = [sliders.nth(i) for i in range(min(sliders.count(), 3))] + \
-                     [selects.nth(i) for i in range(min(selects.count(), 1))]
-        for control in candidates:
-            before = page.evaluate(_JS_OUTPUT_STATE, handle)
-            key, label = self._press(control)
-            try:
-                page.wait_for_function(f"(args) => ({_JS_OUTPUT_STATE})(args[0]) !== args[1]",
-                                       arg=[handle, before], timeout=15_000)
-            except Exception:
-                continue
-            res.control, res.changed = label + " " + key, True
-            break
-        if not res.changed:
-            res.problem = "moving a control by keyboard did not change the output"
-        try:
-            page.wait_for_function(_JS_IDLE, timeout=30_000)
-            self._settle(page, handle)  # the last output message has arrived; then every plot image decodes
-            page.evaluate("async (el) => { await Promise.all(Array.from(el.querySelectorAll('img'))"
-                          ".map(i => i.decode().catch(() => null))); "
-                          "await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r))); }", handle)
+        try:  # the explorer's first render has arrived
+            page.wait_for_function("(el) => { const o = el.querySelector('.widget-output'); "
+                                   "return !!o && o.querySelector('.jp-OutputArea-output') !== null; }",
+                                   arg=handle, timeout=20_000)
         except Exception:
             pass
-        shot = screenshots / f"{stem}-explorer{k}.png"
+        self._wait_quiet(page, handle)
+        dom = page.evaluate(_JS_CONTROLS, handle)
+        for p in self.module_paths:
+            if p not in sys.path:
+                sys.path.insert(0, p)
+        res.module = explorer_module([d["label"] for d in dom], self.extra_modules) or ""
+        first = page.evaluate(_JS_OUTPUT, handle)
+        res.changes = self._rapid_changes(page, cell, self.presses, random.Random(f"{stem}-{k}"))
+        res.control = f"{res.changes} moves"
+        self._wait_quiet(page, handle)
+        final = self._final_output(page, handle, res)
+        res.changed = bool(final and first and (final["text"], final["pngs"]) != (first["text"], first["pngs"]))
+        if not res.changed and not res.problem:
+            res.problem = "moving the controls by keyboard did not change the output"
+        self._screenshot(page, cell, handle, screenshots / f"{stem}-explorer{k}.png", res)
+        res.seconds = time.monotonic() - t0
+        return res
+
+    def _final_output(self, page, handle, res: ExplorerResult) -> dict | None:
+        """Compare what the explorer shows now with what ``render(compute(**values))`` shows offline for the values
+        its controls show; poll a while (a render may still be on its way). Sets ``res.complete``/``problem``."""
+        if not res.module:
+            res.problem = "could not tell which distlearn.widgets module this explorer is"
+            return page.evaluate(_JS_OUTPUT, handle)
+        if self.offline is None:
+            self.offline = OfflineRenderer(self.root, tuple(self.module_paths)).__enter__()
+        values = values_from_dom(res.module, page.evaluate(_JS_CONTROLS, handle))
+        res.values = values
+        want = self.offline.render(res.module, values)
+        deadline = time.monotonic() + self.final_timeout
+        why = ""
+        while True:
+            got = page.evaluate(_JS_OUTPUT, handle)
+            why = _compare(got, want)
+            if not why or time.monotonic() > deadline:
+                break
+            page.wait_for_timeout(300)
+        res.complete = not why
+        if why and got and got.get("pngs") and want.pngs:  # keep both pictures to look at
+            import base64
+            for tag, data in (("shown", got["pngs"][0]), ("offline", want.pngs[0])):
+                (SCREENSHOTS / f"mismatch-{res.module}-{tag}.png").write_bytes(base64.b64decode(data))
+        if why:
+            res.problem = f"final output differs from the offline render of {values}: {why}"
+        return got
+
+    @staticmethod
+    def _wait_quiet(page, handle) -> None:
+        """Wait until the kernel is idle and no explorer update is pending (``dl-pending``), then the images decode."""
+        try:
+            page.wait_for_function(_JS_IDLE, timeout=60_000)
+            page.wait_for_function("(el) => !el.querySelector('.dl-pending')", arg=handle, timeout=60_000)
+            page.wait_for_function(_JS_IDLE, timeout=60_000)
+            page.evaluate("async (el) => { await Promise.all(Array.from(el.querySelectorAll('img'))"
+                          ".map(i => i.decode().catch(() => null))); }", handle)
+        except Exception:
+            pass
+
+    @staticmethod
+    def _rapid_changes(page, cell, presses: int, rng: random.Random) -> int:
+        """Move the explorer's controls ``presses`` times in all, without waiting for the kernel in between: each
+        move steps a random enabled slider by an arrow key (away from its end), or picks the neighbouring option
+        of a drop-down as a mouse does (JupyterLab takes a closed drop-down's arrow keys for itself: ipywidgets
+        #3912). Keeps going until the controls differ from where they started. Returns the moves that changed a
+        control."""
+        controls = cell.locator(".jupyter-widgets .noUi-handle, .jupyter-widgets select")
+        n = controls.count()
+        state = """(el) => el.tagName === 'SELECT'
+            ? {select: true, at_start: el.selectedIndex <= 0, at_end: el.selectedIndex >= el.options.length - 1,
+               off: el.disabled || el.options.length < 2, v: el.selectedIndex}
+            : {select: false, at_start: Number(el.getAttribute('aria-valuenow')) <= Number(el.getAttribute('aria-valuemin')),
+               at_end: Number(el.getAttribute('aria-valuenow')) >= Number(el.getAttribute('aria-valuemax')),
+               off: el.closest('.noUi-target').hasAttribute('disabled') ||
+                    el.getAttribute('aria-valuemin') === el.getAttribute('aria-valuemax'),
+               v: el.getAttribute('aria-valuenow')}"""
+        start = [controls.nth(i).evaluate(state)["v"] for i in range(n)]
+        changed, tries = 0, 0
+        while n and tries < 6 * presses and (
+                changed < presses or [controls.nth(i).evaluate(state)["v"] for i in range(n)] == start):
+            tries += 1
+            control = controls.nth(rng.randrange(n))
+            info = control.evaluate(state)
+            if info["off"]:
+                continue
+            up = (not info["at_end"]) and (info["at_start"] or rng.random() < 0.6)
+            if info["select"]:
+                control.select_option(index=info["v"] + (1 if up else -1))
+            else:
+                control.focus()
+                page.keyboard.press("ArrowRight" if up else "ArrowLeft")
+            if control.evaluate(state)["v"] != info["v"]:
+                changed += 1
+        return changed
+
+    def _screenshot(self, page, cell, handle, shot: Path, res: ExplorerResult) -> None:
         previous = None
         for _ in range(20):  # a busy machine paints a large plot in steps: wait for two equal pictures
             picture = cell.screenshot(path=str(shot), animations="disabled", caret="hide")
             if picture == previous:
                 break
             previous = picture
-            page.wait_for_timeout(500)
+            page.wait_for_timeout(300)
         res.screenshot = str(shot.relative_to(ROOT) if shot.is_relative_to(ROOT) else shot)
-        return res
 
     @staticmethod
     def _settle(page, handle, quiet_ms: int = 800, limit_s: float = 15.0) -> None:
@@ -452,20 +767,6 @@ class Session:
             if now == last and loaded:
                 return
             last = now
-
-    @staticmethod
-    def _press(control) -> tuple[str, str]:
-        """Focus ``control`` and press the arrow key that moves it away from its current end."""
-        info = control.evaluate("""(el) => el.tagName === 'SELECT'
-            ? {kind: 'select', at_end: el.selectedIndex >= el.options.length - 1}
-            : {kind: 'slider', at_end: Number(el.getAttribute('aria-valuenow')) >= Number(el.getAttribute('aria-valuemax'))}""")
-        control.focus()
-        if info["kind"] == "select":
-            key = "ArrowUp" if info["at_end"] else "ArrowDown"
-        else:
-            key = "ArrowLeft" if info["at_end"] else "ArrowRight"
-        control.press(key)
-        return key, info["kind"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -105,9 +105,12 @@ def test_recompute_flops():
     f = A.layer_forward_flops(seq_len=s, micro_batch_size=1, hidden_size=h)
     assert f["linear"] == 24 * s * h * h and f["attention"] == 4 * s * s * h
     r = A.recompute_flops(GPT3, seq_len=s, micro_batch_size=1, recompute="full")
-    # Narayanan et al. 2021: 72 B s l h^2 (1 + s/6h + V/12hl) FLOPs per iteration
+    # Korthikanti et al. 2022, App. A: model FLOPs 72 B s l h^2 (1 + s/6h + V/12hl) per iteration
     L, V = GPT3.num_layers, GPT3.vocab_size
     assert math.isclose(r["model"], 72 * s * L * h * h * (1 + s / (6 * h) + V / (12 * h * L)), rel_tol=1e-12)
+    # Narayanan et al. 2021, §5.1, with full recomputation: 96 B s l h^2 (1 + s/6h + V/16lh)
+    assert math.isclose(r["model"] + r["extra"], 96 * s * L * h * h * (1 + s / (6 * h) + V / (16 * L * h)),
+                        rel_tol=1e-12)
     assert math.isclose(r["extra"], L * (24 * s * h * h + 4 * s * s * h))
     assert 0.32 < r["overhead"] < 1 / 3
     sel = A.recompute_flops(GPT3, seq_len=s, micro_batch_size=1, recompute="selective")
@@ -237,3 +240,12 @@ def test_explorer_attention_choice():
         assert r["parts"]["activations"] + r["parts"]["logits"] == pytest.approx(act.total)
     assert w.compute(attention="default")["total"] == w.compute(attention="flash")["total"]
     assert w.compute(attention="materialised")["total"] > w.compute(attention="flash")["total"]
+
+
+def test_explorer_refuses_gpt_sequences_beyond_learned_positions():
+    """GPT presets have learned position embeddings (GPT-3: 2048): a longer sequence cannot run."""
+    from distlearn.widgets import activations as explorer
+
+    assert "error" in explorer.compute(model="gpt3-175b", seq_len=4096, tp=8)
+    assert "error" not in explorer.compute(model="gpt3-175b", seq_len=2048, tp=8)
+    assert "error" not in explorer.compute(model="llama2-7b", seq_len=32768)     # rotary: longer contexts exist

@@ -1,87 +1,102 @@
-"""The benchmark harness (``make bench``) runs, finds benchmark modules, applies goals and writes its table.
-Speed itself is measured by ``make bench``, never asserted here."""
+"""The benchmark harness (``make bench``, pytest-benchmark): a missed goal fails the run, the report renders
+pytest-benchmark's JSON as the README table, and every benchmark module imports and covers what it should.
+
+No benchmark is run here (``make test`` stays fast and timings on a shared machine prove nothing): the explorers'
+``compute`` at every control's range is exercised by test_widgets.py, the planner's results by test_planner.py.
+"""
 from __future__ import annotations
 
+import json
+import shutil
+import subprocess
 import sys
 import textwrap
+from pathlib import Path
 
-import pytest
+from benchmarks import report
 
-from benchmarks import run
+ROOT = Path(__file__).resolve().parent.parent
 
 
-def _fake_package(tmp_path, monkeypatch):
-    pkg = tmp_path / "fakebench"
-    pkg.mkdir()
-    (pkg / "__init__.py").write_text("")
-    (pkg / "bench_fast.py").write_text(textwrap.dedent('''
-        GOALS = {"quick thing": 1.0, "slow thing": 0.001}
-        def main(quick=False):
-            assert quick is True
-            return {"quick thing": 0.002, "slow thing": 0.5}
+def test_a_missed_goal_fails_the_benchmark_run(tmp_path):
+    shutil.copy(ROOT / "benchmarks" / "conftest.py", tmp_path / "conftest.py")
+    (tmp_path / "bench_fake.py").write_text(textwrap.dedent('''
+        import time
+        import pytest
+        pytestmark = pytest.mark.benchmark(timer=time.process_time, min_rounds=2, max_time=0.05)
+
+        def busy(seconds):
+            t0 = time.process_time()
+            while time.process_time() - t0 < seconds:
+                pass
+
+        def test_meets_its_goal(measure):
+            measure(lambda: busy(0.001), what="quick", goal_s=1.0)
+
+        def test_misses_its_goal(measure):
+            measure(lambda: busy(0.02), what="slow", goal_s=0.005)
+
+        def test_no_goal(measure):
+            measure(lambda: busy(0.001), what="information", goal_s=None)
     '''))
-    (pkg / "bench_plain.py").write_text("GOAL = 2.0\ndef main():\n    return {'plain': 3.0}\n")
-    (pkg / "bench_broken.py").write_text("def main():\n    raise RuntimeError('boom')\n")
-    (pkg / "bench_info.py").write_text("GOAL = 1.0\nGOALS = {'info': None}\ndef main():\n    return {'info': 5.0}\n")
-    monkeypatch.syspath_prepend(str(tmp_path))
-    return pkg
+    out = tmp_path / "out.json"
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path / "bench_fake.py"),
+                           f"--benchmark-json={out}", "-q", "--rootdir", str(tmp_path)],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert "1 failed, 2 passed" in proc.stdout and "goal missed / 未达目标: slow" in proc.stdout
+    data = json.loads(out.read_text())
+    status = {b["extra_info"]["what"]: report.status(b) for b in data["benchmarks"]}
+    assert status == {"quick": "pass", "slow": "FAIL", "information": "—"}  # the failed one is still reported
+    assert data["benchmarks"][0]["extra_info"]["timer"] == "cpu"
 
 
-def test_discover_finds_the_benchmark_modules(tmp_path, monkeypatch):
-    assert {"bench_explorers", "bench_lab"} <= set(run.discover())
-    pkg = _fake_package(tmp_path, monkeypatch)
-    assert run.discover(pkg) == ["bench_broken", "bench_fast", "bench_info", "bench_plain"]
+def _bench(name, what, goal, median, **extra):
+    return {"name": name, "fullname": f"benchmarks/bench_x.py::{name}", "stats": {"median": median},
+            "extra_info": {"what": what, "goal_s": goal, **extra}, "options": {}}
 
 
-def test_goals_pass_fail_and_errors(tmp_path, monkeypatch):
-    _fake_package(tmp_path, monkeypatch)
-    fast = run.run_module("bench_fast", quick=True, package="fakebench")
-    assert [(r.name, r.goal_s, r.status) for r in fast] == [("quick thing", 1.0, "pass"), ("slow thing", 0.001, "FAIL")]
-    (plain,) = run.run_module("bench_plain", package="fakebench")
-    assert (plain.goal_s, plain.measured_s, plain.status) == (2.0, 3.0, "FAIL")
-    (info,) = run.run_module("bench_info", package="fakebench")
-    assert info.goal_s is None and info.status == "—"
-    (broken,) = run.run_module("bench_broken", package="fakebench")
-    assert broken.status == "error" and "boom" in broken.error
-    text = run.render(fast + [plain, broken], run.machine(), "2026-01-01 00:00 UTC")
-    assert "| quick thing | < 1.00 s | 2.0 ms | pass |" in text
-    assert "| slow thing | < 1.0 ms | 500.0 ms | FAIL |" in text
-    assert "error: RuntimeError: boom" in text and "2026-01-01" in text
-
-
-def test_machine_names_cpu_and_cores():
-    info = run.machine()
-    assert info["cpu"] and info["cores"] >= 1 and info["python"].startswith("3.")
-
-
-def test_quick_run_writes_table(tmp_path):
+def test_report_writes_the_table_and_keeps_the_make_test_row(tmp_path):
+    machine_info = {"cpu": {"brand_raw": "Test CPU"}, "logical_cores": 2, "system": "Linux", "release": "6",
+                    "python_version": "3.11.7", "torch": "2.13.0+cpu"}
+    old = {"datetime": "2026-11-30T00:00:00", "machine_info": machine_info,
+           "benchmarks": [_bench("test_make_test", "whole `make test`", 300, 250.0, timer="wall",
+                                 machine="Old CPU, 2 cores"),
+                          _bench("test_removed_since", "gone", 1.0, 0.5),
+                          _bench("test_a[x]", "explorer x, old", 0.05, 0.009)]}
+    new = {"datetime": "2026-12-01T00:00:00", "machine_info": machine_info,
+           "benchmarks": [_bench("test_a[x]", "explorer x", 0.05, 0.004, measured_s=0.004, timer="cpu", wall_s=0.01),
+                          _bench("test_b", "sweep", 0.05, 7.0, measured_s=0.08, timer="cpu",
+                                 slowest_setting={"num_gpus": 16}),
+                          _bench("test_c", "drawing", None, 0.2, timer="cpu")]}
+    (tmp_path / "new.json").write_text(json.dumps(new))
+    (tmp_path / "results.json").write_text(json.dumps(old))
     out = tmp_path / "README.md"
-    assert run.main(["--quick", "--out", str(out), "--only", "explorers"]) == 0
+    new["benchmarks"][0]["stats"]["data"] = [0.004] * 1000  # every round's time: not kept
+    merged = report.merge(json.loads(json.dumps(new)), old, {"test_a", "test_b", "test_c", "test_make_test"})
+    assert [b["name"] for b in merged["benchmarks"]] == ["test_a[x]", "test_b", "test_c", "test_make_test"]
+    assert "data" not in merged["benchmarks"][0]["stats"]
+    assert report.main([str(tmp_path / "new.json"), "--results", str(tmp_path / "results.json"),
+                        "--out", str(out)]) == 0  # with this repository's benchmarks: test_make_test exists
     text = out.read_text()
-    assert "| benchmark / 基准 | goal / 目标 | measured / 实测 | result / 结果 |" in text
-    assert "logical cores" in text and (tmp_path / "results.json").exists()
-    assert "| whole `make test`" not in text  # --only runs just what it names
+    assert "| what / 测量内容 | goal / 目标 | measured / 实测 | result / 结果 | machine / 机器 |" in text
+    assert "| explorer x | < 50.0 ms | 4.0 ms CPU (wall 10.0 ms) | pass | Test CPU, 2 cores |" in text
+    assert "| sweep; slowest: num_gpus=16 | < 50.0 ms | 80.0 ms CPU | FAIL |" in text
+    assert "| drawing | — | 200.0 ms CPU | — |" in text
+    assert "| whole `make test` | < 5.0 min | 4.2 min wall, measured 2026-11-30 | pass | Old CPU, 2 cores |" in text
+    assert "explorer x, old" not in text and "gone" not in text
 
 
-def test_previous_make_test_time_is_kept(tmp_path):
-    path = tmp_path / "results.json"
-    path.write_text('{"date": "2026-01-01", "rows": [{"module": "make", "name": "whole `make test`", '
-                    '"goal_s": 900, "measured_s": 600.0, "error": "", "date": "2026-01-01"}]}')
-    row = run._previous_make_test(path)
-    assert row.measured_s == 600.0 and row.status == "pass" and "2026-01-01" in row.note
-
-
-def test_explorer_benchmark_covers_every_explorer():
-    from benchmarks import bench_explorers
-
-    result = bench_explorers.main(quick=True)
-    assert len(result) == 2 * len(bench_explorers.explorer_modules())  # compute, and compute + render
-    assert all(v >= 0 for v in result.values())
-
-
-@pytest.mark.slow
-def test_lab_benchmark_runs_a_real_lab():
-    from benchmarks import bench_lab
-
-    (seconds,) = bench_lab.main(quick=True).values()
-    assert 0 < seconds < 120
+def test_every_benchmark_module_imports_and_covers_every_explorer():
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "benchmarks", "-o",
+                           "python_files=bench_*.py", "--collect-only", "-q"],
+                          capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    from benchmarks.bench_explorers import explorer_modules
+    names = explorer_modules()
+    assert "planner" in names and len(names) >= 9
+    for name in names:
+        assert f"test_explorer_compute_slowest_extreme_setting[{name}]" in proc.stdout
+    for expected in ("test_planner_explorer_slider_grid", "test_planner_search", "test_pipeline_simulate",
+                     "test_gloo_lab_start_to_finish", "test_make_test"):
+        assert expected in proc.stdout

@@ -1,9 +1,12 @@
-"""Explorers work for a person: every chapter notebook with an explorer runs in JupyterLab in a real headless
-Chromium, each explorer shows real controls (not the ``IntSlider(value=…)`` text fallback), and moving a control by
-keyboard changes its output. See ``tests/browser_harness.py``.
+"""Explorers work for a person: every chapter notebook with an explorer, opened in JupyterLab in a real headless
+Chromium, shows a static picture before it is run and no news pop-up; run, each explorer shows real controls (not
+the ``VBox(children=…`` text fallback), and after 20 key presses sent without waiting its output is exactly — text
+and every figure, pixel for pixel — what the final control values render offline. See ``tests/browser_harness.py``.
 
-The harness is first tested on two small notebooks it generates under ``build/browser-selftest/``: one working
-explorer (must pass) and two broken ones (must be reported), so this test can fail.
+One JupyterLab server, one browser and one page serve every notebook. The harness is first tested on small
+notebooks it generates under ``build/browser-selftest/``: a working explorer (must pass) and broken ones (must be
+reported: no controls, the text fallback, an output one update behind, a stored text fallback), so this test can
+fail.
 
 Without Chromium the test is skipped with instructions (``sudo apt-get install chromium``), except in CI
 (``CI=true``) where it fails. Screenshots go to ``build/screenshots/``. To also refresh the README's screenshot:
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import time
 from pathlib import Path
 
 import nbformat
@@ -24,21 +28,39 @@ from distlearn import course
 pytestmark = pytest.mark.slow
 CHAPTERS = bh.chapter_notebooks()
 SELFTEST = bh.ROOT / "build" / "browser-selftest"
+TIMES: dict[str, float] = {}
 
-DEMO = '''
+# An explorer module of its own, as distlearn.widgets modules are: controls / compute / render / explorer, plus an
+# explorer broken on purpose whose output is always one update behind (what overlapping updates produced).
+DEMO_MODULE = '''
+import matplotlib.pyplot as plt
+from distlearn import plots  # the course's figures, as every chapter explorer draws them
 from distlearn.widgets import base
+
+def controls():
+    return {"n": base.int_slider("n / 数", 3, 1, 10), "kind": base.dropdown("kind / 种类", ["a", "b", "c"], "a")}
 
 def compute(n, kind):
     return {"n": n, "kind": kind, "square": n * n}
 
 def render(result):
     print(f"n = {result['n']}, kind = {result['kind']}, n² = {result['square']}")
+    fig, ax = plots.new_figure(3, 2)
+    ax.bar([0, 1], [result["n"], result["square"]], color="C0" if result["kind"] == "a" else "C1")
+    ax.set_title(result["kind"])
+    plt.show()
 
-class demo:
+def explorer():
+    return base.build(controls(), compute, render, title="demo / 演示")
+
+class lagging:
     @staticmethod
     def explorer():
-        controls = {"n": base.int_slider("n / 数", 3, 1, 10), "kind": base.dropdown("kind / 种类", ["a", "b"], "a")}
-        return base.build(controls, compute, render, title="demo / 演示")
+        shown = []
+        def behind(result):  # renders the values of the update before this one
+            shown.append(result)
+            render(shown[-2] if len(shown) > 1 else result)
+        return base.build(controls(), compute, behind, title="lagging / 滞后")
 '''
 BROKEN = '''
 import ipywidgets as W
@@ -53,6 +75,11 @@ class as_text:
     def explorer():
         return W.VBox([W.IntSlider(value=3)])
 '''
+OLD_STORED_OUTPUT = {  # what an explorer cell stored before issue 14: the widget view and its text fallback only
+    "output_type": "execute_result", "execution_count": 1, "metadata": {},
+    "data": {"application/vnd.jupyter.widget-view+json": {"model_id": "0" * 32, "version_major": 2,
+                                                          "version_minor": 0},
+             "text/plain": "VBox(children=(HTML(value='<b>demo</b>'), VBox(children=(IntSlider(value=3, …"}}
 
 
 def _myst_pair(en: str, zh: str) -> str:
@@ -64,15 +91,26 @@ def _myst_code(src: str, ignore: bool = False) -> str:
     return f"```{{code-cell}} ipython3\n{tags}{src.strip()}\n```\n\n"
 
 
-def _selftest_notebooks() -> tuple[Path, Path, Path]:
+def _selftest_notebooks() -> dict[str, Path]:
     SELFTEST.mkdir(parents=True, exist_ok=True)
-    good = course.from_myst(_myst_pair("# Demo", "# 演示") + _myst_code(DEMO) + _myst_code("demo.explorer()", ignore=True))
-    bad = course.from_myst(_myst_code(BROKEN) + _myst_code("no_controls.explorer()")
-                           + _myst_code("print(repr(as_text.explorer()))"))
-    solo = course.from_myst(_myst_code(DEMO.strip() + "\n\ndemo.explorer()", ignore=True))
-    paths = SELFTEST / "good.ipynb", SELFTEST / "broken.ipynb", SELFTEST / "solo.ipynb"
-    for nb, path in zip((good, bad, solo), paths):
-        nbformat.write(nb, path)
+    (SELFTEST / "dl_selftest_widgets.py").write_text(DEMO_MODULE, encoding="utf-8")
+    notebooks = {
+        "good": _myst_pair("# Demo", "# 演示") + _myst_code("import dl_selftest_widgets as demo")
+        + _myst_code("demo.explorer()", ignore=True),
+        "solo": _myst_code("import dl_selftest_widgets as demo\ndemo.explorer()", ignore=True),
+        "lagging": _myst_code("import dl_selftest_widgets as demo\ndemo.lagging.explorer()", ignore=True),
+        "broken": _myst_code(BROKEN) + _myst_code("no_controls.explorer()")
+        + _myst_code("print(repr(as_text.explorer()))"),
+        "stale": _myst_code("import dl_selftest_widgets as demo\ndemo.explorer()", ignore=True),
+    }
+    paths = {}
+    for name, text in notebooks.items():
+        paths[name] = SELFTEST / f"{name}.ipynb"
+        nbformat.write(course.from_myst(text), paths[name])
+    course.execute(paths["good"])  # stored as chapters are: executed, with the explorer's static picture
+    stale = nbformat.read(paths["stale"], as_version=4)
+    stale.cells[0].outputs, stale.cells[0].execution_count = [nbformat.from_dict(OLD_STORED_OUTPUT)], 1
+    nbformat.write(stale, paths["stale"])
     return paths
 
 
@@ -98,10 +136,15 @@ def test_missing_chromium_skips_with_instructions_but_fails_in_ci(monkeypatch):
 
 @pytest.fixture(scope="module")
 def session():
+    t0 = time.monotonic()
     s = bh.Session(chromium=require_chromium())
     s.__enter__()
+    s.module_paths, s.extra_modules = [str(SELFTEST)], ("dl_selftest_widgets",)
+    TIMES["start server and browser"] = time.monotonic() - t0
     yield s
     s.close()
+    print("\nbrowser test times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in TIMES.items())
+          + f"; total {sum(TIMES.values()):.1f}")
 
 
 def test_explorer_cells_are_found():
@@ -115,29 +158,43 @@ def test_explorer_cells_are_found():
 
 
 def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
-    good, broken, solo = _selftest_notebooks()
+    t0 = time.monotonic()
+    paths = _selftest_notebooks()
+    TIMES["self-test notebooks"] = time.monotonic() - t0
     default_mode, session.run_all = session.run_all, False
-    r = session.check_notebook(solo)  # a self-contained explorer cell runs alone
-    assert r.ok and r.mode == "explorer cells", r.summary()
-    r = session.check_notebook(good)  # this explorer needs the cell above it: falls back to Run All
-    assert r.ok and r.mode == "all cells", r.summary()
-    (e,) = r.explorers
-    assert e.rendered and e.changed and Path(bh.ROOT / e.screenshot).stat().st_size > 1000
-    session.render_timeout = 5  # the broken explorers never render: do not wait long for them
     try:
-        r = session.check_notebook(broken)
+        r = session.check_notebook(paths["solo"])  # a self-contained explorer cell runs alone
+        assert r.ok and r.mode == "explorer cells", r.summary()
+        r = session.check_notebook(paths["good"])  # needs the cell above it: falls back to Run All
+        assert r.ok and r.mode == "all cells" and not r.static_problems, r.summary()
+        (e,) = r.explorers
+        assert e.rendered and e.changed and e.complete and e.changes >= session.presses, r.summary()
+        assert Path(bh.ROOT / e.screenshot).stat().st_size > 1000
+        session.final_timeout = 5  # it never matches: do not wait long for it
+        r = session.check_notebook(paths["lagging"])  # its output is one update behind: caught
+        assert len(r.explorers) == 1, r.summary()
+        (e,) = r.explorers
+        assert not r.ok and e.rendered and not e.complete and "differs from the offline render" in e.problem, \
+            r.summary()
+        r = session.check_notebook(paths["stale"])  # stored with the text fallback only: caught before running
+        assert not r.ok and "text fallback" in " ".join(r.static_problems), r.summary()
+        session.render_timeout = 5  # the broken explorers never render: do not wait long for them
+        r = session.check_notebook(paths["broken"])
     finally:
-        session.render_timeout, session.run_all = 20, default_mode
+        session.render_timeout, session.final_timeout, session.run_all = 20, 20, default_mode
     assert not r.ok
     no_controls, as_text = r.explorers
     assert not no_controls.rendered and "no slider" in no_controls.problem, r.summary()
     assert not as_text.rendered and "widget shown as text" in as_text.problem, r.summary()
+    TIMES["self-test checks"] = time.monotonic() - t0 - TIMES["self-test notebooks"]
 
 
 @pytest.mark.skipif(not CHAPTERS, reason="no chapter notebook with an explorer cell yet / 还没有包含探索器的章节")
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
 def test_chapter_explorers_in_a_real_browser(session, path):
     r = session.check_notebook(path)
+    TIMES[path.stem] = r.seconds
+    print(r.summary())
     assert r.ok, r.summary()
     readme_shot = os.environ.get("DISTLEARN_README_SCREENSHOT")
     wanted = os.environ.get("DISTLEARN_README_NOTEBOOK", CHAPTERS[0].name)

@@ -28,6 +28,8 @@ def test_ring_all_reduce_equals_numpy_any_size(n, length, seed, op):
     c = VirtualCluster(n)
     out = c.all_reduce(xs, op=op)
     expected = {"sum": np.sum, "max": np.max, "mean": np.mean}[op](np.stack(xs), axis=0)
+    if op == "mean" and np.issubdtype(xs[0].dtype, np.integer):   # NCCL: integer sum, then C division
+        expected = np.trunc(np.sum(np.stack(xs), axis=0) / n).astype(xs[0].dtype)
     for o in out:
         np.testing.assert_array_equal(o, expected) if op != "mean" else np.testing.assert_allclose(o, expected)
     # exact ring accounting: rank r sends every chunk but r (reduce-scatter) and but r+1 (all-gather)
@@ -146,6 +148,23 @@ def test_alpha_beta_closed_forms():
     assert large["ring_all_reduce"] < large["recursive_doubling_all_reduce"]
 
 
+def test_ring_times_match_virtual_cluster_traffic():
+    """α = 0: a ring collective's time is the bytes each rank sends over the link bandwidth (moved here from the
+    planner's tests: the planner takes its collective times from distlearn.cost)."""
+    for n in (2, 4, 8):
+        vc = VirtualCluster(n)
+        arrays = [np.ones(1024, dtype=np.float32) for _ in range(n)]
+        vc.all_reduce(arrays)
+        bw = 1e9
+        assert cost.collective_time("ring_all_reduce", arrays[0].nbytes, n, alpha=0, bandwidth=bw) == pytest.approx(
+            vc.bytes_sent[0] / bw)
+        vc.reset_traffic()
+        vc.all_gather([a[: 1024 // n] for a in arrays])
+        assert cost.collective_time("ring_all_gather", arrays[0].nbytes, n, alpha=0, bandwidth=bw) == pytest.approx(
+            vc.bytes_sent[0] / bw)
+    assert cost.collective_time("ring_all_reduce", 1e9, 1, alpha=5e-6, bandwidth=1e9) == 0.0
+
+
 def test_bus_bandwidth_nccl_tests():
     # doc/PERFORMANCE.md: busbw = algbw * 2(n-1)/n for all-reduce, (n-1)/n all-gather, 1 broadcast
     assert cost.busbw("all_reduce", 1e9, 0.01, 8) == pytest.approx(1e11 * 14 / 8)
@@ -203,3 +222,97 @@ def test_step_titles_are_bilingual():
         vc, _ = w.run_steps(op, 4)
         for step in vc.steps:
             assert step.phase.replace("-", "_") in w.ZH_NAMES and op in w.ZH_NAMES
+
+
+def test_mean_is_ncclavg_premultiplied_not_sum_then_divide():
+    """NCCL's ncclAvg multiplies floats by 1/n first (src/enqueue.cc, hostToDevRedOp → ncclDevPreMulSum): three
+    float32 197.0 average to 197.00002. Integers: the sum divided by n, truncated toward zero (ncclDevSumPostDiv).
+    The old VirtualCluster (sum, then / n) gave 197.0 and turned integers into floats."""
+    from distlearn.comm import nccl_average
+
+    third = np.float32(1 / 3)
+    by_hand = np.float32(np.float32(197 * third) + np.float32(197 * third)) + np.float32(197 * third)
+    assert by_hand == np.float32(197.00002) != np.float32(197)
+    for op in (VirtualCluster(3).all_reduce, VirtualCluster(3).reduce_scatter):
+        out = op([np.full(3, 197, np.float32)] * 3, op="mean")
+        assert all(o.dtype == np.float32 and np.all(o == by_hand) for o in out)
+    assert VirtualCluster(3).reduce([np.full(2, 197, np.float32)] * 3, op="mean")[0][0] == by_hand
+    assert nccl_average([np.float32(197)] * 3) == by_hand
+    ints = VirtualCluster(2).all_reduce([np.array([-7, 7, 3]), np.array([0, 0, 0])], op="mean")
+    assert ints[0].dtype.kind == "i" and ints[0].tolist() == [-3, 3, 1]          # floor would give -4
+    # float16: 1/3 rounded through float, as __float2half(float(1.0/n))
+    h = np.float16(np.float32(1 / 3))
+    p16 = np.float16(np.float16(197) * h)
+    assert nccl_average([np.float16(197)] * 3) == np.float16(np.float16(p16 + p16) + p16)
+    # powers of two: 1/n exact, so the pre-multiplied average equals sum / n for integer-valued floats
+    xs = [np.arange(8.0) * (r + 1) for r in range(4)]
+    assert np.array_equal(VirtualCluster(4).all_reduce(xs, op="mean")[0], np.sum(xs, axis=0) / 4)
+
+
+# chapter 02's stored run before this fix (sizes in bytes, median seconds): one α-β line missed 32 MB by 44 %
+STORED_SIZES = [4096, 65536, 1 << 20, 8 << 20, 32 << 20]
+STORED_TIMES = [0.401e-3, 0.340e-3, 0.640e-3, 10.536e-3, 37.465e-3]
+
+
+def test_two_regime_fit_holds_across_sizes_where_one_line_fails():
+    from distlearn import cost
+
+    one = cost.fit_alpha_beta(STORED_SIZES, STORED_TIMES, 2)
+    two = cost.fit_two_regime(STORED_SIZES, STORED_TIMES, 2)
+    assert np.max(np.abs(cost.relative_errors(one, STORED_SIZES, STORED_TIMES))) > 0.4      # the old fit fails
+    assert np.max(np.abs(cost.relative_errors(two, STORED_SIZES, STORED_TIMES))) < 0.15
+    assert 1 << 20 < two.breakpoint < 8 << 20
+
+
+def test_two_regime_fit_recovers_a_synthetic_machine():
+    """Exact two-regime data: small messages α = 100 µs at 3 GB/s, from 4 MiB on α = 400 µs at 1 GB/s."""
+    from distlearn import cost
+
+    sizes = [4096 * 4 ** k for k in range(8)]
+    ka, kb = cost.coefficients("ring_all_reduce", 2)
+    t = [ka * (1e-4 if m < 4 << 20 else 4e-4) + kb * m / (3e9 if m < 4 << 20 else 1e9) for m in sizes]
+    two = cost.fit_two_regime(sizes, t, 2)
+    assert two.small.alpha == pytest.approx(1e-4, rel=1e-6) and two.small.bandwidth == pytest.approx(3e9, rel=1e-6)
+    assert two.large.alpha == pytest.approx(4e-4, rel=1e-6) and two.large.bandwidth == pytest.approx(1e9, rel=1e-6)
+    assert np.allclose(two.predict(sizes), t, rtol=1e-9)
+    # one regime only: both halves find the same line
+    t1 = [ka * 1e-4 + kb * m / 2e9 for m in sizes]
+    one = cost.fit_two_regime(sizes, t1, 2)
+    assert one.small.bandwidth == pytest.approx(2e9, rel=1e-6) == one.large.bandwidth
+    with pytest.raises(DistlearnValueError):
+        cost.fit_two_regime(sizes[:3], t[:3], 2)
+
+
+def test_busbw_in_network_factor_and_algorithm_independence():
+    from distlearn import cost
+
+    assert cost.busbw_factor("all_reduce", 8, in_network=True) == pytest.approx(7 / 9)   # nccl-tests all_reduce.cu
+    with pytest.raises(DistlearnValueError):
+        cost.busbw_factor("all_gather", 8, in_network=True)
+    # bandwidth-optimal algorithms reach the link speed, the others fall short
+    for algo, reaches in (("ring_all_reduce", True), ("rabenseifner_all_reduce", True),
+                          ("recursive_doubling_all_reduce", False), ("tree_all_reduce", False)):
+        t = cost.collective_time(algo, 1e9, 8, alpha=0.0, bandwidth=50e9)
+        assert (cost.busbw("all_reduce", 1e9, t, 8) == pytest.approx(50e9)) is reaches
+
+
+def test_chapter02_uses_torch_213_names():
+    """torch 2.13 deprecates reduce_scatter_tensor and _reduce_scatter_base for reduce_scatter_single."""
+    import inspect
+    import pathlib
+
+    import torch.distributed as dist
+
+    from distlearn.labs import collectives
+
+    for old, new in (("reduce_scatter_tensor", "reduce_scatter_single"), ("_reduce_scatter_base", "reduce_scatter_single"),
+                     ("all_gather_into_tensor", "all_gather_single")):
+        src = inspect.getsource(getattr(dist.distributed_c10d, old))
+        assert "@deprecated(" in src and f"Please use `torch.distributed.{new}` instead" in src
+    assert 'getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor' in inspect.getsource(
+        collectives.run_collectives)   # the current name first; the old one only for torch < 2.13
+    text = (pathlib.Path(__file__).parents[1] / "notebooks" / "02_collectives.md").read_text()
+    assert "`reduce_scatter_single`" in text
+    for line in text.splitlines():
+        if "reduce_scatter_tensor" in line:
+            assert "deprecat" in line or "弃用" in line, line

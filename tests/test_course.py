@@ -220,3 +220,20 @@ def test_myst_keeps_tags_of_code_cells():
     nb = course.from_myst("```{code-cell} ipython3\n:tags: [nbval-ignore-output]\n\nx = 1\n```\n")
     assert nb.cells[0].metadata["tags"] == ["nbval-ignore-output"] and nb.cells[0].source == "x = 1"
     assert "nbval-ignore-output" in jupytext.writes(nb, fmt=course.MYST)
+
+
+def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path):
+    """`make notebooks` on a course with a new .md and no .ipynb: the check names it, then the tool creates the
+    paired notebook, executes it, and the check is clean."""
+    for d in ("notebooks", "solutions", "exercises"):
+        (tmp_path / d).mkdir()
+    md = tmp_path / "notebooks" / "99_new.md"
+    md.write_text("---\njupytext:\n  formats: ipynb,md:myst\nkernelspec:\n  display_name: Python 3 (ipykernel)\n"
+                  "  language: python\n  name: python3\n---\n\n" + PAIR.format(en="# New", zh="# 新")
+                  + CODE.format(src="print(6 * 7)"), encoding="utf-8")
+    assert any("no stored notebook" in p for p in course.stored_problems(tmp_path))
+    ran = course.update_notebooks(root=tmp_path, log=lambda *_: None)
+    assert ran == [tmp_path / "notebooks" / "99_new.ipynb"]
+    assert course.stored_problems(tmp_path) == []
+    nb = nbformat.read(ran[0], as_version=4)
+    assert nb.cells[-1].outputs[0].text == "42\n" and nb.metadata.jupytext.formats == course.FORMATS

@@ -105,15 +105,51 @@ def test_sync_batchnorm_equals_torch_batchnorm(sizes):
 
 def test_bucket_assignment_matches_ddp():
     import torch.distributed as dist
+    from torch.nn.parallel.distributed import _BucketCapacityConfig
 
     rng = np.random.default_rng(3)
     numels = [int(v) for v in rng.integers(1, 400_000, size=30)]
     tensors = [torch.empty(k) for k in numels]
-    for cap_mb in (0.5, 1.0, 2.0, 25.0):
-        limits = [dist._DEFAULT_FIRST_BUCKET_BYTES, int(cap_mb * 2**20)]
+    for cap_mb in (None, 0.5, 1.0, 2.0, 25.0):
+        config = _BucketCapacityConfig.create(cap_mb, None, False)   # what DDP's constructor builds
+        assert dp.ddp_bucket_limits(cap_mb) == (config.first_bucket_bytes_cap, config.bucket_bytes_cap)
+        limits = [config.first_bucket_bytes_cap, config.bucket_bytes_cap]
         theirs, _ = dist._compute_bucket_assignment_by_size(tensors, limits, [False] * len(tensors))
-        ours = dp.bucket_assignment([4 * k for k in numels], cap_mb, dist._DEFAULT_FIRST_BUCKET_BYTES / 2**20)
+        ours = dp.bucket_assignment([4 * k for k in numels], cap_mb)
         assert sorted(map(sorted, theirs)) == sorted(map(sorted, ours))
+    # an explicit cap applies to the first bucket too (even 25 MiB): not DDP's 1 MiB default
+    assert dp.ddp_bucket_limits(25) == (25 * 2**20, 25 * 2**20)
+    assert dp.ddp_bucket_limits(None) == (dist._DEFAULT_FIRST_BUCKET_BYTES, 25 * 2**20)
+
+
+def test_ddp_first_iteration_is_one_bucket_and_rebuild_follows_ready_order():
+    pb = [4 * 2**20] * 6                 # six 4 MiB gradients
+    ready = [5, 4, 3, 2, 1, 0]
+    assert dp.ddp_buckets(pb, ready, iteration="first") == [[0, 1, 2, 3, 4, 5]]
+    assert dp.ddp_buckets(pb, ready, bucket_cap_mb=8) == [[5, 4], [3, 2], [1, 0]]
+    assert dp.ddp_buckets(pb, ready) == [[5], [4, 3, 2, 1, 0]]        # 1 MiB first bucket, then 25 MiB
+    # find_unused_parameters: buckets over the registration order, reversed
+    assert dp.ddp_buckets(pb, ready, bucket_cap_mb=8, find_unused_parameters=True, iteration="first") == [
+        [4, 5], [2, 3], [0, 1]]
+    # ... and never rebuilt
+    assert dp.ddp_buckets(pb, ready, bucket_cap_mb=8, find_unused_parameters=True) == [[4, 5], [2, 3], [0, 1]]
+    with pytest.raises(DistlearnValueError, match="ready_order"):
+        dp.ddp_buckets(pb, [0, 1], iteration="rebuilt")
+
+
+def test_gradient_schedule_of_gpt2_small_ends_with_the_tied_embedding():
+    from distlearn.models import build_model, get_preset
+
+    cfg = get_preset("gpt2-small")
+    model = build_model(cfg, device="meta")
+    sched = dp.gradient_schedule(model, torch.zeros(1, 64, dtype=torch.long, device="meta"), backward_seconds=1.0)
+    assert sum(sched.param_bytes) == 4 * cfg.num_parameters() == 4 * 124_439_808
+    assert sched.names[-1] == "embed.weight" and sched.param_bytes[-1] == 4 * 50257 * 768   # 38.6 M, last
+    assert sched.names[0] == "norm.weight"
+    assert sum(sched.backward_times) == pytest.approx(1.0)
+    # the LM head's matmul (2·2·T·V·h FLOPs) runs before the first gradient is ready
+    assert sched.backward_times[0] > 0.2
+    assert sched.names == dp.gradient_ready_order(model, torch.zeros(1, 64, dtype=torch.long, device="meta"))
 
 
 def test_overlap_timeline_extremes():

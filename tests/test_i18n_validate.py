@@ -41,3 +41,12 @@ def test_check_choice_lists_choices():
     with pytest.raises(DistlearnValueError, match="'a', 'b'"):
         check_choice("mode", "c", ["a", "b"])
 
+
+
+def test_columns_align_by_display_width():
+    from distlearn.i18n import columns, display_width
+
+    assert display_width("GPU 数") == 6 and display_width("ab") == 2
+    en, zh = columns(("GPUs", "MTBF (h)"), (8, 12)), columns(("GPU 数", "MTBF（小时）"), (8, 12))
+    assert display_width(en) == display_width(zh) == 21
+    assert columns(("x", "y"), (-3, 3)) == "x     y"

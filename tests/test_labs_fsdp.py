@@ -74,3 +74,26 @@ def test_fsdp1_flat_parameters_equal_simulated_units_and_padding():
             assert numel == units[name].numel and local == units[name].shard_numel(ws)
             assert pad == fsdp.flatten_and_shard([np.zeros(numel)], ws).padding[rank]
     assert any(pad for rows in out for *_, pad in rows)
+
+
+def _sim_issue_order(kf, kb, reshard):
+    sim = overlap.issue_order(overlap.uniform(4, 1.0, 0.5, forward_prefetch=kf, backward_prefetch=kb,
+                                              reshard_after_forward=reshard))
+    body = [(k, u if k in ("forward", "backward") else None) for k, u in sim]
+    return [("all_gather", None)] + body + [("reduce_scatter", None)]        # the root unit around the blocks
+
+
+@pytest.mark.slow
+def test_issue_order_with_forward_and_backward_prefetch_as_simulated():
+    """Real FSDP2: all-gathers interleaved with the blocks' computations for forward prefetch 0, 1, 2 and backward
+    prefetch 1, 2 equal the simulation's issue order. The collective sequence alone cannot tell the depths apart."""
+    out = launch.run(lab.issue_orders, 2, 4, timeout=300)
+    for setting, real in out[0].items():
+        assert out[1][setting] == real
+        assert real == _sim_issue_order(*setting), setting
+    # broken on purpose: a simulation with the wrong forward depth fails the interleaving check ...
+    assert out[0][(1, 1, True)] != _sim_issue_order(0, 1, True)
+    assert out[0][(2, 1, True)] != _sim_issue_order(1, 1, True)
+    # ... but would pass a check of the collectives' order only (what the chapter checked before)
+    kinds = lambda seq: [k for k, _ in seq if k in ("all_gather", "reduce_scatter")]
+    assert kinds(out[0][(0, 1, True)]) == kinds(out[0][(1, 1, True)]) == kinds(out[0][(2, 1, True)])

@@ -1,5 +1,8 @@
-"""The real pipeline (torch.distributed.pipelining over gloo) matches a single process: loss and gradients."""
+"""The real pipeline (torch.distributed.pipelining over gloo) matches a single process: loss and gradients; uneven
+micro-batches crash a multi-stage pipeline; a mean loss with scale_grads=True optimises the biased mean of
+micro-batch means (as distlearn.pipeline.microbatch_loss predicts), the global-count loss the full-batch mean."""
 import pytest
+import torch
 
 from distlearn import launch
 from distlearn.labs import pipeline as L
@@ -35,3 +38,39 @@ def test_stage_slices_cover_every_block():
     for n in (1, 2, 3, 4, 8):
         s = L.stage_slices(n)
         assert s[0][0] == 0 and s[-1][1] == L.NUM_LAYERS and all(a[1] == b[0] for a, b in zip(s, s[1:]))
+
+
+def _per_sample_losses(batch_size):
+    x, y = L.make_batch(batch_size)
+    with torch.no_grad():
+        return L._per_sample(L.build_model()(x), y).numpy()
+
+
+@pytest.mark.slow
+def test_loss_normalisation_on_the_real_pipeline():
+    from distlearn.pipeline import microbatch_loss
+
+    per_rank = launch.run(L.run_both_normalisations, 2, 4, 8, timeout=180)
+    mean, glob = per_rank[-1]                                      # the last stage reports the losses
+    losses, w = _per_sample_losses(8), L.sample_weights(8, 4).numpy()
+    assert mean["loss"] == pytest.approx(microbatch_loss(losses, 4, weights=w, normalisation="mean"), abs=1e-12)
+    assert glob["loss"] == pytest.approx(microbatch_loss(losses, 4, weights=w, normalisation="global"), abs=1e-12)
+    assert glob["loss"] == pytest.approx(glob["ref_loss"], abs=1e-12)
+    # broken on purpose: the engine's default is not the batch mean, so the "global" simulation would fail it
+    assert abs(mean["loss"] - microbatch_loss(losses, 4, weights=w, normalisation="global")) > 1e-3
+    for rank_results in per_rank:
+        m, g = rank_results
+        assert g["max_grad_diff"] < 1e-12                          # exact full-batch gradients
+        assert m["max_grad_diff"] > 1e-3                           # the mean of means is another objective
+
+
+@pytest.mark.slow
+def test_uneven_microbatches_crash_two_stages_and_bias_one():
+    from distlearn.pipeline import microbatch_loss
+
+    with pytest.raises(launch.WorkerError, match="size of tensor a \\(3\\) must match the size of tensor b \\(2\\)"):
+        launch.run(L.run_uneven, 2, 10, 4, timeout=120)
+    one = launch.run(L.run_uneven, 1, 10, 4, timeout=120)[0]    # one stage: no receive buffers, it runs
+    assert one["split"] == [3, 3, 2, 2]
+    assert one["loss"] == pytest.approx(microbatch_loss(_per_sample_losses(10), 4), abs=1e-12)
+    assert abs(one["loss"] - one["ref_loss"]) > 1e-4 and one["max_grad_diff"] > 1e-4

@@ -1,5 +1,7 @@
-"""Real DTensor tensor parallelism on gloo: equal to the unsharded model, and its local shards equal the shards
-that distlearn.tensor_parallel simulates (weights and gradients)."""
+"""Real DTensor tensor parallelism on gloo: equal to the unsharded model (outputs, input and weight gradients, one
+SGD step), its local shards equal the shards that distlearn.tensor_parallel simulates (weights and gradients), the
+collectives CommDebugMode counts equal the simulation's (and a wrong simulation is caught), Partial LayerNorm
+gradients are checked unreduced, and the saved activations of PyTorch's sequence-parallel plan are measured."""
 import os
 import subprocess
 import sys
@@ -9,7 +11,7 @@ import pytest
 
 from distlearn import launch, tensor_parallel as T
 from distlearn.course import ROOT
-from distlearn.labs.tensor_parallel import tp_check
+from distlearn.labs.tensor_parallel import attention_without_shared_input, tp_check
 
 pytestmark = pytest.mark.slow
 
@@ -24,6 +26,78 @@ def test_dtensor_equals_unsharded(results):
         for block in ("mlp", "attention", "sp_block"):
             assert r[block]["out_err"] < 1e-12, (r["rank"], block)
             assert r[block]["grad_err"] < 1e-12, (r["rank"], block)
+            assert r[block]["x_grad_err"] < 1e-12, (r["rank"], block)   # the f operator's backward all-reduce
+            assert r[block]["step_err"] < 1e-12, (r["rank"], block)
+
+
+def _sims(results):
+    tp = len(results)
+    x, g = results[0]["x"], results[0]["grad_out"]
+    f = results[0]["mlp"]["full"]
+    mlp = T.megatron_mlp(x, f["fc1.weight"].T, f["fc1.bias"], f["fc2.weight"].T, f["fc2.bias"], g, tp)
+    f = results[0]["attention"]["full"]
+    att = T.parallel_attention(x, *[f[f"{n}.weight"].T for n in "qkvo"], 4, g, tp)
+    f = results[0]["sp_block"]["full"]
+    sp = {scheme: T.sequence_parallel_mlp_block(x, f["ln.weight"], f["ln.bias"], f["mlp.fc1.weight"].T,
+                                                f["mlp.fc1.bias"], f["mlp.fc2.weight"].T, f["mlp.fc2.bias"], g, tp,
+                                                scheme=scheme) for scheme in T.SP_SCHEMES}
+    return mlp, att, sp
+
+
+def test_collectives_counted_by_commdebugmode_equal_simulation(results):
+    mlp, att, sp = _sims(results)
+    for r in results:
+        assert r["mlp"]["comm"] == T.comm_counts(mlp.comm) == {"forward": {"all_reduce": 1},
+                                                               "backward": {"all_reduce": 1}}
+        assert r["attention"]["comm"] == T.comm_counts(att.comm)
+        assert r["sp_block"]["comm"] == T.comm_counts(sp["pytorch"].comm)
+        # broken on purpose: Megatron's scheme (re-gather, LN/bias all-reduce in backward) is not what torch runs
+        assert r["sp_block"]["comm"] != T.comm_counts(sp["megatron"].comm)
+
+
+def test_partial_layernorm_grads_are_checked_unreduced(results):
+    _, _, sp = _sims(results)
+    for rank, r in enumerate(results):
+        blk = r["sp_block"]
+        assert blk["grad_placements"]["ln.weight"] == blk["grad_placements"]["ln.bias"] == "(Partial(sum),)"
+        assert blk["grad_placements"]["mlp.fc2.bias"] == "(Replicate(),)"   # from the all-gathered dY
+        for scheme in T.SP_SCHEMES:   # both schemes compute the same per-rank share before reducing
+            np.testing.assert_allclose(blk["local_grads"]["ln.weight"],
+                                       sp[scheme].local[rank]["grad_gamma_partial"], atol=1e-12)
+            np.testing.assert_allclose(blk["local_grads"]["ln.bias"],
+                                       sp[scheme].local[rank]["grad_beta_partial"], atol=1e-12)
+        assert blk["partial_vs_full"] > 1e-3          # a check without the reduction would fail
+        assert blk["reduced_err"] < 1e-12 and blk["reduce_comm"] == {"all_reduce": 2}
+        assert blk["comm"]["step"] == {"all_reduce": 2}   # in training the optimizer step reduces them
+
+
+def test_sequence_parallel_layer_saves_gathered_inputs(results):
+    tp = len(results)
+    s, b, h = results[0]["x"].shape
+    for r in results:
+        lay = r["sp_layer"]
+        assert lay["out_err"] < 1e-12
+        kw = dict(tp=tp, gathered_bytes=2 * s * b * h * 8, replicated_bytes=s * s)   # QKV + fc1 inputs; bool mask
+        assert lay["saved_bytes"] == T.sp_saved_bytes(lay["ref_saved_bytes"], scheme="pytorch", **kw)
+        assert lay["saved_bytes"] != T.sp_saved_bytes(lay["ref_saved_bytes"], scheme="megatron", **kw)
+        gathered = [shape for _, shape, placement in lay["saved"] if placement == "(Replicate(),)"]
+        assert gathered == [(s * b, h)] * 2          # the all-gathered LN outputs, whole on every rank
+
+
+def test_without_input_grad_the_f_backward_all_reduce_never_runs():
+    """The old lab: x without requires_grad. Torch then skips ∂L/∂X, so the f operator's backward all-reduce that
+    the simulation (and Megatron) has does not run — the count check catches such a lab."""
+    r = launch.run(tp_check, 2, 8, 2, 16, 64, 4, 0, False, timeout=180)[0]
+    mlp, _, _ = _sims([r, r])
+    assert r["mlp"]["comm"] == {"forward": {"all_reduce": 1}}
+    assert r["mlp"]["comm"] != T.comm_counts(mlp.comm)
+
+
+def test_three_colwise_linears_on_a_plain_input_all_reduce_three_times():
+    """Q, K, V as three ColwiseParallel linears fed a plain tensor: each converts the input, and each conversion's
+    backward all-reduces its share of ∂L/∂X. The lab's PrepareModuleInput makes it one, as Megatron's f."""
+    r = launch.run(attention_without_shared_input, 2, timeout=180)[0]
+    assert r == {"forward": {"all_reduce": 1}, "backward": {"all_reduce": 3}}
 
 
 def test_simulated_mlp_shards_equal_real_local_shards(results):

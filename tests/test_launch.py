@@ -52,6 +52,18 @@ def test_worker_exception_reraised_with_rank_and_traceback():
     assert _no_children_left()
 
 
+@pytest.mark.parametrize("bad_rank", [0, 1])
+def test_sigkilled_rank_is_reported_as_the_cause(bad_rank):
+    """A rank killed by SIGKILL sends nothing; its peers' broken connections must not be reported instead."""
+    with pytest.raises(launch.WorkerError) as info:
+        launch.run(smoke.sigkill_on_rank, 2, bad_rank, timeout=60)
+    err = info.value
+    assert err.rank == bad_rank and err.exc_type == "ProcessExit" and err.exitcode == -9
+    assert "SIGKILL" in str(err)
+    assert _no_children_left()
+    assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]         # the next run in this process works
+
+
 def test_hang_ends_at_timeout_without_orphans():
     t0 = time.monotonic()
     with pytest.raises(TimeoutError, match="did not finish within 6 s"):

@@ -1,7 +1,9 @@
 """Exact parameter counts: closed form == the real module on the meta device == published totals."""
 import pytest
 
-from distlearn.models import PRESETS, ModelConfig, build_model, count_parameters, get_preset
+from distlearn.models import MOE_PRESETS, PRESETS, ModelConfig, build_model, count_parameters, get_preset
+
+ALL_PRESETS = {**PRESETS, **MOE_PRESETS}
 from distlearn.validate import DistlearnValueError
 
 PUBLISHED = {  # from the model cards / HF configs (sum of parameter tensors)
@@ -21,11 +23,11 @@ def test_published_counts(name):
     assert PRESETS[name].num_parameters() == PUBLISHED[name]
 
 
-@pytest.mark.parametrize("name", sorted(PRESETS))
+@pytest.mark.parametrize("name", sorted(ALL_PRESETS))
 def test_meta_module_matches_closed_form(name):
-    model = build_model(PRESETS[name])  # meta device: no memory
+    model = build_model(ALL_PRESETS[name])  # meta device: no memory
     assert next(model.parameters()).is_meta
-    assert count_parameters(model) == PRESETS[name].num_parameters()
+    assert count_parameters(model) == ALL_PRESETS[name].num_parameters()
 
 
 def test_gpt3_is_about_175b():
@@ -59,7 +61,8 @@ def test_small_model_runs_forward_on_cpu():
 
 
 # ---------------------------------------------------------------- the torch modules are ordinary classes
-TORCH_CLASSES = [("distlearn.models", n) for n in ("RMSNorm", "Attention", "MLP", "Block", "TransformerLM")] + [
+TORCH_CLASSES = [("distlearn.models", n) for n in ("RMSNorm", "Attention", "MLAttention", "MLP", "GroupedExperts", "MoE",
+                                                   "MTPModule", "Block", "TransformerLM")] + [
     ("distlearn.seeds", n) for n in ("SeedTransformerBlock", "TransformerBlock", "LargeLM")]
 
 

@@ -133,3 +133,43 @@ def test_chapter_nonuniform_example_by_hand():
     assert run(1).total_time == pytest.approx(9.7)
     assert (run(3).total_time, run(3).peak_bytes) == (pytest.approx(8.3), pytest.approx(7))
     assert (run(3, 2).total_time, run(3, 2).peak_bytes) == (pytest.approx(9.7), pytest.approx(5))
+
+
+def test_issue_order_shows_the_prefetch_depth():
+    short = lambda r: [f"{k[0] if k in ('forward', 'backward') else k[:2]}{u}" for k, u in overlap.issue_order(r)]
+    fwd = dict(include_backward=False)
+    assert short(overlap.uniform(3, 1.0, 0.5, forward_prefetch=0, **fwd)) == ["al0", "f0", "al1", "f1", "al2", "f2"]
+    assert short(overlap.uniform(3, 1.0, 0.5, forward_prefetch=1, **fwd)) == ["al0", "al1", "f0", "al2", "f1", "f2"]
+    assert short(overlap.uniform(3, 1.0, 0.5, forward_prefetch=2, **fwd)) == ["al0", "al1", "al2", "f0", "f1", "f2"]
+    # a reduce-scatter is issued when its backward ends, before the next unit's prefetch and computation
+    full = short(overlap.uniform(2, 1.0, 0.5))
+    assert full[-5:] == ["al0", "b1", "re1", "b0", "re0"]
+
+
+def test_prefetch_defaults_are_the_engines_defaults_not_depth_zero():
+    """Depth 1 is what FSDP2 and FSDP1 do by default (read from torch 2.13); depth 0 is the CPU-bound worst case."""
+    import inspect
+
+    from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel
+    from torch.distributed.fsdp._fully_shard import _fsdp_param_group, _fsdp_state
+
+    from distlearn.widgets import overlap as view
+
+    sig = inspect.signature(overlap.simulate).parameters
+    fsdp2 = overlap.PREFETCH_MODES["fsdp2_default"]
+    assert (sig["forward_prefetch"].default, sig["backward_prefetch"].default) == (fsdp2.forward, fsdp2.backward) == (1, 1)
+    assert overlap.PREFETCH_MODES["cpu_bound"].kwargs()["forward_prefetch"] == 0
+    # FSDP2: implicit backward prefetch of the previous unit in forward order, explicit lists only when set
+    assert "_backward_prefetch" in inspect.getsource(_fsdp_param_group.FSDPParamGroup.pre_backward)
+    assert "default_prefetch = len(self._states_to_backward_prefetch) == 0" in inspect.getsource(_fsdp_state)
+    # FSDP1 defaults
+    p = inspect.signature(FullyShardedDataParallel.__init__).parameters
+    assert p["backward_prefetch"].default == BackwardPrefetch.BACKWARD_PRE
+    assert p["forward_prefetch"].default is False and p["limit_all_gathers"].default is True
+    assert overlap.PREFETCH_MODES["fsdp1_default"].max_inflight == 2
+    # the explorer labels depth 0 as the worst case and starts at the engines' default
+    assert "CPU-bound" in view.DEPTH_LABELS[0][0] and "default" in view.DEPTH_LABELS[1][0]
+    assert view.controls()["depth"].value == 1
+    r0 = overlap.uniform(6, 1.0, 0.6, **overlap.PREFETCH_MODES["cpu_bound"].kwargs())
+    r1 = overlap.uniform(6, 1.0, 0.6, **fsdp2.kwargs())
+    assert r0.exposed_comm > r1.exposed_comm

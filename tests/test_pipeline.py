@@ -87,6 +87,31 @@ def test_microbatch_sizes_never_drop_samples():
         P.microbatch_sizes(3, 4)
 
 
+def test_microbatch_sizes_are_torch_pipelining_splits():
+    import torch
+    from torch.distributed.pipelining.microbatch import split_args_kwargs_into_chunks
+
+    for batch, m in [(10, 4), (6, 4), (8, 4), (7, 3), (5, 5)]:
+        chunks, _ = split_args_kwargs_into_chunks((torch.arange(batch),), {}, m)
+        assert [len(c[0]) for c in chunks] == P.microbatch_sizes(batch, m)
+        assert [len(c) for c in torch.tensor_split(torch.arange(batch), m)] == P.microbatch_sizes(batch, m)
+
+
+def test_microbatch_loss_mean_of_means_is_biased():
+    losses = np.arange(10.0)
+    # 10 samples in [3, 3, 2, 2]: means 1, 4, 6.5, 8.5 → 5.0; the batch mean is 4.5
+    assert P.microbatch_loss(losses, 4) == pytest.approx(5.0)
+    assert P.microbatch_loss(losses, 4, normalisation="global") == pytest.approx(4.5)
+    assert P.microbatch_loss(losses[:8], 4) == pytest.approx(losses[:8].mean())   # equal sizes, all counted
+    w = np.array([1, 1, 1, 0, 1, 0, 1, 0.0])
+    assert P.microbatch_loss(losses[:8], 4, weights=w) == pytest.approx((0.5 + 2 + 4 + 6) / 4)
+    assert P.microbatch_loss(losses[:8], 4, weights=w, normalisation="global") == pytest.approx(13 / 5)
+    with pytest.raises(DistlearnValueError, match="0/0"):
+        P.microbatch_loss(losses[:8], 4, weights=[1, 1, 0, 0, 1, 1, 1, 1])
+    with pytest.raises(DistlearnValueError, match="normalisation"):
+        P.microbatch_loss(losses, 4, normalisation="sum")
+
+
 @given(st.integers(1, 500), st.integers(1, 64))
 def test_microbatch_sizes_property(batch, m):
     if m > batch:

@@ -2,7 +2,8 @@
 
 Ring all-reduce as two step loops (chapter 02) vs ``VirtualCluster.all_reduce``; FSDP1's flat-parameter shard and
 gather in torch (chapter 06) vs ``fsdp.flatten_and_shard`` / ``gather_flat``; 1F1B as warm-up / steady / cool-down
-loops (chapter 05) vs the vectorized ``pipeline.stage_order`` and ``pipeline.simulate``.
+loops (chapter 05) vs the vectorized ``pipeline.stage_order`` and ``pipeline.simulate``; top-k routing with capacity as
+loops (chapter 11) vs ``experts.route``.
 """
 import numpy as np
 import pytest
@@ -109,3 +110,35 @@ def test_1f1b_reference_rejects_bad_input(kwargs):
 
     with pytest.raises(DistlearnValueError):
         P.reference_1f1b(**kwargs)
+
+
+# ---------------------------------------------------------------- chapter 10: the online softmax, one key at a time
+@settings(max_examples=60, deadline=None)
+@given(cp=st.integers(1, 4), layout=st.sampled_from(["contiguous", "zigzag", "striped"]), causal=st.booleans(),
+       chunks=st.integers(1, 2), groups=st.sampled_from([1, 2]), seed=st.integers(0, 10_000))
+def test_online_softmax_reference_equals_ring_attention(cp, layout, causal, chunks, groups, seed):
+    from distlearn import context_parallel as C
+
+    s = chunks * (2 * cp if layout == "zigzag" else cp)
+    rng = np.random.default_rng(seed)
+    q = rng.standard_normal((1, 2 * groups, s, 3))
+    k, v = rng.standard_normal((1, 2, s, 3)), rng.standard_normal((1, 2, s, 3))
+    ref_out, ref_lse = C.reference_online_attention(q, k, v, causal)
+    ring = C.ring_attention_forward(q, k, v, cp, causal=causal, layout=layout)
+    assert np.abs(ref_out - ring.out).max() < 1e-12 and np.abs(ref_lse - ring.lse).max() < 1e-12
+
+
+# ---------------------------------------------------------------- chapter 11: top-k routing with capacity
+@settings(max_examples=150, deadline=None)
+@given(t=st.integers(1, 30), e=st.integers(1, 10), data=st.data(),
+       cf=st.one_of(st.none(), st.floats(0.1, 3.0)), seed=st.integers(0, 10_000))
+def test_reference_route_equals_route(t, e, data, cf, seed):
+    from distlearn import experts as X
+
+    k = data.draw(st.integers(1, e))
+    logits = np.random.default_rng(seed).standard_normal((t, e)) * 2     # continuous: no ties
+    experts, weights, kept = X.reference_route(logits, k, cf)
+    r = X.route(logits, k, capacity_factor=cf)
+    np.testing.assert_array_equal(np.array(experts), r.index)
+    np.testing.assert_array_equal(np.array(kept), r.kept)
+    np.testing.assert_allclose(np.array(weights), r.weights, rtol=1e-12, atol=1e-15)

@@ -234,6 +234,47 @@ def test_sequence_parallel_block_property(tp, k, b, h, sp, seed):
     _assert_grads(r.grads, want, want, tol=1e-9)
 
 
+@pytest.mark.parametrize("tp", TPS)
+def test_pytorch_sequence_parallel_scheme_equals_torch(tp):
+    """PyTorch's scheme: same numbers, no re-gather, fc2's bias needs no collective, LN grads reduced at the step."""
+    rng = _rng(40 + tp)
+    s, b, h, f = 16, 2, 8, 32
+    x, g = rng.standard_normal((s, b, h)), rng.standard_normal((s, b, h))
+    gamma, beta = 1 + 0.1 * rng.standard_normal(h), 0.1 * rng.standard_normal(h)
+    params = _mlp_params(rng, h, f)
+    want_y, want = _torch_block(x, gamma, beta, params, g)
+    r = T.sequence_parallel_mlp_block(x, gamma, beta, *params, g, tp, scheme="pytorch")
+    np.testing.assert_allclose(r.output, want_y, atol=1e-11)
+    _assert_grads(r.grads, want, want, tol=1e-10)
+    # each rank's LayerNorm share sums to the full gradient (what Partial(sum) means)
+    np.testing.assert_allclose(sum(loc["grad_gamma_partial"] for loc in r.local), want["gamma"], atol=1e-10)
+    if tp > 1:
+        assert T.comm_counts(r.comm) == {"forward": {"all_gather": 1, "reduce_scatter": 1},
+                                         "backward": {"all_gather": 1, "reduce_scatter": 1},
+                                         "step": {"all_reduce": 2}}
+        closed = T.block_comm(seq_len=s, micro_batch_size=b, hidden_size=h, tp=tp, sequence_parallel=True,
+                              dtype_bytes=8, regather_in_backward=False)
+        assert [(c.op, c.bytes_per_rank) for c in r.comm if c.phase != "step"] == [
+            (c.op, c.bytes_per_rank) for c in closed]
+        assert r.bytes_by_phase()["step"] == 2 * round(2 * (tp - 1) / tp * h * 8)
+    with pytest.raises(DistlearnValueError, match="scheme"):
+        T.sequence_parallel_mlp_block(x, gamma, beta, *params, g, tp, scheme="deepspeed")
+
+
+def test_activation_memory_of_the_two_sequence_parallel_schemes():
+    # PyTorch's plan keeps the all-gathered QKV and fc1 inputs (2 × 2 sbh in 16-bit) whole: sbh(4 + 30/t + 5as/ht)
+    sbh = 2048 * 1 * 12288
+    kw = dict(seq_len=2048, micro_batch_size=1, hidden_size=12288, num_heads=96, sequence_parallel=True)
+    for t in (1, 2, 4, 8):
+        attn = 5 * 96 * 2048 / (12288 * t)
+        assert T.layer_activation_bytes(**kw, tp=t) == pytest.approx(sbh * (34 / t + attn))
+        assert T.layer_activation_bytes(**kw, tp=t, sp_scheme="pytorch") == pytest.approx(sbh * (4 + 30 / t + attn))
+    assert T.sp_saved_bytes(1000, tp=4, gathered_bytes=200, replicated_bytes=8, scheme="megatron") == 256
+    assert T.sp_saved_bytes(1000, tp=4, gathered_bytes=200, replicated_bytes=8, scheme="pytorch") == 406
+    with pytest.raises(DistlearnValueError, match="sp_scheme"):
+        T.layer_activation_bytes(**kw, tp=2, sp_scheme="nvidia")
+
+
 def test_sp_moves_the_same_bytes_as_all_reduce():
     kw = dict(seq_len=2048, micro_batch_size=1, hidden_size=12288, tp=8)
     plain = T.layer_comm_bytes(**kw)
@@ -315,6 +356,9 @@ def test_explorer_compute_matches_the_closed_forms():
     assert r["weights"] == 2 * ((12 * h * h + 7 * h) // 8 + 6 * h)
     assert "error" in w.compute(tp=16, hidden_size=1024)  # 8 heads over 16 ranks
     assert "num_heads = 8" in w.compute(tp=16, hidden_size=1024)["error"]
+    pt = w.compute(tp=8, hidden_size=12288, seq_len=2048, micro_batch_size=1, sp_scheme="pytorch")
+    assert pt["activations"] == pytest.approx((4 + 30 / 8 + 10) * sbh)   # all-gathered inputs saved whole
+    assert pt["comm"] < r["comm"]                                         # but no backward re-gather
 
 
 def test_every_comm_label_has_chinese():
@@ -327,6 +371,7 @@ def test_every_comm_label_has_chinese():
     records = []
     for sp in (False, True):
         records += T.sequence_parallel_mlp_block(x, gamma, beta, *params, g, 2, sequence_parallel=sp).comm
+    records += T.sequence_parallel_mlp_block(x, gamma, beta, *params, g, 2, scheme="pytorch").comm
     for sp in (False, True):
         records += T.block_comm(seq_len=s, micro_batch_size=b, hidden_size=h, tp=2, sequence_parallel=sp,
                                 dtype_bytes=8, layernorm_grad_allreduce=sp)
@@ -334,5 +379,5 @@ def test_every_comm_label_has_chinese():
     assert {"g forward: all-gather sequence", "re-gather LN output for dW1"} <= seen
     for c in records:
         assert c.label_text() == f"{c.label} / {T.LABELS_ZH[c.label]}"
-        assert c.phase_text() in ("forward / 前向", "backward / 反向")
+        assert c.phase_text() in ("forward / 前向", "backward / 反向", "step / 优化器更新")
     assert set(T.LABELS_ZH) >= seen

@@ -1,15 +1,117 @@
-"""Every explorer: compute() never crashes at its controls' extremes, controls are non-continuous and labelled in
-both languages, and the widget builds and re-renders when a control changes."""
+"""Every explorer: compute() never crashes at its controls' extremes; every control, moved through its range (min,
+middle, max), changes what the explorer shows and never errors; controls are labelled in both languages; the widget
+builds, updates one render at a time and shows a static picture where no widget front end is there.
+
+The range check is tested on explorers broken on purpose (a compute that ignores a control, a render that raises),
+and the update rules on the bug they fix (issue 14, item 1: renders from two threads at once)."""
+import hashlib
 import importlib
 import pkgutil
+import threading
+import time
+import types
 
 import ipywidgets as W
+import matplotlib
 import pytest
 
-import distlearn.widgets as widgets_pkg
-from distlearn.widgets.base import extreme_settings
+matplotlib.use("Agg")
+
+import distlearn.widgets as widgets_pkg  # noqa: E402
+from distlearn.widgets import base  # noqa: E402
+from distlearn.widgets.base import control_range, extreme_settings  # noqa: E402
 
 MODULES = [m.name for m in pkgutil.iter_modules(widgets_pkg.__path__) if m.name != "base"]
+
+# A control whose every value shows the same at the other controls' defaults, because it only matters together with
+# another setting: (module, control) → the other values under which it must change the output.
+CONTEXT = {
+    ("memory", "custom_billions"): {"model": "custom"},               # used only for a custom-size model
+    ("memory", "offload_params"): {"zero_stage": 3},                  # parameter offload needs ZeRO-3
+    ("memory", "dp"): {"zero_stage": 1},                              # ZeRO-0 replicates: dp changes no byte
+    ("pipeline", "num_chunks"): {"schedule": "interleaved-1f1b"},     # chunks exist only in interleaved 1F1B
+    ("activations", "sequence_parallel"): {"tp": 2},                  # SP splits across tensor-parallel ranks
+    ("collectives", "step"): {"world_size": 8},                       # 14 steps only with 8 ranks (4 ranks: 6)
+    ("overlap", "limit"): {"depth": 4},                               # a limit binds only above the depth
+}
+
+
+# Two values of a control that legitimately show the same at the other controls' defaults: (module, control) →
+# the pair, with the reason.
+SAME = {
+    ("activations", "attention"): ("default", "flash"),   # Llama 2 7B is trained with flash attention
+}
+
+
+def figure_fingerprint(fig) -> str:
+    """A hash of what a figure shows, without drawing it: every axes' titles, labels and limits, and every artist's
+    text, geometry, data and colour."""
+    import numpy as np
+    from matplotlib.collections import Collection
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
+    from matplotlib.text import Text
+
+    def arr(x):
+        return np.round(np.asarray(x, dtype=float), 6).tobytes()
+
+    h = hashlib.sha256()
+    for t in fig.texts:
+        h.update(t.get_text().encode())
+    for ax in fig.axes:
+        h.update(repr((ax.get_title(), ax.get_xlabel(), ax.get_ylabel(), ax.get_xlim(), ax.get_ylim())).encode())
+        for axis in (ax.xaxis, ax.yaxis):  # tick labels, categorical ones included (they exist only once drawn)
+            h.update(repr(axis.get_major_formatter().format_ticks(axis.get_majorticklocs())).encode())
+        for a in ax.get_children():
+            if a is ax.patch:
+                continue
+            if isinstance(a, Text):
+                h.update(repr((a.get_text(), a.get_position(), a.get_color())).encode())
+            elif isinstance(a, Line2D):
+                h.update(arr(a.get_xydata()))
+            elif isinstance(a, Patch):
+                h.update(arr(a.get_path().transformed(a.get_patch_transform()).vertices) + arr(a.get_facecolor()))
+            elif isinstance(a, Collection):
+                for p in a.get_paths():
+                    h.update(arr(p.vertices))
+                h.update(arr(a.get_offsets()) + arr(a.get_facecolor()))
+            elif hasattr(a, "get_array") and a.get_array() is not None:
+                h.update(arr(a.get_array()))
+            elif hasattr(a, "get_texts"):  # a legend
+                h.update(repr([t.get_text() for t in a.get_texts()]).encode())
+    return h.hexdigest()[:16]
+
+
+def shown(mod, values: dict) -> tuple[str, tuple, str]:
+    """What ``mod``'s explorer shows for ``values``: (printed text, figure fingerprints, errors)."""
+    figures = []
+    outputs = base.capture(lambda: mod.render(mod.compute(**values)),
+                           on_figure=lambda f: figures.append(figure_fingerprint(f)))
+    text = "".join(o["text"] for o in outputs if o.get("name") == "stdout")
+    errors = "".join(o["text"] for o in outputs if o.get("name") == "stderr")
+    return text, tuple(figures), errors
+
+
+def unresponsive_controls(mod, context: dict | None = None, same: dict | None = None) -> list[str]:
+    """Problems found by moving each control of ``mod`` through :func:`control_range` with the others at their
+    defaults (plus ``context[name]``): an error while drawing, or two positions that show the same (unless
+    ``same[name]`` is that pair)."""
+    context, same = context or {}, same or {}
+    controls = mod.controls()
+    defaults = {n: c.value for n, c in controls.items()}
+    problems = []
+    for name, control in controls.items():
+        setting = {**defaults, **context.get(name, {})}
+        seen = {}
+        for value in control_range(control):
+            text, figures, errors = shown(mod, {**setting, name: value})
+            if errors:
+                problems.append(f"{name}={value!r}: {errors.strip()}")
+                continue
+            if (text, figures) in seen and {seen[(text, figures)], value} != set(same.get(name, ())):
+                problems.append(f"{name}: {seen[(text, figures)]!r} and {value!r} show the same")
+            seen.setdefault((text, figures), value)
+    return problems
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -18,6 +120,53 @@ def test_compute_at_every_extreme(name):
     for values in extreme_settings(mod.controls()):
         result = mod.compute(**values)
         assert isinstance(result, dict), values
+
+
+@pytest.mark.parametrize("name", MODULES)
+def test_every_control_changes_what_the_explorer_shows(name):
+    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    context = {c: v for (m, c), v in CONTEXT.items() if m == name}
+    same = {c: v for (m, c), v in SAME.items() if m == name}
+    assert set(context) | set(same) <= set(mod.controls()), "CONTEXT/SAME name a control the explorer lacks"
+    assert unresponsive_controls(mod, context, same) == []
+
+
+def _toy(ignore: str = "", fail_at: int | None = None):
+    """A small explorer, broken on purpose when asked: ``ignore`` a control, or raise at n = ``fail_at``."""
+    def controls():
+        return {"n": base.int_slider("n / 数", 2, 1, 9), "kind": base.dropdown("kind / 种类", ["a", "b"], "a"),
+                "square": base.checkbox("square / 平方", False)}
+
+    def compute(n, kind, square):
+        if n == fail_at:
+            raise ValueError("broken on purpose")
+        values = {"n": n, "kind": kind, "square": square}
+        values[ignore] = None  # a compute that forgets this control
+        return values
+
+    def render(r):
+        import matplotlib.pyplot as plt
+        print(r["kind"], r["n"])
+        _, ax = plt.subplots()
+        ax.bar([0], [r["n"] ** 2 if r["square"] else r["n"]])
+        plt.show()
+
+    return types.SimpleNamespace(controls=controls, compute=compute, render=render)
+
+
+def test_range_check_catches_an_explorer_broken_on_purpose():
+    assert unresponsive_controls(_toy()) == []
+    assert unresponsive_controls(_toy(ignore="square")) == ["square: False and True show the same"]
+    problems = unresponsive_controls(_toy(ignore="kind"))
+    assert problems == ["kind: 'a' and 'b' show the same"]
+    (problem,) = unresponsive_controls(_toy(fail_at=9))
+    assert problem.startswith("n=9: ") and "broken on purpose" in problem
+
+
+def test_range_check_needs_the_context_where_a_control_matters():
+    mod = importlib.import_module("distlearn.widgets.memory")
+    without = unresponsive_controls(mod)
+    assert any(p.startswith("custom_billions:") for p in without), without
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -30,13 +179,247 @@ def test_controls_are_bilingual_and_not_continuous(name):
 
 
 @pytest.mark.parametrize("name", MODULES)
+def test_numeric_choices_are_sliders(name):
+    """A closed drop-down in JupyterLab does not take arrow keys (Lab moves between cells, ipywidgets #3912):
+    numbers are chosen with sliders, drop-downs hold names."""
+    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    for key, c in mod.controls().items():
+        if isinstance(c, W.Dropdown):
+            values = [o[1] if isinstance(o, tuple) else o for o in c.options]
+            assert not all(isinstance(v, (int, float)) and not isinstance(v, bool) for v in values), key
+
+
+@pytest.mark.parametrize("name", MODULES)
 def test_explorer_builds_and_updates(name, monkeypatch):
-    import matplotlib
-    matplotlib.use("Agg")
     mod = importlib.import_module(f"distlearn.widgets.{name}")
     calls = []
     real = mod.compute
     monkeypatch.setattr(mod, "compute", lambda **kw: calls.append(kw) or real(**kw))
     box = mod.explorer()
-    assert isinstance(box, W.Widget)
-    assert calls, "explorer did not compute on start"
+    assert isinstance(box, base.Explorer) and box.renders == 1 and calls
+    first = box.output.outputs
+    assert first and not any(o.get("name") == "stderr" for o in first), first
+    name0, control = next((n, c) for n, c in box.controls.items() if len(control_range(c)) > 1)
+    control.value = [v for v in control_range(control) if v != control.value][0]
+    assert box.renders == 2 and calls[-1][name0] == control.value
+
+
+def test_explorer_shows_a_static_picture_without_a_widget_front_end():
+    """Issue 14, item 2: a stored notebook's explorer output carries an HTML picture of the first render and a
+    "run this cell" note, not ``VBox(children=(…``."""
+    import matplotlib_inline.backend_inline  # noqa: F401  (the kernel's backend draws PNGs in notebooks)
+
+    box = _build_toy()
+    bundle = box._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    assert "VBox(" not in bundle["text/plain"] and "run this cell" in bundle["text/plain"]
+    html = bundle["text/html"]
+    assert "Run this cell" in html and "运行本单元格" in html and "a 2" in html
+
+
+def _build_toy(**kw):
+    toy = _toy(**kw)
+    return base.build(toy.controls(), toy.compute, toy.render, title="toy / 玩具")
+
+
+def test_render_error_is_a_short_message_and_leaves_no_figure_open():
+    import matplotlib.pyplot as plt
+
+    box = _build_toy(fail_at=5)
+    before = plt.get_fignums()
+    box.controls["n"].value = 5
+    (out,) = box.output.outputs
+    assert out["name"] == "stderr" and "broken on purpose" in out["text"] and "Traceback" not in out["text"]
+    assert plt.get_fignums() == before
+
+
+def test_updates_from_two_threads_never_overlap():
+    """JupyterLab 4.6 sends widget messages to a kernel subshell, which ipykernel 7 handles in its own thread,
+    while the first ones still reach the main thread: renders ran at once and drew into each other's figures.
+    Renders now run one at a time, and the last shows the final values."""
+    active, overlaps, done = [0], [], []
+
+    def render(r):
+        active[0] += 1
+        if active[0] > 1:
+            overlaps.append(r)
+        time.sleep(0.01)
+        print(r["n"], r["kind"])
+        active[0] -= 1
+        done.append(r)
+
+    toy = _toy()
+    controls = toy.controls()
+    box = base.build(controls, toy.compute, render)
+    n, kind = controls["n"], controls["kind"]
+    threads = [threading.Thread(target=lambda: [setattr(n, "value", v) for v in (3, 4, 5, 6)]),
+               threading.Thread(target=lambda: [setattr(kind, "value", v) for v in ("b", "a", "b")])]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert overlaps == []
+    assert box.output.outputs[0]["text"] == "6 b\n"
+
+
+KERNEL_SETUP = '''
+import time
+from distlearn.widgets import base
+from distlearn.widgets import pipeline as mod
+state = {"active": 0, "overlaps": 0}
+def render(r):
+    state["active"] += 1
+    state["overlaps"] += state["active"] > 1
+    time.sleep(0.1)
+    mod.render(r)
+    state["active"] -= 1
+controls = mod.controls()
+box = base.build(controls, mod.compute, render)
+print("IDS", controls["num_stages"].comm.comm_id, controls["num_microbatches"].comm.comm_id)
+'''
+KERNEL_RESULT = '''
+from IPython.utils.capture import capture_output
+values = {n: c.value for n, c in controls.items()}
+with capture_output() as expected:
+    mod.render(mod.compute(**values))
+shown = box.children[-1].outputs
+print(state["overlaps"], values["num_stages"], values["num_microbatches"],
+      "".join(o.get("text", "") for o in shown) == expected.stdout,
+      sum(o["output_type"] == "display_data" for o in shown) == len(expected.outputs),
+      "dl-pending" in box.children[-1]._dom_classes)
+'''
+
+
+@pytest.mark.slow
+def test_kernel_handles_widget_messages_from_main_shell_and_subshell():
+    """The bug of issue 14 item 1 without a browser: a real ipykernel gets slider updates on its main shell and on
+    a subshell (as JupyterLab 4.6 sends them) at once; renders must not overlap and the output must end as the
+    final values render it, every figure included."""
+    from jupyter_client import KernelManager
+
+    km = KernelManager(kernel_name="python3")
+    km.start_kernel(env={k: v for k, v in __import__("os").environ.items() if k != "MPLBACKEND"})
+    kc = km.client()
+    kc.start_channels()
+    try:
+        kc.wait_for_ready(timeout=120)
+
+        def run(code):
+            msg_id, out = kc.execute(code), []
+            while True:
+                m = kc.get_iopub_msg(timeout=120)
+                if m["parent_header"].get("msg_id") != msg_id:
+                    continue
+                if m["msg_type"] == "stream":
+                    out.append(m["content"]["text"])
+                elif m["msg_type"] == "error":
+                    raise AssertionError("\n".join(m["content"]["traceback"]))
+                elif m["msg_type"] == "status" and m["content"]["execution_state"] == "idle":
+                    return "".join(out)
+
+        stages_id, mb_id = run(KERNEL_SETUP).split("IDS ")[-1].split()
+        request = kc.session.msg("create_subshell_request", {})
+        kc.control_channel.send(request)
+        subshell = kc.control_channel.get_msg(timeout=30)["content"]["subshell_id"]
+        def send(comm_id, value, sub=None):
+            msg = kc.session.msg("comm_msg", {"comm_id": comm_id, "data": {
+                "method": "update", "state": {"value": value}, "buffer_paths": []}})
+            if sub:
+                msg["header"]["subshell_id"] = sub
+            kc.shell_channel.send(msg)
+
+        # ipykernel 7.4 routes a front-end comm message to the subshell its comm last published from
+        # (ipykernel/comm/comm.py, _reply_subshell_for): a comm's first message reaches the main shell, later ones
+        # the subshell, as in JupyterLab. One message each, then a burst: stages on the main thread, micro-batches
+        # on the subshell's thread, interleaved, no waiting.
+        send(stages_id, 2)
+        send(mb_id, 4, subshell)
+        run("pass")
+        for k in range(1, 10):
+            send(stages_id, 2 + k)
+            send(mb_id, 4 + 3 * k, subshell)
+        deadline = time.monotonic() + 60
+        while True:  # every message handled and the last refresh done (run() queues behind the main shell)
+            overlaps, stages, mbs, same_text, same_count, pending = run(KERNEL_RESULT).split()[-6:]
+            if (stages, mbs, pending) == ("11", "31", "False") or time.monotonic() > deadline:
+                break
+            time.sleep(0.5)
+        assert (overlaps, stages, mbs, same_text, same_count, pending) == ("0", "11", "31", "True", "True", "False")
+    finally:
+        kc.stop_channels()
+        km.shutdown_kernel(now=True)
+
+
+def test_custom_size_is_greyed_out_unless_the_model_is_custom():
+    from distlearn.widgets import memory
+
+    box = memory.explorer()
+    size, model = box.controls["custom_billions"], box.controls["model"]
+    assert size.disabled and model.value != "custom"
+    model.value = "custom"
+    assert not size.disabled
+    model.value = "gpt2-small"
+    assert size.disabled
+
+
+def test_heat_map_digits_stay_readable_on_dark_cells():
+    """Issue 14 item 6: a finished all-reduce (every cell = world size, navy) printed black digits."""
+    import matplotlib.pyplot as plt
+    import numpy as np
+    from matplotlib.colors import to_rgb
+
+    from distlearn.widgets import collectives
+
+    fig, ax = plt.subplots()
+    collectives.draw_holdings(ax, np.array([[4, 1], [0, 4]]), vmax=4)
+    colours = {t.get_text(): to_rgb(t.get_color()) for t in ax.texts}
+    plt.close(fig)
+    assert colours["4"] == (1.0, 1.0, 1.0) and colours["0"] == (0.0, 0.0, 0.0)
+    assert all(t.get_fontsize() >= 9 for t in ax.texts)
+
+
+def test_small_totals_are_labelled_on_the_bar():
+    """gpt2-small's 2 GB vanish against an 80 GB axis unless the total is written on the bar."""
+    import matplotlib.pyplot as plt
+
+    from distlearn.widgets import memory
+
+    r = memory.compute(model="gpt2-small", dp=1)
+    ax = memory.plot_states([r], ["gpt2-small"])
+    texts = [t.get_text() for t in ax.texts]
+    plt.close(ax.figure)
+    assert f"{r['total_gb']:.3g} GB" in texts, texts
+
+
+def test_explorer_tables_put_chinese_labels_last():
+    """Chinese glyphs are not two monospace columns wide in a browser: labels go after the numbers."""
+    from distlearn.widgets import memory
+
+    outputs = base.capture(lambda: memory.render(memory.compute()))
+    lines = [x for x in outputs[0]["text"].splitlines() if " GiB" in x and "GB" in x and "→" not in x]
+    assert len(lines) == 4 and len({x.index("GiB") for x in lines}) == 1, lines
+
+
+def test_stored_explorers_carry_a_static_picture_and_no_warning():
+    """Issue 14 item 2, as stored: every explorer cell of every chapter keeps, beside the widget view, an HTML
+    picture of its first render with a "run this cell" note (what an unexecuted or untrusted notebook shows), and
+    that first render printed no warning."""
+    import json
+    import re
+
+    from distlearn.course import ROOT
+
+    found = 0
+    for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
+        for cell in json.loads(path.read_text(encoding="utf-8"))["cells"]:
+            src = "".join(cell["source"])
+            if cell["cell_type"] != "code" or not re.search(r"\bexplorer\(\)", src):
+                continue
+            found += 1
+            (out,) = [o for o in cell["outputs"] if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
+            html = "".join(out["data"].get("text/html", ""))
+            assert "<img src=\"data:image/png;base64," in html or "<pre>" in html, path.name
+            assert "Run this cell" in html and "运行本单元格" in html, path.name
+            assert "VBox(" not in "".join(out["data"]["text/plain"]), path.name
+            assert "findfont" not in html and "Warning" not in html, (path.name, "a warning in the first render")
+    assert found >= 11

@@ -23,7 +23,12 @@ def ex01_bytes_per_param(fn) -> None:
         "fp32": ("fp32 weights 4 B + fp32 grads 4 B + state: Adam 8 B, SGD with momentum 4 B, plain SGD 0 B.",
                  "fp32 权重 4 字节 + fp32 梯度 4 字节 + 状态：Adam 8 字节，带动量 SGD 4 字节，普通 SGD 0 字节。"),
     }
-    cases = [Case(args=(p, o), expected=bytes_per_param(p, o)["total"], hint_en=hints[p][0], hint_zh=hints[p][1])
+    eight_bit = ("8-bit Adam keeps its two moments in 1 byte each (2 B), not 4; the fp32 master copy of mixed "
+                 "precision stays 4 B.",
+                 "8 位 Adam 的两个动量各占 1 字节（共 2 字节），而不是 4 字节；混合精度的 fp32 主权重仍是 4 字节。")
+    cases = [Case(args=(p, o), expected=bytes_per_param(p, o)["total"],
+                  hint_en=(eight_bit if o == "adam-8bit" else hints[p])[0],
+                  hint_zh=(eight_bit if o == "adam-8bit" else hints[p])[1])
              for p, o in combos]
     verify("ex01_bytes_per_param", fn, cases)
 
@@ -71,3 +76,43 @@ def ex01_zero_with_tp(fn) -> None:
                           hint_zh="每块 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
                                   "num_gpus 之间：tp = num_gpus 时 dp = 1，ZeRO 什么也省不了。"))
     verify("ex01_zero_with_tp", fn, cases)
+
+
+def ex01_format_numbers(fn) -> None:
+    """``fn(exponent_bits, mantissa_bits, finite_only) -> (max, eps, smallest_normal, smallest_subnormal)``."""
+    from ..precision import FloatFormat
+
+    shapes = [(5, 10, False), (8, 7, False), (4, 3, True), (5, 2, False), (8, 10, False), (8, 23, False),
+              (3, 4, True), (6, 1, False)]
+    cases = []
+    for e, m, fn_ in shapes:
+        f = FloatFormat("x", e, m, finite_only=fn_)
+        cases.append(Case(args=(e, m, fn_), expected=(f.max, f.eps, f.smallest_normal, f.smallest_subnormal),
+                          rtol=1e-12,
+                          hint_en="bias = 2^(e-1) - 1; eps = 2^-m; smallest normal 2^(1-bias), subnormal 2^(1-bias-m). "
+                                  "IEEE-like: the all-ones exponent is inf/NaN, so the largest exponent field is "
+                                  "2^e - 2. finite_only (E4M3fn): the all-ones exponent holds numbers too, only the "
+                                  "all-ones mantissa there is NaN.",
+                          hint_zh="偏置 bias = 2^(e-1) - 1；eps = 2^-m；最小正规数 2^(1-bias)，最小次正规数 2^(1-bias-m)。"
+                                  "类 IEEE 格式：全 1 指数留给 inf/NaN，所以最大指数字段是 2^e - 2。finite_only（E4M3fn）："
+                                  "全 1 指数也表示数，只有其中尾数全 1 的编码是 NaN。"))
+    verify("ex01_format_numbers", fn, cases)
+
+
+def ex01_update_loss_scale(fn) -> None:
+    """``fn(scale, growth_tracker, found_inf, growth_interval) -> (new_scale, new_growth_tracker)`` with
+    GradScaler's growth_factor 2 and backoff_factor 0.5."""
+    from ..precision import ScalerConfig, update_scale
+
+    cases = []
+    for scale, tracker, inf, interval in [(65536.0, 0, True, 2000), (65536.0, 1999, False, 2000),
+                                          (65536.0, 1998, False, 2000), (32768.0, 5, True, 2000),
+                                          (8.0, 0, False, 1), (2.0 ** 127, 2, False, 3), (1.0, 0, False, 2000)]:
+        cases.append(Case(args=(scale, tracker, inf, interval),
+                          expected=update_scale(scale, tracker, inf, ScalerConfig(growth_interval=interval)),
+                          hint_en="inf/NaN: halve the scale and reset the tracker to 0. Otherwise count one more "
+                                  "good step; when the count reaches growth_interval, double the scale (only if "
+                                  "the result is still a finite fp32 number) and reset the count to 0.",
+                          hint_zh="出现 inf/NaN：缩放因子减半，计数器清零。否则把成功步数加一；达到 growth_interval "
+                                  "时缩放因子翻倍（只在结果仍是有限的 fp32 数时），并把计数清零。"))
+    verify("ex01_update_loss_scale", fn, cases)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import cost
-from ..check import Case, verify
+from ..check import Case, Why, difference, verify
 from ..comm import VirtualCluster, ring_bytes_per_rank
 
 
@@ -20,21 +20,37 @@ def _ring_case(n: int, length: int, seed: int) -> Case:
     want_bytes = [0 if n == 1 else 2 * length * 8 - sizes[r] - sizes[(r + 1) % n] for r in range(n)]
 
     def compare(got, _expected):
-        ok = (isinstance(got, (list, tuple)) and len(got) == n
-              and all(np.asarray(g).shape == total.shape and np.array_equal(g, total) for g in got))
-        # cluster.steps is filled only by the cluster's own collectives: the answer must use send/recv
-        return ok and list(cluster.bytes_sent) == want_bytes and not cluster.steps
+        """The first thing wrong: the result's form, a rank's sums, the cluster's own collectives, the traffic."""
+        if not isinstance(got, (list, tuple)) or len(got) != n:
+            return Why(f"returned {type(got).__name__} of length {len(got) if hasattr(got, '__len__') else '?'}, "
+                       f"expected a list of {n} arrays (one per rank)",
+                       f"返回了长度为 {len(got) if hasattr(got, '__len__') else '?'} 的 {type(got).__name__}，"
+                       f"应为 {n} 个数组的列表（每个 rank 一个）")
+        for r, g in enumerate(got):
+            why = difference(g, total, rtol=0, atol=0)
+            if why is not None:
+                return why.within(f"rank {r}'s result", f"rank {r} 的结果")
+        if cluster.steps:  # filled only by the cluster's own collectives
+            return Why("the sums are right, but they come from the cluster's own collective: use only "
+                       "cluster.send and cluster.recv",
+                       "求和结果正确，但用的是集群自带的集合通信：只能用 cluster.send 和 cluster.recv")
+        sent = [int(b) for b in cluster.bytes_sent]
+        if sent != want_bytes:
+            r = next(i for i, (a, b) in enumerate(zip(sent, want_bytes)) if a != b)
+            return Why(f"every rank got the right sums, but the traffic is not a ring's: rank {r} sent {sent[r]} "
+                       f"bytes instead of {want_bytes[r]} (all ranks: {sent})",
+                       f"每个 rank 的求和结果都正确，但通信量不是环形算法的：rank {r} 发送了 {sent[r]} 字节，"
+                       f"应为 {want_bytes[r]}（各 rank：{sent}）")
+        return True
 
-    return Case(args=(cluster, [a.copy() for a in arrays]),
-                expected=f"[np.sum(arrays, axis=0)] * {n}; cluster.bytes_sent == {want_bytes}", compare=compare,
-                hint_en="split each array into n chunks with np.array_split; n−1 reduce-scatter steps (rank r sends "
-                        "chunk (r−s−1) mod n to r+1 with cluster.send, r+1 receives with cluster.recv and adds), "
-                        "then n−1 all-gather steps (rank r forwards chunk (r−s) mod n). Every message goes r → r+1; "
-                        "don't call the cluster's own all_reduce.",
-                hint_zh="用 np.array_split 把每个数组切成 n 块；先做 n−1 步 ReduceScatter（第 s 步 rank r 用 "
-                        "cluster.send 把第 (r−s−1) mod n 块发给 r+1，r+1 用 cluster.recv 接收并相加），再做 n−1 步 "
-                        "AllGather（rank r 转发第 (r−s) mod n 块）。每条消息都是 r → r+1；"
-                        "不要调用集群自带的 all_reduce。")
+    return Case(args=(cluster, [a.copy() for a in arrays]), expected=[total] * n, compare=compare,
+                hint_en="in a ring every message goes to the next rank (r → r+1): n−1 reduce-scatter steps "
+                        "(each rank passes one chunk on and adds the chunk it receives), then n−1 all-gather steps "
+                        "(each rank passes a finished chunk on). Chunks as np.array_split cuts them; only "
+                        "cluster.send and cluster.recv.",
+                hint_zh="环形算法中每条消息都发给下一个 rank（r → r+1）：先做 n−1 步 ReduceScatter（每个 rank 传出一块，"
+                        "并把收到的一块累加），再做 n−1 步 AllGather（每个 rank 传出一块已完成的数据）。数据块按 "
+                        "np.array_split 切分；只用 cluster.send 和 cluster.recv。")
 
 
 def ex02_ring_all_reduce(fn):

@@ -13,14 +13,17 @@ from ..check import Case, verify
 def ex03_weighted_mean(fn):
     """``weighted_mean(shard_means, shard_sizes)`` → the full-batch mean (empty shards weigh 0)."""
     cases = []
+    nan = float("nan")  # what np.mean gives on a rank with no samples: it must weigh nothing, not poison the sum
     for means, sizes in [([1.0, 2.0, 3.0], [22, 21, 21]), ([0.5, 4.0], [9, 1]), ([2.0, 2.0], [3, 3]),
-                         ([1.0, 7.0, 0.0], [1, 1, 0]), ([3.5], [10])]:
+                         ([1.0, 7.0, 0.0], [1, 1, 0]), ([3.5], [10]), ([2.0, nan, 4.0], [3, 0, 1]),
+                         ([nan, 5.0], [0, 2])]:
         expected = sum(m * s for m, s in zip(means, sizes) if s) / sum(sizes)
         cases.append(Case(args=(means, sizes), expected=expected, rtol=1e-12,
                           hint_en="each shard mean stands for n_r samples: Σ n_r·mean_r / Σ n_r. A rank with no "
-                                  "samples adds nothing (its mean is undefined).",
-                          hint_zh="每个分片均值代表 n_r 个样本：Σ n_r·mean_r / Σ n_r。没有样本的 rank 不贡献"
-                                  "（它的均值没有定义）。"))
+                                  "samples adds nothing: its mean is undefined (nan), so leave it out rather than "
+                                  "multiply it by 0 (nan × 0 is nan).",
+                          hint_zh="每个分片均值代表 n_r 个样本：Σ n_r·mean_r / Σ n_r。没有样本的 rank 不贡献："
+                                  "它的均值没有定义（nan），要把它排除在外，而不是乘以 0（nan × 0 仍是 nan）。"))
     verify("ex03_weighted_mean", fn, cases)
 
 
@@ -47,6 +50,7 @@ def ex03_global_bn_stats(fn):
         sumsqs = [(s ** 2).sum(0) for s in shards]
         _, mean, var, _, _ = dp.sync_batchnorm(shards)
         cases.append(Case(args=(sums, sumsqs, list(sizes)), expected=(mean, var), rtol=1e-9, atol=1e-12,
+                          parts=(("mean", "均值"), ("variance", "方差")),
                           hint_en="all-reduce (sum) the three, then mean = Σx / N and var = Σx² / N − mean² "
                                   "(biased, as BatchNorm normalizes with).",
                           hint_zh="对三者做 AllReduce（求和），然后 mean = Σx / N，var = Σx² / N − mean²"

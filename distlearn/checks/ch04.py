@@ -19,6 +19,10 @@ def _ring_all_reduce_bytes_rank0(num_elements: int, itemsize: int, world_size: i
     return (2 * num_elements - sizes[0] - sizes[1]) * itemsize
 
 
+_PARTS = (("the output", "输出"), ("bytes sent by rank 0", "rank 0 发送的字节数"))
+_PARTS_GRAD = (("grad_x", "grad_x"), ("bytes sent by rank 0", "rank 0 发送的字节数"))
+
+
 def ex04_row_parallel_forward(fn) -> None:
     """``fn(x, w, tp) -> (output, bytes_sent_per_rank)``: split x by columns and w by rows over ``tp`` ranks of a
     VirtualCluster, multiply locally, all-reduce the partial sums."""
@@ -29,7 +33,7 @@ def ex04_row_parallel_forward(fn) -> None:
         # rounding noise when a failing case is printed
         x, w = rng.integers(-4, 5, (m, k)).astype(float), rng.integers(-4, 5, (k, n)).astype(float)
         expected = (x @ w, _ring_all_reduce_bytes_rank0(m * n, 8, tp))
-        cases.append(Case(args=(x, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
+        cases.append(Case(args=(x, w, tp), expected=expected, rtol=1e-9, atol=1e-12, parts=_PARTS,
                           hint_en="Rank r multiplies x[:, its block of columns] by w[its block of rows]; the partial "
                                   "products must be summed with cluster.all_reduce (not concatenated). Return the "
                                   "output and cluster.bytes_sent[0].",
@@ -79,7 +83,7 @@ def ex04_column_parallel_grad_input(fn) -> None:
         rng = np.random.default_rng(100 + seed)
         g, w = rng.integers(-4, 5, (m, n)).astype(float), rng.integers(-4, 5, (k, n)).astype(float)
         expected = (g @ w.T, _ring_all_reduce_bytes_rank0(m * k, 8, tp))
-        cases.append(Case(args=(g, w, tp), expected=expected, rtol=1e-9, atol=1e-12,
+        cases.append(Case(args=(g, w, tp), expected=expected, rtol=1e-9, atol=1e-12, parts=_PARTS_GRAD,
                           hint_en="Rank r holds grad_out[:, block r] and w[:, block r]; its grad_out_r @ w_r.T has "
                                   "the full shape of x but is only a partial sum: all-reduce it.",
                           hint_zh="第 r 个 rank 持有 grad_out 的第 r 块列和 w 的第 r 块列；它的 grad_out_r @ w_r.T 形状与 x "

@@ -45,14 +45,17 @@ def ex06_gather_params(fn):
 
 
 def ex06_zero3_bytes_per_step(fn):
-    """``fn(num_params, world_size, bytes_per_elem)`` → bytes one rank sends per ZeRO-3 step (ring algorithm)."""
-    hint_en = ("Two all-gathers (forward, backward) and one reduce-scatter, each (n−1)/n × Ψ elements of "
-               "bytes_per_elem bytes.")
-    hint_zh = "两次 AllGather（前向、反向）加一次 ReduceScatter，每次 (n−1)/n × Ψ 个元素，每个元素 bytes_per_elem 字节。"
-    cases = [Case((psi, ws, 2), expected=float(step_traffic(3, psi, ws)), rtol=1e-9, hint_en=hint_en, hint_zh=hint_zh)
-             for psi, ws in [(4096, 2), (4096, 4), (65536, 8), (1024, 1)]]
-    # 3 · (7/8) · 7e9 · 2 bytes, in integers so the expected value is exact
-    cases.append(Case((7_000_000_000, 8, 2), expected=float(3 * 7 * 7_000_000_000 * 2 // 8), rtol=1e-9,
+    """``fn(num_params, world_size, bytes_per_elem, num_microbatches)`` → bytes one rank sends per ZeRO-3 optimizer
+    step of ``num_microbatches`` micro-batches (ring algorithm)."""
+    hint_en = ("Every micro-batch: two all-gathers (forward, backward) and one reduce-scatter, each (n−1)/n × Ψ "
+               "elements of bytes_per_elem bytes.")
+    hint_zh = ("每个微批次：两次 AllGather（前向、反向）加一次 ReduceScatter，每次 (n−1)/n × Ψ 个元素，"
+               "每个元素 bytes_per_elem 字节。")
+    cases = [Case((psi, ws, 2, m), expected=float(step_traffic(3, psi, ws, num_microbatches=m)), rtol=1e-9,
+                  hint_en=hint_en, hint_zh=hint_zh)
+             for psi, ws, m in [(4096, 2, 1), (4096, 4, 1), (65536, 8, 1), (1024, 1, 1), (4096, 4, 3), (4096, 2, 8)]]
+    # 3 · 4 · (7/8) · 7e9 · 2 bytes for 4 micro-batches, in integers so the expected value is exact
+    cases.append(Case((7_000_000_000, 8, 2, 4), expected=float(3 * 4 * 7 * 7_000_000_000 * 2 // 8), rtol=1e-9,
                       hint_en=hint_en, hint_zh=hint_zh))
     verify("ex06_zero3_bytes_per_step", fn, cases)
 

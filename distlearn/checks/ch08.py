@@ -13,8 +13,11 @@ def ex08_layer_activation_bytes(fn):
     shapes = [(2048, 1, 12288, 96), (4096, 2, 4096, 32), (1024, 8, 768, 12), (16, 1, 8, 2)]
     cases = [Case(args=sh, expected=activation_bytes_per_layer(seq_len=sh[0], micro_batch_size=sh[1],
                                                               hidden_size=sh[2], num_heads=sh[3]),
-                  rtol=1e-9, hint_en="s·b·h·(34 + 5·a·s/h) bytes: it already counts bytes, don't multiply by 2.",
-                  hint_zh="s·b·h·(34 + 5·a·s/h) 字节：公式本身就是字节数，不要再乘以 2。") for sh in shapes]
+                  rtol=1e-9, hint_en="Korthikanti's count is already in bytes (16-bit tensors, 1-byte dropout masks): "
+                                     "don't multiply it by a dtype size. And does your count grow with s², as the "
+                                     "stored attention scores do?",
+                  hint_zh="Korthikanti 的统计本身就是字节数（16 位张量、1 字节 dropout 掩码）：不要再乘以数据类型的字节数。"
+                          "另外，你的结果会像存下的注意力分数那样随 s² 增长吗？") for sh in shapes]
     verify("ex08_layer_activation_bytes", fn, cases)
 
 
@@ -36,8 +39,11 @@ def ex08_selective_overhead(fn):
         cfg = ModelConfig("x", "gpt", V, h, L, 8, 4 * h, s)
         cases.append(Case(args=(s, h, L, V), expected=recompute_flops(cfg, seq_len=s, micro_batch_size=1,
                                                                      recompute="selective")["overhead"],
-                          rtol=1e-6, hint_en="extra = L·4s²h; model = 3·(L·(24sh² + 4s²h) + 2shV).",
-                          hint_zh="额外 = L·4s²h；模型 = 3·(L·(24sh² + 4s²h) + 2shV)。"))
+                          rtol=1e-6, hint_en="The extra work is one more forward of QKᵀ and ·V in every layer. "
+                                             "Divide by the whole step: backward costs two forwards, and the LM head "
+                                             "(an s × h by h × V matmul) is part of the step too.",
+                          hint_zh="多出的只是每一层再做一次 QKᵀ 与 ·V 的前向。要除以整步的计算量：反向相当于两次前向，"
+                                  "而 LM head（s × h 乘 h × V 的矩阵乘法）也属于这一步。"))
     verify("ex08_selective_overhead", fn, cases)
 
 
@@ -80,3 +86,26 @@ def ex08_offload_step_seconds(fn):
              for n, dp, r, bw, rate in [(70_000_000_000, 8, 8, 25.0, 1.4e9), (7_000_000_000, 16, 8, 32.0, 3e9),
                                         (1_000_000, 1, 1, 10.0, 1e8)]]
     verify("ex08_offload_step_seconds", fn, cases)
+
+
+def ex08_block_scales(fn):
+    """``fn(x, tile)`` → the fp32 scales of 1 × ``tile`` E4M3 block scaling, shape (rows, cols // tile)."""
+    import torch
+
+    from ..precision import outlier_activations, quantize_blockwise
+
+    cases = []
+    for rows, cols, tile, outlier in [(4, 256, 128, 1000.0), (8, 512, 128, 1.0), (2, 64, 32, 50.0),
+                                      (3, 96, 96, 7.0)]:
+        x = outlier_activations(rows, cols, outlier=outlier, outlier_channel=3)
+        cases.append(Case(args=(x, tile), expected=quantize_blockwise(x, (1, tile)).scale, rtol=1e-6,
+                          hint_en="Cut each row into tiles of `tile` columns; a tile's scale is 448 / (its largest "
+                                  "|value|) so that its amax lands on E4M3's max.",
+                          hint_zh="把每一行切成每块 `tile` 列；每块的缩放因子是 448 /（块内最大的 |值|），使块的 amax "
+                                  "恰好落在 E4M3 的最大值上。"))
+    zero = torch.zeros(2, 128)
+    zero[1, 5] = 2.0
+    cases.append(Case(args=(zero, 64), expected=quantize_blockwise(zero, (1, 64)).scale, rtol=1e-6,
+                      hint_en="An all-zero tile has nothing to fit: its scale is 1 (not 448 / 0).",
+                      hint_zh="全零的块不需要缩放：它的缩放因子是 1（而不是 448 / 0）。"))
+    verify("ex08_block_scales", fn, cases)

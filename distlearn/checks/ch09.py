@@ -18,8 +18,11 @@ def ex09_train_batch_size(fn):
 def ex09_zero2_gpu_bytes(fn):
     """``fn(total_params, total_gpus)`` → GPU bytes DeepSpeed's ZeRO-2 estimator gives without offload."""
     cases = [Case(args=(n, g), expected=zero2_model_states_mem_needs(n, g, 1, cpu_offload=False)[1],
-                  hint_en="2 bytes of unsharded 16-bit params + int(18·Ψ/G) (2 + 4 grads, 4 master, 8 Adam).",
-                  hint_zh="2 字节未分片的 16 位参数 + int(18·Ψ/G)（梯度 2 + 4，主权重 4，Adam 8）。")
+                  hint_en="Recall what the chapter read in DeepSpeed's estimate_zero2_model_states_mem_needs: "
+                          "which bytes per parameter stay whole on every GPU, which are divided by the number of "
+                          "GPUs, and where DeepSpeed rounds down to whole bytes.",
+                  hint_zh="回想本章读过的 DeepSpeed 函数 estimate_zero2_model_states_mem_needs：每个参数有哪些字节"
+                          "在每张 GPU 上完整保留，哪些按 GPU 数均分，以及 DeepSpeed 在哪里向下取整为整数字节。")
              for n, g in [(10**9, 8), (7_000_000_000, 64), (123_456_789, 3), (1, 1)]]
     verify("ex09_zero2_gpu_bytes", fn, cases)
 
@@ -37,7 +40,11 @@ def ex09_zero3_gpu_bytes(fn):
 def ex09_fsdp_strategy(fn):
     """``fn(zero_stage)`` → the FSDP1 ``ShardingStrategy`` name closest to that ZeRO stage, or ``None``."""
     expected = {0: "NO_SHARD", 1: None, 2: "SHARD_GRAD_OP", 3: "FULL_SHARD"}
-    cases = [Case(args=(k,), expected=v, compare=lambda got, exp: got == exp,
-                  hint_en="ZeRO-1 shards only optimizer states: FSDP has no such mode (return None).",
-                  hint_zh="ZeRO-1 只分片优化器状态：FSDP 没有这种模式（返回 None）。") for k, v in expected.items()]
+    hint = ("Compare what each ZeRO stage shards (parameters, gradients, optimizer states) with what each FSDP "
+            "strategy shards (chapter 06's table). One stage has no FSDP strategy: return None for it. A name "
+            "('FULL_SHARD') or the enum member (ShardingStrategy.FULL_SHARD) both count.",
+            "把 ZeRO 各阶段分片的内容（参数、梯度、优化器状态）与 FSDP 各策略分片的内容对照（见第 06 章的表）。"
+            "有一个阶段没有对应的 FSDP 策略：对它返回 None。返回名称（'FULL_SHARD'）或枚举成员"
+            "（ShardingStrategy.FULL_SHARD）都可以。")
+    cases = [Case(args=(k,), expected=v, hint_en=hint[0], hint_zh=hint[1]) for k, v in expected.items()]
     verify("ex09_fsdp_strategy", fn, cases)

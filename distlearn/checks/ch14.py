@@ -1,8 +1,9 @@
-"""Checkers for chapter 10 (planning a training run). Expected values come from distlearn's own planner and memory
-modules, which tests/test_planner.py checks against the ZeRO and Megatron-LM papers."""
+"""Checkers for chapter 14 (planning a training run). Expected values come from distlearn's own planner, cost and
+memory modules, which tests/test_planner.py checks against the ZeRO and Megatron-LM papers."""
 from __future__ import annotations
 
 from .. import planner
+from ..cost import collective_time
 from ..check import Case, verify
 from ..memory import model_state_bytes
 
@@ -32,7 +33,7 @@ def ex14_pipeline_step_time(fn):
     cases = []
     for t, m, p, v in [(1.0, 8, 1, 1), (1.0, 8, 4, 1), (0.5, 32, 8, 1), (0.5, 32, 8, 2), (2.0, 3, 4, 1),
                        (0.1, 64, 16, 4)]:
-        expected = m * t * (1 + planner.bubble_fraction(p, m, v))
+        expected = m * t * (1 + planner.bubble_ratio(p, m, v))
         cases.append(Case(args=(t, m, p, v), expected=expected, rtol=1e-9,
                           hint_en="ideal time m·t, plus the bubble (p − 1)/(v·m) of it: (m + (p − 1)/v)·t.",
                           hint_zh="理想时间 m·t，再加上其 (p − 1)/(v·m) 的气泡：(m + (p − 1)/v)·t。"))
@@ -45,7 +46,7 @@ def ex14_dp_allreduce_seconds(fn):
     for psi, dp, bw, g in [(8e9, 8, 450e9, 2), (8e9, 64, 50e9, 2), (7e9, 2, 25e9, 4), (1e9, 1, 25e9, 2),
                            (70e9, 16, 50e9, 2)]:
         cases.append(Case(args=(psi, dp, bw), kwargs={"bytes_per_grad": g},
-                          expected=planner.ring_all_reduce_time(psi * g, dp, bw, alpha=0.0), rtol=1e-9,
+                          expected=collective_time("ring_all_reduce", psi * g, dp, alpha=0.0, bandwidth=bw), rtol=1e-9,
                           hint_en="a ring all-reduce sends 2(n − 1)/n × the buffer per rank; time = that / bw; "
                                   "0 when dp = 1.",
                           hint_zh="环形 AllReduce（全规约）每个 rank 发送缓冲区的 2(n − 1)/n 倍；时间 = 该字节数 / 带宽；"

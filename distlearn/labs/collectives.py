@@ -26,7 +26,8 @@ def run_collectives(rank: int, world_size: int, length: int | None = None, seed:
 
     ``length``: elements per rank, divisible by world_size (default 3·world_size). Raises ValueError otherwise.
 
-    Keys: all_reduce_sum, all_reduce_max, all_reduce_mean (sum then / world_size: gloo has no AVG), broadcast
+    Keys: all_reduce_sum, all_reduce_max, all_reduce_avg (``ReduceOp.AVG``, which gloo implements in torch 2.13),
+    broadcast
     (from rank 0), reduce (to rank 0: only rank 0's value is meaningful), all_gather, reduce_scatter (sum),
     all_to_all, send_recv (rank r receives rank r−1's input through a ring of send/recv)."""
     length = 3 * world_size if length is None else length
@@ -38,13 +39,14 @@ def run_collectives(rank: int, world_size: int, length: int | None = None, seed:
     out = {}
     t = x.clone(); dist.all_reduce(t, op=dist.ReduceOp.SUM); out["all_reduce_sum"] = t
     t = x.clone(); dist.all_reduce(t, op=dist.ReduceOp.MAX); out["all_reduce_max"] = t
-    t = x.clone(); dist.all_reduce(t, op=dist.ReduceOp.SUM); out["all_reduce_mean"] = t / world_size
+    t = x.clone(); dist.all_reduce(t, op=dist.ReduceOp.AVG); out["all_reduce_avg"] = t
     t = x.clone(); dist.broadcast(t, src=0); out["broadcast"] = t
     t = x.clone(); dist.reduce(t, dst=0, op=dist.ReduceOp.SUM); out["reduce"] = t
     gathered = [torch.empty_like(x) for _ in range(world_size)]
     dist.all_gather(gathered, x); out["all_gather"] = torch.cat(gathered)
-    # reduce_scatter: rank r gets chunk r of the sum (torch 2.13 renamed reduce_scatter_tensor to
-    # reduce_scatter_single; gloo implements it on CPU)
+    # reduce_scatter: rank r gets chunk r of the sum. torch 2.13 names it reduce_scatter_single and deprecates
+    # reduce_scatter_tensor (and the private _reduce_scatter_base) with a FutureWarning; older torch has only
+    # reduce_scatter_tensor. gloo implements it on CPU.
     chunk = torch.empty(length // world_size, dtype=x.dtype, device=dev)
     rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
     rs(chunk, x.clone(), op=dist.ReduceOp.SUM); out["reduce_scatter"] = chunk
@@ -63,10 +65,20 @@ def run_collectives(rank: int, world_size: int, length: int | None = None, seed:
     return {k: v.cpu().numpy() for k, v in out.items()}
 
 
+def average_of(rank: int, world_size: int, value: float = 197.0, dtype: str = "float32") -> float:
+    """Every rank contributes ``value`` (a 1-element tensor of ``dtype``) to ``all_reduce(op=ReduceOp.AVG)``;
+    returns the result as a Python float (what this backend's average gives, to compare with NCCL's
+    :func:`distlearn.comm.nccl_average`)."""
+    t = torch.full((1,), value, dtype=getattr(torch, dtype), device=device())
+    dist.all_reduce(t, op=dist.ReduceOp.AVG)
+    return float(t.item())
+
+
 def time_all_reduce(rank: int, world_size: int, sizes_bytes=(4096, 65536, 1 << 20, 8 << 20, 32 << 20),
-                    repeats: int = 5) -> list[float]:
-    """Median seconds of a float32 all-reduce for each message size in bytes (after one warm-up), measured
-    between barriers on every rank; returns rank 0's medians (every rank returns its own)."""
+                    repeats: int = 5, samples: bool = False) -> list:
+    """Median seconds of a float32 all-reduce for each message size in bytes (after two warm-up calls), measured
+    between barriers on every rank; every rank returns its own. With ``samples`` it returns, for each size, the
+    list of all ``repeats`` measured times instead of their median."""
     dev = device()
     medians = []
     for nbytes in sizes_bytes:
@@ -83,7 +95,7 @@ def time_all_reduce(rank: int, world_size: int, sizes_bytes=(4096, 65536, 1 << 2
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             times.append(time.perf_counter() - start)
-        medians.append(float(np.median(times)))
+        medians.append([float(x) for x in times] if samples else float(np.median(times)))
     return medians
 
 

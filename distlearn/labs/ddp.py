@@ -4,6 +4,10 @@
   global batch, and returns the gradients DDP leaves on the rank. :func:`reference_gradients` computes the same
   step in one process on the whole batch: with ``reduction="mean"`` they are equal (to float32 rounding); with
   ``"sum"`` DDP's gradient is the single-process one divided by world_size (DDP averages across ranks).
+- :func:`ddp_bucket_layouts` reads the buckets of a real DDP reducer, the construction-time layout used by the first
+  iteration and the one it rebuilds from the gradient-ready order, for several ``bucket_cap_mb`` settings, to
+  compare with :func:`distlearn.data_parallel.ddp_buckets`. It reads them with the private
+  ``reducer._get_zeros_like_grad_buckets()`` (a test-and-check tool, not an API to teach).
 - :func:`sync_batchnorm_lab` normalizes each rank's (possibly uneven) shard with the global batch statistics
   from one all_reduce of (Σx, Σx², count): ``nn.SyncBatchNorm`` refuses CPU tensors.
 
@@ -80,6 +84,47 @@ def sync_batchnorm_lab(rank: int, world_size: int, num_samples: int = 10, num_fe
     mean = stats[:num_features] / count
     var = stats[num_features:2 * num_features] / count - mean ** 2
     return ((local - mean) / torch.sqrt(var + eps)).cpu().numpy()
+
+
+def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,), find_unused_parameters: bool = False,
+                       seq_len: int = 8, seed: int = 0) -> dict:
+    """The real reducer's buckets for each ``bucket_cap_mb`` in ``caps`` (None = DDP's default).
+
+    ``config``: a :class:`distlearn.models.ModelConfig` (default: the ``gpt2-small`` preset, tied embedding).
+    Returns ``{"names": registration-order parameter names, "param_bytes": their bytes, "layouts": {cap:
+    {"first": buckets before the first backward, "rebuilt": buckets after it, "ready": the order gradients became
+    ready (registration indices)}}}``; a bucket is a list of registration indices, buckets in the reducer's order.
+    """
+    from distlearn.models import build_model, get_preset
+
+    dev = device()
+    cfg = get_preset("gpt2-small") if config is None else config
+    torch.manual_seed(seed)
+    model = build_model(cfg, device=str(dev))
+    params = dict(model.named_parameters())
+    index = {p: i for i, p in enumerate(params.values())}
+    tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(seed)).to(dev)
+    layouts = {}
+    for cap in caps:
+        kw = {} if cap is None else {"bucket_cap_mb": cap}
+        ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused_parameters, **kw)
+
+        def layout():
+            return [[index[p] for p in b.parameters()] for b in ddp.reducer._get_zeros_like_grad_buckets()]
+
+        first = layout()
+        ready: list[int] = []
+        hooks = [p.register_post_accumulate_grad_hook(lambda p: ready.append(index[p])) for p in params.values()]
+        ddp(tokens).float().mean().backward()
+        for h in hooks:
+            h.remove()
+        ddp(tokens).float().mean().backward()     # the reducer rebuilds its buckets at this forward's start
+        layouts[cap] = {"first": first, "rebuilt": layout(), "ready": ready}
+        model.zero_grad(set_to_none=True)
+        del ddp
+    dist.barrier()
+    return {"names": list(params), "param_bytes": [p.numel() * p.element_size() for p in params.values()],
+            "layouts": layouts}
 
 
 if __name__ == "__main__":

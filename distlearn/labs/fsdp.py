@@ -222,5 +222,78 @@ def demo(rank: int, world_size: int) -> dict:
             "bf16": train_fsdp(rank, world_size, bf16=True, steps=2)}
 
 
+def issue_order(rank: int, world_size: int, num_layers: int = 4, forward_prefetch: int = 0,
+                backward_prefetch: int = 1, reshard_after_forward: bool = True) -> list[tuple[str, int | None]]:
+    """What this rank's CPU issues, in order, in one training step (after a warm-up step) of the tiny GPT with
+    ``num_layers`` FSDP2 blocks and an FSDP2 root: ``("all_gather", None)`` / ``("reduce_scatter", None)`` for each
+    collective FSDP2 calls (``dist.all_gather_single`` / ``dist.reduce_scatter_single``, wrapped), and
+    ``("forward", i)`` / ``("backward", i)`` when block i's computation starts — a forward pre-hook and a hook on
+    the block output's gradient, both registered after ``fully_shard`` so that they run after FSDP2's own
+    pre-forward / pre-backward hooks, which issue the all-gathers.
+
+    ``forward_prefetch`` k: ``blocks[i].set_modules_to_forward_prefetch(blocks[i+1 : i+1+k])`` (FSDP2 prefetches
+    nothing in forward by default); ``backward_prefetch`` k ≥ 2: ``set_modules_to_backward_prefetch`` likewise
+    (1 is FSDP2's implicit default; an empty list also means the default, so 0 cannot be set)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    cfg = tiny_config().with_(num_layers=num_layers)
+    torch.manual_seed(0)
+    model = build_model(cfg, device=str(dev))
+    mesh = init_device_mesh(dev.type, (world_size,))
+    blocks = list(model.blocks)
+    for block in blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh)
+    if forward_prefetch:
+        for i, block in enumerate(blocks):
+            block.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + forward_prefetch])
+    if backward_prefetch > 1:
+        for i, block in enumerate(blocks):
+            block.set_modules_to_backward_prefetch(blocks[max(0, i - backward_prefetch):i][::-1])
+    events: list = []
+    recording = [False]
+
+    def mark(kind, i):
+        if recording[0]:
+            events.append((kind, i))
+
+    for i, block in enumerate(blocks):
+        block.register_forward_pre_hook(lambda _m, _a, i=i: mark("forward", i))
+        block.register_forward_hook(lambda _m, _a, out, i=i: out.register_hook(
+            lambda g, i=i: mark("backward", i)) and None)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    tokens = make_batches(cfg, 2, world_size, 0)
+    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
+
+    def ag(*args, **kwargs):
+        mark("all_gather", None)
+        return real_ag(*args, **kwargs)
+
+    def rs(*args, **kwargs):
+        mark("reduce_scatter", None)
+        return real_rs(*args, **kwargs)
+
+    dist.all_gather_single, dist.reduce_scatter_single = ag, rs
+    try:
+        for step in range(2):
+            recording[0] = step == 1
+            _loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
+    return events
+
+
+def issue_orders(rank: int, world_size: int, num_layers: int = 4, settings=((0, 1, True), (1, 1, True),
+                                                                           (2, 1, True), (1, 2, True),
+                                                                           (0, 1, False))) -> dict:
+    """:func:`issue_order` for each ``(forward_prefetch, backward_prefetch, reshard_after_forward)`` in one
+    launch: ``{setting: events}``."""
+    return {tuple(st): issue_order(rank, world_size, num_layers, *st) for st in settings}
+
+
 if __name__ == "__main__":
     torchrun_main(train_fsdp)

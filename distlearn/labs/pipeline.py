@@ -12,16 +12,31 @@ rank, ``ScheduleInterleaved1F1B``. It compares with a single-process step on the
 - order: hooks record the order in which torch runs each rank's forwards and backwards, to compare with
   :func:`distlearn.pipeline.stage_order`.
 
+Two more experiments show what the engine does with micro-batches that differ:
+
+- :func:`run_uneven`: a batch that does not divide (10 samples, 4 micro-batches). Torch splits it with
+  ``torch.tensor_split`` (``microbatch.py``: sizes 3, 3, 2, 2) but infers every stage's shapes from micro-batch 0
+  (``schedules.py``: ``_initialize_stage(arg_mbs[0], …)``) and allocates its receive buffers once (``stage.py``),
+  so on a multi-stage pipeline the last stage gets a 3-row activation for a 2-sample micro-batch and the loss
+  fails with a size mismatch (the other stages then wait for it).
+- :func:`run_loss_normalisation`: equal micro-batches whose samples do not all count (a 0/1 weight per sample,
+  like padding tokens with ``ignore_index``). With a per-micro-batch mean loss and ``scale_grads=True`` (torch
+  divides the accumulated gradients by m) the step optimises the **mean of the micro-batch means**, which is not
+  the mean over the batch when the counts differ; a loss that sums and divides by the count of the *whole* batch,
+  with ``scale_grads=False``, gives the full-batch gradient exactly.
+
 Run alone: ``torchrun --nproc-per-node 2 -m distlearn.labs.pipeline`` (or 4).
 """
 from __future__ import annotations
+
+import warnings
 
 import torch
 import torch.distributed as dist
 import torch.nn as nn
 
 from distlearn.launch import device, torchrun_main
-from distlearn.pipeline import partition_layers, stage_order
+from distlearn.pipeline import microbatch_sizes, partition_layers, stage_order
 
 NUM_LAYERS = 8
 WIDTH = 16
@@ -109,14 +124,7 @@ def run_pipeline(rank: int, world_size: int, schedule: str = "1f1b", num_microba
         sched.step()
 
     ref_loss, ref_grads = _reference(batch_size)
-    ref_by_param = dict(zip([n for n, _ in build_model().named_parameters()], ref_grads))
-    diff = 0.0
-    for i, mod in zip(my_stages, mods):
-        start, _ = slices[i]
-        for name, prm in mod.named_parameters():
-            idx, kind = name.split(".")
-            ref = ref_by_param[f"{int(idx) + 2 * start}.{kind}"]
-            diff = max(diff, float((prm.grad.cpu() - ref).abs().max()))
+    diff = _stage_grad_diff(my_stages, mods, slices, ref_grads)
     loss = float(torch.stack([torch.as_tensor(l).detach() for l in losses]).mean()) if losses else None
     blocks = [list(range(*slices[i])) for i in my_stages]
     return {"schedule": schedule, "rank": rank, "world_size": world_size, "num_microbatches": num_microbatches,
@@ -181,6 +189,142 @@ def summarize(results_per_rank: list[list[dict]]) -> list[dict]:
                      "loss_diff": abs(loss - per_rank[0]["ref_loss"]),
                      "max_grad_diff": max(r["max_grad_diff"] for r in per_rank), "order_matches": matches})
     return rows
+
+
+# ---------------------------------------------------------------------------------------------- micro-batch losses
+def sample_weights(batch_size: int, num_microbatches: int) -> torch.Tensor:
+    """0/1 weight per sample (float64): in micro-batch j (sizes of :func:`distlearn.pipeline.microbatch_sizes`)
+    the first ``max(1, size − j)`` samples count, so the micro-batches hold different numbers of counted samples
+    (8 samples in 4: 2, 1, 1, 1 of 2 each)."""
+    out = []
+    for j, n in enumerate(microbatch_sizes(batch_size, num_microbatches)):
+        k = max(1, n - j)
+        out += [1.0] * k + [0.0] * (n - k)
+    return torch.tensor(out, dtype=torch.float64)
+
+
+def _per_sample(out, y):
+    return ((out - y) ** 2).mean(-1)
+
+
+def masked_loss(out, target):
+    """Mean over the counted samples of *this* micro-batch: ``target`` is ``(b, WIDTH + 1)``, targets then the
+    0/1 weight (what ``F.mse_loss`` or ``F.cross_entropy(ignore_index=…)`` compute per call)."""
+    w = target[:, -1]
+    return (w * _per_sample(out, target[:, :-1])).sum() / w.sum()
+
+
+class GlobalCountLoss:
+    """Sum over the counted samples divided by ``num_counted``, the count of the **whole** batch (all
+    micro-batches; with data parallelism, all-reduced over ranks too): the micro-batch losses then add up to the
+    full-batch mean, and with ``scale_grads=False`` so do the gradients."""
+
+    def __init__(self, num_counted: float):
+        self.num_counted = float(num_counted)
+
+    def __call__(self, out, target):
+        w = target[:, -1]
+        return (w * _per_sample(out, target[:, :-1])).sum() / self.num_counted
+
+
+def _masked_reference(batch_size: int, weights):
+    model = build_model()
+    x, y = make_batch(batch_size)
+    loss = (weights * _per_sample(model(x), y)).sum() / weights.sum()
+    loss.backward()
+    return loss.item(), [p.grad.clone() for p in model.parameters()]
+
+
+def _stage_grad_diff(my_stages, mods, slices, ref_grads) -> float:
+    ref_by_param = dict(zip([n for n, _ in build_model().named_parameters()], ref_grads))
+    diff = 0.0
+    for i, mod in zip(my_stages, mods):
+        start, _ = slices[i]
+        for name, prm in mod.named_parameters():
+            idx, kind = name.split(".")
+            ref = ref_by_param[f"{int(idx) + 2 * start}.{kind}"]
+            diff = max(diff, float((prm.grad.cpu() - ref).abs().max()))
+    return diff
+
+
+def run_loss_normalisation(rank: int, world_size: int, mode: str = "global", num_microbatches: int = 4,
+                           batch_size: int = 8) -> dict:
+    """One GPipe step of a ``world_size``-stage pipeline with :func:`sample_weights`.
+
+    ``mode="mean"``: :func:`masked_loss` per micro-batch and ``scale_grads=True`` (torch's default);
+    ``mode="global"``: :class:`GlobalCountLoss` with the batch's count and ``scale_grads=False``.
+    Returns ``{"mode", "rank", "microbatch_losses"`` (last stage, else None), ``"loss"`` (what the step reports:
+    the mean of the micro-batch losses for "mean", their sum for "global"), ``"ref_loss"`` (one process, the
+    counted samples' mean), ``"max_grad_diff"`` (this rank's stage against one process)}.
+    """
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    dev = device()
+    slices = stage_slices(world_size)
+    model = build_model().to(dev)
+    x, y = make_batch(batch_size)
+    weights = sample_weights(batch_size, num_microbatches)
+    target = torch.cat([y, weights[:, None]], dim=1).to(dev)
+    mod = _submodule(model, *slices[rank])
+    stage = PipelineStage(mod, rank, world_size, dev)
+    if mode == "mean":
+        sched = ScheduleGPipe(stage, num_microbatches, loss_fn=masked_loss, scale_grads=True)
+    else:
+        sched = ScheduleGPipe(stage, num_microbatches, loss_fn=GlobalCountLoss(weights.sum()), scale_grads=False)
+    losses: list = []
+    first, last = rank == 0, rank == world_size - 1
+    if first and last:
+        sched.step(x.to(dev), target=target, losses=losses)
+    elif first:
+        sched.step(x.to(dev))
+    elif last:
+        sched.step(target=target, losses=losses)
+    else:
+        sched.step()
+    ref_loss, ref_grads = _masked_reference(batch_size, weights)
+    mb = [float(l.detach()) for l in losses] if losses else None
+    reported = (sum(mb) / len(mb) if mode == "mean" else sum(mb)) if mb else None
+    return {"mode": mode, "rank": rank, "microbatch_losses": mb, "loss": reported, "ref_loss": ref_loss,
+            "max_grad_diff": _stage_grad_diff([rank], [mod], slices, ref_grads)}
+
+
+def run_both_normalisations(rank: int, world_size: int, num_microbatches: int = 4, batch_size: int = 8) -> list:
+    """:func:`run_loss_normalisation` with ``"mean"`` then ``"global"``, in one launch."""
+    out = [run_loss_normalisation(rank, world_size, "mean", num_microbatches, batch_size)]
+    dist.barrier()
+    out.append(run_loss_normalisation(rank, world_size, "global", num_microbatches, batch_size))
+    return out
+
+
+def run_uneven(rank: int, world_size: int, batch_size: int = 10, num_microbatches: int = 4) -> dict:
+    """One GPipe step with ``batch_size`` not divisible by ``num_microbatches``, mean MSE loss, ``scale_grads=True``.
+    On 2+ stages the last stage raises (size mismatch: its receive buffer has micro-batch 0's shape). On one stage
+    (no communication) it runs and returns ``{"split": torch's micro-batch sizes, "microbatch_losses",
+    "loss"`` (their mean), ``"ref_loss"`` (one process, full batch), ``"max_grad_diff"}``: the mean of the
+    micro-batch means, biased when the sizes differ."""
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+    from torch.distributed.pipelining.microbatch import split_args_kwargs_into_chunks
+
+    dev = device()
+    slices = stage_slices(world_size)
+    model = build_model().to(dev)
+    x, y = make_batch(batch_size)
+    stage = PipelineStage(_submodule(model, *slices[rank]), rank, world_size, dev)
+    sched = ScheduleGPipe(stage, num_microbatches, loss_fn=nn.MSELoss())
+    split = [a[0].shape[0] for a in split_args_kwargs_into_chunks((x,), {}, num_microbatches)[0]]
+    losses: list = []
+    with warnings.catch_warnings():   # MSELoss warns about the 3-row output before it fails on it
+        warnings.filterwarnings("ignore", message="Using a target size")
+        if world_size == 1:
+            sched.step(x.to(dev), target=y.to(dev), losses=losses)
+        elif rank == 0:
+            sched.step(x.to(dev))
+        else:
+            sched.step(target=y.to(dev), losses=losses)
+    ref_loss, ref_grads = _reference(batch_size)
+    mb = [float(l.detach()) for l in losses]
+    return {"split": split, "microbatch_losses": mb, "loss": sum(mb) / len(mb) if mb else None,
+            "ref_loss": ref_loss, "max_grad_diff": _stage_grad_diff([rank], [stage.submod], slices, ref_grads)}
 
 
 if __name__ == "__main__":

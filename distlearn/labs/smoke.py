@@ -2,6 +2,8 @@
 
 Run it alone: ``torchrun --nproc-per-node 2 -m distlearn.labs.smoke``.
 """
+import os
+import signal
 import time
 
 import torch
@@ -28,6 +30,15 @@ def raise_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
     """Raise ValueError on ``bad_rank``; the other ranks wait in a collective it never joins."""
     if rank == bad_rank:
         raise ValueError(f"deliberate failure on rank {rank}")
+    dist.barrier()
+    return rank
+
+
+def sigkill_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
+    """``bad_rank`` kills itself with SIGKILL (no Python error, no message); the others wait in a barrier and then
+    see broken connections."""
+    if rank == bad_rank:
+        os.kill(os.getpid(), signal.SIGKILL)
     dist.barrier()
     return rank
 

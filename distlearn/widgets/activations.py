@@ -59,12 +59,12 @@ def controls() -> dict:
                                               (bi("materialised s×s scores", "显式存储 s×s 分数"), "materialised")],
                                    "default"),
         "dp": base.log2_slider(L_DP, 8, 1, 64),
-        "zero_stage": base.dropdown(L_ZERO, [0, 1, 2, 3], 3),
+        "zero_stage": base.int_slider(L_ZERO, 3, 0, 3),
         "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"),
                                                                          "optimizer"),
                                          (bi("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
                                  "none"),
-        "gpu_gb": base.dropdown(L_GPU, [24, 40, 80, 141], 80),
+        "gpu_gb": base.selection_slider(L_GPU, [24, 40, 80, 141], 80),
     }
 
 
@@ -74,6 +74,11 @@ def compute(model="llama2-7b", seq_len=4096, micro_batch_size=1, tp=1, sequence_
     and recomputation's extra FLOPs/time. ``attention``: ``"default"`` (the model's own,
     :func:`distlearn.activations.default_attention`), ``"flash"`` or ``"materialised"``."""
     cfg = PRESETS[model]
+    if cfg.arch == "gpt" and seq_len > cfg.max_seq_len:   # learned position embeddings: no longer sequence exists
+        return {"error": bi(f"{model} has learned position embeddings for {cfg.max_seq_len} tokens: seq_len = "
+                            f"{seq_len} cannot run (choose ≤ {cfg.max_seq_len}, or a Llama model).",
+                            f"{model} 的位置嵌入是学出来的，只有 {cfg.max_seq_len} 个位置：seq_len = {seq_len} 无法运行"
+                            f"（请选 ≤ {cfg.max_seq_len}，或换一个 Llama 模型）。")}
     try:
         n = cfg.num_parameters()
         if n % tp:
@@ -104,6 +109,8 @@ def render(result: dict) -> None:
         ax.barh([0], [value / GB], left=left, color=plots.COLORS[key], label=PARTS[key].render())
         left += value / GB
     ax.axvline(result["gpu_bytes"] / GB, color="black", ls="--", label=bi("GPU size", "GPU 容量"))
+    # the total at the bar's end: a small model stays readable next to the GPU size
+    ax.annotate(f"{left:.3g} GB", (left, 0), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
     ax.set_yticks([])
     ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每块 GPU 的 GB（1 GB = 1e9 字节）"))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
@@ -132,6 +139,11 @@ def throughput_note() -> str:
               f"（distlearn/hardware.py）的 {ACHIEVED_FLOPS / peak:.0%}。", sep="\n")
 
 
+def active(values: dict) -> dict:
+    """Sequence parallelism splits across tensor-parallel ranks: it matters only for tp > 1."""
+    return {"sequence_parallel": values["tp"] > 1}
+
+
 def explorer():
-    return base.build(controls(), lambda **v: compute(**v), render,
-                      title=bi("Activation memory explorer", "激活显存探索器"))
+    return base.build(controls(), compute, render, title=bi("Activation memory explorer", "激活显存探索器"),
+                      active=active)

@@ -85,12 +85,16 @@ def compute(operation: str = "all_reduce", world_size: int = 4, step: int = 0, m
 
 
 def draw_holdings(ax, holdings, vmax: int) -> None:
-    """Heat map of a step's ``holdings`` (ranks × chunks) on ``ax``, each cell labelled with its count; the
-    colour scale runs from 0 to ``vmax`` (world_size for reductions, 1 for operations that only copy)."""
-    ax.imshow(holdings, cmap="Blues", vmin=0, vmax=max(1, vmax), aspect="auto")
+    """Heat map of a step's ``holdings`` (ranks × chunks) on ``ax``, each cell labelled with its count (white on
+    dark cells, so a finished all-reduce stays readable); the colour scale runs from 0 to ``vmax`` (world_size for
+    reductions, 1 for operations that only copy)."""
+    top = max(1, vmax)
+    ax.imshow(holdings, cmap="Blues", vmin=0, vmax=top, aspect="auto")
     for r in range(holdings.shape[0]):
-        for c in range(holdings.shape[1]):
-            ax.text(c, r, str(holdings[r, c]), ha="center", va="center", fontsize=8)
+        for c in range(holdings.shape[1]):  # white digits on the dark (nearly complete) cells, black on the light
+            dark = holdings[r, c] > 0.55 * top
+            ax.text(c, r, str(holdings[r, c]), ha="center", va="center", fontsize=9,
+                    color="white" if dark else "black")
     ax.set_xticks(range(holdings.shape[1]))
     ax.set_yticks(range(holdings.shape[0]))
     ax.set_xlabel(bi("chunk", "数据块"))

@@ -26,9 +26,9 @@ L_INIT = text("dse.zero_init", "zero.Init (stage 3)", "zero.Init（阶段 3）")
 def controls() -> dict:
     return {
         "model": base.dropdown(L_MODEL, list(PRESETS), "llama2-7b"),
-        "gpus_per_node": base.dropdown(L_GPN, [1, 2, 4, 8, 16], 8),
+        "gpus_per_node": base.log2_slider(L_GPN, 8, 1, 16),
         "num_nodes": base.log2_slider(L_NODES, 1, 1, 64),
-        "zero_stage": base.dropdown(L_STAGE, [2, 3], 3),
+        "zero_stage": base.int_slider(L_STAGE, 3, 2, 3),
         "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"), "optimizer"),
                                          (bi("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
                                  "none"),

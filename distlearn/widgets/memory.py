@@ -13,9 +13,10 @@ from ..validate import DistlearnValueError
 from . import base
 
 MiB = 2 ** 20
-# GPU capacity, one convention for the whole course: the datasheet's figure in GB of 1e9 bytes ("A100 80GB" =
-# 80e9 bytes), the same numbers as the planner's presets (distlearn.hardware.GPUS). What the card shows is a
-# little more: nvidia-smi's memory.total (NVIDIA_SMI_MIB below) counts the HBM in MiB, and CUDA's own total
+# GPU capacity, one convention for the whole course: the number in the card's name read as GB of 1e9 bytes
+# ("A100 80GB" = 80e9 bytes), the same numbers as the planner's presets (distlearn.hardware.GPUS). That is a safe
+# convention, not the card's size: an A100 80GB has 80 GiB of HBM. nvidia-smi's memory.total (NVIDIA_SMI_MIB
+# below) counts it in MiB (81,920 MiB = 80 GiB), and CUDA's own total
 # (torch.cuda.mem_get_info() returns (free, total) in bytes, from cudaMemGetInfo) is slightly less than that,
 # e.g. 81,049 MiB = 85.0e9 bytes on an A100 80GB PCIe (deviceQuery-style "Total global mem", ekondis/mixbench
 # issue #47); ``free`` is smaller again once the CUDA context exists. The datasheet figure is the conservative one.
@@ -130,6 +131,9 @@ def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str =
         vals = [r[key] / GB for r in results]
         ax.bar(labels, vals, bottom=bottom, color=plots.COLORS[key], label=str(T[name]), width=0.6)
         bottom = [b + v for b, v in zip(bottom, vals)]
+    for x, total in enumerate(bottom):  # the total on top: a 2 GB bar stays readable against an 80 GB GPU
+        ax.annotate(f"{total:.3g} GB", (x, total), xytext=(0, 3), textcoords="offset points", ha="center",
+                    va="bottom", fontsize=9)
     cap = results[0]["capacity"] / GB
     ax.axhline(cap, color="black", linestyle="--", linewidth=1)
     ax.text(0.01, cap, f"{T['capacity']}: {cap:.1f} GB", va="bottom", ha="left", fontsize=8,
@@ -143,14 +147,6 @@ def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str =
     return ax
 
 
-def _pad(s: str, width: int) -> str:
-    """Left-align ``s`` in ``width`` monospace columns (CJK characters take two)."""
-    import unicodedata
-
-    used = sum(2 if unicodedata.east_asian_width(ch) in "WF" else 1 for ch in s)
-    return s + " " * max(0, width - used)
-
-
 def render(result: dict) -> None:
     """Print the numbers and draw one stacked bar against the GPU's memory."""
     import matplotlib.pyplot as plt
@@ -162,8 +158,8 @@ def render(result: dict) -> None:
     print(bi(f"Ψ = {r['num_params']:,} parameters, {r['per_param']:g} bytes/param before sharding",
              f"Ψ = {r['num_params']:,} 个参数，分片前每个参数 {r['per_param']:g} 字节", sep="\n"))
     for key, name in (("params", "params"), ("grads", "grads"), ("optimizer", "optim"), ("total", None)):
-        label = str(T[name]) if name else bi("total", "合计")
-        print(f"  {_pad(label, 32)} {r[key + '_gb']:10.2f} GB  {r[key + '_gib']:10.2f} GiB")
+        label = str(T[name]) if name else bi("total", "合计")  # last: Chinese glyphs do not break the columns
+        print(f"  {r[key + '_gb']:10.2f} GB  {r[key + '_gib']:10.2f} GiB   {label}")
     if r["cpu"]:
         print("  " + bi(f"in CPU memory (offload): {r['cpu_gb']:.2f} GB", f"CPU 内存中（卸载）：{r['cpu_gb']:.2f} GB"))
     verdict = (bi("model states fit; activations, CUDA context and allocator still need room",
@@ -174,6 +170,11 @@ def render(result: dict) -> None:
     plt.show()
 
 
+def active(values: dict) -> dict:
+    """Which controls matter: the custom size only for a custom model, parameter offload only at ZeRO-3."""
+    return {"custom_billions": values["model"] == "custom", "offload_params": values["zero_stage"] == 3}
+
+
 def explorer():
     """The memory explorer widget."""
-    return base.build(controls(), lambda **kw: compute(**kw), render, title=T["title"])
+    return base.build(controls(), compute, render, title=T["title"], active=active)

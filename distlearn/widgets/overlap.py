@@ -14,6 +14,10 @@ from . import base
 
 L_RATIO = text("overlap.ratio", "all-gather time / forward time", "AllGather 时间 / 前向计算时间")
 L_DEPTH = text("overlap.depth", "prefetch depth", "预取深度")
+DEPTH_LABELS = {0: ("0 · CPU-bound worst case", "0 · CPU 瓶颈下的最坏情况"),
+                1: ("1 · FSDP2 / FSDP1 default", "1 · FSDP2 / FSDP1 默认"),
+                2: ("2 · explicit prefetch", "2 · 显式预取"), 3: ("3 · explicit prefetch", "3 · 显式预取"),
+                4: ("4 · explicit prefetch", "4 · 显式预取")}
 L_LIMIT = text("overlap.limit", "max units unsharded (0 = no limit)", "最多同时未分片的单元数（0 = 不限）")
 L_UNITS = text("overlap.units", "number of units", "单元数")
 L_RESHARD = text("overlap.reshard", "reshard after forward (FULL_SHARD)", "前向后重新分片 (FULL_SHARD)")
@@ -21,7 +25,9 @@ L_TITLE = text("overlap.title", "One FSDP step: timeline and memory", "一次 FS
 
 
 def compute(ratio: float = 0.6, depth: int = 1, limit: int = 0, units: int = 6, reshard: bool = True) -> dict:
-    """Simulate ``units`` identical units (forward 1, backward 2, all-gather = reduce-scatter = ``ratio``).
+    """Simulate ``units`` identical units (forward 1, backward 2, all-gather = reduce-scatter = ``ratio``), both
+    phases with prefetch ``depth`` (1 = what FSDP2 and FSDP1 do by default, 0 = the CPU-bound worst case, ≥ 2 =
+    explicit prefetch; :data:`distlearn.overlap.PREFETCH_MODES`).
 
     Returns ``{"result": OverlapResult, "serial": time without any overlap, "ideal": compute-only time, ...}``, or
     ``{"error": message}`` for an invalid combination.
@@ -33,7 +39,7 @@ def compute(ratio: float = 0.6, depth: int = 1, limit: int = 0, units: int = 6, 
         return {"error": str(exc)}
     serial = overlap.uniform(units, 1.0, ratio, forward_prefetch=0, backward_prefetch=0,
                              reshard_after_forward=reshard)
-    return {"result": r, "serial": serial.total_time, "ideal": r.compute_time, "total": r.total_time,
+    return {"result": r, "depth": depth, "serial": serial.total_time, "ideal": r.compute_time, "total": r.total_time,
             "peak_units": r.peak_units, "peak_bytes": r.peak_bytes, "serial_peak_bytes": serial.peak_bytes}
 
 
@@ -72,6 +78,8 @@ def render(res: dict) -> None:
     if "error" in res:
         print(res["error"])
         return
+    print(bi(f"prefetch depth {res['depth']}: {DEPTH_LABELS[res['depth']][0]}",
+             f"预取深度 {res['depth']}：{DEPTH_LABELS[res['depth']][1]}"))
     print(bi(f"step time {res['total']:.2f} (no overlap {res['serial']:.2f}, compute only {res['ideal']:.2f}); "
              f"peak unsharded: {res['peak_units']} units' parameters, {res['peak_bytes']:.0f} unit-sizes with "
              f"gradients",
@@ -83,7 +91,7 @@ def render(res: dict) -> None:
 
 def controls() -> dict:
     return {"ratio": base.float_slider(L_RATIO, 0.6, 0.1, 3.0, 0.1),
-            "depth": base.int_slider(L_DEPTH, 1, 0, 4),
+            "depth": base.dropdown(L_DEPTH, [(bi(*DEPTH_LABELS[d]), d) for d in DEPTH_LABELS], 1),
             "limit": base.int_slider(L_LIMIT, 0, 0, 4),
             "units": base.int_slider(L_UNITS, 6, 1, 16),
             "reshard": base.checkbox(L_RESHARD, True)}

@@ -1,4 +1,4 @@
-"""Explorer for chapter 10: model, cluster, batch and sequence length → ranked plans, memory stack, time breakdown.
+"""Explorer for chapter 14: model, cluster, batch and sequence length → ranked plans, memory stack, time breakdown.
 
 ``compute(**values)`` is pure and never raises for values the controls can reach (bad combinations come back as
 ``{"error": message}``); ``render(result)`` prints the table and draws two stacked bars for the chosen plan.
@@ -57,8 +57,9 @@ def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, globa
                              top=10)
     except DistlearnValueError as exc:
         return {"error": str(exc)}
-    if not res.plans:
-        return {"no_fit": res.message + "\n" + res.suggestion["message"], "num_evaluated": res.num_evaluated}
+    if not res.plans:  # no suggestion when no plan can even be formed: the message says why
+        hint = "\n" + res.suggestion["message"] if res.suggestion else ""
+        return {"no_fit": res.message + hint, "num_evaluated": res.num_evaluated}
     shown = min(rank, len(res.plans))
     return {"table": planner.format_table(res.plans), "plans": res.plans, "chosen": res.plans[shown - 1],
             "shown": shown,
@@ -73,6 +74,7 @@ def render(result: dict) -> None:
         print(result["no_fit"])
         return
     print(result["table"])
+    print(planner.table_legend())
     e = result["chosen"]
     print(bi(f"Chosen: {e.plan.describe()}", f"所选方案：{e.plan.describe()}", sep="\n"))
     fig, (ax1, ax2) = plots.new_figure(10, 3.4, nrows=2)

@@ -18,13 +18,20 @@ L_H = text("tp_widget.hidden", "hidden size h", "隐藏维度 h")
 L_S = text("tp_widget.seq", "sequence length s", "序列长度 s")
 L_B = text("tp_widget.batch", "micro-batch size b", "微批次大小 b")
 L_SP = text("tp_widget.sp", "sequence parallelism (SP)", "序列并行 (SP)")
+L_SCHEME = text("tp_widget.scheme", "SP implementation", "SP 的实现")
+SCHEMES = [(bi("Megatron-LM (saves sharded, re-gathers)", "Megatron-LM（分片保存、反向重新收集）"), "megatron"),
+           (bi("PyTorch DTensor (saves all-gathered)", "PyTorch DTensor（保存收集后的完整输入）"), "pytorch")]
 TITLE = text("tp_widget.title", "Tensor parallelism: one transformer layer per GPU",
              "张量并行：每块 GPU 上的一个 Transformer 层")
 
 
 def compute(tp: int = 4, hidden_size: int = 4096, seq_len: int = 2048, micro_batch_size: int = 1,
-            sequence_parallel: bool = True) -> dict:
+            sequence_parallel: bool = True, sp_scheme: str = "megatron") -> dict:
     """Per-GPU bytes for one GPT-style layer (heads of width 128, ffn = 4h, bf16 weights and activations).
+
+    ``sp_scheme``: ``"megatron"`` (LN outputs saved sharded, re-gathered in backward: 34/t) or ``"pytorch"``
+    (torch's SequenceParallel + ColwiseParallel plan saves the all-gathered inputs, no re-gather: 4 + 30/t); see
+    :func:`distlearn.tensor_parallel.layer_activation_bytes`.
 
     Returns ``{"weights", "activations", "activations_no_sp", "comm", "num_heads", ...}`` in bytes, or
     ``{"error": message}`` when tp does not divide the heads.
@@ -33,25 +40,28 @@ def compute(tp: int = 4, hidden_size: int = 4096, seq_len: int = 2048, micro_bat
     try:
         w = layer_weight_bytes(hidden_size=hidden_size, tp=tp, num_heads=heads)
         act = layer_activation_bytes(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
-                                     num_heads=heads, tp=tp, sequence_parallel=sequence_parallel)
+                                     num_heads=heads, tp=tp, sequence_parallel=sequence_parallel,
+                                     sp_scheme=sp_scheme)
         act_no = layer_activation_bytes(seq_len=seq_len, micro_batch_size=micro_batch_size,
                                         hidden_size=hidden_size, num_heads=heads, tp=tp, sequence_parallel=False)
         comm = layer_comm_bytes(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size, tp=tp,
-                                sequence_parallel=sequence_parallel)
+                                sequence_parallel=sequence_parallel, regather_in_backward=sp_scheme == "megatron")
     except DistlearnValueError as exc:
         return {"error": str(exc)}
     return {"tp": tp, "num_heads": heads, "weights": w["total"], "activations": act, "activations_no_sp": act_no,
             "comm": comm["total"], "comm_forward": comm["forward"], "comm_backward": comm["backward"],
-            "num_collectives": comm["num_collectives"], "sequence_parallel": sequence_parallel}
+            "num_collectives": comm["num_collectives"], "sequence_parallel": sequence_parallel,
+            "sp_scheme": sp_scheme}
 
 
 def controls() -> dict:
     return {
         "tp": base.log2_slider(L_TP, 4, 1, 16),
-        "hidden_size": base.dropdown(L_H, [1024, 2048, 4096, 8192, 12288], 4096),
+        "hidden_size": base.selection_slider(L_H, [1024, 2048, 4096, 8192, 12288], 4096),
         "seq_len": base.log2_slider(L_S, 2048, 256, 32768),
         "micro_batch_size": base.log2_slider(L_B, 1, 1, 16),
         "sequence_parallel": base.checkbox(L_SP, True),
+        "sp_scheme": base.dropdown(L_SCHEME, SCHEMES, "megatron"),
     }
 
 

@@ -11,7 +11,12 @@ The bytes per GPU are the sharded model states (:func:`distlearn.memory.model_st
 - ZeRO-0/1: full gradients are part of the model states; nothing transient is modelled.
 
 Units: ``blocks_per_unit`` consecutive transformer blocks form one unit (1 = ``ModuleWrapPolicy({Block})``).
-Compute time ∝ parameters (backward 2×), all-gather time = 0.5 × forward time (relative units).
+Compute time ∝ parameters (backward 2×), all-gather time = 0.5 × forward time (relative units); the curve shows
+one micro-batch.
+
+Bytes each rank sends per optimizer step of ``num_microbatches`` micro-batches: from
+:func:`distlearn.zero_comm.step_collectives` for the chosen ``engine`` (the ZeRO design, DeepSpeed 0.19.8, FSDP2),
+bf16 (2 bytes per element), ring collectives.
 """
 from __future__ import annotations
 
@@ -23,6 +28,7 @@ from ..i18n import bi, text
 from ..memory import model_state_bytes
 from ..models import PRESETS, get_preset
 from ..overlap import simulate
+from ..zero_comm import ENGINES, step_collectives
 from . import base
 
 L_MODEL = text("zero.model", "model", "模型")
@@ -30,6 +36,11 @@ L_DP = text("zero.dp", "data-parallel degree dp", "数据并行度 dp")
 L_STAGE = text("zero.stage", "ZeRO stage", "ZeRO 阶段")
 L_BPU = text("zero.bpu", "blocks per FSDP unit", "每个 FSDP 单元的层数")
 L_PREFETCH = text("zero.prefetch", "prefetch depth", "预取深度")
+L_MB = text("zero.microbatches", "micro-batches per step m", "每步微批次数 m")
+L_ENGINE = text("zero.engine", "engine", "实现")
+ENGINE_LABELS = {"zero": ("ZeRO paper (reduce-scatter)", "ZeRO 论文（ReduceScatter）"),
+                 "deepspeed": ("DeepSpeed 0.19.8 defaults", "DeepSpeed 0.19.8 默认配置"),
+                 "fsdp2": ("FSDP2 (fully_shard)", "FSDP2（fully_shard）")}
 L_TITLE = text("zero.title", "Bytes per GPU over one training step", "一次训练迭代中每块 GPU 的显存")
 
 
@@ -43,14 +54,16 @@ def block_units(model: str, blocks_per_unit: int) -> tuple[int, list[int]]:
 
 
 def compute(model: str = "llama2-7b", dp: int = 8, zero_stage: int = 3, blocks_per_unit: int = 1,
-            prefetch: int = 1) -> dict:
-    """Bytes per GPU over one step. Returns ``{"times", "bytes", "states", "transient_peak", "peak", ...}``
-    (bytes), or ``{"error": message}``."""
+            prefetch: int = 1, num_microbatches: int = 1, engine: str = "zero") -> dict:
+    """Bytes per GPU over one step. Returns ``{"times", "bytes", "states", "transient_peak", "peak",
+    "comm_bytes", "comm", ...}`` (bytes; ``comm`` is the :class:`~distlearn.zero_comm.StepComm`), or
+    ``{"error": message}``."""
     try:
         cfg = get_preset(model)
         psi = cfg.num_parameters()
         states = model_state_bytes(psi, dp=dp, zero_stage=zero_stage)
         root, sizes = block_units(model, blocks_per_unit)
+        comm = step_collectives(zero_stage, num_microbatches, engine=engine)
     except Exception as exc:  # noqa: BLE001 - explorer must not crash
         return {"error": str(exc)}
     biggest = max(sizes)
@@ -72,7 +85,8 @@ def compute(model: str = "llama2-7b", dp: int = 8, zero_stage: int = 3, blocks_p
     return {"model": model, "psi": psi, "dp": dp, "zero_stage": zero_stage, "times": times, "bytes": curve,
             "states": states, "sharded": states.total, "root_bytes": 2.0 * root if zero_stage == 3 else 0.0,
             "transient_peak": max(curve) - states.total, "peak": max(curve), "num_units": len(sizes) + 1,
-            "comm_bytes": row["sent_bytes_per_rank"], "fsdp": row["fsdp"], "fsdp_zh": row["fsdp_zh"]}
+            "comm": comm, "comm_bytes": comm.bytes_per_rank(psi, dp, 2), "engine": engine,
+            "fsdp": row["fsdp"], "fsdp_zh": row["fsdp_zh"]}
 
 
 def render(res: dict) -> None:
@@ -86,6 +100,12 @@ def render(res: dict) -> None:
              f" = peak {res['peak'] / gb:.2f} GB per GPU; each rank sends {res['comm_bytes'] / gb:.2f} GB per step",
              f"分片后的模型状态 {res['sharded'] / gb:.2f} GB + 临时最多 {res['transient_peak'] / gb:.2f} GB = "
              f"每块 GPU 峰值 {res['peak'] / gb:.2f} GB；每个 rank 每步发送 {res['comm_bytes'] / gb:.2f} GB", sep="\n"))
+    comm = res["comm"]
+    en, zh = ENGINE_LABELS[res["engine"]]
+    print(bi(f"{en}, m = {comm.num_microbatches}: volume {comm.formula()} = {comm.volume_psi} Ψ per step",
+             f"{zh}，m = {comm.num_microbatches}：每步通信量 {comm.formula()} = {comm.volume_psi} Ψ"))
+    for c in comm.collectives:
+        print("  " + c.describe())
     fig, ax = plots.new_figure(8, 3.2)
     ax.step(res["times"], [b / gb for b in res["bytes"]], where="post", color=plots.COLORS["params"])
     ax.axhline(res["sharded"] / gb, color=plots.COLORS["optimizer"], ls="--",
@@ -103,7 +123,9 @@ def controls() -> dict:
             "dp": base.log2_slider(L_DP, 8, 1, 1024),
             "zero_stage": base.int_slider(L_STAGE, 3, 0, 3),
             "blocks_per_unit": base.log2_slider(L_BPU, 1, 1, 16),
-            "prefetch": base.int_slider(L_PREFETCH, 1, 0, 3)}
+            "prefetch": base.int_slider(L_PREFETCH, 1, 0, 3),
+            "num_microbatches": base.int_slider(L_MB, 1, 1, 16),
+            "engine": base.dropdown(L_ENGINE, [(bi(*ENGINE_LABELS[e]), e) for e in ENGINES], "zero")}
 
 
 def explorer():

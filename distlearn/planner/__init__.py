@@ -1,0 +1,36 @@
+"""Plan a training run (chapter 14): search DP × TP × PP × ZeRO × recomputation × micro-batching for plans that fit,
+and rank them.
+
+The package is split by job; everything public is re-exported here, so ``from distlearn import planner`` then
+``planner.search(...)``, ``planner.evaluate(...)``, ``planner.Plan(...)`` work as before:
+
+- :mod:`~distlearn.planner.formulas` — closed forms: FLOPs, memory and time of one plan, each with its source;
+  :class:`Plan`, :class:`Estimate`, :func:`evaluate`. Collective times come from :mod:`distlearn.cost`.
+- :mod:`~distlearn.planner.plan_search` — enumerate the valid plans, keep those that fit, rank them;
+  :func:`search`, and :func:`suggest_fix` when none fits.
+- :mod:`~distlearn.planner.published` — the published runs the model is checked against (Megatron-LM), with
+  sources; :func:`compare_published`.
+- :mod:`~distlearn.planner.command_line` — the table (:func:`format_table`) and ``python -m distlearn plan``
+  (:func:`cli`).
+"""
+from .command_line import (HEADER, HEADER_ZH, WIDTHS, cli, display_width, format_table, parser,
+                           positive_int, table_legend)
+from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting,
+                       bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, make_setting,
+                       matmul_params_per_layer, measured_flops, megatron_flops, plan_memory, plan_time, step_flops,
+                       validate_plan, zero_max_params)
+from .plan_search import (MAX_CHUNKS, MAX_MICRO_BATCH, Group, SearchResult, any_plan_fits, candidate_groups,
+                          candidate_plans, no_layout_message, search, suggest_fix)
+from .published import GPT3_175B_MEGATRON, GPT_1T_MEGATRON, PUBLISHED_RUNS, compare_published
+
+__all__ = [
+    "ALPHA", "COMPUTE_EFFICIENCY", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH",
+    "Plan", "Estimate", "Setting", "SearchResult", "Group",
+    "bubble_fraction", "bubble_ratio", "compute_peak", "forward_flops", "step_flops", "measured_flops",
+    "megatron_flops", "matmul_params_per_layer", "zero_max_params", "make_setting", "plan_memory", "plan_time",
+    "evaluate", "validate_plan",
+    "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
+    "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "PUBLISHED_RUNS", "compare_published",
+    "HEADER", "HEADER_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
+    "cli",
+]

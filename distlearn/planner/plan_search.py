@@ -1,0 +1,331 @@
+"""Search: enumerate every valid plan, keep those that fit, rank them; when none fits, say why and what would.
+
+Speed (the chapter's explorer re-runs a search at every slider move; its goal is 50 ms in every setting, checked
+by ``make bench``) comes from four exact shortcuts, none of which changes a result:
+
+- **memory-minimal plans.** For fixed (tp, pp, ZeRO stage, recomputation), memory never decreases with the
+  micro-batch size b nor with interleaving: every activation term is proportional to b, the first stage holds
+  b·min(p, m) = min(b·p, B/dp) sequences' activations, interleaving multiplies them by 1 + (p−1)/(p·v) ≥ 1, and
+  the model states do not depend on either. So if the plan with b = 1, v = 1 (always valid) does not fit, no plan
+  of its group does (:func:`candidate_groups`); a group is only skipped when that plan is over the capacity by
+  more than a rounding margin (:data:`ROUNDING_MARGIN`).
+- **the k best only.** With ``top = k`` a plan is skipped when its tokens/s computed from a lower bound on its
+  step time (compute and bubble, no communication) is already below the k-th best found so far: its real
+  tokens/s is lower still, so it cannot be among the k best.
+- **memo tables** in :class:`~distlearn.planner.formulas.Setting` for what many plans share.
+- **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
+  that fits is found by bisection instead of trying every halving.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from ..hardware import GPU, GPUS, Cluster, make_cluster
+from ..i18n import bi
+from ..memory import RECOMPUTE
+from ..models import ModelConfig, get_preset
+from ..validate import check_int
+from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
+                       make_setting, plan_memory, resolve, step_seconds_lower_bound)
+
+MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
+MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
+ROUNDING_MARGIN = 1e-9     # a group is skipped only if its smallest plan exceeds the capacity by this share
+
+
+@dataclass
+class SearchResult:
+    """Ranked plans that fit (fastest first), how many were tried, and, when none fits, ``message`` saying why and
+    ``suggestion`` (from :func:`suggest_fix`; ``None`` when no plan can even be formed, see ``message``)."""
+
+    plans: list[Estimate]
+    num_evaluated: int
+    suggestion: dict | None = None
+    message: str = ""
+
+    @property
+    def best(self) -> Estimate | None:
+        return self.plans[0] if self.plans else None
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass
+class Group:
+    """The candidate plans sharing (tp, pp, dp): ``batching`` lists (b, m, chunk counts) in search order; every one
+    of them is combined with each ZeRO stage of ``zero_stages`` and each recomputation mode."""
+
+    tp: int
+    pp: int
+    dp: int
+    batching: list[tuple[int, int, list[int]]] = field(default_factory=list)
+    zero_stages: tuple[int, ...] = (0,)
+
+    @property
+    def size(self) -> int:
+        return sum(len(chunks) for _, _, chunks in self.batching) * len(self.zero_stages) * len(RECOMPUTE)
+
+    def smallest(self, zero_stage: int, recompute: str) -> Plan:
+        """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""
+        b, m, _ = self.batching[0]
+        return Plan(self.dp, self.tp, self.pp, zero_stage, recompute, b, m, 1, self.tp > 1)
+
+    def plans(self, keep=lambda z, r: True):
+        """Every plan of the group in search order, those with (zero_stage, recompute) not kept left out."""
+        for b, m, chunks in self.batching:
+            for v in chunks:
+                for z in self.zero_stages:
+                    for r in RECOMPUTE:
+                        if keep(z, r):
+                            yield Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1)
+
+
+def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int):
+    """Yield a :class:`Group` for every (tp, pp) that can run: tp dividing the node size, the number of (query and
+    kv) heads and the GPU count, pp ≤ layers, dp = GPUs / (tp·pp) dividing the global batch. Micro-batch sizes are the divisors
+    of B/dp up to :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v and
+    the micro-batches by p; ZeRO 0–3 without pipeline parallelism, 0–1 with it, only 0 when dp = 1."""
+    n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
+    for tp in _divisors(node):
+        if model.num_heads % tp or model.kv_heads % tp or n % tp:
+            continue
+        for pp in _divisors(n // tp):
+            if pp > l:
+                continue
+            dp = n // (tp * pp)
+            if global_batch % dp:
+                continue
+            per_replica = global_batch // dp
+            chunks = [1] + ([v for v in range(2, MAX_CHUNKS + 1) if l % (pp * v) == 0] if pp > 1 else [])
+            group = Group(tp, pp, dp, zero_stages=(tuple(range(4)) if pp == 1 else (0, 1)) if dp > 1 else (0,))
+            for b in _divisors(per_replica):
+                if b > MAX_MICRO_BATCH:
+                    break
+                m = per_replica // b
+                group.batching.append((b, m, [v for v in chunks if v == 1 or m % pp == 0]))
+            yield group
+
+
+def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int):
+    """Yield every valid :class:`~distlearn.planner.formulas.Plan` (see :func:`candidate_groups`). Sequence
+    parallelism is always on with tp > 1: it saves activation memory for the same communication time, so it never
+    loses in this model."""
+    for group in candidate_groups(model, cluster, global_batch):
+        yield from group.plans()
+
+
+def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool:
+    """False only if no plan of ``group`` with this stage and recomputation fits (its smallest plan is over the
+    capacity by more than the rounding margin)."""
+    return plan_memory(st, group.smallest(zero_stage, recompute))["total"] <= st.capacity * (1 + ROUNDING_MARGIN)
+
+
+def _fitting_plans(st: Setting, group: Group, too_slow=None):
+    """Yield (plan, memory) for the plans of ``group`` that fit, in search order, leaving out those for which
+    ``too_slow(plan)`` is true (it must be true only of plans that cannot be among the results)."""
+    kept = {(z, r) for z in group.zero_stages for r in RECOMPUTE if _may_fit(st, group, z, r)}
+    if not kept:
+        return
+    for p in group.plans(lambda z, r: (z, r) in kept):
+        if too_slow is not None and too_slow(p):
+            continue
+        mem = plan_memory(st, p)
+        if mem["total"] <= st.capacity:
+            yield p, mem
+
+
+class _Best:
+    """The ``k`` highest tokens/s seen so far (a min-heap). A plan whose tokens/s cannot reach the k-th of them
+    ranks below ``k`` plans already found, so it cannot be among the ``k`` best."""
+
+    def __init__(self, k: int):
+        self.k, self.heap = k, []
+
+    def add(self, tokens_per_s: float) -> None:
+        (heapq.heappush if len(self.heap) < self.k else heapq.heappushpop)(self.heap, tokens_per_s)
+
+    def beats(self, tokens_per_s_bound: float) -> bool:
+        return len(self.heap) == self.k and tokens_per_s_bound < self.heap[0]
+
+
+def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb", num_gpus: int = 8,
+           cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
+           efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
+           fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True) -> SearchResult:
+    """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
+    ranked by tokens/s (fastest first; ties: less memory, then search order).
+
+    Parameters: ``model`` a preset name or ModelConfig; ``global_batch`` sequences per step; ``seq_len`` tokens per
+    sequence; ``precision``/``optimizer`` recipes of :mod:`distlearn.memory`; ``efficiency`` share of peak FLOP/s
+    the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``top`` (≥ 1) keeps the
+    best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
+    would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
+    whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
+
+    Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes,
+    non-positive sizes or a ``top`` below 1.
+    """
+    if top is not None:
+        top = check_int("top", top, minimum=1)
+    model, cluster = resolve(model, gpu, num_gpus, cluster)
+    st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
+                      fragmentation)
+    fits, count = [], 0
+    best = _Best(top) if top is not None else None
+    # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
+    too_slow = None if best is None else (lambda p: best.beats(st.B * st.s / step_seconds_lower_bound(st, p)))
+    for group in candidate_groups(model, cluster, global_batch):
+        count += group.size
+        for p, mem in _fitting_plans(st, group, too_slow):
+            fits.append(estimate(st, p, mem))
+            if best is not None:
+                best.add(fits[-1].tokens_per_s)
+    fits.sort(key=lambda e: (-e.tokens_per_s, e.memory["total"]))
+    if top is not None:
+        fits = fits[:top]
+    result = SearchResult(fits, count)
+    if count == 0:
+        result.message = no_layout_message(model, cluster, global_batch)
+    elif not fits:
+        result.message = bi(f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
+                            f"{cluster.gpu.name}", f"没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
+                            f"{cluster.world_size} 块 {cluster.gpu.name}", sep="\n")
+        if suggest:
+            result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
+                                            precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
+                                            fragmentation=fragmentation)
+    return result
+
+
+def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -> str:
+    """Why no plan can be formed at all (in the reader's language): every layout's data-parallel degree dp = GPUs / (tp·pp) is
+    larger than the global batch, or none of them divides it (each replica must get the same whole number of
+    sequences). Names the possible dp values and the smallest global batch that would work."""
+    n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
+    tps = [tp for tp in _divisors(node) if model.num_heads % tp == 0 and model.kv_heads % tp == 0 and n % tp == 0]
+    dps = sorted({n // (tp * pp) for tp in tps for pp in _divisors(n // tp) if pp <= l})
+    shown = ", ".join(str(d) for d in dps[:5]) + (", …" if len(dps) > 5 else "")
+    head_en = (f"no plan can be formed for {n} GPUs: the data-parallel degree dp = GPUs / (tp × pp), with tp ≤ "
+               f"{max(tps)} inside a node and pp ≤ {l} layers, is at least {dps[0]}")
+    head_zh = (f"{n} 块 GPU 无法组成任何方案：数据并行度 dp = GPU 数 / (tp × pp)（tp 在节点内、至多 {max(tps)}，"
+               f"pp 至多为层数 {l}）至少是 {dps[0]}")
+    if global_batch < dps[0]:
+        return bi(f"{head_en}, more than the global batch of {global_batch} sequences: every data-parallel replica "
+                  f"needs at least one sequence. Use fewer GPUs or a global batch of at least {dps[0]}.",
+                  f"{head_zh}，比全局批量的 {global_batch} 条序列还多：每个数据并行副本至少要分到一条序列。"
+                  f"请减少 GPU 数，或把全局批量增大到至少 {dps[0]}。", sep="\n")
+    better = min(-(-global_batch // d) * d for d in dps)
+    return bi(f"{head_en}, and none of the possible dp ({shown}) divides the global batch of {global_batch} sequences: "
+              f"every data-parallel replica must get the same whole number of sequences. Use a global batch that a "
+              f"possible dp divides (e.g. {better}) or another number of GPUs.",
+              f"{head_zh}，而可能的 dp（{shown}）都不能整除全局批量的 {global_batch} 条序列：每个数据并行副本必须分到"
+              f"相同的整数条序列。请改用能被某个 dp 整除的全局批量（例如 {better}），或换一个 GPU 数。", sep="\n")
+
+
+def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
+                  optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES,
+                  fragmentation: float = FRAGMENTATION) -> bool:
+    """Whether some valid plan fits in memory — the same answer as ``bool(search(...).plans)``, found by looking
+    at each group's memory-minimal plans only (module docstring)."""
+    st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
+                      reserve_bytes, fragmentation)
+    for group in candidate_groups(model, cluster, global_batch):
+        for z in group.zero_stages:
+            for r in RECOMPUTE:
+                mem = plan_memory(st, group.smallest(z, r))["total"]
+                if mem <= st.capacity:
+                    return True
+                if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
+                    if next(_fitting_plans(st, group), None) is not None:
+                        return True
+    return False
+
+
+def _longest_fitting(lengths: list[int], fits) -> int | None:
+    """The first (longest) of ``lengths`` (descending) for which ``fits`` holds, given that ``fits`` holds for every
+    length after the first one that fits (memory grows with the sequence length); bisection."""
+    if not lengths or not fits(lengths[-1]):
+        return None
+    lo, hi = -1, len(lengths) - 1  # lengths[lo] does not fit (lo = -1: none known), lengths[hi] fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(lengths[mid]):
+            hi = mid
+        else:
+            lo = mid
+    return lengths[hi]
+
+
+def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
+                optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
+                max_factor: int = 64) -> dict:
+    """The smallest single change that makes some plan fit, for each kind of change:
+
+    ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
+    ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
+    seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
+    """
+    model = get_preset(model) if isinstance(model, str) else model
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation)
+    out = {"num_gpus": None, "seq_len": None, "gpu": None}
+    node = cluster.gpus_per_node
+    full = GPUS.get(cluster.gpu.name)
+    node_size = full.gpus_per_node if full is not None else node
+    if cluster.num_nodes == 1 and node < node_size:  # part of a node: try 2×, 4×, … GPUs up to a whole node
+        k = node * 2
+        while k <= node_size and out["num_gpus"] is None:
+            if any_plan_fits(model, make_cluster(cluster.gpu.with_(gpus_per_node=node_size), k), *args):
+                out["num_gpus"] = k
+            k *= 2
+        grow = Cluster(cluster.gpu.with_(gpus_per_node=node_size), 1)
+        node = node_size
+    else:
+        grow = cluster
+    # lo: known not to fit; double the nodes, then bisect (whether some plan fits grows with the GPU count)
+    lo, hi = grow.num_nodes, None
+    nodes = grow.num_nodes * 2
+    while out["num_gpus"] is None and nodes <= grow.num_nodes * max_factor:
+        if any_plan_fits(model, Cluster(grow.gpu, nodes), *args):
+            hi = nodes
+            break
+        lo, nodes = nodes, nodes * 2
+    while hi is not None and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if any_plan_fits(model, Cluster(grow.gpu, mid), *args):
+            hi = mid
+        else:
+            lo = mid
+    if hi is not None:
+        out["num_gpus"] = hi * node
+    lengths, s = [], seq_len // 2
+    while s >= 1:
+        lengths.append(s)
+        s //= 2
+    out["seq_len"] = _longest_fitting(lengths, lambda s: any_plan_fits(model, cluster, global_batch, s, *args[2:]))
+    for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes):
+        if g.memory_bytes > cluster.gpu.memory_bytes:
+            c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
+            if any_plan_fits(model, c, *args):
+                out["gpu"] = g.name
+                break
+    en, zh = [], []
+    if out["num_gpus"]:
+        en.append(f"use {out['num_gpus']} GPUs")
+        zh.append(f"使用 {out['num_gpus']} 块 GPU")
+    if out["seq_len"]:
+        en.append(f"shorten seq_len to {out['seq_len']}")
+        zh.append(f"把序列长度缩短到 {out['seq_len']}")
+    if out["gpu"]:
+        en.append(f"use {out['gpu']} GPUs")
+        zh.append(f"改用 {out['gpu']}")
+    out["message"] = bi(("Smallest changes that fit: " + "; or ".join(en) + ".") if en else
+                        "No single change tried (more GPUs, shorter sequences, a larger GPU) fits.",
+                        ("能放下的最小改动：" + "；或".join(zh) + "。") if zh else
+                        "尝试的单项改动（更多 GPU、更短序列、更大显存）都放不下。", sep="\n")
+    return out

@@ -1,0 +1,348 @@
+"""Context parallelism (chapter 10): the simulation against independent sources — full attention, PyTorch autograd
+through scaled_dot_product_attention, PyTorch's own _SDPAMerger and _HeadTailLoadBalancer, brute-force counting,
+the papers' closed forms — and the explorer, checkers, GPU-script guard and chapter prose."""
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+from hypothesis import given, settings, strategies as st
+
+from distlearn import context_parallel as C
+from distlearn.activations import layer_activation_table, layer_shape
+from distlearn.course import ROOT
+from distlearn.hardware import GPUS
+from distlearn.models import PRESETS
+from distlearn.validate import DistlearnValueError
+
+TOL = 1e-12   # float64: the ring and the unsharded attention differ by rounding only (~1e-15 here)
+
+
+def _qkv(seed, b, a, kv, s, d):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((b, a, s, d)), rng.standard_normal((b, kv, s, d)), rng.standard_normal((b, kv, s, d))
+
+
+def _divides(s, cp, layout):
+    return s % (2 * cp if layout == "zigzag" else cp) == 0
+
+
+# ---------------------------------------------------------------- online softmax
+def test_merge_equals_pytorch_sdpa_merger():
+    from torch.distributed.tensor.experimental._context_parallel._attention import _SDPAMerger
+
+    q, k, v = _qkv(1, 2, 3, 3, 10, 4)
+    parts = [C.block_attention(q[:, :, :6], k[:, :, i:j], v[:, :, i:j]) for i, j in ((0, 3), (3, 7), (7, 10))]
+    merger = _SDPAMerger(convert_to_f32=False, seq_dim=2)
+    out, lse = parts[0].out, parts[0].lse
+    for p in parts:
+        merger.step(torch.tensor(p.out), torch.tensor(p.lse), False)
+    for p in parts[1:]:
+        out, lse = C.merge_blocks(out, lse, p.out, p.lse)
+    t_out, t_lse = merger.results()
+    np.testing.assert_allclose(out, t_out.numpy(), atol=TOL)
+    np.testing.assert_allclose(lse, t_lse.numpy(), atol=TOL)
+    full = C.full_attention(q[:, :, :6], k, v)      # 6 queries, all 10 keys
+    assert np.abs(out - full.out).max() < TOL and np.abs(lse - full.lse).max() < TOL
+
+
+def test_merge_handles_empty_blocks_and_huge_scores():
+    out, lse = C.merge_blocks(np.ones((2, 3)), np.array([-np.inf, 2.0]), np.full((2, 3), 5.0), np.array([1.0, -np.inf]))
+    np.testing.assert_array_equal(out, [[5.0] * 3, [1.0] * 3])
+    np.testing.assert_array_equal(lse, [1.0, 2.0])
+    out, lse = C.merge_blocks(np.zeros((1, 1)), np.array([1000.0]), np.ones((1, 1)), np.array([1000.0]))
+    assert np.isfinite(out).all() and out[0, 0] == pytest.approx(0.5) and lse[0] == pytest.approx(1000 + np.log(2))
+    both_empty = C.merge_blocks(np.zeros((1, 2)), np.array([-np.inf]), np.zeros((1, 2)), np.array([-np.inf]))
+    assert np.array_equal(both_empty[0], np.zeros((1, 2))) and both_empty[1][0] == -np.inf
+
+
+def test_averaging_merge_is_caught():
+    q, k, v = _qkv(2, 1, 2, 2, 16, 4)
+    broken = C.ring_attention_forward(q, k, v, 4, causal=True, layout="zigzag", merge=C.averaging_merge)
+    assert np.abs(broken.out - C.full_attention(q, k, v, causal=True).out).max() > 1e-2
+
+
+def test_block_attention_fully_masked_rows():
+    q, k, v = _qkv(3, 1, 1, 1, 3, 2)
+    mask = np.array([[False, False, False], [True, False, False], [True, True, True]])
+    p = C.block_attention(q, k, v, mask=mask)
+    assert p.lse[0, 0, 0] == -np.inf and np.array_equal(p.out[0, 0, 0], [0.0, 0.0])
+    assert np.allclose(p.out[0, 0, 1], v[0, 0, 0])
+
+
+# ---------------------------------------------------------------- ring attention forward / backward
+@settings(max_examples=60, deadline=None)
+@given(cp=st.integers(1, 6), layout=st.sampled_from(C.LAYOUTS), causal=st.booleans(), groups=st.sampled_from([1, 2]),
+       chunks=st.integers(1, 3), seed=st.integers(0, 1000))
+def test_ring_forward_equals_full_attention(cp, layout, causal, groups, chunks, seed):
+    s = chunks * (2 * cp if layout == "zigzag" else cp)
+    q, k, v = _qkv(seed, 1, 2 * groups, 2, s, 4)
+    f = C.ring_attention_forward(q, k, v, cp, causal=causal, layout=layout)
+    ref = C.full_attention(q, k, v, causal=causal)
+    assert np.abs(f.out - ref.out).max() < TOL and np.abs(f.lse - ref.lse).max() < TOL
+    assert f.work.sum() == (s * (s + 1) // 2 if causal else s * s)
+    assert np.array_equal(f.source[:, 0], np.arange(cp))
+    block = 2 * (s // cp) * 2 * 4 * 8                       # K and V of the block, float64
+    assert list(f.bytes_sent) == [(cp - 1) * block] * cp
+
+
+@pytest.mark.parametrize("cp,layout", [(1, "contiguous"), (2, "zigzag"), (3, "striped"), (4, "zigzag"),
+                                       (5, "contiguous"), (8, "striped")])
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("kv", [4, 1])
+def test_ring_backward_equals_pytorch_autograd(cp, layout, causal, kv):
+    s = 2 * cp * 2 if layout == "zigzag" else cp * 3
+    q, k, v = _qkv(7, 2, 4, kv, s, 8)
+    dout = np.random.default_rng(8).standard_normal(q.shape)
+    tq, tk, tv = (torch.tensor(x, requires_grad=True) for x in (q, k, v))
+    F.scaled_dot_product_attention(tq, tk, tv, is_causal=causal, enable_gqa=True).backward(torch.tensor(dout))
+    g = C.ring_attention_backward(q, k, v, dout, cp, causal=causal, layout=layout)
+    for got, want in ((g.dq, tq.grad), (g.dk, tk.grad), (g.dv, tv.grad)):
+        assert np.abs(got - want.numpy()).max() < TOL
+    block = 2 * (s // cp) * 2 * kv * 8 * 8
+    assert list(g.kv_bytes) == [(cp - 1) * block] * cp
+    assert list(g.grad_bytes) == [(cp if cp > 1 else 0) * block] * cp
+
+
+def test_ring_matches_comm_formula_both_passes():
+    q, k, v = _qkv(4, 2, 4, 2, 24, 8)
+    for cp in (2, 3, 4, 6):
+        kw = dict(seq_len=24, num_heads=4, num_kv_heads=2, head_dim=8, cp=cp, micro_batch_size=2, dtype_bytes=8,
+                  grad_bytes=8)
+        f = C.ring_attention_forward(q, k, v, cp, layout="contiguous")
+        g = C.ring_attention_backward(q, k, v, q, cp, forward=f)
+        assert f.bytes_sent[0] == C.cp_comm_bytes("ring", **kw).bytes_per_rank
+        assert g.bytes_sent[0] == C.cp_comm_bytes("ring", **kw, pass_="backward").bytes_per_rank
+
+
+def test_bad_shapes_and_layouts_are_refused_in_both_languages():
+    q, k, v = _qkv(5, 1, 3, 2, 8, 4)
+    with pytest.raises(DistlearnValueError, match="kv dividing"):
+        C.ring_attention_forward(q, k, v, 2)
+    q, k, v = _qkv(5, 1, 2, 2, 10, 4)
+    with pytest.raises(DistlearnValueError, match="2·cp") as e:
+        C.ring_attention_forward(q, k, v, 3, layout="zigzag")
+    assert "整除" in str(e.value)
+
+
+# ---------------------------------------------------------------- layouts and work
+@pytest.mark.parametrize("s,cp", [(16, 2), (24, 3), (64, 4), (131072, 16), (96, 8)])
+def test_zigzag_equals_pytorch_head_tail_load_balancer(s, cp):
+    from torch.distributed.tensor.experimental._context_parallel._load_balancer import _HeadTailLoadBalancer
+
+    order = _HeadTailLoadBalancer(s, cp, "cpu")._generate_indices()[0].numpy()
+    assert np.array_equal(np.concatenate(C.layout_positions(s, cp, "zigzag")), order)
+
+
+@pytest.mark.parametrize("layout", C.LAYOUTS)
+def test_layouts_partition_the_sequence(layout):
+    pos = C.layout_positions(48, 4, layout)
+    assert sorted(np.concatenate(pos).tolist()) == list(range(48)) and all(len(p) == 12 for p in pos)
+
+
+@pytest.mark.parametrize("layout", C.LAYOUTS)
+@pytest.mark.parametrize("cp", [1, 2, 3, 4, 6, 8])
+def test_work_matrix_closed_form_equals_counting(layout, cp):
+    s = 48
+    if not _divides(s, cp, layout):
+        pytest.skip("layout does not divide")
+    pos, w = C.layout_positions(s, cp, layout), C.work_matrix(s, cp, layout)
+    counted = np.array([[C.causal_mask(pos[r], pos[(r - t) % cp]).sum() for t in range(cp)] for r in range(cp)])
+    assert np.array_equal(w, counted) and w.sum() == s * (s + 1) // 2
+    assert np.array_equal(C.work_matrix(s, cp, layout, causal=False), np.full((cp, cp), (s // cp) ** 2))
+
+
+@pytest.mark.parametrize("cp", [2, 4, 8, 16, 32])
+def test_contiguous_last_rank_does_2cp_minus_1_over_cp_and_zigzag_is_exact(cp):
+    s = 1 << 17
+    cont, zig = (C.work_matrix(s, cp, lay).sum(axis=1) for lay in ("contiguous", "zigzag"))
+    c = s // cp
+    assert cont[-1] == c * (c + 1) // 2 + (cp - 1) * c * c                       # closed form, last rank
+    assert cont[-1] / cont.mean() == pytest.approx((2 * cp - 1) / cp, rel=1e-4)   # → 2 as cp grows
+    h = s // (2 * cp)
+    assert (zig == (2 * cp - 1) * h * h + h * (h + 1)).all()                      # every rank the same
+    stripe = C.work_matrix(s, cp, "striped").sum(axis=1)
+    assert stripe.max() / stripe.mean() < 1 + cp / s * 2                          # within one diagonal
+
+
+# ---------------------------------------------------------------- Ulysses
+@pytest.mark.parametrize("cp,kv", [(1, 2), (2, 2), (4, 2), (8, 2), (2, 8), (4, 4), (8, 8), (8, 1)])
+@pytest.mark.parametrize("causal", [False, True])
+def test_ulysses_equals_full_attention_and_its_bytes(cp, kv, causal):
+    q, k, v = _qkv(9, 2, 8, kv, 16, 4)
+    u, ref = C.ulysses_attention(q, k, v, cp, causal=causal), C.full_attention(q, k, v, causal=causal)
+    assert np.abs(u.out - ref.out).max() < TOL and np.abs(u.lse - ref.lse).max() < TOL
+    formula = C.cp_comm_bytes("all-to-all", seq_len=16, num_heads=8, num_kv_heads=kv, head_dim=4, cp=cp,
+                              micro_batch_size=2, dtype_bytes=8).bytes_per_rank
+    assert list(u.bytes_sent) == [formula] * cp
+    assert u.heads.kv_replication == max(1, cp // kv)
+
+
+def test_ulysses_head_limits_follow_deepspeed():
+    with pytest.raises(DistlearnValueError, match="cp ≤ 8"):
+        C.ulysses_heads(32, 8, 16, tp=4)
+    with pytest.raises(DistlearnValueError, match="K/V heads"):
+        C.ulysses_heads(12, 6, 4)                               # 6 % 4 and 4 % 6 both non-zero
+    assert C.ulysses_heads(32, 8, 32) == C.UlyssesHeads(1, 1, 4)
+    assert C.max_ulysses_cp(32, 8) == 32 and C.max_ulysses_cp(32, 8, tp=8) == 4
+    assert C.max_ulysses_cp(128, 8, tp=8) == 16 and C.ulysses_heads(128, 8, 16, 8).kv_replication == 16
+
+
+def test_ulysses_volume_is_the_papers_4Nh_over_P_for_mha():
+    s, a, d = 131072, 32, 128
+    for cp in (2, 4, 8, 16, 32):
+        got = C.cp_comm_bytes("all-to-all", seq_len=s, num_heads=a, num_kv_heads=a, head_dim=d, cp=cp).bytes_per_rank
+        assert got == pytest.approx(4 * s * a * d * 2 / cp * (cp - 1) / cp)       # Jacobs et al. §3.2, ×(P−1)/P
+        ring = C.cp_comm_bytes("ring", seq_len=s, num_heads=a, num_kv_heads=a, head_dim=d, cp=cp).bytes_per_rank
+        assert ring == (cp - 1) / cp * 2 * s * a * d * 2
+        ag = C.cp_comm_bytes("all-gather", seq_len=s, num_heads=a, num_kv_heads=8, head_dim=d, cp=cp)
+        assert ag.bytes_per_rank == C.cp_comm_bytes("ring", seq_len=s, num_heads=a, num_kv_heads=8, head_dim=d,
+                                                    cp=cp).bytes_per_rank and not ag.overlapped
+
+
+# ---------------------------------------------------------------- time
+def test_ring_timeline_by_hand():
+    tl = C.ring_timeline(np.array([[1.0, 0.0], [1.0, 1.0]]), 0.5)      # contiguous causal, cp = 2
+    assert tl.makespan == 2.0 and tl.compute_only == 2.0 and tl.exposed_comm == 0.0 and tl.imbalance == 0.5
+    tl = C.ring_timeline(np.ones((2, 2)), 3.0)                          # the block arrives at 3, compute ends at 4
+    assert tl.makespan == 4.0 and tl.exposed_comm == 2.0
+    bwd = C.ring_timeline(np.ones((2, 2)), 0.0, grad_comm_s=0.5)        # the last dK/dV hop home is exposed
+    assert bwd.makespan == pytest.approx(2.5) and bwd.exposed_comm == pytest.approx(0.5)
+    with pytest.raises(DistlearnValueError):
+        C.ring_timeline(np.ones((2, 3)), 1.0)
+
+
+def test_overlap_condition_is_liu_et_al():
+    a100 = GPUS["a100-80gb"]
+    mha = C.ring_overlap(tokens_per_rank=1024, num_heads=32, num_kv_heads=32, head_dim=128, flops=a100.peak_flops,
+                         bandwidth=a100.nvlink_bw)
+    assert mha["min_tokens"] == pytest.approx(1040)          # Table 2: A100 NVLink, minimal block size 1.0e3
+    assert not mha["hidden"]
+    gqa = C.ring_overlap(tokens_per_rank=1024, num_heads=32, num_kv_heads=8, head_dim=128, flops=a100.peak_flops,
+                         bandwidth=a100.nvlink_bw, work_fraction=0.5)
+    assert gqa["min_tokens"] == pytest.approx(520) and gqa["hidden"]
+    assert gqa["compute_s"] == pytest.approx(4 * 1024 ** 2 * 128 * 32 * 0.5 / a100.peak_flops)
+
+
+def test_attention_cost_compute_halves_with_zigzag_and_ulysses_is_balanced():
+    kw = dict(seq_len=131072, num_heads=32, num_kv_heads=8, head_dim=128, cp=8, flops=989e12, bandwidth=50e9)
+    cont, zig = (C.attention_cost("ring", layout=lay, **kw) for lay in ("contiguous", "zigzag"))
+    assert cont.compute_s / zig.compute_s == pytest.approx(1.875, rel=1e-3)
+    uly = C.attention_cost("all-to-all", **kw)
+    assert uly.compute_s == pytest.approx(zig.compute_s, rel=1e-3) and uly.exposed_s == uly.comm_s
+    total_flops = C.attention_flops(131072 * 131073 // 2, num_heads=32, head_dim=128)
+    assert uly.compute_s == pytest.approx(total_flops / 8 / 989e12)
+    bwd = C.attention_cost("ring", layout="zigzag", pass_="backward", **kw)
+    assert bwd.compute_s == pytest.approx(2.5 * zig.compute_s)
+
+
+# ---------------------------------------------------------------- memory
+def test_cp_divides_every_term_of_the_flash_table():
+    cfg = PRESETS["llama3-8b"]
+    full = {t.name: t.nbytes for t in layer_activation_table(seq_len=131072, micro_batch_size=1, **layer_shape(cfg),
+                                                             attention="flash")}
+    for cp in (2, 4, 16):
+        part = {t.name: t.nbytes for t in C.cp_layer_activation_table(cfg, seq_len=131072, cp=cp)}
+        assert part.keys() == full.keys() and all(part[n] * cp == full[n] for n in full)
+    with pytest.raises(DistlearnValueError, match="flash"):
+        C.cp_layer_activation_table(cfg, seq_len=8192, cp=2, attention="materialised")
+
+
+def test_llama3_table4_row_multiplies_out():
+    r = C.LLAMA3_405B_LONG_CONTEXT
+    assert r["tp"] * r["cp"] * r["pp"] * r["dp"] == r["gpus"] == 16384
+    assert r["dp"] * r["batch_size_per_dp"] * r["seq_len"] == 16 * 2 ** 20        # "16M" tokens per batch
+    big = PRESETS["llama3.1-405b"]
+    m = C.cp_model_activation_bytes(big, seq_len=r["seq_len"], cp=r["cp"], micro_batch_size=1, tp=8,
+                                    sequence_parallel=True, pp=16, stage=0, num_microbatches=16)
+    assert m.layers_on_stage == 8 and m.inflight == 16
+    assert m.total == pytest.approx(C.cp_model_activation_bytes(big, seq_len=r["seq_len"], cp=1, micro_batch_size=1,
+                                                                tp=8, sequence_parallel=True, pp=16, stage=0,
+                                                                num_microbatches=16).total / 16)
+
+
+def test_ulysses_extra_bytes_terms():
+    e = C.ulysses_extra_bytes(seq_len=256, num_heads=4, num_kv_heads=2, head_dim=16, cp=4)
+    assert e == {"output_copy": 64 * 64 * 2, "kv_replication": 2 * 64 * 16 * 2 * 2, "total": 16384}
+    assert C.ulysses_extra_bytes(seq_len=256, num_heads=4, num_kv_heads=2, head_dim=16, cp=2)["kv_replication"] == 0
+
+
+def test_buffers():
+    kw = dict(seq_len=1024, num_heads=8, num_kv_heads=2, head_dim=16, cp=4)
+    assert C.attention_buffer_bytes("ring", **kw) == 2 * 2 * 256 * 2 * 16 * 2
+    assert C.attention_buffer_bytes("all-gather", **kw) == 2 * 1024 * 2 * 16 * 2
+    assert C.attention_buffer_bytes("ring", **{**kw, "cp": 1}) == 0
+
+
+# ---------------------------------------------------------------- lab helpers that need no processes
+def test_lab_positions_equal_simulation_positions():
+    from distlearn.labs.context_parallel import layout_positions as lab_positions
+
+    for layout in C.LAYOUTS:
+        for cp in (1, 2, 4):
+            got = lab_positions(32, cp, layout).numpy()
+            assert all(np.array_equal(g, p) for g, p in zip(got, C.layout_positions(32, cp, layout)))
+
+
+def test_lab_config_prices_like_a_model():
+    from distlearn.labs.context_parallel import lab_config
+
+    cfg = lab_config()
+    assert C.cp_layer_activation_bytes(cfg, seq_len=256) == 561152    # + 2 048 B of 1/rms = 563 200 measured
+
+
+# ---------------------------------------------------------------- the GPU script's guard
+def test_gpu_check_imports_and_explains_itself_without_cuda():
+    import distlearn.labs.context_parallel_gpu_check as g
+
+    if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
+        pytest.skip("GPUs present: the guard does not apply")
+    assert "2 GPUs" in g.gpu_problem() and "2 块 GPU" in g.gpu_problem()
+    out = subprocess.run([sys.executable, "-m", "distlearn.labs.context_parallel_gpu_check"], cwd=ROOT,
+                         capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert out.returncode == 2
+    assert "needs CUDA and at least 2 GPUs" in out.stderr and "需要 CUDA" in out.stderr
+    assert "torchrun --nproc-per-node 2 -m distlearn.labs.context_parallel_gpu_check" in out.stderr
+
+
+# ---------------------------------------------------------------- checkers
+def test_checkers_accept_the_package_and_reject_wrong_answers():
+    from distlearn import check
+    from distlearn.check import CheckFailed
+
+    check.ex10_merge_blocks(lambda oa, la, ob, lb: C.merge_blocks(oa, la, ob, lb))
+    check.ex10_zigzag_positions(lambda s, cp: C.layout_positions(s, cp, "zigzag"))
+    check.ex10_causal_work(lambda s, cp, lay: C.work_matrix(s, cp, lay).sum(axis=1))
+    check.ex10_ring_hidden(lambda *a: C.ring_overlap(tokens_per_rank=a[0], num_heads=a[1], num_kv_heads=a[2],
+                                                      head_dim=a[3], flops=a[4], bandwidth=a[5])["hidden"])
+    for fn, name in ((lambda oa, la, ob, lb: C.averaging_merge(oa, la, ob, lb), "ex10_merge_blocks"),
+                     (lambda s, cp: C.layout_positions(s, cp, "contiguous"), "ex10_zigzag_positions"),
+                     (lambda s, cp, lay: [s * (s + 1) // 2 // cp] * cp, "ex10_causal_work"),
+                     (lambda *a: True, "ex10_ring_hidden")):
+        with pytest.raises(CheckFailed):
+            getattr(check, name)(fn)
+
+
+# ---------------------------------------------------------------- the chapter's prose numbers
+def test_chapter_prose_numbers():
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    cfg = PRESETS["llama3-8b"]
+    stored = C.cp_layer_activation_bytes(cfg, seq_len=131072, attention="materialised")
+    flash = C.cp_layer_activation_bytes(cfg, seq_len=131072)
+    tpsp = C.cp_layer_activation_bytes(cfg, seq_len=131072, tp=8, sequence_parallel=True)
+    assert round(stored / 1e9, -2) == 1100 and "1,100 GB" in md
+    assert round(flash / 1e9) == 22 and "keeps 22 GB" in md
+    assert f"{tpsp / 1e9:.2f}" == "2.75" and f"{32 * tpsp / 1e9:.0f}" == "88" and "88 GB" in md
+    big, r = PRESETS["llama3.1-405b"], C.LLAMA3_405B_LONG_CONTEXT
+    kw = dict(seq_len=r["seq_len"], micro_batch_size=1, tp=8, sequence_parallel=True, pp=16, stage=0,
+              num_microbatches=16)
+    assert f"{C.cp_model_activation_bytes(big, cp=1, **kw).total / 1e12:.1f}" == "1.3" and "1.3 TB" in md
+    assert f"{C.cp_model_activation_bytes(big, cp=16, **kw).total / 1e9:.0f}" == "82" and "82 GB" in md
+    need = C.ring_overlap(tokens_per_rank=1, num_heads=32, num_kv_heads=8, head_dim=128, flops=989e12,
+                          bandwidth=50e9, work_fraction=0.5)["min_tokens"]
+    assert f"{need:,.0f}" == "9,890" and "9,890" in md
+    assert re.search(r"1\.88× for cp = 8", md) and f"{15 / 8:.2f}" == "1.88"

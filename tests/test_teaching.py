@@ -1,0 +1,111 @@
+"""What a teacher needs (issue 14, item 8): docs/teaching.md covers every chapter with its time and prerequisites,
+Colab and grading; `make lab` takes JupyterLab options for a classroom server; the course's JupyterLab settings
+(no news pop-up) are installed with the venv and on Binder; and the exercises go through a real nbgrader round:
+generate, autograde a correct, a blank and a half-done submission."""
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from distlearn import course, grading
+
+ROOT = course.ROOT
+GUIDE = ROOT / "docs" / "teaching.md"
+
+
+def test_teaching_guide_lists_every_chapter_with_time_and_prerequisites():
+    text = GUIDE.read_text(encoding="utf-8")
+    chapters = sorted(p.name[:2] for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| (\d\d) \|.*$", text, re.M)}
+    assert sorted(rows) == chapters
+    for nn, row in rows.items():
+        cells = [c.strip() for c in row.strip("|").split("|")]
+        assert re.fullmatch(r"\d+ min", cells[2]), row          # class time
+        assert cells[4] == "—" or re.fullmatch(r"[\d, –]+", cells[4]), row  # prerequisites: earlier chapters
+    for needed in ("Colab", "enable_custom_widget_manager", "nbgrader generate_assignment", "nbgrader autograde",
+                   'LAB_ARGS="--no-browser --ip=0.0.0.0"', "先修", "课堂服务器"):
+        assert needed in text, needed
+
+
+def test_make_lab_passes_lab_args_for_a_classroom_server():
+    out = subprocess.run(["make", "-n", "lab", 'LAB_ARGS=--no-browser --ip=0.0.0.0'], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout
+    line = next(x for x in out.splitlines() if "jupyter lab" in x)
+    assert line.rstrip().endswith("--no-browser --ip=0.0.0.0"), line
+
+
+def test_the_news_pop_up_is_switched_off_where_the_course_runs():
+    import json
+
+    settings = json.loads((ROOT / "jupyter-settings" / "overrides.json").read_text())
+    assert settings["@jupyterlab/apputils-extension:notification"]["fetchNews"] == "false"
+    installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings" / "overrides.json"
+    assert installed.exists() and json.loads(installed.read_text()) == settings, "run `make setup`"
+    assert "jupyter-settings/overrides.json" in (ROOT / "binder" / "postBuild").read_text()
+    make = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
+    assert "overrides.json" in (ROOT / "Makefile").read_text() and "jupyter lab" in make
+
+
+def test_nbgrader_source_marks_answers_checks_and_read_only_cells():
+    nb = grading.nbgrader_source(ROOT / "solutions" / "14_planning.ipynb")
+    meta = [c.metadata["nbgrader"] for c in nb.cells]
+    answers = [c for c in nb.cells if c.metadata["nbgrader"]["solution"]]
+    checks = [c for c in nb.cells if c.metadata["nbgrader"]["grade"]]
+    assert answers and all(course.BEGIN in c.source for c in answers)
+    assert len(checks) == len(re.findall(r"check\.ex14_", "".join(c.source for c in nb.cells if c.cell_type == "code")))
+    assert all(m["points"] == 1 and m["locked"] for m in (c.metadata["nbgrader"] for c in checks))
+    assert all(m["locked"] for m in meta if not m["solution"])
+    assert len({m["grade_id"] for m in meta}) == len(meta)
+    assert not any("solution-only" in c.metadata.get("tags", []) for c in nb.cells)  # written answers left out
+
+
+def test_written_answers_are_not_in_the_exercises():
+    """Issue 14 item 4: the markdown after exercise 14-3 gave its answers away."""
+    ex = nbformat.read(ROOT / "exercises" / "14_planning.ipynb", as_version=4)
+    text = "".join(c.source for c in ex.cells)
+    assert "Your answer:" in text and "0.63 s" not in text and "communication-bound. Inside" not in text
+    sol = nbformat.read(ROOT / "solutions" / "14_planning.ipynb", as_version=4)
+    assert "0.63 s" in "".join(c.source for c in sol.cells)
+
+
+@pytest.mark.slow
+def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
+    """A whole nbgrader round on chapter 07: a correct submission scores 3/3, a blank one 0/3, one with a wrong
+    answer 2/3."""
+    pytest.importorskip("nbgrader", reason="pip install -e '.[teach]' to run the nbgrader round")
+    from nbgrader.api import Gradebook
+
+    name = "07_overlap_prefetch"
+    grading.write_course(tmp_path, [name])
+    env = dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+    nbgrader = [sys.executable, "-m", "nbgrader"]
+    subprocess.run(nbgrader + ["generate_assignment", name, "--force"], cwd=tmp_path, env=env, check=True,
+                   capture_output=True, timeout=600)
+    release = tmp_path / "release" / name / f"{name}.ipynb"
+    released = nbformat.read(release, as_version=4)
+    assert course.PLACEHOLDER in "".join(c.source for c in released.cells)
+    assert "### BEGIN SOLUTION" not in "".join(c.source for c in released.cells)
+
+    source = nbformat.read(tmp_path / "source" / name / f"{name}.ipynb", as_version=4)
+    half = nbformat.from_dict(source)
+    for cell in half.cells:  # one wrong answer
+        if cell.source.startswith("def prefetch_time("):
+            cell.source = "def prefetch_time(num_units, compute, comm):\n    return num_units * (compute + comm)\n"
+    for student, nb in (("alice", source), ("bob", released), ("carol", half)):
+        target = tmp_path / "submitted" / student / name / f"{name}.ipynb"
+        target.parent.mkdir(parents=True)
+        nbformat.write(nb, target)
+    subprocess.run(nbgrader + ["autograde", name, "--force"], cwd=tmp_path, env=env, check=True,
+                   capture_output=True, timeout=900)
+    with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
+        scores = {s: (gb.find_submission(name, s).score, gb.find_submission(name, s).max_score)
+                  for s in ("alice", "bob", "carol")}
+    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0)}, scores
+    graded = nbformat.read(tmp_path / "autograded" / "carol" / name / f"{name}.ipynb", as_version=4)
+    feedback = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
+    assert "✗ ex07_prefetch_time" in feedback  # the student's feedback is kept for nbgrader generate_feedback
