@@ -275,3 +275,18 @@ def test_split_cli_on_a_small_course(tmp_path):
         _check_split([root / "notebooks" / "01_x.ipynb"], tmp_path / lang, lang)
     zh = nbformat.read(tmp_path / "zh" / "notebooks" / "01_x.ipynb", as_version=4)
     assert [c.source for c in zh.cells] == ["# 一\n数据并行。", course.language_cell_source("zh"), "x = 1", "更多。"]
+
+
+def test_the_chinese_readme_is_complete_and_linked():
+    """README.md links README.zh-CN.md at its top; the Chinese README lists every chapter with its notebook and
+    exercises, documents the language switch and the one-language course, and uses the glossary's forms."""
+    readme, zh = (course.ROOT / "README.md").read_text(encoding="utf-8"), \
+        (course.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert "README.zh-CN.md" in "\n".join(readme.splitlines()[:6])
+    chapters = sorted(p.name for p in (course.ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    missing = [c for c in chapters if f"notebooks/{c}" not in zh]
+    missing += [c for c in chapters[1:] if f"exercises/{c}" not in zh]
+    assert not missing, missing
+    for needed in ("set_language", "DISTLEARN_LANG", "COURSE_LANG=zh", "split", "docs/glossary.md", "docs/teaching.md"):
+        assert needed in zh, needed
+    assert course.forbidden_problems(zh) == []
