@@ -29,8 +29,8 @@ def controls() -> dict:
         "gpus_per_node": base.log2_slider(L_GPN, 8, 1, 16),
         "num_nodes": base.log2_slider(L_NODES, 1, 1, 64),
         "zero_stage": base.int_slider(L_STAGE, 3, 2, 3),
-        "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"), "optimizer"),
-                                         (bi("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
+        "offload": base.dropdown(L_OFF, [(("none", "不卸载"), "none"), (("optimizer → CPU", "优化器 → CPU"), "optimizer"),
+                                         (("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
                                  "none"),
         "zero_init": base.checkbox(L_INIT, True),
     }

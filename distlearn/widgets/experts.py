@@ -73,10 +73,10 @@ def compute(model: str = "deepseek-v3", num_experts: int = 256, k: int = 8, capa
 def controls() -> dict:
     return {
         "model": base.dropdown(L_MODEL, list(MOE_PRESETS), "deepseek-v3"),
-        "num_experts": base.dropdown(L_E, [8, 16, 32, 64, 128, 256], 256),
+        "num_experts": base.selection_slider(L_E, [8, 16, 32, 64, 128, 256], 256),
         "k": base.int_slider(L_K, 8, 1, 8),
-        "capacity_factor": base.dropdown(L_CF, [(str(L_NONE), 0.0), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5),
-                                                ("2.0", 2.0), ("4.0", 4.0)], 1.25),
+        "capacity_factor": base.selection_slider(L_CF, [(L_NONE, 0.0), ("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5),
+                                                        ("2.0", 2.0), ("4.0", 4.0)], 1.25),
         "ep": base.log2_slider(L_EP, 64, 1, 64),
         "skew": base.float_slider(L_SKEW, 0.25, 0.0, 2.0, 0.25),
         "dp": base.log2_slider(L_DP, 2048, 8, 2048),

@@ -125,7 +125,7 @@ def controls() -> dict:
             "blocks_per_unit": base.log2_slider(L_BPU, 1, 1, 16),
             "prefetch": base.int_slider(L_PREFETCH, 1, 0, 3),
             "num_microbatches": base.int_slider(L_MB, 1, 1, 16),
-            "engine": base.dropdown(L_ENGINE, [(bi(*ENGINE_LABELS[e]), e) for e in ENGINES], "zero")}
+            "engine": base.dropdown(L_ENGINE, [(ENGINE_LABELS[e], e) for e in ENGINES], "zero")}
 
 
 def explorer():
