@@ -91,7 +91,7 @@ def render(res: dict) -> None:
 
 def controls() -> dict:
     return {"ratio": base.float_slider(L_RATIO, 0.6, 0.1, 3.0, 0.1),
-            "depth": base.dropdown(L_DEPTH, [(DEPTH_LABELS[d], d) for d in DEPTH_LABELS], 1),
+            "depth": base.selection_slider(L_DEPTH, [(DEPTH_LABELS[d], d) for d in DEPTH_LABELS], 1),
             "limit": base.int_slider(L_LIMIT, 0, 0, 4),
             "units": base.int_slider(L_UNITS, 6, 1, 16),
             "reshard": base.checkbox(L_RESHARD, True)}
