@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .i18n import bi
+from .i18n import bi, get_language
 
 DEFAULT_TIMEOUT = 20.0   # seconds one hidden case may run
 SHOWN = 3                # failing cases printed in full
@@ -349,7 +349,8 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
              f"✗ {exercise}：{len(cases)} 个隐藏测试用例中有 {len(failures)} 个未通过。"))
     hints_shown = set()
     for i, case, why in failures[:SHOWN]:
-        print(f"  [{i}] {case.describe(name)}")
+        # the call is code, shown once; a Chinese reader gets a Chinese word in front of it
+        print(f"  [{i}] " + ("用例：" if get_language() == "zh" else "") + case.describe(name))
         print("      → " + bi(why.en, why.zh, sep="\n      → "))
         hint = (case.hint_en, case.hint_zh)
         if case.hint_en and hint not in hints_shown:

@@ -165,7 +165,14 @@ MAPPING_ZH = {"ZeRO-0 (DDP)": "ZeRO-0（DDP）", "NO_SHARD (deprecated)": "NO_SH
               "fully_shard(m) (reshard_after_forward=True, the default)":
                   "fully_shard(m)（默认 reshard_after_forward=True）",
               "ZeRO++ hpZ / MiCS (shard inside a node)": "ZeRO++ hpZ / MiCS（在节点内分片）",
-              "fully_shard(m, mesh=2-D DeviceMesh) (HSDP)": "fully_shard(m, mesh=二维 DeviceMesh)（HSDP）"}
+              "fully_shard(m, mesh=2-D DeviceMesh) (HSDP)": "fully_shard(m, mesh=二维 DeviceMesh)（HSDP）",
+              "fully_shard(m) (reshard_after_forward=None: True for every module but the root)":
+                  "fully_shard(m)（reshard_after_forward=None：除根模块外都取 True）",
+              "ZeRO++ hpZ (zero_hpz_partition_size = GPUs per node)":
+                  "ZeRO++ hpZ（zero_hpz_partition_size = 每个节点的 GPU 数）",
+              "fully_shard(m, reshard_after_forward=<GPUs per node>)":
+                  "fully_shard(m, reshard_after_forward=<每个节点的 GPU 数>)",
+              "MiCS (removed in DeepSpeed 0.19.8)": "MiCS（DeepSpeed 0.19.8 已移除）"}
 
 
 def mapping_rows(lang: str = "en") -> list[tuple[str, str, str, str]]:
