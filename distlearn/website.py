@@ -10,7 +10,7 @@ What a build does, for each language ``en`` and ``zh``:
 
 1. write a monolingual copy of every page's stored notebook under ``build/site-work/<lang>/src/`` with the same layout as
    the repository (``notebooks/``, ``exercises/``, ``solutions/``): prose cells of the other language are dropped
-   (:func:`distlearn.course.split`), links to pages that are not built are rewritten (:func:`relink`), and an explorer
+   (:func:`prose_in`; outputs are kept), links to pages that are not built are rewritten (:func:`relink`), and an explorer
    output with no stored static picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
 2. write that language's home page with the chapter, exercise and solution lists (:func:`index_page`);
 3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side).
@@ -47,6 +47,8 @@ ROOT = course.ROOT
 CONF_DIR = ROOT / "website"
 OUT = ROOT / "build" / "site"
 REPOSITORY = "https://github.com/distlearn/distlearn"
+# The theme's launch button (website/conf.py: binderhub_url, notebook_interface "jupyterlab") opens this, + the path.
+BINDER = "https://mybinder.org/v2/gh/distlearn/distlearn/main?urlpath=lab/tree/"
 SECTIONS = ("notebooks", "exercises", "solutions")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 _LINK = re.compile(r"(?<!!)\[(?P<text>[^\]\n]*)\]\((?P<target>[^)\s]+)\)")
@@ -151,6 +153,51 @@ def relink(markdown: str, here: str, built: set[str], solutions: bool = True) ->
     return _LINK.sub(fix, markdown)
 
 
+# A sentence that points at a solution notebook ("Answers: [solutions/05_…](…).", "Solutions: …", "Answers are in …",
+# "参考答案：…。", "参考答案在 …。"), and the welcome page's "(answers are in `solutions/`)": left out of a site built
+# without the solutions, where they would name answers the reader cannot open.
+_ANSWERS_SENTENCE = re.compile(
+    r"\s*(?:(?:Answers|Solutions)(?::|\s+are\s+in)|参考答案[：:在]?)\s*"
+    r"\[[^\]\n]*\]\((?P<target>[^)\s]+)\)\s*[.。]")
+_ANSWERS_FOLDER = re.compile(r"\s*[(（](?:answers are in|参考答案在)\s*`solutions/`\s*中?[)）]")
+
+
+def drop_answers(markdown: str, here: str) -> str:
+    """``markdown`` of page ``here`` without its sentences that point at ``solutions/`` (see ``_ANSWERS_SENTENCE``),
+    for a site built without the solution pages."""
+    folder = posixpath.dirname(here)
+
+    def fix(m: re.Match) -> str:
+        resolved = posixpath.normpath(posixpath.join(folder, m.group("target").partition("#")[0]))
+        return "" if resolved.startswith("solutions/") else m.group(0)
+
+    return _ANSWERS_FOLDER.sub("", _ANSWERS_SENTENCE.sub(fix, markdown))
+
+
+_EXERCISES_WORD = {"en": re.compile(r"\b([Ee])xercises\b"), "zh": re.compile("练习")}
+
+
+def solution_title(title: str, lang: str) -> str:
+    """The title of a solution page from its (exercise) title: "05 · Exercises: pipeline parallelism" ->
+    "05 · Solutions: pipeline parallelism", "05 · 流水线并行：练习" -> "05 · 流水线并行：参考答案"; a title without
+    the word gets ": solutions" / "：参考答案" added. The exercise page keeps the title, so that search and the
+    browser's tabs tell the two apart."""
+    if lang == "en":
+        new, n = _EXERCISES_WORD["en"].subn(lambda m: "Solutions" if m.group(1) == "E" else "solutions", title, 1)
+        return new if n else f"{title}: solutions"
+    new, n = _EXERCISES_WORD["zh"].subn("参考答案", title, 1)
+    return new if n else f"{title}：参考答案"
+
+
+def _retitle_solution(cell, lang: str) -> bool:
+    """Give the first ``# heading`` of a markdown cell its solution title; True if there was one."""
+    m = _H1.search(cell.source)
+    if not m:
+        return False
+    cell.source = cell.source[: m.start(1)] + solution_title(m.group(1), lang) + cell.source[m.end(1):]
+    return True
+
+
 def _explorer_note(lang: str) -> str:
     en = ("Interactive explorer: this page shows no picture of it. Run the notebook (the launch button above opens it "
           "on Binder) to move its controls.")
@@ -158,18 +205,60 @@ def _explorer_note(lang: str) -> str:
     return f'<div class="distlearn-explorer-static distlearn-explorer-note"><p>▶ {html.escape(en if lang == "en" else zh)}</p></div>'
 
 
+# The note that distlearn.widgets.base.Explorer.static_html writes above its picture ("▶ Static picture of the
+# explorer's first view. Run this cell (and the cells above it) …"): right in Jupyter, not on a web page.
+_RUN_NOTE = re.compile(r"<p[^>]*>▶[^<]*</p>")
+
+
+def site_explorer_note(lang: str, page_path: str) -> str:
+    """The caption of an explorer's static picture on the ``lang`` site, for the notebook ``page_path`` (e.g.
+    ``"notebooks/05_pipeline_parallel.ipynb"``): the picture is the explorer at its default settings, live when the
+    notebook runs, with links to run it on Binder and to the notebook in the repository."""
+    binder = html.escape(BINDER + page_path, quote=True)
+    repo = html.escape(f"{REPOSITORY}/blob/main/{page_path}", quote=True)
+    if lang == "en":
+        text = (f'Static picture: the explorer at its default settings. It is live (its controls move) when the '
+                f'notebook runs: <a href="{binder}">run it on Binder</a>, or open '
+                f'<a href="{repo}">the notebook</a> in Jupyter.')
+    else:
+        text = (f'静态图：探索器在默认设置下的样子。运行笔记本后，控件即可拖动：<a href="{binder}">在 Binder 上运行</a>，'
+                f'或在 Jupyter 中打开<a href="{repo}">这个笔记本</a>。')
+    return f'<p class="distlearn-explorer-site-note" style="color:#b35900">▶ {text}</p>'
+
+
+def prose_in(nb, lang: str):
+    """A copy of the notebook with the prose cells of ``lang`` (and untagged ones) and every code cell with its
+    stored outputs. Not :func:`distlearn.course.split`: that one clears the outputs, to re-execute its copy in
+    ``lang``; the site shows the stored, checked outputs and runs nothing."""
+    out = nbformat.from_dict(nb)
+    out.cells = [c for c in out.cells if c.cell_type != "markdown" or course._lang(c) in (lang, None)]
+    return out
+
+
 def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True):
-    """The page's notebook for the ``lang`` site: :func:`distlearn.course.split`, then :func:`relink` on every
-    markdown cell, and a note in place of an explorer output stored without a static picture."""
-    out = course.split(nb, lang)
+    """The page's notebook for the ``lang`` site: :func:`prose_in`, then on every markdown cell :func:`relink` (and
+    :func:`drop_answers` without solutions), a solution title on a solution page (:func:`solution_title`), the site's
+    caption on an explorer's static picture (:func:`site_explorer_note`) and a note in place of an explorer output
+    stored without one."""
+    out = prose_in(nb, lang)
+    retitle = here.startswith("solutions/")
     for cell in out.cells:
         if cell.cell_type == "markdown":
+            if retitle and _retitle_solution(cell, lang):
+                retitle = False
+            if not solutions:
+                cell.source = drop_answers(cell.source, here)
             cell.source = relink(cell.source, here, built, solutions)
         elif cell.cell_type == "code":
+            if course.SWITCH_CALL in cell.source:  # the notebook's language switch: the site has its own toggle
+                cell.outputs = []
             for o in cell.get("outputs", []):
                 data = o.get("data", {})
                 if WIDGET_VIEW in data and "text/html" not in data:
                     data["text/html"] = _explorer_note(lang)
+                elif WIDGET_VIEW in data:
+                    data["text/html"] = _RUN_NOTE.sub(
+                        lambda _m: site_explorer_note(lang, f"{here}.ipynb"), "".join(data["text/html"]), count=1)
     return out
 
 

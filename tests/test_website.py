@@ -189,6 +189,74 @@ def test_monolingual_page_and_toggle_url():
         "../../zh/notebooks/05_pipeline_parallel.html"
 
 
+def test_solution_pages_have_their_own_title_in_each_language():
+    """Search and the browser's tabs tell a solution page from its exercise page (same notebook, same H1)."""
+    assert website.solution_title("05 · Exercises: pipeline parallelism", "en") == \
+        "05 · Solutions: pipeline parallelism"
+    assert website.solution_title("10 · Context parallelism: exercises", "en") == "10 · Context parallelism: solutions"
+    assert website.solution_title("05 · 练习：流水线并行", "zh") == "05 · 参考答案：流水线并行"
+    assert website.solution_title("10 · 上下文并行：练习", "zh") == "10 · 上下文并行：参考答案"
+    assert website.solution_title("Odd", "en") == "Odd: solutions"
+    built = {p.docname for p in website.course_pages(chapters=CHAPTERS)}
+    for stem in CHAPTERS:
+        nb = nbformat.read(bh.ROOT / "solutions" / f"{stem}.ipynb", as_version=4)
+        for lang in ("en", "zh"):
+            ex = website.title_of(website.monolingual(nb, lang, f"exercises/{stem}", built), lang)
+            sol = website.title_of(website.monolingual(nb, lang, f"solutions/{stem}", built), lang)
+            assert ex == website.title_of(nb, lang) and sol == website.solution_title(ex, lang) and sol != ex
+            assert ("Solutions" in sol) if lang == "en" else ("参考答案" in sol)
+
+
+def test_explorer_caption_on_the_site_says_defaults_and_links_binder():
+    """The stored note ("Run this cell …") is for Jupyter; the site's caption says what the picture is and where
+    it is live, in the page's language."""
+    nb = nbformat.read(bh.ROOT / "notebooks" / f"{CHAPTERS[0]}.ipynb", as_version=4)
+    stored = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+              if website.WIDGET_VIEW in o.get("data", {}) and "text/html" in o["data"]]
+    assert stored and all("Run this cell" in "".join(h) for h in stored)
+    for lang, says in (("en", "default settings"), ("zh", "默认设置")):
+        out = website.monolingual(nb, lang, PAGE, {PAGE})
+        shown = [o["data"]["text/html"] for c in out.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                 if website.WIDGET_VIEW in o.get("data", {})]
+        assert len(shown) == len(stored)
+        for h in shown:
+            assert "Run this cell" not in h and "运行本单元格" not in h and says in h, h[:400]
+            assert f'href="{website.BINDER}{PAGE}.ipynb"' in h and "<img" in h
+            other = "默认设置" if lang == "en" else "default settings"
+            assert other not in h
+
+
+def test_no_solutions_build_drops_the_answers_sentence():
+    here = "notebooks/05_pipeline_parallel"
+    md = ("Count the activations. Answers:\n[solutions/05_pipeline_parallel.ipynb](../solutions/05_pipeline_parallel.ipynb)."
+          "\n\n**Next:** [06](06_zero_fsdp.ipynb).")
+    assert website.drop_answers(md, here) == "Count the activations.\n\n**Next:** [06](06_zero_fsdp.ipynb)."
+    assert website.drop_answers("A. Solutions: [s](../solutions/x.ipynb). B", here) == "A. B"
+    assert website.drop_answers("scaler. Answers\nare in [s](../solutions/x.ipynb).", here) == "scaler."
+    assert website.drop_answers("检查单元格。参考答案：\n[s](../solutions/x.ipynb)。", here) == "检查单元格。"
+    assert website.drop_answers("更新。参考答案在 [s](../solutions/x.ipynb)。", here) == "更新。"
+    assert website.drop_answers("weights (answers are in `solutions/`):", here) == "weights:"
+    assert website.drop_answers("检查（参考答案在 `solutions/` 中）：", here) == "检查："
+    assert website.drop_answers("Answers: [ex](../exercises/x.ipynb).", here) == "Answers: [ex](../exercises/x.ipynb)."
+    pages = website.course_pages(solutions=False)
+    built = {p.docname for p in pages}
+    for p in pages:
+        nb = nbformat.read(bh.ROOT / p.path, as_version=4)
+        for lang in ("en", "zh"):
+            for with_solutions in (True, False):
+                prose = "\n".join(c.source for c in website.monolingual(nb, lang, p.docname, built, with_solutions).cells
+                                  if c.cell_type == "markdown")
+                said = re.findall(r"Answers|Solutions:|参考答案", prose)
+                if with_solutions:
+                    continue
+                assert not said and "solutions/" not in prose, (p.docname, lang, said)
+    ch05 = nbformat.read(bh.ROOT / "notebooks" / f"{CHAPTERS[0]}.ipynb", as_version=4)
+    for lang in ("en", "zh"):  # the sentence is there with solutions
+        prose = "\n".join(c.source for c in website.monolingual(ch05, lang, PAGE, built | {"solutions/" + CHAPTERS[0]})
+                          .cells if c.cell_type == "markdown")
+        assert "solutions/05_pipeline_parallel.ipynb" in prose
+
+
 def test_page_checks_fail_on_broken_pages(tmp_path):
     """Each browser check reports a page broken on purpose."""
     en, zh = source_headings(CHAPTERS[0], "en"), source_headings(CHAPTERS[0], "zh")
