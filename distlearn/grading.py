@@ -15,8 +15,8 @@ wrong), every other cell a read-only cell; a cell tagged ``solution-only`` (a wr
     nbgrader autograde 07_overlap_prefetch             # submitted/<student>/07_overlap_prefetch/*.ipynb
     nbgrader export                                    # grades.csv
 
-Needs ``pip install nbgrader`` (or ``pip install -e '.[teach]'``) only for the nbgrader commands, not to write the
-folder. tests/test_teaching.py runs the whole round on one chapter.
+Needs nbgrader, in the course's venv (``.venv/bin/pip install -e '.[teach]'``), only for the nbgrader commands, not
+to write the folder. tests/test_teaching.py runs the whole round on one chapter.
 """
 from __future__ import annotations
 
@@ -30,10 +30,15 @@ import nbformat
 from .course import BEGIN, PLACEHOLDER, ROOT, SOLUTION_ONLY
 
 CHECK_CALL = re.compile(r"^\s*check\.ex\d\d_(\w+)\(", re.M)
+# For nbgrader 0.9 (pyproject's [teach]): CourseDirectory.root must be an absolute path (a relative one draws
+# "root '.' is not absolute" on every command), so the config names its own folder; the assignments are not listed
+# (0.9 has no db_assignments: generate_assignment adds each one to the gradebook).
 CONFIG = '''# nbgrader settings for the distlearn exercises (written by python -m distlearn.grading).
+# Assignments ({assignments}) enter the gradebook with `nbgrader generate_assignment NAME`.
+import os
+
 c = get_config()  # noqa: F821
-c.CourseDirectory.root = "."
-c.CourseDirectory.db_assignments = {assignments!r}
+c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))  # this folder, as an absolute path
 c.ClearSolutions.begin_solution_delimeter = "BEGIN SOLUTION"
 c.ClearSolutions.end_solution_delimeter = "END SOLUTION"
 c.ClearSolutions.code_stub = {{"python": {stub!r}}}
@@ -86,7 +91,7 @@ def write_course(out: Path, chapters: list[str] | None = None, root: Path = ROOT
         nbformat.write(nbgrader_source(sol), target)
         names.append(sol.stem)
     (out / "nbgrader_config.py").write_text(
-        CONFIG.format(assignments=[{"name": n} for n in names], stub=PLACEHOLDER), encoding="utf-8")
+        CONFIG.format(assignments=", ".join(names) or "none", stub=PLACEHOLDER), encoding="utf-8")
     return names
 
 

@@ -32,6 +32,16 @@ def test_teaching_guide_lists_every_chapter_with_time_and_prerequisites():
         assert needed in text, needed
 
 
+def test_nbgrader_is_installed_with_the_course_venvs_pip():
+    """A plain `pip install -e '.[teach]'` may be another Python's pip and leave .venv without nbgrader."""
+    bare = re.compile(r"(?<!\.venv/bin/)\bpip install -e '\.\[teach\]'")
+    for path in (GUIDE, ROOT / "distlearn" / "grading.py", ROOT / "README.md", ROOT / "README.zh-CN.md"):
+        text = path.read_text(encoding="utf-8")
+        assert not bare.search(text), f"{path.name}: {bare.search(text).group(0)!r} without .venv/bin/"
+    assert ".venv/bin/pip install -e '.[teach]'" in GUIDE.read_text(encoding="utf-8")
+    assert bare.search("run pip install -e '.[teach]'") and not bare.search(".venv/bin/pip install -e '.[teach]'")
+
+
 def test_make_lab_passes_lab_args_for_a_classroom_server():
     out = subprocess.run(["make", "-n", "lab", 'LAB_ARGS=--no-browser --ip=0.0.0.0'], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
@@ -73,11 +83,43 @@ def test_written_answers_are_not_in_the_exercises():
     assert "0.63 s" in "".join(c.source for c in sol.cells)
 
 
+def _nbgrader_env() -> dict:
+    """nbgrader runs alembic (its gradebook migrations) from PATH: the venv's bin first."""
+    return dict(os.environ, PATH=os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]))
+
+
+NBGRADER_CONFIG_WARNINGS = re.compile(r"not recognized by|is not absolute")
+
+
+@pytest.mark.slow
+def test_the_written_nbgrader_config_draws_no_warning(tmp_path):
+    """The config python -m distlearn.grading writes is one the installed nbgrader knows: no "Config option
+    `db_assignments` not recognized by `CourseDirectory`", no "root '.' is not absolute" on every command; and the
+    course folder still works when run from elsewhere in it (the root is the config's own folder)."""
+    pytest.importorskip("nbgrader", reason=".venv/bin/pip install -e '.[teach]' to run the nbgrader round")
+    name = "07_overlap_prefetch"
+    grading.write_course(tmp_path, [name])
+    out = subprocess.run([sys.executable, "-m", "nbgrader", "db", "assignment", "list"], cwd=tmp_path,
+                         env=_nbgrader_env(), capture_output=True, text=True, timeout=300)
+    said = out.stdout + out.stderr
+    assert out.returncode == 0, said
+    assert not NBGRADER_CONFIG_WARNINGS.search(said), said
+    broken = tmp_path / "broken"  # the old config, to see the check fail
+    grading.write_course(broken, [name])
+    config = broken / "nbgrader_config.py"
+    config.write_text(config.read_text().replace("c.CourseDirectory.root = os.path.dirname(os.path.abspath(__file__))",
+                                                 'c.CourseDirectory.root = "."\n'
+                                                 'c.CourseDirectory.db_assignments = [{"name": "x"}]'))
+    old = subprocess.run([sys.executable, "-m", "nbgrader", "db", "assignment", "list"], cwd=broken,
+                         env=_nbgrader_env(), capture_output=True, text=True, timeout=300)
+    assert len(set(NBGRADER_CONFIG_WARNINGS.findall(old.stdout + old.stderr))) == 2, old.stdout + old.stderr
+
+
 @pytest.mark.slow
 def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
     """A whole nbgrader round on chapter 07: a correct submission scores 3/3, a blank one 0/3, one with a wrong
     answer 2/3."""
-    pytest.importorskip("nbgrader", reason="pip install -e '.[teach]' to run the nbgrader round")
+    pytest.importorskip("nbgrader", reason=".venv/bin/pip install -e '.[teach]' to run the nbgrader round")
     from nbgrader.api import Gradebook
 
     name = "07_overlap_prefetch"
