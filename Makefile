@@ -2,7 +2,8 @@
 #   make lab    create .venv, install, open JupyterLab on the course
 #               (a classroom server: make lab LAB_ARGS="--no-browser --ip=0.0.0.0"; see docs/teaching.md)
 #   make test   create or reuse .venv, install, run every test
-#   make site   the course as a static website, English and Chinese, in build/site/ (open build/site/index.html)
+#   make site   the course as a static website, English and Chinese, in build/site/: open build/site/index.html
+#               (search without snippets) or serve it, `python -m http.server -d build/site` (search with snippets)
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python

@@ -48,6 +48,7 @@ CONF_DIR = ROOT / "website"
 OUT = ROOT / "build" / "site"
 REPOSITORY = "https://github.com/distlearn/distlearn"
 # The theme's launch button (website/conf.py: binderhub_url, notebook_interface "jupyterlab") opens this, + the path.
+SERVE = "python -m http.server -d"  # + the site's folder: serves it on http://localhost:8000/
 BINDER = "https://mybinder.org/v2/gh/distlearn/distlearn/main?urlpath=lab/tree/"
 SECTIONS = ("notebooks", "exercises", "solutions")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
@@ -423,6 +424,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"[{lang}] {w}")
     print(f"site: {len(res.pages) + 1} pages x {len(res.languages)} languages in {res.seconds:.1f} s -> "
           f"{res.out / 'index.html'} / 网站已生成，用时 {res.seconds:.1f} 秒")
+    print(f"open it as a file, or serve it (search results with snippets): {SERVE} {res.out}, then "
+          f"http://localhost:8000/ / 可直接打开该文件；要让搜索结果带摘要，请运行 {SERVE} {res.out}，再打开 "
+          "http://localhost:8000/")
     return 1 if any(res.warnings.values()) else 0
 
 
