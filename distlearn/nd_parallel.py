@@ -7,7 +7,9 @@ and the memory of one rank in a composed plan.
 ``numpy.unravel_index(r, shape)``, and the group of dimension ``d`` that contains ``r`` holds the ranks whose
 other coordinates equal ``r``'s. This is torchtitan's order (``pp``, data parallel, ``cp``, ``tp``) and Megatron-LM's
 default (tensor parallel fastest, pipeline slowest): with 8 GPUs per node, ``tp`` ≤ 8 keeps every tensor-parallel
-group inside one node, on NVLink — TP communicates in every layer, on the critical path.
+group inside one node, on NVLink — TP communicates in every layer, on the critical path. Llama 3 keeps tp
+innermost too but puts FSDP outermost ([TP, CP, PP, DP] from the inside out, Dubey et al. 2024 §3.3.2), since FSDP
+prefetches weights and reduces gradients asynchronously and tolerates the network's latency best.
 
 **Traffic** (:func:`group_traffic`): per optimizer step, for each dimension, which collective a rank takes part in,
 how big, how often, and the bytes it sends with ring algorithms (:func:`distlearn.comm.ring_bytes_per_rank`):
@@ -44,7 +46,7 @@ from .models import ModelConfig
 from .validate import DistlearnValueError, check_choice, check_int
 
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
-           "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "stage_layers", "one_f_one_b_order",
+           "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "llama3_layout", "stage_layers", "one_f_one_b_order",
            "fsdp_all_gathers", "stage_parameters", "GroupTraffic", "group_traffic",
            "bytes_sent_per_step", "calls_by_op", "toy_plan", "layout_from_plan", "predict_rank_memory", "activation_corrections", "RankMemory"]
 
@@ -164,13 +166,32 @@ def nodes_spanned(layout: Layout | tuple, dim: str, gpus_per_node: int) -> int:
     return max(len({r // n for r in g}) for g in groups(layout, dim))
 
 
-#: Llama 3 405B's layouts, Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 4: (GPUs, TP, CP, PP, DP,
-#: sequence length); 8 GPUs per node (§3.3.1).
+#: Llama 3 405B's pre-training layouts, Dubey et al. 2024 ("The Llama 3 Herd of Models"), Table 4: GPUs, TP, CP,
+#: PP, DP, sequence length, sequences per data-parallel replica and step (``batch_size_per_dp``), TFLOPs/GPU and
+#: BF16 MFU; 8 GPUs per node (§3.3.1). Every row has 2**24 ≈ "16M" tokens per step (dp × batch × seq). The last row's
+#: DP is 8 = 16,384 / (8·16·16): arXiv v1 of the paper prints DP 4, which gives neither 16,384 GPUs nor 16M tokens
+#: (:data:`distlearn.context_parallel.LLAMA3_405B_LONG_CONTEXT`). Llama 3 itself orders the dimensions
+#: [TP, CP, PP, DP] from innermost to outermost (§3.3.2, Figure 5): FSDP outermost, not pp as torchtitan and
+#: Megatron-LM do; with tp = 8 = GPUs per node the node counts of :func:`nodes_spanned` are the same in both orders.
+#: Its pipeline is interleaved (several stages per rank) with one transformer layer removed from the first and the
+#: last stage (§3.3.2), not the plain 1F1B with equal stages this chapter models.
 LLAMA3_405B_LAYOUTS = (
-    {"gpus": 8192, "tp": 8, "cp": 1, "pp": 16, "dp": 64, "seq_len": 8192},
-    {"gpus": 16384, "tp": 8, "cp": 1, "pp": 16, "dp": 128, "seq_len": 8192},
-    {"gpus": 16384, "tp": 8, "cp": 16, "pp": 16, "dp": 8, "seq_len": 131072},
+    {"gpus": 8192, "tp": 8, "cp": 1, "pp": 16, "dp": 64, "seq_len": 8192, "batch_size_per_dp": 32,
+     "tflops_per_gpu": 430, "bf16_mfu": 0.43},
+    {"gpus": 16384, "tp": 8, "cp": 1, "pp": 16, "dp": 128, "seq_len": 8192, "batch_size_per_dp": 16,
+     "tflops_per_gpu": 400, "bf16_mfu": 0.41},
+    {"gpus": 16384, "tp": 8, "cp": 16, "pp": 16, "dp": 8, "seq_len": 131072, "batch_size_per_dp": 16,
+     "tflops_per_gpu": 380, "bf16_mfu": 0.38},
 )
+
+
+def llama3_layout(row: dict, zero_stage: int = 2) -> Layout:
+    """The :class:`Layout` of a row of :data:`LLAMA3_405B_LAYOUTS` with one sequence per micro-batch, so that
+    ``num_microbatches`` = the row's ``batch_size_per_dp`` (sequences per replica and step; Table 4 gives no
+    micro-batch size). ``zero_stage`` 2 by default: Llama 3's FSDP does "not reshard after forward computation to
+    avoid an extra all-gather communication during backward passes" (§3.3.2), i.e. ``reshard_after_forward=False``."""
+    return Layout(pp=row["pp"], dp=row["dp"], cp=row["cp"], tp=row["tp"], zero_stage=zero_stage,
+                  micro_batch_size=1, num_microbatches=row["batch_size_per_dp"])
 
 
 # ---------------------------------------------------------------------------------------------- stages

@@ -3,6 +3,7 @@ reference of the mesh order, Llama 3's Table 4 layouts, PyTorch's own parameter 
 closed forms. The real run (8 gloo ranks) is in tests/test_labs_nd_parallel.py."""
 import itertools
 
+import numpy as np
 import pytest
 import torch
 
@@ -46,6 +47,38 @@ def test_llama3_table4_layouts_put_tp_inside_a_node(row):
             assert N.nodes_spanned(lay, dim, 8) == getattr(lay, dim)
     # the same degrees with tp outermost would put each tp group on 8 nodes
     assert N.nodes_spanned((row["tp"], row["dp"], row["cp"], row["pp"]), "pp", 8) == row["tp"]   # tp in the pp slot
+
+
+@pytest.mark.parametrize("row", N.LLAMA3_405B_LAYOUTS, ids=lambda r: f"{r['gpus']}-cp{r['cp']}")
+def test_llama3_table4_rows_give_16m_tokens_and_the_papers_tflops(row):
+    """Table 4: every row trains 2**24 ("16M") tokens per step = dp × batch size/DP × sequence; MFU = TFLOPs/GPU
+    over the H100's 989 dense BF16 TFLOP/s to within a percentage point (400/989 = 40.4 % is printed 41 %: the
+    table rounds its TFLOPs). The chapter's example layout is built from
+    the row: one sequence per micro-batch, so num_microbatches = batch size/DP (32 on 8,192 GPUs, not 16)."""
+    assert row["dp"] * row["batch_size_per_dp"] * row["seq_len"] == 2 ** 24
+    assert abs(row["tflops_per_gpu"] / 989 - row["bf16_mfu"]) < 0.01
+    lay = N.llama3_layout(row)
+    assert lay.world_size == row["gpus"] and lay.global_batch * row["seq_len"] == 2 ** 24
+    assert lay.zero_stage == 2          # Llama 3 does not reshard after forward (§3.3.2)
+
+
+def test_llama3_long_context_dp_is_8_not_the_printed_4():
+    """arXiv v1 of Table 4 prints DP 4 for the 128K row; 4 gives neither the 16,384 GPUs nor the 16M tokens."""
+    from distlearn.context_parallel import LLAMA3_405B_LONG_CONTEXT as long
+    row = N.LLAMA3_405B_LAYOUTS[2]
+    assert {k: row[k] for k in ("gpus", "tp", "cp", "pp", "dp", "seq_len")} == \
+        {k: long[k] for k in ("gpus", "tp", "cp", "pp", "dp", "seq_len")}
+    assert 8 * 16 * 16 * 4 != row["gpus"] and 4 * row["batch_size_per_dp"] * row["seq_len"] != 2 ** 24
+
+
+def test_llama3_order_dp_outermost_spans_the_same_nodes():
+    """Llama 3's order [TP, CP, PP, DP] (inside out) puts dp outermost; with tp = 8 = GPUs per node every group of
+    an outer dimension still spans as many nodes as its size, as in torchtitan's (pp, dp, cp, tp)."""
+    for row in N.LLAMA3_405B_LAYOUTS:
+        llama_order = (row["dp"], row["pp"], row["cp"], row["tp"])     # slots: (pp, dp, cp, tp) of the helpers
+        assert N.nodes_spanned(llama_order, "pp", 8) == row["dp"]    # the dp group sits in the outermost slot
+        assert N.nodes_spanned(llama_order, "dp", 8) == row["pp"]
+        assert N.nodes_spanned(llama_order, "tp", 8) == 1
 
 
 @pytest.mark.parametrize("pp,tp", [(1, 1), (2, 2), (4, 1), (3, 4), (2, 4)])
@@ -122,14 +155,24 @@ def test_bad_input_raises_bilingual_errors():
 
 
 def test_the_numbers_chapter_12_quotes_for_llama3_405b():
-    """Chapter 12 §3 and exercise 3's answer: rank 0 of tp 8 × pp 16 × dp 64, bf16, 16 micro-batches of one 8K
-    sequence: pipeline about half a GB per step, FSDP over 10 GB with ZeRO-2 and over 100 GB with ZeRO-3."""
+    """Chapter 12 §3: rank 0 of tp 8 × pp 16 × dp 64, bf16, Table 4's 32 sequences per replica as 32 micro-batches
+    of one 8K sequence: the pipeline sends m·s·h/tp·2 bytes (1.07 GB); tp the most. Exercise 3's answer: the 16,384-GPU
+    row (dp 128, 16 per replica): pipeline about 0.5 GB, FSDP about 14 GB with ZeRO-2 (one all-gather and one
+    reduce-scatter of the stage's 6.9 GB shard), over 100 GB with ZeRO-3 (17 all-gathers: 16 forwards + the first
+    backward)."""
     from distlearn.models import PRESETS
 
     m = PRESETS["llama3.1-405b"]
-    sent = {z: N.bytes_sent_per_step(N.group_traffic(m, N.Layout(pp=16, dp=64, tp=8, zero_stage=z,
-                                                                  num_microbatches=16), 0, seq_len=8192,
-                                                     activation_bytes=2)) for z in (2, 3)}
-    assert 0.4e9 < sent[2]["pp"] < 0.6e9 and sent[2]["pp"] == sent[3]["pp"]
-    assert 10e9 < sent[2]["dp"] < 100e9 < sent[3]["dp"]
-    assert sent[3]["tp"] > sent[3]["dp"]      # tp sends the most, inside the node
+    h, s = m.hidden_size, 8192
+
+    def sent(row, z):
+        return N.bytes_sent_per_step(N.group_traffic(m, N.llama3_layout(row, z), 0, seq_len=s, activation_bytes=2))
+
+    small, big = N.LLAMA3_405B_LAYOUTS[:2]
+    assert N.llama3_layout(small).num_microbatches == 32
+    assert sent(small, 2)["pp"] == 32 * s * h // 8 * 2 and sent(small, 3)["tp"] > sent(small, 3)["dp"]
+    assert 0.5e9 < sent(big, 2)["pp"] == 16 * s * h // 8 * 2 < 0.6e9
+    shard = 2 * sum(int(np.prod(shape)) for _, shape in N.stage_parameter_shapes(m, 16, 0, 8))
+    assert sent(big, 2)["dp"] == pytest.approx(2 * shard * 127 / 128, rel=1e-3)
+    assert 13e9 < sent(big, 2)["dp"] < 15e9
+    assert sent(big, 3)["dp"] == pytest.approx(18 * shard * 127 / 128, rel=1e-3) and sent(big, 3)["dp"] > 100e9

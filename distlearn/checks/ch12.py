@@ -23,13 +23,11 @@ def ex12_group_ranks(fn) -> None:
                              (0, (1, 1, 1, 8), "tp"), (13, (2, 2, 2, 2), "cp"), (13, (2, 2, 2, 2), "pp"),
                              (7, (3, 2, 1, 2), "pp"), (3, (1, 4, 1, 1), "dp"), (4, (2, 3, 1, 1), "tp")]:
         cases.append(Case(args=(rank, shape, dim), expected=group_of(rank, shape, dim), compare=_same_list,
-                          hint_en="Coordinates by repeated division, innermost first: tp = r mod tp, then r //= tp; "
-                                  "cp = r mod cp, then r //= cp; dp = r mod dp; pp = r // dp. The group keeps every "
-                                  "other coordinate and runs this one from 0 to its size − 1; the rank of "
-                                  "(p, d, c, t) is ((p·dp + d)·cp + c)·tp + t.",
-                          hint_zh="用逐次整除求坐标，从最内层开始：tp = r mod tp，然后 r //= tp；cp = r mod cp，然后 "
-                                  "r //= cp；dp = r mod dp；pp = r // dp。组内其余坐标不变，这一维从 0 取到其大小 − 1；"
-                                  "坐标 (p, d, c, t) 的 rank 是 ((p·dp + d)·cp + c)·tp + t。"))
+                          hint_en="Find the rank's coordinates first, innermost (tp) first, by repeated division and "
+                                  "remainder. The group keeps every other coordinate and runs this one from 0 to its "
+                                  "size − 1; turn each coordinate vector back into a rank (row-major, tp fastest).",
+                          hint_zh="先求这个 rank 的坐标：从最内层（tp）开始，用逐次整除和取余。组内其余坐标不变，这一维从 0 "
+                                  "取到其大小 − 1；再把每组坐标换回 rank（行优先，tp 变化最快）。"))
     verify("ex12_group_ranks", fn, cases)
 
 
@@ -54,12 +52,13 @@ def ex12_tp_bytes(fn) -> None:
         layers = model.num_layers // lay.pp
         args = (layers, lay.num_microbatches, lay.micro_batch_size, seq, model.hidden_size, lay.tp, p)
         cases.append(Case(args=args, expected=_tp_layer_bytes(model, lay, rank, seq, p), rtol=1e-9,
-                          hint_en="Per layer and micro-batch: 2 all-gathers and 2 reduce-scatters in the forward, as "
-                                  "many in the backward, each of the full activation p·b·s·h. In a ring each rank "
-                                  "sends (tp − 1)/tp of it. Multiply by layers and micro-batches; tp = 1 sends nothing.",
-                          hint_zh="每层每个微批次：前向 2 次 AllGather 和 2 次 ReduceScatter，反向同样多，每次都是完整的"
-                                  "激活值 p·b·s·h。环形算法中每个 rank 发送其中的 (tp − 1)/tp。再乘以层数和微批次数；"
-                                  "tp = 1 时什么也不发送。"))
+                          hint_en="Count the tensor-parallel collectives of one layer and micro-batch with sequence "
+                                  "parallelism, forward and backward (chapter section 2), and the size of the full "
+                                  "activation each one moves; a ring all-gather or reduce-scatter of N bytes makes "
+                                  "each rank send (tp − 1)/tp · N (chapter 02). tp = 1 sends nothing.",
+                          hint_zh="数一数带序列并行时，一层、一个微批次在前向和反向中各有几次张量并行集合通信（本章第 2 节），"
+                                  "以及每次搬运的完整激活值有多大；对 N 字节做环形 AllGather 或 ReduceScatter 时，每个 rank "
+                                  "发送 (tp − 1)/tp · N（第 02 章）。tp = 1 时什么也不发送。"))
     verify("ex12_tp_bytes", fn, cases)
 
 
