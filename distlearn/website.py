@@ -17,6 +17,8 @@ What a build does, for each language ``en`` and ``zh``:
 
 Then ``build/site/index.html`` lets a reader choose a language. Every page has a toggle to the same page in the other
 language: both sites have the same page names (``notebooks/05_pipeline_parallel.html``), see :func:`other_language_url`.
+Opened as a file, search lists its results without snippets (``website/_static/distlearn-file-search.js``: a browser
+refuses the snippet fetches from ``file://``); served (``python -m http.server -d build/site``), with them.
 
 Outputs (printed text, figure labels, explorer pictures) are shown as stored, i.e. in both languages: the notebooks
 are executed once with ``DISTLEARN_LANG=both``.
