@@ -795,3 +795,27 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     causal = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
     assert full == pytest.approx(1.01, abs=0.01) and causal == pytest.approx(0.97, abs=0.01)
     assert causal / causal_over_full == pytest.approx(1.35, abs=0.01)  # causal time, non-causal count
+
+
+def test_cli_rows_are_the_searched_plans(capsys):
+    """Every number the command line prints in a row (memory, step time, tokens/s, MFU, bubble, comm) is the searched
+    plan's own, in rank order: the table cannot drift from what the tests check."""
+    args = dict(global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=64)
+    assert P.cli(["--model", "llama3-70b", "--gpus", "64", "--gpu", "h100-80gb", "--seq-len", "8192",
+                  "--global-batch", "512", "--top", "3"]) == 0
+    rows = [line.split() for line in capsys.readouterr().out.splitlines() if line.split()[:1] in (["1"], ["2"], ["3"])]
+    plans = P.search("llama3-70b", top=3, **args).plans
+    assert len(rows) == 3
+    for row, e in zip(rows, plans):
+        p = e.plan
+        assert row[1:9] == [str(p.dp), str(p.tp), str(p.pp), str(p.num_chunks), str(p.zero_stage), p.recompute,
+                            str(p.micro_batch_size), str(p.num_microbatches)]
+        used, cap = (float(x) for x in row[9].split("/"))
+        assert used == pytest.approx(e.memory["total"] / 1e9, abs=0.05) and cap == pytest.approx(e.capacity / 1e9, abs=0.5)
+        assert float(row[10]) == pytest.approx(e.time["total"], abs=0.005)
+        assert float(row[11].replace(",", "")) == pytest.approx(e.tokens_per_s, abs=0.5)
+        assert float(row[12].rstrip("%")) == pytest.approx(100 * e.mfu, abs=0.05)
+        assert float(row[13].rstrip("%")) == pytest.approx(100 * e.bubble_fraction, abs=0.05)
+        # MFU by hand: model FLOPs / (step × GPUs × 989e12)
+        flops = P.step_flops(PRESETS["llama3-70b"], 512, 8192)["model"]
+        assert e.mfu == pytest.approx(flops / (e.time["total"] * 64 * 989e12), rel=1e-12)
