@@ -821,3 +821,13 @@ def test_cli_rows_are_the_searched_plans(capsys):
         # MFU by hand: model FLOPs / (step × GPUs × 989e12)
         flops = P.step_flops(PRESETS["llama3-70b"], 512, 8192)["model"]
         assert e.mfu == pytest.approx(flops / (e.time["total"] * 64 * 989e12), rel=1e-12)
+
+
+def test_pipeline_exercise_hint_does_not_give_the_formula(capsys):
+    """Exercise 2's hint points at the bubble ratio without handing over the closed form (m + (p − 1)/v)·t."""
+    from distlearn.check import CheckFailed
+    from distlearn.checks import ch14
+    with pytest.raises(CheckFailed):
+        ch14.ex14_pipeline_step_time(lambda t, m, p, v: m * t)  # no bubble: fails on the first pipelined case
+    out = capsys.readouterr().out
+    assert "bubble_ratio" in out and "(m + (p − 1)/v)" not in out and "(p − 1)/(v·m)" not in out
