@@ -831,3 +831,19 @@ def test_pipeline_exercise_hint_does_not_give_the_formula(capsys):
         ch14.ex14_pipeline_step_time(lambda t, m, p, v: m * t)  # no bubble: fails on the first pipelined case
     out = capsys.readouterr().out
     assert "bubble_ratio" in out and "(m + (p − 1)/v)" not in out and "(p − 1)/(v·m)" not in out
+
+
+def test_llama3_memory_and_recompute_figures_of_the_prose():
+    """Chapter 14's prose: the Llama 3 layouts need 99–116 GB per GPU without recomputation (ZeRO-2, as the paper
+    shards gradients); with full recomputation they fit, their MFU then 23–30 % below the published one."""
+    from dataclasses import replace
+    totals, gaps = [], []
+    for name in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
+        run = P.PUBLISHED_RUNS[name]
+        totals.append(P.compare_published(name)["estimate"].memory["total"] / 1e9)
+        e = P.evaluate(run["model"], replace(run["plan"], recompute="full"), global_batch=run["global_batch"],
+                       seq_len=run["seq_len"], gpu="h100-80gb")
+        assert e.fits
+        gaps.append(1 - e.mfu / run["published_mfu"])
+    assert (round(min(totals)), round(max(totals))) == (99, 116)
+    assert (round(100 * min(gaps)), round(100 * max(gaps))) == (23, 30)
