@@ -772,6 +772,10 @@ def test_published_figures_of_bloom_gpt3_and_megatron_eq3():
     assert R["bloom-176b"]["published_flops"] == 150e12 and R["bloom-176b"]["plan"].world_size == 384
     g = R["megatron-gpt3-175b"]
     assert (g["published_flops"], g["num_gpus"], g["global_batch"]) == (138e12, 1024, 1536)
+    # §5.1's end-to-end estimate for this run uses X = 140 TFLOP/s (34 days for 300 B tokens): within the band too
+    predicted = P.compare_published("megatron-gpt3-175b")["predicted_flops"]
+    assert abs(predicted / 140e12 - 1) <= P.TOLERANCE
+    assert 8 * 300e9 * g["model"].num_parameters() / (1024 * 140e12) / 86400 == pytest.approx(34, abs=0.5)
     B, s, l, h, V = 1536, 2048, 96, 12288, 51200
     assert P.megatron_flops(g["model"], B, s) == pytest.approx(
         96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-12)
