@@ -760,7 +760,7 @@ def test_deepseek_published_rate_is_the_gpu_hours_figure():
     assert r["published_tokens_per_s"] == pytest.approx(rate * 2048, rel=1e-9)
     assert r["predicted_tokens_per_s"] / 2048 / rate == pytest.approx(r["ratio"], rel=1e-9)
     row = next(line for line in P.published_table().splitlines() if line.startswith("deepseek-v3"))
-    assert f"{r['published_flops'] / 1e12:.0f}*" in row
+    assert f"{r['published_flops'] / 1e12:.0f}*" in row and round(r["published_flops"] / 1e12) == 434  # the prose's
     assert all(not line.split()[3].endswith("*") for line in P.published_table().splitlines()
                if line.split()[0] in P.PUBLISHED_RUNS and line.split()[0] != "deepseek-v3")
 
