@@ -27,7 +27,8 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   count them without the causal mask (4·s²·h per layer and sequence), the way the time model charges them too.
   At 8K tokens attention is 8 % of those FLOPs, at 128K 57 %, so the CP 16 row depends on the convention: count
   and time both causal (half the scores) give 0.97, both non-causal 1.01, but a causal kernel (flash attention
-  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three). Our reading: micro-batch 1, v = 4 chunks (2 layers each), no
+  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three).
+  Our reading: micro-batch 1, v = 4 chunks (2 layers each), no
   activation recomputation (§3.3.2: pre-training at 8K "without activation checkpointing").
 
 - DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report"): 2048 H800 GPUs (§3.1), PP 16 × EP 64
