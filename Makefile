@@ -10,14 +10,18 @@ STAMP  := $(VENV)/.distlearn-installed
 # Where the CPU-only torch wheel comes from when no local copy is found (Linux; macOS wheels on PyPI are CPU-only).
 TORCH_INDEX ?= $(if $(filter Darwin,$(shell uname -s)),,https://download.pytorch.org/whl/cpu)
 PORT ?= 8888
+# The course in one language: `make lab COURSE_LANG=zh` (or en) opens a monolingual copy, executed in that language,
+# in build/course-<lang>/. Not LANG: that is the locale variable every shell already sets (en_US.UTF-8 …); make would
+# take it from the environment and export a changed value to every command it runs.
+COURSE_LANG ?=
 LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab split audit-lang test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
-	@echo "make lab [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab"
+	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
 	@echo "make test  - set up .venv and run every test"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
 	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
@@ -59,7 +63,20 @@ site: $(SITE_STAMP)
 	$(PY) -m distlearn.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
 
 lab: $(STAMP) $(LAB_OVERRIDES)
+ifeq ($(strip $(COURSE_LANG)),)
 	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
+else
+	$(PY) -m distlearn.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args '$(LAB_ARGS)'
+endif
+
+# Monolingual copies of the course, executed in that language: build/course-zh/ (COURSE_LANG=en: build/course-en/).
+split: $(STAMP)
+	$(PY) -m distlearn.course split --lang '$(or $(strip $(COURSE_LANG)),zh)'
+
+# Every printed line, plot text and widget label readable in one language (COURSE_LANG=zh or en; default both).
+audit-lang: $(STAMP)
+	$(if $(strip $(COURSE_LANG)),$(PY) -m distlearn.course audit-lang --lang '$(COURSE_LANG)' $(NAMES),\
+	  $(PY) -m distlearn.course audit-lang --lang zh $(NAMES) && $(PY) -m distlearn.course audit-lang --lang en $(NAMES))
 
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
 PYTEST_ARGS ?=

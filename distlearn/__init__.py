@@ -5,7 +5,8 @@ bytes), ``comm`` (virtual cluster and collectives), ``launch`` (real torch.distr
 (exercise checkers), ``course`` (notebook tooling), ``i18n`` (bilingual text). Widgets live in
 ``distlearn.widgets``, real-engine labs in ``distlearn.labs``.
 """
-from .i18n import get_language, set_language
+from .i18n import get_language, normalize_language, set_language
+from .language import switch as language_switch
 
 __version__ = "0.1.0"
-__all__ = ["set_language", "get_language", "__version__"]
+__all__ = ["set_language", "get_language", "normalize_language", "language_switch", "__version__"]

@@ -13,11 +13,21 @@ def commands() -> dict:
 
 
 def usage() -> str:
-    lines = ["usage: python -m distlearn <command> [options]", "用法：python -m distlearn <命令> [选项]", "",
-             "commands / 命令:"]
+    """The list of commands, in the reader's language (:func:`distlearn.set_language` / ``DISTLEARN_LANG``)."""
+    from .i18n import bi, get_language
+
+    lang = get_language()
+    lines = bi("usage: python -m distlearn <command> [options]", "用法：python -m distlearn <命令> [选项]",
+               sep="\n").splitlines() + ["", bi("commands:", "命令：")]
     for name, (_, en, zh) in commands().items():
-        lines += textwrap.wrap(en, 100, initial_indent=f"  {name:6} ", subsequent_indent=" " * 9)
-        lines += [f"{'':9}{zh}", f"{'':9}options / 选项: python -m distlearn {name} --help"]
+        first = True
+        if lang != "zh":
+            lines += textwrap.wrap(en, 100, initial_indent=f"  {name:6} ", subsequent_indent=" " * 9)
+            first = False
+        if lang != "en":
+            lines += [f"  {name:6} {zh}" if first else f"{'':9}{zh}"]
+        lines += [f"{'':9}" + bi(f"options: python -m distlearn {name} --help",
+                                 f"选项：python -m distlearn {name} --help")]
     return "\n".join(lines)
 
 
@@ -27,7 +37,9 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in table:
         print(usage())
         if argv and argv[0] not in ("-h", "--help"):
-            print(f"\nunknown command / 未知命令: {argv[0]!r}")
+            from .i18n import bi
+
+            print("\n" + bi(f"unknown command: {argv[0]!r}", f"未知命令：{argv[0]!r}"))
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
     return table[argv[0]][0](argv[1:]) or 0
 

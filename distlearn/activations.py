@@ -638,3 +638,34 @@ __all__ = ["layer_activation_terms", "layers_on_stage", "inflight_microbatches",
            "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
            "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "layer_shape",
            "default_attention", "config_layer_bytes", "ATTENTION", "term_source"]
+
+
+# Chinese glosses of the activation terms and recomputation modes, for tables: i18n.named(name, gloss).
+TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV 投影的输入", "q_k": "Q 和 K",
+           "softmax_output": "softmax 的输出", "softmax_dropout_mask": "softmax 之后的 dropout 掩码",
+           "attn_probs_and_v": "dropout 后的注意力概率和 V", "out_proj_input": "输出投影的输入",
+           "mlp_input": "MLP 的输入", "gelu_input": "GeLU 的输入", "fc2_input": "第二个全连接层的输入",
+           "dropout_masks": "注意力和 MLP 的 dropout 掩码", "total": "合计",
+           "norm_inputs": "两个归一化层的输入", "q": "Q（用于 QKᵀ）", "k": "K（用于 QKᵀ）", "v": "V（用于 ·V）",
+           "attn_dropout_mask": "注意力的 dropout 掩码", "attn_dropout_output": "dropout 后的注意力概率",
+           "down_proj_input": "down 投影的输入", "silu_input": "SiLU 的输入", "silu_output": "SiLU 的输出",
+           "softmax_lse": "softmax 的 log-sum-exp（fp32）", "up_output": "up 投影的输出"}
+RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算"}
+
+
+def term_label(name: str) -> str:
+    """An activation term (or a recomputation mode) with its Chinese gloss in the current language."""
+    from .i18n import named
+
+    gloss = TERM_ZH.get(name) or RECOMPUTE_ZH.get(name)
+    return named(name, gloss) if gloss else name
+
+
+ATTENTION_ZH = {"flash": "flash 注意力", "materialised": "存下注意力分数"}
+
+
+def attention_label(name: str) -> str:
+    """An attention kernel name (``"flash"``, ``"materialised"``) with its Chinese gloss in the current language."""
+    from .i18n import named
+
+    return named(name, ATTENTION_ZH[name]) if name in ATTENTION_ZH else name

@@ -26,7 +26,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from .i18n import bi
+from .i18n import bi, get_language
 
 DEFAULT_TIMEOUT = 20.0   # seconds one hidden case may run
 SHOWN = 3                # failing cases printed in full
@@ -338,7 +338,7 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
         except NotImplementedError:
             print(bi(f"✗ {exercise}: not solved yet — replace the `raise NotImplementedError` with your code.",
                      f"✗ {exercise}：尚未作答——请把 `raise NotImplementedError` 换成你的代码。", sep="\n  "))
-            raise CheckFailed(f"{exercise}: not implemented / 未实现") from None
+            raise CheckFailed(bi(f"{exercise}: not implemented", f"{exercise}：尚未作答")) from None
         if why is not None:
             failures.append((i, case, why))
     if not failures:
@@ -349,7 +349,8 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
              f"✗ {exercise}：{len(cases)} 个隐藏测试用例中有 {len(failures)} 个未通过。"))
     hints_shown = set()
     for i, case, why in failures[:SHOWN]:
-        print(f"  [{i}] {case.describe(name)}")
+        # the call is code, shown once; a Chinese reader gets a Chinese word in front of it
+        print(f"  [{i}] " + ("用例：" if get_language() == "zh" else "") + case.describe(name))
         print("      → " + bi(why.en, why.zh, sep="\n      → "))
         hint = (case.hint_en, case.hint_zh)
         if case.hint_en and hint not in hints_shown:
@@ -358,7 +359,7 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
     if len(failures) > SHOWN:
         print("  " + bi(f"(showing the first {SHOWN} of {len(failures)} failing cases)",
                         f"（只显示 {len(failures)} 个未通过用例中的前 {SHOWN} 个）"))
-    raise CheckFailed(f"{exercise}: {len(failures)} case(s) fail / {len(failures)} 个用例未通过")
+    raise CheckFailed(bi(f"{exercise}: {len(failures)} case(s) fail", f"{exercise}：{len(failures)} 个用例未通过"))
 
 
 _EX = re.compile(r"^ex(\d\d)_\w+$")

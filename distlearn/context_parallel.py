@@ -845,6 +845,9 @@ LLAMA3_405B_LONG_CONTEXT = {
     "source": "Dubey et al. 2024, The Llama 3 Herd of Models, Table 4, last row (arXiv 2407.21783 v3; the v1 "
               "table prints DP 4, which does not multiply to 16,384 GPUs); §3.3.2: 2 × CP chunks, rank i holds "
               "chunks i and 2 × CP − 1 − i; K and V all-gathered, not passed around a ring.",
+    "source_zh": "Dubey 等 2024，《The Llama 3 Herd of Models》，表 4 最后一行（arXiv 2407.21783 v3；v1 的表中印的是 "
+                 "DP 4，乘起来不等于 16,384 块 GPU）；§3.3.2：切成 2 × CP 块，rank i 持有第 i 块和第 2 × CP − 1 − i 块；"
+                 "K 和 V 用 AllGather 收集，而不是沿环传递。",
 }
 """Llama 3 405B's 128K-token pre-training stage (Table 4): TP 8 × CP 16 × PP 16 × DP 8 = 16,384 GPUs."""
 

@@ -9,7 +9,9 @@ Each chapter and solution is a MyST markdown source ``NN_slug.md`` paired by jup
     python -m distlearn.course build-exercises [--check]      # exercises/ from solutions/
     python -m distlearn.course parity                         # en/zh pairs, headings, glossary terms
     python -m distlearn.course execute PATH...                # run notebooks in place and store outputs
-    python -m distlearn.course split --lang zh|en [--out DIR] [--root DIR]  # monolingual copies
+    python -m distlearn.course split --lang zh|en [--out DIR] [--root DIR] [--no-execute]  # monolingual copies
+    python -m distlearn.course audit-lang --lang zh|en [NAME ...]  # can a reader of one language read every output?
+    python -m distlearn.course lab --lang zh|en [--port N]   # JupyterLab on the monolingual copy (make lab COURSE_LANG=zh)
 
 Conventions (see docs/authoring.md):
 - Prose cells are markdown cells tagged ``lang-en`` or ``lang-zh``; each English cell is followed immediately by its
@@ -25,8 +27,8 @@ Conventions (see docs/authoring.md):
 """
 from __future__ import annotations
 
-import argparse
 import functools
+import os
 import re
 import sys
 from dataclasses import dataclass
@@ -147,15 +149,18 @@ def sync(path: str | Path) -> None:
     jupytext_cli(["--sync", "--quiet", str(path)])
 
 
-def execute(path: str | Path, timeout: int = 600) -> None:
+def execute(path: str | Path, timeout: int = 600, env: dict | None = None) -> None:
     """Run a notebook top to bottom in a fresh kernel (cwd = its folder) and store its outputs in place, with the
-    fingerprint of the code that produced them (see :func:`execution_problems`)."""
+    fingerprint of the code that produced them (see :func:`execution_problems`). The kernel gets this process's
+    environment with ``DISTLEARN_LANG`` removed (stored chapters show both languages), then ``env`` on top."""
     from nbclient import NotebookClient
 
     path = Path(path).with_suffix(".ipynb")
     nb = nbformat.read(path, as_version=NB_VERSION)
+    kernel_env = {k: v for k, v in os.environ.items() if k != "DISTLEARN_LANG"}
+    kernel_env.update(env or {})
     NotebookClient(nb, timeout=timeout, kernel_name="python3",
-                   resources={"metadata": {"path": str(path.parent)}}).execute()
+                   resources={"metadata": {"path": str(path.parent)}}).execute(env=kernel_env)
     _strip_volatile(nb)
     nb.metadata.setdefault("distlearn", {})["executed_code"] = code_fingerprint(nb)
     nbformat.write(nb, path)
@@ -293,6 +298,9 @@ def parity_problems(nb, name: str = "", terms: list[Term] | None = None) -> list
         for term in glossary_problems(cell.source, partner.source, terms):
             problems.append(f"{name} cell {i + 1}: English uses glossary term {term.en!r} but the Chinese cell has "
                             f"none of {' / '.join(term.zh)} / 英文使用了术语 {term.en!r}，中文单元格中缺少对应译名")
+        for found, rule in forbidden_problems(partner.source):
+            problems.append(f"{name} cell {i + 1}: {found!r} is a form the glossary rules out; write {rule.use} "
+                            f"({rule.why}) / 术语表不允许写 {found!r}，应写 {rule.use}")
         i += 2
     return problems
 
@@ -312,6 +320,7 @@ ALSO_ACCEPT = {
     "interleaved schedule": ("交错",),
     "cool-down phase": ("收尾",),
     "shard": ("切分",),                             # the verb: 切分 is as clear as 分片
+    "token": ("词嵌入",),                           # "token embedding": 词嵌入 is the standard term
 }
 # English words that are also everyday words: matched only in the given case-sensitive form.
 CASE_SENSITIVE = {"reduce": r"(?:(?<=[a-z,;] )|(?<=[(\[*\"“]))Reduce\b(?![-_ ]?[Ss]catter)",  # "a Reduce", not "Reduce memory."
@@ -366,15 +375,20 @@ def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
       ("bandwidth / latency" ↔ "带宽 / 延迟"). Matching ignores case and spacing ("3D 并行" = "3D并行").
     """
     terms = []
+    in_table = False
     for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("## ") and in_table:  # the terms are the first table; later ones are other rules
+            break
         cols = [c.strip() for c in line.strip().strip("|").split("|")]
         if not line.startswith("|") or len(cols) < 2 or set(cols[0]) <= set("-: ") or cols[0] == "English":
             continue
+        in_table = True
         en_col, zh_col = cols[0], cols[1]
-        en_extra = _PAREN.findall(en_col)
+        # "(DP)", "(Zero Redundancy Optimizer)": another name of the term; "(causal mask)", "(measure word)": a note.
+        en_extra = [x for x in _PAREN.findall(en_col) if any(c.isupper() for c in x)]
         en_parts = _split(_PAREN.sub("", en_col))
         last = en_parts[-1].split() if en_parts else []
-        if len(en_parts) > 1 and len(last) > 1 and all(len(p.split()) == 1 for p in en_parts[:-1]):
+        if len(en_parts) > 1 and len(last) > 1 and all(len(p.split()) == 1 and p != last[0] for p in en_parts[:-1]):
             en_parts = [f"{p} {last[-1]}" for p in en_parts[:-1]] + [en_parts[-1]]
         zh_extra = [x.strip() for x in _PAREN.findall(zh_col)]
         zh_parts = _split(_PAREN.sub("", zh_col))
@@ -388,6 +402,40 @@ def glossary_terms(path: Path = GLOSSARY) -> list[Term]:
         for extra in en_extra:  # "(DP)", "(Zero Redundancy Optimizer)": found like the main form
             terms.append(Term(extra, _en_pattern(extra), tuple(dict.fromkeys(zh_parts + zh_extra + [extra]))))
     return terms
+
+
+@dataclass(frozen=True)
+class Forbidden:
+    """A form the glossary rules out (``docs/glossary.md``, "Forms not to use"): its regex, what to write, why."""
+
+    pattern: re.Pattern
+    use: str
+    why: str
+
+
+@functools.lru_cache(maxsize=4)
+def forbidden_forms(path: Path = GLOSSARY) -> list[Forbidden]:
+    """The rows of the glossary's "Forms not to use" table; a cell's ``\\|`` is a literal ``|`` (GitHub tables)."""
+    rules, inside = [], False
+    for line in Path(path).read_text(encoding="utf-8").splitlines():
+        if line.startswith("## "):
+            inside = line.startswith("## Forms not to use")
+            continue
+        if not inside or not line.startswith("|"):
+            continue
+        cols = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip().strip("|"))]
+        if len(cols) < 3 or not cols[0].startswith("`"):
+            continue
+        rules.append(Forbidden(re.compile(cols[0].strip("`")), cols[1], cols[2]))
+    return rules
+
+
+def forbidden_problems(zh: str, rules: list[Forbidden] | None = None) -> list[tuple[str, Forbidden]]:
+    """``(found, rule)`` for each form of ``zh`` (Chinese prose or a printed line) that the glossary rules out;
+    inline code, code blocks, LaTeX and link targets are not looked at."""
+    text = prose(zh)
+    return [(m.group(0), rule) for rule in (forbidden_forms() if rules is None else rules)
+            for m in rule.pattern.finditer(text)]
 
 
 def prose(text: str) -> str:
@@ -408,9 +456,15 @@ def glossary_problems(en: str, zh: str, terms: list[Term] | None = None) -> list
     """Glossary terms found in English text ``en`` whose accepted Chinese forms are all missing from ``zh``."""
     terms = glossary_terms() if terms is None else terms
     en_p, zh_p = prose(en), prose(zh)
-    missing, seen = [], set()
-    for term in terms:
-        if term.en in seen or not term.pattern.search(en_p):
+    missing, seen, claimed = [], set(), []
+    # Longest forms first: "batch" inside "batch size", or "global batch size", is that longer term, not "batch".
+    for term in sorted(terms, key=lambda t: -len(t.en)):
+        spans = [m.span() for m in term.pattern.finditer(en_p)
+                 if not any(a <= m.start() and m.end() <= b for a, b in claimed)]
+        if not spans:
+            continue
+        claimed += spans
+        if term.en in seen:
             continue
         seen.add(term.en)
         if not any(_zh_has(zh_p, form) for form in term.zh):
@@ -435,77 +489,251 @@ def parity(root: Path = ROOT) -> list[str]:
 
 
 # ---------------------------------------------------------------- split
+SWITCH_CALL = "language_switch()"
+
+
+def language_cell_source(lang: str) -> str:
+    """The first code cell of a monolingual copy: it sets the copy's language for everything the code prints."""
+    return f'import distlearn\n\ndistlearn.set_language("{lang}")'
+
+
 def split(nb, lang: str) -> nbformat.NotebookNode:
-    """A monolingual copy: keep the prose cells of ``lang`` (``"en"`` or ``"zh"``) and every code cell."""
+    """A monolingual copy: the prose cells of ``lang`` (``"en"``, ``"zh"`` or any form :func:`distlearn.i18n.
+    normalize_language` accepts) and every code cell, the chapter's language switch replaced by a cell that sets
+    ``lang`` (inserted after the first prose cell when the notebook has no switch), stored outputs cleared (they
+    were computed in both languages: :func:`split_course` re-executes the copy)."""
+    from .i18n import normalize_language
+
+    lang = normalize_language(lang)
     if lang not in ("en", "zh"):
-        raise ValueError(f"lang must be 'en' or 'zh', got {lang!r} / lang 必须是 'en' 或 'zh'，收到 {lang!r}")
+        from .validate import DistlearnValueError
+
+        raise DistlearnValueError("lang", f"a monolingual copy is in 'en' or 'zh', got {lang!r}",
+                                  f"单语副本只能是 'en' 或 'zh'，收到 {lang!r}", bilingual=True)
     out = nbformat.from_dict(nb)
     out.cells = [c for c in out.cells if c.cell_type != "markdown" or _lang(c) in (lang, None)]
+    setter = nbformat.v4.new_code_cell(language_cell_source(lang))
+    switch = next((i for i, c in enumerate(out.cells) if c.cell_type == "code" and SWITCH_CALL in c.source), None)
+    if switch is not None:
+        out.cells[switch] = setter
+    else:
+        first_prose = next((i for i, c in enumerate(out.cells) if c.cell_type == "markdown"), -1)
+        out.cells.insert(first_prose + 1, setter)
+    if out.get("nbformat_minor", 0) < 5:  # cells without ids: the new cell has none either
+        setter.pop("id", None)
+    for cell in out.cells:
+        if cell.cell_type == "code":
+            cell.outputs, cell.execution_count = [], None
+    out.metadata.pop("jupytext", None)  # a copy is not paired with the course's sources
+    out.metadata.setdefault("distlearn", {}).pop("executed_code", None)
+    out.metadata["distlearn"]["language"] = lang
     return out
 
 
+def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: bool = True, log=print,
+                 audit: list | None = None) -> list[Path]:
+    """Write monolingual copies of every chapter, solution and exercise under ``out_root`` (same folders as the
+    course, so links between them work) and, with ``execute_copies``, re-execute the chapters and solutions under
+    ``DISTLEARN_LANG=lang`` so their stored outputs are in that language too (exercises have no outputs).
+
+    Every execution is also audited (:mod:`distlearn.lang_audit`: every printed line, plot text and widget label);
+    pass a list as ``audit`` to receive the reports — one for each chapter and solution, and one for each exercise,
+    run as shipped so its failing checks show their feedback (the exercise copy itself is written without outputs).
+    Returns the paths written."""
+    from . import lang_audit
+    from .i18n import bi, normalize_language
+
+    lang = normalize_language(lang)
+    written = []
+    for path in course_notebooks(root):
+        target = Path(out_root) / path.parent.name / path.name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        nbformat.write(split(nbformat.read(path, as_version=NB_VERSION), lang), target)
+        written.append(target)
+    if not execute_copies:
+        return written
+    for target in written:
+        exercise = target.parent.name not in PAIRED_DIRS
+        if exercise and audit is None:
+            continue
+        log(bi(f"executing {target} in {lang} ...", f"正在以 {lang} 执行 {target} ……"))
+        nb, records = lang_audit.execute_audited(target, lang, write=False, allow_errors=exercise)
+        if audit is not None:
+            rel = target.relative_to(out_root).with_suffix("").as_posix()
+            audit.append(lang_audit.Report(rel, lang, lang_audit.notebook_lines(nb, records)))
+        if not exercise:
+            _strip_volatile(nb)
+            nb.metadata.setdefault("distlearn", {})["executed_code"] = code_fingerprint(nb)
+            nbformat.write(nb, target)
+    return written
+
+
 # ---------------------------------------------------------------- CLI
+def _copy_is_stale(out_root: Path, root: Path) -> bool:
+    sources = [p for p in course_notebooks(root)]
+    copies = [Path(out_root) / p.parent.name / p.name for p in sources]
+    if not all(c.exists() for c in copies):
+        return True
+    return max(p.stat().st_mtime for p in sources) > min(c.stat().st_mtime for c in copies)
+
+
+_LANG_ZH = {"en": "英文", "zh": "中文"}
+
+
+def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
+             lab_args: str = "") -> int:
+    """What ``make lab COURSE_LANG=zh`` runs: build the monolingual copy ``build/course-<lang>/`` (executed in that
+    language) if it is missing, then start JupyterLab on it with ``DISTLEARN_LANG=<lang>``. A copy older than the
+    course is kept (it may hold your own edits); ``split`` refreshes it. ``lab_args``: more JupyterLab options as
+    one shell string (``make lab LAB_ARGS="--no-browser --ip=0.0.0.0"``)."""
+    import shlex
+
+    from .i18n import bi, normalize_language
+
+    lang = normalize_language(lang, "COURSE_LANG")
+    if lang not in ("en", "zh"):  # both languages: the course itself
+        out_root, lang_env = root, "both"
+    else:
+        out_root, lang_env = Path(out_root or root / "build" / f"course-{lang}"), lang
+        if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
+            print(bi(f"Writing the {lang} copy of the course to {out_root} and executing it in {lang} "
+                     "(once, a few minutes) ...",
+                     f"正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
+            split_course(lang, out_root, root)
+        elif _copy_is_stale(out_root, root):
+            print(bi(f"Note: {out_root} is older than the course. To refresh it (this overwrites it): "
+                     f"python -m distlearn.course split --lang {lang} --out {out_root}",
+                     f"注意：{out_root} 比课程本身旧。如需更新（会覆盖该目录）：python -m distlearn.course split "
+                     f"--lang {lang} --out {out_root}"), flush=True)
+    cmd = [sys.executable, "-m", "jupyterlab", "--port", str(port), f"--ServerApp.root_dir={out_root}",
+           str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    cmd += shlex.split(lab_args or "")
+    os.environ["DISTLEARN_LANG"] = lang_env
+    os.execv(sys.executable, cmd)
+    return 0  # not reached
+
+
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m distlearn.course", description=__doc__.split("\n")[0])
-    sub = ap.add_subparsers(dest="cmd", required=True)
-    b = sub.add_parser("build-exercises", help="write exercises/ from solutions/")
-    b.add_argument("--check", action="store_true", help="write nothing; exit 1 if exercises/ is out of sync")
-    sub.add_parser("parity", help="check English/中文 pairs in every notebook")
-    n = sub.add_parser("notebooks", help="sync .md and .ipynb, re-execute the notebooks whose code changed, "
-                                         "rebuild exercises/")
-    n.add_argument("names", nargs="*", help="also re-execute these (e.g. 06_zero_fsdp or solutions/06_zero_fsdp.ipynb)")
-    sub.add_parser("check", help="every .md in sync with its .ipynb, every notebook fully executed from its current "
-                                 "code, exercises/ up to date")
-    e = sub.add_parser("execute", help="execute notebooks in place, storing outputs")
-    e.add_argument("paths", nargs="+")
-    s = sub.add_parser("split", help="write monolingual copies of the notebooks")
-    s.add_argument("--lang", required=True, choices=["en", "zh"])
-    s.add_argument("--out", default=None, help="output folder (default: translated/<lang>)")
-    s.add_argument("--root", default=None, help="course folder to read (default: this repository)")
+    from .cli import ArgumentParser
+    from .i18n import bi
+
+    ap = ArgumentParser(prog="python -m distlearn.course",
+                        description=bi("Notebook tooling of the course: sync, execute, check, split.",
+                                       "课程的笔记本工具：同步、执行、检查、拆分。"))
+    sub = ap.add_subparsers(dest="cmd", required=True, metavar="COMMAND",
+                            title=bi("commands", "命令"))
+    b = sub.add_parser("build-exercises", help=bi("write exercises/ from solutions/", "由 solutions/ 生成 exercises/"))
+    b.add_argument("--check", action="store_true",
+                   help=bi("write nothing; exit 1 if exercises/ is out of sync",
+                           "不写文件；exercises/ 不同步时以状态 1 退出"))
+    sub.add_parser("parity", help=bi("check English/Chinese pairs in every notebook", "检查每个笔记本的中英文单元格配对"))
+    n = sub.add_parser("notebooks", help=bi("sync .md and .ipynb, re-execute the notebooks whose code changed, "
+                                            "rebuild exercises/",
+                                            "同步 .md 与 .ipynb，重新执行代码有改动的笔记本，重新生成 exercises/"))
+    n.add_argument("names", nargs="*", help=bi("also re-execute these (e.g. 06_zero_fsdp or "
+                                               "solutions/06_zero_fsdp.ipynb)",
+                                               "同时重新执行这些（如 06_zero_fsdp 或 solutions/06_zero_fsdp.ipynb）"))
+    sub.add_parser("check", help=bi("every .md in sync with its .ipynb, every notebook fully executed from its "
+                                    "current code, exercises/ up to date",
+                                    "检查每个 .md 与其 .ipynb 同步、每个笔记本是当前代码的完整运行、exercises/ 为最新"))
+    e = sub.add_parser("execute", help=bi("execute notebooks in place, storing outputs", "原地执行笔记本并保存输出"))
+    e.add_argument("paths", nargs="+", help=bi("notebooks to execute", "要执行的笔记本"))
+    s_ = sub.add_parser("split", help=bi("write monolingual copies of the course, executed in that language",
+                                         "生成课程的单语副本，并用该语言执行"))
+    s_.add_argument("--lang", required=True, help=bi("en or zh (also zh_CN, zh-CN, en_US …)",
+                                                     "en 或 zh（也可写 zh_CN、zh-CN、en_US 等）"))
+    s_.add_argument("--out", default=None, help=bi("output folder (default: build/course-<lang>)",
+                                                   "输出目录（默认 build/course-<lang>）"))
+    s_.add_argument("--root", default=None, help=bi("course folder to read (default: this repository)",
+                                                    "要读取的课程目录（默认：本仓库）"))
+    s_.add_argument("--no-execute", action="store_true",
+                    help=bi("write the copies without executing them (no outputs)", "只写副本，不执行（没有输出）"))
+    s_.add_argument("--report", default=None,
+                    help=bi("also audit every output (exercises too) and write the reports to this JSON file",
+                            "同时检查每一行输出（包括练习），并把报告写入这个 JSON 文件"))
+    a = sub.add_parser("audit-lang", help=bi("execute notebooks in one language and list every printed line, plot "
+                                             "text or widget label its reader cannot read",
+                                             "用一种语言执行笔记本，列出读者读不懂的每一行输出、图中文字和控件标签"))
+    a.add_argument("--lang", required=True, help=bi("en or zh", "en 或 zh"))
+    a.add_argument("names", nargs="*", help=bi("notebooks (default: every chapter and solution)",
+                                               "笔记本（默认：所有章节和解答）"))
+    o = sub.add_parser("lab", help=bi("open JupyterLab on the course in one language (make lab COURSE_LANG=zh)",
+                                      "用一种语言打开课程的 JupyterLab（make lab COURSE_LANG=zh）"))
+    o.add_argument("--lang", required=True, help=bi("en, zh or both", "en、zh 或 both"))
+    o.add_argument("--port", type=int, default=8888, help=bi("port of JupyterLab", "JupyterLab 的端口"))
+    o.add_argument("--lab-args", default="", help=bi("more JupyterLab options, one string (make lab LAB_ARGS=...)",
+                                                     "更多 JupyterLab 选项，写成一个字符串（make lab LAB_ARGS=...）"))
     args = ap.parse_args(argv)
 
     if args.cmd == "build-exercises":
         stale = build_exercises(check=args.check)
         if args.check and stale:
-            print("exercises/ is out of sync with solutions/ (run `make exercises`) / exercises/ 与 solutions/ 不一致：")
+            print(bi("exercises/ is out of sync with solutions/ (run `make exercises`):",
+                     "exercises/ 与 solutions/ 不一致（请运行 `make exercises`）："))
             print("\n".join("  " + s for s in stale))
             return 1
-        print(f"{len(stale)} exercise notebook(s) {'stale' if args.check else 'written'} / 个练习笔记本"
-              f"{'需要更新' if args.check else '已写入'}")
+        print(bi(f"{len(stale)} exercise notebook(s) {'stale' if args.check else 'written'}",
+                 f"{len(stale)} 个练习笔记本{'需要更新' if args.check else '已写入'}"))
         return 0
     if args.cmd == "parity":
         problems = parity()
         for p in problems:
             print(p)
         n = len(course_notebooks())
-        print(f"parity: {n} notebooks, {len(problems)} problem(s) / 双语检查：{n} 个笔记本，{len(problems)} 个问题")
+        print(bi(f"parity: {n} notebooks, {len(problems)} problem(s)", f"双语检查：{n} 个笔记本，{len(problems)} 个问题"))
         return 1 if problems else 0
     if args.cmd == "notebooks":
-        ran = update_notebooks(force=args.names)
-        print(f"{len(ran)} notebook(s) executed / 个笔记本已重新执行")
+        ran = update_notebooks(force=args.names,
+                               log=lambda m: print(bi(m, m.replace("executing", "正在执行")), flush=True))
+        print(bi(f"{len(ran)} notebook(s) executed", f"{len(ran)} 个笔记本已重新执行"))
         return 0
     if args.cmd == "check":
-        problems = stored_problems() + [f"{s}: out of sync with solutions/ (run `make notebooks`) / 与 solutions/ 不一致"
+        problems = stored_problems() + [bi(f"{s}: out of sync with solutions/ (run `make notebooks`)",
+                                           f"{s}：与 solutions/ 不一致（请运行 `make notebooks`）")
                                         for s in build_exercises(check=True)]
         for p in problems:
             print(p)
-        print(f"check: {len(paired_notebooks())} paired notebooks, {len(problems)} problem(s) / "
-              f"检查：{len(paired_notebooks())} 个成对笔记本，{len(problems)} 个问题")
+        k = len(paired_notebooks())
+        print(bi(f"check: {k} paired notebooks, {len(problems)} problem(s)",
+                 f"检查：{k} 个成对笔记本，{len(problems)} 个问题"))
         return 1 if problems else 0
     if args.cmd == "execute":
         for p in args.paths:
-            print(f"executing {p} ...", flush=True)
+            print(bi(f"executing {p} ...", f"正在执行 {p} ……"), flush=True)
             execute(p)
         return 0
     if args.cmd == "split":
+        from .i18n import normalize_language
+
+        lang = normalize_language(args.lang, "--lang")
         root = Path(args.root) if args.root else ROOT
-        out_root = Path(args.out) if args.out else root / "translated" / args.lang
-        for path in course_notebooks(root):
-            target = out_root / path.parent.name / path.name
-            target.parent.mkdir(parents=True, exist_ok=True)
-            nbformat.write(split(nbformat.read(path, as_version=NB_VERSION), args.lang), target)
-        print(f"wrote {len(course_notebooks(root))} notebook(s) to {out_root}")
+        out_root = Path(args.out) if args.out else root / "build" / f"course-{lang}"
+        reports = [] if args.report else None
+        written = split_course(lang, out_root, root, execute_copies=not args.no_execute, audit=reports)
+        if args.report:
+            import json
+
+            from .lang_audit import reports_to_json
+
+            Path(args.report).write_text(json.dumps(reports_to_json(reports), ensure_ascii=False), encoding="utf-8")
+            for r in reports:
+                print(r.summary(limit=5))
+        print(bi(f"wrote {len(written)} notebook(s) in {lang} to {out_root}",
+                 f"已把 {len(written)} 个 {lang} 笔记本写到 {out_root}"))
         return 0
+    if args.cmd == "audit-lang":
+        from .i18n import normalize_language
+        from .lang_audit import audit_course
+
+        reports = audit_course(normalize_language(args.lang, "--lang"), args.names or None)
+        bad = sum(len(r.bad) for r in reports)
+        print(bi(f"audit: {len(reports)} notebook(s), {bad} line(s) a {args.lang} reader cannot read",
+                 f"语言检查：{len(reports)} 个笔记本，{bad} 行该语言的读者读不懂"))
+        return 1 if bad else 0
+    if args.cmd == "lab":
+        return open_lab(args.lang, args.port, lab_args=args.lab_args)
     return 2
 
 

@@ -159,6 +159,28 @@ ZERO_FSDP_MAPPING = [
      "DeepSpeed 0.19.8 会拒绝 mics_shard_size"),
 ]
 
+# Chinese of the English words inside ZERO_FSDP_MAPPING's first three columns (the rest are API names).
+MAPPING_ZH = {"ZeRO-0 (DDP)": "ZeRO-0（DDP）", "NO_SHARD (deprecated)": "NO_SHARD（已弃用）",
+              "— (use DDP / replicate)": "—（改用 DDP / replicate）", "— (none)": "—（无）",
+              "fully_shard(m) (reshard_after_forward=True, the default)":
+                  "fully_shard(m)（默认 reshard_after_forward=True）",
+              "ZeRO++ hpZ / MiCS (shard inside a node)": "ZeRO++ hpZ / MiCS（在节点内分片）",
+              "fully_shard(m, mesh=2-D DeviceMesh) (HSDP)": "fully_shard(m, mesh=二维 DeviceMesh)（HSDP）",
+              "fully_shard(m) (reshard_after_forward=None: True for every module but the root)":
+                  "fully_shard(m)（reshard_after_forward=None：除根模块外都取 True）",
+              "ZeRO++ hpZ (zero_hpz_partition_size = GPUs per node)":
+                  "ZeRO++ hpZ（zero_hpz_partition_size = 每个节点的 GPU 数）",
+              "fully_shard(m, reshard_after_forward=<GPUs per node>)":
+                  "fully_shard(m, reshard_after_forward=<每个节点的 GPU 数>)",
+              "MiCS (removed in DeepSpeed 0.19.8)": "MiCS（DeepSpeed 0.19.8 已移除）"}
+
+
+def mapping_rows(lang: str = "en") -> list[tuple[str, str, str, str]]:
+    """:data:`ZERO_FSDP_MAPPING` in ``"en"`` or ``"zh"``: (ZeRO, FSDP1, FSDP2, note) per row."""
+    check_choice("lang", lang, ("en", "zh"))
+    zh = (lambda s: MAPPING_ZH.get(s, s)) if lang == "zh" else (lambda s: s)
+    return [(zh(z), zh(f1), zh(f2), en if lang == "en" else cn) for z, f1, f2, en, cn in ZERO_FSDP_MAPPING]
+
 
 def _prepare_deepspeed() -> None:
     """Tell DeepSpeed to use its CPU accelerator when there is no GPU (it would otherwise log a warning on import)."""

@@ -98,7 +98,7 @@ class WidgetsStatus:
 
     @property
     def fix(self) -> str:
-        """Bilingual advice (empty when ``ok``)."""
+        """Advice in the current language (both on two lines under "both"; empty when ``ok``)."""
         if self.ok:
             return ""
         en = ("Explorers will not render as widgets. " + " ".join(self.problems_en)
@@ -107,7 +107,7 @@ class WidgetsStatus:
         zh = ("交互式探索器无法以控件形式显示。" + "".join(self.problems_zh)
               + f"修复方法：在运行 JupyterLab 的那个环境中执行 `{FIX_COMMAND}`，然后重启 JupyterLab（不只是重启内核）"
               "并刷新浏览器页面。使用 `make lab` 时，两者都是课程的 .venv 环境。")
-        return f"{en}\n{zh}"
+        return bi(en, zh, sep="\n")
 
 
 def widgets_frontend_status(versions: dict[str, str | None], extension_dirs: list[str],

@@ -181,7 +181,7 @@ RECIPES: dict[str, Recipe] = {r.key: r for r in [
             KeptTensor("FP8 weights + 128×128 block scales", "FP8 权重 + 128×128 分块缩放因子", "fp8_weights", "e4m3",
                        _DS_W, scale_block=128 * 128)),
            playbook_total=15),
-    Recipe("torchao-fsdp2-float8", "torchao float8 + FSDP2 float8 all-gather", "torchao float8 + FSDP2 float8 AllGather",
+    Recipe("torchao-fsdp2-float8", "torchao float8 + FSDP2 float8 all-gather", "torchao float8 + FSDP2 的 float8 AllGather",
            "fp8",
            (KeptTensor("fp32 sharded weights (also the master)", "fp32 分片权重（同时是主权重）", "params", "fp32", _TT,
                        in_playbook=False),

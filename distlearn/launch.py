@@ -48,14 +48,16 @@ class WorkerError(RuntimeError):
     result, e.g. killed by a signal) and ``remote_traceback`` describe what happened there; ``exitcode`` is the
     process's exit code for a ``ProcessExit`` (negative: the signal number, -9 = SIGKILL), else None."""
 
-    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, exitcode: int | None = None):
+    def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, exitcode: int | None = None,
+                 message_zh: str | None = None):
+        from .i18n import bi
+
         self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
         self.exitcode = exitcode  # set when the process ended without a word (killed, crashed): -9 for SIGKILL
-        super().__init__(
-            f"rank {rank} raised {exc_type}: {message}\n"
-            f"rank {rank} 抛出了 {exc_type}：{message}\n\n"
-            f"--- traceback on rank {rank} / rank {rank} 上的调用栈 ---\n{remote_traceback}"
-        )
+        zh = message if message_zh is None else message_zh  # a worker's own error: already in the reader's language
+        self.summary = bi(f"rank {rank} raised {exc_type}: {message}", f"rank {rank} 抛出了 {exc_type}：{zh}", sep="\n")
+        super().__init__(self.summary + "\n\n" + bi(f"--- traceback on rank {rank} ---", f"--- rank {rank} 上的调用栈 ---")
+                         + f"\n{remote_traceback}")
 
 
 def default_backend() -> str:
@@ -98,6 +100,15 @@ def _context():
     if method == "forkserver":
         ctx.set_forkserver_preload(["torch", "torch.distributed"])  # takes effect when the server first starts
     return ctx
+
+
+def _worker_environ() -> dict:
+    """The caller's environment for a worker, with ``DISTLEARN_LANG`` set to the caller's current language (set by
+    :func:`distlearn.set_language` after start-up, which a new process would not see): a worker's messages and
+    errors are then in the reader's language too."""
+    from .i18n import get_language
+
+    return {**os.environ, "DISTLEARN_LANG": get_language()}
 
 
 def _worker(fn, rank, world_size, args, backend, port, pg_timeout, conn, environ=None):
@@ -186,7 +197,7 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
             parent_end, child_end = ctx.Pipe(duplex=False)
             p = ctx.Process(target=_worker, name=f"distlearn-rank{rank}", daemon=True,
                             args=(fn, rank, world_size, args, backend, port, max(timeout, 1.0), child_end,
-                                  dict(os.environ)))
+                                  _worker_environ()))
             p.start()
             child_end.close()
             procs.append(p)
@@ -256,10 +267,14 @@ def _death(rank, procs, conns, grace: float = 1.0) -> WorkerError:
                     others.append(f"rank {other}: {data[1]}: {data[2].splitlines()[0][:160] if data[2] else ''}")
         except (EOFError, OSError):
             pass
-    after = ("\nthen / 随后 " + "; ".join(others)) if others else ""
-    return WorkerError(rank, "ProcessExit", f"worker {how_en} without a result / worker {how_zh}，没有返回结果{after}",
-                       "(no Python traceback: the process was killed or crashed / 没有 Python 调用栈：进程被杀死或崩溃)",
-                       exitcode=code)
+    from .i18n import bi
+
+    after_en = ("\nthen " + "; ".join(others)) if others else ""
+    after_zh = ("\n随后 " + "; ".join(others)) if others else ""
+    return WorkerError(rank, "ProcessExit", f"worker {how_en} without a result{after_en}",
+                       bi("(no Python traceback: the process was killed or crashed)",
+                          "（没有 Python 调用栈：进程被杀死或崩溃）"),
+                       exitcode=code, message_zh=f"worker {how_zh}，没有返回结果{after_zh}")
 
 
 def _first_error(rank, payload, conns, procs, grace: float = 1.0) -> WorkerError:

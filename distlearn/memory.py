@@ -163,3 +163,16 @@ def to_gb(num_bytes: float) -> float:
 def to_gib(num_bytes: float) -> float:
     """Bytes → GiB (2**30 bytes)."""
     return num_bytes / GiB
+
+
+# Chinese glosses of the recipe names, for tables and labels: distlearn.i18n.named(name, RECIPE_ZH[name]).
+RECIPE_ZH = {"fp32": "全 fp32", "mixed": "混合精度", "mixed-fp32-grads": "混合精度，fp32 梯度",
+             "adam": "Adam", "adam-8bit": "8 位 Adam", "sgd-momentum": "带动量的 SGD", "sgd": "SGD"}
+
+
+def recipe_label(name: str) -> str:
+    """A precision or optimizer name with its Chinese gloss in the current language (``mixed（混合精度）``)."""
+    from .i18n import named
+
+    zh = RECIPE_ZH.get(name)
+    return name if zh is None or zh.lower() == name else named(name, zh)

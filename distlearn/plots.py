@@ -1,7 +1,7 @@
 """Shared matplotlib set-up: a CJK font so Chinese labels render, and small helpers used by every chapter's plots.
 
 Importing this module registers Noto Sans CJK SC (shipped by the ``mplfonts`` package) with matplotlib, so a
-title like "Memory per GPU / 每张 GPU 的显存" renders the same on every machine and Binder, with no missing-glyph
+title like "Memory per GPU / 每块 GPU 的显存" renders the same on every machine and Binder, with no missing-glyph
 warnings. Chapter plots live in their own modules (``distlearn/plots_*.py`` or the widget module) and call
 :func:`new_figure` and :func:`title`.
 """

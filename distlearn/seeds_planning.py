@@ -19,6 +19,7 @@ documented), so the chapter can show what it printed. It has four mistakes (cour
 """
 from __future__ import annotations
 
+from .i18n import bi, table
 from .hardware import make_cluster
 from .activations import config_layer_bytes
 from .memory import GB, GiB, model_state_bytes
@@ -78,20 +79,20 @@ def planner_row(params_billions: int, num_gpus: int, *, seq_len: int = 2048, gpu
 
 
 def _yes_no(flag: bool) -> str:
-    return "yes/是" if flag else "no/否"
+    return bi("yes", "是", sep="/") if flag else bi("no", "否", sep="/")
 
 
 def corrected_memory_table(recompute: str = "none") -> str:
-    """The seed's rows, corrected, in GB (1e9 bytes) and GiB (2**30 bytes), with the planner's verdict."""
-    lines = [f"{'model':>6} {'shard':>5} {'GPUs':>4} {'states GB':>10} {'acts GB':>8} {'total GB':>9} "
-             f"{'total GiB':>9} {'fits?':>6} {'any plan?':>9}",
-             f"{'模型':>5} {'分片':>4} {'GPU数':>4} {'模型状态':>7} {'激活':>6} {'合计':>7} {'合计GiB':>7} "
-             f"{'放得下':>3} {'任意方案':>5}"]
+    """The seed's rows, corrected, in GB (1e9 bytes) and GiB (2**30 bytes), with the planner's verdict; labels in
+    the current language (:func:`distlearn.i18n.table`)."""
+    rows = []
     for params, shard, gpus in SEED_CONFIGS:
         r = corrected_memory_row(params, shard, gpus, recompute=recompute)
         p = planner_row(params, gpus)
         states = r["params"] + r["grads"] + r["optimizer"]
-        lines.append(f"{params:>5}B {shard:>5} {gpus:>4} {states / GB:>10.1f} {r['activations'] / GB:>8.1f} "
-                     f"{r['total'] / GB:>9.1f} {r['total'] / GiB:>9.1f} {_yes_no(r['fits']):>5} "
-                     f"{_yes_no(p['fits']):>8}")
-    return "\n".join(lines)
+        rows.append([f"{params}B", bi("none", "不分片") if shard == "none" else shard.upper(), gpus,
+                     f"{states / GB:.1f}", f"{r['activations'] / GB:.1f}", f"{r['total'] / GB:.1f}",
+                     f"{r['total'] / GiB:.1f}", _yes_no(r["fits"]), _yes_no(p["fits"])])
+    return table([("model", "模型"), ("sharding", "分片"), ("GPUs", "GPU 数"), ("states GB", "模型状态 GB"),
+                  ("activations GB", "激活值 GB"), ("total GB", "合计 GB"), ("total GiB", "合计 GiB"),
+                  ("fits?", "放得下？"), ("any plan?", "有可行方案？")], rows)

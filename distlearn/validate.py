@@ -1,8 +1,9 @@
-"""Input checks that fail with one clear, bilingual error naming the parameter, the value and the allowed range.
+"""Input checks that fail with one clear error naming the parameter, the value and the allowed range.
 
 Every public function of :mod:`distlearn` validates what a student may type with these helpers, so a bad value
-never becomes a traceback from deep inside numpy or a silently wrong number. The error message always contains
-both languages, whatever :func:`distlearn.set_language` says, because errors are read once and must be understood.
+never becomes a traceback from deep inside numpy or a silently wrong number. The message is written in both
+languages and shown in the language the reader chose (:func:`distlearn.set_language`: English, Chinese, or both);
+an error about the language setting itself is always shown in both, since then the reader's language is unknown.
 """
 from __future__ import annotations
 
@@ -12,13 +13,20 @@ from typing import Iterable
 
 
 class DistlearnValueError(ValueError):
-    """A ValueError whose message is in English and Chinese. ``.param`` names the offending parameter."""
+    """A ValueError written in English (``.en``) and Chinese (``.zh``), shown in the current language (both on two
+    lines under ``"both"``, or whatever the language when ``bilingual=True``). ``.param`` names the offending
+    parameter."""
 
-    def __init__(self, param: str, en: str, zh: str):
+    def __init__(self, param: str, en: str, zh: str, *, bilingual: bool = False):
         self.param = param
         self.en = en
         self.zh = zh
-        super().__init__(f"{en}\n{zh}")
+        if bilingual:
+            lang = "both"
+        else:
+            from .i18n import get_language
+            lang = get_language()
+        super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback through :mod:`distlearn.validate`: the message in both

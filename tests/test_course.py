@@ -209,7 +209,9 @@ def test_parity_finds_a_missing_partner_and_heading_mismatch():
 def test_split_keeps_one_language_and_all_code():
     nb = course.from_myst(PAIR.format(en="Hello", zh="你好") + CODE.format(src="x = 1"))
     zh = course.split(nb, "zh")
-    assert [c.source for c in zh.cells] == ["你好", "x = 1"]
+    assert [c.source for c in zh.cells] == ["你好", course.language_cell_source("zh"), "x = 1"]
+    assert zh.metadata["distlearn"]["language"] == "zh"
+    assert course.split(nb, "zh_CN").metadata["distlearn"]["language"] == "zh"  # as people write it
     with pytest.raises(ValueError):
         course.split(nb, "fr")
 

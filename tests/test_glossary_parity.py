@@ -79,8 +79,29 @@ def test_glossary_match_reports(en, zh, missing):
     assert missing in [t.en for t in course.glossary_problems(en, zh)]
 
 
+@pytest.mark.parametrize("zh, found", [
+    ("原始示例代码的种子代码", "种子"), ("在 8 张 GPU 上", "8 张 GPU"), ("每卡 14 GB", "每卡"), ("稳定阶段结束", "稳定阶段"),
+    ("迭代时间变长", "迭代时间"), ("步时 3 秒", "步时"), ("暴露的通信", "暴露的通信"), ("小了 8 倍", "小了 8 倍"), ("短了 v 倍", "短了 v 倍"), ("网络慢 9 倍", "慢 9 倍"),
+    ("bf16 只有 8 位有效数字", "8 位有效数字"), ("Adam 的两个矩", "两个矩"), ("**下一章 / Next:**", "下一章 / Next"),
+    ("见本地图", "本地图")])
+def test_forbidden_forms_are_found(zh, found):
+    assert found in [hit for hit, _ in course.forbidden_problems(zh)]
+
+
+@pytest.mark.parametrize("zh", ["随机种子 0", "每个 GPU 进程", "8 块 GPU", "每步时间", "未被隐藏的通信", "是原来的 8 倍",
+                                "一阶矩和二阶矩", "预热期、稳定期和收尾期", "流水线阶段", "`seed_*` 函数",
+                                "每个 rank 在开始一步时发出发送", "固定随机种子的生成器"])
+def test_glossary_forms_are_allowed(zh):
+    assert course.forbidden_problems(zh) == []
+
+
+def test_a_longer_term_is_matched_before_a_shorter_one():
+    assert course.glossary_problems("The batch size grows.", "批量大小变大。") == []  # not also "batch" → 批次
+    assert "batch" in [t.en for t in course.glossary_problems("Each batch is split.", "每个批量被切分。")]
+
+
 def test_parity_reports_a_missing_glossary_term():
-    nb = course.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每张 GPU 一份副本。"))
+    nb = course.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每块 GPU 一份副本。"))
     problems = course.parity_problems(nb, "x")
     assert len(problems) == 1 and "data parallelism" in problems[0] and "数据并行" in problems[0]
 
@@ -101,6 +122,8 @@ def test_every_registered_text_is_bilingual_and_consistent():
             bad.append(f"{key}: placeholders differ: {sorted(fields(t.en))} vs {sorted(fields(t.zh))}")
         bad += [f"{key}: glossary term {g.en!r} has none of {g.zh} in {t.zh!r}"
                 for g in course.glossary_problems(t.en, t.zh)]
+        bad += [f"{key}: {hit!r} is ruled out by the glossary, write {rule.use}: {t.zh!r}"
+                for hit, rule in course.forbidden_problems(t.zh)]
     assert not bad, "\n".join(bad)
 
 
@@ -146,16 +169,22 @@ def test_texts_plots_and_feedback_follow_the_language(language, capsys):
         distlearn.set_language("fr")
 
 
-def test_errors_stay_bilingual_whatever_the_language(language):
+def test_errors_follow_the_language(language):
     from distlearn.validate import DistlearnValueError, check_int
 
-    language("en")
-    with pytest.raises(DistlearnValueError) as exc:
-        check_int("world_size", 0)
-    assert "world_size" in str(exc.value) and CJK.search(str(exc.value))
+    for lang in ("en", "zh", "both"):
+        language(lang)
+        with pytest.raises(DistlearnValueError) as exc:
+            check_int("world_size", 0)
+        msg = str(exc.value)
+        assert "world_size" in msg
+        assert bool(CJK.search(msg)) == (lang != "en"), (lang, msg)
+        assert ("must be" in msg) == (lang != "zh"), (lang, msg)
 
 
-@pytest.mark.parametrize("value, expected", [("zh", "zh"), ("EN", "en"), ("both", "both"), ("klingon", "both")])
+@pytest.mark.parametrize("value, expected", [
+    ("zh", "zh"), ("EN", "en"), ("both", "both"), ("zh_CN", "zh"), ("zh-CN", "zh"), ("zh_Hans", "zh"),
+    ("zh_CN.UTF-8", "zh"), ("en_US", "en"), ("en-GB", "en"), ("English", "en"), ("中文", "zh"), ("", "both")])
 def test_environment_variable_sets_the_language(value, expected):
     code = "import distlearn; print(distlearn.get_language())"
     env = dict(os.environ, DISTLEARN_LANG=value)
@@ -163,11 +192,44 @@ def test_environment_variable_sets_the_language(value, expected):
     assert out.strip() == expected
 
 
+@pytest.mark.parametrize("value", ["klingon", "fr", "C", "zhx", "en_zh_x_very_long_region"])
+def test_a_bad_environment_variable_is_a_clear_bilingual_error(value):
+    env = dict(os.environ, DISTLEARN_LANG=value)
+    r = subprocess.run([sys.executable, "-c", "import distlearn"], env=env, capture_output=True, text=True)
+    assert r.returncode != 0
+    last = r.stderr.strip().splitlines()[-2:]
+    assert "DistlearnValueError: DISTLEARN_LANG" in last[0] and repr(value) in last[0], r.stderr
+    assert "不是本课程支持的语言" in last[1], r.stderr
+
+
+@pytest.mark.parametrize("value", ["fr", "de_DE", "C", "", None, 1, "en zh"])
+def test_a_bad_language_is_a_clear_bilingual_error_in_every_language(value, language):
+    from distlearn.validate import DistlearnValueError
+
+    for lang in ("en", "zh"):
+        language(lang)
+        with pytest.raises(DistlearnValueError) as exc:
+            distlearn.set_language(value)
+        assert "not a language of this course" in str(exc.value) and "不是本课程支持的语言" in str(exc.value)
+        assert distlearn.get_language() == lang  # unchanged
+
+
+@pytest.mark.parametrize("value, expected", [
+    ("zh", "zh"), ("ZH", "zh"), ("zh_CN", "zh"), ("zh-CN", "zh"), ("zh_Hans", "zh"), ("zh-Hans-CN", "zh"),
+    ("zh_TW", "zh"), (" Chinese ", "zh"), ("简体中文", "zh"), ("en", "en"), ("en_US", "en"), ("en-GB", "en"),
+    ("en_US.UTF-8", "en"), ("ENGLISH", "en"), ("英文", "en"), ("both", "both"), ("Bilingual", "both"),
+    ("en+zh", "both"), ("双语", "both")])
+def test_language_values_as_people_write_them(value, expected, language):
+    assert distlearn.normalize_language(value) == expected
+    language(value)
+    assert distlearn.get_language() == expected
+
+
 # ------------------------------------------------------------------ monolingual copies
 def _split_cli(lang, out, root=None, subprocess_run=False):
     """``python -m distlearn.course split``: through a real subprocess once (the command line itself), else the
     same ``course.main`` in this process (a new interpreter costs seconds per call)."""
-    args = ["split", "--lang", lang, "--out", str(out)] + (["--root", str(root)] if root else [])
+    args = ["split", "--lang", lang, "--out", str(out), "--no-execute"] + (["--root", str(root)] if root else [])
     if subprocess_run:
         subprocess.run([sys.executable, "-m", "distlearn.course", *args], check=True, capture_output=True,
                        cwd=course.ROOT)
@@ -182,8 +244,12 @@ def _check_split(src_paths, out, lang):
         copy = nbformat.read(out / src.parent.name / src.name, as_version=4)
         tags = [t for c in copy.cells for t in c.metadata.get("tags", [])]
         assert f"lang-{other}" not in tags, src
-        assert [c.source for c in copy.cells if c.cell_type == "code"] == \
-               [c.source for c in original.cells if c.cell_type == "code"], src
+        code = [c.source for c in original.cells if c.cell_type == "code"]
+        setter = course.language_cell_source(lang)
+        expected = ([setter if course.SWITCH_CALL in s else s for s in code] if any(course.SWITCH_CALL in s for s in code)
+                    else [setter] + code)  # the switch becomes the copy's own language, or that cell is added
+        assert [c.source for c in copy.cells if c.cell_type == "code"] == expected, src
+        assert all(not c.get("outputs") for c in copy.cells if c.cell_type == "code"), src  # stored in both: cleared
         prose = [c.source for c in copy.cells if c.cell_type == "markdown"]
         assert len(prose) == sum(course._lang(c) == lang for c in original.cells), src
         if lang == "zh":
@@ -208,4 +274,19 @@ def test_split_cli_on_a_small_course(tmp_path):
         _split_cli(lang, tmp_path / lang, root)
         _check_split([root / "notebooks" / "01_x.ipynb"], tmp_path / lang, lang)
     zh = nbformat.read(tmp_path / "zh" / "notebooks" / "01_x.ipynb", as_version=4)
-    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", "x = 1", "更多。"]
+    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", course.language_cell_source("zh"), "x = 1", "更多。"]
+
+
+def test_the_chinese_readme_is_complete_and_linked():
+    """README.md links README.zh-CN.md at its top; the Chinese README lists every chapter with its notebook and
+    exercises, documents the language switch and the one-language course, and uses the glossary's forms."""
+    readme, zh = (course.ROOT / "README.md").read_text(encoding="utf-8"), \
+        (course.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    assert "README.zh-CN.md" in "\n".join(readme.splitlines()[:6])
+    chapters = sorted(p.name for p in (course.ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    missing = [c for c in chapters if f"notebooks/{c}" not in zh]
+    missing += [c for c in chapters[1:] if f"exercises/{c}" not in zh]
+    assert not missing, missing
+    for needed in ("set_language", "DISTLEARN_LANG", "COURSE_LANG=zh", "split", "docs/glossary.md", "docs/teaching.md"):
+        assert needed in zh, needed
+    assert course.forbidden_problems(zh) == []

@@ -86,3 +86,20 @@ def test_non_importable_function_is_refused_clearly():
 def test_bad_arguments(kwargs):
     with pytest.raises(DistlearnValueError):
         launch.run(smoke.all_reduce_rank, **kwargs)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_workers_speak_the_callers_current_language(monkeypatch, lang):
+    """set_language after start-up (a notebook's switch) reaches the workers: their DISTLEARN_LANG is the caller's
+    current language, so what they print and raise is in it; a worker error's summary is in it too."""
+    import distlearn
+
+    monkeypatch.delenv("DISTLEARN_LANG", raising=False)
+    distlearn.set_language(lang)
+    try:
+        out = launch.run(smoke.environment, 2, "DISTLEARN_LANG")
+        assert [v for v, _, _ in out] == [lang] * 2
+        err = launch.WorkerError(1, "ValueError", "bad", "tb")
+        assert ("抛出了" in err.summary) == (lang == "zh") and ("raised" in err.summary) == (lang == "en")
+    finally:
+        distlearn.set_language("both")

@@ -470,7 +470,8 @@ def test_cli_fp32_prints_slower_steps(capsys):
     mixed = capsys.readouterr().out
     assert P.cli(args + ["--precision", "fp32"]) == 0
     fp32 = capsys.readouterr().out
-    step = lambda out: float(out.splitlines()[4].split()[10])  # first plan's "step s" column
+    first = lambda out: next(line for line in out.splitlines() if line.split()[:1] == ["1"])  # the first plan's row
+    step = lambda out: float(first(out).split()[10])  # its "step s" column
     assert step(fp32) > 1.5 * step(mixed)
     assert "494.5 TFLOP/s" in fp32 and "989 TFLOP/s" in mixed
 
@@ -852,3 +853,26 @@ def test_llama3_memory_and_recompute_figures_of_the_prose():
         gaps.append(1 - e.mfu / run["published_mfu"])
     assert (round(min(totals)), round(max(totals))) == (99, 116)
     assert (round(100 * min(gaps)), round(100 * max(gaps))) == (23, 30)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_table_and_cli_follow_the_language(capsys, lang):
+    """Under one language the table has one header line in it, recompute modes are named in it, and the CLI's own
+    lines (summary, legend, efficiency note) carry no line of the other language."""
+    import distlearn
+    from distlearn import lang_audit
+
+    res = P.search("llama3-8b", global_batch=64, seq_len=2048, gpu="h100-80gb", num_gpus=8, top=3)
+    distlearn.set_language(lang)
+    try:
+        lines = P.format_table(res.plans).splitlines()
+        assert len(lines) == 1 + len(res.plans)
+        assert ("显存 GB" in lines[0]) == (lang == "zh") and ("mem GB" in lines[0]) == (lang == "en")
+        if lang == "zh":
+            assert all(line.split()[6] in P.RECOMPUTE_ZH.values() for line in lines[1:])
+        assert P.cli(["--model", "llama3-8b", "--gpus", "8", "--seq-len", "2048", "--global-batch", "64",
+                      "--top", "2"]) == 0
+        out = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip()]
+        assert not [ln for ln in out if not lang_audit.readable(ln, lang)], out
+    finally:
+        distlearn.set_language("both")

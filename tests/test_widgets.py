@@ -509,3 +509,33 @@ def test_stored_explorers_carry_a_static_picture_and_no_warning():
             assert "VBox(" not in "".join(out["data"]["text/plain"]), path.name
             assert "findfont" not in html and "Warning" not in html, (path.name, "a warning in the first render")
     assert found >= 11
+
+
+def test_explorer_relabels_and_renders_again_after_a_language_change():
+    """set_language: every label, option label and the title switch language live, values are kept, the output is
+    rendered again once (relabelling a drop-down's options must not trigger renders of its own)."""
+    import distlearn
+    from distlearn.i18n import Text
+
+    seen = []
+    controls = {"n": base.int_slider(Text("t.n", "units", "单元数"), 3, 1, 8),
+                "mode": base.dropdown(("mode", "模式"), [(("fast", "快"), "fast"), (("slow", "慢"), "slow")], "slow"),
+                "size": base.selection_slider(("size", "大小"), [(("small", "小"), 1), (("large", "大"), 2)], 2)}
+    box = base.build(controls, lambda **kw: kw, lambda r: seen.append(dict(r)) or print(distlearn.i18n.bi("hi", "你好")),
+                     title=("Title", "标题"))
+    try:
+        distlearn.set_language("zh")
+        assert controls["n"].description == "单元数" and controls["mode"].description == "模式"
+        assert [o[0] for o in controls["mode"].options] == ["快", "慢"] and controls["mode"].value == "slow"
+        assert [o[0] for o in controls["size"].options] == ["小", "大"] and controls["size"].value == 2
+        assert box.title == "标题" and "标题" in box.children[0].value
+        assert box.renders == 2 and len(seen) == 2 and "你好" in box.output.outputs[0]["text"]
+        assert "hi" not in box.output.outputs[0]["text"]
+        distlearn.set_language("en")
+        assert controls["mode"].description == "mode" and [o[0] for o in controls["mode"].options] == ["fast", "slow"]
+        assert box.title == "Title" and box.renders == 3
+        box.close()
+        distlearn.set_language("zh")
+        assert box.renders == 3  # a closed explorer no longer follows
+    finally:
+        distlearn.set_language("both")

@@ -8,7 +8,7 @@ from ..models import ModelConfig
 
 _MASTER_EN = ("In mixed precision the optimizer keeps an fp32 master copy of the weights (4 B/param) besides its own "
               "state (Adam: two fp32 moments, 8 B; SGD: none).")
-_MASTER_ZH = "混合精度下，优化器除了自身状态（Adam：两个 fp32 动量，8 字节；SGD：无）之外，还保留一份 fp32 主权重（每个参数 4 字节）。"
+_MASTER_ZH = "混合精度下，优化器除了自身状态（Adam：fp32 的一阶矩和二阶矩，8 字节；SGD：无）之外，还保留一份 fp32 主权重（每个参数 4 字节）。"
 
 
 def ex01_bytes_per_param(fn) -> None:
@@ -73,7 +73,7 @@ def ex01_zero_with_tp(fn) -> None:
                           expected=model_state_bytes(num_params // tp, dp=gpus // tp, zero_stage=stage).total,
                           hint_en="Each GPU holds 1/tp of the model, and ZeRO shards that over dp = num_gpus / tp "
                                   "replicas, not over num_gpus: with tp = num_gpus, dp = 1 and ZeRO saves nothing.",
-                          hint_zh="每张 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
+                          hint_zh="每块 GPU 持有模型的 1/tp，ZeRO 再在 dp = num_gpus / tp 个副本之间分片，而不是在 "
                                   "num_gpus 之间：tp = num_gpus 时 dp = 1，ZeRO 什么也省不了。"))
     verify("ex01_zero_with_tp", fn, cases)
 

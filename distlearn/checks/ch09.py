@@ -10,7 +10,7 @@ def ex09_train_batch_size(fn):
     """``fn(micro_batch_size, gradient_accumulation_steps, dp)`` → DeepSpeed's ``train_batch_size``."""
     cases = [Case(args=a, expected=a[0] * a[1] * a[2],
                   hint_en="train_batch_size = micro-batch per GPU × accumulation steps × data-parallel ranks.",
-                  hint_zh="train_batch_size = 每张 GPU 的微批次 × 梯度累积步数 × 数据并行 rank 数。")
+                  hint_zh="train_batch_size = 每块 GPU 的微批次 × 梯度累积步数 × 数据并行 rank 数。")
              for a in [(1, 1, 1), (2, 4, 8), (4, 16, 64), (3, 5, 7)]]
     verify("ex09_train_batch_size", fn, cases)
 
@@ -22,7 +22,7 @@ def ex09_zero2_gpu_bytes(fn):
                           "which bytes per parameter stay whole on every GPU, which are divided by the number of "
                           "GPUs, and where DeepSpeed rounds down to whole bytes.",
                   hint_zh="回想本章读过的 DeepSpeed 函数 estimate_zero2_model_states_mem_needs：每个参数有哪些字节"
-                          "在每张 GPU 上完整保留，哪些按 GPU 数均分，以及 DeepSpeed 在哪里向下取整为整数字节。")
+                          "在每块 GPU 上完整保留，哪些按 GPU 数均分，以及 DeepSpeed 在哪里向下取整为整数字节。")
              for n, g in [(10**9, 8), (7_000_000_000, 64), (123_456_789, 3), (1, 1)]]
     verify("ex09_zero2_gpu_bytes", fn, cases)
 

@@ -14,7 +14,7 @@ The package is split by job; everything public is re-exported here, so ``from di
 - :mod:`~distlearn.planner.command_line` — the table (:func:`format_table`) and ``python -m distlearn plan``
   (:func:`cli`).
 """
-from .command_line import (HEADER, HEADER_ZH, WIDTHS, cli, display_width, format_table, parser,
+from .command_line import (HEADER, HEADER_ZH, RECOMPUTE_ZH, WIDTHS, cli, display_width, format_table, parser,
                            positive_int, table_legend)
 from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting,
                        bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, make_setting,
@@ -36,6 +36,6 @@ __all__ = [
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
     "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
     "LLAMA3_405B_STAGES", "compare_published", "published_table",
-    "HEADER", "HEADER_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
+    "HEADER", "HEADER_ZH", "RECOMPUTE_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
     "cli",
 ]

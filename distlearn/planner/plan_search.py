@@ -26,6 +26,7 @@ import math
 from dataclasses import dataclass, field
 
 from ..hardware import GPU, GPUS, Cluster, make_cluster
+from ..i18n import bi
 from ..memory import RECOMPUTE
 from ..models import ModelConfig, get_preset
 from ..validate import check_int
@@ -261,9 +262,9 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     if count == 0:
         result.message = no_layout_message(model, cluster, global_batch)
     elif not fits:
-        result.message = (f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
-                          f"{cluster.gpu.name}\n没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
-                          f"{cluster.world_size} 块 {cluster.gpu.name}")
+        result.message = bi(f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
+                            f"{cluster.gpu.name}", f"没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
+                            f"{cluster.world_size} 块 {cluster.gpu.name}", sep="\n")
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
@@ -272,7 +273,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
 
 
 def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -> str:
-    """Why no plan can be formed at all (bilingual): every layout's data-parallel degree dp = GPUs / (tp·pp) is
+    """Why no plan can be formed at all (in the reader's language): every layout's data-parallel degree dp = GPUs / (tp·pp) is
     larger than the global batch, or none of them divides it (each replica must get the same whole number of
     sequences). Names the possible dp values and the smallest global batch that would work."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
@@ -284,16 +285,16 @@ def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -
     head_zh = (f"{n} 块 GPU 无法组成任何方案：数据并行度 dp = GPU 数 / (tp × pp)（tp 在节点内、至多 {max(tps)}，"
                f"pp 至多为层数 {l}）至少是 {dps[0]}")
     if global_batch < dps[0]:
-        return (f"{head_en}, more than the global batch of {global_batch} sequences: every data-parallel replica "
-                f"needs at least one sequence. Use fewer GPUs or a global batch of at least {dps[0]}.\n"
-                f"{head_zh}，比全局批量的 {global_batch} 条序列还多：每个数据并行副本至少要分到一条序列。"
-                f"请减少 GPU 数，或把全局批量增大到至少 {dps[0]}。")
+        return bi(f"{head_en}, more than the global batch of {global_batch} sequences: every data-parallel replica "
+                  f"needs at least one sequence. Use fewer GPUs or a global batch of at least {dps[0]}.",
+                  f"{head_zh}，比全局批量的 {global_batch} 条序列还多：每个数据并行副本至少要分到一条序列。"
+                  f"请减少 GPU 数，或把全局批量增大到至少 {dps[0]}。", sep="\n")
     better = min(-(-global_batch // d) * d for d in dps)
-    return (f"{head_en}, and none of the possible dp ({shown}) divides the global batch of {global_batch} sequences: "
-            f"every data-parallel replica must get the same whole number of sequences. Use a global batch that a "
-            f"possible dp divides (e.g. {better}) or another number of GPUs.\n"
-            f"{head_zh}，而可能的 dp（{shown}）都不能整除全局批量的 {global_batch} 条序列：每个数据并行副本必须分到"
-            f"相同的整数条序列。请改用能被某个 dp 整除的全局批量（例如 {better}），或换一个 GPU 数。")
+    return bi(f"{head_en}, and none of the possible dp ({shown}) divides the global batch of {global_batch} sequences: "
+              f"every data-parallel replica must get the same whole number of sequences. Use a global batch that a "
+              f"possible dp divides (e.g. {better}) or another number of GPUs.",
+              f"{head_zh}，而可能的 dp（{shown}）都不能整除全局批量的 {global_batch} 条序列：每个数据并行副本必须分到"
+              f"相同的整数条序列。请改用能被某个 dp 整除的全局批量（例如 {better}），或换一个 GPU 数。", sep="\n")
 
 
 def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
@@ -341,7 +342,7 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
     ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
     seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
-    key is ``None`` when no such change fits. ``message`` says it in both languages.
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
     """
     model = get_preset(model) if isinstance(model, str) else model
     args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation)
@@ -396,7 +397,8 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     if out["gpu"]:
         en.append(f"use {out['gpu']} GPUs")
         zh.append(f"改用 {out['gpu']}")
-    out["message"] = (("Smallest changes that fit: " + "; or ".join(en) + ".") if en else
-                      "No single change tried (more GPUs, shorter sequences, a larger GPU) fits.") + "\n" + (
-        ("能放下的最小改动：" + "；或".join(zh) + "。") if zh else "尝试的单项改动（更多 GPU、更短序列、更大显存）都放不下。")
+    out["message"] = bi(("Smallest changes that fit: " + "; or ".join(en) + ".") if en else
+                        "No single change tried (more GPUs, shorter sequences, a larger GPU) fits.",
+                        ("能放下的最小改动：" + "；或".join(zh) + "。") if zh else
+                        "尝试的单项改动（更多 GPU、更短序列、更大显存）都放不下。", sep="\n")
     return out

@@ -46,6 +46,7 @@ The ZeRO paper's Table 2 (model-state limits) is reproduced by
 from __future__ import annotations
 
 from ..hardware import GB_S, GPUS, Cluster, make_cluster
+from ..i18n import bi
 from ..models import MOE_PRESETS, ModelConfig, get_preset
 from ..validate import check_choice
 from .formulas import Plan, evaluate, megatron_flops, step_flops
@@ -183,7 +184,8 @@ def published_table() -> str:
     """One line per published run: GPUs, layout, published and predicted TFLOP/s per GPU (counted the source's
     way, see :func:`compare_published`), their ratio, whether it is within :data:`TOLERANCE`, and whether the plan
     fits in memory. Two header lines (English, Chinese), columns right-aligned by display width; a published
-    value marked ``*`` was published as tokens/s per GPU and is converted (two footnote lines say so)."""
+    value marked ``*`` was published as tokens/s per GPU and is converted (a footnote says so, in the current
+    language: two lines when both are shown)."""
     from .command_line import display_width
 
     widths = (26, 6, 20, 9, 9, 6, 8, 8)  # 99 columns
@@ -206,6 +208,7 @@ def published_table() -> str:
         lines.append(row([name, str(run["num_gpus"]), layout, f"{r['published_flops'] / 1e12:.0f}{derived}",
                           f"{r['predicted_flops'] / 1e12:.0f}", f"{r['ratio']:.2f}",
                           "yes/是" if r["within"] else "no/否", "yes/是" if r["fits"] else "no/否"]))
-    lines.append("* published: 10^12 tokens per 180,000 GPU hours = 1,543 tokens/s per GPU, as model FLOP/s")
-    lines.append("* 公布值：每 18 万 GPU 小时 10^12 个词元 = 每卡每秒 1,543 个词元，换算为模型 FLOP/s")
+    lines.extend(bi("* published: 10^12 tokens per 180,000 GPU hours = 1,543 tokens/s per GPU, as model FLOP/s",
+                    "* 公布值：每 18 万 GPU 小时 10^12 个词元 = 每块 GPU 每秒 1,543 个词元，换算为模型 FLOP/s",
+                    sep="\n").splitlines())
     return "\n".join(lines)

@@ -51,18 +51,17 @@ def controls() -> dict:
         "micro_batch_size": base.log2_slider(L_MBS, 1, 1, 16),
         "tp": base.log2_slider(L_TP, 1, 1, 8),
         "sequence_parallel": base.checkbox(L_SP, False),
-        "recompute": base.dropdown(L_RC, [(bi("none", "无"), "none"), (bi("selective", "选择性"), "selective"),
-                                          (bi("full", "完全"), "full")], "none"),
-        "attention": base.dropdown(L_ATT, [(bi("as trained (GPT: materialised, Llama: flash)",
-                                                 "按实际训练（GPT：显式分数，Llama：flash）"), "default"),
-                                              (bi("flash (log-sum-exp only)", "flash（只存 log-sum-exp）"), "flash"),
-                                              (bi("materialised s×s scores", "显式存储 s×s 分数"), "materialised")],
+        "recompute": base.dropdown(L_RC, [(("none", "无"), "none"), (("selective", "选择性"), "selective"),
+                                          (("full", "完全"), "full")], "none"),
+        "attention": base.dropdown(L_ATT, [(("as trained (GPT: materialised, Llama: flash)", "按实际训练（GPT：显式分数，Llama：flash）"), "default"),
+                                              (("flash (log-sum-exp only)", "flash（只存 log-sum-exp）"), "flash"),
+                                              (("materialised s×s scores", "显式存储 s×s 分数"), "materialised")],
                                    "default"),
         "dp": base.log2_slider(L_DP, 8, 1, 64),
         "zero_stage": base.int_slider(L_ZERO, 3, 0, 3),
-        "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"),
+        "offload": base.dropdown(L_OFF, [(("none", "不卸载"), "none"), (("optimizer → CPU", "优化器 → CPU"),
                                                                          "optimizer"),
-                                         (bi("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
+                                         (("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
                                  "none"),
         "gpu_gb": base.selection_slider(L_GPU, [24, 40, 80, 141], 80),
     }
@@ -112,10 +111,10 @@ def render(result: dict) -> None:
     # the total at the bar's end: a small model stays readable next to the GPU size
     ax.annotate(f"{left:.3g} GB", (left, 0), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
     ax.set_yticks([])
-    ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每张 GPU 的 GB（1 GB = 1e9 字节）"))
+    ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每块 GPU 的 GB（1 GB = 1e9 字节）"))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)
     plots.title(ax, f"{result['model']}: {result['total'] / GB:.1f} GB per GPU",
-                f"{result['model']}：每张 GPU {result['total'] / GB:.1f} GB")
+                f"{result['model']}：每块 GPU {result['total'] / GB:.1f} GB")
     plt.show()
     fits_en, fits_zh = ("fits", "放得下") if result["fits"] else ("does NOT fit", "放不下")
     print(bi(f"Total {result['total'] / GB:.1f} GB of {result['gpu_bytes'] / GB:.0f} GB: {fits_en}; "

@@ -37,6 +37,11 @@ otherwise (an untrusted notebook never renders widget views, whatever the kernel
 
 Tests call ``compute`` at every control's extremes through :func:`extreme_settings` and move every control
 through its range through :func:`range_settings` (``tests/test_widgets.py``).
+
+Labels (a control's description, a drop-down's or slider's option labels, the title) may be a
+:class:`~distlearn.i18n.Text`, an ``(en, zh)`` pair or a plain string; the first two follow the language switch
+live: after :func:`distlearn.set_language` every explorer on screen relabels its controls (keeping their values)
+and renders again, on the kernel's main thread like any other refresh.
 """
 from __future__ import annotations
 
@@ -44,11 +49,14 @@ import base64
 import html
 import sys
 import threading
-from typing import Callable
+from typing import Callable, Union
 
 import ipywidgets as W
 
+from .. import i18n
 from ..i18n import Text, bi
+
+Label = Union[Text, tuple, str]
 
 STYLE = {"description_width": "initial"}  # the bilingual label takes the width it needs ...
 LAYOUT = W.Layout(width="700px")           # ... and the control gets the rest: wide enough for "English / 中文"
@@ -56,27 +64,49 @@ PENDING = "dl-pending"                    # CSS class of an explorer's output ar
 _RENDER_LOCK = threading.RLock()          # pyplot and the captured streams are process-wide: one render at a time
 
 
-def int_slider(label: Text | str, value: int, min: int, max: int, step: int = 1) -> W.IntSlider:
+def render_label(label: Label) -> str:
+    """``label`` in the current language: a Text, an ``(en, zh)`` pair (joined like :func:`~distlearn.i18n.bi`),
+    or a string as it is."""
+    if isinstance(label, Text):
+        return label.render()
+    if isinstance(label, tuple):
+        return i18n.bi(*label)
+    return str(label)
+
+
+def _labelled(control: W.Widget, label: Label, options=None) -> W.Widget:
+    control._distlearn_label = label  # relabelled by the explorer when the language changes
+    if options is not None:
+        control._distlearn_options = list(options)
+    return control
+
+
+def _option_labels(options) -> list:
+    """``options`` with each ``(label, value)`` pair's label rendered in the current language."""
+    return [(render_label(o[0]), o[1]) if isinstance(o, tuple) else o for o in options]
+
+
+def int_slider(label: Label, value: int, min: int, max: int, step: int = 1) -> W.IntSlider:
     """An integer slider that updates on release."""
-    return W.IntSlider(value=value, min=min, max=max, step=step, description=str(label),
-                       continuous_update=False, style=STYLE, layout=LAYOUT)
+    return _labelled(W.IntSlider(value=value, min=min, max=max, step=step, description=render_label(label),
+                                 continuous_update=False, style=STYLE, layout=LAYOUT), label)
 
 
-def float_slider(label: Text | str, value: float, min: float, max: float, step: float) -> W.FloatSlider:
+def float_slider(label: Label, value: float, min: float, max: float, step: float) -> W.FloatSlider:
     """A float slider that updates on release."""
-    return W.FloatSlider(value=value, min=min, max=max, step=step, description=str(label),
-                         continuous_update=False, style=STYLE, layout=LAYOUT)
+    return _labelled(W.FloatSlider(value=value, min=min, max=max, step=step, description=render_label(label),
+                                   continuous_update=False, style=STYLE, layout=LAYOUT), label)
 
 
-def selection_slider(label: Text | str, options, value) -> W.SelectionSlider:
-    """A slider over ``options`` (values, or (label, value) pairs) that updates on release. Sliders take arrow
-    keys in JupyterLab; a closed drop-down does not (Lab moves between cells instead, ipywidgets issue #3912), so
-    numeric choices are sliders."""
-    return W.SelectionSlider(options=options, value=value, description=str(label), continuous_update=False,
-                             style=STYLE, layout=LAYOUT)
+def selection_slider(label: Label, options, value) -> W.SelectionSlider:
+    """A slider over ``options`` (values, or (label, value) pairs whose label may be a Text or an ``(en, zh)``
+    pair) that updates on release. Sliders take arrow keys in JupyterLab; a closed drop-down does not (Lab moves
+    between cells instead, ipywidgets issue #3912), so numeric choices are sliders."""
+    return _labelled(W.SelectionSlider(options=_option_labels(options), value=value, description=render_label(label),
+                                       continuous_update=False, style=STYLE, layout=LAYOUT), label, options)
 
 
-def log2_slider(label: Text | str, value: int, min: int, max: int) -> W.SelectionSlider:
+def log2_slider(label: Label, value: int, min: int, max: int) -> W.SelectionSlider:
     """A slider over powers of two from ``min`` to ``max`` (1, 2, 4, …)."""
     options, v = [], min
     while v <= max:
@@ -85,13 +115,27 @@ def log2_slider(label: Text | str, value: int, min: int, max: int) -> W.Selectio
     return selection_slider(label, options, value)
 
 
-def dropdown(label: Text | str, options, value) -> W.Dropdown:
-    """A drop-down; ``options`` is a list of values or of (label, value) pairs."""
-    return W.Dropdown(options=options, value=value, description=str(label), style=STYLE, layout=LAYOUT)
+def dropdown(label: Label, options, value) -> W.Dropdown:
+    """A drop-down; ``options`` is a list of values or of ``(label, value)`` pairs, where a label may be a Text or
+    an ``(en, zh)`` pair that follows the language."""
+    return _labelled(W.Dropdown(options=_option_labels(options), value=value, description=render_label(label),
+                                style=STYLE, layout=LAYOUT), label, options)
 
 
-def checkbox(label: Text | str, value: bool) -> W.Checkbox:
-    return W.Checkbox(value=value, description=str(label), style=STYLE, indent=False, layout=LAYOUT)
+def checkbox(label: Label, value: bool) -> W.Checkbox:
+    return _labelled(W.Checkbox(value=value, description=render_label(label), style=STYLE, indent=False,
+                                layout=LAYOUT), label)
+
+
+def relabel(controls: dict[str, W.Widget]) -> None:
+    """Render every control's label and option labels again in the current language, keeping its value."""
+    for c in controls.values():
+        if hasattr(c, "_distlearn_label"):
+            c.description = render_label(c._distlearn_label)
+        if hasattr(c, "_distlearn_options"):
+            value = c.value
+            c.options = _option_labels(c._distlearn_options)
+            c.value = value
 
 
 # ---------------------------------------------------------------- capturing what render shows
@@ -243,20 +287,30 @@ class Explorer(W.VBox):
     controls matter for ``values`` (``{name: bool}``): the others are greyed out."""
 
     def __init__(self, controls: dict[str, W.Widget], compute: Callable[..., dict], render: Callable[[dict], None],
-                 title: Text | str | None = None, active: Callable[[dict], dict] | None = None):
+                 title: Label | None = None, active: Callable[[dict], dict] | None = None):
         self.controls, self._compute, self._render, self._active = controls, compute, render, active
         self.output = W.Output()
         self.renders = 0                     # how many times the output area was filled
         self._lock = threading.Lock()
         self._queued = False
-        header = [W.HTML(f"<b>{html.escape(str(title))}</b>")] if title else []
-        self.title = str(title or "")
-        super().__init__(header + [W.VBox(list(controls.values())), self.output])
+        self._relabelling = False
+        self._title = title
+        self._header = W.HTML(self._header_html()) if title else None
+        super().__init__(([self._header] if self._header else []) + [W.VBox(list(controls.values())), self.output])
         self.add_class("distlearn-explorer")
         for c in controls.values():
             c.observe(self._changed, names="value")
         self.refresh()
         self.first_outputs = self.output.outputs
+        self._forget_language = i18n.on_change(self._language_changed)
+
+    @property
+    def title(self) -> str:
+        """The title in the current language ("" without one)."""
+        return render_label(self._title) if self._title else ""
+
+    def _header_html(self) -> str:
+        return f"<b>{html.escape(self.title)}</b>"
 
     def values(self) -> dict:
         return {name: c.value for name, c in self.controls.items()}
@@ -278,7 +332,34 @@ class Explorer(W.VBox):
             if not self._queued:
                 self.output.remove_class(PENDING)
 
+    def relabel(self) -> None:
+        """Labels, option labels and title in the current language (values kept), then a refresh. Runs on the
+        kernel's main thread; the value changes that relabelling a drop-down makes trigger nothing."""
+        with _RENDER_LOCK:
+            self._relabelling = True
+            try:
+                relabel(self.controls)
+                if self._header is not None:
+                    self._header.value = self._header_html()
+            finally:
+                self._relabelling = False
+        self.refresh()
+
+    def _language_changed(self, _lang: str) -> None:
+        loop = _main_loop()
+        if loop is None:
+            self.relabel()
+        else:  # set_language may run in a subshell thread (the switch's button): relabel on the main thread
+            self.output.add_class(PENDING)
+            loop.add_callback(self.relabel)
+
+    def close(self) -> None:
+        self._forget_language()
+        super().close()
+
     def _changed(self, _change=None) -> None:
+        if self._relabelling:
+            return
         loop = _main_loop()
         if loop is None:  # plain Python: no threads, no front end to race with
             self.refresh()
@@ -318,8 +399,9 @@ class Explorer(W.VBox):
 
 
 def build(controls: dict[str, W.Widget], compute: Callable[..., dict], render: Callable[[dict], None],
-          title: Text | str | None = None, active: Callable[[dict], dict] | None = None) -> Explorer:
-    """Lay out ``controls`` above an output area that shows ``render(compute(**values))`` after every change."""
+          title: Label | None = None, active: Callable[[dict], dict] | None = None) -> Explorer:
+    """Lay out ``controls`` above an output area that shows ``render(compute(**values))`` after every change, and
+    again, relabelled, after every language change (:func:`distlearn.set_language`)."""
     return Explorer(controls, compute, render, title=title, active=active)
 
 

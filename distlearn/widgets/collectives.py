@@ -27,6 +27,18 @@ def zh_name(name: str) -> str:
     return ZH_NAMES.get(name.replace("-", "_"), name)
 
 
+def op_label_zh(operation: str) -> str:
+    """The Chinese label of an operation in the explorer's drop-down: its glossary name and the identifier,
+    e.g. "全规约 AllReduce（all_reduce）"."""
+    return f"{OP_LABELS_ZH.get(operation, zh_name(operation))}（{operation}）"
+
+
+# Glossary names (docs/glossary.md) of the collectives, for labels.
+OP_LABELS_ZH = {"broadcast": "广播 Broadcast", "reduce": "规约 Reduce", "all_reduce": "全规约 AllReduce",
+                "all_gather": "全收集 AllGather", "reduce_scatter": "规约-分散 ReduceScatter",
+                "all_to_all": "全对全 AllToAll"}
+
+
 def step_title(operation: str, step: int, phase: str, sep: str = "\n") -> str:
     """Bilingual title of step ``step`` (0 = the start) of ``operation`` in phase ``phase``:
     "broadcast 0: start" / "广播 第 0 步：初始" (on two lines when both languages are shown). The Chinese title
@@ -111,7 +123,7 @@ def render(result: dict) -> None:
 
 
 def controls() -> dict:
-    return {"operation": base.dropdown(L_OP, list(OPERATIONS), "all_reduce"),
+    return {"operation": base.dropdown(L_OP, [((op, op_label_zh(op)), op) for op in OPERATIONS], "all_reduce"),
             "world_size": base.int_slider(L_WS, 4, 2, MAX_WS),
             "step": base.int_slider(L_STEP, 0, 0, 2 * (MAX_WS - 1)),
             "message_mb": base.log2_slider(L_MB, 64, 1, 1024)}

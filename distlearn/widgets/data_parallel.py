@@ -18,11 +18,11 @@ L_RED = text("dp.reduction", "Reduction", "规约方式")
 L_PARAMS = text("dp.params", "Parameters (billions, bf16 grads)", "参数量（十亿，bf16 梯度）")
 L_BW = text("dp.bandwidth", "Link bandwidth (GB/s)", "链路带宽（GB/s）")
 
-SPLIT_OPTIONS = [(bi("contiguous, uneven", "连续切分（不均匀）"), "contiguous"),
-                 (bi("drop the remainder", "丢弃余数"), "drop_remainder"),
-                 (bi("DistributedSampler (pads by repeating)", "DistributedSampler（重复样本填充）"), "sampler_pad")]
-RED_OPTIONS = [(bi("weighted by shard size", "按分片大小加权"), "weighted"),
-               (bi("mean of shard means (seed)", "分片均值的平均（种子代码）"), "mean_of_means")]
+SPLIT_OPTIONS = [(("contiguous, uneven", "连续切分（不均匀）"), "contiguous"),
+                 (("drop the remainder", "丢弃余数"), "drop_remainder"),
+                 (("DistributedSampler (pads by repeating)", "DistributedSampler（重复样本填充）"), "sampler_pad")]
+RED_OPTIONS = [(("weighted by shard size", "按分片大小加权"), "weighted"),
+               (("mean of shard means (seed)", "分片均值的平均（原始示例代码）"), "mean_of_means")]
 
 _rng = np.random.default_rng(42)
 DATA, WEIGHT = _rng.standard_normal((128, 32)), _rng.standard_normal((32, 16))

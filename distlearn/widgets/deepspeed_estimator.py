@@ -29,8 +29,8 @@ def controls() -> dict:
         "gpus_per_node": base.log2_slider(L_GPN, 8, 1, 16),
         "num_nodes": base.log2_slider(L_NODES, 1, 1, 64),
         "zero_stage": base.int_slider(L_STAGE, 3, 2, 3),
-        "offload": base.dropdown(L_OFF, [(bi("none", "不卸载"), "none"), (bi("optimizer → CPU", "优化器 → CPU"), "optimizer"),
-                                         (bi("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
+        "offload": base.dropdown(L_OFF, [(("none", "不卸载"), "none"), (("optimizer → CPU", "优化器 → CPU"), "optimizer"),
+                                         (("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],
                                  "none"),
         "zero_init": base.checkbox(L_INIT, True),
     }
@@ -63,14 +63,14 @@ def render(result: dict) -> None:
     labels = [bi("ZeRO paper", "ZeRO 论文"), bi("DeepSpeed estimator", "DeepSpeed 估算")]
     values = [result["paper_gpu"] / GiB, result["ds_gpu"] / GiB]
     ax.barh(labels, values, color=[plots.COLORS["optimizer"], plots.COLORS["params"]])
-    ax.set_xlabel(bi("GiB per GPU (model states only)", "每张 GPU 的 GiB（仅模型状态）", sep="\n"))
-    plots.title(ax, f"{result['model']} on {result['gpus']} GPUs", f"{result['model']}，{result['gpus']} 张 GPU")
+    ax.set_xlabel(bi("GiB per GPU (model states only)", "每块 GPU 的 GiB（仅模型状态）", sep="\n"))
+    plots.title(ax, f"{result['model']} on {result['gpus']} GPUs", f"{result['model']}，{result['gpus']} 块 GPU")
     plt.show()
     print(bi(f"DeepSpeed: {result['ds_gpu'] / GiB:.2f} GiB per GPU, {result['ds_cpu'] / GiB:.2f} GiB per node's CPU; "
              f"paper: {result['paper_gpu'] / GiB:.2f} GiB per GPU. Neither counts activations, buffers or the CUDA "
              "context.",
-             f"DeepSpeed：每张 GPU {result['ds_gpu'] / GiB:.2f} GiB，每个节点 CPU {result['ds_cpu'] / GiB:.2f} GiB；"
-             f"论文：每张 GPU {result['paper_gpu'] / GiB:.2f} GiB。两者都不含激活值、缓冲区和 CUDA 上下文。", sep="\n"))
+             f"DeepSpeed：每块 GPU {result['ds_gpu'] / GiB:.2f} GiB，每个节点 CPU {result['ds_cpu'] / GiB:.2f} GiB；"
+             f"论文：每块 GPU {result['paper_gpu'] / GiB:.2f} GiB。两者都不含激活值、缓冲区和 CUDA 上下文。", sep="\n"))
 
 
 def explorer():

@@ -76,7 +76,7 @@ def controls() -> dict:
         "num_experts": base.log2_slider(L_E, 256, 8, 256),
         "k": base.int_slider(L_K, 8, 1, 8),
         "capacity_factor": base.selection_slider(L_CF, [("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5), ("2.0", 2.0),
-                                                        ("4.0", 4.0), (str(L_NONE), 0.0)], 1.25),  # 0: no limit
+                                                        ("4.0", 4.0), (L_NONE, 0.0)], 1.25),  # 0: no limit
         "ep": base.log2_slider(L_EP, 64, 1, 64),
         "skew": base.float_slider(L_SKEW, 0.25, 0.0, 2.0, 0.25),
         "dp": base.log2_slider(L_DP, 2048, 8, 2048),
@@ -91,17 +91,17 @@ def render(res: dict) -> None:
     cap = "—" if res["capacity"] is None else res["capacity"]
     print(bi(f"{res['tokens']} tokens per GPU × k = {res['k']} → capacity per expert {cap}; dropped "
              f"{res['dropped']} assignments ({res['dropped_fraction']:.1%}), {res['dropped_tokens']} tokens lost all k",
-             f"每张 GPU {res['tokens']} 个词元 × k = {res['k']} → 每个专家的容量 {cap}；被丢弃 {res['dropped']} 次分配"
+             f"每块 GPU {res['tokens']} 个词元 × k = {res['k']} → 每个专家的容量 {cap}；被丢弃 {res['dropped']} 次分配"
              f"（{res['dropped_fraction']:.1%}），{res['dropped_tokens']} 个词元的 k 个专家全部被丢弃"))
     print(bi(f"busiest GPU / mean = {res['straggler']:.2f} (the layer waits for it); all-to-all {res['bytes_per_gpu'] / mb:.0f} MB "
              f"sent per GPU per layer (forward; {res['intra_share']:.0%} inside a node); comm / compute ≈ {res['ratio']:.2f} "
              f"on {GPU} at 50 % MFU",
-             f"最忙的 GPU / 平均 = {res['straggler']:.2f}（整层都要等它）；每张 GPU 每层发送 {res['bytes_per_gpu'] / mb:.0f} MB"
+             f"最忙的 GPU / 平均 = {res['straggler']:.2f}（整层都要等它）；每块 GPU 每层发送 {res['bytes_per_gpu'] / mb:.0f} MB"
              f"（前向；{res['intra_share']:.0%} 在节点内）；在 {GPU} 上按 50% MFU，通信 / 计算 ≈ {res['ratio']:.2f}", sep="\n"))
     print(bi(f"model states per GPU: {res['dense_bytes'] / gb:.1f} GB replicated + {res['expert_bytes'] / gb:.1f} GB "
              f"experts = {res['state_bytes'] / gb:.1f} GB; routed activations per MoE layer {res['activation_bytes'] / gb:.2f} GB "
              f"on the busiest GPU (mean {res['mean_activation_bytes'] / gb:.2f} GB)",
-             f"每张 GPU 的模型状态：复制部分 {res['dense_bytes'] / gb:.1f} GB + 专家 {res['expert_bytes'] / gb:.1f} GB = "
+             f"每块 GPU 的模型状态：复制部分 {res['dense_bytes'] / gb:.1f} GB + 专家 {res['expert_bytes'] / gb:.1f} GB = "
              f"{res['state_bytes'] / gb:.1f} GB；最忙的 GPU 上每个 MoE 层的路由激活值 {res['activation_bytes'] / gb:.2f} GB"
              f"（平均 {res['mean_activation_bytes'] / gb:.2f} GB）", sep="\n"))
     fig, (a1, a2) = plots.new_figure(10, 3.2, ncols=2, width_ratios=[3, 1])
@@ -113,12 +113,12 @@ def render(res: dict) -> None:
     a1.set_xlabel(bi("expert", "专家"))
     a1.set_ylabel(bi("assignments", "分配次数"))
     a1.legend(fontsize=8)
-    plots.title(a1, "Load per expert (one GPU's tokens)", "每个专家的负载（一张 GPU 的词元）")
+    plots.title(a1, "Load per expert (one GPU's tokens)", "每个专家的负载（一块 GPU 的词元）")
     g = np.arange(res["ep"])
     a2.bar(g, res["gpu_load"], color=plots.COLORS["comm"])
     a2.axhline(np.mean(res["gpu_load"]), color="black", lw=0.8)
     a2.set_xlabel("EP rank")
-    plots.title(a2, "Load per GPU", "每张 GPU 的负载")
+    plots.title(a2, "Load per GPU", "每块 GPU 的负载")
     plt.show()
 
 

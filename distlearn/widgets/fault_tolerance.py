@@ -67,7 +67,7 @@ def render(res: dict) -> None:
     ax.axvline(res["interval_min"], color="0.5", ls=":", label=bi("your interval", "你的间隔"))
     ax.plot([p.optimum], [100 * p.goodput_optimum], "o", color=plots.COLORS["optimizer"],
             label=bi("optimum", "最优"))
-    ax.plot([p.young], [100 * p.goodput_young], "x", color="k", label="Young")
+    ax.plot([p.young], [100 * p.goodput_young], "x", color="k", label=bi("Young", "Young 公式"))
     ax.set_xscale("log")
     ax.set_xlabel(bi("checkpoint interval τ (min)", "检查点间隔 τ（分钟）"))
     ax.set_ylabel(bi("goodput (%)", "有效训练时间占比 (%)"))

@@ -66,7 +66,7 @@ def render(res: dict) -> None:
 
 
 def controls() -> dict:
-    recipes = [(bi(r.title_en, r.title_zh), k) for k, r in fp8_recipes.RECIPES.items() if k != "bf16-mixed"]
+    recipes = [((r.title_en, r.title_zh), k) for k, r in fp8_recipes.RECIPES.items() if k != "bf16-mixed"]
     return {"recipe": base.dropdown(T["recipe"], recipes, "te-fp8"),
             "model": base.dropdown(T["model"], list(MODELS), "llama3-8b"),
             "dp": base.log2_slider(T["dp"], 8, 1, 512),

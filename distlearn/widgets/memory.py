@@ -35,7 +35,7 @@ NVIDIA_SMI_MIB = {"RTX 4090 (24 GB)": 24564, "A100 40GB": 40960, "A100 80GB": 81
 CUSTOM_SIZES_B = (0.125, 0.35, 1, 1.5, 3, 7, 8, 13, 30, 70, 175, 405, 1000)  # billions of parameters
 
 T = {
-    "title": text("widgets.memory.title", "Model states per GPU", "每张 GPU 上的模型状态"),
+    "title": text("widgets.memory.title", "Model states per GPU", "每块 GPU 上的模型状态"),
     "model": text("widgets.memory.model", "Model", "模型"),
     "custom": text("widgets.memory.custom", "custom size", "自定义规模"),
     "size": text("widgets.memory.size", "Custom size (B params)", "自定义规模（十亿参数）"),
@@ -49,7 +49,7 @@ T = {
     "params": text("widgets.memory.params", "parameters", "参数"),
     "grads": text("widgets.memory.grads", "gradients", "梯度"),
     "optim": text("widgets.memory.optim", "optimizer states", "优化器状态"),
-    "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每卡 GB（1e9 字节）"),
+    "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每块 GPU GB（1e9 字节）"),
     "gib": text("widgets.memory.gib", "GiB (2^30 B)", "GiB（2^30 字节）"),
     "capacity": text("widgets.memory.capacity", "GPU memory", "GPU 显存"),
 }
@@ -108,8 +108,8 @@ def controls() -> dict:
         "custom_billions": base.W.SelectionSlider(options=list(CUSTOM_SIZES_B), value=7,
                                                   description=str(T["size"]), continuous_update=False,
                                                   style=base.STYLE, layout=base.LAYOUT),
-        "precision": base.dropdown(T["precision"], [(bi(*PRECISION_LABELS[p]), p) for p in PRECISIONS], "mixed"),
-        "optimizer": base.dropdown(T["optimizer"], [(bi(*OPTIMIZER_LABELS[o]), o) for o in OPTIMIZERS], "adam"),
+        "precision": base.dropdown(T["precision"], [(PRECISION_LABELS[p], p) for p in PRECISIONS], "mixed"),
+        "optimizer": base.dropdown(T["optimizer"], [(OPTIMIZER_LABELS[o], o) for o in OPTIMIZERS], "adam"),
         "dp": base.log2_slider(T["dp"], 8, 1, 1024),
         "zero_stage": base.int_slider(T["zero"], 0, 0, 3),
         "offload_optimizer": base.checkbox(T["off_opt"], False),
@@ -119,7 +119,7 @@ def controls() -> dict:
 
 
 def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str = "Model states per GPU",
-                title_zh: str = "每张 GPU 上的模型状态"):
+                title_zh: str = "每块 GPU 上的模型状态"):
     """Stacked bars (params / grads / optimizer) in GB, one per result of :func:`compute`, with a GiB axis on the
     right and a dashed line at the first result's GPU capacity. Returns the axes."""
     from .. import plots

@@ -83,7 +83,7 @@ def render(res: dict) -> None:
     print(bi(f"step time {res['total']:.2f} (no overlap {res['serial']:.2f}, compute only {res['ideal']:.2f}); "
              f"peak unsharded: {res['peak_units']} units' parameters, {res['peak_bytes']:.0f} unit-sizes with "
              f"gradients",
-             f"迭代时间 {res['total']:.2f}（不重叠 {res['serial']:.2f}，纯计算 {res['ideal']:.2f}）；"
+             f"每步时间 {res['total']:.2f}（不重叠 {res['serial']:.2f}，纯计算 {res['ideal']:.2f}）；"
              f"峰值未分片：{res['peak_units']} 个单元的参数，连同梯度共 {res['peak_bytes']:.0f} 个单元大小", sep="\n"))
     plot_timeline(res["result"], title=(L_TITLE.en, L_TITLE.zh))
     plt.show()

@@ -23,9 +23,9 @@ T_WSHARE = text("pipeline.wgrad_share", "weight-gradient share of the backward (
 def controls() -> dict:
     return {
         "schedule": base.dropdown(T_SCHEDULE, [("GPipe", "gpipe"), ("1F1B", "1f1b"),
-                                               (bi("interleaved 1F1B", "交错 1F1B"), "interleaved-1f1b"),
-                                               ("ZB-H1", "zb-h1"), (bi("ZB-H2 (greedy)", "ZB-H2（贪心）"), "zb-h2"),
-                                               (bi("interleaved zero bubble", "交错零气泡"), "interleaved-zb"),
+                                               (("interleaved 1F1B", "交错 1F1B"), "interleaved-1f1b"),
+                                               ("ZB-H1", "zb-h1"), (("ZB-H2 (greedy)", "ZB-H2（贪心）"), "zb-h2"),
+                                               (("interleaved zero bubble", "交错零气泡"), "interleaved-zb"),
                                                ("ZB-V", "zbv"), ("DualPipeV", "dualpipev"),
                                                ("DualPipe", "dualpipe")], "1f1b"),
         "num_stages": base.int_slider(T_STAGES, 4, 1, 16),

@@ -21,14 +21,14 @@ T_NGPUS = text("planner.num_gpus", "Number of GPUs", "GPU 数量")
 T_SEQ = text("planner.seq_len", "Sequence length", "序列长度")
 T_BATCH = text("planner.global_batch", "Global batch (sequences)", "全局批量大小（序列数）")
 T_RANK = text("planner.rank", "Show plan #", "查看第几个方案")
-T_MEM = text("planner.memory", "Memory per GPU (GB)", "每张 GPU 的显存（GB）")
+T_MEM = text("planner.memory", "Memory per GPU (GB)", "每块 GPU 的显存（GB）")
 T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
 
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
 TIME_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble")
 LABELS = {
     "params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
-    "activations": ("activations", "激活值"), "logits": ("logits", "logits"), "zero3_buffer": ("ZeRO-3 buffer",
+    "activations": ("activations", "激活值"), "logits": ("logits", "logits（输出层）"), "zero3_buffer": ("ZeRO-3 buffer",
                                                                                              "ZeRO-3 缓冲"),
     "reserve": ("reserve", "预留"), "compute": ("compute", "计算"), "tp_comm": ("TP all-reduce", "张量并行通信"),
     "cp_comm": ("CP K/V all-gather", "上下文并行 K/V 全收集"), "ep_comm": ("EP all-to-all", "专家并行全对全"),
@@ -99,7 +99,7 @@ def render(result: dict) -> None:
     ax2.set_xlabel(str(T_TIME))
     ax2.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.01, 0.5))
     plots.title(ax1, f"Plan #{result['shown']}: memory per GPU (dashed: capacity) and time per step",
-                f"第 {result['shown']} 个方案：每张 GPU 的显存（虚线：容量）与每步时间")
+                f"第 {result['shown']} 个方案：每块 GPU 的显存（虚线：容量）与每步时间")
     plt.show()
 
 

@@ -19,10 +19,10 @@ L_S = text("tp_widget.seq", "sequence length s", "序列长度 s")
 L_B = text("tp_widget.batch", "micro-batch size b", "微批次大小 b")
 L_SP = text("tp_widget.sp", "sequence parallelism (SP)", "序列并行 (SP)")
 L_SCHEME = text("tp_widget.scheme", "SP implementation", "SP 的实现")
-SCHEMES = [(bi("Megatron-LM (saves sharded, re-gathers)", "Megatron-LM（分片保存、反向重新收集）"), "megatron"),
-           (bi("PyTorch DTensor (saves all-gathered)", "PyTorch DTensor（保存收集后的完整输入）"), "pytorch")]
+SCHEMES = [(("Megatron-LM (saves sharded, re-gathers)", "Megatron-LM（分片保存、反向重新收集）"), "megatron"),
+           (("PyTorch DTensor (saves all-gathered)", "PyTorch DTensor（保存收集后的完整输入）"), "pytorch")]
 TITLE = text("tp_widget.title", "Tensor parallelism: one transformer layer per GPU",
-             "张量并行：每张 GPU 上的一个 Transformer 层")
+             "张量并行：每块 GPU 上的一个 Transformer 层")
 
 
 def compute(tp: int = 4, hidden_size: int = 4096, seq_len: int = 2048, micro_batch_size: int = 1,
@@ -83,7 +83,7 @@ def draw_blocks(tp: int, ax=None):
                 rect = Rectangle((x0, rows - (r + 1) * rows / tp), cols, rows / tp, color=cmap(r % cmap.N))
             ax.add_patch(rect)
         ax.add_patch(Rectangle((x0, 0), cols, rows, fill=False, lw=1.2))
-        ax.text(x0 + cols / 2, -0.12, name, ha="center", va="top", fontsize=9)
+        ax.text(x0 + cols / 2, -0.12, "$W_{\\mathrm{" + name[2:] + "}}$", ha="center", va="top", fontsize=9)
         ax.text(x0 + cols / 2, -0.45, bi("cols", "列") if how == "col" else bi("rows", "行"), ha="center",
                 va="top", fontsize=7, color="#555555")
         x0 += cols + gap
@@ -108,14 +108,14 @@ def render(result: dict) -> None:
     sp = result["sequence_parallel"]
     print(bi(f"heads a = {result['num_heads']} (head dim 128), ffn = 4h, bf16",
              f"注意力头 a = {result['num_heads']}（每头 128 维），ffn = 4h，bf16"))
-    print(bi(f"weights per GPU:      {result['weights'] / mib:10.1f} MiB", f"每张 GPU 的权重：{result['weights'] / mib:10.1f} MiB"))
+    print(bi(f"weights per GPU:      {result['weights'] / mib:10.1f} MiB", f"每块 GPU 的权重：{result['weights'] / mib:10.1f} MiB"))
     print(bi(f"activations per GPU:  {result['activations'] / mib:10.1f} MiB"
              + (f" (without SP {result['activations_no_sp'] / mib:.1f} MiB)" if sp else ""),
-             f"每张 GPU 的激活值：{result['activations'] / mib:10.1f} MiB"
+             f"每块 GPU 的激活值：{result['activations'] / mib:10.1f} MiB"
              + (f"（无 SP 时 {result['activations_no_sp'] / mib:.1f} MiB）" if sp else "")))
     print(bi(f"sent per GPU per layer: {result['comm'] / mib:8.1f} MiB (forward {result['comm_forward'] / mib:.1f}, "
              f"backward {result['comm_backward'] / mib:.1f}; {result['num_collectives']} collectives)",
-             f"每层每张 GPU 发送：{result['comm'] / mib:8.1f} MiB（前向 {result['comm_forward'] / mib:.1f}，"
+             f"每层每块 GPU 发送：{result['comm'] / mib:8.1f} MiB（前向 {result['comm_forward'] / mib:.1f}，"
              f"反向 {result['comm_backward'] / mib:.1f}；{result['num_collectives']} 次集合通信）"))
     draw_blocks(result["tp"])
     plt.show()

@@ -41,7 +41,7 @@ L_ENGINE = text("zero.engine", "engine", "实现")
 ENGINE_LABELS = {"zero": ("ZeRO paper (reduce-scatter)", "ZeRO 论文（ReduceScatter）"),
                  "deepspeed": ("DeepSpeed 0.19.8 defaults", "DeepSpeed 0.19.8 默认配置"),
                  "fsdp2": ("FSDP2 (fully_shard)", "FSDP2（fully_shard）")}
-L_TITLE = text("zero.title", "Bytes per GPU over one training step", "一次训练迭代中每张 GPU 的显存")
+L_TITLE = text("zero.title", "Bytes per GPU over one training step", "一次训练迭代中每块 GPU 的显存")
 
 
 def block_units(model: str, blocks_per_unit: int) -> tuple[int, list[int]]:
@@ -99,7 +99,7 @@ def render(res: dict) -> None:
     print(bi(f"sharded model states {res['sharded'] / gb:.2f} GB + transient up to {res['transient_peak'] / gb:.2f} GB"
              f" = peak {res['peak'] / gb:.2f} GB per GPU; each rank sends {res['comm_bytes'] / gb:.2f} GB per step",
              f"分片后的模型状态 {res['sharded'] / gb:.2f} GB + 临时最多 {res['transient_peak'] / gb:.2f} GB = "
-             f"每张 GPU 峰值 {res['peak'] / gb:.2f} GB；每个 rank 每步发送 {res['comm_bytes'] / gb:.2f} GB", sep="\n"))
+             f"每块 GPU 峰值 {res['peak'] / gb:.2f} GB；每个 rank 每步发送 {res['comm_bytes'] / gb:.2f} GB", sep="\n"))
     comm = res["comm"]
     en, zh = ENGINE_LABELS[res["engine"]]
     print(bi(f"{en}, m = {comm.num_microbatches}: volume {comm.formula()} = {comm.volume_psi} Ψ per step",
@@ -125,7 +125,7 @@ def controls() -> dict:
             "blocks_per_unit": base.log2_slider(L_BPU, 1, 1, 16),
             "prefetch": base.int_slider(L_PREFETCH, 1, 0, 3),
             "num_microbatches": base.int_slider(L_MB, 1, 1, 16),
-            "engine": base.dropdown(L_ENGINE, [(bi(*ENGINE_LABELS[e]), e) for e in ENGINES], "zero")}
+            "engine": base.dropdown(L_ENGINE, [(ENGINE_LABELS[e], e) for e in ENGINES], "zero")}
 
 
 def explorer():

@@ -1,0 +1,177 @@
+"""A reader of one language can read everything the course shows (distlearn.lang_audit, rule in README):
+
+- the rule itself, on lines it must accept and lines it must refuse, and the kernel hook that records plot texts;
+- every chapter, solution and exercise (exercises as shipped: their checks fail and print feedback), executed under
+  ``zh`` and under ``en``: 100 % of printed lines, plot texts and widget labels readable, and no form the glossary
+  rules out in the Chinese output. The executions are those of the monolingual copies (``split --report``), run for
+  both languages at once in two processes, so the same runs also test that the copies are monolingual, set their
+  own language and store outputs in it;
+- command lines (``python -m distlearn.course``, ``python -m distlearn plan``), argparse's own words included.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import nbformat
+import pytest
+
+from distlearn import course, lang_audit as A
+from distlearn.i18n import QUOTE
+
+CJK = A.CJK
+
+
+# ------------------------------------------------------------------ the rule
+@pytest.mark.parametrize("line", [
+    "rank 0: [0 1 2 3]", "  ZeRO-3: 14.0 GB = 13.0 GiB", "dp=8 tp=8 pp=1 zero=1 recompute=selective b=1 m=64",
+    "all_reduce_sum   gloo == 虚拟集群: True", "fp32  FSDP2 [4.3815 4.2251]", "llama3-8b · 64 × h100-80gb",
+    "TransformerDecoderLayer: 12,600,320", "max |block(x) - x| = 0.0", QUOTE + "Check batch related parameters.",
+    "Python                        3.11.7", "MFU 43.7%", "world_size = 4", "notebooks/01_memory.ipynb",
+])
+def test_lines_a_chinese_reader_can_read(line):
+    assert A.readable(line, "zh"), A.english_words(line)
+
+
+@pytest.mark.parametrize("line", [
+    "params  grads  optim  total", "softmax_dropout_mask          384 MiB", "mixed               adam      2",
+    "no plan fits", "seed code's loss", "Hint: the optimizer keeps a copy", "gpipe   4    8  1 |   33.00",
+    "bucket_cap_mb  buckets  comm total (ms)",
+])
+def test_lines_a_chinese_reader_cannot_read(line):
+    assert not A.readable(line, "zh")
+
+
+def test_under_english_no_chinese_at_all():
+    assert A.readable("precision  optimizer  params", "en")
+    for line in ("精度", "rank 0：负责", "（GB）", "total / 合计"):
+        assert not A.readable(line, "en"), line
+
+
+def test_listings_are_code_not_prose():
+    head, listing, tail = A.split_listing("heading\ndef f(x):\n    return x\n")
+    assert head == "heading\n" and listing.startswith("def f") and not tail
+    head, listing, tail = A.split_listing('{\n  "stage": 3\n}\nafter\n')
+    assert listing.startswith("{") and tail.strip() == "after"
+    assert A.split_listing("not code: def is a word\n")[1] == ""
+
+
+def test_widget_state_and_outputs_are_read():
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="params grads\n"),
+        nbformat.v4.new_output("display_data", data={"text/plain": "<Figure size 640x480>", "image/png": "x"}),
+        nbformat.v4.new_output("display_data", data={"text/html": "<b>no plan fits</b>", "text/plain": "x"}),
+        nbformat.v4.new_output("error", ename="ValueError", evalue="bad value", traceback=[])])]
+    nb.metadata["widgets"] = {"application/vnd.jupyter.widget-state+json": {"state": {
+        "a": {"model_name": "DropdownModel", "state": {"description": "Operation", "_options_labels": ["broadcast"]}},
+        "b": {"model_name": "ToggleButtonsModel", "state": {"_dom_classes": ["distlearn-language-switch"],
+                                                            "_options_labels": ["English", "中文"]}},
+        "c": {"model_name": "OutputModel", "state": {"outputs": [
+            {"output_type": "stream", "name": "stdout", "text": "messages in this step\n"}]}}}}}
+    texts = [ln.text for ln in A.notebook_lines(nb, [{"cell": 1, "texts": ["Bytes sent", "$10^{3}$"]}])]
+    assert texts == ["params grads", "no plan fits", "ValueError: bad value", "Operation", "broadcast",
+                     "messages in this step", "Bytes sent"]  # no figure repr, no switch, no mathtext
+
+
+@pytest.mark.slow
+def test_the_audit_catches_english_in_zh_and_chinese_in_en(tmp_path):
+    """A kernel really runs: the plot hook records titles and tick labels; a bad line is reported in each language."""
+    code = ("import matplotlib.pyplot as plt\nfrom distlearn import plots\nfrom distlearn.i18n import bi\nprint(bi('total', '合计'))\n"
+            "print('params grads')\nfig, ax = plt.subplots()\nax.set_title(bi('Memory', '显存'))\n"
+            "ax.set_xlabel('seconds')\nplt.show()")
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
+    nb.metadata["kernelspec"] = {"name": "python3", "display_name": "Python 3", "language": "python"}
+    path = tmp_path / "demo.ipynb"
+    nbformat.write(nb, path)
+    zh, en = A.audit(path, "zh"), A.audit(path, "en")
+    assert {ln.text for ln in zh.lines} >= {"合计", "params grads", "显存", "seconds"}
+    assert [ln.text for ln in zh.bad] == ["params grads", "seconds"]
+    assert {ln.text for ln in en.lines} >= {"total", "Memory", "seconds"} and not en.bad
+
+
+# ------------------------------------------------------------------ every chapter, in each language
+@pytest.fixture(scope="module")
+def copies(tmp_path_factory):
+    """``split --lang zh`` and ``split --lang en`` with ``--report``, run at the same time in two processes."""
+    base = tmp_path_factory.mktemp("languages")
+    env = {k: v for k, v in os.environ.items() if k != "DISTLEARN_LANG"}
+    procs = {}
+    for lang in ("zh", "en"):
+        cmd = [sys.executable, "-m", "distlearn.course", "split", "--lang", lang, "--out", str(base / lang),
+               "--report", str(base / f"{lang}.json")]
+        procs[lang] = subprocess.Popen(cmd, cwd=course.ROOT, env=env, stdout=subprocess.PIPE,
+                                       stderr=subprocess.STDOUT, text=True)
+    out = {}
+    for lang, proc in procs.items():
+        log, _ = proc.communicate(timeout=1500)
+        assert proc.returncode == 0, log[-3000:]
+        reports = A.reports_from_json(json.loads((base / f"{lang}.json").read_text(encoding="utf-8")))
+        out[lang] = (base / lang, reports)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_every_chapter_is_readable_in_one_language(copies, lang):
+    root, reports = copies[lang]
+    names = {r.name for r in reports}
+    assert {p.relative_to(course.ROOT).with_suffix("").as_posix() for p in course.course_notebooks()} == names
+    bad = [r.summary(limit=20) for r in reports if r.bad]
+    print("\n".join(f"{r.name} [{lang}]: {r.share:.1%} of {len(r.worded)} lines" for r in reports))
+    assert not bad, "\n".join(bad)
+    assert sum(len(r.worded) for r in reports) > 1000  # the audit saw the course, not an empty run
+
+
+@pytest.mark.slow
+def test_chinese_output_uses_the_glossary_forms(copies):
+    _, reports = copies["zh"]
+    found = [f"{r.name} {ln.where}: {hit!r} → {rule.use}: {ln.text[:100]}"
+             for r in reports for ln in r.lines for hit, rule in course.forbidden_problems(ln.text)]
+    assert not found, "\n".join(found)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["zh", "en"])
+def test_monolingual_copies_set_their_language_and_store_its_outputs(copies, lang):
+    root, _ = copies[lang]
+    other = "en" if lang == "zh" else "zh"
+    for src in course.course_notebooks():
+        copy = nbformat.read(root / src.parent.name / src.name, as_version=4)
+        assert not [c for c in copy.cells if f"lang-{other}" in c.metadata.get("tags", [])], src
+        first_code = next(c for c in copy.cells if c.cell_type == "code")
+        assert first_code.source == course.language_cell_source(lang), src
+        if src.parent.name == "exercises":
+            assert all(not c.get("outputs") for c in copy.cells if c.cell_type == "code"), src
+            continue
+        assert course.execution_problems(copy, str(src)) == [], src
+        if lang == "en":
+            shown = [ln.text for ln in A.notebook_lines(copy)]
+            assert not [t for t in shown if CJK.search(t)], src
+
+
+# ------------------------------------------------------------------ command lines
+def _run(args, lang):
+    env = dict(os.environ, DISTLEARN_LANG=lang)
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, cwd=course.ROOT)
+
+
+@pytest.mark.parametrize("lang", ["zh", "en"])
+@pytest.mark.parametrize("args", [["distlearn.course", "--help"], ["distlearn.course", "split", "--help"],
+                                  ["distlearn.course", "split"], ["distlearn.course", "bogus"],
+                                  ["distlearn", "plan", "--help"], ["distlearn", "plan", "--gpus", "x"]])
+def test_command_lines_speak_the_language(args, lang):
+    r = _run(args, lang)
+    lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]
+    assert lines, r
+    bad = [ln for ln in lines if not A.readable(ln, lang)]
+    assert not bad, "\n".join(bad)
+    if args[-1] != "--help":
+        assert r.returncode == 2 and ("错误" if lang == "zh" else "error") in r.stderr
+
+
+def test_a_bad_language_on_the_command_line_is_a_bilingual_error():
+    r = _run(["distlearn.course", "split", "--lang", "klingon", "--no-execute", "--out", "/nonexistent"], "en")
+    assert r.returncode != 0 and "not a language of this course" in r.stderr and "不是本课程支持的语言" in r.stderr
