@@ -35,8 +35,11 @@ def ex14_pipeline_step_time(fn):
                        (0.1, 64, 16, 4)]:
         expected = m * t * (1 + planner.bubble_ratio(p, m, v))
         cases.append(Case(args=(t, m, p, v), expected=expected, rtol=1e-9,
-                          hint_en="ideal time m·t, plus the bubble (p − 1)/(v·m) of it: (m + (p − 1)/v)·t.",
-                          hint_zh="理想时间 m·t，再加上其 (p − 1)/(v·m) 的气泡：(m + (p − 1)/v)·t。"))
+                          hint_en="start from the ideal time m·t; Megatron's bubble ratio (the chapter's "
+                                  "bubble_ratio, not the idle share bubble_fraction) is a share of that ideal "
+                                  "time, and interleaving divides it by v.",
+                          hint_zh="从理想时间 m·t 出发；Megatron 的气泡比值（本章的 bubble_ratio，而不是空闲占比 "
+                                  "bubble_fraction）是相对这个理想时间的比例，交错调度把它除以 v。"))
     verify("ex14_pipeline_step_time", fn, cases)
 
 

@@ -26,8 +26,9 @@ LEGEND_EN = ("tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16
              "comm: exposed communication share of the step; mem GB: used / capacity;\n"
              "MFU: model FLOPs / (step time × GPUs × the GPU's 16-bit peak)")
 LEGEND_ZH = ("张量一栏的 \"8c16\"：张量并行 8，上下文并行 cp = 16；\n"
-             "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；通信：每步中未被\n"
-             "隐藏的通信所占比例；MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）；显存 GB：用量 / 容量")
+             "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
+             "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
+             "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
 RECOMPUTE_ZH = {"none": "不重算", "selective": "选择性", "full": "完全"}   # the recompute column under zh
 
 

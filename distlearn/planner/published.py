@@ -20,9 +20,15 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   BF16 MFU 43 %), DP 128 on 16,384 GPUs (16 sequences per group, 400 TFLOP/s, 41 %), and TP 8 × CP 16 × PP 16 ×
   DP 8 on 16,384 GPUs at sequence 131,072 (380 TFLOP/s, 38 %). §3.3.2: one layer fewer on the first and last
   stage, the interleaved schedule, FSDP sharding the optimizer state and gradients without resharding the
-  weights after forward (our ``zero_stage=1``: weights gathered once per step), all-gather based context
-  parallelism. Compared as MFU (model FLOPs without recomputation / (time × GPUs × 989 TFLOP/s)), since the paper
-  does not say how it counts the attention FLOPs. Our reading: micro-batch 1, v = 4 chunks (2 layers each), no
+  weights after forward (our ``zero_stage=2``: gradients reduce-scattered every micro-batch and sharded, weights
+  whole through the step and gathered once after it; ``zero_stage=1`` would keep 6.4 GB of unsharded gradients
+  per GPU that the paper shards), all-gather based context parallelism. Compared as MFU (model FLOPs without
+  recomputation / (time × GPUs × 989 TFLOP/s)); the paper does not say how it counts the attention FLOPs, and we
+  count them without the causal mask (4·s²·h per layer and sequence), the way the time model charges them too.
+  At 8K tokens attention is 8 % of those FLOPs, at 128K 57 %, so the CP 16 row depends on the convention: count
+  and time both causal (half the scores) give 0.97, both non-causal 1.01, but a causal kernel (flash attention
+  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three).
+  Our reading: micro-batch 1, v = 4 chunks (2 layers each), no
   activation recomputation (§3.3.2: pre-training at 8K "without activation checkpointing").
 
 - DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report"): 2048 H800 GPUs (§3.1), PP 16 × EP 64
@@ -40,6 +46,7 @@ The ZeRO paper's Table 2 (model-state limits) is reproduced by
 from __future__ import annotations
 
 from ..hardware import GB_S, GPUS, Cluster, make_cluster
+from ..i18n import bi
 from ..models import MOE_PRESETS, ModelConfig, get_preset
 from ..validate import check_choice
 from .formulas import Plan, evaluate, megatron_flops, step_flops
@@ -84,12 +91,14 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
     batch = 16 * 2 ** 20 // seq_len  # 16M tokens per step
     return dict(model=get_preset("llama3.1-405b"), gpu="h100-80gb", num_gpus=num_gpus, global_batch=batch,
                 seq_len=seq_len, precision="mixed", count="model",
-                plan=Plan(dp=dp, tp=8, pp=16, cp=cp, zero_stage=1, recompute="none", micro_batch_size=1,
+                plan=Plan(dp=dp, tp=8, pp=16, cp=cp, zero_stage=2, recompute="none", micro_batch_size=1,
                           num_microbatches=batch // dp, num_chunks=4, stage_layers=LLAMA3_405B_STAGES),
                 published_flops=published, published_mfu=mfu,
                 source=f"Llama 3 paper (Dubey et al. 2024), Table 4: {num_gpus} H100, TP 8 × CP {cp} × PP 16 × "
                        f"DP {dp}, seq {seq_len}, {published / 1e12:.0f} TFLOP/s, BF16 MFU {mfu:.0%}",
-                reading="micro-batch 1, v = 4 chunks, no recomputation, FSDP without resharding = ZeRO-1")
+                reading="micro-batch 1, v = 4 chunks, no recomputation, FSDP sharding gradients and optimizer "
+                        "state, weights not resharded after forward = ZeRO-2; attention FLOPs without the "
+                        "causal mask")
 
 
 PUBLISHED_RUNS = {
@@ -174,7 +183,9 @@ def compare_published(name: str) -> dict:
 def published_table() -> str:
     """One line per published run: GPUs, layout, published and predicted TFLOP/s per GPU (counted the source's
     way, see :func:`compare_published`), their ratio, whether it is within :data:`TOLERANCE`, and whether the plan
-    fits in memory. Two header lines (English, Chinese), columns right-aligned by display width."""
+    fits in memory. Two header lines (English, Chinese), columns right-aligned by display width; a published
+    value marked ``*`` was published as tokens/s per GPU and is converted (a footnote says so, in the current
+    language: two lines when both are shown)."""
     from .command_line import display_width
 
     widths = (26, 6, 20, 9, 9, 6, 8, 8)  # 99 columns
@@ -193,7 +204,11 @@ def published_table() -> str:
         p = run["plan"]
         layout = f"tp{p.tp} cp{p.cp} pp{p.pp} dp{p.dp}" if p.cp > 1 else f"tp{p.tp} pp{p.pp} dp{p.dp}"
         layout += f" ep{p.ep}" if p.ep > 1 else ""
-        lines.append(row([name, str(run["num_gpus"]), layout, f"{r['published_flops'] / 1e12:.0f}",
+        derived = "*" if "published_tokens_per_gpu" in run else ""  # published as tokens/s, converted here
+        lines.append(row([name, str(run["num_gpus"]), layout, f"{r['published_flops'] / 1e12:.0f}{derived}",
                           f"{r['predicted_flops'] / 1e12:.0f}", f"{r['ratio']:.2f}",
                           "yes/是" if r["within"] else "no/否", "yes/是" if r["fits"] else "no/否"]))
+    lines.extend(bi("* published: 10^12 tokens per 180,000 GPU hours = 1,543 tokens/s per GPU, as model FLOP/s",
+                    "* 公布值：每 18 万 GPU 小时 10^12 个词元 = 每块 GPU 每秒 1,543 个词元，换算为模型 FLOP/s",
+                    sep="\n").splitlines())
     return "\n".join(lines)
