@@ -626,3 +626,50 @@ def test_explorer_relabels_and_renders_again_after_a_language_change():
         assert box.renders == 3  # a closed explorer no longer follows
     finally:
         distlearn.set_language("both")
+
+
+def test_checked_raises_the_error_of_a_setting_compute_cannot_compute():
+    from distlearn.validate import DistlearnValueError
+    from distlearn.widgets import SettingsError, checked, memory
+
+    good = memory.compute(dp=8)
+    assert checked(good) is good
+    with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1") as info:
+        checked(memory.compute(dp=0))
+    assert isinstance(info.value, SettingsError)
+    shown = "\n".join(info.value._render_traceback_())
+    assert shown.count("dp must be an integer") == 1 and "KeyError" not in shown
+
+
+def _code_cells(md: str) -> list[str]:
+    import re
+    return re.findall(r"```\{code-cell\} ipython3\n(.*?)```", md, flags=re.S)
+
+
+def test_chapter_00_example_with_dp_0_shows_why_not_a_key_error():
+    """A new user changed dp=8 to dp=0 in chapter 00's example and got ``KeyError: 'num_params'``."""
+    from pathlib import Path
+
+    from distlearn.validate import DistlearnValueError
+
+    md = (Path(__file__).resolve().parents[1] / "notebooks" / "00_welcome.md").read_text(encoding="utf-8")
+    (cell,) = [c for c in _code_cells(md) if "memory.compute(" in c]
+    assert "dp=8" in cell
+    code = "\n".join(line for line in cell.replace("dp=8", "dp=0").splitlines() if not line.startswith(":tags:"))
+    with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1"):
+        exec(code, {"memory": importlib.import_module("distlearn.widgets.memory")})
+
+
+def test_chapter_cells_that_read_a_compute_result_check_it_first():
+    """Every chapter cell that calls an explorer's ``compute`` reads it through ``checked(...)``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    unchecked = []
+    for md in sorted([*root.glob("notebooks/*.md"), *root.glob("solutions/*.md")]):
+        for cell in _code_cells(md.read_text(encoding="utf-8")):
+            for call in re.finditer(r"(\w+)\.compute\(", cell):
+                if call.group(1) in MODULES and not cell[:call.start()].rstrip().endswith("checked("):
+                    unchecked.append(f"{md.name}: {cell[call.start():call.start() + 60]}")
+    assert unchecked == []

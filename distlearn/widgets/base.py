@@ -58,6 +58,7 @@ import ipywidgets as W
 
 from .. import i18n
 from ..i18n import Text, bi
+from ..validate import DistlearnValueError
 
 Label = Union[Text, tuple, str]
 
@@ -142,6 +143,34 @@ def relabel(controls: dict[str, W.Widget]) -> None:
             value = c.value
             c.options = _option_labels(c._distlearn_options)
             c.value = value
+
+
+# ---------------------------------------------------------------- reading a compute() result in a cell
+class SettingsError(DistlearnValueError):
+    """An explorer's ``compute`` could not compute these settings. Its message (``compute``'s ``"error"``) is
+    already in the reader's language, so it is shown once, as it is, above the reader's line that asked for it."""
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+        self.param, self.en, self.zh = "settings", message, message
+
+    def _render_traceback_(self) -> list[str]:
+        name = type(self).__name__
+        first, *rest = str(self).splitlines() or [""]
+        where = super()._render_traceback_()[2:]   # the reader's line and the function called, as a parent shows
+        return [f"\x1b[0;31m{name}\x1b[0m: {first}", *(f"{' ' * len(name)}  {line}" for line in rest), *where]
+
+
+def checked(result: dict) -> dict:
+    """``result`` of an explorer's ``compute`` as it is, or its ``"error"`` raised as :class:`SettingsError`
+    (a :class:`~distlearn.validate.DistlearnValueError`), so that a cell reading ``result["total_gb"]`` shows the
+    reason ("dp must be an integer ≥ 1 …") instead of ``KeyError: 'total_gb'``::
+
+        r = checked(memory.compute(dp=0))      # SettingsError: dp must be an integer ≥ 1 …
+    """
+    if isinstance(result, dict) and "error" in result:
+        raise SettingsError(str(result["error"]))
+    return result
 
 
 # ---------------------------------------------------------------- capturing what render shows
