@@ -20,7 +20,8 @@ thread). The refresh runs on the main thread, one at a time, with the controls' 
 changes gives one or two renders, the last with the final values), captures everything ``render`` prints and
 displays, and replaces the output area's content in one assignment (``Output.outputs``), so the front end never
 sees half an update. The pending mark is cleared when a render of the newest values has finished: a change that
-arrives while a render runs keeps it until the render it queued is done. Without a kernel (tests, scripts) the refresh is immediate.
+arrives while a render runs keeps it until the render it queued is done. Without a kernel (tests, scripts) the
+refresh is immediate.
 
 A comm message's handler is not the only thing a subshell runs: ``comm`` (0.2, ``BaseComm.handle_msg``) triggers
 IPython's ``pre_execute`` / ``post_execute`` events around every widget message, in the thread that handles it, and
