@@ -448,6 +448,93 @@ def test_custom_size_is_greyed_out_unless_the_model_is_custom():
     assert size.disabled
 
 
+class _LaterLoop:
+    """Stands in for the kernel's main-thread IO loop: callbacks wait until the test runs them, as they wait for a
+    busy kernel."""
+
+    def __init__(self):
+        self.callbacks = []
+
+    def add_callback(self, fn):
+        self.callbacks.append(fn)
+
+    def run(self):
+        while self.callbacks:
+            self.callbacks.pop(0)()
+
+
+def _shows_updating(box) -> bool:
+    return box.pending and "updating" in box.status.value and "更新中" in box.status.value
+
+
+def test_a_change_shows_updating_until_the_newest_values_are_drawn(monkeypatch):
+    """Under load a render waits for the kernel: from the change until the render of the newest values has
+    finished, the explorer says so ("updating… / 更新中…", output dimmed), then the note goes."""
+    loop = _LaterLoop()
+    monkeypatch.setattr(base, "_main_loop", lambda: loop)
+    box = _build_toy()
+    assert not box.pending and box.status.value == ""
+    box.controls["n"].value = 3
+    assert _shows_updating(box) and box.output.outputs[0]["text"] == "a 2\n"    # old output, marked as old
+    loop.run()
+    assert not box.pending and box.status.value == "" and box.output.outputs[0]["text"] == "a 3\n"
+
+
+def test_a_change_during_a_render_keeps_updating_until_its_own_render(monkeypatch):
+    loop = _LaterLoop()
+    monkeypatch.setattr(base, "_main_loop", lambda: loop)
+    toy, seen = _toy(), []
+    controls = toy.controls()
+
+    def render(r):
+        if r["n"] == 3 and not seen:          # while drawing n = 3, the student moves the slider on
+            controls["n"].value = 4
+        seen.append((r["n"], box.pending))
+        toy.render(r)
+
+    box = base.build(controls, toy.compute, render)
+    seen.clear()
+    controls["n"].value = 3
+    loop.callbacks.pop(0)()                    # the render of n = 3, during which n becomes 4
+    assert seen == [(3, True)] and _shows_updating(box), "cleared while a newer value waits"
+    loop.run()
+    assert seen[-1] == (4, True) and not box.pending and box.status.value == ""
+    assert box.output.outputs[0]["text"] == "a 4\n"
+
+
+def test_updating_note_follows_the_language(monkeypatch):
+    from distlearn import i18n
+
+    loop = _LaterLoop()
+    monkeypatch.setattr(base, "_main_loop", lambda: loop)
+    box, before = _build_toy(), i18n.get_language()
+    try:
+        i18n.set_language("zh")
+        box.controls["n"].value = 5
+        assert "更新中" in box.status.value and "updating" not in box.status.value
+        loop.run()
+        assert box.status.value == ""
+    finally:
+        i18n.set_language(before)
+        loop.run()
+
+
+def test_custom_size_greys_out_at_once_not_after_a_slow_render(monkeypatch):
+    """Under load the render comes seconds later: the custom size must not look live with a preset selected."""
+    from distlearn.widgets import memory
+
+    loop = _LaterLoop()
+    monkeypatch.setattr(base, "_main_loop", lambda: loop)
+    box = memory.explorer()
+    size, model = box.controls["custom_billions"], box.controls["model"]
+    model.value = "custom"
+    assert not size.disabled and loop.callbacks
+    model.value = "gpt2-small"
+    assert size.disabled
+    loop.run()
+    assert size.disabled and not box.pending
+
+
 def test_heat_map_digits_stay_readable_on_dark_cells():
     """Issue 14 item 6: a finished all-reduce (every cell = world size, navy) printed black digits."""
     import matplotlib.pyplot as plt
@@ -539,3 +626,50 @@ def test_explorer_relabels_and_renders_again_after_a_language_change():
         assert box.renders == 3  # a closed explorer no longer follows
     finally:
         distlearn.set_language("both")
+
+
+def test_checked_raises_the_error_of_a_setting_compute_cannot_compute():
+    from distlearn.validate import DistlearnValueError
+    from distlearn.widgets import SettingsError, checked, memory
+
+    good = memory.compute(dp=8)
+    assert checked(good) is good
+    with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1") as info:
+        checked(memory.compute(dp=0))
+    assert isinstance(info.value, SettingsError)
+    shown = "\n".join(info.value._render_traceback_())
+    assert shown.count("dp must be an integer") == 1 and "KeyError" not in shown
+
+
+def _code_cells(md: str) -> list[str]:
+    import re
+    return re.findall(r"```\{code-cell\} ipython3\n(.*?)```", md, flags=re.S)
+
+
+def test_chapter_00_example_with_dp_0_shows_why_not_a_key_error():
+    """A new user changed dp=8 to dp=0 in chapter 00's example and got ``KeyError: 'num_params'``."""
+    from pathlib import Path
+
+    from distlearn.validate import DistlearnValueError
+
+    md = (Path(__file__).resolve().parents[1] / "notebooks" / "00_welcome.md").read_text(encoding="utf-8")
+    (cell,) = [c for c in _code_cells(md) if "memory.compute(" in c]
+    assert "dp=8" in cell
+    code = "\n".join(line for line in cell.replace("dp=8", "dp=0").splitlines() if not line.startswith(":tags:"))
+    with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1"):
+        exec(code, {"memory": importlib.import_module("distlearn.widgets.memory")})
+
+
+def test_chapter_cells_that_read_a_compute_result_check_it_first():
+    """Every chapter cell that calls an explorer's ``compute`` reads it through ``checked(...)``."""
+    import re
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    unchecked = []
+    for md in sorted([*root.glob("notebooks/*.md"), *root.glob("solutions/*.md")]):
+        for cell in _code_cells(md.read_text(encoding="utf-8")):
+            for call in re.finditer(r"(\w+)\.compute\(", cell):
+                if call.group(1) in MODULES and not cell[:call.start()].rstrip().endswith("checked("):
+                    unchecked.append(f"{md.name}: {cell[call.start():call.start() + 60]}")
+    assert unchecked == []

@@ -74,10 +74,12 @@ def ex02_halving_doubling_all_reduce(fn):
 def ex02_all_reduce_bytes(fn):
     """``all_reduce_bytes(nbytes, world_size)`` → bytes each rank sends in a ring all-reduce."""
     cases = [Case(args=(m, n), expected=ring_bytes_per_rank("all_reduce", m, n), rtol=1e-12,
-                  hint_en="2(n−1)/n × the message: n−1 reduce-scatter steps and n−1 all-gather steps, each "
-                          "sending 1/n of it. 0 for one rank.",
-                  hint_zh="2(n−1)/n × 消息大小：n−1 步 ReduceScatter 加 n−1 步 AllGather，每步发送 1/n。"
-                          "只有一个 rank 时为 0。")
+                  hint_en="A ring all-reduce is a reduce-scatter followed by an all-gather: count the steps of "
+                          "each phase on n ranks and what share of the message one step sends. Counted one phase "
+                          "only, or a whole message per step? A single rank sends nothing.",
+                  hint_zh="环形 AllReduce 由 ReduceScatter 和 AllGather 两部分组成：数一数 n 个 rank 时每一部分"
+                          "有几步、每一步发送消息的几分之几。是不是只算了其中一部分，或者每一步都发了整条消息？"
+                          "只有一个 rank 时什么也不用发。")
              for m, n in [(14e9, 8), (1e6, 2), (4e6, 1), (1e9, 1024), (3e3, 3)]]
     verify("ex02_all_reduce_bytes", fn, cases)
 

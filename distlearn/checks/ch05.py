@@ -10,8 +10,11 @@ from ..pipeline import partition_layers, simulate, stage_order
 
 def ex05_bubble_fraction(fn) -> None:
     """``fn(num_stages, num_microbatches)`` → idle share of a GPipe / 1F1B step with uniform costs."""
-    hint = ("Idle time is (p − 1)(t_f + t_b) per stage out of (m + p − 1)(t_f + t_b).",
-            "每个阶段的空闲时间是 (p − 1)(t_f + t_b)，总时间是 (m + p − 1)(t_f + t_b)。")
+    hint = ("The bubble fraction is the idle share of the whole step (idle plus busy time), not idle over busy. "
+            "Draw the schedule for p stages and m micro-batches, count the slots one stage waits and the slots "
+            "the step lasts; t_f and t_b cancel.",
+            "气泡率是空闲时间占整个步骤（空闲加计算）的比例，而不是空闲时间与计算时间之比。画出 p 个阶段、m 个"
+            "微批次的调度图，数一数一个阶段等待了几格、整个步骤共几格；t_f 和 t_b 会约掉。")
     cases = [Case(args=(p, m), expected=float(Fraction(p - 1, m + p - 1)), rtol=1e-9, atol=1e-12,
                   hint_en=hint[0], hint_zh=hint[1])
              for p, m in [(4, 8), (1, 5), (8, 1), (4, 2), (16, 64)]]
@@ -58,21 +61,38 @@ def ex05_interleaved_order(fn) -> None:
 
 
 def _valid_partition(n, p):
+    """Any split of ``n`` layers into ``p`` stages of ≥ 1 layer whose sizes differ by at most one is right; the
+    reason a wrong one fails is named in both languages."""
     def compare(got, _expected):
         try:
             sizes = [int(x) for x in got]
+            whole = all(float(x) == int(x) for x in got)
         except (TypeError, ValueError):
-            return False
-        return (len(sizes) == p and sum(sizes) == n and min(sizes) >= 1 and max(sizes) - min(sizes) <= 1
-                and all(float(x) == int(x) for x in got))
+            return Why(f"return a list of {p} ints (layers per stage)", f"请返回 {p} 个整数组成的列表（每个阶段的层数）")
+        if not whole:
+            return Why("layer counts must be whole numbers", "层数必须是整数")
+        if len(sizes) != p:
+            return Why(f"{len(sizes)} stages, expected {p}", f"共 {len(sizes)} 个阶段，应为 {p} 个")
+        if sum(sizes) != n:
+            return Why(f"the sizes sum to {sum(sizes)}, but there are {n} layers to place",
+                       f"各阶段层数之和为 {sum(sizes)}，但一共有 {n} 层要分配")
+        if min(sizes) < 1:
+            return Why("a stage has no layer", "有阶段一层也没有")
+        if max(sizes) - min(sizes) > 1:
+            return Why(f"stages hold {min(sizes)} to {max(sizes)} layers: they differ by more than one",
+                       f"各阶段分到 {min(sizes)} 到 {max(sizes)} 层：相差超过一层")
+        return True
     return compare
 
 
 def ex05_partition_layers(fn) -> None:
     """``fn(num_layers, num_stages)`` → layers per stage: all layers placed, sizes differ by at most one."""
     cases = [Case(args=(n, p), expected=partition_layers(n, p), compare=_valid_partition(n, p),
-                  hint_en="num_layers // num_stages drops the remainder: give one extra layer to r = n % p stages.",
-                  hint_zh="num_layers // num_stages 会丢掉余数：给 r = n % p 个阶段各多分一层。")
+                  hint_en="Every layer must be placed, and no two stages may differ by more than one layer. "
+                          "What does integer division leave over, and where can those layers go without breaking "
+                          "the second rule?",
+                  hint_zh="每一层都要分配出去，且任意两个阶段的层数最多相差一层。整数除法会余下几层？"
+                          "这些层放在哪里才不违反第二条？")
              for n, p in [(10, 3), (32, 4), (30, 4), (5, 5), (7, 2), (100, 7)]]
     verify("ex05_partition_layers", fn, cases)
 

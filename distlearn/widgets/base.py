@@ -13,11 +13,15 @@ times); ``tests/test_widgets.py`` replays the two threads in a bare kernel: 17 o
 0 after.
 
 So an explorer never renders in a message handler. A control change only marks the explorer *pending*
-(CSS class ``dl-pending``) and asks the kernel's main thread to refresh it (``io_loop.add_callback``, safe from any
+(CSS class ``dl-pending`` on the output area, dimmed, and a status line "⏳ updating… / 更新中…" above it, so that
+controls and output never disagree silently under load), greys out at once the controls that no longer apply, and
+asks the kernel's main thread to refresh it (``io_loop.add_callback``, safe from any
 thread). The refresh runs on the main thread, one at a time, with the controls' values *at that moment* (a burst of
 changes gives one or two renders, the last with the final values), captures everything ``render`` prints and
 displays, and replaces the output area's content in one assignment (``Output.outputs``), so the front end never
-sees half an update. Without a kernel (tests, scripts) the refresh is immediate.
+sees half an update. The pending mark is cleared when a render of the newest values has finished: a change that
+arrives while a render runs keeps it until the render it queued is done. Without a kernel (tests, scripts) the
+refresh is immediate.
 
 A comm message's handler is not the only thing a subshell runs: ``comm`` (0.2, ``BaseComm.handle_msg``) triggers
 IPython's ``pre_execute`` / ``post_execute`` events around every widget message, in the thread that handles it, and
@@ -55,12 +59,16 @@ import ipywidgets as W
 
 from .. import i18n
 from ..i18n import Text, bi
+from ..validate import DistlearnValueError
 
 Label = Union[Text, tuple, str]
 
 STYLE = {"description_width": "initial"}  # the bilingual label takes the width it needs ...
 LAYOUT = W.Layout(width="700px")           # ... and the control gets the rest: wide enough for "English / 中文"
 PENDING = "dl-pending"                    # CSS class of an explorer's output area while a refresh is on its way
+# What the status line shows while an explorer is pending: the output area dimmed (the style lives only as long as
+# the status line shows it) and a note, in the reader's language.
+PENDING_STYLE = "<style>.distlearn-explorer .dl-pending {opacity: 0.45; transition: opacity 0.2s;}</style>"
 _RENDER_LOCK = threading.RLock()          # pyplot and the captured streams are process-wide: one render at a time
 
 
@@ -136,6 +144,34 @@ def relabel(controls: dict[str, W.Widget]) -> None:
             value = c.value
             c.options = _option_labels(c._distlearn_options)
             c.value = value
+
+
+# ---------------------------------------------------------------- reading a compute() result in a cell
+class SettingsError(DistlearnValueError):
+    """An explorer's ``compute`` could not compute these settings. Its message (``compute``'s ``"error"``) is
+    already in the reader's language, so it is shown once, as it is, above the reader's line that asked for it."""
+
+    def __init__(self, message: str):
+        ValueError.__init__(self, message)
+        self.param, self.en, self.zh = "settings", message, message
+
+    def _render_traceback_(self) -> list[str]:
+        name = type(self).__name__
+        first, *rest = str(self).splitlines() or [""]
+        where = super()._render_traceback_()[2:]   # the reader's line and the function called, as a parent shows
+        return [f"\x1b[0;31m{name}\x1b[0m: {first}", *(f"{' ' * len(name)}  {line}" for line in rest), *where]
+
+
+def checked(result: dict) -> dict:
+    """``result`` of an explorer's ``compute`` as it is, or its ``"error"`` raised as :class:`SettingsError`
+    (a :class:`~distlearn.validate.DistlearnValueError`), so that a cell reading ``result["total_gb"]`` shows the
+    reason ("dp must be an integer ≥ 1 …") instead of ``KeyError: 'total_gb'``::
+
+        r = checked(memory.compute(dp=0))      # SettingsError: dp must be an integer ≥ 1 …
+    """
+    if isinstance(result, dict) and "error" in result:
+        raise SettingsError(str(result["error"]))
+    return result
 
 
 # ---------------------------------------------------------------- capturing what render shows
@@ -290,13 +326,15 @@ class Explorer(W.VBox):
                  title: Label | None = None, active: Callable[[dict], dict] | None = None):
         self.controls, self._compute, self._render, self._active = controls, compute, render, active
         self.output = W.Output()
+        self.status = W.HTML("")             # "⏳ updating… / 更新中…" while pending, empty otherwise
         self.renders = 0                     # how many times the output area was filled
         self._lock = threading.Lock()
         self._queued = False
         self._relabelling = False
         self._title = title
         self._header = W.HTML(self._header_html()) if title else None
-        super().__init__(([self._header] if self._header else []) + [W.VBox(list(controls.values())), self.output])
+        super().__init__(([self._header] if self._header else []) + [W.VBox(list(controls.values())), self.status,
+                                                                      self.output])
         self.add_class("distlearn-explorer")
         for c in controls.values():
             c.observe(self._changed, names="value")
@@ -315,6 +353,28 @@ class Explorer(W.VBox):
     def values(self) -> dict:
         return {name: c.value for name, c in self.controls.items()}
 
+    @property
+    def pending(self) -> bool:
+        """Whether the output area is marked as not yet showing the controls' values."""
+        return PENDING in self.output._dom_classes
+
+    def _mark_pending(self) -> None:
+        """Dim the output area and show "updating…" (call with ``self._lock`` held)."""
+        self.output.add_class(PENDING)
+        note = bi("⏳ updating…", "⏳ 更新中…")
+        self.status.value = f'{PENDING_STYLE}<span style="color:#b35900">{html.escape(note)}</span>'
+
+    def _clear_pending(self) -> None:
+        """The output shows the newest values again (call with ``self._lock`` held)."""
+        self.output.remove_class(PENDING)
+        self.status.value = ""
+
+    def _apply_active(self, values: dict) -> None:
+        """Grey out the controls that do not matter for ``values``."""
+        if self._active is not None:
+            for name, on in self._active(values).items():
+                self.controls[name].disabled = not on
+
     def refresh(self) -> None:
         """Render the current values into the output area, in one assignment (call on the kernel's main thread)."""
         with self._lock:
@@ -322,15 +382,13 @@ class Explorer(W.VBox):
         with _RENDER_LOCK:
             _guard_inline_flush()  # the inline backend registers its hook on the first figure: check each time
             values = self.values()
-            if self._active is not None:
-                for name, on in self._active(values).items():
-                    self.controls[name].disabled = not on
+            self._apply_active(values)
             self.output.outputs = capture(lambda: self._render(self._compute(**values)))
             _guard_inline_flush()
             self.renders += 1
         with self._lock:
-            if not self._queued:
-                self.output.remove_class(PENDING)
+            if not self._queued:  # a change during the render queued another: its render clears the mark
+                self._clear_pending()
 
     def relabel(self) -> None:
         """Labels, option labels and title in the current language (values kept), then a refresh. Runs on the
@@ -350,7 +408,8 @@ class Explorer(W.VBox):
         if loop is None:
             self.relabel()
         else:  # set_language may run in a subshell thread (the switch's button): relabel on the main thread
-            self.output.add_class(PENDING)
+            with self._lock:
+                self._mark_pending()
             loop.add_callback(self.relabel)
 
     def close(self) -> None:
@@ -360,15 +419,18 @@ class Explorer(W.VBox):
     def _changed(self, _change=None) -> None:
         if self._relabelling:
             return
+        self._apply_active(self.values())  # at once: a control that no longer applies must not look live
         loop = _main_loop()
         if loop is None:  # plain Python: no threads, no front end to race with
+            with self._lock:
+                self._mark_pending()
             self.refresh()
             return
         with self._lock:
+            self._mark_pending()  # (again: a render that finished meanwhile may have cleared it)
             if self._queued:  # a refresh is on its way and will read the newest values
                 return
             self._queued = True
-        self.output.add_class(PENDING)
         loop.add_callback(self.refresh)
 
     # -------------------------------------------------------- what a notebook shows without a live kernel
