@@ -19,7 +19,7 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab split audit-lang test test-fast bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab split audit-lang test test-languages test-fast bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
@@ -82,8 +82,13 @@ audit-lang: $(STAMP)
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
 PYTEST_ARGS ?=
 test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
-	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions \
+	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
+
+# The whole course executed once per language, every printed line, plot text and widget label checked for a reader
+# of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test)
+test-languages: $(STAMP) $(LAB_OVERRIDES)
+	$(PY) -m pytest -p no:cacheprovider tests/test_language_outputs.py -m course_languages $(PYTEST_ARGS)
 
 test-fast: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests -m "not slow"

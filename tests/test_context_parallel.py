@@ -374,7 +374,7 @@ def test_chapter_prose_audit_numbers():
     assert m.total + weights > 80 * 2**30 and f"{80 * 2**30 / 1e9:.1f}" == "85.9"
     assert all(x in md for x in ("76.6 GiB", "6.9 GB", "89 GB", "85.9 GB (80 GiB)"))
     assert "still above the\nH100's 80 GB" not in md
-    assert "'4shp/cp'" in md and "'4sh/cp'" not in md
+    assert '"4shp/cp"' in md and '"4sh/cp"' not in md
 
 
 def test_gpu_check_verdict_uses_relative_tolerances_and_needs_the_broken_case_caught():

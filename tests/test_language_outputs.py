@@ -114,6 +114,7 @@ def copies(tmp_path_factory):
 
 
 @pytest.mark.slow
+@pytest.mark.course_languages
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_every_chapter_is_readable_in_one_language(copies, lang):
     root, reports = copies[lang]
@@ -126,6 +127,7 @@ def test_every_chapter_is_readable_in_one_language(copies, lang):
 
 
 @pytest.mark.slow
+@pytest.mark.course_languages
 def test_chinese_output_uses_the_glossary_forms(copies):
     _, reports = copies["zh"]
     found = [f"{r.name} {ln.where}: {hit!r} → {rule.use}: {ln.text[:100]}"
@@ -134,6 +136,7 @@ def test_chinese_output_uses_the_glossary_forms(copies):
 
 
 @pytest.mark.slow
+@pytest.mark.course_languages
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_monolingual_copies_set_their_language_and_store_its_outputs(copies, lang):
     root, _ = copies[lang]
