@@ -79,10 +79,14 @@ audit-lang: $(STAMP)
 	$(if $(strip $(COURSE_LANG)),$(PY) -m distlearn.course audit-lang --lang '$(COURSE_LANG)' $(NAMES),\
 	  $(PY) -m distlearn.course audit-lang --lang zh $(NAMES) && $(PY) -m distlearn.course audit-lang --lang en $(NAMES))
 
-# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
+# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25". TEST_JOBS: how many pytest processes share the
+# tests (pytest-xdist; --dist loadscope keeps each notebook's cells, and each test module with its fixtures, in one
+# process, in order); TEST_JOBS=0 runs them all in this one process.
 PYTEST_ARGS ?=
+TEST_JOBS ?= 2
 test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
+	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
