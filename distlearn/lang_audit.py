@@ -25,6 +25,9 @@ areas captured (an explorer's first render). The language switch itself is exemp
 that language.
 
 Command line: ``python -m distlearn.course audit-lang --lang zh [NAMES]`` (see :mod:`distlearn.course`).
+
+Without running anything: :func:`stored_report` audits a stored monolingual copy (``courses/<lang>/``) from the file —
+its outputs, and the figure texts and widget labels its run recorded (:func:`distlearn.course.execute_copy`).
 """
 from __future__ import annotations
 
@@ -334,6 +337,29 @@ def audit(path: str | Path, lang: str, name: str | None = None, allow_errors: bo
     """Execute ``path`` under ``lang`` (nothing is written) and audit what it shows."""
     nb, records = execute_audited(path, lang, write=False, allow_errors=allow_errors)
     return Report(name or Path(path).stem, normalize_language(lang), notebook_lines(nb, records))
+
+
+def stored_lines(nb) -> list[Line]:
+    """Everything a reader of a stored monolingual copy (``courses/<lang>/``, :func:`distlearn.course.execute_copy`)
+    sees besides its prose, read from the file: the stored outputs, and the figure texts and widget labels its run
+    recorded in ``metadata.distlearn.shown`` (the figures are stored as pictures, the widget state not at all)."""
+    shown = nb.metadata.get("distlearn", {}).get("shown", {})
+    return (notebook_lines(nb) + [Line(where, text) for where, text in shown.get("widgets", [])]
+            + plot_lines(shown.get("plots", [])))
+
+
+def stored_report(path: str | Path, lang: str | None = None, name: str | None = None) -> Report:
+    """The audit of a stored monolingual copy without running it: :func:`stored_lines` checked under ``lang``
+    (default: the copy's own language, ``metadata.distlearn.language``). Raises ValueError for a notebook that is
+    not a stored copy (no language, or never executed as one: no ``shown`` record)."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    meta = nb.metadata.get("distlearn", {})
+    lang = normalize_language(lang or meta.get("language", ""))
+    if lang not in ("en", "zh") or "shown" not in meta:
+        raise ValueError(f"{path} is not an executed monolingual copy (metadata distlearn.language / shown) / "
+                         f"{path} 不是执行过的单语副本")
+    return Report(name or path.stem, lang, stored_lines(nb))
 
 
 def reports_to_json(reports: list[Report]) -> list[dict]:
