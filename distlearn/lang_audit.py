@@ -171,10 +171,25 @@ def _lines(where: str, text: str) -> list[Line]:
     return [Line(where, ln.rstrip()) for ln in text.splitlines() if ln.strip()]
 
 
-def output_lines(outputs, where: str) -> list[Line]:
-    """The lines a list of nbformat outputs shows (see the module doc for what counts)."""
-    found = []
+def _merge_streams(outputs) -> list:
+    """``outputs`` with each run of consecutive stream outputs of one name (stdout, stderr) joined into one, as
+    Jupyter and the website show them: a kernel may flush one printed line in two pieces."""
+    merged = []
     for out in outputs:
+        prev = merged[-1] if merged else None
+        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
+                and prev.get("name") == out.get("name")):
+            merged[-1] = {**prev, "text": _join(prev.get("text", "")) + _join(out.get("text", ""))}
+        else:
+            merged.append(out)
+    return merged
+
+
+def output_lines(outputs, where: str) -> list[Line]:
+    """The lines a list of nbformat outputs shows (see the module doc for what counts); consecutive stream outputs
+    of one name are read as one text (:func:`_merge_streams`)."""
+    found = []
+    for out in _merge_streams(outputs):
         kind = out.get("output_type")
         if kind == "stream":
             text = _join(out.get("text", ""))

@@ -256,7 +256,9 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 cell.source = drop_answers(cell.source, here)
             cell.source = relink(cell.source, here, built, solutions)
         elif cell.cell_type == "code":
-            if course.SWITCH_CALL in cell.source:  # the notebook's language switch: the site has its own toggle
+            # The notebook's language switch, or the copy's cell that sets its language (its output is the hidden
+            # style widget that hides the other language's prose in Jupyter): the site has its own toggle.
+            if course.SWITCH_CALL in cell.source or cell.source == course.language_cell_source(lang):
                 cell.outputs = []
             for o in cell.get("outputs", []):
                 data = o.get("data", {})

@@ -82,6 +82,16 @@ def test_widget_state_and_outputs_are_read():
                      "messages in this step", "Bytes sent"]  # no figure repr, no switch, no mathtext
 
 
+def test_a_line_printed_in_two_pieces_is_read_as_one():
+    """A kernel may flush one printed line as two stream outputs ("标签：" then " {'bool': 1}"): the reader sees one
+    line, and so does the audit."""
+    outs = [nbformat.v4.new_output("stream", name="stdout", text="按数据类型统计的字节数："),
+            nbformat.v4.new_output("stream", name="stdout", text=" {'bfloat16': 2, 'bool': 1}\nnext\n"),
+            nbformat.v4.new_output("stream", name="stderr", text="warn\n")]
+    assert [ln.text for ln in A.output_lines(outs, "c")] == ["按数据类型统计的字节数： {'bfloat16': 2, 'bool': 1}",
+                                                             "next", "warn"]
+
+
 @pytest.mark.slow
 def test_the_audit_catches_english_in_zh_and_chinese_in_en(tmp_path):
     """A kernel really runs: the plot hook records titles and tick labels; a bad line is reported in each language."""

@@ -196,6 +196,12 @@ def test_monolingual_page_and_toggle_url():
         views = [o for c in out.cells if c.cell_type == "code" for o in c.get("outputs", [])
                  if website.WIDGET_VIEW in o.get("data", {})]
         assert views and all("text/html" in o["data"] for o in views)  # a picture or a note, never VBox(...)
+    for lang in ("en", "zh"):  # a stored copy: its language cell shows nothing (the site has its own toggle)
+        copy = nbformat.read(course.copy_path("notebooks/10_context_parallel.ipynb", lang), as_version=4)
+        setter = next(c for c in copy.cells if c.get("id") == course.LANGUAGE_CELL_ID)
+        assert setter.outputs  # Jupyter shows the style widget that hides the other prose
+        out = website.monolingual(copy, lang, "notebooks/10_context_parallel", {"notebooks/10_context_parallel"})
+        assert next(c for c in out.cells if c.get("id") == course.LANGUAGE_CELL_ID).outputs == []
     assert website.other_language_url("index", "zh") == "../en/index.html"
     assert website.other_language_url("notebooks/05_pipeline_parallel", "en") == \
         "../../zh/notebooks/05_pipeline_parallel.html"
@@ -274,9 +280,9 @@ def test_page_checks_fail_on_broken_pages(tmp_path):
     en, zh = source_headings(CHAPTERS[0], "en"), source_headings(CHAPTERS[0], "zh")
     both = {"prose": "Pipeline 流水线", "headings": [x for pair in zip(en, zh) for x in pair], "math": 3,
             "math_unrendered": 1, "pictures": [], "toggle": None, "h1": "",
-            "outputs": ["bubble fraction / 气泡占比: 0.43\n1F1B  0.43"]}
+            "outputs": ["bubble fraction / 气泡占比: 0.43\n1F1B  0.43", "stage  time (ms)\n0  1.5"]}
     assert language_problems(both, "en", en) and language_problems(both, "zh", zh)
-    assert output_problems(both, "en") and output_problems(both, "zh")  # "1F1B  0.43" reads in both; the first not
+    assert len(output_problems(both, "en")) == 1 and len(output_problems(both, "zh")) == 1  # "1F1B  0.43": both
     assert not output_problems({**both, "outputs": ["bubble fraction: 0.43\n1F1B  0.43"]}, "en")
     assert not output_problems({**both, "outputs": ["气泡占比: 0.43\n1F1B  0.43\ndef f(x):\n    return x"]}, "zh")
     assert output_problems({**both, "outputs": ["气泡占比: 0.43\nstage  time (ms)"]}, "zh")
