@@ -737,9 +737,12 @@ def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: b
         if audit is not None:
             rel = target.relative_to(out_root).with_suffix("").as_posix()
             audit.append(lang_audit.Report(rel, lang, lang_audit.notebook_lines(nb, records)))
-        if not exercise:
+        if not exercise:  # stored as execute_copy stores a copy of courses/<lang>/
+            widgets = [[ln.where, ln.text] for ln in lang_audit.widget_lines(nb)]
             _strip_volatile(nb)
-            nb.metadata.setdefault("distlearn", {})["executed_code"] = code_fingerprint(nb)
+            meta = nb.metadata.setdefault("distlearn", {})
+            meta["executed_code"] = code_fingerprint(nb)
+            meta["shown"] = {"plots": records, "widgets": widgets}
             nbformat.write(nb, target)
     return written
 

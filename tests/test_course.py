@@ -281,6 +281,21 @@ def test_a_prose_fix_updates_the_copies_without_executing(copies_root):
     assert course.execution_problems(nbformat.read(zh_copy, as_version=4), "copy") == []
 
 
+def test_lab_in_one_language_opens_the_stored_copy_when_current(copies_root, monkeypatch):
+    """`make lab COURSE_LANG=zh`: a current stored copy is copied to build/course-zh/ (no execution); a copy that is
+    not current falls back to writing and executing the course in that language (split_course)."""
+    executed = []
+    monkeypatch.setattr(course, "split_course", lambda lang, out, root, **kw: executed.append((lang, out)))
+    out = course.open_lab("zh", root=copies_root, start=False)
+    assert out == copies_root / "build" / "course-zh" and executed == []
+    for d in ("notebooks", "solutions", "exercises"):
+        rel = f"{d}/{COPIED}.ipynb"
+        assert (out / rel).read_bytes() == course.copy_path(rel, "zh", copies_root).read_bytes()
+    course.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root).unlink()  # the en copy is not current
+    out_en = course.open_lab("en", root=copies_root, start=False)
+    assert executed == [("en", out_en)]
+
+
 # ------------------------------------------------------------------ tools on small notebooks
 def test_strip_solutions_keeps_signature_and_indent():
     src = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n\nanswer = 1"
