@@ -370,10 +370,10 @@ def stored_report(path: str | Path, lang: str | None = None, name: str | None = 
     path = Path(path)
     nb = nbformat.read(path, as_version=4)
     meta = nb.metadata.get("distlearn", {})
-    lang = normalize_language(lang or meta.get("language", ""))
-    if lang not in ("en", "zh") or "shown" not in meta:
+    if "shown" not in meta or not (lang or meta.get("language")):
         raise ValueError(f"{path} is not an executed monolingual copy (metadata distlearn.language / shown) / "
                          f"{path} 不是执行过的单语副本")
+    lang = normalize_language(lang or meta["language"])
     return Report(name or path.stem, lang, stored_lines(nb))
 
 

@@ -258,7 +258,8 @@ def test_a_missing_extra_or_executed_exercise_copy_is_found(copies_root):
         "outputs", [nbformat.v4.new_output("stream", name="stdout", text="x\n")]))
     problems = course.copy_problems(copies_root)
     assert len(problems) == 3, problems
-    assert "no stored en copy" in problems[0] and "stores outputs" in problems[1] and "99_gone" in problems[2]
+    for found in ("no stored en copy", "stores outputs", "99_gone.ipynb: no such notebook"):
+        assert sum(found in p for p in problems) == 1, (found, problems)
 
 
 def test_a_prose_fix_updates_the_copies_without_executing(copies_root):
