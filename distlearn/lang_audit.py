@@ -171,7 +171,7 @@ def _lines(where: str, text: str) -> list[Line]:
     return [Line(where, ln.rstrip()) for ln in text.splitlines() if ln.strip()]
 
 
-def _merge_streams(outputs) -> list:
+def merge_streams(outputs) -> list:
     """``outputs`` with each run of consecutive stream outputs of one name (stdout, stderr) joined into one, as
     Jupyter and the website show them: a kernel may flush one printed line in two pieces."""
     merged = []
@@ -187,9 +187,9 @@ def _merge_streams(outputs) -> list:
 
 def output_lines(outputs, where: str) -> list[Line]:
     """The lines a list of nbformat outputs shows (see the module doc for what counts); consecutive stream outputs
-    of one name are read as one text (:func:`_merge_streams`)."""
+    of one name are read as one text (:func:`merge_streams`)."""
     found = []
-    for out in _merge_streams(outputs):
+    for out in merge_streams(outputs):
         kind = out.get("output_type")
         if kind == "stream":
             text = _join(out.get("text", ""))

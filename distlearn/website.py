@@ -46,7 +46,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
+from . import course, lang_audit
 
 ROOT = course.ROOT
 CONF_DIR = ROOT / "website"
@@ -245,7 +245,8 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
     """The page's notebook for the ``lang`` site: :func:`prose_in`, then on every markdown cell :func:`relink` (and
     :func:`drop_answers` without solutions), a solution title on a solution page (:func:`solution_title`), the site's
     caption on an explorer's static picture (:func:`site_explorer_note`) and a note in place of an explorer output
-    stored without one."""
+    stored without one; consecutive stream outputs of one name joined into one (:func:`distlearn.lang_audit.
+    merge_streams`)."""
     out = prose_in(nb, lang)
     retitle = here.startswith("solutions/")
     for cell in out.cells:
@@ -260,6 +261,9 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
             # style widget that hides the other language's prose in Jupyter): the site has its own toggle.
             if course.SWITCH_CALL in cell.source or cell.source == course.language_cell_source(lang):
                 cell.outputs = []
+            # One printed line flushed in two pieces is one line, as in Jupyter (MyST-NB's own merge would put a
+            # line break between the pieces).
+            cell.outputs = [nbformat.from_dict(o) for o in lang_audit.merge_streams(cell.get("outputs", []))]
             for o in cell.get("outputs", []):
                 data = o.get("data", {})
                 if WIDGET_VIEW in data and "text/html" not in data:

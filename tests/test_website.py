@@ -207,6 +207,15 @@ def test_monolingual_page_and_toggle_url():
         "../../zh/notebooks/05_pipeline_parallel.html"
 
 
+def test_a_line_printed_in_two_pieces_stays_one_line_on_the_page():
+    """A kernel may flush one printed line as two stream outputs; MyST-NB's own merge would break the line there."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(...)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="按数据类型统计的字节数："),
+        nbformat.v4.new_output("stream", name="stdout", text=" {'bool': 1}\n")])])
+    out = website.monolingual(nb, "zh", "notebooks/x", set())
+    assert [o.text for o in out.cells[0].outputs] == ["按数据类型统计的字节数： {'bool': 1}\n"]
+
+
 def test_solution_pages_have_their_own_title_in_each_language():
     """Search and the browser's tabs tell a solution page from its exercise page (same notebook, same H1)."""
     assert website.solution_title("05 · Exercises: pipeline parallelism", "en") == \
