@@ -112,8 +112,10 @@ screenshot: $(STAMP) $(LAB_OVERRIDES)
 # notebooks whose code changed (plus NAMES), rebuild exercises/, then the monolingual copies courses/en/ and
 # courses/zh/ (the copies of what was re-executed are re-executed in their language). A prose-only fix executes nothing.
 NAMES ?=
+# COPIES_ONLY=1: re-execute only the copies courses/<lang>/ of NAMES (the notebooks themselves are current).
+COPIES_ONLY ?=
 notebooks: $(STAMP)
-	$(PY) -m distlearn.course notebooks $(NAMES)
+	$(PY) -m distlearn.course notebooks $(if $(filter 1 yes true,$(COPIES_ONLY)),--copies-only) $(NAMES)
 
 check: $(STAMP)
 	$(PY) -m distlearn.course check

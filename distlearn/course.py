@@ -180,12 +180,13 @@ def execute(path: str | Path, timeout: int = 600, env: dict | None = None) -> No
 
 
 def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=print,
-                     copies: tuple[str, ...] = COPY_LANGS) -> list[Path]:
+                     copies: tuple[str, ...] = COPY_LANGS, force_copies: list[str] | None = None) -> list[Path]:
     """What ``make notebooks`` does: sync every pair (``.md`` ↔ ``.ipynb``), then re-execute only the notebooks
     whose code changed since their stored run or that are not fully executed (and those named in ``force``), then
     rebuild ``exercises/``, then bring the monolingual copies ``courses/<lang>/`` of ``copies`` up to date
-    (:func:`update_copies`: the copies of the notebooks just executed are executed too). Returns the notebooks
-    executed, copies included. A prose-only edit executes nothing."""
+    (:func:`update_copies`: the copies of the notebooks just executed are executed too, and the copies of those
+    named in ``force_copies``, e.g. after merging a branch that re-executed the course notebooks but not their
+    copies). Returns the notebooks executed, copies included. A prose-only edit executes nothing."""
     force = set(force or [])
     ran = []
     for md in new_sources(root):  # a new chapter: its .md exists, its .ipynb not yet
@@ -206,7 +207,7 @@ def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=prin
             ran.append(path)
     build_exercises(root=root)
     if copies:
-        ran += update_copies(root, copies, executed=ran, log=log)
+        ran += update_copies(root, copies, executed=ran, force=force_copies or (), log=log)
     return ran
 
 
@@ -834,6 +835,11 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("names", nargs="*", help=bi("also re-execute these (e.g. 06_zero_fsdp or "
                                                "solutions/06_zero_fsdp.ipynb)",
                                                "同时重新执行这些（如 06_zero_fsdp 或 solutions/06_zero_fsdp.ipynb）"))
+    n.add_argument("--copies-only", action="store_true",
+                   help=bi("re-execute only the monolingual copies (courses/<lang>/) of the NAMES, not the notebooks "
+                           "themselves (they are current, e.g. re-executed on a merged branch)",
+                           "只重新执行 NAMES 的单语副本（courses/<lang>/），不重新执行笔记本本身（它们已是最新，"
+                           "例如已在合并进来的分支上重新执行过）"))
     sub.add_parser("check", help=bi("every .md in sync with its .ipynb, every notebook fully executed from its "
                                     "current code, exercises/ up to date",
                                     "检查每个 .md 与其 .ipynb 同步、每个笔记本是当前代码的完整运行、exercises/ 为最新"))
@@ -884,7 +890,8 @@ def main(argv: list[str] | None = None) -> int:
         print(bi(f"parity: {n} notebooks, {len(problems)} problem(s)", f"双语检查：{n} 个笔记本，{len(problems)} 个问题"))
         return 1 if problems else 0
     if args.cmd == "notebooks":
-        ran = update_notebooks(force=args.names,
+        ran = update_notebooks(force=[] if args.copies_only else args.names,
+                               force_copies=args.names if args.copies_only else None,
                                log=lambda m: print(m, flush=True))
         print(bi(f"{len(ran)} notebook(s) executed", f"{len(ran)} 个笔记本已重新执行"))
         return 0

@@ -355,3 +355,4 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path):
         assert nbformat.read(path, as_version=4).cells[-1].outputs[0].text == printed
     assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
     assert course.update_notebooks(root=tmp_path, force=["99_new"], log=lambda *_: None) == ran  # forced: copies too
+    assert course.update_notebooks(root=tmp_path, force_copies=["99_new"], log=lambda *_: None) == ran[1:]
