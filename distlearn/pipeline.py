@@ -34,7 +34,7 @@ __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
     "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
     "seed_simulate_pipeline_parallelism", "reference_1f1b_order", "reference_1f1b",
-    "microbatch_loss", "NORMALISATIONS",
+    "microbatch_loss", "NORMALISATIONS", "peak_inflight_weighted",
 ]
 __all__ += ["ZERO_BUBBLE_SCHEDULES", "ALL_SCHEDULES", "KINDS"]
 
@@ -290,6 +290,35 @@ def stage_order(schedule: str, stage: int, num_stages: int, num_microbatches: in
     s = check_int("stage", stage, minimum=0, maximum=p - 1)
     kind, mb, ch = _orders(schedule, p, m, v, [s])
     return [("FB"[k], int(j), int(c)) for k, j, c in zip(kind[0], mb[0], ch[0])]
+
+
+def peak_inflight_weighted(schedule: str, num_stages: int, num_microbatches: int,
+                           chunk_weights: Sequence[Sequence[float]]) -> np.ndarray:
+    """Per stage, the largest sum of ``chunk_weights`` alive at once when every chunk's forward keeps its weight
+    until that chunk's backward frees it, in the order of :func:`stage_order` (Megatron's and torch's order).
+
+    ``chunk_weights[s][c]`` is what one micro-batch's forward through chunk ``c`` of stage ``s`` keeps for
+    backward, e.g. its number of layers (the result is then in layer-micro-batches) or its activation bytes; the
+    number of chunks ``v`` is ``len(chunk_weights[s])`` (the same for every stage; ``v > 1`` only for
+    ``"interleaved-1f1b"``). With equal weights ``w`` it is ``w · v · peak_inflight`` of :func:`simulate`; with
+    unequal chunks (Llama 3 §3.3.2: the first chunk of the first stage holds only the embedding) it counts what
+    the closed form cannot: which chunks the warm-up forwards went through. Returns an array of ``num_stages``
+    floats. Raises DistlearnValueError for bad arguments or rows of the wrong length.
+    """
+    p = check_int("num_stages", num_stages, minimum=1, maximum=4096)
+    if len(chunk_weights) != p:
+        raise DistlearnValueError("chunk_weights", f"chunk_weights needs one row per stage ({p}); got "
+                                                   f"{len(chunk_weights)}.",
+                                  f"chunk_weights 需要每个阶段一行（{p} 行）；收到 {len(chunk_weights)} 行。")
+    v = len(chunk_weights[0])
+    if any(len(row) != v for row in chunk_weights):
+        raise DistlearnValueError("chunk_weights", "every stage needs the same number of chunks.",
+                                  "每个阶段的分块数必须相同。")
+    schedule, p, m, v = _check_args(schedule, p, num_microbatches, v)
+    weights = np.array([[check_number("chunk_weights", float(w), minimum=0) for w in row] for row in chunk_weights])
+    kind, _, ch = _orders(schedule, p, m, v)
+    w = np.take_along_axis(weights, ch, axis=1)
+    return np.cumsum(np.where(kind == 0, w, -w), axis=1).max(axis=1)
 
 
 def _check_args(schedule, num_stages, num_microbatches, num_chunks):

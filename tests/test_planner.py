@@ -8,7 +8,9 @@ from distlearn import seeds_planning as S
 from distlearn.comm import VirtualCluster
 from distlearn.hardware import GPUS, Cluster, make_cluster
 from distlearn.memory import activation_bytes_per_layer, model_state_bytes
-from distlearn.models import PRESETS
+from distlearn import pipeline
+from distlearn.models import PRESETS, get_preset
+from distlearn.planner import formulas as F
 from distlearn.validate import DistlearnValueError
 
 
@@ -120,7 +122,7 @@ def test_published_runs_within_ten_percent_or_a_stated_miss(name):
         assert r["ratio"] < 0.9 and r["ratio"] * e.time["total"] / hidden > 1.1
     elif name in P.KNOWN_MISSES:
         assert not r["within"], (name, r["ratio"])
-        assert 0.75 <= r["ratio"] <= 1.0, r["ratio"]  # too slow, but not wildly
+        assert 0.75 <= r["ratio"] <= 1.25, r["ratio"]  # off, but not wildly
     else:
         assert r["within"], (name, r["ratio"])
         assert abs(r["ratio"] - 1) <= 0.10
@@ -165,10 +167,11 @@ def test_published_figures_are_the_papers():
 
 
 def test_a_broken_time_model_fails_the_published_check(monkeypatch):
-    """The ±10 % check can fail: with the bubble charged twice the Llama 3 and 1 T rows leave the band."""
+    """The ±10 % check can fail: with the bubble charged as if there were no interleaving (v times) the Llama 3
+    rows leave the band."""
     from distlearn.planner import formulas
     real = formulas.bubble_share
-    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: 2 * real(st, p))
+    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: p.num_chunks * real(st, p))
     assert not P.compare_published("llama3-405b-16k-gpus")["within"]
     monkeypatch.setattr(formulas, "bubble_share", real)
     assert P.compare_published("llama3-405b-16k-gpus")["within"]
@@ -647,7 +650,7 @@ def test_llama3_balanced_stages_and_uneven_chunks():
     run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
     e = P.compare_published("llama3-405b-16k-gpus")["estimate"]
     t_mb = sum(e.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / 16
-    assert e.time["bubble"] == pytest.approx(15 * (2 / 8) * t_mb, rel=1e-12)  # chunks of 2 of the 8 layers
+    assert e.time["bubble"] == pytest.approx(15 * (1 / 8) * t_mb, rel=1e-12)  # one-layer chunks of the 8 layers
     # the search now finds plans with these stages (126 = 16 × 7 + 14)
     res = P.search("llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=16384, top=50)
     assert any(e.plan.stage_layers == P.LLAMA3_405B_STAGES for e in res.plans) or all(
@@ -800,8 +803,8 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     real = formulas.attention_core_flops
     monkeypatch.setattr(formulas, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
     causal = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
-    assert full == pytest.approx(1.01, abs=0.01) and causal == pytest.approx(0.97, abs=0.01)
-    assert causal / causal_over_full == pytest.approx(1.35, abs=0.01)  # causal time, non-causal count
+    assert full == pytest.approx(1.11, abs=0.01) and causal == pytest.approx(1.06, abs=0.01)
+    assert causal / causal_over_full == pytest.approx(1.47, abs=0.01)  # causal time, non-causal count
 
 
 def test_cli_rows_are_the_searched_plans(capsys):
@@ -840,8 +843,8 @@ def test_pipeline_exercise_hint_does_not_give_the_formula(capsys):
 
 
 def test_llama3_memory_and_recompute_figures_of_the_prose():
-    """Chapter 14's prose: the Llama 3 layouts need 99–116 GB per GPU without recomputation (ZeRO-2, as the paper
-    shards gradients); with full recomputation they fit, their MFU then 23–30 % below the published one."""
+    """Chapter 14's prose: the Llama 3 layouts need 99–108 GB per GPU without recomputation (ZeRO-2, as the paper
+    shards gradients); with full recomputation they fit, their MFU then 16–24 % below the published one."""
     from dataclasses import replace
     totals, gaps = [], []
     for name in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
@@ -851,8 +854,8 @@ def test_llama3_memory_and_recompute_figures_of_the_prose():
                        seq_len=run["seq_len"], gpu="h100-80gb")
         assert e.fits
         gaps.append(1 - e.mfu / run["published_mfu"])
-    assert (round(min(totals)), round(max(totals))) == (99, 116)
-    assert (round(100 * min(gaps)), round(100 * max(gaps))) == (23, 30)
+    assert (round(min(totals)), round(max(totals))) == (99, 108)
+    assert (round(100 * min(gaps)), round(100 * max(gaps))) == (16, 24)
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
@@ -876,3 +879,78 @@ def test_table_and_cli_follow_the_language(capsys, lang):
         assert not [ln for ln in out if not lang_audit.readable(ln, lang)], out
     finally:
         distlearn.set_language("both")
+
+
+# ---------------------------------------------------------------- Llama 3's memory: the schedule's real order (issue 22)
+@pytest.mark.parametrize("p,m,v", [(4, 8, 1), (4, 8, 2), (8, 16, 4), (16, 32, 8), (16, 16, 8), (6, 12, 3)])
+def test_weighted_peak_equals_the_simulation_and_the_closed_form_for_equal_chunks(p, m, v):
+    """Equal chunks: the weighted count is the simulation's peak (chunks alive) and Megatron's closed form ×
+    layers, for every stage."""
+    sched = "interleaved-1f1b" if v > 1 else "1f1b"
+    weighted = pipeline.peak_inflight_weighted(sched, p, m, [[1.0] * v] * p)
+    sim = pipeline.simulate(sched, p, m, num_chunks=v)
+    assert list(weighted) == list(sim.peak_inflight_chunks.astype(float))
+    for stage in range(p):
+        assert weighted[stage] == pytest.approx(v * F.interleaved_inflight(p, stage, v, m), rel=1e-12)
+    three = pipeline.peak_inflight_weighted(sched, p, m, [[3.0] * v] * p)
+    assert list(three) == [3 * x for x in weighted]
+
+
+def test_llama3_chunks_and_their_peak_by_hand():
+    """Llama 3 §3.3.2: 126 layers on 16 stages, one layer fewer on the first and the last, one-layer chunks, the
+    first chunk of the first stage only the embedding. By hand (Megatron's order, rounds of p = 16 micro-batches
+    through chunk 0, 1, …, 7): stage 0's warm-up of 2·15 + 7·16 = 142 chunk-forwards (+ 1) holds chunks 1–7 of 16
+    micro-batches = 112 layers (its other forwards are on the empty chunk 0); stage 1's 2·14 + 112 + 1 = 141 are
+    all one layer. With m = 16 = p every forward runs before any backward: 16 × 8 = 128 layers."""
+    chunks = F.chunk_layers(P.LLAMA3_405B_STAGES, 8)
+    assert chunks[0] == (0,) + (1,) * 7 and chunks[-1] == (1,) * 7 + (0,) and chunks[1] == (1,) * 8
+    assert F.chunk_layers((7, 9, 8), 4) == ((1, 2, 2, 2), (3, 2, 2, 2), (2, 2, 2, 2))
+    peaks = F.stage_peak_layers(16, 32, 8, P.LLAMA3_405B_STAGES)
+    assert peaks[:3] == (112.0, 141.0, 139.0) and max(peaks) == 141
+    assert max(F.stage_peak_layers(16, 16, 8, P.LLAMA3_405B_STAGES)) == 128 == 16 * 8
+    # the closed form without the empty chunk would have said (2·15 + 7·16 + 1)/8 × 7 = 125.1 on stage 0
+    assert F.interleaved_inflight(16, 0, 8, 32) * 7 == pytest.approx(143 / 8 * 7)
+
+
+def test_only_the_end_stages_may_have_a_chunk_without_layers():
+    """stage_layers may give the first and the last stage num_chunks − 1 layers (an embedding- or output-only
+    chunk), no middle stage."""
+    m = get_preset("llama3-8b")  # 32 layers
+    base = dict(dp=1, tp=1, pp=4, recompute="full", micro_batch_size=1, num_microbatches=4, num_chunks=4)
+    P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(7, 9, 9, 7)), 4)
+    P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(3, 13, 13, 3)), 4)
+    with pytest.raises(DistlearnValueError):
+        P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(2, 14, 13, 3)), 4)
+    with pytest.raises(DistlearnValueError):
+        P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(10, 3, 10, 9)), 4)
+
+
+def test_llama3_memory_readings_against_the_closed_form():
+    """Llama block with flash attention, SP, tp = t, 16-bit: one layer keeps 2·sbh/t·(6 + 2k/a + 4f/h) bytes
+    (eager SwiGLU; 3f/h fused) + 4·a·s·b/t (fp32 log-sum-exp); the worst stage holds 141 (8K GPUs) or 128 (16K)
+    of them, plus its model states and the reserve of 2 GB + 10 % of 80 GB. Neither reading fits at 8K GPUs;
+    fused and without the fragmentation allowance the 16K layouts fit."""
+    cfg = get_preset("llama3.1-405b")
+    s, h, a, k, f, t = 8192, cfg.hidden_size, cfg.num_heads, cfg.kv_heads, cfg.ffn_hidden_size, 8
+    unfused = 2 * s * h / t * (6 + 2 * k / a + 4 * f / h) + 4 * a * s / t
+    fused = 2 * s * h / t * (6 + 2 * k / a + 3 * f / h) + 4 * a * s / t
+    fits = {}
+    for name, peak in (("llama3-405b-8k-gpus", 141), ("llama3-405b-16k-gpus", 128)):
+        r = P.memory_readings(name)
+        assert r["table"]["layer_bytes"] == pytest.approx(unfused, rel=1e-12)
+        assert r["fused-swiglu"]["layer_bytes"] == pytest.approx(fused, rel=1e-12)
+        for key, per in (("table", unfused), ("fused-swiglu", fused), ("fused-swiglu-no-fragmentation", fused)):
+            mem = r[key]["memory"]
+            reserve = 2e9 + (0 if key.endswith("no-fragmentation") else 0.1 * 80e9)
+            assert r[key]["peak_layers"] == peak
+            assert mem["activations"] == pytest.approx(peak * per, rel=1e-12)
+            assert mem["reserve"] == pytest.approx(reserve)
+            assert mem["total"] == pytest.approx(mem["params"] + mem["grads"] + mem["optimizer"] + peak * per
+                                                 + reserve, rel=1e-12)
+            fits[name, key] = r[key]["fits"]
+            assert r[key]["fits"] == (per <= r[key]["layer_bytes_to_fit"])
+    assert not any(v for (n, _), v in fits.items() if n == "llama3-405b-8k-gpus")
+    assert fits["llama3-405b-16k-gpus", "fused-swiglu-no-fragmentation"]
+    assert not fits["llama3-405b-16k-gpus", "fused-swiglu"]
+    with pytest.raises(DistlearnValueError):
+        P.memory_readings("deepseek-v3")

@@ -21,7 +21,9 @@ number of interleaved chunks ``v``. For each plan we estimate
   the recipe (2 bytes, 4 for ``precision="fp32"``; dropout masks 1 byte) × layers of the stage × micro-batches in
   flight. With 1F1B stage i holds ``min(p − i, m)`` micro-batches (the first p, the last one); interleaving
   multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3) and gives stage i Megatron's warm-up
-  of (2(p − i − 1) + (v − 1)p + 1)/v (:func:`interleaved_inflight`). Full recomputation keeps
+  of (2(p − i − 1) + (v − 1)p + 1)/v (:func:`interleaved_inflight`); with uneven chunks (``stage_layers``, e.g.
+  Llama 3's first chunk holding only the embedding) the layers alive are counted along the schedule's real order
+  (:func:`stage_peak_layers`, :func:`distlearn.pipeline.peak_inflight_weighted`). Full recomputation keeps
   each layer's input (s·b·h values) and one layer's full activations while it recomputes;
 - logits and the final norm on the last stage: 4·s·b·h/t·(1 + V/h) bytes (fp32 logits for the loss;
   Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
@@ -79,14 +81,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..activations import config_layer_bytes
+from ..activations import SWIGLU, config_layer_bytes
 from ..context_parallel import cp_comm_bytes
 from ..cost import collective_time
 from ..fp8_recipes import RECIPES as FP8_RECIPES, bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
 from ..hardware import GPU, Cluster, make_cluster, peak_flops
 from ..memory import PRECISIONS, RECOMPUTE, bytes_per_param, model_state_bytes
 from ..models import PRESETS, ModelConfig, get_preset
-from ..pipeline import partition_layers
+from ..pipeline import partition_layers, peak_inflight_weighted
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
 from ..zero_comm import step_collectives
 
@@ -322,8 +324,10 @@ class Setting:
     Build it with :func:`make_setting`, which validates the arguments."""
 
     def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
-                 optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float):
+                 optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
+                 swiglu: str = "unfused"):
         self.model, self.cluster = model, cluster
+        self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
         self.gemm_peak = compute_peak(cluster.gpu, precision)  # the linear layers' GEMMs (checks the name)
@@ -378,7 +382,7 @@ class Setting:
         (:func:`distlearn.context_parallel.cp_layer_activation_table` is the same table)."""
         return self._cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
 
     def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
@@ -390,7 +394,7 @@ class Setting:
                         ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
         return self._cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             dense, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
 
     def stage_sums(self, start: int, n: int) -> "StageSums":
         """Parameters, per-sequence forward FLOPs and MoE layers of the ``n`` layers from layer ``start``."""
@@ -477,6 +481,33 @@ def interleaved_inflight(pp: int, stage: int, num_chunks: int, num_microbatches:
     return min(num_microbatches, (2 * (pp - stage - 1) + (num_chunks - 1) * pp + 1) / num_chunks)
 
 
+def chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
+    """Layers of each chunk of each stage when stage i's ``stage_layers[i]`` layers are cut into ``num_chunks``
+    chunks that differ by at most one layer. The smaller chunks sit at the model's ends: first on the first stage
+    (its chunk 0 also holds the embedding), last on the last stage (its last chunk also holds the output layer),
+    and last on the middle stages. Llama 3 405B (§3.3.2): 7 layers in 8 chunks on the first stage give
+    (0, 1, …, 1), "the first model chunk on the first stage has only the embedding"; the last stage's last chunk
+    "only output projection and loss"."""
+    out = []
+    pp = len(stage_layers)
+    for i, n in enumerate(stage_layers):
+        base, extra = divmod(n, num_chunks)
+        big_first = tuple(base + (1 if c < extra else 0) for c in range(num_chunks))
+        out.append(big_first[::-1] if i == 0 and pp > 1 else big_first)
+    return tuple(out)
+
+
+def stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_layers) -> tuple[float, ...]:
+    """Per stage, the most layer-micro-batches of activations alive at once:
+    :func:`distlearn.pipeline.peak_inflight_weighted` of the schedule's real order (1F1B, or Megatron's
+    interleaved 1F1B with ``num_chunks`` chunks) with each chunk weighted by its layers (:func:`chunk_layers`).
+    With equal chunks this is :func:`interleaved_inflight` × layers (tests check it); with uneven chunks it counts
+    which chunks the warm-up forwards went through."""
+    schedule = "interleaved-1f1b" if num_chunks > 1 else "1f1b"
+    return tuple(float(x) for x in peak_inflight_weighted(schedule, pp, num_microbatches,
+                                                          chunk_layers(stage_layers, num_chunks)))
+
+
 def _candidate_stages(sizes: list[int], per_layer_differs: bool) -> list[int]:
     """The stages that can hold the most memory: the first, the last, and each middle stage with more layers than
     every middle stage before it. A later middle stage with no more layers than an earlier one holds no more:
@@ -525,6 +556,11 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
             inflight = min(pp, p.num_microbatches) * ((1 + (pp - 1) / (pp * v)) if v > 1 else 1.0)
         elif pp > 1:
             inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
+        if p.stage_layers is not None and v > 1 and not sums.moe_layers:
+            # uneven chunks: the real schedule's order, chunk by chunk (Llama 3's embedding-only first chunk)
+            peaks = st._cached(("peak_layers", pp, p.num_microbatches, v, p.stage_layers),
+                               lambda: stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers))
+            inflight = peaks[stage] / layers
         acts = (per_layer * (layers - sums.moe_layers) + per_moe_layer * sums.moe_layers) * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
             acts += (st.act_moe if sums.moe_layers else st.act)(b, tp, p.sequence_parallel, "none", cp)
@@ -751,23 +787,25 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
                  efficiency=COMPUTE_EFFICIENCY, reserve_bytes=RESERVE_BYTES,
-                 fragmentation=FRAGMENTATION) -> Setting:
-    """A validated :class:`Setting`. Raises DistlearnValueError for non-positive sizes, an efficiency outside
-    (0, 1], a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe, or fp32 on a GPU without
-    an fp32 peak."""
+                 fragmentation=FRAGMENTATION, swiglu="unfused") -> Setting:
+    """A validated :class:`Setting`. ``swiglu``: the Llama MLP's kernel, ``"unfused"`` (the eager module keeps
+    4·f values per token) or ``"fused"`` (Megatron-Core's fused SwiGLU keeps 3·f; chapter 08). Raises
+    DistlearnValueError for non-positive sizes, an efficiency outside (0, 1], a negative reserve, a fragmentation
+    outside [0, 0.9], an unknown recipe or SwiGLU kernel, or fp32 on a GPU without an fp32 peak."""
     check_int("global_batch", global_batch, minimum=1)
     check_int("seq_len", seq_len, minimum=1)
     check_number("efficiency", efficiency, minimum=0, maximum=1, strict_min=True)
     check_number("reserve_bytes", reserve_bytes, minimum=0)
     check_number("fragmentation", fragmentation, minimum=0, maximum=0.9)
+    check_choice("swiglu", swiglu, SWIGLU)
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                   fragmentation)
+                   fragmentation, swiglu)
 
 
 def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb",
              cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
              efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
-             fragmentation: float = FRAGMENTATION) -> Estimate:
+             fragmentation: float = FRAGMENTATION, swiglu: str = "unfused") -> Estimate:
     """Memory, time and throughput of one given ``plan`` (whether or not it fits: see ``Estimate.fits``).
 
     ``model``: a preset name or :class:`~distlearn.models.ModelConfig`; the cluster is ``cluster`` or
@@ -785,7 +823,7 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     model, cluster = resolve(model, gpu, plan.world_size, cluster)
     validate_plan(model, cluster, plan, global_batch, seq_len)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation)
+                      fragmentation, swiglu)
     return estimate(st, plan)
 
 
@@ -826,11 +864,15 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
     if p.stage_layers is not None:
         sizes = p.stage_layers
         if (not isinstance(sizes, tuple) or len(sizes) != p.pp or sum(sizes) != model.num_layers
-                or any(not isinstance(n, int) or n < p.num_chunks for n in sizes)):
+                or any(not isinstance(n, int) or n < p.num_chunks - (1 if i in (0, p.pp - 1) else 0)
+                       for i, n in enumerate(sizes))):
             raise DistlearnValueError(
                 "stage_layers", f"stage_layers must be a tuple of pp = {p.pp} whole numbers, each ≥ num_chunks = "
-                                f"{p.num_chunks}, summing to the {model.num_layers} layers; got {sizes!r}.",
-                f"stage_layers 必须是 pp = {p.pp} 个整数组成的元组，每个 ≥ num_chunks = {p.num_chunks}，"
+                                f"{p.num_chunks} (the first and the last ≥ num_chunks − 1: a chunk holding only the "
+                                f"embedding or the output layer), summing to the {model.num_layers} layers; got "
+                                f"{sizes!r}.",
+                f"stage_layers 必须是 pp = {p.pp} 个整数组成的元组，每个 ≥ num_chunks = {p.num_chunks}"
+                f"（第一个和最后一个可以 ≥ num_chunks − 1：一个分块只放嵌入层或输出层），"
                 f"总和等于层数 {model.num_layers}；收到 {sizes!r}。")
     check_divisible("global_batch", global_batch, "dp × micro_batch_size", p.dp * p.micro_batch_size)
     m = global_batch // (p.dp * p.micro_batch_size)

@@ -140,8 +140,9 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
                     chunks = [1]
                 elif stages is None:
                     chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if l % (pp * v) == 0]
-                else:
-                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if v <= min(stages)]
+                else:  # uneven chunks; the first and the last stage may keep a chunk for the embedding / output only
+                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1)
+                                    if v <= min(stages[1:-1]) and v <= min(stages[0], stages[-1]) + 1]
                 group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * cp > 1 else (0,), cp=cp,
                               stage_layers=stages)
                 for b in _divisors(per_replica):
@@ -226,13 +227,15 @@ class _Best:
 def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb", num_gpus: int = 8,
            cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
            efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
-           fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True) -> SearchResult:
+           fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
+           swiglu: str = "unfused") -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
     Parameters: ``model`` a preset name or ModelConfig; ``global_batch`` sequences per step; ``seq_len`` tokens per
     sequence; ``precision``/``optimizer`` recipes of :mod:`distlearn.memory`; ``efficiency`` share of peak FLOP/s
-    the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``top`` (≥ 1) keeps the
+    the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``swiglu`` the Llama
+    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planner.formulas.make_setting`); ``top`` (≥ 1) keeps the
     best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
@@ -244,7 +247,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         top = check_int("top", top, minimum=1)
     model, cluster = resolve(model, gpu, num_gpus, cluster)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation)
+                      fragmentation, swiglu)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
