@@ -954,3 +954,46 @@ def test_llama3_memory_readings_against_the_closed_form():
     assert not fits["llama3-405b-16k-gpus", "fused-swiglu"]
     with pytest.raises(DistlearnValueError):
         P.memory_readings("deepseek-v3")
+
+
+def test_the_peak_shortcut_is_exact():
+    """stage_peak_layers stops at peak_microbatches: the same peak as the whole schedule for every m (uneven
+    chunks, several p and v)."""
+    for p, v in [(4, 2), (8, 3), (16, 8), (6, 4), (16, 2)]:
+        layers = (v - 1,) + (v + 1,) * (p - 2) + (v,)
+        for m in range(p, 12 * p + 1, p):
+            full = pipeline.peak_inflight_weighted("interleaved-1f1b", p, m, F.chunk_layers(layers, v))
+            assert F.stage_peak_layers(p, m, v, layers) == tuple(float(x) for x in full), (p, v, m)
+
+
+def test_candidate_stages_give_the_worst_stage_of_all(monkeypatch):
+    """plan_memory looks only at the stages _candidate_stages keeps (first, last, undominated middle ones; MoE:
+    dense and MoE layers counted apart): the same worst stage as looking at every stage."""
+    from distlearn.models import MOE_PRESETS
+    for model, gpus, batch in [(MOE_PRESETS["deepseek-v3"], 256, 512), (get_preset("llama3.1-405b"), 1024, 512)]:
+        cluster = make_cluster("h100-80gb", gpus)
+        plans = [p for g in P.candidate_groups(model, cluster, batch, 4096) for p in list(g.plans())[:24]
+                 if p.stage_layers is not None]
+        assert len(plans) > 100
+        fast = [F.plan_memory(F.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
+        monkeypatch.setattr(F, "_candidate_stages", lambda sizes, moe=None: list(range(len(sizes))))
+        every = [F.plan_memory(F.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
+        monkeypatch.undo()
+        assert fast == pytest.approx(every, rel=1e-12)
+
+
+def test_search_with_a_given_cp_and_ep():
+    """cp fixes the context-parallel degree (also below MIN_CP_TOKENS: the reader chose it); ep fixes the expert
+    degree of an MoE model (dividing dp·cp and its experts); ep > 1 on a dense model is refused in both
+    languages; a cp / ep no layout allows says so."""
+    from distlearn.models import MOE_PRESETS
+    res = P.search("llama3-8b", global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, cp=4, top=5)
+    assert res.plans and all(e.plan.cp == 4 for e in res.plans)
+    ds = MOE_PRESETS["deepseek-v3"]
+    res = P.search(ds, global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=256, ep=8, top=5)
+    assert res.plans and all(e.plan.ep == 8 and (e.plan.dp * e.plan.cp) % 8 == 0 for e in res.plans)
+    with pytest.raises(DistlearnValueError) as err:
+        P.search("llama3-8b", global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, ep=2)
+    assert "MoE" in str(err.value)
+    res = P.search(ds, global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, ep=64)
+    assert not res.plans and res.num_evaluated == 0 and "ep = 64" in res.message

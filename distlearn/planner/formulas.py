@@ -389,11 +389,11 @@ class Setting:
         experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
         their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
         m = self.model
-        dense = m.with_(num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
-                        first_dense_layers=0, num_mtp_modules=0,
-                        ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
+        dense = lambda: m.with_(num_experts=0, experts_per_token=0, num_shared_experts=0,
+                                expert_ffn_hidden_size=None, first_dense_layers=0, num_mtp_modules=0,
+                                ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
         return self._cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
-            dense, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            dense(), seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
             activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
 
     def stage_sums(self, start: int, n: int) -> "StageSums":
@@ -497,30 +497,46 @@ def chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
-def stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_layers) -> tuple[float, ...]:
+def stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_layers,
+                      stages=None) -> tuple[float, ...]:
     """Per stage, the most layer-micro-batches of activations alive at once:
     :func:`distlearn.pipeline.peak_inflight_weighted` of the schedule's real order (1F1B, or Megatron's
     interleaved 1F1B with ``num_chunks`` chunks) with each chunk weighted by its layers (:func:`chunk_layers`).
     With equal chunks this is :func:`interleaved_inflight` × layers (tests check it); with uneven chunks it counts
-    which chunks the warm-up forwards went through."""
+    which chunks the warm-up forwards went through. ``stages``: only these stages (in their order).
+
+    Exact shortcut: in the steady phase the layers alive after forward q, F(q) − B(q − w − 1), repeat with the
+    period P = p·v of the chunk order (both sums grow by the same g·Σ layers per period), and the cool-down only
+    frees; so the peak is reached within the warm-up and one period, and ``num_microbatches`` beyond
+    :func:`peak_microbatches` gives the same peak (tests check it)."""
     schedule = "interleaved-1f1b" if num_chunks > 1 else "1f1b"
-    return tuple(float(x) for x in peak_inflight_weighted(schedule, pp, num_microbatches,
-                                                          chunk_layers(stage_layers, num_chunks)))
+    m = min(num_microbatches, peak_microbatches(pp, num_chunks))
+    return tuple(float(x) for x in peak_inflight_weighted(schedule, pp, m, chunk_layers(stage_layers, num_chunks),
+                                                          stages))
 
 
-def _candidate_stages(sizes: list[int], per_layer_differs: bool) -> list[int]:
-    """The stages that can hold the most memory: the first, the last, and each middle stage with more layers than
-    every middle stage before it. A later middle stage with no more layers than an earlier one holds no more:
-    the same bytes per layer, no more micro-batches in flight (:func:`interleaved_inflight` falls with the stage),
-    no embedding or logits. All stages when layers differ in size (a mixture-of-experts model)."""
+def peak_microbatches(pp: int, num_chunks: int) -> int:
+    """Micro-batches enough for the activation peak of (interleaved) 1F1B: a multiple of p whose m·v chunk-forwards
+    cover the longest warm-up 2(p − 1) + (v − 1)p and two periods p·v of the chunk order (see
+    :func:`stage_peak_layers`)."""
+    p, v = pp, num_chunks
+    return p * -(-(2 * (p - 1) + (v - 1) * p + 2 * p * v + 1) // (v * p))
+
+
+def _candidate_stages(sizes: list[int], moe_layers: list[int] | None = None) -> list[int]:
+    """The stages that can hold the most memory: the first, the last, and each middle stage that no earlier middle
+    stage dominates. A later middle stage with no more layers than an earlier one holds no more: the same bytes
+    per layer, no more micro-batches in flight (:func:`interleaved_inflight` and the schedule's order both fall
+    with the stage), no embedding or logits. In a mixture-of-experts model (``moe_layers`` per stage) layers come
+    in two sizes, dense and MoE: an earlier middle stage dominates when it has at least as many of each."""
     pp = len(sizes)
-    if per_layer_differs:
-        return list(range(pp))
-    out, most = [0], 0
+    moe = moe_layers or [0] * pp
+    out, seen = [0], []
     for i in range(1, pp - 1):
-        if sizes[i] > most:
+        dense_i, moe_i = sizes[i] - moe[i], moe[i]
+        if not any(d >= dense_i and e >= moe_i for d, e in seen):
             out.append(i)
-            most = sizes[i]
+            seen.append((dense_i, moe_i))
     return out + [pp - 1]
 
 
@@ -538,7 +554,9 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
         stages = [(0, sizes[0], st.P_first_extra, True, False), (pp - 1, sizes[-1], st.P_last_extra, False, True)]
     else:
         stages = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
-                   i == 0, i == pp - 1) for i in _candidate_stages(sizes, m.is_moe)]
+                   i == 0, i == pp - 1) for i in _candidate_stages(sizes, st._cached(
+                       ("moe_per_stage", p.stage_layers), lambda: [st.stage_sums(a, n).moe_layers for a, n in zip(
+                           stage_starts(sizes), sizes)]) if m.is_moe else None)]
     worst = None
     per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
     per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
@@ -558,9 +576,10 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
             inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
         if p.stage_layers is not None and v > 1 and not sums.moe_layers:
             # uneven chunks: the real schedule's order, chunk by chunk (Llama 3's embedding-only first chunk)
-            peaks = st._cached(("peak_layers", pp, p.num_microbatches, v, p.stage_layers),
-                               lambda: stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers))
-            inflight = peaks[stage] / layers
+            peak = st._cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
+                               p.stage_layers, stage),
+                              lambda: stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers, [stage])[0])
+            inflight = peak / layers
         acts = (per_layer * (layers - sums.moe_layers) + per_moe_layer * sums.moe_layers) * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
             acts += (st.act_moe if sums.moe_layers else st.act)(b, tp, p.sequence_parallel, "none", cp)

@@ -29,7 +29,7 @@ from ..hardware import GPU, GPUS, Cluster, make_cluster
 from ..i18n import bi
 from ..memory import RECOMPUTE
 from ..models import ModelConfig, get_preset
-from ..validate import check_int
+from ..validate import DistlearnValueError, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
                        make_setting, plan_memory, resolve, step_seconds_lower_bound)
 
@@ -73,13 +73,14 @@ class Group:
     zero_stages: tuple[int, ...] = (0,)
     cp: int = 1
     stage_layers: tuple[int, ...] | None = None
+    ep: int = 1
 
     @property
     def size(self) -> int:
         return sum(len(chunks) for _, _, chunks in self.batching) * len(self.zero_stages) * len(RECOMPUTE)
 
     def _plan(self, z, r, b, m, v) -> Plan:
-        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers)
+        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers, self.ep)
 
     def smallest(self, zero_stage: int, recompute: str) -> Plan:
         """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""
@@ -108,7 +109,8 @@ def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
     return tuple(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
 
 
-def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None):
+def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None,
+                     cp: int | None = None, ep: int = 1):
     """Yield a :class:`Group` for every (tp, cp, pp) that can run: tp dividing the node size, the number of (query
     and kv) heads and the GPU count; cp = 1, and with ``seq_len`` also the powers of two up to :data:`MAX_CP` that
     divide it and leave each rank at least :data:`MIN_CP_TOKENS` tokens; pp ≤ layers; dp = GPUs / (tp·cp·pp)
@@ -116,23 +118,28 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
     :func:`balanced_stages` when pp does not divide the layers. Micro-batch sizes are the divisors of B/dp up to
     :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v (or, with
     balanced stages, when every stage has at least v layers: uneven chunks) and the micro-batches by p; ZeRO 0–3
-    (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1."""
+    (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1. A given ``cp`` keeps only that degree (any
+    that divides ``seq_len`` and the GPUs per tp group, whatever the tokens per rank: the reader chose it); a given
+    ``ep`` (a mixture-of-experts model's expert-parallel degree, dividing its experts) keeps the layouts whose
+    dp·cp it divides."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
         if model.num_heads % tp or model.kv_heads % tp or n % tp:
             continue
         cps = [1]
-        if seq_len is not None:
+        if cp is not None:
+            cps = [cp] if (seq_len is None or seq_len % cp == 0) and (n // tp) % cp == 0 else []
+        elif seq_len is not None:
             c = 2
             while c <= MAX_CP and seq_len % c == 0 and seq_len // c >= MIN_CP_TOKENS and (n // tp) % c == 0:
                 cps.append(c)
                 c *= 2
-        for cp in cps:
-            for pp in _divisors(n // (tp * cp)):
+        for c in cps:
+            for pp in _divisors(n // (tp * c)):
                 if pp > l:
                     continue
-                dp = n // (tp * cp * pp)
-                if global_batch % dp:
+                dp = n // (tp * c * pp)
+                if global_batch % dp or (dp * c) % ep:
                     continue
                 per_replica = global_batch // dp
                 stages = balanced_stages(l, pp)
@@ -143,8 +150,8 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
                 else:  # uneven chunks; the first and the last stage may keep a chunk for the embedding / output only
                     chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1)
                                     if v <= min(stages[1:-1]) and v <= min(stages[0], stages[-1]) + 1]
-                group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * cp > 1 else (0,), cp=cp,
-                              stage_layers=stages)
+                group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * c > 1 else (0,), cp=c,
+                              stage_layers=stages, ep=ep)
                 for b in _divisors(per_replica):
                     if b > MAX_MICRO_BATCH:
                         break
@@ -228,14 +235,16 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
            cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
            efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
            fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
-           swiglu: str = "unfused") -> SearchResult:
+           swiglu: str = "unfused", cp: int | None = None, ep: int = 1) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
     Parameters: ``model`` a preset name or ModelConfig; ``global_batch`` sequences per step; ``seq_len`` tokens per
     sequence; ``precision``/``optimizer`` recipes of :mod:`distlearn.memory`; ``efficiency`` share of peak FLOP/s
     the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``swiglu`` the Llama
-    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planner.formulas.make_setting`); ``top`` (≥ 1) keeps the
+    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planner.formulas.make_setting`); ``cp`` fixes the
+    context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
+    (:func:`candidate_groups`); ``top`` (≥ 1) keeps the
     best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
@@ -246,13 +255,22 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     if top is not None:
         top = check_int("top", top, minimum=1)
     model, cluster = resolve(model, gpu, num_gpus, cluster)
+    if cp is not None:
+        cp = check_int("cp", cp, minimum=1)
+    ep = check_int("ep", ep, minimum=1)
+    if ep > 1:
+        if not model.is_moe:
+            raise DistlearnValueError("ep", f"ep = {ep} needs a mixture-of-experts model; {model.name} is dense "
+                                            f"(use ep = 1).",
+                                      f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
+        check_divisible("num_experts", model.num_experts, "ep", ep)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
                       fragmentation, swiglu)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
     too_slow = None if best is None else (lambda p: best.beats(st.B * st.s / step_seconds_lower_bound(st, p)))
-    for group in candidate_groups(model, cluster, global_batch, seq_len):
+    for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
         count += group.size
         for p, mem in _fitting_plans(st, group, too_slow):
             fits.append(estimate(st, p, mem))
@@ -262,7 +280,14 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     if top is not None:
         fits = fits[:top]
     result = SearchResult(fits, count)
-    if count == 0:
+    if count == 0 and (cp is not None or ep > 1):
+        result.message = bi(f"no layout has cp = {cp or 1} and ep = {ep} for {cluster.world_size} GPUs, sequence "
+                            f"{seq_len} and a global batch of {global_batch}: cp must divide the sequence and the "
+                            f"GPUs of a tensor-parallel group, ep must divide dp × cp. Try a smaller cp or ep.",
+                            f"在 {cluster.world_size} 块 GPU、序列长度 {seq_len}、全局批量 {global_batch} 下，没有 "
+                            f"cp = {cp or 1}、ep = {ep} 的布局：cp 必须整除序列长度和一个张量并行组之外的 GPU 数，"
+                            f"ep 必须整除 dp × cp。请减小 cp 或 ep。", sep="\n")
+    elif count == 0:
         result.message = no_layout_message(model, cluster, global_batch)
     elif not fits:
         result.message = bi(f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
