@@ -997,3 +997,39 @@ def test_search_with_a_given_cp_and_ep():
     assert "MoE" in str(err.value)
     res = P.search(ds, global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, ep=64)
     assert not res.plans and res.num_evaluated == 0 and "ep = 64" in res.message
+
+
+def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
+    """A plan with schedule="zb-h1" is charged the bubble of distlearn.zero_bubble's simulation (costs t_f = 1,
+    t_b = 2, t_W = the linear layers' share of the forward), which is Qi et al. 2023's closed form
+    (p − 1)(t_f + t_I − t_W); its activations are those of p micro-batches on every stage (1F1B: p − i); 1F1B
+    itself keeps Megatron's (p − 1)/m. The check can fail: with W charged as free the bubble grows."""
+    from dataclasses import replace
+    from distlearn import zero_bubble
+    run = P.PUBLISHED_RUNS["megatron-gpt3-175b"]
+    kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], gpu="a100-80gb", precision=run["precision"])
+    plan = replace(run["plan"], recompute="selective", sequence_parallel=True)
+    base = P.evaluate(run["model"], plan, **kw)
+    zb = P.evaluate(run["model"], replace(plan, schedule="zb-h1"), **kw)
+    st = F.make_setting(run["model"], make_cluster("a100-80gb", 1024), run["global_batch"], run["seq_len"],
+                        run["precision"])
+    f, b, w = F.schedule_costs(st, "selective")
+    p, m = plan.pp, plan.num_microbatches
+    closed = zero_bubble.closed_form("zb-h1", p, m, fwd_time=f, bwd_time=b, wgrad_time=w)
+    assert closed["exact"]
+    t_mb = sum(base.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / m
+    assert base.time["bubble"] == pytest.approx((p - 1) * t_mb, rel=1e-12)
+    assert zb.time["bubble"] == pytest.approx(closed["bubble_time"] / (f + b) * t_mb, rel=1e-9)
+    assert zb.bubble_ratio == pytest.approx(closed["bubble_time"] / (m * (f + b)), rel=1e-9)
+    assert zb.time["total"] < base.time["total"] and zb.time["compute"] == base.time["compute"]
+    per_layer = st.act(1, plan.tp, True, "selective")
+    layers = run["model"].num_layers // p
+    # the first stage holds p micro-batches either way; the last one now holds p too (beside the logits)
+    assert zb.memory["activations"] >= per_layer * layers * p and zb.memory["total"] >= base.memory["total"]
+    # every stage holds p micro-batches: the last stage too (1F1B: 1)
+    assert F.schedule_simulation(st, replace(plan, schedule="zb-h1")).peak_inflight.min() == p
+    with pytest.raises(DistlearnValueError):
+        P.evaluate(run["model"], replace(plan, schedule="zb-h1", num_chunks=2), **kw)
+    with pytest.raises(DistlearnValueError):
+        P.evaluate(run["model"], replace(plan, schedule="dualpipe"), **kw)
+    assert layers * p == run["model"].num_layers

@@ -100,6 +100,10 @@ ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude 
 RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
 FP8_PRECISIONS = tuple(k for k, r in FP8_RECIPES.items() if r.gemm == "fp8")  # distlearn.fp8_recipes, FP8 GEMMs
 PLANNER_PRECISIONS = tuple(PRECISIONS) + FP8_PRECISIONS
+# pipeline schedules of a plan: 1F1B (interleaved with num_chunks > 1), and chapter 05's ZB-H1 (Qi et al. 2023),
+# simulated by distlearn.zero_bubble; the V-shaped and DualPipe schedules move the logits to another rank and are
+# not plan options yet
+PLAN_SCHEDULES = ("1f1b", "zb-h1")
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
@@ -273,6 +277,7 @@ class Plan:
     cp: int = 1
     stage_layers: tuple[int, ...] | None = None
     ep: int = 1
+    schedule: str = "1f1b"
 
     @property
     def world_size(self) -> int:
@@ -283,6 +288,7 @@ class Plan:
         cp = f" cp={self.cp}" if self.cp > 1 else ""
         layers = f" stages={list(self.stage_layers)}" if self.stage_layers else ""
         cp += f" ep={self.ep}" if self.ep > 1 else ""
+        v += f" {self.schedule}" if self.schedule != "1f1b" else ""
         return (f"dp={self.dp} tp={self.tp}{cp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
                 f"b={self.micro_batch_size} m={self.num_microbatches}{layers}")
 
@@ -574,7 +580,9 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
             inflight = min(pp, p.num_microbatches) * ((1 + (pp - 1) / (pp * v)) if v > 1 else 1.0)
         elif pp > 1:
             inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
-        if p.stage_layers is not None and v > 1 and not sums.moe_layers:
+        if p.schedule != "1f1b":  # the simulated schedule's own peak (ZB-H1: at most p on every stage)
+            inflight = float(schedule_simulation(st, p).peak_inflight[stage])
+        elif p.stage_layers is not None and v > 1 and not sums.moe_layers:
             # uneven chunks: the real schedule's order, chunk by chunk (Llama 3's embedding-only first chunk)
             peak = st._cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
                                p.stage_layers, stage),
@@ -725,9 +733,40 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
         t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
         t_mb = t_compute + t_tp + t_cp + t_ep + t_p2p
         return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
-                "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}
+                "pp_comm": mb * t_p2p, "bubble": (schedule_bubble_ratio(st, p) * mb * t_mb if p.schedule != "1f1b"
+                                                  else (pp - 1) * bubble_share(st, p) * t_mb)}
     return st._cached(("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp,
-                       p.recompute, p.stage_layers), make)
+                       p.recompute, p.stage_layers, p.schedule), make)
+
+
+def schedule_costs(st: Setting, recompute: str) -> tuple[float, float, float]:
+    """(t_f, t_b, t_W) of one micro-batch through a stage, in units of its forward: the backward is twice the
+    forward (three times with full recomputation: the forward runs again), and its weight-gradient part is the
+    linear layers' share of the forward FLOPs (the attention core has no weights; Qi et al. 2023 §2)."""
+    w = st.f_gemm / (st.f_gemm + st.f_attn)
+    return 1.0, (3.0 if recompute == "full" else 2.0), w
+
+
+def schedule_simulation(st: Setting, p: Plan):
+    """:func:`distlearn.pipeline.simulate` (split-backward schedules: :mod:`distlearn.zero_bubble`) of the
+    plan's schedule with :func:`schedule_costs`, memoized; its ``bubble_ratio`` and ``peak_inflight`` are what
+    the planner charges for a zero-bubble schedule (W passes keep their activations, ``w_memory = 1``, as torch
+    does)."""
+    from .. import pipeline
+
+    def make():
+        f, b, w = schedule_costs(st, p.recompute)
+        return pipeline.simulate(p.schedule, p.pp, p.num_microbatches, fwd_time=f, bwd_time=b, wgrad_time=w)
+    return st._cached(("schedule_sim", p.schedule, p.pp, p.num_microbatches, p.recompute), make)
+
+
+def schedule_bubble_ratio(st: Setting, p: Plan) -> float:
+    """t_bubble / t_ideal of the plan's pipeline schedule: (p − 1)/(v·m) for 1F1B and interleaved 1F1B
+    (:func:`bubble_ratio`, with uneven chunks :func:`bubble_share`), the simulated ratio of
+    :func:`schedule_simulation` for a zero-bubble schedule."""
+    if p.schedule == "1f1b":
+        return (p.pp - 1) * bubble_share(st, p) / p.num_microbatches
+    return float(schedule_simulation(st, p).bubble_ratio)
 
 
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:
@@ -781,12 +820,15 @@ def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
     mem = memory or plan_memory(st, p)
     t = plan_time(st, p)
     n = st.cluster.world_size
+    zb_ratio = schedule_bubble_ratio(st, p) if p.schedule != "1f1b" else 0.0
     return Estimate(plan=p, memory=mem, capacity=st.capacity, time=t,
                     tokens_per_s=st.B * st.s / t["total"],
                     mfu=st.model_flops_step / (t["total"] * n * st.cluster.gpu.peak_flops),
                     achieved_flops=st.hardware_flops(p.recompute) / (t["total"] * n),
-                    bubble_fraction=bubble_fraction(p.pp, p.num_microbatches, p.num_chunks),
-                    bubble_ratio=bubble_ratio(p.pp, p.num_microbatches, p.num_chunks),
+                    bubble_fraction=(bubble_fraction(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
+                                     else zb_ratio / (1 + zb_ratio)),
+                    bubble_ratio=(bubble_ratio(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
+                                  else zb_ratio),
                     compute_peak=st.gemm_peak)
 
 
@@ -900,6 +942,14 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
             "num_microbatches", f"num_microbatches must be global_batch / (dp × micro_batch_size) = {m}; "
                                 f"got {p.num_microbatches}.",
             f"num_microbatches 必须等于 global_batch / (dp × micro_batch_size) = {m}；收到 {p.num_microbatches}。")
+    check_choice("schedule", p.schedule, PLAN_SCHEDULES)
+    if p.schedule != "1f1b":
+        if p.pp == 1 or p.num_chunks > 1:
+            raise DistlearnValueError(
+                "schedule", f"schedule {p.schedule!r} needs pp > 1 and num_chunks = 1 (one model chunk per stage); "
+                            f"got pp = {p.pp}, num_chunks = {p.num_chunks}.",
+                f"调度 {p.schedule!r} 需要 pp > 1 且 num_chunks = 1（每个阶段一个模型分块）；"
+                f"收到 pp = {p.pp}，num_chunks = {p.num_chunks}。")
     if p.num_chunks > 1:
         if p.pp == 1:
             raise DistlearnValueError("num_chunks", "interleaving (num_chunks > 1) needs pp > 1.",
