@@ -818,7 +818,8 @@ def test_cli_rows_are_the_searched_plans(capsys):
     assert len(rows) == 3
     for row, e in zip(rows, plans):
         p = e.plan
-        assert row[1:9] == [str(p.dp), str(p.tp), str(p.pp), str(p.num_chunks), str(p.zero_stage), p.recompute,
+        v = f"{p.num_chunks}zb" if p.schedule == "zb-h1" else str(p.num_chunks)
+        assert row[1:9] == [str(p.dp), str(p.tp), str(p.pp), v, str(p.zero_stage), p.recompute,
                             str(p.micro_batch_size), str(p.num_microbatches)]
         used, cap = (float(x) for x in row[9].split("/"))
         assert used == pytest.approx(e.memory["total"] / 1e9, abs=0.05)
@@ -1033,3 +1034,38 @@ def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
     with pytest.raises(DistlearnValueError):
         P.evaluate(run["model"], replace(plan, schedule="dualpipe"), **kw)
     assert layers * p == run["model"].num_layers
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_zero_bubble_closed_form_is_the_simulation_where_the_planner_uses_it(recompute):
+    """zero_bubble_terms takes chapter 05's closed form only where distlearn.zero_bubble marks it exact: there
+    it equals the simulation (bubble ratio and every stage's peak), for several p, m and both cost sets."""
+    from dataclasses import replace
+    from distlearn import zero_bubble
+    m = get_preset("llama3-8b")
+    st = F.make_setting(m, make_cluster("h100-80gb", 64), 512, 4096)
+    for pp, mb in [(2, 2), (4, 4), (4, 12), (8, 8), (8, 30), (16, 16), (4, 3)]:
+        plan = P.Plan(dp=1, tp=1, pp=pp, recompute=recompute, num_microbatches=mb, schedule="zb-h1")
+        ratio, peaks = F.zero_bubble_terms(st, plan)
+        sim = F.schedule_simulation(st, plan)
+        f, b, w = F.schedule_costs(st, recompute)
+        exact = zero_bubble.closed_form("zb-h1", pp, mb, fwd_time=f, bwd_time=b, wgrad_time=w)["exact"]
+        assert exact == (mb >= pp)
+        assert ratio == pytest.approx(sim.bubble_ratio, rel=1e-9, abs=1e-12), (pp, mb)
+        assert peaks == pytest.approx(tuple(sim.peak_inflight), rel=1e-12), (pp, mb)
+
+
+def test_zb_h1_never_needs_less_memory_than_1f1b():
+    """The search skips a ZB-H1 plan whose 1F1B twin does not fit: ZB-H1 keeps p micro-batches on every stage,
+    1F1B min(p − i, m), so it never needs less (checked on every such plan of two clusters)."""
+    from dataclasses import replace
+    for model, gpus, batch, seq in [("llama3-8b", 64, 256, 4096), ("gpt3-175b", 256, 512, 2048)]:
+        cfg, cluster = get_preset(model), make_cluster("h100-80gb", gpus)
+        st = F.make_setting(cfg, cluster, batch, seq)
+        n = 0
+        for p in P.candidate_plans(cfg, cluster, batch, seq):
+            if p.schedule == "zb-h1":
+                twin = replace(p, schedule="1f1b")
+                assert F.plan_memory(st, p)["total"] >= F.plan_memory(st, twin)["total"] * (1 - 1e-12)
+                n += 1
+        assert n > 50

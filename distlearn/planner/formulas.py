@@ -581,7 +581,7 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
         elif pp > 1:
             inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
         if p.schedule != "1f1b":  # the simulated schedule's own peak (ZB-H1: at most p on every stage)
-            inflight = float(schedule_simulation(st, p).peak_inflight[stage])
+            inflight = zero_bubble_terms(st, p)[1][stage]
         elif p.stage_layers is not None and v > 1 and not sums.moe_layers:
             # uneven chunks: the real schedule's order, chunk by chunk (Llama 3's embedding-only first chunk)
             peak = st._cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
@@ -760,13 +760,35 @@ def schedule_simulation(st: Setting, p: Plan):
     return st._cached(("schedule_sim", p.schedule, p.pp, p.num_microbatches, p.recompute), make)
 
 
+def zero_bubble_terms(st: Setting, p: Plan) -> tuple[float, tuple[float, ...]]:
+    """(t_bubble / t_ideal, micro-batches in flight per stage) of a zero-bubble plan: chapter 05's
+    :func:`distlearn.zero_bubble.closed_form` where that module's tests establish it is exact (ZB-H1: t_W ≤ t_f,
+    t_W ≤ t_I and m ≥ p, always true of :func:`schedule_costs` when m ≥ p; bubble (p − 1)(t_f + t_I − t_W), p
+    micro-batches on every stage), else :func:`schedule_simulation`. tests/test_planner.py checks that both
+    agree wherever the closed form is used."""
+    from .. import zero_bubble
+
+    f, b, w = schedule_costs(st, p.recompute)
+    # the closed form at m = p: exact there and for every larger m (its condition is m ≥ p), its bubble time
+    # (p − 1)(t_f + t_I − t_W) does not depend on m, its peak is min(p, m) = p
+    closed = st._cached(("zb_closed", p.schedule, p.pp, p.recompute), lambda: zero_bubble.closed_form(
+        p.schedule, p.pp, p.pp, fwd_time=f, bwd_time=b, wgrad_time=w))
+    if closed["exact"] and p.num_microbatches >= p.pp:
+        return closed["bubble_time"] / (p.num_microbatches * (f + b)), (closed["peak_inflight"],) * p.pp
+
+    def simulated():
+        sim = schedule_simulation(st, p)
+        return float(sim.bubble_ratio), tuple(float(x) for x in sim.peak_inflight)
+    return st._cached(("zb_sim_terms", p.schedule, p.pp, p.num_microbatches, p.recompute), simulated)
+
+
 def schedule_bubble_ratio(st: Setting, p: Plan) -> float:
     """t_bubble / t_ideal of the plan's pipeline schedule: (p − 1)/(v·m) for 1F1B and interleaved 1F1B
-    (:func:`bubble_ratio`, with uneven chunks :func:`bubble_share`), the simulated ratio of
-    :func:`schedule_simulation` for a zero-bubble schedule."""
+    (:func:`bubble_ratio`, with uneven chunks :func:`bubble_share`), :func:`zero_bubble_terms` for a
+    zero-bubble schedule."""
     if p.schedule == "1f1b":
         return (p.pp - 1) * bubble_share(st, p) / p.num_microbatches
-    return float(schedule_simulation(st, p).bubble_ratio)
+    return zero_bubble_terms(st, p)[0]
 
 
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:

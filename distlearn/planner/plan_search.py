@@ -77,10 +77,20 @@ class Group:
 
     @property
     def size(self) -> int:
-        return sum(len(chunks) for _, _, chunks in self.batching) * len(self.zero_stages) * len(RECOMPUTE)
+        return sum(len(self.schedules(v, m)) for _, m, chunks in self.batching for v in chunks) \
+            * len(self.zero_stages) * len(RECOMPUTE)
 
-    def _plan(self, z, r, b, m, v) -> Plan:
-        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers, self.ep)
+    def schedules(self, num_chunks: int, num_microbatches: int) -> tuple[str, ...]:
+        """1F1B (interleaved with v > 1); with a pipeline, v = 1 and m ≥ p also chapter 05's ZB-H1 (where its
+        closed form is exact, :func:`~distlearn.planner.formulas.zero_bubble_terms`; with fewer micro-batches
+        than stages :func:`~distlearn.planner.formulas.evaluate` still simulates it)."""
+        if self.pp > 1 and num_chunks == 1 and num_microbatches >= self.pp:
+            return ("1f1b", "zb-h1")
+        return ("1f1b",)
+
+    def _plan(self, z, r, b, m, v, schedule="1f1b") -> Plan:
+        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers, self.ep,
+                    schedule)
 
     def smallest(self, zero_stage: int, recompute: str) -> Plan:
         """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""
@@ -91,10 +101,11 @@ class Group:
         """Every plan of the group in search order, those with (zero_stage, recompute) not kept left out."""
         for b, m, chunks in self.batching:
             for v in chunks:
-                for z in self.zero_stages:
-                    for r in RECOMPUTE:
-                        if keep(z, r):
-                            yield self._plan(z, r, b, m, v)
+                for sched in self.schedules(v, m):
+                    for z in self.zero_stages:
+                        for r in RECOMPUTE:
+                            if keep(z, r):
+                                yield self._plan(z, r, b, m, v, sched)
 
 
 def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
@@ -201,20 +212,24 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None):
         return
     for b, m, chunks in group.batching:  # group.plans' order; the bound does not depend on the ZeRO stage
         for v in chunks:
-            slow = {}
-            for z in group.zero_stages:
-                for r in RECOMPUTE:
-                    if (z, r) not in kept:
-                        continue
-                    p = group._plan(z, r, b, m, v)
-                    if too_slow is not None:
-                        if r not in slow:
-                            slow[r] = too_slow(p)
-                        if slow[r]:
+            too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
+            for sched in group.schedules(v, m):
+                slow = {}
+                for z in group.zero_stages:
+                    for r in RECOMPUTE:
+                        if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
                             continue
-                    mem = plan_memory(st, p)
-                    if mem["total"] <= st.capacity:
-                        yield p, mem
+                        p = group._plan(z, r, b, m, v, sched)
+                        if too_slow is not None:
+                            if r not in slow:
+                                slow[r] = too_slow(p)
+                            if slow[r]:
+                                continue
+                        mem = plan_memory(st, p)
+                        if mem["total"] <= st.capacity:
+                            yield p, mem
+                        elif sched == "1f1b":
+                            too_big.add((z, r))
 
 
 class _Best:
