@@ -55,8 +55,10 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
   (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
-  with uneven chunks the largest chunk sets it (:func:`bubble_share`). The zero-bubble and DualPipe schedules
-  (chapter 05's later sections) are not plan options yet.
+  with uneven chunks the largest chunk sets it (:func:`bubble_share`). ``schedule="zb-h1"`` (chapter 05's
+  zero-bubble ZB-H1) takes its bubble and its micro-batches in flight from :mod:`distlearn.zero_bubble`
+  (:func:`zero_bubble_terms`); ZB-V and DualPipe (which move the loss to another rank, DualPipe with two copies of
+  the weights) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only: ZeRO 0 all-reduces the gradients once per step, hidden
   behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed with ``pp > 1`` (the
   all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same way and all-gathers
