@@ -397,9 +397,10 @@ class Setting:
         experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
         their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
         m = self.model
-        dense = lambda: m.with_(num_experts=0, experts_per_token=0, num_shared_experts=0,
-                                expert_ffn_hidden_size=None, first_dense_layers=0, num_mtp_modules=0,
-                                ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
+        dense = lambda: self._cached(("moe_as_dense",), lambda: m.with_(
+            num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
+            first_dense_layers=0, num_mtp_modules=0,
+            ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn))
         return self._cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             dense(), seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
             activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
@@ -556,22 +557,24 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     m, s, b, tp, pp, v, cp = st.model, st.s, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
     h, V = m.hidden_size, m.vocab_size
     sizes = st.stages(pp, p.stage_layers)
-    if pp == 1:
-        stages = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
-    elif p.stage_layers is None:
-        stages = [(0, sizes[0], st.P_first_extra, True, False), (pp - 1, sizes[-1], st.P_last_extra, False, True)]
-    else:
-        stages = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
-                   i == 0, i == pp - 1) for i in _candidate_stages(sizes, st._cached(
-                       ("moe_per_stage", p.stage_layers), lambda: [st.stage_sums(a, n).moe_layers for a, n in zip(
-                           stage_starts(sizes), sizes)]) if m.is_moe else None)]
+    def candidates():  # (stage, layers, extra params, first?, last?, StageSums) of the stages that can be worst
+        starts = stage_starts(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
+        if pp == 1:
+            rows = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
+        elif p.stage_layers is None:
+            rows = [(0, sizes[0], st.P_first_extra, True, False),
+                    (pp - 1, sizes[-1], st.P_last_extra, False, True)]
+        else:
+            moe = [st.stage_sums(a, n).moe_layers for a, n in zip(starts, sizes)] if m.is_moe else None
+            rows = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
+                     i == 0, i == pp - 1) for i in _candidate_stages(sizes, moe)]
+        return [row + (st.stage_sums(starts[row[0]], row[1]),) for row in rows]
+    stages = st._cached(("candidate_stages", pp, p.stage_layers), candidates)
     worst = None
     per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
     per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
     tokens = s // cp
-    starts = stage_starts(sizes) if m.is_moe else None  # only MoE layers differ from one another
-    for stage, layers, extra_params, is_first, is_last in stages:
-        sums = st.stage_sums(starts[stage] if starts else 0, layers)
+    for stage, layers, extra_params, is_first, is_last, sums in stages:
         states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
         params, grads, optimizer = states.params, states.grads, states.optimizer
         if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
@@ -630,10 +633,14 @@ def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
                 stage_seconds = sizes[0] * layer_seconds + logit_seconds
             else:
                 stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
-        else:
-            starts = stage_starts(sizes)
-            stage_seconds = max(seconds(a, n) + (logit_seconds if i == pp - 1 else 0.0)
-                                for i, (a, n) in enumerate(zip(starts, sizes)))
+        else:  # per sequence and tensor-parallel rank (everything scales with b / tp): memoized per stage split
+            def per_sequence():
+                starts = stage_starts(sizes)
+                unit = lambda a, n: (factor * st.stage_sums(a, n).gemm_flops / st.gemm_peak
+                                     + attn_factor * st.stage_sums(a, n).attention_flops / st.peak)
+                return max(unit(a, n) + (3 * st.f_logits / st.peak if i == pp - 1 else 0.0)
+                           for i, (a, n) in enumerate(zip(starts, sizes)))
+            stage_seconds = b * st._cached(("moe_stage_unit", pp, p.stage_layers, p.recompute), per_sequence) / tp
         return stage_seconds / (st.eff * p.cp)
     return st._cached(("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers), make)
 
