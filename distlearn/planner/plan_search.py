@@ -31,7 +31,7 @@ from ..memory import RECOMPUTE
 from ..models import ModelConfig, get_preset
 from ..validate import DistlearnValueError, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
-                       make_setting, plan_memory, resolve, step_seconds_lower_bound)
+                       make_setting, plan_memory, plan_time, resolve, step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -288,13 +288,14 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
         count += group.size
         for p, mem in _fitting_plans(st, group, too_slow):
-            fits.append(estimate(st, p, mem))
+            # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
+            fits.append((st.B * st.s / plan_time(st, p)["total"], mem["total"], len(fits), p, mem))
             if best is not None:
-                best.add(fits[-1].tokens_per_s)
-    fits.sort(key=lambda e: (-e.tokens_per_s, e.memory["total"]))
+                best.add(fits[-1][0])
+    fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
     if top is not None:
         fits = fits[:top]
-    result = SearchResult(fits, count)
+    result = SearchResult([estimate(st, p, mem) for _, _, _, p, mem in fits], count)
     if count == 0 and (cp is not None or ep > 1):
         result.message = bi(f"no layout has cp = {cp or 1} and ep = {ep} for {cluster.world_size} GPUs, sequence "
                             f"{seq_len} and a global batch of {global_batch}: cp must divide the sequence and the "
