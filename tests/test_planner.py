@@ -1104,3 +1104,20 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
                     num_gpus=16384, top=1).best
     assert abs(best.mfu / full.mfu - 1) < 0.01 and round(100 * best.mfu) == round(100 * full.mfu) == 31
     assert round(100 * (1 - best.mfu / 0.41)) == 24
+
+
+def test_a_shared_memo_changes_no_number():
+    """Settings for other GPUs and GPU counts (a search's suggestions) share the memo entries of SHAREABLE: the
+    memory of every plan is the same as with a setting of its own."""
+    from distlearn.models import MOE_PRESETS
+    shared = {}
+    for model in (get_preset("llama3-8b"), MOE_PRESETS["deepseek-v3"]):
+        for gpu, n in (("v100-32gb", 64), ("h100-80gb", 128), ("h200", 256)):
+            cluster = make_cluster(gpu, n)
+            a = F.make_setting(model, cluster, 512, 4096, shared=shared)
+            b = F.make_setting(model, cluster, 512, 4096)
+            plans = [p for g in P.candidate_groups(model, cluster, 512, 4096) for p in list(g.plans())[:6]]
+            assert plans and [F.plan_memory(a, p) for p in plans] == [F.plan_memory(b, p) for p in plans]
+            assert P.any_plan_fits(model, cluster, 512, 4096, shared=shared) == P.any_plan_fits(model, cluster, 512,
+                                                                                                  4096)
+    assert shared

@@ -333,8 +333,11 @@ class Setting:
 
     def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
                  optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
-                 swiglu: str = "unfused"):
+                 swiglu: str = "unfused", shared: dict | None = None):
         self.model, self.cluster = model, cluster
+        # memo entries that depend on the model, sequence and recipe only, not on the GPU or the cluster: settings
+        # built for the same model and recipe (the suggestions of a search) may share them
+        self._shared = shared
         self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
@@ -381,8 +384,17 @@ class Setting:
         try:
             return self._memo[key]
         except KeyError:
-            value = self._memo[key] = make()
-            return value
+            pass
+        if self._shared is not None and key[0] in SHAREABLE:
+            full = (key, id(self.model), self.s, self.precision, self.optimizer, self.swiglu)
+            try:
+                value = self._shared[full]
+            except KeyError:
+                value = self._shared[full] = make()
+        else:
+            value = make()
+        self._memo[key] = value
+        return value
 
     def act(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """:func:`~distlearn.activations.config_layer_bytes` of one layer for this model, sequence and recipe; with
@@ -447,6 +459,12 @@ class Setting:
     def hardware_flops(self, recompute: str) -> float:
         """FLOPs of one step with ``recompute``'s extra forward work (:func:`step_flops`)."""
         return self._cached(("hw", recompute), lambda: step_flops(self.model, self.B, self.s, recompute)["hardware"])
+
+
+# Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU, the
+# cluster or the batch), which settings built for one search's suggestions share
+SHAREABLE = frozenset({"act", "act_moe", "moe_as_dense", "stage", "states", "candidate_stages", "peak_layers",
+                       "zb_closed"})
 
 
 @dataclass(frozen=True)
@@ -742,10 +760,17 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
         t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
         t_mb = t_compute + t_tp + t_cp + t_ep + t_p2p
         return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
-                "pp_comm": mb * t_p2p, "bubble": (schedule_bubble_ratio(st, p) * mb * t_mb if p.schedule != "1f1b"
-                                                  else (pp - 1) * bubble_share(st, p) * t_mb)}
-    return st._cached(("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp,
-                       p.recompute, p.stage_layers, p.schedule), make)
+                "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}, t_mb
+
+    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
+           p.stage_layers)
+    if p.schedule == "1f1b":
+        return st._cached(key, make)[0]
+
+    def zero_bubble():  # the same micro-batch, another bubble
+        terms, t_mb = st._cached(key, make)
+        return {**terms, "bubble": schedule_bubble_ratio(st, p) * p.num_microbatches * t_mb}
+    return st._cached(key + (p.schedule,), zero_bubble)
 
 
 def schedule_costs(st: Setting, recompute: str) -> tuple[float, float, float]:
@@ -879,7 +904,7 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
                  efficiency=COMPUTE_EFFICIENCY, reserve_bytes=RESERVE_BYTES,
-                 fragmentation=FRAGMENTATION, swiglu="unfused") -> Setting:
+                 fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None) -> Setting:
     """A validated :class:`Setting`. ``swiglu``: the Llama MLP's kernel, ``"unfused"`` (the eager module keeps
     4·f values per token) or ``"fused"`` (Megatron-Core's fused SwiGLU keeps 3·f; chapter 08). Raises
     DistlearnValueError for non-positive sizes, an efficiency outside (0, 1], a negative reserve, a fragmentation
@@ -891,7 +916,7 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     check_number("fragmentation", fragmentation, minimum=0, maximum=0.9)
     check_choice("swiglu", swiglu, SWIGLU)
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                   fragmentation, swiglu)
+                   fragmentation, swiglu, shared)
 
 
 def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb",

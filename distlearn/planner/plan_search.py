@@ -219,12 +219,12 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None):
                     for r in RECOMPUTE:
                         if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
                             continue
-                        p = group._plan(z, r, b, m, v, sched)
-                        if too_slow is not None:
+                        if too_slow is not None:  # the bound does not depend on z: one plan per r decides
                             if r not in slow:
-                                slow[r] = too_slow(p)
+                                slow[r] = too_slow(group._plan(z, r, b, m, v, sched))
                             if slow[r]:
                                 continue
+                        p = group._plan(z, r, b, m, v, sched)
                         mem = plan_memory(st, p)
                         if mem["total"] <= st.capacity:
                             yield p, mem
@@ -343,11 +343,12 @@ def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -
 
 def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                   optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES,
-                  fragmentation: float = FRAGMENTATION) -> bool:
+                  fragmentation: float = FRAGMENTATION, shared: dict | None = None) -> bool:
     """Whether some valid plan fits in memory — the same answer as ``bool(search(...).plans)``, found by looking
-    at each group's memory-minimal plans only (module docstring)."""
+    at each group's memory-minimal plans only (module docstring). ``shared``: a memo that calls for the same
+    model and recipe may share (:class:`~distlearn.planner.formulas.Setting`)."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
-                      reserve_bytes, fragmentation)
+                      reserve_bytes, fragmentation, shared=shared)
     for group in candidate_groups(model, cluster, global_batch, seq_len):
         # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective or full recomputation
         # (the orderings of _kept): the other pairs cannot fit where these do not
@@ -389,7 +390,7 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     key is ``None`` when no such change fits. ``message`` says it in the reader's language.
     """
     model = get_preset(model) if isinstance(model, str) else model
-    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation)
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
     full = GPUS.get(cluster.gpu.name)
