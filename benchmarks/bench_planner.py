@@ -2,7 +2,7 @@
 corners included (they re-run the search for more GPUs, shorter sequences and larger GPUs); a full search from
 the command line in < 2 s.
 
-The slider grid (every model × GPU × GPU count × sequence length × global batch, 30,240 settings) was timed in
+The slider grid (every model × GPU × GPU count × sequence length × global batch, 36,960 settings) was timed in
 full with ``make bench BENCH_ARGS=--full-grid``; ``CORNERS`` keeps its slowest settings, and the default run times
 every 15th setting of the grid (the slowest ones again, median of 5) and the listed corners.
 """
@@ -32,15 +32,26 @@ CORNERS = {  # settings named in issues, and the slowest ones of the full grid (
     "many plans fit: llama2-7b on 256 h200, seq 512, batch 512":
         dict(model="llama2-7b", gpu="h200", num_gpus=256, seq_len=512, global_batch=512),
     "no layout: gpt2-small on 2048 GPUs, batch 8": dict(model="gpt2-small", num_gpus=2048, global_batch=8),
+    # the MoE presets and the cp / ep / precision controls (issue 22), kept at their defaults in the grid
+    "no plan fits: deepseek-v3 on 1 h100-80gb, seq 32768, batch 4096":
+        dict(model="deepseek-v3", num_gpus=1, seq_len=32768, global_batch=4096),
+    "no plan fits: deepseek-v3 on 16 h100-80gb, te-fp8": dict(model="deepseek-v3", num_gpus=16, precision="te-fp8"),
+    "deepseek-v3 on 256 h100-80gb, ep 64, te-fp8": dict(model="deepseek-v3", num_gpus=256, ep=64, precision="te-fp8"),
+    "llama3.1-405b on 2048 h100-80gb, seq 32768, batch 4096, cp 16":
+        dict(model="llama3.1-405b", num_gpus=2048, seq_len=32768, global_batch=4096, cp=16),
+    "gpt3-175b on 2048 v100-32gb, seq 32768, batch 4096, fp32":
+        dict(model="gpt3-175b", gpu="v100-32gb", num_gpus=2048, seq_len=32768, global_batch=4096, precision="fp32"),
 }
 
 
 def slider_grid() -> list[dict]:
     """Every combination of the explorer's dropdown and slider options (the plan-number slider at 1: it only picks
-    which of the ten plans is drawn)."""
+    which of the ten plans is drawn; the precision, cp and ep controls at their defaults: their slow settings are
+    in ``CORNERS``)."""
     controls = explorer.controls()
     options = {name: list(c.options) if hasattr(c, "options") else [c.value] for name, c in controls.items()}
-    options["rank"] = [1]
+    for name in ("rank", "precision", "cp", "ep"):
+        options[name] = [controls[name].value]
     names = list(options)
     return [dict(zip(names, values)) for values in itertools.product(*options.values())]
 

@@ -542,11 +542,12 @@ def toy_plan():
 
 def layout_from_plan(plan) -> Layout:
     """The lab's :class:`Layout` for a planner :class:`~distlearn.planner.Plan` (cp = 1). Raises
-    DistlearnValueError for what the lab does not run: recomputation, interleaved stages, ZeRO-1."""
-    if plan.recompute != "none" or plan.num_chunks != 1 or plan.zero_stage == 1:
-        raise DistlearnValueError("plan", f"the lab runs no recomputation, one chunk per stage, ZeRO 0/2/3; got "
-                                          f"{plan.describe()}.",
-                                  f"实验只运行不重算、每段一个块、ZeRO 0/2/3 的方案；收到 {plan.describe()}。")
+    DistlearnValueError for what the lab does not run: recomputation, interleaved stages, ZeRO-1, a schedule other
+    than 1F1B."""
+    if plan.recompute != "none" or plan.num_chunks != 1 or plan.zero_stage == 1 or plan.schedule != "1f1b":
+        raise DistlearnValueError("plan", f"the lab runs no recomputation, one chunk per stage, ZeRO 0/2/3, 1F1B; "
+                                          f"got {plan.describe()}.",
+                                  f"实验只运行不重算、每段一个块、ZeRO 0/2/3、1F1B 调度的方案；收到 {plan.describe()}。")
     return Layout(pp=plan.pp, dp=plan.dp, tp=plan.tp, zero_stage=plan.zero_stage,
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches,
                   sequence_parallel=plan.sequence_parallel)

@@ -34,7 +34,7 @@ __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
     "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
     "seed_simulate_pipeline_parallelism", "reference_1f1b_order", "reference_1f1b",
-    "microbatch_loss", "NORMALISATIONS",
+    "microbatch_loss", "NORMALISATIONS", "peak_inflight_weighted",
 ]
 __all__ += ["ZERO_BUBBLE_SCHEDULES", "ALL_SCHEDULES", "KINDS"]
 
@@ -219,12 +219,10 @@ def _sequence(schedule: str, m: int, p: int, v: int, backward: bool) -> tuple[np
     if schedule != "interleaved-1f1b":
         return np.zeros(m, dtype=np.int64), np.arange(m, dtype=np.int64)
     g = interleaved_group_size(p, m)
-    chunks = np.arange(v)[::-1] if backward else np.arange(v)
-    cs, js = [], []
-    for g0 in range(0, m, g):
-        cs.append(np.repeat(chunks, g))
-        js.append(np.tile(np.arange(g0, g0 + g), v))
-    return np.concatenate(cs), np.concatenate(js)
+    k = np.arange(m * v, dtype=np.int64)
+    round_, within = np.divmod(k, g * v)  # each round: g micro-batches through chunk 0, then chunk 1, …
+    chunk = within // g
+    return (v - 1 - chunk if backward else chunk), round_ * g + within % g
 
 
 def _warmup(schedule: str, stage, p: int, m: int, v: int):
@@ -290,6 +288,39 @@ def stage_order(schedule: str, stage: int, num_stages: int, num_microbatches: in
     s = check_int("stage", stage, minimum=0, maximum=p - 1)
     kind, mb, ch = _orders(schedule, p, m, v, [s])
     return [("FB"[k], int(j), int(c)) for k, j, c in zip(kind[0], mb[0], ch[0])]
+
+
+def peak_inflight_weighted(schedule: str, num_stages: int, num_microbatches: int,
+                           chunk_weights: Sequence[Sequence[float]], stages: Sequence[int] | None = None
+                           ) -> np.ndarray:
+    """Per stage, the largest sum of ``chunk_weights`` alive at once when every chunk's forward keeps its weight
+    until that chunk's backward frees it, in the order of :func:`stage_order` (Megatron's and torch's order).
+
+    ``chunk_weights[s][c]`` is what one micro-batch's forward through chunk ``c`` of stage ``s`` keeps for
+    backward, e.g. its number of layers (the result is then in layer-micro-batches) or its activation bytes; the
+    number of chunks ``v`` is ``len(chunk_weights[s])`` (the same for every stage; ``v > 1`` only for
+    ``"interleaved-1f1b"``). With equal weights ``w`` it is ``w · v · peak_inflight`` of :func:`simulate`; with
+    unequal chunks (Llama 3 §3.3.2: the first chunk of the first stage holds only the embedding) it counts what
+    the closed form cannot: which chunks the warm-up forwards went through. Returns an array of ``num_stages``
+    floats (only for ``stages`` when given, in their order). Raises DistlearnValueError for bad arguments or rows
+    of the wrong length.
+    """
+    p = check_int("num_stages", num_stages, minimum=1, maximum=4096)
+    if len(chunk_weights) != p:
+        raise DistlearnValueError("chunk_weights", f"chunk_weights needs one row per stage ({p}); got "
+                                                   f"{len(chunk_weights)}.",
+                                  f"chunk_weights 需要每个阶段一行（{p} 行）；收到 {len(chunk_weights)} 行。")
+    v = len(chunk_weights[0])
+    if any(len(row) != v for row in chunk_weights):
+        raise DistlearnValueError("chunk_weights", "every stage needs the same number of chunks.",
+                                  "每个阶段的分块数必须相同。")
+    schedule, p, m, v = _check_args(schedule, p, num_microbatches, v)
+    weights = np.array([[check_number("chunk_weights", float(w), minimum=0) for w in row] for row in chunk_weights])
+    rows = np.arange(p) if stages is None else np.array([check_int("stages", x, minimum=0, maximum=p - 1)
+                                                            for x in stages], dtype=np.int64)
+    kind, _, ch = _orders(schedule, p, m, v, rows)
+    w = np.take_along_axis(weights[rows], ch, axis=1)
+    return np.cumsum(np.where(kind == 0, w, -w), axis=1).max(axis=1)
 
 
 def _check_args(schedule, num_stages, num_microbatches, num_chunks):

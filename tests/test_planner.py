@@ -8,7 +8,9 @@ from distlearn import seeds_planning as S
 from distlearn.comm import VirtualCluster
 from distlearn.hardware import GPUS, Cluster, make_cluster
 from distlearn.memory import activation_bytes_per_layer, model_state_bytes
-from distlearn.models import PRESETS
+from distlearn import pipeline
+from distlearn.models import PRESETS, get_preset
+from distlearn.planner import formulas as F
 from distlearn.validate import DistlearnValueError
 
 
@@ -120,7 +122,7 @@ def test_published_runs_within_ten_percent_or_a_stated_miss(name):
         assert r["ratio"] < 0.9 and r["ratio"] * e.time["total"] / hidden > 1.1
     elif name in P.KNOWN_MISSES:
         assert not r["within"], (name, r["ratio"])
-        assert 0.75 <= r["ratio"] <= 1.0, r["ratio"]  # too slow, but not wildly
+        assert 0.75 <= r["ratio"] <= 1.25, r["ratio"]  # off, but not wildly
     else:
         assert r["within"], (name, r["ratio"])
         assert abs(r["ratio"] - 1) <= 0.10
@@ -165,10 +167,11 @@ def test_published_figures_are_the_papers():
 
 
 def test_a_broken_time_model_fails_the_published_check(monkeypatch):
-    """The ±10 % check can fail: with the bubble charged twice the Llama 3 and 1 T rows leave the band."""
+    """The ±10 % check can fail: with the bubble charged as if there were no interleaving (v times) the Llama 3
+    rows leave the band."""
     from distlearn.planner import formulas
     real = formulas.bubble_share
-    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: 2 * real(st, p))
+    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: p.num_chunks * real(st, p))
     assert not P.compare_published("llama3-405b-16k-gpus")["within"]
     monkeypatch.setattr(formulas, "bubble_share", real)
     assert P.compare_published("llama3-405b-16k-gpus")["within"]
@@ -647,7 +650,7 @@ def test_llama3_balanced_stages_and_uneven_chunks():
     run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
     e = P.compare_published("llama3-405b-16k-gpus")["estimate"]
     t_mb = sum(e.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / 16
-    assert e.time["bubble"] == pytest.approx(15 * (2 / 8) * t_mb, rel=1e-12)  # chunks of 2 of the 8 layers
+    assert e.time["bubble"] == pytest.approx(15 * (1 / 8) * t_mb, rel=1e-12)  # one-layer chunks of the 8 layers
     # the search now finds plans with these stages (126 = 16 × 7 + 14)
     res = P.search("llama3.1-405b", global_batch=2048, seq_len=8192, gpu="h100-80gb", num_gpus=16384, top=50)
     assert any(e.plan.stage_layers == P.LLAMA3_405B_STAGES for e in res.plans) or all(
@@ -800,8 +803,8 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     real = formulas.attention_core_flops
     monkeypatch.setattr(formulas, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
     causal = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
-    assert full == pytest.approx(1.01, abs=0.01) and causal == pytest.approx(0.97, abs=0.01)
-    assert causal / causal_over_full == pytest.approx(1.35, abs=0.01)  # causal time, non-causal count
+    assert full == pytest.approx(1.11, abs=0.01) and causal == pytest.approx(1.06, abs=0.01)
+    assert causal / causal_over_full == pytest.approx(1.47, abs=0.01)  # causal time, non-causal count
 
 
 def test_cli_rows_are_the_searched_plans(capsys):
@@ -815,7 +818,8 @@ def test_cli_rows_are_the_searched_plans(capsys):
     assert len(rows) == 3
     for row, e in zip(rows, plans):
         p = e.plan
-        assert row[1:9] == [str(p.dp), str(p.tp), str(p.pp), str(p.num_chunks), str(p.zero_stage), p.recompute,
+        v = f"{p.num_chunks}zb" if p.schedule == "zb-h1" else str(p.num_chunks)
+        assert row[1:9] == [str(p.dp), str(p.tp), str(p.pp), v, str(p.zero_stage), p.recompute,
                             str(p.micro_batch_size), str(p.num_microbatches)]
         used, cap = (float(x) for x in row[9].split("/"))
         assert used == pytest.approx(e.memory["total"] / 1e9, abs=0.05)
@@ -840,8 +844,8 @@ def test_pipeline_exercise_hint_does_not_give_the_formula(capsys):
 
 
 def test_llama3_memory_and_recompute_figures_of_the_prose():
-    """Chapter 14's prose: the Llama 3 layouts need 99–116 GB per GPU without recomputation (ZeRO-2, as the paper
-    shards gradients); with full recomputation they fit, their MFU then 23–30 % below the published one."""
+    """Chapter 14's prose: the Llama 3 layouts need 99–108 GB per GPU without recomputation (ZeRO-2, as the paper
+    shards gradients); with full recomputation they fit, their MFU then 16–24 % below the published one."""
     from dataclasses import replace
     totals, gaps = [], []
     for name in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
@@ -851,8 +855,8 @@ def test_llama3_memory_and_recompute_figures_of_the_prose():
                        seq_len=run["seq_len"], gpu="h100-80gb")
         assert e.fits
         gaps.append(1 - e.mfu / run["published_mfu"])
-    assert (round(min(totals)), round(max(totals))) == (99, 116)
-    assert (round(100 * min(gaps)), round(100 * max(gaps))) == (23, 30)
+    assert (round(min(totals)), round(max(totals))) == (99, 108)
+    assert (round(100 * min(gaps)), round(100 * max(gaps))) == (16, 24)
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
@@ -876,3 +880,244 @@ def test_table_and_cli_follow_the_language(capsys, lang):
         assert not [ln for ln in out if not lang_audit.readable(ln, lang)], out
     finally:
         distlearn.set_language("both")
+
+
+# ---------------------------------------------------------------- Llama 3's memory: the schedule's real order (issue 22)
+@pytest.mark.parametrize("p,m,v", [(4, 8, 1), (4, 8, 2), (8, 16, 4), (16, 32, 8), (16, 16, 8), (6, 12, 3)])
+def test_weighted_peak_equals_the_simulation_and_the_closed_form_for_equal_chunks(p, m, v):
+    """Equal chunks: the weighted count is the simulation's peak (chunks alive) and Megatron's closed form ×
+    layers, for every stage."""
+    sched = "interleaved-1f1b" if v > 1 else "1f1b"
+    weighted = pipeline.peak_inflight_weighted(sched, p, m, [[1.0] * v] * p)
+    sim = pipeline.simulate(sched, p, m, num_chunks=v)
+    assert list(weighted) == list(sim.peak_inflight_chunks.astype(float))
+    for stage in range(p):
+        assert weighted[stage] == pytest.approx(v * F.interleaved_inflight(p, stage, v, m), rel=1e-12)
+    three = pipeline.peak_inflight_weighted(sched, p, m, [[3.0] * v] * p)
+    assert list(three) == [3 * x for x in weighted]
+
+
+def test_llama3_chunks_and_their_peak_by_hand():
+    """Llama 3 §3.3.2: 126 layers on 16 stages, one layer fewer on the first and the last, one-layer chunks, the
+    first chunk of the first stage only the embedding. By hand (Megatron's order, rounds of p = 16 micro-batches
+    through chunk 0, 1, …, 7): stage 0's warm-up of 2·15 + 7·16 = 142 chunk-forwards (+ 1) holds chunks 1–7 of 16
+    micro-batches = 112 layers (its other forwards are on the empty chunk 0); stage 1's 2·14 + 112 + 1 = 141 are
+    all one layer. With m = 16 = p every forward runs before any backward: 16 × 8 = 128 layers."""
+    chunks = F.chunk_layers(P.LLAMA3_405B_STAGES, 8)
+    assert chunks[0] == (0,) + (1,) * 7 and chunks[-1] == (1,) * 7 + (0,) and chunks[1] == (1,) * 8
+    assert F.chunk_layers((7, 9, 8), 4) == ((1, 2, 2, 2), (3, 2, 2, 2), (2, 2, 2, 2))
+    peaks = F.stage_peak_layers(16, 32, 8, P.LLAMA3_405B_STAGES)
+    assert peaks[:3] == (112.0, 141.0, 139.0) and max(peaks) == 141
+    assert max(F.stage_peak_layers(16, 16, 8, P.LLAMA3_405B_STAGES)) == 128 == 16 * 8
+    # the closed form without the empty chunk would have said (2·15 + 7·16 + 1)/8 × 7 = 125.1 on stage 0
+    assert F.interleaved_inflight(16, 0, 8, 32) * 7 == pytest.approx(143 / 8 * 7)
+
+
+def test_only_the_end_stages_may_have_a_chunk_without_layers():
+    """stage_layers may give the first and the last stage num_chunks − 1 layers (an embedding- or output-only
+    chunk), no middle stage."""
+    m = get_preset("llama3-8b")  # 32 layers
+    base = dict(dp=1, tp=1, pp=4, recompute="full", micro_batch_size=1, num_microbatches=4, num_chunks=4)
+    P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(7, 9, 9, 7)), 4)
+    P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(3, 13, 13, 3)), 4)
+    with pytest.raises(DistlearnValueError):
+        P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(2, 14, 13, 3)), 4)
+    with pytest.raises(DistlearnValueError):
+        P.validate_plan(m, make_cluster("h100-80gb", 4), P.Plan(**base, stage_layers=(10, 3, 10, 9)), 4)
+
+
+def test_llama3_memory_readings_against_the_closed_form():
+    """Llama block with flash attention, SP, tp = t, 16-bit: one layer keeps 2·sbh/t·(6 + 2k/a + 4f/h) bytes
+    (eager SwiGLU; 3f/h fused) + 4·a·s·b/t (fp32 log-sum-exp); the worst stage holds 141 (8K GPUs) or 128 (16K)
+    of them, plus its model states and the reserve of 2 GB + 10 % of 80 GB. Neither reading fits at 8K GPUs;
+    fused and without the fragmentation allowance the 16K layouts fit."""
+    cfg = get_preset("llama3.1-405b")
+    s, h, a, k, f, t = 8192, cfg.hidden_size, cfg.num_heads, cfg.kv_heads, cfg.ffn_hidden_size, 8
+    unfused = 2 * s * h / t * (6 + 2 * k / a + 4 * f / h) + 4 * a * s / t
+    fused = 2 * s * h / t * (6 + 2 * k / a + 3 * f / h) + 4 * a * s / t
+    fits = {}
+    for name, peak in (("llama3-405b-8k-gpus", 141), ("llama3-405b-16k-gpus", 128)):
+        r = P.memory_readings(name)
+        assert r["table"]["layer_bytes"] == pytest.approx(unfused, rel=1e-12)
+        assert r["fused-swiglu"]["layer_bytes"] == pytest.approx(fused, rel=1e-12)
+        for key, per in (("table", unfused), ("fused-swiglu", fused), ("fused-swiglu-no-fragmentation", fused)):
+            mem = r[key]["memory"]
+            reserve = 2e9 + (0 if key.endswith("no-fragmentation") else 0.1 * 80e9)
+            assert r[key]["peak_layers"] == peak
+            assert mem["activations"] == pytest.approx(peak * per, rel=1e-12)
+            assert mem["reserve"] == pytest.approx(reserve)
+            assert mem["total"] == pytest.approx(mem["params"] + mem["grads"] + mem["optimizer"] + peak * per
+                                                 + reserve, rel=1e-12)
+            fits[name, key] = r[key]["fits"]
+            assert r[key]["fits"] == (per <= r[key]["layer_bytes_to_fit"])
+    assert not any(v for (n, _), v in fits.items() if n == "llama3-405b-8k-gpus")
+    assert fits["llama3-405b-16k-gpus", "fused-swiglu-no-fragmentation"]
+    assert not fits["llama3-405b-16k-gpus", "fused-swiglu"]
+    with pytest.raises(DistlearnValueError):
+        P.memory_readings("deepseek-v3")
+
+
+def test_the_peak_shortcut_is_exact():
+    """stage_peak_layers stops at peak_microbatches: the same peak as the whole schedule for every m (uneven
+    chunks, several p and v)."""
+    for p, v in [(4, 2), (8, 3), (16, 8), (6, 4), (16, 2)]:
+        layers = (v - 1,) + (v + 1,) * (p - 2) + (v,)
+        for m in range(p, 12 * p + 1, p):
+            full = pipeline.peak_inflight_weighted("interleaved-1f1b", p, m, F.chunk_layers(layers, v))
+            assert F.stage_peak_layers(p, m, v, layers) == tuple(float(x) for x in full), (p, v, m)
+
+
+def test_candidate_stages_give_the_worst_stage_of_all(monkeypatch):
+    """plan_memory looks only at the stages _candidate_stages keeps (first, last, undominated middle ones; MoE:
+    dense and MoE layers counted apart): the same worst stage as looking at every stage."""
+    from distlearn.models import MOE_PRESETS
+    for model, gpus, batch in [(MOE_PRESETS["deepseek-v3"], 256, 512), (get_preset("llama3.1-405b"), 1024, 512)]:
+        cluster = make_cluster("h100-80gb", gpus)
+        plans = [p for g in P.candidate_groups(model, cluster, batch, 4096) for p in list(g.plans())[:24]
+                 if p.stage_layers is not None]
+        assert len(plans) > 100
+        fast = [F.plan_memory(F.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
+        monkeypatch.setattr(F, "_candidate_stages", lambda sizes, moe=None: list(range(len(sizes))))
+        every = [F.plan_memory(F.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
+        monkeypatch.undo()
+        assert fast == pytest.approx(every, rel=1e-12)
+
+
+def test_search_with_a_given_cp_and_ep():
+    """cp fixes the context-parallel degree (also below MIN_CP_TOKENS: the reader chose it); ep fixes the expert
+    degree of an MoE model (dividing dp·cp and its experts); ep > 1 on a dense model is refused in both
+    languages; a cp / ep no layout allows says so."""
+    from distlearn.models import MOE_PRESETS
+    res = P.search("llama3-8b", global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, cp=4, top=5)
+    assert res.plans and all(e.plan.cp == 4 for e in res.plans)
+    ds = MOE_PRESETS["deepseek-v3"]
+    res = P.search(ds, global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=256, ep=8, top=5)
+    assert res.plans and all(e.plan.ep == 8 and (e.plan.dp * e.plan.cp) % 8 == 0 for e in res.plans)
+    with pytest.raises(DistlearnValueError) as err:
+        P.search("llama3-8b", global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, ep=2)
+    assert "MoE" in str(err.value)
+    res = P.search(ds, global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, ep=64)
+    assert not res.plans and res.num_evaluated == 0 and "ep = 64" in res.message
+
+
+def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
+    """A plan with schedule="zb-h1" is charged the bubble of distlearn.zero_bubble's simulation (costs t_f = 1,
+    t_b = 2, t_W = the linear layers' share of the forward), which is Qi et al. 2023's closed form
+    (p − 1)(t_f + t_I − t_W); its activations are those of p micro-batches on every stage (1F1B: p − i); 1F1B
+    itself keeps Megatron's (p − 1)/m. The check can fail: with W charged as free the bubble grows."""
+    from dataclasses import replace
+    from distlearn import zero_bubble
+    run = P.PUBLISHED_RUNS["megatron-gpt3-175b"]
+    kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], gpu="a100-80gb", precision=run["precision"])
+    plan = replace(run["plan"], recompute="selective", sequence_parallel=True)
+    base = P.evaluate(run["model"], plan, **kw)
+    zb = P.evaluate(run["model"], replace(plan, schedule="zb-h1"), **kw)
+    st = F.make_setting(run["model"], make_cluster("a100-80gb", 1024), run["global_batch"], run["seq_len"],
+                        run["precision"])
+    f, b, w = F.schedule_costs(st, "selective")
+    p, m = plan.pp, plan.num_microbatches
+    closed = zero_bubble.closed_form("zb-h1", p, m, fwd_time=f, bwd_time=b, wgrad_time=w)
+    assert closed["exact"]
+    t_mb = sum(base.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / m
+    assert base.time["bubble"] == pytest.approx((p - 1) * t_mb, rel=1e-12)
+    assert zb.time["bubble"] == pytest.approx(closed["bubble_time"] / (f + b) * t_mb, rel=1e-9)
+    assert zb.bubble_ratio == pytest.approx(closed["bubble_time"] / (m * (f + b)), rel=1e-9)
+    assert zb.time["total"] < base.time["total"] and zb.time["compute"] == base.time["compute"]
+    per_layer = st.act(1, plan.tp, True, "selective")
+    layers = run["model"].num_layers // p
+    # the first stage holds p micro-batches either way; the last one now holds p too (beside the logits)
+    assert zb.memory["activations"] >= per_layer * layers * p and zb.memory["total"] >= base.memory["total"]
+    # every stage holds p micro-batches: the last stage too (1F1B: 1)
+    assert F.schedule_simulation(st, replace(plan, schedule="zb-h1")).peak_inflight.min() == p
+    with pytest.raises(DistlearnValueError):
+        P.evaluate(run["model"], replace(plan, schedule="zb-h1", num_chunks=2), **kw)
+    with pytest.raises(DistlearnValueError):
+        P.evaluate(run["model"], replace(plan, schedule="dualpipe"), **kw)
+    assert layers * p == run["model"].num_layers
+
+
+@pytest.mark.parametrize("recompute", ["none", "full"])
+def test_zero_bubble_closed_form_is_the_simulation_where_the_planner_uses_it(recompute):
+    """zero_bubble_terms takes chapter 05's closed form only where distlearn.zero_bubble marks it exact: there
+    it equals the simulation (bubble ratio and every stage's peak), for several p, m and both cost sets."""
+    from dataclasses import replace
+    from distlearn import zero_bubble
+    m = get_preset("llama3-8b")
+    st = F.make_setting(m, make_cluster("h100-80gb", 64), 512, 4096)
+    for pp, mb in [(2, 2), (4, 4), (4, 12), (8, 8), (8, 30), (16, 16), (4, 3)]:
+        plan = P.Plan(dp=1, tp=1, pp=pp, recompute=recompute, num_microbatches=mb, schedule="zb-h1")
+        ratio, peaks = F.zero_bubble_terms(st, plan)
+        sim = F.schedule_simulation(st, plan)
+        f, b, w = F.schedule_costs(st, recompute)
+        exact = zero_bubble.closed_form("zb-h1", pp, mb, fwd_time=f, bwd_time=b, wgrad_time=w)["exact"]
+        assert exact == (mb >= pp)
+        assert ratio == pytest.approx(sim.bubble_ratio, rel=1e-9, abs=1e-12), (pp, mb)
+        assert peaks == pytest.approx(tuple(sim.peak_inflight), rel=1e-12), (pp, mb)
+
+
+def test_zb_h1_never_needs_less_memory_than_1f1b():
+    """The search skips a ZB-H1 plan whose 1F1B twin does not fit: ZB-H1 keeps p micro-batches on every stage,
+    1F1B min(p − i, m), so it never needs less (checked on every such plan of two clusters)."""
+    from dataclasses import replace
+    for model, gpus, batch, seq in [("llama3-8b", 64, 256, 4096), ("gpt3-175b", 256, 512, 2048)]:
+        cfg, cluster = get_preset(model), make_cluster("h100-80gb", gpus)
+        st = F.make_setting(cfg, cluster, batch, seq)
+        n = 0
+        for p in P.candidate_plans(cfg, cluster, batch, seq):
+            if p.schedule == "zb-h1":
+                twin = replace(p, schedule="1f1b")
+                assert F.plan_memory(st, p)["total"] >= F.plan_memory(st, twin)["total"] * (1 - 1e-12)
+                n += 1
+        assert n > 50
+
+
+def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
+    """Chapter 14's prose: 141 / 128 layer-micro-batches, 91 GB of activations before the weights at 8,192 GPUs,
+    fused SwiGLU saves 14–15 GB, fused and without the fragmentation allowance the 16,384-GPU layouts fit at
+    77 GB while 8,192 GPUs would need ≤ 0.50 GB per layer (6 % below the fused 0.53); ZB-H1 about halves GPT-3
+    175B's bubble; on DeepSeek-V3 it reads 0.64 with 90 GB instead of 86; the planner's best plan on 16,384 GPUs
+    is within 1 % of the published layout with full recomputation (both 31 % MFU)."""
+    from dataclasses import replace
+    r8, r16 = P.memory_readings("llama3-405b-8k-gpus"), P.memory_readings("llama3-405b-16k-gpus")
+    assert (r8["table"]["peak_layers"], r16["table"]["peak_layers"]) == (141, 128)
+    assert round(r8["table"]["memory"]["activations"] / 1e9) == 91
+    saved = [r["table"]["memory"]["total"] - r["fused-swiglu"]["memory"]["total"] for r in (r8, r16)]
+    assert (round(min(saved) / 1e9), round(max(saved) / 1e9)) == (14, 15)
+    assert r16["fused-swiglu-no-fragmentation"]["fits"]
+    assert round(r16["fused-swiglu-no-fragmentation"]["memory"]["total"] / 1e9) == 77
+    need, have = r8["fused-swiglu-no-fragmentation"]["layer_bytes_to_fit"], r8["fused-swiglu"]["layer_bytes"]
+    assert (round(need / 1e9, 2), round(have / 1e9, 2), round(100 * (1 - need / have))) == (0.5, 0.53, 6)
+    run = P.PUBLISHED_RUNS["megatron-gpt3-175b"]
+    kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], gpu="a100-80gb", precision=run["precision"])
+    one, zb = (P.evaluate(run["model"], replace(run["plan"], schedule=s), **kw) for s in ("1f1b", "zb-h1"))
+    assert 0.45 < zb.time["bubble"] / one.time["bubble"] < 0.55
+    run = P.PUBLISHED_RUNS["deepseek-v3"]
+    r = P.compare_published("deepseek-v3")
+    zb = P.evaluate(run["model"], replace(run["plan"], schedule="zb-h1"), global_batch=run["global_batch"],
+                    seq_len=run["seq_len"], cluster=P.published._cluster(run), precision=run["precision"])
+    assert round(r["ratio"] * r["estimate"].time["total"] / zb.time["total"], 2) == 0.64
+    assert (round(zb.memory["total"] / 1e9), round(r["estimate"].memory["total"] / 1e9)) == (90, 86)
+    llama = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
+    full = P.evaluate(llama["model"], replace(llama["plan"], recompute="full"), global_batch=llama["global_batch"],
+                      seq_len=llama["seq_len"], gpu="h100-80gb")
+    best = P.search(llama["model"], global_batch=llama["global_batch"], seq_len=llama["seq_len"], gpu="h100-80gb",
+                    num_gpus=16384, top=1).best
+    assert abs(best.mfu / full.mfu - 1) < 0.01 and round(100 * best.mfu) == round(100 * full.mfu) == 31
+    assert round(100 * (1 - best.mfu / 0.41)) == 24
+
+
+def test_a_shared_memo_changes_no_number():
+    """Settings for other GPUs and GPU counts (a search's suggestions) share the memo entries of SHAREABLE: the
+    memory of every plan is the same as with a setting of its own."""
+    from distlearn.models import MOE_PRESETS
+    shared = {}
+    for model in (get_preset("llama3-8b"), MOE_PRESETS["deepseek-v3"]):
+        for gpu, n in (("v100-32gb", 64), ("h100-80gb", 128), ("h200", 256)):
+            cluster = make_cluster(gpu, n)
+            a = F.make_setting(model, cluster, 512, 4096, shared=shared)
+            b = F.make_setting(model, cluster, 512, 4096)
+            plans = [p for g in P.candidate_groups(model, cluster, 512, 4096) for p in list(g.plans())[:6]]
+            assert plans and [F.plan_memory(a, p) for p in plans] == [F.plan_memory(b, p) for p in plans]
+            assert P.any_plan_fits(model, cluster, 512, 4096, shared=shared) == P.any_plan_fits(model, cluster, 512,
+                                                                                                  4096)
+    assert shared

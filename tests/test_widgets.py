@@ -35,6 +35,7 @@ CONTEXT = {
     ("activations", "sequence_parallel"): {"tp": 2},                  # SP splits across tensor-parallel ranks
     ("collectives", "step"): {"world_size": 8},                       # 14 steps only with 8 ranks (4 ranks: 6)
     ("overlap", "limit"): {"depth": 4},                               # a limit binds only above the depth
+    ("planner", "ep"): {"model": "deepseek-v3", "num_gpus": 256},      # expert parallelism needs an MoE model
 }
 
 

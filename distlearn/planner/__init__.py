@@ -16,7 +16,7 @@ The package is split by job; everything public is re-exported here, so ``from di
 """
 from .command_line import (HEADER, HEADER_ZH, RECOMPUTE_ZH, WIDTHS, cli, display_width, format_table, parser,
                            positive_int, table_legend)
-from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting,
+from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES, Estimate, Plan, Setting,
                        bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, make_setting,
                        matmul_params_per_layer, measured_flops, megatron_flops, plan_memory, plan_time, step_flops,
                        validate_plan, zero_max_params)
@@ -24,10 +24,11 @@ from .plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Gr
                           balanced_stages, candidate_groups,
                           candidate_plans, no_layout_message, search, suggest_fix)
 from .published import (BLOOM_176B, GPT3_175B_MEGATRON, GPT_1T_MEGATRON, KNOWN_MISSES, LLAMA3_405B_STAGES,
-                        PUBLISHED_RUNS, TOLERANCE, compare_published, published_table)
+                        PUBLISHED_RUNS, TOLERANCE, compare_published, published_table,
+                        LLAMA3_RUNS, memory_readings)
 
 __all__ = [
-    "ALPHA", "COMPUTE_EFFICIENCY", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH", "MAX_CP",
+    "ALPHA", "COMPUTE_EFFICIENCY", "PLANNER_PRECISIONS", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH", "MAX_CP",
     "MIN_CP_TOKENS", "balanced_stages",
     "Plan", "Estimate", "Setting", "SearchResult", "Group",
     "bubble_fraction", "bubble_ratio", "compute_peak", "forward_flops", "step_flops", "measured_flops",
@@ -35,7 +36,7 @@ __all__ = [
     "evaluate", "validate_plan",
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
     "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
-    "LLAMA3_405B_STAGES", "compare_published", "published_table",
+    "LLAMA3_405B_STAGES", "compare_published", "published_table", "LLAMA3_RUNS", "memory_readings",
     "HEADER", "HEADER_ZH", "RECOMPUTE_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
     "cli",
 ]

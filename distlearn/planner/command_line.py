@@ -21,11 +21,11 @@ HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "
              "MFU", "气泡率", "通信")
 WIDTHS = (2, 4, 4, 4, 4, 4, 9, 6, 6, 9, 7, 9, 6, 6, 5)   # display columns: the table is under 100 wide
 
-LEGEND_EN = ("tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16;\n"
+LEGEND_EN = ("tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16; v \"1zb\": the ZB-H1 schedule;\n"
              "bubble: idle share of the pipeline's time, (p−1)/(v·m+p−1), chapter 05's bubble_fraction;\n"
              "comm: exposed communication share of the step; mem GB: used / capacity;\n"
              "MFU: model FLOPs / (step time × GPUs × the GPU's 16-bit peak)")
-LEGEND_ZH = ("张量一栏的 \"8c16\"：张量并行 8，上下文并行 cp = 16；\n"
+LEGEND_ZH = ("张量一栏的 \"8c16\"：张量并行 8，上下文并行 cp = 16；交错一栏的 \"1zb\"：ZB-H1 调度；\n"
              "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
@@ -47,7 +47,8 @@ def format_table(plans: list[Estimate], limit: int = 10) -> str:
         p = e.plan
         tp = f"{p.tp}c{p.cp}" if p.cp > 1 else str(p.tp)  # context parallelism shown with tp: "8c16"
         recompute = RECOMPUTE_ZH.get(p.recompute, p.recompute) if lang == "zh" else p.recompute
-        rows.append((str(i), str(p.dp), tp, str(p.pp), str(p.num_chunks), str(p.zero_stage), recompute,
+        v = f"{p.num_chunks}zb" if p.schedule == "zb-h1" else str(p.num_chunks)  # ZB-H1 (chapter 05)
+        rows.append((str(i), str(p.dp), tp, str(p.pp), v, str(p.zero_stage), recompute,
                      str(p.micro_batch_size), str(p.num_microbatches),
                      f"{e.memory['total'] / GB:.1f}/{e.capacity / GB:.0f}", f"{e.time['total']:.2f}",
                      f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", f"{e.bubble_fraction:.1%}", f"{e.comm_fraction:.0%}"))

@@ -21,7 +21,9 @@ number of interleaved chunks ``v``. For each plan we estimate
   the recipe (2 bytes, 4 for ``precision="fp32"``; dropout masks 1 byte) × layers of the stage × micro-batches in
   flight. With 1F1B stage i holds ``min(p − i, m)`` micro-batches (the first p, the last one); interleaving
   multiplies the first stage's by ``1 + (p−1)/(p·v)`` (Korthikanti §4.2.3) and gives stage i Megatron's warm-up
-  of (2(p − i − 1) + (v − 1)p + 1)/v (:func:`interleaved_inflight`). Full recomputation keeps
+  of (2(p − i − 1) + (v − 1)p + 1)/v (:func:`interleaved_inflight`); with uneven chunks (``stage_layers``, e.g.
+  Llama 3's first chunk holding only the embedding) the layers alive are counted along the schedule's real order
+  (:func:`stage_peak_layers`, :func:`distlearn.pipeline.peak_inflight_weighted`). Full recomputation keeps
   each layer's input (s·b·h values) and one layer's full activations while it recomputes;
 - logits and the final norm on the last stage: 4·s·b·h/t·(1 + V/h) bytes (fp32 logits for the loss;
   Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
@@ -53,8 +55,10 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
   exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
   (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
-  with uneven chunks the largest chunk sets it (:func:`bubble_share`). The zero-bubble and DualPipe schedules
-  (chapter 05's later sections) are not plan options yet.
+  with uneven chunks the largest chunk sets it (:func:`bubble_share`). ``schedule="zb-h1"`` (chapter 05's
+  zero-bubble ZB-H1) takes its bubble and its micro-batches in flight from :mod:`distlearn.zero_bubble`
+  (:func:`zero_bubble_terms`); ZB-V and DualPipe (which move the loss to another rank, DualPipe with two copies of
+  the weights) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only: ZeRO 0 all-reduces the gradients once per step, hidden
   behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed with ``pp > 1`` (the
   all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same way and all-gathers
@@ -79,14 +83,14 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..activations import config_layer_bytes
+from ..activations import SWIGLU, config_layer_bytes
 from ..context_parallel import cp_comm_bytes
 from ..cost import collective_time
 from ..fp8_recipes import RECIPES as FP8_RECIPES, bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
 from ..hardware import GPU, Cluster, make_cluster, peak_flops
 from ..memory import PRECISIONS, RECOMPUTE, bytes_per_param, model_state_bytes
 from ..models import PRESETS, ModelConfig, get_preset
-from ..pipeline import partition_layers
+from ..pipeline import partition_layers, peak_inflight_weighted
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
 from ..zero_comm import step_collectives
 
@@ -98,6 +102,10 @@ ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude 
 RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
 FP8_PRECISIONS = tuple(k for k, r in FP8_RECIPES.items() if r.gemm == "fp8")  # distlearn.fp8_recipes, FP8 GEMMs
 PLANNER_PRECISIONS = tuple(PRECISIONS) + FP8_PRECISIONS
+# pipeline schedules of a plan: 1F1B (interleaved with num_chunks > 1), and chapter 05's ZB-H1 (Qi et al. 2023),
+# simulated by distlearn.zero_bubble; the V-shaped and DualPipe schedules move the logits to another rank and are
+# not plan options yet
+PLAN_SCHEDULES = ("1f1b", "zb-h1")
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
@@ -271,6 +279,7 @@ class Plan:
     cp: int = 1
     stage_layers: tuple[int, ...] | None = None
     ep: int = 1
+    schedule: str = "1f1b"
 
     @property
     def world_size(self) -> int:
@@ -281,6 +290,7 @@ class Plan:
         cp = f" cp={self.cp}" if self.cp > 1 else ""
         layers = f" stages={list(self.stage_layers)}" if self.stage_layers else ""
         cp += f" ep={self.ep}" if self.ep > 1 else ""
+        v += f" {self.schedule}" if self.schedule != "1f1b" else ""
         return (f"dp={self.dp} tp={self.tp}{cp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
                 f"b={self.micro_batch_size} m={self.num_microbatches}{layers}")
 
@@ -322,8 +332,13 @@ class Setting:
     Build it with :func:`make_setting`, which validates the arguments."""
 
     def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
-                 optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float):
+                 optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
+                 swiglu: str = "unfused", shared: dict | None = None):
         self.model, self.cluster = model, cluster
+        # memo entries that depend on the model, sequence and recipe only, not on the GPU or the cluster: settings
+        # built for the same model and recipe (the suggestions of a search) may share them
+        self._shared = shared
+        self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
         self.gemm_peak = compute_peak(cluster.gpu, precision)  # the linear layers' GEMMs (checks the name)
@@ -369,8 +384,17 @@ class Setting:
         try:
             return self._memo[key]
         except KeyError:
-            value = self._memo[key] = make()
-            return value
+            pass
+        if self._shared is not None and key[0] in SHAREABLE:
+            full = (key, id(self.model), self.s, self.precision, self.optimizer, self.swiglu)
+            try:
+                value = self._shared[full]
+            except KeyError:
+                value = self._shared[full] = make()
+        else:
+            value = make()
+        self._memo[key] = value
+        return value
 
     def act(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """:func:`~distlearn.activations.config_layer_bytes` of one layer for this model, sequence and recipe; with
@@ -378,19 +402,20 @@ class Setting:
         (:func:`distlearn.context_parallel.cp_layer_activation_table` is the same table)."""
         return self._cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
 
     def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
         experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
         their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
         m = self.model
-        dense = m.with_(num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
-                        first_dense_layers=0, num_mtp_modules=0,
-                        ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn)
+        dense = lambda: self._cached(("moe_as_dense",), lambda: m.with_(
+            num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
+            first_dense_layers=0, num_mtp_modules=0,
+            ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn))
         return self._cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
-            dense, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None))
+            dense(), seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
 
     def stage_sums(self, start: int, n: int) -> "StageSums":
         """Parameters, per-sequence forward FLOPs and MoE layers of the ``n`` layers from layer ``start``."""
@@ -436,6 +461,12 @@ class Setting:
         return self._cached(("hw", recompute), lambda: step_flops(self.model, self.B, self.s, recompute)["hardware"])
 
 
+# Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU, the
+# cluster or the batch), which settings built for one search's suggestions share
+SHAREABLE = frozenset({"act", "act_moe", "moe_as_dense", "stage", "states", "candidate_stages", "peak_layers",
+                       "zb_closed"})
+
+
 @dataclass(frozen=True)
 class StageSums:
     """What ``n`` consecutive layers hold and cost: ``dense_params`` (every dp rank's part), ``expert_params``
@@ -477,19 +508,62 @@ def interleaved_inflight(pp: int, stage: int, num_chunks: int, num_microbatches:
     return min(num_microbatches, (2 * (pp - stage - 1) + (num_chunks - 1) * pp + 1) / num_chunks)
 
 
-def _candidate_stages(sizes: list[int], per_layer_differs: bool) -> list[int]:
-    """The stages that can hold the most memory: the first, the last, and each middle stage with more layers than
-    every middle stage before it. A later middle stage with no more layers than an earlier one holds no more:
-    the same bytes per layer, no more micro-batches in flight (:func:`interleaved_inflight` falls with the stage),
-    no embedding or logits. All stages when layers differ in size (a mixture-of-experts model)."""
+def chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
+    """Layers of each chunk of each stage when stage i's ``stage_layers[i]`` layers are cut into ``num_chunks``
+    chunks that differ by at most one layer. The smaller chunks sit at the model's ends: first on the first stage
+    (its chunk 0 also holds the embedding), last on the last stage (its last chunk also holds the output layer),
+    and last on the middle stages. Llama 3 405B (§3.3.2): 7 layers in 8 chunks on the first stage give
+    (0, 1, …, 1), "the first model chunk on the first stage has only the embedding"; the last stage's last chunk
+    "only output projection and loss"."""
+    out = []
+    pp = len(stage_layers)
+    for i, n in enumerate(stage_layers):
+        base, extra = divmod(n, num_chunks)
+        big_first = tuple(base + (1 if c < extra else 0) for c in range(num_chunks))
+        out.append(big_first[::-1] if i == 0 and pp > 1 else big_first)
+    return tuple(out)
+
+
+def stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_layers,
+                      stages=None) -> tuple[float, ...]:
+    """Per stage, the most layer-micro-batches of activations alive at once:
+    :func:`distlearn.pipeline.peak_inflight_weighted` of the schedule's real order (1F1B, or Megatron's
+    interleaved 1F1B with ``num_chunks`` chunks) with each chunk weighted by its layers (:func:`chunk_layers`).
+    With equal chunks this is :func:`interleaved_inflight` × layers (tests check it); with uneven chunks it counts
+    which chunks the warm-up forwards went through. ``stages``: only these stages (in their order).
+
+    Exact shortcut: in the steady phase the layers alive after forward q, F(q) − B(q − w − 1), repeat with the
+    period P = p·v of the chunk order (both sums grow by the same g·Σ layers per period), and the cool-down only
+    frees; so the peak is reached within the warm-up and one period, and ``num_microbatches`` beyond
+    :func:`peak_microbatches` gives the same peak (tests check it)."""
+    schedule = "interleaved-1f1b" if num_chunks > 1 else "1f1b"
+    m = min(num_microbatches, peak_microbatches(pp, num_chunks))
+    return tuple(float(x) for x in peak_inflight_weighted(schedule, pp, m, chunk_layers(stage_layers, num_chunks),
+                                                          stages))
+
+
+def peak_microbatches(pp: int, num_chunks: int) -> int:
+    """Micro-batches enough for the activation peak of (interleaved) 1F1B: a multiple of p whose m·v chunk-forwards
+    cover the longest warm-up 2(p − 1) + (v − 1)p and two periods p·v of the chunk order (see
+    :func:`stage_peak_layers`)."""
+    p, v = pp, num_chunks
+    return p * -(-(2 * (p - 1) + (v - 1) * p + 2 * p * v + 1) // (v * p))
+
+
+def _candidate_stages(sizes: list[int], moe_layers: list[int] | None = None) -> list[int]:
+    """The stages that can hold the most memory: the first, the last, and each middle stage that no earlier middle
+    stage dominates. A later middle stage with no more layers than an earlier one holds no more: the same bytes
+    per layer, no more micro-batches in flight (:func:`interleaved_inflight` and the schedule's order both fall
+    with the stage), no embedding or logits. In a mixture-of-experts model (``moe_layers`` per stage) layers come
+    in two sizes, dense and MoE: an earlier middle stage dominates when it has at least as many of each."""
     pp = len(sizes)
-    if per_layer_differs:
-        return list(range(pp))
-    out, most = [0], 0
+    moe = moe_layers or [0] * pp
+    out, seen = [0], []
     for i in range(1, pp - 1):
-        if sizes[i] > most:
+        dense_i, moe_i = sizes[i] - moe[i], moe[i]
+        if not any(d >= dense_i and e >= moe_i for d, e in seen):
             out.append(i)
-            most = sizes[i]
+            seen.append((dense_i, moe_i))
     return out + [pp - 1]
 
 
@@ -501,20 +575,24 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     m, s, b, tp, pp, v, cp = st.model, st.s, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
     h, V = m.hidden_size, m.vocab_size
     sizes = st.stages(pp, p.stage_layers)
-    if pp == 1:
-        stages = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
-    elif p.stage_layers is None:
-        stages = [(0, sizes[0], st.P_first_extra, True, False), (pp - 1, sizes[-1], st.P_last_extra, False, True)]
-    else:
-        stages = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
-                   i == 0, i == pp - 1) for i in _candidate_stages(sizes, m.is_moe)]
+    def candidates():  # (stage, layers, extra params, first?, last?, StageSums) of the stages that can be worst
+        starts = stage_starts(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
+        if pp == 1:
+            rows = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
+        elif p.stage_layers is None:
+            rows = [(0, sizes[0], st.P_first_extra, True, False),
+                    (pp - 1, sizes[-1], st.P_last_extra, False, True)]
+        else:
+            moe = [st.stage_sums(a, n).moe_layers for a, n in zip(starts, sizes)] if m.is_moe else None
+            rows = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
+                     i == 0, i == pp - 1) for i in _candidate_stages(sizes, moe)]
+        return [row + (st.stage_sums(starts[row[0]], row[1]),) for row in rows]
+    stages = st._cached(("candidate_stages", pp, p.stage_layers), candidates)
     worst = None
     per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
     per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
     tokens = s // cp
-    starts = stage_starts(sizes) if m.is_moe else None  # only MoE layers differ from one another
-    for stage, layers, extra_params, is_first, is_last in stages:
-        sums = st.stage_sums(starts[stage] if starts else 0, layers)
+    for stage, layers, extra_params, is_first, is_last, sums in stages:
         states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
         params, grads, optimizer = states.params, states.grads, states.optimizer
         if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
@@ -525,6 +603,14 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
             inflight = min(pp, p.num_microbatches) * ((1 + (pp - 1) / (pp * v)) if v > 1 else 1.0)
         elif pp > 1:
             inflight = interleaved_inflight(pp, stage, v, p.num_microbatches)
+        if p.schedule != "1f1b":  # the simulated schedule's own peak (ZB-H1: at most p on every stage)
+            inflight = zero_bubble_terms(st, p)[1][stage]
+        elif p.stage_layers is not None and v > 1 and not sums.moe_layers:
+            # uneven chunks: the real schedule's order, chunk by chunk (Llama 3's embedding-only first chunk)
+            peak = st._cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
+                               p.stage_layers, stage),
+                              lambda: stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers, [stage])[0])
+            inflight = peak / layers
         acts = (per_layer * (layers - sums.moe_layers) + per_moe_layer * sums.moe_layers) * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
             acts += (st.act_moe if sums.moe_layers else st.act)(b, tp, p.sequence_parallel, "none", cp)
@@ -565,10 +651,14 @@ def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
                 stage_seconds = sizes[0] * layer_seconds + logit_seconds
             else:
                 stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
-        else:
-            starts = stage_starts(sizes)
-            stage_seconds = max(seconds(a, n) + (logit_seconds if i == pp - 1 else 0.0)
-                                for i, (a, n) in enumerate(zip(starts, sizes)))
+        else:  # per sequence and tensor-parallel rank (everything scales with b / tp): memoized per stage split
+            def per_sequence():
+                starts = stage_starts(sizes)
+                unit = lambda a, n: (factor * st.stage_sums(a, n).gemm_flops / st.gemm_peak
+                                     + attn_factor * st.stage_sums(a, n).attention_flops / st.peak)
+                return max(unit(a, n) + (3 * st.f_logits / st.peak if i == pp - 1 else 0.0)
+                           for i, (a, n) in enumerate(zip(starts, sizes)))
+            stage_seconds = b * st._cached(("moe_stage_unit", pp, p.stage_layers, p.recompute), per_sequence) / tp
         return stage_seconds / (st.eff * p.cp)
     return st._cached(("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers), make)
 
@@ -670,9 +760,69 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
         t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
         t_mb = t_compute + t_tp + t_cp + t_ep + t_p2p
         return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
-                "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}
-    return st._cached(("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp,
-                       p.recompute, p.stage_layers), make)
+                "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}, t_mb
+
+    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
+           p.stage_layers)
+    if p.schedule == "1f1b":
+        return st._cached(key, make)[0]
+
+    def zero_bubble():  # the same micro-batch, another bubble
+        terms, t_mb = st._cached(key, make)
+        return {**terms, "bubble": schedule_bubble_ratio(st, p) * p.num_microbatches * t_mb}
+    return st._cached(key + (p.schedule,), zero_bubble)
+
+
+def schedule_costs(st: Setting, recompute: str) -> tuple[float, float, float]:
+    """(t_f, t_b, t_W) of one micro-batch through a stage, in units of its forward: the backward is twice the
+    forward (three times with full recomputation: the forward runs again), and its weight-gradient part is the
+    linear layers' share of the forward FLOPs (the attention core has no weights; Qi et al. 2023 §2)."""
+    w = st.f_gemm / (st.f_gemm + st.f_attn)
+    return 1.0, (3.0 if recompute == "full" else 2.0), w
+
+
+def schedule_simulation(st: Setting, p: Plan):
+    """:func:`distlearn.pipeline.simulate` (split-backward schedules: :mod:`distlearn.zero_bubble`) of the
+    plan's schedule with :func:`schedule_costs`, memoized; its ``bubble_ratio`` and ``peak_inflight`` are what
+    the planner charges for a zero-bubble schedule (W passes keep their activations, ``w_memory = 1``, as torch
+    does)."""
+    from .. import pipeline
+
+    def make():
+        f, b, w = schedule_costs(st, p.recompute)
+        return pipeline.simulate(p.schedule, p.pp, p.num_microbatches, fwd_time=f, bwd_time=b, wgrad_time=w)
+    return st._cached(("schedule_sim", p.schedule, p.pp, p.num_microbatches, p.recompute), make)
+
+
+def zero_bubble_terms(st: Setting, p: Plan) -> tuple[float, tuple[float, ...]]:
+    """(t_bubble / t_ideal, micro-batches in flight per stage) of a zero-bubble plan: chapter 05's
+    :func:`distlearn.zero_bubble.closed_form` where that module's tests establish it is exact (ZB-H1: t_W ≤ t_f,
+    t_W ≤ t_I and m ≥ p, always true of :func:`schedule_costs` when m ≥ p; bubble (p − 1)(t_f + t_I − t_W), p
+    micro-batches on every stage), else :func:`schedule_simulation`. tests/test_planner.py checks that both
+    agree wherever the closed form is used."""
+    from .. import zero_bubble
+
+    f, b, w = schedule_costs(st, p.recompute)
+    # the closed form at m = p: exact there and for every larger m (its condition is m ≥ p), its bubble time
+    # (p − 1)(t_f + t_I − t_W) does not depend on m, its peak is min(p, m) = p
+    closed = st._cached(("zb_closed", p.schedule, p.pp, p.recompute), lambda: zero_bubble.closed_form(
+        p.schedule, p.pp, p.pp, fwd_time=f, bwd_time=b, wgrad_time=w))
+    if closed["exact"] and p.num_microbatches >= p.pp:
+        return closed["bubble_time"] / (p.num_microbatches * (f + b)), (closed["peak_inflight"],) * p.pp
+
+    def simulated():
+        sim = schedule_simulation(st, p)
+        return float(sim.bubble_ratio), tuple(float(x) for x in sim.peak_inflight)
+    return st._cached(("zb_sim_terms", p.schedule, p.pp, p.num_microbatches, p.recompute), simulated)
+
+
+def schedule_bubble_ratio(st: Setting, p: Plan) -> float:
+    """t_bubble / t_ideal of the plan's pipeline schedule: (p − 1)/(v·m) for 1F1B and interleaved 1F1B
+    (:func:`bubble_ratio`, with uneven chunks :func:`bubble_share`), :func:`zero_bubble_terms` for a
+    zero-bubble schedule."""
+    if p.schedule == "1f1b":
+        return (p.pp - 1) * bubble_share(st, p) / p.num_microbatches
+    return zero_bubble_terms(st, p)[0]
 
 
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:
@@ -726,12 +876,15 @@ def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
     mem = memory or plan_memory(st, p)
     t = plan_time(st, p)
     n = st.cluster.world_size
+    zb_ratio = schedule_bubble_ratio(st, p) if p.schedule != "1f1b" else 0.0
     return Estimate(plan=p, memory=mem, capacity=st.capacity, time=t,
                     tokens_per_s=st.B * st.s / t["total"],
                     mfu=st.model_flops_step / (t["total"] * n * st.cluster.gpu.peak_flops),
                     achieved_flops=st.hardware_flops(p.recompute) / (t["total"] * n),
-                    bubble_fraction=bubble_fraction(p.pp, p.num_microbatches, p.num_chunks),
-                    bubble_ratio=bubble_ratio(p.pp, p.num_microbatches, p.num_chunks),
+                    bubble_fraction=(bubble_fraction(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
+                                     else zb_ratio / (1 + zb_ratio)),
+                    bubble_ratio=(bubble_ratio(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
+                                  else zb_ratio),
                     compute_peak=st.gemm_peak)
 
 
@@ -751,23 +904,25 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
                  efficiency=COMPUTE_EFFICIENCY, reserve_bytes=RESERVE_BYTES,
-                 fragmentation=FRAGMENTATION) -> Setting:
-    """A validated :class:`Setting`. Raises DistlearnValueError for non-positive sizes, an efficiency outside
-    (0, 1], a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe, or fp32 on a GPU without
-    an fp32 peak."""
+                 fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None) -> Setting:
+    """A validated :class:`Setting`. ``swiglu``: the Llama MLP's kernel, ``"unfused"`` (the eager module keeps
+    4·f values per token) or ``"fused"`` (Megatron-Core's fused SwiGLU keeps 3·f; chapter 08). Raises
+    DistlearnValueError for non-positive sizes, an efficiency outside (0, 1], a negative reserve, a fragmentation
+    outside [0, 0.9], an unknown recipe or SwiGLU kernel, or fp32 on a GPU without an fp32 peak."""
     check_int("global_batch", global_batch, minimum=1)
     check_int("seq_len", seq_len, minimum=1)
     check_number("efficiency", efficiency, minimum=0, maximum=1, strict_min=True)
     check_number("reserve_bytes", reserve_bytes, minimum=0)
     check_number("fragmentation", fragmentation, minimum=0, maximum=0.9)
+    check_choice("swiglu", swiglu, SWIGLU)
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                   fragmentation)
+                   fragmentation, swiglu, shared)
 
 
 def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb",
              cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
              efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
-             fragmentation: float = FRAGMENTATION) -> Estimate:
+             fragmentation: float = FRAGMENTATION, swiglu: str = "unfused") -> Estimate:
     """Memory, time and throughput of one given ``plan`` (whether or not it fits: see ``Estimate.fits``).
 
     ``model``: a preset name or :class:`~distlearn.models.ModelConfig`; the cluster is ``cluster`` or
@@ -785,7 +940,7 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     model, cluster = resolve(model, gpu, plan.world_size, cluster)
     validate_plan(model, cluster, plan, global_batch, seq_len)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation)
+                      fragmentation, swiglu)
     return estimate(st, plan)
 
 
@@ -826,11 +981,15 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
     if p.stage_layers is not None:
         sizes = p.stage_layers
         if (not isinstance(sizes, tuple) or len(sizes) != p.pp or sum(sizes) != model.num_layers
-                or any(not isinstance(n, int) or n < p.num_chunks for n in sizes)):
+                or any(not isinstance(n, int) or n < p.num_chunks - (1 if i in (0, p.pp - 1) else 0)
+                       for i, n in enumerate(sizes))):
             raise DistlearnValueError(
                 "stage_layers", f"stage_layers must be a tuple of pp = {p.pp} whole numbers, each ≥ num_chunks = "
-                                f"{p.num_chunks}, summing to the {model.num_layers} layers; got {sizes!r}.",
-                f"stage_layers 必须是 pp = {p.pp} 个整数组成的元组，每个 ≥ num_chunks = {p.num_chunks}，"
+                                f"{p.num_chunks} (the first and the last ≥ num_chunks − 1: a chunk holding only the "
+                                f"embedding or the output layer), summing to the {model.num_layers} layers; got "
+                                f"{sizes!r}.",
+                f"stage_layers 必须是 pp = {p.pp} 个整数组成的元组，每个 ≥ num_chunks = {p.num_chunks}"
+                f"（第一个和最后一个可以 ≥ num_chunks − 1：一个分块只放嵌入层或输出层），"
                 f"总和等于层数 {model.num_layers}；收到 {sizes!r}。")
     check_divisible("global_batch", global_batch, "dp × micro_batch_size", p.dp * p.micro_batch_size)
     m = global_batch // (p.dp * p.micro_batch_size)
@@ -839,6 +998,14 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
             "num_microbatches", f"num_microbatches must be global_batch / (dp × micro_batch_size) = {m}; "
                                 f"got {p.num_microbatches}.",
             f"num_microbatches 必须等于 global_batch / (dp × micro_batch_size) = {m}；收到 {p.num_microbatches}。")
+    check_choice("schedule", p.schedule, PLAN_SCHEDULES)
+    if p.schedule != "1f1b":
+        if p.pp == 1 or p.num_chunks > 1:
+            raise DistlearnValueError(
+                "schedule", f"schedule {p.schedule!r} needs pp > 1 and num_chunks = 1 (one model chunk per stage); "
+                            f"got pp = {p.pp}, num_chunks = {p.num_chunks}.",
+                f"调度 {p.schedule!r} 需要 pp > 1 且 num_chunks = 1（每个阶段一个模型分块）；"
+                f"收到 pp = {p.pp}，num_chunks = {p.num_chunks}。")
     if p.num_chunks > 1:
         if p.pp == 1:
             raise DistlearnValueError("num_chunks", "interleaving (num_chunks > 1) needs pp > 1.",

@@ -29,9 +29,9 @@ from ..hardware import GPU, GPUS, Cluster, make_cluster
 from ..i18n import bi
 from ..memory import RECOMPUTE
 from ..models import ModelConfig, get_preset
-from ..validate import check_int
+from ..validate import DistlearnValueError, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
-                       make_setting, plan_memory, resolve, step_seconds_lower_bound)
+                       make_setting, plan_memory, plan_time, resolve, step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -73,13 +73,24 @@ class Group:
     zero_stages: tuple[int, ...] = (0,)
     cp: int = 1
     stage_layers: tuple[int, ...] | None = None
+    ep: int = 1
 
     @property
     def size(self) -> int:
-        return sum(len(chunks) for _, _, chunks in self.batching) * len(self.zero_stages) * len(RECOMPUTE)
+        return sum(len(self.schedules(v, m)) for _, m, chunks in self.batching for v in chunks) \
+            * len(self.zero_stages) * len(RECOMPUTE)
 
-    def _plan(self, z, r, b, m, v) -> Plan:
-        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers)
+    def schedules(self, num_chunks: int, num_microbatches: int) -> tuple[str, ...]:
+        """1F1B (interleaved with v > 1); with a pipeline, v = 1 and m ≥ p also chapter 05's ZB-H1 (where its
+        closed form is exact, :func:`~distlearn.planner.formulas.zero_bubble_terms`; with fewer micro-batches
+        than stages :func:`~distlearn.planner.formulas.evaluate` still simulates it)."""
+        if self.pp > 1 and num_chunks == 1 and num_microbatches >= self.pp:
+            return ("1f1b", "zb-h1")
+        return ("1f1b",)
+
+    def _plan(self, z, r, b, m, v, schedule="1f1b") -> Plan:
+        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers, self.ep,
+                    schedule)
 
     def smallest(self, zero_stage: int, recompute: str) -> Plan:
         """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""
@@ -90,10 +101,11 @@ class Group:
         """Every plan of the group in search order, those with (zero_stage, recompute) not kept left out."""
         for b, m, chunks in self.batching:
             for v in chunks:
-                for z in self.zero_stages:
-                    for r in RECOMPUTE:
-                        if keep(z, r):
-                            yield self._plan(z, r, b, m, v)
+                for sched in self.schedules(v, m):
+                    for z in self.zero_stages:
+                        for r in RECOMPUTE:
+                            if keep(z, r):
+                                yield self._plan(z, r, b, m, v, sched)
 
 
 def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
@@ -108,7 +120,8 @@ def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
     return tuple(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
 
 
-def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None):
+def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None,
+                     cp: int | None = None, ep: int = 1):
     """Yield a :class:`Group` for every (tp, cp, pp) that can run: tp dividing the node size, the number of (query
     and kv) heads and the GPU count; cp = 1, and with ``seq_len`` also the powers of two up to :data:`MAX_CP` that
     divide it and leave each rank at least :data:`MIN_CP_TOKENS` tokens; pp ≤ layers; dp = GPUs / (tp·cp·pp)
@@ -116,23 +129,28 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
     :func:`balanced_stages` when pp does not divide the layers. Micro-batch sizes are the divisors of B/dp up to
     :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v (or, with
     balanced stages, when every stage has at least v layers: uneven chunks) and the micro-batches by p; ZeRO 0–3
-    (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1."""
+    (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1. A given ``cp`` keeps only that degree (any
+    that divides ``seq_len`` and the GPUs per tp group, whatever the tokens per rank: the reader chose it); a given
+    ``ep`` (a mixture-of-experts model's expert-parallel degree, dividing its experts) keeps the layouts whose
+    dp·cp it divides."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
         if model.num_heads % tp or model.kv_heads % tp or n % tp:
             continue
         cps = [1]
-        if seq_len is not None:
+        if cp is not None:
+            cps = [cp] if (seq_len is None or seq_len % cp == 0) and (n // tp) % cp == 0 else []
+        elif seq_len is not None:
             c = 2
             while c <= MAX_CP and seq_len % c == 0 and seq_len // c >= MIN_CP_TOKENS and (n // tp) % c == 0:
                 cps.append(c)
                 c *= 2
-        for cp in cps:
-            for pp in _divisors(n // (tp * cp)):
+        for c in cps:
+            for pp in _divisors(n // (tp * c)):
                 if pp > l:
                     continue
-                dp = n // (tp * cp * pp)
-                if global_batch % dp:
+                dp = n // (tp * c * pp)
+                if global_batch % dp or (dp * c) % ep:
                     continue
                 per_replica = global_batch // dp
                 stages = balanced_stages(l, pp)
@@ -140,10 +158,11 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
                     chunks = [1]
                 elif stages is None:
                     chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if l % (pp * v) == 0]
-                else:
-                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if v <= min(stages)]
-                group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * cp > 1 else (0,), cp=cp,
-                              stage_layers=stages)
+                else:  # uneven chunks; the first and the last stage may keep a chunk for the embedding / output only
+                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1)
+                                    if v <= min(stages[1:-1]) and v <= min(stages[0], stages[-1]) + 1]
+                group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * c > 1 else (0,), cp=c,
+                              stage_layers=stages, ep=ep)
                 for b in _divisors(per_replica):
                     if b > MAX_MICRO_BATCH:
                         break
@@ -193,20 +212,24 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None):
         return
     for b, m, chunks in group.batching:  # group.plans' order; the bound does not depend on the ZeRO stage
         for v in chunks:
-            slow = {}
-            for z in group.zero_stages:
-                for r in RECOMPUTE:
-                    if (z, r) not in kept:
-                        continue
-                    p = group._plan(z, r, b, m, v)
-                    if too_slow is not None:
-                        if r not in slow:
-                            slow[r] = too_slow(p)
-                        if slow[r]:
+            too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
+            for sched in group.schedules(v, m):
+                slow = {}
+                for z in group.zero_stages:
+                    for r in RECOMPUTE:
+                        if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
                             continue
-                    mem = plan_memory(st, p)
-                    if mem["total"] <= st.capacity:
-                        yield p, mem
+                        if too_slow is not None:  # the bound does not depend on z: one plan per r decides
+                            if r not in slow:
+                                slow[r] = too_slow(group._plan(z, r, b, m, v, sched))
+                            if slow[r]:
+                                continue
+                        p = group._plan(z, r, b, m, v, sched)
+                        mem = plan_memory(st, p)
+                        if mem["total"] <= st.capacity:
+                            yield p, mem
+                        elif sched == "1f1b":
+                            too_big.add((z, r))
 
 
 class _Best:
@@ -226,13 +249,17 @@ class _Best:
 def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb", num_gpus: int = 8,
            cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
            efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
-           fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True) -> SearchResult:
+           fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
+           swiglu: str = "unfused", cp: int | None = None, ep: int = 1) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
     Parameters: ``model`` a preset name or ModelConfig; ``global_batch`` sequences per step; ``seq_len`` tokens per
     sequence; ``precision``/``optimizer`` recipes of :mod:`distlearn.memory`; ``efficiency`` share of peak FLOP/s
-    the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``top`` (≥ 1) keeps the
+    the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``swiglu`` the Llama
+    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planner.formulas.make_setting`); ``cp`` fixes the
+    context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
+    (:func:`candidate_groups`); ``top`` (≥ 1) keeps the
     best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
@@ -243,23 +270,40 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     if top is not None:
         top = check_int("top", top, minimum=1)
     model, cluster = resolve(model, gpu, num_gpus, cluster)
+    if cp is not None:
+        cp = check_int("cp", cp, minimum=1)
+    ep = check_int("ep", ep, minimum=1)
+    if ep > 1:
+        if not model.is_moe:
+            raise DistlearnValueError("ep", f"ep = {ep} needs a mixture-of-experts model; {model.name} is dense "
+                                            f"(use ep = 1).",
+                                      f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
+        check_divisible("num_experts", model.num_experts, "ep", ep)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation)
+                      fragmentation, swiglu)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
     too_slow = None if best is None else (lambda p: best.beats(st.B * st.s / step_seconds_lower_bound(st, p)))
-    for group in candidate_groups(model, cluster, global_batch, seq_len):
+    for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
         count += group.size
         for p, mem in _fitting_plans(st, group, too_slow):
-            fits.append(estimate(st, p, mem))
+            # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
+            fits.append((st.B * st.s / plan_time(st, p)["total"], mem["total"], len(fits), p, mem))
             if best is not None:
-                best.add(fits[-1].tokens_per_s)
-    fits.sort(key=lambda e: (-e.tokens_per_s, e.memory["total"]))
+                best.add(fits[-1][0])
+    fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
     if top is not None:
         fits = fits[:top]
-    result = SearchResult(fits, count)
-    if count == 0:
+    result = SearchResult([estimate(st, p, mem) for _, _, _, p, mem in fits], count)
+    if count == 0 and (cp is not None or ep > 1):
+        result.message = bi(f"no layout has cp = {cp or 1} and ep = {ep} for {cluster.world_size} GPUs, sequence "
+                            f"{seq_len} and a global batch of {global_batch}: cp must divide the sequence and the "
+                            f"GPUs of a tensor-parallel group, ep must divide dp × cp. Try a smaller cp or ep.",
+                            f"在 {cluster.world_size} 块 GPU、序列长度 {seq_len}、全局批量 {global_batch} 下，没有 "
+                            f"cp = {cp or 1}、ep = {ep} 的布局：cp 必须整除序列长度和一个张量并行组之外的 GPU 数，"
+                            f"ep 必须整除 dp × cp。请减小 cp 或 ep。", sep="\n")
+    elif count == 0:
         result.message = no_layout_message(model, cluster, global_batch)
     elif not fits:
         result.message = bi(f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
@@ -299,11 +343,12 @@ def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -
 
 def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                   optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES,
-                  fragmentation: float = FRAGMENTATION) -> bool:
+                  fragmentation: float = FRAGMENTATION, shared: dict | None = None) -> bool:
     """Whether some valid plan fits in memory — the same answer as ``bool(search(...).plans)``, found by looking
-    at each group's memory-minimal plans only (module docstring)."""
+    at each group's memory-minimal plans only (module docstring). ``shared``: a memo that calls for the same
+    model and recipe may share (:class:`~distlearn.planner.formulas.Setting`)."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
-                      reserve_bytes, fragmentation)
+                      reserve_bytes, fragmentation, shared=shared)
     for group in candidate_groups(model, cluster, global_batch, seq_len):
         # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective or full recomputation
         # (the orderings of _kept): the other pairs cannot fit where these do not
@@ -345,7 +390,7 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     key is ``None`` when no such change fits. ``message`` says it in the reader's language.
     """
     model = get_preset(model) if isinstance(model, str) else model
-    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation)
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
     full = GPUS.get(cluster.gpu.name)

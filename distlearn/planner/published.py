@@ -26,9 +26,11 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   recomputation / (time × GPUs × 989 TFLOP/s)); the paper does not say how it counts the attention FLOPs, and we
   count them without the causal mask (4·s²·h per layer and sequence), the way the time model charges them too.
   At 8K tokens attention is 8 % of those FLOPs, at 128K 57 %, so the CP 16 row depends on the convention: count
-  and time both causal (half the scores) give 0.97, both non-causal 1.01, but a causal kernel (flash attention
-  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three).
-  Our reading: micro-batch 1, v = 4 chunks (2 layers each), no
+  and time both causal (half the scores) give 1.06, both non-causal 1.11, but a causal kernel (flash attention
+  skips the masked blocks) beside a non-causal count would read 1.47 (tests/test_planner.py checks all three).
+  Our reading: micro-batch 1, v = 8 chunks of one layer each — §3.3.2: "the first model chunk on the first
+  stage has only the embedding, and the last model chunk on the last stage has only output projection and
+  loss", which with one layer fewer on those stages (7 of the 8 layer slots) means one-layer chunks — no
   activation recomputation (§3.3.2: pre-training at 8K "without activation checkpointing").
 
 - DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report"): 2048 H800 GPUs (§3.1), PP 16 × EP 64
@@ -92,11 +94,11 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
     return dict(model=get_preset("llama3.1-405b"), gpu="h100-80gb", num_gpus=num_gpus, global_batch=batch,
                 seq_len=seq_len, precision="mixed", count="model",
                 plan=Plan(dp=dp, tp=8, pp=16, cp=cp, zero_stage=2, recompute="none", micro_batch_size=1,
-                          num_microbatches=batch // dp, num_chunks=4, stage_layers=LLAMA3_405B_STAGES),
+                          num_microbatches=batch // dp, num_chunks=8, stage_layers=LLAMA3_405B_STAGES),
                 published_flops=published, published_mfu=mfu,
                 source=f"Llama 3 paper (Dubey et al. 2024), Table 4: {num_gpus} H100, TP 8 × CP {cp} × PP 16 × "
                        f"DP {dp}, seq {seq_len}, {published / 1e12:.0f} TFLOP/s, BF16 MFU {mfu:.0%}",
-                reading="micro-batch 1, v = 4 chunks, no recomputation, FSDP sharding gradients and optimizer "
+                reading="micro-batch 1, v = 8 chunks, no recomputation, FSDP sharding gradients and optimizer "
                         "state, weights not resharded after forward = ZeRO-2; attention FLOPs without the "
                         "causal mask")
 
@@ -136,6 +138,10 @@ PUBLISHED_RUNS = {
 KNOWN_MISSES = {
     "megatron-gpt-1t": "one kernel efficiency for all matrix sizes: the 1 T model's 25,600-wide GEMMs run "
                        "closer to peak than the 0.55 the planner assumes, and its 64-stage bubble is charged in full",
+    "llama3-405b-16k-gpus-cp16": "predicted 11 % too fast since the reading v = 8 (the paper's one-layer "
+                                 "chunks) halved the bubble that v = 4 charged: one kernel efficiency (0.55) "
+                                 "for every matrix multiply, while at 128K tokens 57 % of the FLOPs are the "
+                                 "attention core; a per-kernel efficiency (issue 22) is not modelled yet",
     "deepseek-v3": "the expert all-to-alls are charged in full (16 s of 33 s per step): DeepSeek's DualPipe "
                    "overlaps them with the other micro-batch's compute (§3.2.1), a schedule not modelled here; "
                    "fully hidden they would make the prediction 36 % too fast, so the real overlap is partial",
@@ -212,3 +218,39 @@ def published_table() -> str:
                     "* 公布值：每 18 万 GPU 小时 10^12 个词元 = 每块 GPU 每秒 1,543 个词元，换算为模型 FLOP/s",
                     sep="\n").splitlines())
     return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- why Llama 3 405B's layout does not fit (issue 22)
+LLAMA3_RUNS = ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16")
+MEMORY_READINGS = ("table", "fused-swiglu", "fused-swiglu-no-fragmentation")
+
+
+def memory_readings(name: str) -> dict[str, dict]:
+    """Bytes per GPU of a Llama 3 run's own plan under three readings of what the paper leaves open:
+    ``"table"`` (the published table's: the eager SwiGLU module keeps 4·f values per token, reserve of
+    :data:`~distlearn.planner.formulas.RESERVE_BYTES` + :data:`~distlearn.planner.formulas.FRAGMENTATION` of the
+    device), ``"fused-swiglu"`` (Megatron-Core's fused SwiGLU keeps 3·f, chapter 08) and
+    ``"fused-swiglu-no-fragmentation"`` (also no allowance for the allocator's fragmentation, only the 2 GB
+    reserve). Each value: ``{"memory"`` (the :func:`~distlearn.planner.formulas.plan_memory` dict),
+    ``"fits"``, ``"layer_bytes"`` (one layer's activations of one micro-batch), ``"peak_layers"`` (the most
+    layer-micro-batches alive on the worst stage, :func:`~distlearn.planner.formulas.stage_peak_layers`) and
+    ``"layer_bytes_to_fit"`` (the per-layer activations at which the worst stage would just fit)``}``.
+    Raises DistlearnValueError for a name that is not a Llama 3 run."""
+    from .formulas import make_setting, plan_memory, stage_peak_layers
+
+    run = PUBLISHED_RUNS[check_choice("name", name, LLAMA3_RUNS)]
+    p = run["plan"]
+    variants = {"table": {}, "fused-swiglu": dict(swiglu="fused"),
+                "fused-swiglu-no-fragmentation": dict(swiglu="fused", fragmentation=0.0)}
+    peaks = stage_peak_layers(p.pp, p.num_microbatches, p.num_chunks, p.stage_layers)
+    out = {}
+    for key, extra in variants.items():
+        st = make_setting(run["model"], _cluster(run), run["global_batch"], run["seq_len"], run["precision"],
+                          **extra)
+        mem = plan_memory(st, p)
+        per_layer = st.act(p.micro_batch_size, p.tp, p.sequence_parallel, p.recompute, p.cp)
+        other = mem["total"] - mem["activations"]
+        cp_kv = mem["activations"] - per_layer * max(peaks)  # the all-gathered K, V of one layer (cp > 1)
+        out[key] = {"memory": mem, "fits": mem["total"] <= st.capacity, "layer_bytes": per_layer,
+                    "peak_layers": max(peaks), "layer_bytes_to_fit": (st.capacity - other - cp_kv) / max(peaks)}
+    return out

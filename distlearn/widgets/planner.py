@@ -11,7 +11,7 @@ from .. import planner, plots
 from ..hardware import GPUS
 from ..i18n import bi, text
 from ..memory import GB
-from ..models import PRESETS
+from ..models import MOE_PRESETS, PRESETS
 from ..validate import DistlearnValueError
 from . import base
 
@@ -21,6 +21,9 @@ T_NGPUS = text("planner.num_gpus", "Number of GPUs", "GPU 数量")
 T_SEQ = text("planner.seq_len", "Sequence length", "序列长度")
 T_BATCH = text("planner.global_batch", "Global batch (sequences)", "全局批量大小（序列数）")
 T_RANK = text("planner.rank", "Show plan #", "查看第几个方案")
+T_PREC = text("planner.precision", "Precision recipe", "精度方案")
+T_CP = text("planner.cp", "Context parallel cp (1 = searched)", "上下文并行 cp（1 = 自动搜索）")
+T_EP = text("planner.ep", "Expert parallel ep (MoE models)", "专家并行 ep（MoE 模型）")
 T_MEM = text("planner.memory", "Memory per GPU (GB)", "每块 GPU 的显存（GB）")
 T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
 
@@ -42,20 +45,27 @@ COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "acti
 
 def controls() -> dict:
     return {
-        "model": base.dropdown(T_MODEL, list(PRESETS), "llama3-8b"),
+        "model": base.dropdown(T_MODEL, list(PRESETS) + list(MOE_PRESETS), "llama3-8b"),
         "gpu": base.dropdown(T_GPU, list(GPUS), "h100-80gb"),
         "num_gpus": base.log2_slider(T_NGPUS, 16, 1, 2048),
         "seq_len": base.log2_slider(T_SEQ, 4096, 512, 32768),
         "global_batch": base.log2_slider(T_BATCH, 256, 8, 4096),
+        "precision": base.dropdown(T_PREC, list(planner.PLANNER_PRECISIONS), "mixed"),
+        "cp": base.log2_slider(T_CP, 1, 1, 16),
+        "ep": base.log2_slider(T_EP, 1, 1, 64),
         "rank": base.int_slider(T_RANK, 1, 1, 10),
     }
 
 
-def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, rank=1) -> dict:
-    """Search and return ``{"table", "plans", "chosen", "num_evaluated"}`` or ``{"error"}`` / ``{"no_fit"}``."""
+def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, precision="mixed",
+            cp=1, ep=1, rank=1) -> dict:
+    """Search and return ``{"table", "plans", "chosen", "num_evaluated"}`` or ``{"error"}`` / ``{"no_fit"}``.
+    ``cp = 1`` lets the search choose the context-parallel degree, a larger ``cp`` fixes it; ``ep`` is the
+    expert-parallel degree (mixture-of-experts models only); ``precision`` a recipe of
+    :data:`distlearn.planner.PLANNER_PRECISIONS`."""
     try:
-        res = planner.search(model, global_batch=global_batch, seq_len=seq_len, gpu=gpu, num_gpus=num_gpus,
-                             top=10)
+        res = planner.search(MOE_PRESETS.get(model, model), global_batch=global_batch, seq_len=seq_len, gpu=gpu, num_gpus=num_gpus,
+                             top=10, precision=precision, cp=None if cp == 1 else cp, ep=ep)
     except DistlearnValueError as exc:
         return {"error": str(exc)}
     if not res.plans:  # no suggestion when no plan can even be formed: the message says why
