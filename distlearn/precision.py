@@ -363,18 +363,42 @@ def gemm_error(x: torch.Tensor, w: torch.Tensor, scheme: str, fmt: str = "e4m3",
     operands of :func:`quantize_operands` — what an FP8 GEMM with fp32 accumulation computes, up to the order of
     the sums. ``exclude_channels``: channels left out of ``rest_error`` (the outlier's). ``blocks``:
     ``act_block``, ``weight_block``. The operands are quantised whole, outlier included."""
+    return gemm_errors(x, w, (scheme,), fmt, exclude_channels=exclude_channels, **blocks)[0]
+
+
+def gemm_errors(x: torch.Tensor, w: torch.Tensor, schemes=SCHEMES, fmt: str = "e4m3", *,
+                exclude_channels: tuple[int, ...] = (), **blocks) -> list[GemmError]:
+    """:func:`gemm_error` for each of ``schemes`` on the same operands, the fp32 reference GEMMs computed once.
+    Runs on one CPU thread: for GEMMs this small, a second thread's start and wait cost more than it saves, ten
+    times more on a shared machine (Binder, a classroom server)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return _gemm_errors(x, w, schemes, fmt, exclude_channels, blocks)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _gemm_errors(x, w, schemes, fmt, exclude_channels, blocks) -> list[GemmError]:
     x, w = x.to(torch.float32), w.to(torch.float32)
-    xq, wq, scale_bytes = quantize_operands(x, w, scheme, fmt, **blocks)
-    y = x @ w.T
-    yq = xq @ wq.T
     rest = torch.ones(x.shape[1], dtype=torch.bool)
     rest[list(exclude_channels)] = False
+    ex = ~rest
+    # The GEMM without the excluded channels, then the whole one as that plus their (rank-k) part: one large
+    # GEMM each, and the small rest is never got by cancelling the outlier's large part out of the whole.
     y_rest = x[:, rest] @ w[:, rest].T
-    yq_rest = xq[:, rest] @ wq[:, rest].T
+    y = y_rest + x[:, ex] @ w[:, ex].T
     nonzero = x != 0
-    underflow = float(((xq == 0) & nonzero).sum() / nonzero.sum().clamp(min=1))
-    return GemmError(scheme, fmt, float((yq - y).norm() / y.norm()), float((yq_rest - y_rest).norm() / y_rest.norm()),
-                     float((xq - x).norm() / x.norm()), underflow, scale_bytes)
+    out = []
+    for scheme in schemes:
+        xq, wq, scale_bytes = quantize_operands(x, w, scheme, fmt, **blocks)
+        yq_rest = xq[:, rest] @ wq[:, rest].T
+        yq = yq_rest + xq[:, ex] @ wq[:, ex].T
+        underflow = float(((xq == 0) & nonzero).sum() / nonzero.sum().clamp(min=1))
+        out.append(GemmError(scheme, fmt, float((yq - y).norm() / y.norm()),
+                             float((yq_rest - y_rest).norm() / y_rest.norm()), float((xq - x).norm() / x.norm()),
+                             underflow, scale_bytes))
+    return out
 
 
 def outlier_activations(tokens: int = 256, channels: int = 1024, *, outlier: float = 1000.0,

@@ -32,7 +32,7 @@ _W = precision.gaussian_weights()
 def compute(outlier: float = 10000, fmt: str = "e4m3", tile: int = 128) -> dict:
     """Errors of the three schemes for one setting: ``{"rows": [GemmError, ...], ...}``."""
     x = precision.outlier_activations(outlier=float(outlier))
-    rows = [precision.gemm_error(x, _W, s, fmt, exclude_channels=(7,), act_block=(1, tile)) for s in precision.SCHEMES]
+    rows = precision.gemm_errors(x, _W, precision.SCHEMES, fmt, exclude_channels=(7,), act_block=(1, tile))
     return {"rows": rows, "outlier": outlier, "fmt": fmt, "tile": tile}
 
 
