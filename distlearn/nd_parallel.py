@@ -312,6 +312,21 @@ class GroupTraffic:
     bytes_sent: float
 
 
+WHAT_ZH = {   # GroupTraffic.what in Chinese, for the chapter's tables
+    "activations (sequence shards → full)": "激活值（序列分片 → 完整）",
+    "logits (vocabulary shards → full)": "logits（词表分片 → 完整）",
+    "activations (partial sums → sequence shards)": "激活值（部分和 → 序列分片）",
+    "RMSNorm weight gradients": "RMSNorm 权重的梯度",
+    "K and V (sequence chunks → full)": "K 和 V（序列块 → 完整）",
+    "gradients of K and V": "K 和 V 的梯度",
+    "activations to the next stage": "发往下一阶段的激活值",
+    "their gradients back": "传回的梯度",
+    "activations from the previous stage": "来自上一阶段的激活值",
+    "parameters of one FSDP group": "一个 FSDP 参数组的参数",
+    "gradients of one FSDP group": "一个 FSDP 参数组的梯度",
+}
+
+
 def _traffic(dim, n, collective, what, op, calls, nbytes) -> GroupTraffic:
     if collective in ("send", "recv"):
         sent = calls * nbytes if collective == "send" else 0.0
