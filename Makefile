@@ -11,8 +11,8 @@ STAMP  := $(VENV)/.distlearn-installed
 # Where the CPU-only torch wheel comes from when no local copy is found (Linux; macOS wheels on PyPI are CPU-only).
 TORCH_INDEX ?= $(if $(filter Darwin,$(shell uname -s)),,https://download.pytorch.org/whl/cpu)
 PORT ?= 8888
-# The course in one language: `make lab COURSE_LANG=zh` (or en) opens a monolingual copy, executed in that language,
-# in build/course-<lang>/. Not LANG: that is the locale variable every shell already sets (en_US.UTF-8 …); make would
+# The course in one language: `make lab COURSE_LANG=zh` (or en) opens the stored monolingual copy courses/<lang>/,
+# executed in that language, copied to build/course-<lang>/ (executed there only if the stored copy is not current). Not LANG: that is the locale variable every shell already sets (en_US.UTF-8 …); make would
 # take it from the environment and export a changed value to every command it runs.
 COURSE_LANG ?=
 LAB_ARGS ?=
@@ -24,8 +24,8 @@ all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
 	@echo "make test  - set up .venv and run every test"
-	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises"
-	@echo "make check - are the .md sources, stored notebooks and exercises in sync and fully executed?"
+	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
+	@echo "make check - are the .md sources, stored notebooks, exercises and courses/{en,zh}/ copies in sync and fully executed?"
 	@echo "make site [SITE_SOLUTIONS=0] - build the course website (English and Chinese) into build/site/"
 	@echo "make bench - run the speed benchmarks (pytest-benchmark), fail on a missed goal, rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
@@ -79,14 +79,19 @@ audit-lang: $(STAMP)
 	$(if $(strip $(COURSE_LANG)),$(PY) -m distlearn.course audit-lang --lang '$(COURSE_LANG)' $(NAMES),\
 	  $(PY) -m distlearn.course audit-lang --lang zh $(NAMES) && $(PY) -m distlearn.course audit-lang --lang en $(NAMES))
 
-# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25"
+# Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25". TEST_JOBS: how many pytest processes share the
+# tests (pytest-xdist; --dist loadscope keeps each notebook's cells, and each test module with its fixtures, in one
+# process, in order); TEST_JOBS=0 runs them all in this one process.
 PYTEST_ARGS ?=
+TEST_JOBS ?= 2
 test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
+	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
-# of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test)
+# of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test, which
+# checks the same rule on the stored copies courses/en/ and courses/zh/ without running them)
 test-languages: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests/test_language_outputs.py -m course_languages $(PYTEST_ARGS)
 
@@ -108,10 +113,13 @@ screenshot: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) tests/browser_harness.py --screenshot docs/img/explorer.png $(SCREENSHOT_NOTEBOOK)
 
 # Sync every notebooks/ and solutions/ .md with its .ipynb (whichever was edited last wins), re-execute only the
-# notebooks whose code changed (plus NAMES), rebuild exercises/. A prose-only fix executes nothing.
+# notebooks whose code changed (plus NAMES), rebuild exercises/, then the monolingual copies courses/en/ and
+# courses/zh/ (the copies of what was re-executed are re-executed in their language). A prose-only fix executes nothing.
 NAMES ?=
+# COPIES_ONLY=1: re-execute only the copies courses/<lang>/ of NAMES (the notebooks themselves are current).
+COPIES_ONLY ?=
 notebooks: $(STAMP)
-	$(PY) -m distlearn.course notebooks $(NAMES)
+	$(PY) -m distlearn.course notebooks $(if $(filter 1 yes true,$(COPIES_ONLY)),--copies-only) $(NAMES)
 
 check: $(STAMP)
 	$(PY) -m distlearn.course check

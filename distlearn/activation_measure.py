@@ -264,6 +264,12 @@ class LlamaBlock(nn.Module):
         v = self.v(y).view(b, s, self.kv, d).transpose(1, 2)
         core = self._flash if self.attention == "flash" else self._materialised
         z = checkpoint(core, q, k, v, use_reentrant=False) if self.recompute == "selective" else core(q, k, v)
+        return self._finish(x, z)
+
+    def _finish(self, x, z):
+        """The block after attention: output projection and residual, norm, SwiGLU MLP and residual.
+        ``x``: the block's input (b, s, h); ``z``: attention's output (b, heads, s, d)."""
+        b, s, h = x.shape
         x = x + self.o(z.transpose(1, 2).reshape(b, s, h))
         y = self._norm(x, self.norm2)
         if self.swiglu == "fused":

@@ -5,7 +5,8 @@ Each chapter and solution is a MyST markdown source ``NN_slug.md`` paired by jup
 ``NN_slug.ipynb`` (readers, Binder and nbval use the ``.ipynb``). Command line::
 
     python -m distlearn.course notebooks [NAME ...]           # sync pairs, re-execute what changed, rebuild exercises
-    python -m distlearn.course check                          # pairs in sync, fully executed, exercises up to date
+                                                              # and the monolingual copies courses/en/, courses/zh/
+    python -m distlearn.course check                          # pairs in sync, fully executed, exercises and copies up to date
     python -m distlearn.course build-exercises [--check]      # exercises/ from solutions/
     python -m distlearn.course parity                         # en/zh pairs, headings, glossary terms
     python -m distlearn.course execute PATH...                # run notebooks in place and store outputs
@@ -24,6 +25,9 @@ Conventions (see docs/authoring.md):
 - A stored notebook records the fingerprint of the code it was executed from (:func:`code_fingerprint`); a test
   fails when its code changed without a re-run, when it is not one complete top-to-bottom run, or when it and its
   ``.md`` differ.
+- ``courses/en/`` and ``courses/zh/`` store every notebook's monolingual copy (:func:`split`), the chapters' and
+  solutions' executed in that language (:func:`update_copies`, :func:`copy_problems`): derived files, like
+  ``exercises/``, that the website shows and ``make lab COURSE_LANG=zh`` opens.
 """
 from __future__ import annotations
 
@@ -46,6 +50,9 @@ _HEADING = re.compile(r"^(#{1,6})\s", re.M)
 
 # ---------------------------------------------------------------- sources and stored notebooks
 PAIRED_DIRS = ("notebooks", "solutions")  # each NN_slug.ipynb has its MyST source NN_slug.md (jupytext pairing)
+# The stored monolingual copies of the course, executed in their language (see update_copies): courses/en/, courses/zh/
+COPIES_DIR = "courses"
+COPY_LANGS = ("en", "zh")
 MYST = "md:myst"
 FORMATS = "ipynb," + MYST
 
@@ -99,12 +106,18 @@ def sync_problems(ipynb: str | Path) -> list[str]:
     b = [_cell_key(c) for c in jupytext.read(md).cells]
     if a == b:
         return []
+    where, what, zh = _first_difference(a, b)
+    return [f"{ipynb.name} and {md.name} differ at cell {where} ({what}: {len(a)} vs {len(b)} cells); run "
+            f"`make notebooks` / {ipynb.name} 与 {md.name} 在第 {where} 个单元格不一致（{zh}）；请运行 `make notebooks`"]
+
+
+def _first_difference(a: list[tuple], b: list[tuple]) -> tuple[int, str, str]:
+    """Where two lists of :func:`_cell_key` first differ, and in what (English, Chinese)."""
     where = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), min(len(a), len(b)))
     what = ("cell count" if where == min(len(a), len(b)) else
             "type" if a[where][0] != b[where][0] else "source" if a[where][1] != b[where][1] else "metadata/tags")
     zh = {"cell count": "单元格数量", "type": "类型", "source": "内容", "metadata/tags": "元数据/标签"}[what]
-    return [f"{ipynb.name} and {md.name} differ at cell {where} ({what}: {len(a)} vs {len(b)} cells); run "
-            f"`make notebooks` / {ipynb.name} 与 {md.name} 在第 {where} 个单元格不一致（{zh}）；请运行 `make notebooks`"]
+    return where, what, zh
 
 
 def execution_problems(nb, name: str = "") -> list[str]:
@@ -166,10 +179,14 @@ def execute(path: str | Path, timeout: int = 600, env: dict | None = None) -> No
     nbformat.write(nb, path)
 
 
-def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=print) -> list[Path]:
+def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=print,
+                     copies: tuple[str, ...] = COPY_LANGS, force_copies: list[str] | None = None) -> list[Path]:
     """What ``make notebooks`` does: sync every pair (``.md`` ↔ ``.ipynb``), then re-execute only the notebooks
     whose code changed since their stored run or that are not fully executed (and those named in ``force``), then
-    rebuild ``exercises/``. Returns the notebooks executed. A prose-only edit executes nothing."""
+    rebuild ``exercises/``, then bring the monolingual copies ``courses/<lang>/`` of ``copies`` up to date
+    (:func:`update_copies`: the copies of the notebooks just executed are executed too, and the copies of those
+    named in ``force_copies``, e.g. after merging a branch that re-executed the course notebooks but not their
+    copies). Returns the notebooks executed, copies included. A prose-only edit executes nothing."""
     force = set(force or [])
     ran = []
     for md in new_sources(root):  # a new chapter: its .md exists, its .ipynb not yet
@@ -183,10 +200,14 @@ def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=prin
         sync(path)
         nb = nbformat.read(path, as_version=NB_VERSION)
         if path.stem in force or str(path.relative_to(root)) in force or execution_problems(nb):
-            log(f"executing {path.relative_to(root)} ...")
+            from .i18n import bi
+
+            log(bi(f"executing {path.relative_to(root)} ...", f"正在执行 {path.relative_to(root)} ……"))
             execute(path)
             ran.append(path)
     build_exercises(root=root)
+    if copies:
+        ran += update_copies(root, copies, executed=ran, force=force_copies or (), log=log)
     return ran
 
 
@@ -490,6 +511,7 @@ def parity(root: Path = ROOT) -> list[str]:
 
 # ---------------------------------------------------------------- split
 SWITCH_CALL = "language_switch()"
+LANGUAGE_CELL_ID = "distlearn-set-language"
 
 
 def language_cell_source(lang: str) -> str:
@@ -521,6 +543,8 @@ def split(nb, lang: str) -> nbformat.NotebookNode:
         out.cells.insert(first_prose + 1, setter)
     if out.get("nbformat_minor", 0) < 5:  # cells without ids: the new cell has none either
         setter.pop("id", None)
+    else:  # the same id on every split: a stored copy does not change when nothing else did
+        setter["id"] = LANGUAGE_CELL_ID
     for cell in out.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
@@ -528,6 +552,159 @@ def split(nb, lang: str) -> nbformat.NotebookNode:
     out.metadata.setdefault("distlearn", {}).pop("executed_code", None)
     out.metadata["distlearn"]["language"] = lang
     return out
+
+
+
+# ---------------------------------------------------------------- stored monolingual copies (courses/<lang>/)
+# courses/en/ and courses/zh/ hold, for every chapter, solution and exercise, the copy split() makes in that
+# language; the chapters' and solutions' copies are executed under DISTLEARN_LANG=<lang>, so their stored outputs
+# (printed lines, tables, figures, explorer pictures) are in that language. They are derived files, like exercises/:
+# `make notebooks` keeps them current, `make check` reports one that is not. The website (distlearn.website) shows
+# them, `make lab COURSE_LANG=zh` opens them, and tests/test_language_outputs.py audits them without running them.
+def copy_path(path: str | Path, lang: str, root: Path = ROOT) -> Path:
+    """The stored ``lang`` copy of a course notebook: ``notebooks/05_x.ipynb`` → ``courses/zh/notebooks/05_x.ipynb``
+    (``path`` absolute, under ``root``, or relative to it)."""
+    path = Path(path)
+    rel = path.relative_to(root) if path.is_absolute() else path
+    return Path(root) / COPIES_DIR / lang / rel
+
+
+def _is_exercise(path: Path) -> bool:
+    return Path(path).parent.name not in PAIRED_DIRS
+
+
+def _named(path: Path, root: Path, names) -> bool:
+    rel = path.relative_to(root)
+    return bool({path.stem, str(rel), rel.with_suffix("").as_posix()} & set(names or ()))
+
+
+def execute_copy(target: str | Path, lang: str, timeout: int = 600):
+    """Execute the monolingual copy at ``target`` top to bottom under ``DISTLEARN_LANG=lang`` and store it in place:
+    its outputs, the fingerprint of its code (:func:`execution_problems`) and, in ``metadata.distlearn.shown``, what a
+    reader sees that the stored outputs do not hold as text — every figure's texts (titles, labels, ticks, legends,
+    recorded by :data:`distlearn.lang_audit.KERNEL_HOOK`) and every widget's labels (from the widget state, which is
+    not stored) — so that :func:`distlearn.lang_audit.stored_report` audits the copy without running it.
+    Returns the executed notebook."""
+    from . import lang_audit
+
+    target = Path(target)
+    nb, records = lang_audit.execute_audited(target, lang, timeout=timeout, write=False)
+    widgets = [[ln.where, ln.text] for ln in lang_audit.widget_lines(nb)]
+    _strip_volatile(nb)
+    meta = nb.metadata.setdefault("distlearn", {})
+    meta["executed_code"] = code_fingerprint(nb)
+    meta["shown"] = {"plots": records, "widgets": widgets}
+    nbformat.write(nb, target)
+    return nb
+
+
+def carry_outputs(want, have) -> bool:
+    """Give ``want`` (a fresh :func:`split` of the course notebook) the stored outputs of ``have`` (its stored copy)
+    when ``have`` is a complete run of the same code (:func:`execution_problems` empty, same fingerprint): a prose,
+    tag or metadata edit then updates the copy without executing it. Returns whether it did (``want`` is changed)."""
+    meta = have.metadata.get("distlearn", {})
+    if execution_problems(have) or meta.get("executed_code") != code_fingerprint(want):
+        return False
+    want_code = [c for c in want.cells if c.cell_type == "code"]
+    have_code = [c for c in have.cells if c.cell_type == "code"]
+    if len(want_code) != len(have_code):
+        return False
+    for w, h in zip(want_code, have_code):
+        w.outputs, w.execution_count = h.get("outputs", []), h.get("execution_count")
+    want.metadata["distlearn"] = {**meta, "language": want.metadata["distlearn"]["language"]}
+    return True
+
+
+def _write_if_changed(nb, path: Path) -> bool:
+    text = nbformat.writes(nb)
+    text += "" if text.endswith("\n") else "\n"
+    if path.exists() and path.read_text(encoding="utf-8") == text:
+        return False
+    path.write_text(text, encoding="utf-8")
+    return True
+
+
+def update_copies(root: Path = ROOT, langs: tuple[str, ...] = COPY_LANGS, executed=(), force=(),
+                  log=print, only=None) -> list[Path]:
+    """Bring the stored copies ``courses/<lang>/`` in line with the course (what ``make notebooks`` does after the
+    course itself): every copy is rewritten as :func:`split` makes it; a chapter's or solution's copy keeps its
+    stored outputs when its code is unchanged and it is complete (:func:`carry_outputs`: a prose-only edit executes
+    nothing), and is executed in its language (:func:`execute_copy`) when it is missing, incomplete, its code
+    changed, or its course notebook is in ``executed`` (paths just re-executed) or named in ``force`` (stems or
+    paths as for ``make notebooks``). Exercise copies are not executed. A copy whose course notebook is gone is
+    deleted. ``only``: just the course notebooks with these stems or paths (nothing deleted). Returns the copies
+    executed."""
+    from .i18n import bi
+
+    root = Path(root)
+    executed = {Path(p).resolve() for p in executed}
+    sources = [p for p in course_notebooks(root) if only is None or _named(p, root, only)]
+    ran = []
+    for lang in langs:
+        wanted = set()
+        for path in sources:
+            target = copy_path(path, lang, root)
+            wanted.add(target)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            want = split(nbformat.read(path, as_version=NB_VERSION), lang)
+            if _is_exercise(path):
+                _write_if_changed(want, target)
+                continue
+            forced = path.resolve() in executed or _named(path, root, force)
+            if not forced and target.exists() and carry_outputs(want, nbformat.read(target, as_version=NB_VERSION)):
+                _write_if_changed(want, target)
+                continue
+            rel = target.relative_to(root)
+            log(bi(f"executing {rel} in {lang} ...", f"正在以 {lang} 执行 {rel} ……"))
+            nbformat.write(want, target)
+            execute_copy(target, lang)
+            ran.append(target)
+        for extra in sorted((root / COPIES_DIR / lang).glob("*/*.ipynb")):
+            if only is None and extra not in wanted:
+                log(bi(f"removing {extra.relative_to(root)} (no such notebook in the course)",
+                       f"删除 {extra.relative_to(root)}（课程中已没有这个笔记本）"))
+                extra.unlink()
+    return ran
+
+
+def copy_problems(root: Path = ROOT, langs: tuple[str, ...] = COPY_LANGS, paths=None) -> list[str]:
+    """Why the stored copies ``courses/<lang>/`` are not current: a copy missing, one whose cells (type, source,
+    tags and other metadata, order) differ from what :func:`split` makes of its course notebook, one not marked with
+    its language, a chapter's or solution's copy that is not a complete run of its current code (the rule of
+    :func:`execution_problems`), an exercise's copy with outputs, a copy with no course notebook. ``paths``: only
+    these course notebooks (relative to ``root``), e.g. the pages of a website build. Empty when all are current."""
+    root = Path(root)
+    sources = course_notebooks(root) if paths is None else [root / p for p in paths]
+    fix = "run `make notebooks` / 请运行 `make notebooks`"
+    problems = []
+    for lang in langs:
+        for path in sources:
+            target = copy_path(path, lang, root)
+            rel = target.relative_to(root)
+            if not target.exists():
+                problems.append(f"{rel}: no stored {lang} copy of {path.relative_to(root)}; {fix}")
+                continue
+            have = nbformat.read(target, as_version=NB_VERSION)
+            want = split(nbformat.read(path, as_version=NB_VERSION), lang)
+            a, b = [_cell_key(c) for c in have.cells], [_cell_key(c) for c in want.cells]
+            if a != b:
+                where, what, zh = _first_difference(a, b)
+                problems.append(f"{rel}: not in sync with {path.relative_to(root)} at cell {where} ({what}; "
+                                f"{len(a)} vs {len(b)} cells) / 与源笔记本在第 {where} 个单元格不一致（{zh}）; {fix}")
+            if have.metadata.get("distlearn", {}).get("language") != lang:
+                problems.append(f"{rel}: not marked as the {lang} copy (metadata distlearn.language) / "
+                                f"未标记为 {lang} 副本; {fix}")
+            if _is_exercise(path):
+                if any(c.get("outputs") for c in have.cells if c.cell_type == "code"):
+                    problems.append(f"{rel}: an exercise's copy stores outputs / 练习的副本不应保存输出; {fix}")
+            else:
+                problems += [f"{p}; {fix}" if "make notebooks" not in p else p
+                             for p in execution_problems(have, str(rel))]
+        if paths is None:
+            wanted = {copy_path(p, lang, root) for p in sources}
+            problems += [f"{extra.relative_to(root)}: no such notebook in the course / 课程中没有这个笔记本; {fix}"
+                         for extra in sorted((root / COPIES_DIR / lang).glob("*/*.ipynb")) if extra not in wanted]
+    return problems
 
 
 def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: bool = True, log=print,
@@ -561,9 +738,12 @@ def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: b
         if audit is not None:
             rel = target.relative_to(out_root).with_suffix("").as_posix()
             audit.append(lang_audit.Report(rel, lang, lang_audit.notebook_lines(nb, records)))
-        if not exercise:
+        if not exercise:  # stored as execute_copy stores a copy of courses/<lang>/
+            widgets = [[ln.where, ln.text] for ln in lang_audit.widget_lines(nb)]
             _strip_volatile(nb)
-            nb.metadata.setdefault("distlearn", {})["executed_code"] = code_fingerprint(nb)
+            meta = nb.metadata.setdefault("distlearn", {})
+            meta["executed_code"] = code_fingerprint(nb)
+            meta["shown"] = {"plots": records, "widgets": widgets}
             nbformat.write(nb, target)
     return written
 
@@ -581,12 +761,18 @@ _LANG_ZH = {"en": "英文", "zh": "中文"}
 
 
 def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
-             lab_args: str = "") -> int:
-    """What ``make lab COURSE_LANG=zh`` runs: build the monolingual copy ``build/course-<lang>/`` (executed in that
-    language) if it is missing, then start JupyterLab on it with ``DISTLEARN_LANG=<lang>``. A copy older than the
-    course is kept (it may hold your own edits); ``split`` refreshes it. ``lab_args``: more JupyterLab options as
-    one shell string (``make lab LAB_ARGS="--no-browser --ip=0.0.0.0"``)."""
+             lab_args: str = "", start: bool = True) -> Path:
+    """What ``make lab COURSE_LANG=zh`` runs: start JupyterLab with ``DISTLEARN_LANG=<lang>`` on the course in one
+    language, in ``build/course-<lang>/`` (your edits and runs stay there, out of the repository's files).
+
+    If that folder is missing it is filled from the stored copy ``courses/<lang>/`` when that one is current
+    (:func:`copy_problems` empty: a file copy, no execution), else by :func:`split_course` (written and executed in
+    that language, a few minutes). An existing folder is kept (it may hold your own edits); a note says how to
+    refresh it when the course is newer. ``lab_args``: more JupyterLab options as one shell string
+    (``make lab LAB_ARGS="--no-browser --ip=0.0.0.0"``). ``start=False``: prepare the folder, return it, start
+    nothing (tests)."""
     import shlex
+    import shutil
 
     from .i18n import bi, normalize_language
 
@@ -595,16 +781,30 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
         out_root, lang_env = root, "both"
     else:
         out_root, lang_env = Path(out_root or root / "build" / f"course-{lang}"), lang
+        stored = Path(root) / COPIES_DIR / lang
         if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
-            print(bi(f"Writing the {lang} copy of the course to {out_root} and executing it in {lang} "
-                     "(once, a few minutes) ...",
-                     f"正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
-            split_course(lang, out_root, root)
+            problems = copy_problems(root, (lang,))
+            if not problems:
+                print(bi(f"Opening the stored {lang} copy of the course, {stored.relative_to(root)}/ (executed in "
+                         f"{lang}), copied to {out_root} so that your edits stay out of the repository ...",
+                         f"打开课程保存好的{_LANG_ZH[lang]}副本 {stored.relative_to(root)}/（已用{_LANG_ZH[lang]}"
+                         f"执行），复制到 {out_root}，你的修改不会改动仓库里的文件……"), flush=True)
+                shutil.copytree(stored, out_root, copy_function=shutil.copy, dirs_exist_ok=True)
+            else:
+                print(bi(f"The stored {lang} copy {stored.relative_to(root)}/ is not current ({len(problems)} "
+                         f"problem(s); `make notebooks` refreshes it). Writing the {lang} copy of the course to "
+                         f"{out_root} and executing it in {lang} (once, a few minutes) ...",
+                         f"保存的{_LANG_ZH[lang]}副本 {stored.relative_to(root)}/ 不是最新的（{len(problems)} 个问题；"
+                         f"`make notebooks` 可更新它）。正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，"
+                         f"并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
+                split_course(lang, out_root, root)
         elif _copy_is_stale(out_root, root):
-            print(bi(f"Note: {out_root} is older than the course. To refresh it (this overwrites it): "
-                     f"python -m distlearn.course split --lang {lang} --out {out_root}",
-                     f"注意：{out_root} 比课程本身旧。如需更新（会覆盖该目录）：python -m distlearn.course split "
-                     f"--lang {lang} --out {out_root}"), flush=True)
+            print(bi(f"Note: {out_root} is older than the course. To start again from the stored copy (this "
+                     f"deletes your edits there): rm -r {out_root}, then make lab COURSE_LANG={lang}",
+                     f"注意：{out_root} 比课程本身旧。如需从保存的副本重新开始（会删除你在其中的修改）：rm -r {out_root}，"
+                     f"再运行 make lab COURSE_LANG={lang}"), flush=True)
+    if not start:
+        return Path(out_root)
     cmd = [sys.executable, "-m", "jupyterlab", "--port", str(port), f"--ServerApp.root_dir={out_root}",
            str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
@@ -612,7 +812,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
     cmd += shlex.split(lab_args or "")
     os.environ["DISTLEARN_LANG"] = lang_env
     os.execv(sys.executable, cmd)
-    return 0  # not reached
+    return Path(out_root)  # not reached
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -635,6 +835,11 @@ def main(argv: list[str] | None = None) -> int:
     n.add_argument("names", nargs="*", help=bi("also re-execute these (e.g. 06_zero_fsdp or "
                                                "solutions/06_zero_fsdp.ipynb)",
                                                "同时重新执行这些（如 06_zero_fsdp 或 solutions/06_zero_fsdp.ipynb）"))
+    n.add_argument("--copies-only", action="store_true",
+                   help=bi("re-execute only the monolingual copies (courses/<lang>/) of the NAMES, not the notebooks "
+                           "themselves (they are current, e.g. re-executed on a merged branch)",
+                           "只重新执行 NAMES 的单语副本（courses/<lang>/），不重新执行笔记本本身（它们已是最新，"
+                           "例如已在合并进来的分支上重新执行过）"))
     sub.add_parser("check", help=bi("every .md in sync with its .ipynb, every notebook fully executed from its "
                                     "current code, exercises/ up to date",
                                     "检查每个 .md 与其 .ipynb 同步、每个笔记本是当前代码的完整运行、exercises/ 为最新"))
@@ -685,19 +890,21 @@ def main(argv: list[str] | None = None) -> int:
         print(bi(f"parity: {n} notebooks, {len(problems)} problem(s)", f"双语检查：{n} 个笔记本，{len(problems)} 个问题"))
         return 1 if problems else 0
     if args.cmd == "notebooks":
-        ran = update_notebooks(force=args.names,
-                               log=lambda m: print(bi(m, m.replace("executing", "正在执行")), flush=True))
+        ran = update_notebooks(force=[] if args.copies_only else args.names,
+                               force_copies=args.names if args.copies_only else None,
+                               log=lambda m: print(m, flush=True))
         print(bi(f"{len(ran)} notebook(s) executed", f"{len(ran)} 个笔记本已重新执行"))
         return 0
     if args.cmd == "check":
         problems = stored_problems() + [bi(f"{s}: out of sync with solutions/ (run `make notebooks`)",
                                            f"{s}：与 solutions/ 不一致（请运行 `make notebooks`）")
-                                        for s in build_exercises(check=True)]
+                                        for s in build_exercises(check=True)] + copy_problems()
         for p in problems:
             print(p)
-        k = len(paired_notebooks())
-        print(bi(f"check: {k} paired notebooks, {len(problems)} problem(s)",
-                 f"检查：{k} 个成对笔记本，{len(problems)} 个问题"))
+        k, c = len(paired_notebooks()), len(course_notebooks()) * len(COPY_LANGS)
+        print(bi(f"check: {k} paired notebooks, {c} stored copies in {COPIES_DIR}/{{{','.join(COPY_LANGS)}}}, "
+                 f"{len(problems)} problem(s)",
+                 f"检查：{k} 个成对笔记本，{COPIES_DIR}/ 中 {c} 个单语副本，{len(problems)} 个问题"))
         return 1 if problems else 0
     if args.cmd == "execute":
         for p in args.paths:
@@ -733,7 +940,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"语言检查：{len(reports)} 个笔记本，{bad} 行该语言的读者读不懂"))
         return 1 if bad else 0
     if args.cmd == "lab":
-        return open_lab(args.lang, args.port, lab_args=args.lab_args)
+        open_lab(args.lang, args.port, lab_args=args.lab_args)
+        return 0
     return 2
 
 

@@ -215,7 +215,7 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
     logits = np.asarray(logits, dtype=float)
     if logits.ndim != 2:
         raise DistlearnValueError("logits", f"logits must be 2-D (tokens, experts), got shape {logits.shape}.",
-                                  f"logits 必须是二维的（词元, 专家），收到形状 {logits.shape}。")
+                                  f"logits 必须是二维的（词元，专家），收到形状 {logits.shape}。")
     t, e = logits.shape
     k = check_int("k", k, minimum=1, maximum=e)
     check_choice("score", score, SCORES)

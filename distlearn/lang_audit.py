@@ -25,6 +25,9 @@ areas captured (an explorer's first render). The language switch itself is exemp
 that language.
 
 Command line: ``python -m distlearn.course audit-lang --lang zh [NAMES]`` (see :mod:`distlearn.course`).
+
+Without running anything: :func:`stored_report` audits a stored monolingual copy (``courses/<lang>/``) from the file —
+its outputs, and the figure texts and widget labels its run recorded (:func:`distlearn.course.execute_copy`).
 """
 from __future__ import annotations
 
@@ -168,10 +171,25 @@ def _lines(where: str, text: str) -> list[Line]:
     return [Line(where, ln.rstrip()) for ln in text.splitlines() if ln.strip()]
 
 
-def output_lines(outputs, where: str) -> list[Line]:
-    """The lines a list of nbformat outputs shows (see the module doc for what counts)."""
-    found = []
+def merge_streams(outputs) -> list:
+    """``outputs`` with each run of consecutive stream outputs of one name (stdout, stderr) joined into one, as
+    Jupyter and the website show them: a kernel may flush one printed line in two pieces."""
+    merged = []
     for out in outputs:
+        prev = merged[-1] if merged else None
+        if (out.get("output_type") == "stream" and prev is not None and prev.get("output_type") == "stream"
+                and prev.get("name") == out.get("name")):
+            merged[-1] = {**prev, "text": _join(prev.get("text", "")) + _join(out.get("text", ""))}
+        else:
+            merged.append(out)
+    return merged
+
+
+def output_lines(outputs, where: str) -> list[Line]:
+    """The lines a list of nbformat outputs shows (see the module doc for what counts); consecutive stream outputs
+    of one name are read as one text (:func:`merge_streams`)."""
+    found = []
+    for out in merge_streams(outputs):
         kind = out.get("output_type")
         if kind == "stream":
             text = _join(out.get("text", ""))
@@ -334,6 +352,29 @@ def audit(path: str | Path, lang: str, name: str | None = None, allow_errors: bo
     """Execute ``path`` under ``lang`` (nothing is written) and audit what it shows."""
     nb, records = execute_audited(path, lang, write=False, allow_errors=allow_errors)
     return Report(name or Path(path).stem, normalize_language(lang), notebook_lines(nb, records))
+
+
+def stored_lines(nb) -> list[Line]:
+    """Everything a reader of a stored monolingual copy (``courses/<lang>/``, :func:`distlearn.course.execute_copy`)
+    sees besides its prose, read from the file: the stored outputs, and the figure texts and widget labels its run
+    recorded in ``metadata.distlearn.shown`` (the figures are stored as pictures, the widget state not at all)."""
+    shown = nb.metadata.get("distlearn", {}).get("shown", {})
+    return (notebook_lines(nb) + [Line(where, text) for where, text in shown.get("widgets", [])]
+            + plot_lines(shown.get("plots", [])))
+
+
+def stored_report(path: str | Path, lang: str | None = None, name: str | None = None) -> Report:
+    """The audit of a stored monolingual copy without running it: :func:`stored_lines` checked under ``lang``
+    (default: the copy's own language, ``metadata.distlearn.language``). Raises ValueError for a notebook that is
+    not a stored copy (no language, or never executed as one: no ``shown`` record)."""
+    path = Path(path)
+    nb = nbformat.read(path, as_version=4)
+    meta = nb.metadata.get("distlearn", {})
+    if "shown" not in meta or not (lang or meta.get("language")):
+        raise ValueError(f"{path} is not an executed monolingual copy (metadata distlearn.language / shown) / "
+                         f"{path} 不是执行过的单语副本")
+    lang = normalize_language(lang or meta["language"])
+    return Report(name or path.stem, lang, stored_lines(nb))
 
 
 def reports_to_json(reports: list[Report]) -> list[dict]:

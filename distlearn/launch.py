@@ -269,12 +269,15 @@ def _death(rank, procs, conns, grace: float = 1.0) -> WorkerError:
             pass
     from .i18n import bi
 
-    after_en = ("\nthen " + "; ".join(others)) if others else ""
-    after_zh = ("\n随后 " + "; ".join(others)) if others else ""
-    return WorkerError(rank, "ProcessExit", f"worker {how_en} without a result{after_en}",
+    # What the peers said is a consequence (a broken connection, worded "reset" or "closed" by whichever socket
+    # noticed first, and only from the peers that noticed within ``grace``): kept with the traceback, not in the
+    # summary, so that the summary names the cause alone and reads the same on every run.
+    after = ("\n" + bi("--- then, on the other ranks ---", "--- 随后，其他 rank 上 ---") + "\n" + "\n".join(others)
+             if others else "")
+    return WorkerError(rank, "ProcessExit", f"worker {how_en} without a result",
                        bi("(no Python traceback: the process was killed or crashed)",
-                          "（没有 Python 调用栈：进程被杀死或崩溃）"),
-                       exitcode=code, message_zh=f"worker {how_zh}，没有返回结果{after_zh}")
+                          "（没有 Python 调用栈：进程被杀死或崩溃）") + after,
+                       exitcode=code, message_zh=f"worker {how_zh}，没有返回结果")
 
 
 def _first_error(rank, payload, conns, procs, grace: float = 1.0) -> WorkerError:

@@ -66,6 +66,10 @@ def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = Non
     present = set(np.unique(result.ev_kind).tolist())
     handles = [Patch(color=KIND_COLORS[k], label=plots.label(t))
                for k, t in enumerate((T_FWD, T_BWD, T_INPUT, T_WEIGHT, T_OVERLAP)) if k in present or k < 2]
+    if result.num_chunks > 1:   # the shades: one legend entry per model chunk (later chunks lighter), in blue
+        nc, blue = result.num_chunks, np.array(_rgb(KIND_COLORS[0]))
+        handles += [Patch(color=tuple(blue + (1.0 - blue) * 0.45 * c / (nc - 1)),
+                          label=plots.label(bi(f"model chunk {c}", f"模型块 {c}"))) for c in range(nc)]
     ax.legend(handles=handles + [Patch(color=plots.COLORS["idle"], label=plots.label(T_IDLE))],
               loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
     en, zh = NAMES[result.schedule]

@@ -8,10 +8,12 @@ formulas render with no network.
 
 What a build does, for each language ``en`` and ``zh``:
 
-1. write a monolingual copy of every page's stored notebook under ``build/site-work/<lang>/src/`` with the same layout as
-   the repository (``notebooks/``, ``exercises/``, ``solutions/``): prose cells of the other language are dropped
-   (:func:`prose_in`; outputs are kept), links to pages that are not built are rewritten (:func:`relink`), and an explorer
-   output with no stored static picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
+1. write every page's notebook under ``build/site-work/<lang>/src/`` with the same layout as the repository
+   (``notebooks/``, ``exercises/``, ``solutions/``), from the stored monolingual copy ``courses/<lang>/`` of that
+   notebook (:func:`distlearn.course.update_copies`: that language's prose only, executed under
+   ``DISTLEARN_LANG=<lang>``, so its printed lines, tables, figures and explorer pictures are in that language too);
+   links to pages that are not built are rewritten (:func:`relink`), and an explorer output with no stored static
+   picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
 2. write that language's home page with the chapter, exercise and solution lists (:func:`index_page`);
 3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side).
 
@@ -20,8 +22,9 @@ language: both sites have the same page names (``notebooks/05_pipeline_parallel.
 Opened as a file, search lists its results without snippets (``website/_static/distlearn-file-search.js``: a browser
 refuses the snippet fetches from ``file://``); served (``python -m http.server -d build/site``), with them.
 
-Outputs (printed text, figure labels, explorer pictures) are shown as stored, i.e. in both languages: the notebooks
-are executed once with ``DISTLEARN_LANG=both``.
+Nothing is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
+current and ``make check`` checks. A build stops, naming them, if a page's stored copy is missing or not current
+(:func:`distlearn.course.copy_problems`): it would show outputs of other code, or of both languages.
 
 Command line::
 
@@ -43,7 +46,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import course
+from . import course, lang_audit
 
 ROOT = course.ROOT
 CONF_DIR = ROOT / "website"
@@ -231,8 +234,8 @@ def site_explorer_note(lang: str, page_path: str) -> str:
 
 def prose_in(nb, lang: str):
     """A copy of the notebook with the prose cells of ``lang`` (and untagged ones) and every code cell with its
-    stored outputs. Not :func:`distlearn.course.split`: that one clears the outputs, to re-execute its copy in
-    ``lang``; the site shows the stored, checked outputs and runs nothing."""
+    stored outputs (a stored copy ``courses/<lang>/`` has only ``lang``'s prose already; this keeps
+    :func:`monolingual` right for any notebook)."""
     out = nbformat.from_dict(nb)
     out.cells = [c for c in out.cells if c.cell_type != "markdown" or course._lang(c) in (lang, None)]
     return out
@@ -242,7 +245,8 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
     """The page's notebook for the ``lang`` site: :func:`prose_in`, then on every markdown cell :func:`relink` (and
     :func:`drop_answers` without solutions), a solution title on a solution page (:func:`solution_title`), the site's
     caption on an explorer's static picture (:func:`site_explorer_note`) and a note in place of an explorer output
-    stored without one."""
+    stored without one; consecutive stream outputs of one name joined into one (:func:`distlearn.lang_audit.
+    merge_streams`)."""
     out = prose_in(nb, lang)
     retitle = here.startswith("solutions/")
     for cell in out.cells:
@@ -253,8 +257,13 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 cell.source = drop_answers(cell.source, here)
             cell.source = relink(cell.source, here, built, solutions)
         elif cell.cell_type == "code":
-            if course.SWITCH_CALL in cell.source:  # the notebook's language switch: the site has its own toggle
+            # The notebook's language switch, or the copy's cell that sets its language (its output is the hidden
+            # style widget that hides the other language's prose in Jupyter): the site has its own toggle.
+            if course.SWITCH_CALL in cell.source or cell.source == course.language_cell_source(lang):
                 cell.outputs = []
+            # One printed line flushed in two pieces is one line, as in Jupyter (MyST-NB's own merge would put a
+            # line break between the pieces).
+            cell.outputs = [nbformat.from_dict(o) for o in lang_audit.merge_streams(cell.get("outputs", []))]
             for o in cell.get("outputs", []):
                 data = o.get("data", {})
                 if WIDGET_VIEW in data and "text/html" not in data:
@@ -302,13 +311,14 @@ def index_page(lang: str, pages: list[Page], titles: dict[str, str]) -> str:
 
 
 def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True) -> None:
-    """Write the ``lang`` site's sources under ``src`` (emptied first): monolingual notebooks and ``index.md``."""
+    """Write the ``lang`` site's sources under ``src`` (emptied first): each page's notebook from its stored ``lang``
+    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual`, and ``index.md``."""
     if src.exists():
         shutil.rmtree(src)
     built = {p.docname for p in pages}
     titles = {}
     for p in pages:
-        nb = nbformat.read(root / p.path, as_version=course.NB_VERSION)
+        nb = nbformat.read(course.copy_path(p.path, lang, root), as_version=course.NB_VERSION)
         titles[p.docname] = title_of(nb, lang)
         target = src / p.path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -376,6 +386,10 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
     out = Path(out)
     work = out.parent / (out.name + "-work")
     pages = course_pages(root, chapters, solutions)
+    stale = course.copy_problems(root, tuple(languages), [p.path for p in pages])
+    if stale:
+        raise RuntimeError("the stored monolingual copies of these pages are not current; run `make notebooks` "
+                           "/ 这些页面保存的单语副本不是最新的；请运行 `make notebooks`:\n" + "\n".join(stale))
     for folder in (out, work):
         if folder.exists():
             shutil.rmtree(folder)
@@ -420,7 +434,11 @@ def main(argv: list[str] | None = None) -> int:
                    help="languages to build (default both; with one, its toggle leads nowhere)")
     b.add_argument("--jobs", type=int, default=1, help="Sphinx worker processes per language")
     args = ap.parse_args(argv)
-    res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs)
+    try:
+        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs)
+    except RuntimeError as err:
+        print(err, file=sys.stderr)
+        return 1
     for lang, ws in res.warnings.items():
         for w in ws:
             print(f"[{lang}] {w}")

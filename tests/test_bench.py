@@ -7,6 +7,7 @@ No benchmark is run here (``make test`` stays fast and timings on a shared machi
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -16,6 +17,12 @@ from pathlib import Path
 from benchmarks import report
 
 ROOT = Path(__file__).resolve().parent.parent
+
+
+def _outside_xdist() -> dict:
+    """This environment without pytest-xdist's worker variables: a pytest started from a worker of ``make test``
+    (``-n 2``) would take itself for one and pytest-benchmark would switch its benchmarks off."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}
 
 
 def test_a_missed_goal_fails_the_benchmark_run(tmp_path):
@@ -42,7 +49,7 @@ def test_a_missed_goal_fails_the_benchmark_run(tmp_path):
     out = tmp_path / "out.json"
     proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", str(tmp_path / "bench_fake.py"),
                            f"--benchmark-json={out}", "-q", "--rootdir", str(tmp_path)],
-                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path, env=_outside_xdist())
     assert proc.returncode == 1, proc.stdout + proc.stderr
     assert "1 failed, 2 passed" in proc.stdout and "goal missed / 未达目标: slow" in proc.stdout
     data = json.loads(out.read_text())

@@ -61,7 +61,7 @@ def test_all_reduce_feedback_says_the_sums_are_right_and_the_bytes_wrong(capsys)
 def test_a_ring_passes_the_bytes_but_not_the_messages(capsys):
     out = feedback(check.ex02_halving_doubling_all_reduce, ring, capsys)
     assert "right sums and right bytes, but rank 0 sent 6 messages, more than the 4 = 2·log₂4" in out
-    assert "14 messages, more than the 6" in out and "发送了 6 条消息，多于折半-倍增的 4" in out
+    assert "14 messages, more than the 6" in out and "发送了 6 条消息，多于递归减半-递归倍增的 4" in out
     assert "2 hidden cases pass" not in out and "5 of 7 hidden cases fail" in out   # n = 1 and n = 2 agree
 
 

@@ -217,7 +217,7 @@ def test_step_titles_are_bilingual():
     assert (w.step_title("all_reduce", 4, "all-gather", sep=" / ")
             == "all_reduce 4: all-gather / AllReduce 第 4 步：AllGather")
     assert (w.step_title("reduce_scatter", 2, "reduce-scatter", sep=" / ")
-            == "reduce_scatter 2: reduce-scatter / ReduceScatter 第 2 步")
+            == "reduce_scatter 2 / ReduceScatter 第 2 步")
     for op in w.OPERATIONS:  # every operation and every phase it records has a Chinese name
         vc, _ = w.run_steps(op, 4)
         for step in vc.steps:

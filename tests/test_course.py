@@ -22,6 +22,13 @@ def test_every_md_source_in_sync_and_every_notebook_fully_executed():
     assert not problems, "\n".join(problems)
 
 
+def test_every_stored_monolingual_copy_is_current():
+    """courses/en/ and courses/zh/: one copy per chapter, solution and exercise, as split() makes it, executed in its
+    language from the current code (`make notebooks` keeps them so)."""
+    problems = course.copy_problems()
+    assert not problems, "\n".join(problems)
+
+
 def test_every_chapter_and_solution_has_a_myst_source():
     stored = {p.with_suffix("").relative_to(ROOT) for p in course.paired_notebooks()}
     sources = {p.with_suffix("").relative_to(ROOT) for d in course.PAIRED_DIRS for p in (ROOT / d).glob("*.md")}
@@ -187,6 +194,109 @@ def test_nbval_fails_on_a_stored_number_that_no_longer_matches(tmp_path):
     assert len(failed) == 1 and failed[0].startswith("FAILED bad.ipynb::"), run.stdout[-2000:]
 
 
+# ------------------------------------------------------------------ stored monolingual copies, broken on purpose
+COPIED = "06_zero_fsdp"
+
+
+@pytest.fixture
+def copies_root(tmp_path):
+    """A course of one chapter (06, its solution and exercise) and its stored copies in both languages."""
+    for d in ("notebooks", "solutions", "exercises"):
+        rel = f"{d}/{COPIED}.ipynb"
+        (tmp_path / d).mkdir()
+        shutil.copy(ROOT / rel, tmp_path / rel)
+        for lang in course.COPY_LANGS:
+            target = course.copy_path(rel, lang, tmp_path)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy(course.copy_path(rel, lang), target)
+    return tmp_path
+
+
+def _edit(path, change):
+    nb = nbformat.read(path, as_version=4)
+    change(nb)
+    nbformat.write(nb, path)
+
+
+def _prose(nb, lang):
+    return next(c for c in nb.cells if c.cell_type == "markdown" and f"lang-{lang}" in c.metadata.get("tags", []))
+
+
+def test_the_copies_are_clean(copies_root):
+    assert course.copy_problems(copies_root) == []
+
+
+def _untag(nb):
+    cell = next(c for c in nb.cells if c.metadata.get("tags"))
+    cell.metadata["tags"] = cell.metadata["tags"][1:]
+
+
+@pytest.mark.parametrize("where, change, found", [
+    ("copy", lambda nb: _prose(nb, "zh").__setitem__("source", _prose(nb, "zh").source + "\n手改。"), "(source"),
+    ("source", lambda nb: _prose(nb, "zh").__setitem__("source", _prose(nb, "zh").source + "\n新句子。"), "(source"),
+    ("copy", _untag, "(metadata/tags"),
+    ("copy", lambda nb: nb.cells.pop(), "(cell count"),
+    ("copy", lambda nb: _code_cells(nb)[3].__setitem__("execution_count", None), "never executed"),
+    ("copy", lambda nb: _code_cells(nb)[2].__setitem__("execution_count", 40), "not 1, 2, 3"),
+    ("copy", lambda nb: nb.metadata.distlearn.__setitem__("executed_code", "0" * 16), "code changed"),
+    ("copy", lambda nb: nb.metadata.distlearn.__setitem__("language", "en"), "not marked"),
+])
+def test_a_copy_out_of_line_with_the_course_is_found(copies_root, where, change, found):
+    rel = f"notebooks/{COPIED}.ipynb"
+    _edit(copies_root / rel if where == "source" else course.copy_path(rel, "zh", copies_root), change)
+    problems = course.copy_problems(copies_root)
+    assert problems and all(f"courses/zh/{rel}" in p for p in problems), problems
+    assert any(found in p for p in problems), problems
+
+
+def test_a_missing_extra_or_executed_exercise_copy_is_found(copies_root):
+    course.copy_path(f"solutions/{COPIED}.ipynb", "en", copies_root).unlink()
+    shutil.copy(course.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root),
+                copies_root / "courses" / "en" / "notebooks" / "99_gone.ipynb")
+    exercise = course.copy_path(f"exercises/{COPIED}.ipynb", "zh", copies_root)
+    _edit(exercise, lambda nb: _code_cells(nb)[0].__setitem__(
+        "outputs", [nbformat.v4.new_output("stream", name="stdout", text="x\n")]))
+    problems = course.copy_problems(copies_root)
+    assert len(problems) == 3, problems
+    for found in ("no stored en copy", "stores outputs", "99_gone.ipynb: no such notebook"):
+        assert sum(found in p for p in problems) == 1, (found, problems)
+
+
+def test_a_prose_fix_updates_the_copies_without_executing(copies_root):
+    """A Chinese prose edit (as `make notebooks` sees it after syncing the pair): the zh copies change by that
+    prose only and keep their outputs, the en copies do not change at all, nothing is executed."""
+    rel = f"notebooks/{COPIED}.ipynb"
+    zh_copy, en_copy = (course.copy_path(rel, lang, copies_root) for lang in ("zh", "en"))
+    before_zh, before_en = zh_copy.read_text(encoding="utf-8"), en_copy.read_text(encoding="utf-8")
+    _edit(copies_root / rel, lambda nb: _prose(nb, "zh").__setitem__("source", _prose(nb, "zh").source + "\n新句子。"))
+    assert course.copy_problems(copies_root)
+    assert course.update_copies(copies_root, log=lambda *_: None) == []
+    assert course.copy_problems(copies_root) == []
+    assert en_copy.read_text(encoding="utf-8") == before_en
+    import difflib
+
+    diff = [ln for ln in difflib.unified_diff(before_zh.splitlines(), zh_copy.read_text(encoding="utf-8").splitlines(),
+                                              lineterm="", n=0) if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
+    # the cell's last source line gains its "\n" and the new line follows: nothing else of the copy changes
+    assert len(diff) == 3 and "新句子" in diff[-1], diff
+    assert course.execution_problems(nbformat.read(zh_copy, as_version=4), "copy") == []
+
+
+def test_lab_in_one_language_opens_the_stored_copy_when_current(copies_root, monkeypatch):
+    """`make lab COURSE_LANG=zh`: a current stored copy is copied to build/course-zh/ (no execution); a copy that is
+    not current falls back to writing and executing the course in that language (split_course)."""
+    executed = []
+    monkeypatch.setattr(course, "split_course", lambda lang, out, root, **kw: executed.append((lang, out)))
+    out = course.open_lab("zh", root=copies_root, start=False)
+    assert out == copies_root / "build" / "course-zh" and executed == []
+    for d in ("notebooks", "solutions", "exercises"):
+        rel = f"{d}/{COPIED}.ipynb"
+        assert (out / rel).read_bytes() == course.copy_path(rel, "zh", copies_root).read_bytes()
+    course.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root).unlink()  # the en copy is not current
+    out_en = course.open_lab("en", root=copies_root, start=False)
+    assert executed == [("en", out_en)]
+
+
 # ------------------------------------------------------------------ tools on small notebooks
 def test_strip_solutions_keeps_signature_and_indent():
     src = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n\nanswer = 1"
@@ -232,10 +342,17 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path):
     md = tmp_path / "notebooks" / "99_new.md"
     md.write_text("---\njupytext:\n  formats: ipynb,md:myst\nkernelspec:\n  display_name: Python 3 (ipykernel)\n"
                   "  language: python\n  name: python3\n---\n\n" + PAIR.format(en="# New", zh="# 新")
-                  + CODE.format(src="print(6 * 7)"), encoding="utf-8")
+                  + CODE.format(src="from distlearn.i18n import bi\nprint(bi('answer', '答案'), 6 * 7)"),
+                  encoding="utf-8")
     assert any("no stored notebook" in p for p in course.stored_problems(tmp_path))
     ran = course.update_notebooks(root=tmp_path, log=lambda *_: None)
-    assert ran == [tmp_path / "notebooks" / "99_new.ipynb"]
-    assert course.stored_problems(tmp_path) == []
+    rel = "notebooks/99_new.ipynb"
+    assert ran == [tmp_path / rel] + [course.copy_path(rel, lang, tmp_path) for lang in course.COPY_LANGS]
+    assert course.stored_problems(tmp_path) == [] and course.copy_problems(tmp_path) == []
     nb = nbformat.read(ran[0], as_version=4)
-    assert nb.cells[-1].outputs[0].text == "42\n" and nb.metadata.jupytext.formats == course.FORMATS
+    assert nb.cells[-1].outputs[0].text == "answer / 答案 42\n" and nb.metadata.jupytext.formats == course.FORMATS
+    for path, printed in zip(ran[1:], ("answer 42\n", "答案 42\n")):  # each copy executed in its own language
+        assert nbformat.read(path, as_version=4).cells[-1].outputs[0].text == printed
+    assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
+    assert course.update_notebooks(root=tmp_path, force=["99_new"], log=lambda *_: None) == ran  # forced: copies too
+    assert course.update_notebooks(root=tmp_path, force_copies=["99_new"], log=lambda *_: None) == ran[1:]

@@ -6,7 +6,13 @@
   rules out in the Chinese output. The executions are those of the monolingual copies (``split --report``), run for
   both languages at once in two processes, so the same runs also test that the copies are monolingual, set their
   own language and store outputs in it;
+- the stored monolingual copies ``courses/en/`` and ``courses/zh/`` (what the website shows and ``make lab
+  COURSE_LANG=zh`` opens), read without running anything (part of ``make test``, seconds): every stored output line,
+  every figure text and widget label their run recorded is readable in the copy's language, by the same rule;
 - command lines (``python -m distlearn.course``, ``python -m distlearn plan``), argparse's own words included.
+
+The executing tests (``make test-languages``, about 15 min) also cover the exercises run as shipped (their failing
+checks' feedback), which no stored file holds.
 """
 from __future__ import annotations
 
@@ -74,6 +80,16 @@ def test_widget_state_and_outputs_are_read():
     texts = [ln.text for ln in A.notebook_lines(nb, [{"cell": 1, "texts": ["Bytes sent", "$10^{3}$"]}])]
     assert texts == ["params grads", "no plan fits", "ValueError: bad value", "Operation", "broadcast",
                      "messages in this step", "Bytes sent"]  # no figure repr, no switch, no mathtext
+
+
+def test_a_line_printed_in_two_pieces_is_read_as_one():
+    """A kernel may flush one printed line as two stream outputs ("标签：" then " {'bool': 1}"): the reader sees one
+    line, and so does the audit."""
+    outs = [nbformat.v4.new_output("stream", name="stdout", text="按数据类型统计的字节数："),
+            nbformat.v4.new_output("stream", name="stdout", text=" {'bfloat16': 2, 'bool': 1}\nnext\n"),
+            nbformat.v4.new_output("stream", name="stderr", text="warn\n")]
+    assert [ln.text for ln in A.output_lines(outs, "c")] == ["按数据类型统计的字节数： {'bfloat16': 2, 'bool': 1}",
+                                                             "next", "warn"]
 
 
 @pytest.mark.slow
@@ -153,6 +169,64 @@ def test_monolingual_copies_set_their_language_and_store_its_outputs(copies, lan
         if lang == "en":
             shown = [ln.text for ln in A.notebook_lines(copy)]
             assert not [t for t in shown if CJK.search(t)], src
+
+
+# ------------------------------------------------------------------ the stored copies, without running them
+STORED = [(lang, p.relative_to(course.ROOT).with_suffix("").as_posix())
+          for lang in course.COPY_LANGS for p in course.paired_notebooks()]
+
+
+@pytest.mark.parametrize("lang, name", STORED, ids=[f"{lang}:{name}" for lang, name in STORED])
+def test_stored_copy_is_readable_in_its_language(lang, name):
+    path = course.copy_path(f"{name}.ipynb", lang)
+    assert path.exists(), f"no stored copy {path}: run `make notebooks`"
+    report = A.stored_report(path, name=name)
+    assert report.lang == lang
+    assert not report.bad, report.summary(limit=40)
+    if lang == "zh":
+        found = [f"{ln.where}: {hit!r} → {rule.use}: {ln.text[:100]}"
+                 for ln in report.lines for hit, rule in course.forbidden_problems(ln.text)]
+        assert not found, "\n".join(found)
+
+
+@pytest.mark.parametrize("lang", course.COPY_LANGS)
+def test_the_stored_audit_sees_the_whole_course(lang):
+    """Not an empty pass: the stored copies hold > 1000 worded lines, and a figure's texts for every figure stored
+    as a picture (the run records them as it draws; explorers' pictures are drawn the same way)."""
+    worded, missing = 0, []
+    for p in course.paired_notebooks():
+        copy = course.copy_path(p, lang)
+        nb = nbformat.read(copy, as_version=4)
+        worded += len(A.stored_report(copy).worded)
+        pictures = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                       if "image/png" in o.get("data", {}))
+        if len(nb.metadata.distlearn.shown["plots"]) < pictures:
+            missing.append(f"{copy.name}: {pictures} figures, {len(nb.metadata.distlearn.shown['plots'])} recorded")
+    assert worded > 1000 and not missing, (worded, missing)
+
+
+def test_the_stored_audit_fails_on_a_copy_broken_on_purpose(tmp_path):
+    """A Chinese line in an English copy's output, an English-only figure label or widget label in a Chinese copy:
+    each is reported."""
+    rel = "notebooks/13_fault_tolerance.ipynb"
+    for lang, where, bad in (("en", "stdout", "故障率 0.43"), ("zh", "plots", "failures per day"),
+                             ("zh", "widgets", "Checkpoint interval")):
+        assert not A.stored_report(course.copy_path(rel, lang)).bad, "the unbroken copy must pass"
+        nb = nbformat.read(course.copy_path(rel, lang), as_version=4)
+        if where == "stdout":
+            cell = next(c for c in nb.cells if c.cell_type == "code" and c.get("outputs"))
+            cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=bad + "\n"))
+        elif where == "plots":
+            nb.metadata.distlearn.shown.plots.append({"cell": 3, "texts": [bad]})
+        else:
+            nb.metadata.distlearn.shown.widgets.append(["widget Dropdown", bad])
+        path = tmp_path / f"{lang}-{where}.ipynb"
+        nbformat.write(nb, path)
+        assert [ln.text for ln in A.stored_report(path).bad] == [bad], (lang, where)
+    nb = nbformat.read(course.ROOT / rel, as_version=4)  # the bilingual notebook is no stored copy
+    nbformat.write(nb, tmp_path / "both.ipynb")
+    with pytest.raises(ValueError, match="not an executed monolingual copy"):
+        A.stored_report(tmp_path / "both.ipynb")
 
 
 # ------------------------------------------------------------------ command lines

@@ -6,6 +6,8 @@ import time
 
 import pytest
 
+from distlearn.i18n import bi
+
 from distlearn import launch
 from distlearn.labs import smoke
 from distlearn.validate import DistlearnValueError
@@ -60,6 +62,13 @@ def test_sigkilled_rank_is_reported_as_the_cause(bad_rank):
     err = info.value
     assert err.rank == bad_rank and err.exc_type == "ProcessExit" and err.exitcode == -9
     assert "SIGKILL" in str(err)
+    # The summary names the cause alone, the same on every run: the peers' broken connections (worded "reset" or
+    # "closed" by whichever socket notices first, and only from peers that noticed in time) stay out of it.
+    assert err.summary == bi(f"rank {bad_rank} raised ProcessExit: worker was killed by SIGKILL (exit code -9) "
+                             "without a result",
+                             f"rank {bad_rank} 抛出了 ProcessExit：worker 被 SIGKILL 杀死（退出码 -9），没有返回结果",
+                             sep="\n")
+    assert "gloo" not in err.summary
     assert _no_children_left()
     assert launch.run(smoke.all_reduce_rank, 2) == [3.0, 3.0]         # the next run in this process works
 

@@ -351,6 +351,13 @@ def test_figure_titles_state_the_costs_and_the_bubble_definition():
         ax = PP.gantt(P.simulate(schedule, 4, 8, num_chunks=v, fwd_time=1.5, bwd_time=3.0))
         title = ax.get_title()
         assert "t_f = 1.5, t_b = 3" in title and "idle share" in title, title
+        # each shade of an interleaved schedule's chunks has its legend entry, in the colour drawn
+        legend = {t.get_text(): h.get_facecolor() for t, h in zip(ax.get_legend().get_texts(),
+                                                                   ax.get_legend().legend_handles)}
+        chunks = [k for k in legend if k.startswith("model chunk")]
+        assert len(chunks) == (v if v > 1 else 0), legend
+        drawn = {tuple(np.round(c[:3], 3)) for c in ax.collections[-1].get_facecolors()}
+        assert all(tuple(np.round(legend[k][:3], 3)) in drawn for k in chunks), (legend, drawn)
         plt.close(ax.figure)
     # unequal stages: no single t_f, t_b to state, so the caption states none rather than stage 0's
     uneven = P.simulate("1f1b", 4, 8, fwd_time=[1, 2, 1, 1], bwd_time=[2, 4, 2, 2])

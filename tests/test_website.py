@@ -5,7 +5,9 @@ the real Sphinx + MyST-NB build, serve it on 127.0.0.1 and open it in headless C
 through Playwright's Python package, never ``playwright install``). They check: every page of both languages
 loads with no console error; every internal link and image resolves; formulas are rendered by MathJax (no raw
 ``\\(…\\)`` or ``$…$``); a chapter page in English has exactly the English prose (headings) and no Chinese outside
-code cells and outputs, and the Chinese page exactly the Chinese; an explorer's static picture shows; the "Next"
+code cells and outputs, and the Chinese page exactly the Chinese; every output block of every chapter and solution
+page is readable in that page's language alone (the site reads the stored copies ``courses/<lang>/``, executed in
+that language; :mod:`distlearn.lang_audit`'s rule); an explorer's static picture shows; the "Next"
 link leads to the next chapter; the language toggle leads to the same page in the other language; search finds a
 term in each language. Each check is a function returning problems, and each is also fed a page broken on purpose
 so that it is seen to fail. ``make site`` builds every chapter; a subset keeps this test near 30 s on 2 cores.
@@ -28,7 +30,7 @@ import nbformat
 import pytest
 
 import browser_harness as bh
-from distlearn import course, website
+from distlearn import course, lang_audit as A, website
 from distlearn.validate import DistlearnValueError
 
 CHAPTERS = ["05_pipeline_parallel", "06_zero_fsdp"]
@@ -86,6 +88,7 @@ PAGE_FACTS = """() => {
     pictures: [...document.querySelectorAll('.distlearn-explorer-static img')].map(
         i => ({w: i.naturalWidth, h: i.naturalHeight, shown: i.getBoundingClientRect().width > 0})),
     toggle: (document.querySelector('a.distlearn-lang-toggle') || {}).href || null,
+    outputs: [...article.querySelectorAll('div.cell_output')].map(e => e.innerText),
     h1: (document.querySelector('article h1') || {textContent: ''}).textContent.replace('#', '').trim(),
   };
 }"""
@@ -103,6 +106,15 @@ def language_problems(facts: dict, lang: str, want_headings: list[str]) -> list[
         i = CJK.search(facts["prose"]).start()
         problems.append(f"Chinese prose on the English page: …{facts['prose'][max(0, i - 40):i + 40]!r}…")
     return problems
+
+
+def output_problems(facts: dict, lang: str, name: str = "page") -> list[str]:
+    """Every line of the page's output blocks (printed text, tables, explorer pictures' text, as rendered) is one a
+    reader of ``lang`` alone can read, by :mod:`distlearn.lang_audit`'s rule (English: no Chinese character;
+    Chinese: a line with an English word has Chinese too; a printed Python listing or JSON document is exempt)."""
+    lines = [ln for i, text in enumerate(facts["outputs"])
+             for ln in A.output_lines([{"output_type": "stream", "name": "stdout", "text": text}], f"output {i}")]
+    return [f"{name} [{lang}] {ln.where}: {ln.text[:150]!r}" for ln in A.Report(name, lang, lines).bad]
 
 
 def math_problems(facts: dict) -> list[str]:
@@ -184,9 +196,24 @@ def test_monolingual_page_and_toggle_url():
         views = [o for c in out.cells if c.cell_type == "code" for o in c.get("outputs", [])
                  if website.WIDGET_VIEW in o.get("data", {})]
         assert views and all("text/html" in o["data"] for o in views)  # a picture or a note, never VBox(...)
+    for lang in ("en", "zh"):  # a stored copy: its language cell shows nothing (the site has its own toggle)
+        copy = nbformat.read(course.copy_path("notebooks/10_context_parallel.ipynb", lang), as_version=4)
+        setter = next(c for c in copy.cells if c.get("id") == course.LANGUAGE_CELL_ID)
+        assert setter.outputs  # Jupyter shows the style widget that hides the other prose
+        out = website.monolingual(copy, lang, "notebooks/10_context_parallel", {"notebooks/10_context_parallel"})
+        assert next(c for c in out.cells if c.get("id") == course.LANGUAGE_CELL_ID).outputs == []
     assert website.other_language_url("index", "zh") == "../en/index.html"
     assert website.other_language_url("notebooks/05_pipeline_parallel", "en") == \
         "../../zh/notebooks/05_pipeline_parallel.html"
+
+
+def test_a_line_printed_in_two_pieces_stays_one_line_on_the_page():
+    """A kernel may flush one printed line as two stream outputs; MyST-NB's own merge would break the line there."""
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell("print(...)", outputs=[
+        nbformat.v4.new_output("stream", name="stdout", text="按数据类型统计的字节数："),
+        nbformat.v4.new_output("stream", name="stdout", text=" {'bool': 1}\n")])])
+    out = website.monolingual(nb, "zh", "notebooks/x", set())
+    assert [o.text for o in out.cells[0].outputs] == ["按数据类型统计的字节数： {'bool': 1}\n"]
 
 
 def test_solution_pages_have_their_own_title_in_each_language():
@@ -209,12 +236,12 @@ def test_solution_pages_have_their_own_title_in_each_language():
 
 def test_explorer_caption_on_the_site_says_defaults_and_links_binder():
     """The stored note ("Run this cell …") is for Jupyter; the site's caption says what the picture is and where
-    it is live, in the page's language."""
-    nb = nbformat.read(bh.ROOT / "notebooks" / f"{CHAPTERS[0]}.ipynb", as_version=4)
-    stored = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
-              if website.WIDGET_VIEW in o.get("data", {}) and "text/html" in o["data"]]
-    assert stored and all("Run this cell" in "".join(h) for h in stored)
-    for lang, says in (("en", "default settings"), ("zh", "默认设置")):
+    it is live, in the page's language. The site reads each language's stored copy (courses/<lang>/)."""
+    for lang, says, note in (("en", "default settings", "Run this cell"), ("zh", "默认设置", "运行本单元格")):
+        nb = nbformat.read(course.copy_path(f"notebooks/{CHAPTERS[0]}.ipynb", lang), as_version=4)
+        stored = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                  if website.WIDGET_VIEW in o.get("data", {}) and "text/html" in o["data"]]
+        assert stored and all(note in "".join(h) for h in stored)
         out = website.monolingual(nb, lang, PAGE, {PAGE})
         shown = [o["data"]["text/html"] for c in out.cells if c.cell_type == "code" for o in c.get("outputs", [])
                  if website.WIDGET_VIEW in o.get("data", {})]
@@ -261,8 +288,13 @@ def test_page_checks_fail_on_broken_pages(tmp_path):
     """Each browser check reports a page broken on purpose."""
     en, zh = source_headings(CHAPTERS[0], "en"), source_headings(CHAPTERS[0], "zh")
     both = {"prose": "Pipeline 流水线", "headings": [x for pair in zip(en, zh) for x in pair], "math": 3,
-            "math_unrendered": 1, "pictures": [], "toggle": None, "h1": ""}
+            "math_unrendered": 1, "pictures": [], "toggle": None, "h1": "",
+            "outputs": ["bubble fraction / 气泡占比: 0.43\n1F1B  0.43", "stage  time (ms)\n0  1.5"]}
     assert language_problems(both, "en", en) and language_problems(both, "zh", zh)
+    assert len(output_problems(both, "en")) == 1 and len(output_problems(both, "zh")) == 1  # "1F1B  0.43": both
+    assert not output_problems({**both, "outputs": ["bubble fraction: 0.43\n1F1B  0.43"]}, "en")
+    assert not output_problems({**both, "outputs": ["气泡占比: 0.43\n1F1B  0.43\ndef f(x):\n    return x"]}, "zh")
+    assert output_problems({**both, "outputs": ["气泡占比: 0.43\nstage  time (ms)"]}, "zh")
     assert language_problems({**both, "headings": en, "prose": "only English"}, "zh", zh)
     assert math_problems(both) and math_problems({**both, "math_unrendered": 0, "prose": "t = $p - 1$ raw"})
     assert not math_problems({**both, "math_unrendered": 0, "prose": "costs $5 and $6"})  # money is not TeX
@@ -280,6 +312,7 @@ def built():
     _require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
              HOW_TO_GET_SPHINX)
     res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None)
+    print(f"site build ({len(res.pages)} pages x {len(res.languages)} languages): {res.seconds:.1f} s")
     return res
 
 
@@ -392,6 +425,23 @@ def test_chapter_page_as_a_reader_sees_it(reader, lang):
     shots = bh.SCREENSHOTS
     shots.mkdir(parents=True, exist_ok=True)
     reader.page.screenshot(path=str(shots / f"site-05-{lang}.png"))
+
+
+@pytest.mark.slow
+def test_outputs_are_in_the_page_language(built, reader):
+    """Each site shows the outputs stored in its own language's copy: no Chinese output line on an English page, no
+    English-only printed line on a Chinese page, on every chapter and solution page built (lang_audit's rule on the
+    rendered output blocks)."""
+    problems, seen = [], {"en": 0, "zh": 0}
+    for lang in ("en", "zh"):
+        for p in built.pages:
+            if p.section == "exercises":
+                continue  # no outputs: an exercise is stored unexecuted
+            facts = reader.open(f"{lang}/{p.docname}.html")
+            seen[lang] += sum(len(t.splitlines()) for t in facts["outputs"])
+            problems += output_problems(facts, lang, p.docname)
+    assert problems == [], "\n".join(problems)
+    assert min(seen.values()) > 100, seen  # the check read the outputs, not an empty page
 
 
 @pytest.mark.slow

@@ -49,7 +49,7 @@ def _halving_doubling_case(n: int, length: int, seed: int) -> Case:
             return Why(f"right sums and right bytes, but rank {r} sent {messages[r]} messages, more than the "
                        f"{want_messages} = 2·log₂{n} of halving-doubling (all ranks: {messages}): each message "
                        f"costs a latency α",
-                       f"求和与字节数都正确，但 rank {r} 发送了 {messages[r]} 条消息，多于折半-倍增的 "
+                       f"求和与字节数都正确，但 rank {r} 发送了 {messages[r]} 条消息，多于递归减半-递归倍增的 "
                        f"{want_messages} = 2·log₂{n} 条（各 rank：{messages}）：每条消息都要付出一次延迟 α")
         return True
 

@@ -11,7 +11,7 @@ def ex07_prefetch_time(fn):
     cases = [Case((n, f, g), expected=uniform(n, f, g, include_backward=False).total_time, rtol=1e-9,
                   hint_en="The first all-gather is exposed, the last compute too; in between each unit costs the "
                           "slower of the two.",
-                  hint_zh="第一次 AllGather 和最后一次计算无法被掩盖；中间每个单元耗时取两者中较慢的一个。")
+                  hint_zh="第一次 AllGather 和最后一次计算无法被隐藏；中间每个单元耗时取两者中较慢的一个。")
              for n, f, g in [(12, 0.1, 0.08), (5, 1.0, 3.0), (1, 2.0, 1.0), (8, 1.0, 1.0), (3, 0.5, 0.75)]]
     verify("ex07_prefetch_time", fn, cases)
 

@@ -308,14 +308,7 @@ class CPLlamaBlock(LlamaBlock):
             z = ring_attention(q, k, v, positions, self.causal, group, self.traffic)
         else:
             z = ulysses_attention(q, k, v, self.causal, group, self.traffic)
-        x = x + self.o(z.transpose(1, 2).reshape(b, s, h))
-        y = self._norm(x, self.norm2)
-        if self.swiglu == "fused":
-            from distlearn.activation_measure import FusedSwiGLU
-            m = FusedSwiGLU.apply(self.gate_up(y))
-        else:
-            m = F.silu(self.gate(y)) * self.up(y)
-        return x + self.down(m)
+        return self._finish(x, z)     # output projection, norm, SwiGLU MLP: LlamaBlock's, unchanged
 
 
 def _rotate(x):

@@ -69,16 +69,15 @@ def _lm_loss(logits, tokens):
     return F.cross_entropy(logits.float().reshape(-1, TINY.vocab_size), tokens[:, 1:].reshape(-1).to(logits.device))
 
 
-def deepspeed_bf16_states(rank: int, world_size: int, immediate_grad_update: bool = False, seed: int = 0) -> dict:
-    """Train :data:`TINY` two steps with ``deepspeed.initialize`` (bf16, ZeRO stage 1, ``grad_accum_dtype`` fp32,
-    ``torch.optim.AdamW`` inside): DeepSpeed's ``BF16_Optimizer`` (``deepspeed/runtime/bf16_optimizer.py``).
+def _deepspeed_two_steps(rank: int, world_size: int, zero_stage: int, extra: dict, count, flat_buffers,
+                         seed: int) -> dict:
+    """Train :data:`TINY` two steps with ``deepspeed.initialize`` (bf16, ``torch.optim.AdamW`` inside) and count
+    this rank's states at the start of the second ``engine.step()``.
 
-    Counted at the start of the second ``engine.step()``, by storage: ``params`` (``bf16_groups_flat``, the flat
-    bf16 buffer the model's parameters are views of), ``grads`` (the bf16 ``.grad`` of each parameter, kept unless
-    ``immediate_grad_update``, plus ``fp32_groups_gradients_flat``, the fp32 accumulation buffer of the *whole*
-    model), ``optimizer`` (``fp32_groups_flat_partition``, the fp32 master shard, and Adam's state on it).
-    Returns a dict of bytes with ``num_params``, ``padding`` (elements of alignment padding in the flat buffers),
-    ``step_peak``, ``optimizer_class`` and ``loss_before`` / ``loss_after``.
+    ``count(engine, optimizer, counter)`` adds the recipe's tensors to a :class:`StateCounter`;
+    ``flat_buffers(optimizer)`` lists its flat bf16 parameter buffers (their size beyond ``num_params`` is
+    alignment ``padding``). Returns a dict of bytes (``params``, ``grads``, ``optimizer``) with ``num_params``,
+    ``padding`` (elements), ``step_peak``, ``optimizer_class`` and ``loss_before`` / ``loss_after``.
     """
     from distlearn.deepspeed import deepspeed_config
     from distlearn.labs.deepspeed_zero import _quiet_deepspeed
@@ -89,11 +88,10 @@ def deepspeed_bf16_states(rank: int, world_size: int, immediate_grad_update: boo
     model = build_model(TINY, device="cpu")
     num_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
-    config = deepspeed_config(micro_batch_size=2, dp=world_size, zero_stage=1, precision="bf16", overlap_comm=False,
-                              gradient_clipping=None, reduce_bucket_size=10_000, allgather_bucket_size=10_000,
-                              extra={"zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 6,
-                                     "data_types": {"grad_accum_dtype": "fp32"},
-                                     "bf16": {"enabled": True, "immediate_grad_update": immediate_grad_update}})
+    config = deepspeed_config(micro_batch_size=2, dp=world_size, zero_stage=zero_stage, precision="bf16",
+                              overlap_comm=False, gradient_clipping=None, reduce_bucket_size=10_000,
+                              allgather_bucket_size=10_000,
+                              extra={"zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 6, **extra})
     with contextlib.redirect_stdout(io.StringIO()):   # DeepSpeed prints memory usage while it builds the optimizer
         engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
     tokens = _tokens(seed)
@@ -105,6 +103,30 @@ def deepspeed_bf16_states(rank: int, world_size: int, immediate_grad_update: boo
             engine.step()
             continue
         counter = StateCounter()
+        count(engine, optimizer, counter)
+        counter.add_optimizer_state(optimizer.optimizer)
+        with AllocationTracker(counter.tensors + list(engine.module.parameters())) as tracker:
+            engine.step()
+    with torch.no_grad():
+        loss_after = _lm_loss(engine(tokens[:, :-1].to(engine.device)), tokens).item()
+    padding = sum(f.numel() for f in flat_buffers(optimizer)) - num_params
+    dist.barrier()
+    return {"rank": rank, "num_params": num_params, **counter.bytes, "padding": padding, "step_peak": tracker.peak,
+            "optimizer_class": type(optimizer).__name__, "loss_before": loss_before, "loss_after": loss_after}
+
+
+def deepspeed_bf16_states(rank: int, world_size: int, immediate_grad_update: bool = False, seed: int = 0) -> dict:
+    """Train :data:`TINY` two steps with ``deepspeed.initialize`` (bf16, ZeRO stage 1, ``grad_accum_dtype`` fp32,
+    ``torch.optim.AdamW`` inside): DeepSpeed's ``BF16_Optimizer`` (``deepspeed/runtime/bf16_optimizer.py``).
+
+    Counted at the start of the second ``engine.step()``, by storage: ``params`` (``bf16_groups_flat``, the flat
+    bf16 buffer the model's parameters are views of), ``grads`` (the bf16 ``.grad`` of each parameter, kept unless
+    ``immediate_grad_update``, plus ``fp32_groups_gradients_flat``, the fp32 accumulation buffer of the *whole*
+    model), ``optimizer`` (``fp32_groups_flat_partition``, the fp32 master shard, and Adam's state on it).
+    Returns a dict of bytes with ``num_params``, ``padding`` (elements of alignment padding in the flat buffers),
+    ``step_peak``, ``optimizer_class`` and ``loss_before`` / ``loss_after``.
+    """
+    def count(engine, optimizer, counter):
         for flat in optimizer.bf16_groups_flat:
             counter.add(flat, "params")
         for p in engine.module.parameters():
@@ -114,15 +136,10 @@ def deepspeed_bf16_states(rank: int, world_size: int, immediate_grad_update: boo
             counter.add(flat, "grads")
         for master in optimizer.fp32_groups_flat_partition:
             counter.add(master, "optimizer")
-        counter.add_optimizer_state(optimizer.optimizer)
-        with AllocationTracker(counter.tensors + list(engine.module.parameters())) as tracker:
-            engine.step()
-    with torch.no_grad():
-        loss_after = _lm_loss(engine(tokens[:, :-1].to(engine.device)), tokens).item()
-    padding = sum(f.numel() for f in optimizer.bf16_groups_flat) - num_params
-    dist.barrier()
-    return {"rank": rank, "num_params": num_params, **counter.bytes, "padding": padding, "step_peak": tracker.peak,
-            "optimizer_class": type(optimizer).__name__, "loss_before": loss_before, "loss_after": loss_after}
+
+    extra = {"data_types": {"grad_accum_dtype": "fp32"},
+             "bf16": {"enabled": True, "immediate_grad_update": immediate_grad_update}}
+    return _deepspeed_two_steps(rank, world_size, 1, extra, count, lambda opt: opt.bf16_groups_flat, seed)
 
 
 def deepspeed_zero2_bf16_states(rank: int, world_size: int, seed: int = 0) -> dict:
@@ -135,29 +152,7 @@ def deepspeed_zero2_bf16_states(rank: int, world_size: int, seed: int = 0) -> di
     (``single_partition_of_fp32_groups``, the fp32 master shard, and Adam's state). During the step DeepSpeed
     makes the fp32 gradient of the master shard (``single_partition_of_fp32_groups[i].grad``) and frees it after.
     Returns the same keys as :func:`deepspeed_bf16_states`."""
-    from distlearn.deepspeed import deepspeed_config
-    from distlearn.labs.deepspeed_zero import _quiet_deepspeed
-
-    torch.set_num_threads(1)
-    deepspeed = _quiet_deepspeed(False)
-    torch.manual_seed(seed)
-    model = build_model(TINY, device="cpu")
-    num_params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-2, foreach=False)
-    config = deepspeed_config(micro_batch_size=2, dp=world_size, zero_stage=2, precision="bf16", overlap_comm=False,
-                              gradient_clipping=None, reduce_bucket_size=10_000, allgather_bucket_size=10_000,
-                              extra={"zero_allow_untested_optimizer": True, "steps_per_print": 10 ** 6})
-    with contextlib.redirect_stdout(io.StringIO()):
-        engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt, config=config)
-    tokens = _tokens(seed)
-    with torch.no_grad():
-        loss_before = _lm_loss(engine(tokens[:, :-1].to(engine.device)), tokens).item()
-    for step in range(2):
-        engine.backward(_lm_loss(engine(tokens[:, :-1].to(engine.device)), tokens))
-        if step == 0:
-            engine.step()
-            continue
-        counter = StateCounter()
+    def count(engine, optimizer, counter):
         for flat in optimizer.bit16_groups_flat:
             counter.add(flat, "params")
         for grads in optimizer.averaged_gradients.values():
@@ -168,15 +163,8 @@ def deepspeed_zero2_bf16_states(rank: int, world_size: int, seed: int = 0) -> di
                 counter.add(p.grad, "grads")
         for master in optimizer.single_partition_of_fp32_groups:
             counter.add(master, "optimizer")
-        counter.add_optimizer_state(optimizer.optimizer)
-        with AllocationTracker(counter.tensors + list(engine.module.parameters())) as tracker:
-            engine.step()
-    with torch.no_grad():
-        loss_after = _lm_loss(engine(tokens[:, :-1].to(engine.device)), tokens).item()
-    padding = sum(f.numel() for f in optimizer.bit16_groups_flat) - num_params
-    dist.barrier()
-    return {"rank": rank, "num_params": num_params, **counter.bytes, "padding": padding, "step_peak": tracker.peak,
-            "optimizer_class": type(optimizer).__name__, "loss_before": loss_before, "loss_after": loss_after}
+
+    return _deepspeed_two_steps(rank, world_size, 2, {}, count, lambda opt: opt.bit16_groups_flat, seed)
 
 
 def fsdp2_mixed_states(rank: int, world_size: int, seed: int = 0) -> dict:

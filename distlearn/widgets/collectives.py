@@ -41,11 +41,13 @@ OP_LABELS_ZH = {"broadcast": "广播 Broadcast", "reduce": "规约 Reduce", "all
 
 def step_title(operation: str, step: int, phase: str, sep: str = "\n") -> str:
     """Bilingual title of step ``step`` (0 = the start) of ``operation`` in phase ``phase``:
-    "broadcast 0: start" / "广播 第 0 步：初始" (on two lines when both languages are shown). The Chinese title
-    leaves out a phase named like the operation ("广播 第 1 步", not "广播 第 1 步：广播"), to fit small plots."""
+    "broadcast 0: start" / "广播 第 0 步：初始" (on two lines when both languages are shown). Both titles leave
+    out a phase named like the operation ("broadcast 1", "广播 第 1 步", not "broadcast 1: broadcast"), to fit
+    small plots."""
     op_zh, phase_zh = zh_name(operation), zh_name(phase)
-    zh = f"{op_zh} 第 {step} 步" + ("" if phase_zh == op_zh else f"：{phase_zh}")
-    return bi(f"{operation} {step}: {phase}", zh, sep=sep)
+    same = phase.replace("-", "_") == operation
+    zh = f"{op_zh} 第 {step} 步" + ("" if same else f"：{phase_zh}")
+    return bi(f"{operation} {step}" + ("" if same else f": {phase}"), zh, sep=sep)
 
 
 def run_steps(operation: str, world_size: int):

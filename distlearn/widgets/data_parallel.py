@@ -52,7 +52,7 @@ def render(r: dict) -> None:
         return
     print(bi(f"shard sizes: {r['shard_sizes']}", f"各 rank 分片大小：{r['shard_sizes']}"))
     print(bi(f"full-batch loss {r['full_loss']:.6f}, reported {r['loss']:.6f}, bias {r['bias']:+.2e}",
-             f"全批量损失 {r['full_loss']:.6f}，报告值 {r['loss']:.6f}，偏差 {r['bias']:+.2e}", sep="\n"))
+             f"整个批次的损失 {r['full_loss']:.6f}，报告值 {r['loss']:.6f}，偏差 {r['bias']:+.2e}", sep="\n"))
     print(bi(f"gradient all-reduce: {r['bytes_per_rank'] / 1e9:.2f} GB sent per rank, "
              f"≥ {r['seconds'] * 1e3:.1f} ms per step (bandwidth term only)",
              f"梯度 AllReduce：每个 rank 发送 {r['bytes_per_rank'] / 1e9:.2f} GB，"

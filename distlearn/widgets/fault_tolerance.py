@@ -70,7 +70,7 @@ def render(res: dict) -> None:
     ax.plot([p.young], [100 * p.goodput_young], "x", color="k", label=bi("Young", "Young 公式"))
     ax.set_xscale("log")
     ax.set_xlabel(bi("checkpoint interval τ (min)", "检查点间隔 τ（分钟）"))
-    ax.set_ylabel(bi("goodput (%)", "有效训练时间占比 (%)"))
+    ax.set_ylabel(bi("goodput (%)", "有效训练时间占比（%）"))
     ax.legend(fontsize=8, loc="lower center")
     plots.title(ax, L_TITLE.en, L_TITLE.zh)
     plt.show()
