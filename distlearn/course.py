@@ -827,7 +827,7 @@ def main(argv: list[str] | None = None) -> int:
     b = sub.add_parser("build-exercises", help=bi("write exercises/ from solutions/", "由 solutions/ 生成 exercises/"))
     b.add_argument("--check", action="store_true",
                    help=bi("write nothing; exit 1 if exercises/ is out of sync",
-                           "不写文件；exercises/ 不同步时以状态 1 退出"))
+                           "不写文件；exercises/ 与 solutions/ 不一致时以状态 1 退出"))
     sub.add_parser("parity", help=bi("check English/Chinese pairs in every notebook", "检查每个笔记本的中英文单元格配对"))
     n = sub.add_parser("notebooks", help=bi("sync .md and .ipynb, re-execute the notebooks whose code changed, "
                                             "rebuild exercises/",

@@ -42,6 +42,7 @@ import numpy as np
 
 from .comm import ring_bytes_per_rank
 from .hardware import GPU, Cluster
+from .i18n import bi
 from .models import ModelConfig
 from .validate import DistlearnValueError, check_choice, check_int
 
@@ -311,6 +312,25 @@ class GroupTraffic:
     bytes_per_call: float
     bytes_sent: float
 
+    def label(self) -> str:
+        """``what`` in the reader's language (:data:`WHAT_ZH`, :func:`distlearn.i18n.bi`)."""
+        return bi(self.what, WHAT_ZH[self.what])
+
+
+WHAT_ZH = {   # GroupTraffic.what in Chinese, for the chapter's tables
+    "activations (sequence shards → full)": "激活值（序列分片 → 完整）",
+    "logits (vocabulary shards → full)": "logits（词表分片 → 完整）",
+    "activations (partial sums → sequence shards)": "激活值（部分和 → 序列分片）",
+    "RMSNorm weight gradients": "RMSNorm 权重的梯度",
+    "K and V (sequence chunks → full)": "K 和 V（序列块 → 完整）",
+    "gradients of K and V": "K 和 V 的梯度",
+    "activations to the next stage": "发往下一阶段的激活值",
+    "their gradients back": "传回的梯度",
+    "activations from the previous stage": "来自上一阶段的激活值",
+    "parameters of one FSDP group": "一个 FSDP 参数组的参数",
+    "gradients of one FSDP group": "一个 FSDP 参数组的梯度",
+}
+
 
 def _traffic(dim, n, collective, what, op, calls, nbytes) -> GroupTraffic:
     if collective in ("send", "recv"):
@@ -470,6 +490,18 @@ def activation_corrections(config: ModelConfig, *, seq_len: int, micro_batch_siz
     gathered = 2 * p * s * b * h * (1 - 1 / tp) if sequence_parallel and tp > 1 else 0.0
     return {"gathered_inputs": gathered, "rmsnorm_product": 2 * p * (s * b * h + s * b) / split,
             "lse_dtype": a * s * b / tp * max(0, p - 4)}
+
+
+TERMS_ZH = {  # RankMemory.terms in Chinese, for the chapter's listing (i18n.named)
+    "layers": "各层，第 08 章的公式",
+    "gathered_inputs": "收集后的输入",
+    "rmsnorm_product": "RMSNorm 的 w·x 与 1/rms",
+    "lse_dtype": "按输入精度保存的 log-sum-exp",
+    "token_ids": "词元 ID",
+    "head": "输出层",
+    "logits": "logits",
+    "targets_and_loss": "目标与损失",
+}
 
 
 def predict_rank_memory(config: ModelConfig, layout: Layout, rank: int, *, seq_len: int,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import plots
+from .i18n import bi
 from .planner import rooflines as R
 
 KIND_LABELS = {"dp": ("DP", "数据并行"), "fsdp": ("FSDP", "FSDP"), "tp": ("TP", "张量并行"), "cp": ("CP", "上下文并行"),
@@ -25,8 +26,9 @@ def plot_rooflines(points: dict[str, tuple[float, str]], gpus=("a100-80gb", "h10
         ax.plot(kinds.index(k), value, "k*", ms=12)
         ax.annotate(label, (kinds.index(k), value), textcoords="offset points", xytext=(6, 4), fontsize=8)
     ax.set_yscale("log")
-    ax.set_xticks(x, [" / ".join(KIND_LABELS[k]) for k in kinds])
-    ax.set_ylabel("threshold / 阈值")
+    ax.set_xticks(x, [bi(*KIND_LABELS[k]) if KIND_LABELS[k][0] != KIND_LABELS[k][1] else KIND_LABELS[k][0]
+                      for k in kinds])
+    ax.set_ylabel(bi("threshold", "阈值"))
     ax.legend(fontsize=8)
     plots.title(ax, "Rooflines of parallelism: communication hidden above the bar (C = 55 % of peak)",
                 "各种并行的屋顶线：高于柱子时通信可被隐藏（C = 峰值的 55 %）")

@@ -294,7 +294,7 @@ def index_page(lang: str, pages: list[Page], titles: dict[str, str]) -> str:
                  "each notebook; to run one, use the launch button at the top of its page, or `make lab` on your own "
                  "machine.")
     else:
-        intro = ("一门开放的中英双语课程，讲解大模型如何在多张 GPU 上训练。本站每个数字都来自 `distlearn` 包中经过测试"
+        intro = ("一门开放的中英双语课程，讲解大模型如何在多块 GPU 上训练。本站每个数字都来自 `distlearn` 包中经过测试"
                  "的代码；只要有真实引擎，每个模拟都与真实 PyTorch 对照。这些页面展示每个笔记本保存的运行结果；想亲手运行，"
                  "请点页面顶部的启动按钮，或在自己的电脑上运行 `make lab`。")
     parts = [f"# {L.title}", "", intro, ""]

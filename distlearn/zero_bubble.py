@@ -635,7 +635,8 @@ def closed_form(schedule: str, num_stages: int, num_microbatches: int, *, fwd_ti
     """Published closed forms, uniform costs, no p2p time: ``bubble_time`` (the worst rank's idle time between
     its first and last operation), ``exact`` (whether the simulation reproduces it exactly for these costs — the
     conditions the tests establish), ``peak_inflight`` (micro-batches of activations on the worst rank, W
-    deferred with its activations kept), ``param_copies``, ``source``.
+    deferred with its activations kept), ``param_copies``, ``source`` (the citation; ``source_zh``: the same in
+    Chinese).
 
     - ``"1f1b"``: (p − 1)(t_f + t_b); peak p. Narayanan et al. 2021 §2.2; Qi et al. 2023 Table 2.
     - ``"zb-h1"``: (p − 1)(t_f + t_I − t_W); peak p; exact when t_W ≤ t_f, t_W ≤ t_I and m ≥ p. Qi et al. 2023
@@ -654,16 +655,22 @@ def closed_form(schedule: str, num_stages: int, num_microbatches: int, *, fwd_ti
     equal = np.isclose(f, i) and np.isclose(i, w)
     if schedule == "1f1b":
         return {"bubble_time": (p - 1) * (f + b), "exact": m >= p, "peak_inflight": float(min(p, m)),
-                "param_copies": 1.0, "source": "Narayanan et al. 2021 §2.2; Qi et al. 2023 Table 2"}
+                "param_copies": 1.0, "source": "Narayanan et al. 2021 §2.2; Qi et al. 2023 Table 2",
+                "source_zh": "Narayanan 等 2021，§2.2；Qi 等 2023，表 2"}
     if schedule == "zb-h1":
         return {"bubble_time": (p - 1) * (f + i - w), "exact": bool(w <= f and w <= i and m >= p),
-                "peak_inflight": float(min(p, m)), "param_copies": 1.0, "source": "Qi et al. 2023, Table 2"}
+                "peak_inflight": float(min(p, m)), "param_copies": 1.0, "source": "Qi et al. 2023, Table 2",
+                "source_zh": "Qi 等 2023，表 2"}
     if schedule == "zb-h2":
         return {"bubble_time": max(0.0, (p - 1) * (f + i - 2 * w)), "exact": bool(equal and m >= 2 * p - 1),
-                "peak_inflight": float(min(2 * p - 1, m)), "param_copies": 1.0, "source": "Qi et al. 2023, Table 2"}
+                "peak_inflight": float(min(2 * p - 1, m)), "param_copies": 1.0, "source": "Qi et al. 2023, Table 2",
+                "source_zh": "Qi 等 2023，表 2"}
     if schedule == "zbv":
         return {"bubble_time": 0.0 if equal else float("nan"), "exact": bool(equal and m >= 2 * p),
                 "peak_inflight": float(p), "param_copies": 1.0,
-                "source": "torch ScheduleZBVZeroBubble docstring; sail-sg/zero-bubble-pipeline-parallelism README"}
+                "source": "torch ScheduleZBVZeroBubble docstring; sail-sg/zero-bubble-pipeline-parallelism README",
+                "source_zh": "torch ScheduleZBVZeroBubble 的文档字符串；"
+                             "sail-sg/zero-bubble-pipeline-parallelism 的 README"}
     return {"bubble_time": (p / 2 - 1) * (fb + b - 3 * w), "exact": bool(equal and np.isclose(fb, f + b)),
-            "peak_inflight": float(p + 1), "param_copies": 2.0, "source": "DeepSeek-V3 Technical Report, Table 2"}
+            "peak_inflight": float(p + 1), "param_copies": 2.0, "source": "DeepSeek-V3 Technical Report, Table 2",
+            "source_zh": "DeepSeek-V3 技术报告，表 2"}

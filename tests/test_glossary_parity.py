@@ -290,3 +290,23 @@ def test_the_chinese_readme_is_complete_and_linked():
     for needed in ("set_language", "DISTLEARN_LANG", "COURSE_LANG=zh", "split", "docs/glossary.md", "docs/teaching.md"):
         assert needed in zh, needed
     assert course.forbidden_problems(zh) == []
+
+
+def test_chinese_string_literals_in_the_package_use_the_glossary_forms():
+    """Every Chinese string written in distlearn/ (one-off bi(...) texts, f-strings, messages; not only registered
+    texts) avoids the forms the glossary rules out: chapter 14's no-layout message once said "换一个 GPU 数"."""
+    import ast
+
+    found = []
+    for path in sorted((course.ROOT / "distlearn").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.JoinedStr):  # an f-string: its literal parts joined, placeholders as "0"
+                value = "".join(v.value if isinstance(v, ast.Constant) else "0" for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                value = node.value
+            else:
+                continue
+            if re.search(r"[\u4e00-\u9fff]", value):
+                found += [f"{path.relative_to(course.ROOT)}:{node.lineno}: {hit!r} → {rule.use}"
+                          for hit, rule in course.forbidden_problems(value)]
+    assert not found, "\n".join(found)

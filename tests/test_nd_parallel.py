@@ -176,3 +176,37 @@ def test_the_numbers_chapter_12_quotes_for_llama3_405b():
     assert sent(big, 2)["dp"] == pytest.approx(2 * shard * 127 / 128, rel=1e-3)
     assert 13e9 < sent(big, 2)["dp"] < 15e9
     assert sent(big, 3)["dp"] == pytest.approx(18 * shard * 127 / 128, rel=1e-3) and sent(big, 3)["dp"] > 100e9
+
+
+def test_every_traffic_description_has_its_chinese():
+    """The chapter prints ``what`` in the reader's language: every description group_traffic can return is in
+    WHAT_ZH (toy layouts with every dimension, both ends of the pipeline, ZeRO 2 and 3)."""
+    seen = set()
+    for lay in (N.Layout(pp=2, dp=2, tp=2, micro_batch_size=1, num_microbatches=2),
+                N.Layout(dp=2, cp=2, tp=2, micro_batch_size=1, num_microbatches=1)):
+        for rank in range(lay.world_size):
+            for t in N.group_traffic(N.TOY_MODEL, lay, rank, seq_len=N.TOY_SEQ):
+                seen.add(t.what)
+    assert seen and seen <= set(N.WHAT_ZH), seen - set(N.WHAT_ZH)
+
+
+def test_memory_terms_and_traffic_labels_follow_the_language():
+    """Every key of RankMemory.terms has its Chinese (TERMS_ZH), and GroupTraffic.label() switches language."""
+    from distlearn import i18n
+
+    keys = set()
+    for lay in (N.Layout(pp=2, dp=2, tp=2, micro_batch_size=1, num_microbatches=2),
+                N.Layout(dp=2, tp=2, micro_batch_size=1, num_microbatches=1)):
+        for rank in range(lay.world_size):
+            keys |= set(N.predict_rank_memory(N.TOY_MODEL, lay, rank, seq_len=N.TOY_SEQ).terms)
+    assert {"layers", "head", "logits"} <= keys <= set(N.TERMS_ZH), keys - set(N.TERMS_ZH)
+    t = N.group_traffic(N.TOY_MODEL, N.Layout(pp=2, dp=2, tp=2, micro_batch_size=1, num_microbatches=2), 0,
+                        seq_len=N.TOY_SEQ)[0]
+    old = i18n.get_language()
+    try:
+        i18n.set_language("en")
+        assert t.label() == t.what
+        i18n.set_language("zh")
+        assert t.label() == N.WHAT_ZH[t.what] and i18n._CJK.search(t.label())
+    finally:
+        i18n.set_language(old)

@@ -243,3 +243,18 @@ def test_gantt_and_explorer_draw_split_schedules():
 def test_bad_arguments(kwargs):
     with pytest.raises(DistlearnValueError):
         P.simulate(**kwargs)
+
+
+@pytest.mark.parametrize("schedule", ["1f1b", "zb-h1", "zb-h2", "zbv", "dualpipe"])
+def test_every_closed_form_cites_its_source_in_both_languages(schedule):
+    from distlearn import lang_audit as A
+
+    c = Z.closed_form(schedule, 4, 8)
+    assert A.readable(c["source"], "en") and A.english_words(c["source"])
+    assert A.readable(c["source_zh"], "zh") and A.CJK.search(c["source_zh"])
+    import re
+
+    def years(s):
+        return sorted(re.findall(r"\b20[0-9]{2}\b", s))
+
+    assert years(c["source"]) == years(c["source_zh"])  # the same papers cited in both

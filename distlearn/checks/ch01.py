@@ -25,7 +25,7 @@ def ex01_bytes_per_param(fn) -> None:
     }
     eight_bit = ("8-bit Adam keeps its two moments in 1 byte each (2 B), not 4; the fp32 master copy of mixed "
                  "precision stays 4 B.",
-                 "8 位 Adam 的两个动量各占 1 字节（共 2 字节），而不是 4 字节；混合精度的 fp32 主权重仍是 4 字节。")
+                 "8 位 Adam 的一阶矩和二阶矩各占 1 字节（共 2 字节），而不是 4 字节；混合精度的 fp32 主权重仍是 4 字节。")
     cases = [Case(args=(p, o), expected=bytes_per_param(p, o)["total"],
                   hint_en=(eight_bit if o == "adam-8bit" else hints[p])[0],
                   hint_zh=(eight_bit if o == "adam-8bit" else hints[p])[1])

@@ -25,7 +25,7 @@ from .plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Gr
                           candidate_plans, no_layout_message, search, suggest_fix)
 from .published import (BLOOM_176B, GPT3_175B_MEGATRON, GPT_1T_MEGATRON, KNOWN_MISSES, LLAMA3_405B_STAGES,
                         PUBLISHED_RUNS, TOLERANCE, compare_published, published_table,
-                        LLAMA3_RUNS, memory_readings)
+                        LLAMA3_RUNS, memory_readings, run_reading, run_source)
 
 __all__ = [
     "ALPHA", "COMPUTE_EFFICIENCY", "PLANNER_PRECISIONS", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH", "MAX_CP",
@@ -37,6 +37,7 @@ __all__ = [
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
     "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
     "LLAMA3_405B_STAGES", "compare_published", "published_table", "LLAMA3_RUNS", "memory_readings",
+    "run_source", "run_reading",
     "HEADER", "HEADER_ZH", "RECOMPUTE_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
     "cli",
 ]

@@ -338,7 +338,7 @@ def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -
               f"every data-parallel replica must get the same whole number of sequences. Use a global batch that a "
               f"possible dp divides (e.g. {better}) or another number of GPUs.",
               f"{head_zh}，而可能的 dp（{shown}）都不能整除全局批量的 {global_batch} 条序列：每个数据并行副本必须分到"
-              f"相同的整数条序列。请改用能被某个 dp 整除的全局批量（例如 {better}），或换一个 GPU 数。", sep="\n")
+              f"相同的整数条序列。请改用能被某个 dp 整除的全局批量（例如 {better}），或改用别的 GPU 数。", sep="\n")
 
 
 def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",

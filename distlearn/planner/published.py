@@ -2,7 +2,8 @@
 every figure (tests/test_planner.py checks each within its stated tolerance; chapter 14 shows the table).
 
 What is published and what is our reading is kept apart: ``source`` names where the layout and the throughput
-come from, ``reading`` says what the source does not give and we chose (micro-batch size, interleaving, ...).
+come from, ``reading`` says what the source does not give and we chose (micro-batch size, interleaving, ...);
+``source_zh`` and ``reading_zh`` say the same in Chinese (:func:`run_source`, :func:`run_reading`).
 
 - Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM", Table 1): GPT models, vocabulary 51,200, sequence 2048, A100 80 GB (312 TFLOP/s), activation
@@ -48,7 +49,7 @@ The ZeRO paper's Table 2 (model-state limits) is reproduced by
 from __future__ import annotations
 
 from ..hardware import GB_S, GPUS, Cluster, make_cluster
-from ..i18n import bi
+from ..i18n import bi, get_language
 from ..models import MOE_PRESETS, ModelConfig, get_preset
 from ..validate import check_choice
 from .formulas import Plan, evaluate, megatron_flops, step_flops
@@ -79,14 +80,16 @@ H800 = GPUS["h100-80gb"].with_(
 LLAMA3_405B_STAGES = (7,) + (8,) * 14 + (7,)  # Llama 3 §3.3.2: one layer fewer on the first and the last stage
 
 
-def _megatron(model, num_gpus, batch, tp, pp, published, row):
+def _megatron(model, num_gpus, batch, tp, pp, published, row, row_zh):
     dp = num_gpus // (tp * pp)
     return dict(model=model, gpu="a100-80gb", num_gpus=num_gpus, global_batch=batch, seq_len=2048,
                 precision="mixed-fp32-grads", count="megatron",
                 plan=Plan(dp=dp, tp=tp, pp=pp, recompute="full", micro_batch_size=1,
                           num_microbatches=batch // dp, sequence_parallel=False),
                 published_flops=published, source=f"Narayanan et al. 2021, {row}",
-                reading="micro-batch 1, no interleaving, no sequence parallelism (2021)")
+                source_zh=f"Narayanan 等 2021，{row_zh}",
+                reading="micro-batch 1, no interleaving, no sequence parallelism (2021)",
+                reading_zh="微批次大小 1，不用交错调度，也不用序列并行（2021 年的设置）")
 
 
 def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
@@ -98,19 +101,27 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
                 published_flops=published, published_mfu=mfu,
                 source=f"Llama 3 paper (Dubey et al. 2024), Table 4: {num_gpus} H100, TP 8 × CP {cp} × PP 16 × "
                        f"DP {dp}, seq {seq_len}, {published / 1e12:.0f} TFLOP/s, BF16 MFU {mfu:.0%}",
+                source_zh=f"Llama 3 论文（Dubey 等 2024）表 4：{num_gpus} 块 H100，TP 8 × CP {cp} × PP 16 × "
+                          f"DP {dp}，序列长度 {seq_len}，{published / 1e12:.0f} TFLOP/s，BF16 MFU {mfu:.0%}",
                 reading="micro-batch 1, v = 8 chunks, no recomputation, FSDP sharding gradients and optimizer "
                         "state, weights not resharded after forward = ZeRO-2; attention FLOPs without the "
-                        "causal mask")
+                        "causal mask",
+                reading_zh="微批次大小 1，每个 rank 8 个模型块（v = 8），不做重计算；FSDP 对梯度和优化器状态分片，"
+                           "前向之后不再对权重重新分片，即 ZeRO-2；注意力的 FLOPs 按不加因果掩码统计")
 
 
 PUBLISHED_RUNS = {
-    "megatron-gpt-1.7b": _megatron(GPT_1_7B_MEGATRON, 32, 512, 1, 1, 137e12, "Table 1 (1.7 B: 44 % of peak)"),
-    "megatron-gpt-18.4b": _megatron(GPT_18B_MEGATRON, 256, 1024, 8, 1, 135e12, "Table 1 (18.4 B: 43 % of peak)"),
+    "megatron-gpt-1.7b": _megatron(GPT_1_7B_MEGATRON, 32, 512, 1, 1, 137e12, "Table 1 (1.7 B: 44 % of peak)",
+                                   "表 1（1.7 B：峰值的 44 %）"),
+    "megatron-gpt-18.4b": _megatron(GPT_18B_MEGATRON, 256, 1024, 8, 1, 135e12, "Table 1 (18.4 B: 43 % of peak)",
+                                    "表 1（18.4 B：峰值的 43 %）"),
     "megatron-gpt-145.6b": _megatron(GPT_146B_MEGATRON, 1536, 2304, 8, 8, 148e12,
-                                     "Table 1 (145.6 B: 47 % of peak)"),
+                                     "Table 1 (145.6 B: 47 % of peak)", "表 1（145.6 B：峰值的 47 %）"),
     "megatron-gpt3-175b": _megatron(GPT3_175B_MEGATRON, 1024, 1536, 8, 8, 138e12,
-                                    "§5.1 and the Megatron-LM README: GPT-3 175B on 1024 A100, 138 TFLOP/s"),
-    "megatron-gpt-1t": _megatron(GPT_1T_MEGATRON, 3072, 3072, 8, 64, 163e12, "Table 1 (1 T: 52 % of peak)"),
+                                    "§5.1 and the Megatron-LM README: GPT-3 175B on 1024 A100, 138 TFLOP/s",
+                                    "§5.1 及 Megatron-LM 的 README：GPT-3 175B，1024 块 A100，138 TFLOP/s"),
+    "megatron-gpt-1t": _megatron(GPT_1T_MEGATRON, 3072, 3072, 8, 64, 163e12, "Table 1 (1 T: 52 % of peak)",
+                                 "表 1（1 T：峰值的 52 %）"),
     "bloom-176b": dict(model=BLOOM_176B, gpu=JEAN_ZAY_A100, num_gpus=384, global_batch=2048, seq_len=2048,
                        precision="mixed-fp32-grads", count="megatron",
                        plan=Plan(dp=8, tp=4, pp=12, zero_stage=1, recompute="full", micro_batch_size=2,
@@ -118,7 +129,10 @@ PUBLISHED_RUNS = {
                        published_flops=150e12,
                        source="BLOOM paper §3.4 (BigScience 2022): 384 A100, TP 4 × PP 12 × DP 8, ZeRO-1, "
                               "micro-batch 2, batch 2048; ~150 TFLOP/s (Bekman 2022, HF blog)",
-                       reading="no interleaving; fp32 gradient buffer (Megatron-DeepSpeed bf16)"),
+                       source_zh="BLOOM 论文 §3.4（BigScience 2022）：384 块 A100，TP 4 × PP 12 × DP 8，ZeRO-1，"
+                                 "微批次大小 2，全局批量 2048；约 150 TFLOP/s（Bekman 2022，Hugging Face 博客）",
+                       reading="no interleaving; fp32 gradient buffer (Megatron-DeepSpeed bf16)",
+                       reading_zh="不用交错调度；梯度缓冲区为 fp32（Megatron-DeepSpeed 的 bf16 训练就是这样）"),
     "deepseek-v3": dict(model=MOE_PRESETS["deepseek-v3"], gpu=H800, num_gpus=2048, global_batch=15360,
                         seq_len=4096, precision="deepseek-v3", count="model",
                         plan=Plan(dp=128, tp=1, pp=16, ep=64, zero_stage=1, recompute="none", micro_batch_size=1,
@@ -127,7 +141,10 @@ PUBLISHED_RUNS = {
                         published_tokens_per_gpu=1e12 / (180e3 * 3600),
                         source="DeepSeek-V3 report: 2048 H800, PP 16 × EP 64 × ZeRO-1 DP (§3.2), FP8 (§3.3), "
                                "180K GPU hours per 10^12 tokens (§1) = 1,543 tokens/s per GPU",
-                        reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed, no recomputation"),
+                        source_zh="DeepSeek-V3 技术报告：2048 块 H800，PP 16 × EP 64 × ZeRO-1 数据并行（§3.2），"
+                                  "FP8（§3.3），每 10^12 个词元 18 万 GPU 小时（§1）= 每块 GPU 每秒 1,543 个词元",
+                        reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed, no recomputation",
+                        reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信，不做重计算"),
     "llama3-405b-8k-gpus": _llama3(8192, 64, 1, 8192, 430e12, 0.43),
     "llama3-405b-16k-gpus": _llama3(16384, 128, 1, 8192, 400e12, 0.41),
     "llama3-405b-16k-gpus-cp16": _llama3(16384, 8, 16, 131072, 380e12, 0.38),
@@ -159,7 +176,9 @@ def compare_published(name: str) -> dict:
     """The planner's estimate of a published run's own plan beside the published throughput.
 
     Returns ``{"estimate", "fits", "published_flops", "predicted_flops", "ratio", "published_tokens_per_s",
-    "predicted_tokens_per_s", "source", "reading", "count", "tolerance", "within"}``. FLOP/s per GPU are counted
+    "predicted_tokens_per_s", "source", "reading", "source_zh", "reading_zh", "count", "tolerance", "within"}``
+    (``source`` and ``reading`` in English, ``*_zh`` the same in Chinese: :func:`run_source`, :func:`run_reading`
+    show them in the reader's language). FLOP/s per GPU are counted
     the source's way: ``count="megatron"`` with eq. 3 (recomputation included), ``"model"`` with the model FLOPs
     of :func:`~distlearn.planner.formulas.step_flops` (no recomputation; predicted MFU = predicted / 989e12), so
     ``ratio = predicted / published`` compares like with like; ``within``: |ratio − 1| ≤ :data:`TOLERANCE`.
@@ -183,13 +202,29 @@ def compare_published(name: str) -> dict:
             "predicted_flops": predicted, "ratio": ratio,
             "published_tokens_per_s": published * run["num_gpus"] / per_step * tokens,
             "predicted_tokens_per_s": est.tokens_per_s, "source": run["source"], "reading": run["reading"],
+            "source_zh": run["source_zh"], "reading_zh": run["reading_zh"],
             "count": run["count"], "tolerance": TOLERANCE, "within": abs(ratio - 1) <= TOLERANCE}
+
+
+def run_source(name: str) -> str:
+    """Where run ``name``'s layout and throughput come from, in the current language (:func:`distlearn.i18n.bi`).
+    Raises DistlearnValueError for an unknown name."""
+    run = PUBLISHED_RUNS[check_choice("name", name, tuple(PUBLISHED_RUNS))]
+    return bi(run["source"], run["source_zh"])
+
+
+def run_reading(name: str) -> str:
+    """What run ``name``'s source does not give and we chose, in the current language. Raises DistlearnValueError
+    for an unknown name."""
+    run = PUBLISHED_RUNS[check_choice("name", name, tuple(PUBLISHED_RUNS))]
+    return bi(run["reading"], run["reading_zh"])
 
 
 def published_table() -> str:
     """One line per published run: GPUs, layout, published and predicted TFLOP/s per GPU (counted the source's
     way, see :func:`compare_published`), their ratio, whether it is within :data:`TOLERANCE`, and whether the plan
-    fits in memory. Two header lines (English, Chinese), columns right-aligned by display width; a published
+    fits in memory. A header line in the current language (two, English above Chinese, when both are shown),
+    columns right-aligned by display width; a published
     value marked ``*`` was published as tokens/s per GPU and is converted (a footnote says so, in the current
     language: two lines when both are shown)."""
     from .command_line import display_width
@@ -203,8 +238,10 @@ def published_table() -> str:
             out.append(cell + pad if i in (0, 2) else pad + cell)
         return " ".join(out)
 
-    lines = [row(["run", "GPUs", "layout", "published", "predicted", "ratio", "±10 %", "fits"]),
-             row(["运行", "GPU 数", "并行布局", "公布值", "预测值", "比值", "±10 % 内", "放得下"])]
+    heads = {"en": ["run", "GPUs", "layout", "published", "predicted", "ratio", "±10 %", "fits"],
+             "zh": ["运行", "GPU 数", "并行布局", "公布值", "预测值", "比值", "±10 % 内", "放得下"]}
+    lines = [row(heads[lang]) for lang in (("en", "zh") if get_language() == "both" else (get_language(),))]
+    yes, no = bi("yes", "是", sep="/"), bi("no", "否", sep="/")
     for name, run in PUBLISHED_RUNS.items():
         r = compare_published(name)
         p = run["plan"]
@@ -213,7 +250,7 @@ def published_table() -> str:
         derived = "*" if "published_tokens_per_gpu" in run else ""  # published as tokens/s, converted here
         lines.append(row([name, str(run["num_gpus"]), layout, f"{r['published_flops'] / 1e12:.0f}{derived}",
                           f"{r['predicted_flops'] / 1e12:.0f}", f"{r['ratio']:.2f}",
-                          "yes/是" if r["within"] else "no/否", "yes/是" if r["fits"] else "no/否"]))
+                          yes if r["within"] else no, yes if r["fits"] else no]))
     lines.extend(bi("* published: 10^12 tokens per 180,000 GPU hours = 1,543 tokens/s per GPU, as model FLOP/s",
                     "* 公布值：每 18 万 GPU 小时 10^12 个词元 = 每块 GPU 每秒 1,543 个词元，换算为模型 FLOP/s",
                     sep="\n").splitlines())

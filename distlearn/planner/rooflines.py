@@ -26,13 +26,15 @@ from dataclasses import dataclass
 
 from ..context_parallel import ring_overlap
 from ..hardware import GPU, get_gpu
-from ..i18n import bi
+from ..i18n import bi, text
 from ..models import ModelConfig
 from ..validate import check_choice, check_int, check_number
 from .formulas import COMPUTE_EFFICIENCY
 
 KINDS = ("dp", "fsdp", "tp", "cp", "ep")
 LINKS = ("network", "nvlink")
+LINK_NAMES = {"network": text("rooflines.network", "network", "网络"),
+              "nvlink": text("rooflines.nvlink", "NVLink", "NVLink（节点内）")}
 
 
 @dataclass(frozen=True)
@@ -82,7 +84,7 @@ def roofline(kind: str, gpu: str | GPU, *, link: str | None = None, model: Model
     if kind in ("dp", "fsdp"):
         per = "step" if kind == "dp" else "micro-batch"
         per_zh = "每步" if kind == "dp" else "每个微批次"
-        return Roofline(kind, f"tokens per GPU per {per}", f"每卡{per_zh}的词元数", C / W, value)
+        return Roofline(kind, f"tokens per GPU per {per}", f"每块 GPU {per_zh}的词元数", C / W, value)
     if kind == "tp":
         t = check_int("tp", tp, minimum=2)
         return Roofline(kind, f"hidden size h (tp = {t})", f"隐藏维度 h（tp = {t}）", (t - 1) * C / (3 * W), value)
@@ -99,14 +101,15 @@ def roofline(kind: str, gpu: str | GPU, *, link: str | None = None, model: Model
 
 
 def roofline_table(gpus=("a100-80gb", "h100-80gb", "h200"), model: ModelConfig | None = None) -> str:
-    """The thresholds of every kind for each GPU preset (``model`` for CP: default Llama 3.1 405B), bilingual."""
+    """The thresholds of every kind for each GPU preset (``model`` for CP: default Llama 3.1 405B), in the current
+    language (:func:`distlearn.i18n.table`: headers, quantities and links)."""
+    from ..i18n import table
     from ..models import get_preset
     model = model or get_preset("llama3.1-405b")
-    rows = [("kind / 类型", "quantity / 量", "link / 链路") + tuple(gpus)]
+    rows = []
     for kind in KINDS:
         link = "nvlink" if kind == "tp" else "network"
         r = [roofline(kind, g, model=model) for g in gpus]
-        rows.append((kind, r[0].quantity_en, link) + tuple(f"{x.threshold:,.0f}" for x in r))
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    return "\n".join("  ".join(c.ljust(w) if i < 3 else c.rjust(w) for i, (c, w) in enumerate(zip(row, widths)))
-                     for row in rows)
+        rows.append([kind, r[0].quantity, LINK_NAMES[link]()] + [f"{x.threshold:,.0f}" for x in r])
+    return table([("kind", "类型"), ("quantity", "关键量"), ("link", "链路"), *gpus], rows,
+                 align="<<<" + ">" * len(gpus))

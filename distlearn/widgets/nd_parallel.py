@@ -97,7 +97,7 @@ def render(result: dict) -> None:
         print(bi(f"  {d}: group [{shown}] over {link}; {calls} collectives per step, sends {sent}",
                  f"  {d}：组 [{shown}]，经由 {link}；每步 {calls} 次集合通信，发送 {sent}"))
     for t in r["traffic"]:
-        print(f"    {t.dim} {t.collective:14s} × {t.calls:4d}  {_fmt(t.bytes_per_call):>10s}  {t.what}")
+        print(f"    {t.dim} {t.collective:14s} × {t.calls:4d}  {_fmt(t.bytes_per_call):>10s}  {t.label()}")
     m = r["memory"]
     if m is None:
         print(bi("memory: the course's per-rank model does not cover cp > 1 (chapter 10 measures it)",

@@ -87,7 +87,7 @@ def _render_split(r, cf) -> None:
     idle = ", ".join(f"{x:.2f}" for x in r.span_idle)
     text_cf = "" if cf is None or cf["bubble_time"] != cf["bubble_time"] else f"{cf['bubble_time']:.2f}"
     print(bi(f"step time {r.total_time:.2f}; bubble fraction {r.bubble_fraction:.1%} (idle share, with the flush)",
-             f"步时间 {r.total_time:.2f}；气泡率 {r.bubble_fraction:.1%}（空闲占比，含冲刷）", sep="\n"))
+             f"每步时间 {r.total_time:.2f}；气泡率 {r.bubble_fraction:.1%}（空闲占比，含冲刷）", sep="\n"))
     print(bi(f"idle inside each stage's span: {idle}" + (f" (closed form, worst stage: {text_cf})" if text_cf else ""),
              f"各阶段首末操作之间的空闲：{idle}" + (f"（闭式解，最差阶段：{text_cf}）" if text_cf else ""), sep="\n"))
 

@@ -1,0 +1,89 @@
+"""Chapter 14's planner texts in the reader's language: each published run's source and reading in Chinese, the
+published-runs table, the rooflines table and plot (distlearn.lang_audit's rule: under en no Chinese, under zh no
+line a Chinese reader needs English for)."""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import matplotlib
+import pytest
+
+from distlearn import i18n, lang_audit as A, planner as P
+from distlearn.models import get_preset
+from distlearn.planner import rooflines as R
+
+matplotlib.use("Agg")
+
+
+@contextlib.contextmanager
+def language(lang):
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        yield
+    finally:
+        i18n.set_language(old)
+
+
+def _figures(s: str) -> list[str]:
+    return sorted(x.replace(",", "") for x in re.findall(r"\d[\d,.]*\d|\d", s))
+
+
+@pytest.mark.parametrize("name", list(P.PUBLISHED_RUNS))
+def test_every_published_run_has_its_source_and_reading_in_chinese(name):
+    run = P.PUBLISHED_RUNS[name]
+    for field in ("source", "reading"):
+        en, zh = run[field], run[f"{field}_zh"]
+        assert A.readable(en, "en") and A.english_words(en), (field, en)
+        assert A.CJK.search(zh) and A.readable(zh, "zh") and zh != en, (field, zh)
+    # the Chinese cites the same figures as the English (GPU counts, degrees, sections, rates; DeepSeek's "180K
+    # GPU hours" is written 18 万 in Chinese)
+    en_figures, zh_figures = _figures(run["source"]), _figures(run["source_zh"])
+    if name == "deepseek-v3":
+        en_figures.remove("180"), zh_figures.remove("18")
+    assert en_figures == zh_figures, name
+    with language("en"):
+        assert P.run_source(name) == run["source"] and P.run_reading(name) == run["reading"]
+    with language("zh"):
+        assert P.run_source(name) == run["source_zh"] and P.run_reading(name) == run["reading_zh"]
+    r = P.compare_published(name)
+    assert (r["source_zh"], r["reading_zh"]) == (run["source_zh"], run["reading_zh"])
+
+
+def test_chinese_run_texts_use_the_glossary_forms():
+    from distlearn.course import forbidden_problems
+
+    texts = [run[f] for run in P.PUBLISHED_RUNS.values() for f in ("source_zh", "reading_zh")]
+    assert not [(t, hit) for t in texts for hit, _ in forbidden_problems(t)]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_published_and_roofline_tables_follow_the_language(lang):
+    with language(lang):
+        pub, roof = P.published_table().splitlines(), R.roofline_table().splitlines()
+    for line in pub + roof:
+        assert A.readable(line, lang), line
+    assert pub[0].split()[0] == {"en": "run", "zh": "运行"}[lang] and pub[1].startswith("megatron-gpt-1.7b")
+    assert roof[0].split()[0] == {"en": "kind", "zh": "类型"}[lang] and len(roof) == 1 + len(R.KINDS)
+    assert len({P.display_width(x) for x in pub[:1 + len(P.PUBLISHED_RUNS)]}) == 1  # columns line up
+    with language("both"):
+        both = P.published_table().splitlines()
+    assert both[0] == pub[0] if lang == "en" else both[1] == pub[0]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_roofline_plot_texts_follow_the_language(lang):
+    import matplotlib.pyplot as plt
+    from distlearn.plots_rooflines import plot_rooflines
+
+    with language(lang):
+        fig = plot_rooflines({"fsdp": (8192, i18n.bi("8192 tokens / micro-batch", "每个微批次 8192 个词元"))},
+                             model=get_preset("llama3.1-405b"))
+        ax = fig.axes[0]
+        texts = [ax.get_title(), ax.get_ylabel()] + [t.get_text() for t in ax.get_xticklabels()]
+        texts += [t.get_text() for t in ax.texts]
+    plt.close(fig)
+    assert all(t for t in texts[:2])
+    for t in texts:
+        assert A.readable(t, lang), t
