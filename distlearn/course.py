@@ -589,13 +589,20 @@ def execute_copy(target: str | Path, lang: str, timeout: int = 600):
 
     target = Path(target)
     nb, records = lang_audit.execute_audited(target, lang, timeout=timeout, write=False)
+    _store_copy(nb, records, target)
+    return nb
+
+
+def _store_copy(nb, records, target: Path) -> None:
+    """Write an executed copy with what the audit needs and the fingerprint of the code it ran."""
+    from . import lang_audit
+
     widgets = [[ln.where, ln.text] for ln in lang_audit.widget_lines(nb)]
     _strip_volatile(nb)
     meta = nb.metadata.setdefault("distlearn", {})
     meta["executed_code"] = code_fingerprint(nb)
     meta["shown"] = {"plots": records, "widgets": widgets}
     nbformat.write(nb, target)
-    return nb
 
 
 def carry_outputs(want, have) -> bool:
@@ -739,12 +746,7 @@ def split_course(lang: str, out_root: Path, root: Path = ROOT, execute_copies: b
             rel = target.relative_to(out_root).with_suffix("").as_posix()
             audit.append(lang_audit.Report(rel, lang, lang_audit.notebook_lines(nb, records)))
         if not exercise:  # stored as execute_copy stores a copy of courses/<lang>/
-            widgets = [[ln.where, ln.text] for ln in lang_audit.widget_lines(nb)]
-            _strip_volatile(nb)
-            meta = nb.metadata.setdefault("distlearn", {})
-            meta["executed_code"] = code_fingerprint(nb)
-            meta["shown"] = {"plots": records, "widgets": widgets}
-            nbformat.write(nb, target)
+            _store_copy(nb, records, target)
     return written
 
 
