@@ -67,7 +67,7 @@ lab: $(STAMP) $(LAB_OVERRIDES)
 ifeq ($(strip $(COURSE_LANG)),)
 	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 else
-	$(PY) -m distlearn.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args '$(LAB_ARGS)'
+	$(PY) -m distlearn.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args='$(LAB_ARGS)'
 endif
 
 # Monolingual copies of the course, executed in that language: build/course-zh/ (COURSE_LANG=en: build/course-en/).

@@ -180,6 +180,7 @@ def source(obj) -> str:
     lines = inspect.getsource(obj).splitlines()
     if _language == "both":
         return "\n".join(lines)
+    lines = _without_foreign_docstring(lines)
     comment_only = [ln.lstrip().startswith("#") for ln in lines]
     chinese = [bool(_CJK.search(ln.split("#", 1)[1])) if "#" in ln else False for ln in lines]
     out = []
@@ -198,6 +199,25 @@ def source(obj) -> str:
             line = line.split("#", 1)[0].rstrip()
         out.append(line)
     return "\n".join(out)
+
+
+def _without_foreign_docstring(lines: list[str]) -> list[str]:
+    """``lines`` (a function's or class's source) without its docstring when that is not in the reader's language:
+    an English docstring under ``zh``, one with Chinese under ``en``. The chapter's prose says what it said."""
+    import ast
+    import textwrap
+
+    try:
+        body = ast.parse(textwrap.dedent("\n".join(lines))).body[0].body
+    except (SyntaxError, IndexError, AttributeError):
+        return lines
+    first = body[0] if body else None
+    if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
+        return lines
+    has_chinese = bool(_CJK.search(first.value.value))
+    if has_chinese == (_language == "zh"):
+        return lines
+    return lines[:first.lineno - 1] + lines[first.end_lineno:]
 
 
 QUOTE = "│ "  # marks a tool's own words shown verbatim (see quote)

@@ -18,6 +18,8 @@ COURSE_LANG=zh`` and the monolingual copies (``python -m distlearn.course split`
 """
 from __future__ import annotations
 
+import functools
+
 from . import i18n
 
 SWITCH_CLASS = "distlearn-language-switch"  # on the switch's widgets (the output audit skips them: see lang_audit)
@@ -50,12 +52,34 @@ def _in_kernel() -> bool:
     return shell is not None and hasattr(shell, "kernel")
 
 
+# What a notebook shows in place of a widget whose state it does not hold (opened, not yet run): the widget's
+# text/plain, by default its repr ("HBox(children=(ToggleButtons(…" , "HTML(value='<style>…"), the first thing a
+# reader would see. The switch says what it is; the rule's widget shows nothing.
+UNRUN_SWITCH_TEXT = "language switch: run this cell / 语言切换：运行本单元格后显示"
+
+
+@functools.lru_cache(maxsize=None)
+def _widget_classes():
+    import ipywidgets as W
+
+    class Style(W.HTML):
+        def __repr__(self):
+            return ""
+
+    class SwitchBox(W.HBox):
+        def __repr__(self):
+            return UNRUN_SWITCH_TEXT
+
+    return Style, SwitchBox
+
+
 def _widgets():
     global _toggle, _style
     if _toggle is None:
         import ipywidgets as W
 
-        _style = W.HTML(css(i18n.get_language()), layout=W.Layout(height="0px", margin="0px"))
+        Style, _ = _widget_classes()
+        _style = Style(css(i18n.get_language()), layout=W.Layout(height="0px", margin="0px"))
         _style.add_class(SWITCH_CLASS)
         _toggle = W.ToggleButtons(options=list(OPTIONS), value=i18n.get_language(), description="",
                                   tooltips=["English only", "只看中文", "English and 中文 / 中英双语"],
@@ -101,6 +125,7 @@ def switch():
     if toggle.value != i18n.get_language():
         toggle.value = i18n.get_language()
     style.value = css(i18n.get_language())
-    box = W.HBox([toggle, style])
+    _, SwitchBox = _widget_classes()
+    box = SwitchBox([toggle, style])
     box.add_class(SWITCH_CLASS)
     return box

@@ -499,7 +499,7 @@ TERMS_ZH = {  # RankMemory.terms in Chinese, for the chapter's listing (i18n.nam
     "lse_dtype": "按输入精度保存的 log-sum-exp",
     "token_ids": "词元 ID",
     "head": "输出层",
-    "logits": "logits",
+    "logits": "输出层未归一化的分数",
     "targets_and_loss": "目标与损失",
 }
 

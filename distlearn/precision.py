@@ -313,7 +313,8 @@ def reference_quantize_blockwise(x: torch.Tensor, block: tuple[int, int] = (1, 1
         for j in range(cols // c):
             tile = x[i * r:(i + 1) * r, j * c:(j + 1) * c].to(torch.float32)
             amax = tile.abs().max()
-            s = top / amax / 2 ** margin if amax > 0 else torch.tensor(1.0)   # scale: amax lands on fp8_max
+            # scale: amax lands on fp8_max / 缩放：让 amax 正好落在 fp8_max 上
+            s = top / amax / 2 ** margin if amax > 0 else torch.tensor(1.0)
             scale[i, j] = s
             data[i * r:(i + 1) * r, j * c:(j + 1) * c] = (tile * s).clamp(-top, top).to(fp8_dtype(fmt))
     return Quantized(data, scale, fmt, (r, c))

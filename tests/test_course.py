@@ -356,3 +356,20 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path):
     assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
     assert course.update_notebooks(root=tmp_path, force=["99_new"], log=lambda *_: None) == ran  # forced: copies too
     assert course.update_notebooks(root=tmp_path, force_copies=["99_new"], log=lambda *_: None) == ran[1:]
+
+
+@pytest.mark.parametrize("lab_args", ["--no-browser", "--no-browser --ip=0.0.0.0", ""])
+def test_make_lab_in_one_language_passes_any_lab_args(monkeypatch, lab_args):
+    """`make lab COURSE_LANG=zh LAB_ARGS=--no-browser`: one option alone must reach JupyterLab, not be taken by
+    argparse for an option of its own (it was: "--lab-args: expected one argument")."""
+    import shlex
+    import subprocess
+
+    out = subprocess.run(["make", "-n", "lab", "COURSE_LANG=zh", f"LAB_ARGS={lab_args}"], cwd=ROOT,
+                         capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
+    argv = shlex.split(out)
+    assert argv[1:3] == ["-m", "distlearn.course"], out
+    seen = {}
+    monkeypatch.setattr(course, "open_lab", lambda lang, port, lab_args="": seen.update(lang=lang, lab_args=lab_args))
+    assert course.main(argv[3:]) in (0, None)
+    assert seen == {"lang": "zh", "lab_args": lab_args}

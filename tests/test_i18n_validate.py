@@ -50,3 +50,35 @@ def test_columns_align_by_display_width():
     en, zh = columns(("GPUs", "MTBF (h)"), (8, 12)), columns(("GPU 数", "MTBF（小时）"), (8, 12))
     assert display_width(en) == display_width(zh) == 21
     assert columns(("x", "y"), (-3, 3)) == "x     y"
+
+
+def test_an_unrun_switch_shows_what_it_is_not_its_repr():
+    """A stored notebook opened without its widget state shows each widget's text/plain: the switch must say what it
+    is, and the widget holding the CSS rule nothing — not "HBox(children=(ToggleButtons(…" or "HTML(value='<style>…"."""
+    from distlearn import language
+
+    Style, SwitchBox = language._widget_classes()
+    box = SwitchBox([Style(language.css("zh"))])
+    assert box._repr_mimebundle_()["text/plain"] == language.UNRUN_SWITCH_TEXT
+    assert "switch" in language.UNRUN_SWITCH_TEXT and "语言切换" in language.UNRUN_SWITCH_TEXT
+    assert Style(language.css("zh"))._repr_mimebundle_()["text/plain"] == ""
+    assert isinstance(box, __import__("ipywidgets").HBox)          # still the widget the front end draws
+
+
+def test_source_listing_drops_a_docstring_not_in_the_readers_language():
+    from distlearn import i18n
+    from distlearn import pipeline as P
+
+    doc = "The 1F1B order of one stage"
+    try:
+        i18n.set_language("zh")
+        zh = i18n.source(P.reference_1f1b_order)
+        i18n.set_language("en")
+        en = i18n.source(P.reference_1f1b_order)
+        i18n.set_language("both")
+        both = i18n.source(P.reference_1f1b_order)
+    finally:
+        i18n.set_language("both")
+    assert doc not in zh and "预热期" in zh and "warmup = min(p - stage - 1, m)" in zh
+    assert doc in en and "预热期" not in en and doc in both and "预热期" in both
+    compile(zh.replace("\n", "\n"), "<zh listing>", "exec")                # still valid Python without it

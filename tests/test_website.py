@@ -467,6 +467,12 @@ def test_search_finds_a_term_in_each_language(reader, lang):
     hits.first.wait_for(timeout=15000)
     hrefs = [hits.nth(i).get_attribute("href") for i in range(hits.count())]
     assert any(PAGE in (h or "") for h in hrefs), hrefs
+    summary = reader.page.locator("#search-results .search-summary")
+    summary.wait_for(timeout=15000)
+    reader.page.wait_for_function("() => /\\d/.test(document.querySelector('#search-results .search-summary')"
+                                  ".innerText)", timeout=15000)
+    text = summary.inner_text()           # the summary in the page's language (Sphinx 8.2's zh_CN lacks it)
+    assert ("搜索完成" in text and "Search" not in text) if lang == "zh" else "Search finished" in text, text
 
 
 @pytest.mark.slow

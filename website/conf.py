@@ -26,7 +26,8 @@ exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
 html_static_path = ["_static"]
 html_css_files = ["distlearn-site.css"]
-html_js_files = ["distlearn-file-search.js"]  # opened from file://: search results without snippets (no CORS error)
+html_js_files = ["distlearn-file-search.js",  # opened from file://: search results without snippets (no CORS error)
+                 "distlearn-zh-search.js"]   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
 html_theme = "sphinx_book_theme"
 html_title = "distlearn"
 html_favicon = "_static/favicon.svg"  # also spares the browser a request for /favicon.ico

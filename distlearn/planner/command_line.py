@@ -17,19 +17,31 @@ from .plan_search import search
 
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
           "bubble", "comm")
-HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "微批次", "微批数", "显存 GB", "每步/秒", "词元/秒",
+HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "b", "m", "显存 GB", "每步/秒", "词元/秒",
              "MFU", "气泡率", "通信")
 WIDTHS = (2, 4, 4, 4, 4, 4, 9, 6, 6, 9, 7, 9, 6, 6, 5)   # display columns: the table is under 100 wide
 
-LEGEND_EN = ("tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16; v \"1zb\": the ZB-H1 schedule;\n"
+LEGEND_EN = ("b: micro-batch size; m: micro-batches per step;\n"
+             "tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16; v \"1zb\": the ZB-H1 schedule;\n"
              "bubble: idle share of the pipeline's time, (p−1)/(v·m+p−1), chapter 05's bubble_fraction;\n"
              "comm: exposed communication share of the step; mem GB: used / capacity;\n"
              "MFU: model FLOPs / (step time × GPUs × the GPU's 16-bit peak)")
-LEGEND_ZH = ("张量一栏的 \"8c16\"：张量并行 8，上下文并行 cp = 16；交错一栏的 \"1zb\"：ZB-H1 调度；\n"
+LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
+             "张量一栏的“8c16”：张量并行 8，上下文并行 cp = 16；交错一栏的“1zb”：ZB-H1 调度；\n"
              "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
 RECOMPUTE_ZH = {"none": "不重算", "selective": "选择性", "full": "完全"}   # the recompute column under zh
+PRECISION_ZH = {"fp32": "fp32（全部 fp32）", "mixed": "混合精度（bf16/fp16 + fp32 主权重）",
+                "mixed-fp32-grads": "混合精度（bf16 + fp32 梯度和主权重）"}
+
+
+def precision_zh(precision: str) -> str:
+    """A planner precision as a Chinese reader reads it: the 16/32-bit recipes by name, an FP8 recipe by its title in
+    :data:`distlearn.fp8_recipes.RECIPES`."""
+    from ..fp8_recipes import RECIPES
+
+    return PRECISION_ZH.get(precision) or RECIPES[precision].title_zh
 
 
 def display_width(text: str) -> int:
@@ -146,8 +158,8 @@ def cli(argv: list[str]) -> int:
         return 2
     g = get_gpu(args.gpu)
     print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch} · "
-             f"{args.precision}", f"{args.model} · {args.gpus} × {g.name} · 序列长度 {args.seq_len} · 全局批量 "
-             f"{args.global_batch} · {args.precision}", sep="\n"))
+             f"{args.precision}", f"{args.model} · {args.gpus} × {g.name} · 序列长度 {args.seq_len} · 全局批量大小 "
+             f"{args.global_batch} · {precision_zh(args.precision)}", sep="\n"))
     if res.num_evaluated == 0:
         print(res.message)
         return 1

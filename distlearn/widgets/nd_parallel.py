@@ -85,17 +85,18 @@ def render(result: dict) -> None:
              f"{r['model']}，s = {r['seq_len']:,}：{lay.describe()} = {lay.world_size} 个 rank，"
              f"每节点 {r['gpus_per_node']} 块 GPU，fp32", sep="\n"))
     first, last = r["layers"]
-    print(bi(f"rank {r['rank']}: coordinates {r['coords']}, blocks {first}…{last - 1}",
-             f"rank {r['rank']}：坐标 {r['coords']}，第 {first}…{last - 1} 块", sep="\n"))
+    print(bi(f"rank {r['rank']}: coordinates {r['coords']}, layers {first}–{last - 1}",
+             f"rank {r['rank']}：坐标 {r['coords']}，第 {first}–{last - 1} 层", sep="\n"))
     for d in ("tp", "cp", "dp", "pp"):
         g = r["groups"][d]
         shown = ", ".join(map(str, g[:12])) + (" …" if len(g) > 12 else "")
-        link = bi("NVLink (one node)", "NVLink（同一节点）") if r["nodes"][d] == 1 else \
-            bi(f"network ({r['nodes'][d]} nodes)", f"网络（{r['nodes'][d]} 个节点）")
+        one_node = r["nodes"][d] == 1
+        link_en = "NVLink (one node)" if one_node else f"network ({r['nodes'][d]} nodes)"
+        link_zh = "经由 NVLink（同一节点）" if one_node else f"经由网络（{r['nodes'][d]} 个节点）"
         sent = _fmt(r["sent"].get(d, 0.0))
         calls = sum(t.calls for t in r["traffic"] if t.dim == d)
-        print(bi(f"  {d}: group [{shown}] over {link}; {calls} collectives per step, sends {sent}",
-                 f"  {d}：组 [{shown}]，经由 {link}；每步 {calls} 次集合通信，发送 {sent}"))
+        print(bi(f"  {d}: group [{shown}] over {link_en}; {calls} collectives per step, sends {sent}",
+                 f"  {d}：组 [{shown}]，{link_zh}；每步 {calls} 次集合通信，发送 {sent}"))
     for t in r["traffic"]:
         print(f"    {t.dim} {t.collective:14s} × {t.calls:4d}  {_fmt(t.bytes_per_call):>10s}  {t.label()}")
     m = r["memory"]

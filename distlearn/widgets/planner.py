@@ -35,7 +35,7 @@ LABELS = {
                                                                                              "ZeRO-3 缓冲"),
     "reserve": ("reserve", "预留"), "compute": ("compute", "计算"), "tp_comm": ("TP all-reduce", "张量并行通信"),
     "cp_comm": ("CP K/V all-gather", "上下文并行 K/V 全收集"), "ep_comm": ("EP all-to-all", "专家并行全对全"),
-    "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未隐藏）"),
+    "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未被隐藏）"),
     "bubble": ("pipeline bubble", "流水线气泡"),
 }
 COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
@@ -50,11 +50,24 @@ def controls() -> dict:
         "num_gpus": base.log2_slider(T_NGPUS, 16, 1, 2048),
         "seq_len": base.log2_slider(T_SEQ, 4096, 512, 32768),
         "global_batch": base.log2_slider(T_BATCH, 256, 8, 4096),
-        "precision": base.dropdown(T_PREC, list(planner.PLANNER_PRECISIONS), "mixed"),
+        "precision": base.dropdown(T_PREC, [(precision_label(p), p) for p in planner.PLANNER_PRECISIONS], "mixed"),
         "cp": base.log2_slider(T_CP, 1, 1, 16),
         "ep": base.log2_slider(T_EP, 1, 1, 64),
         "rank": base.int_slider(T_RANK, 1, 1, 10),
     }
+
+
+def precision_label(precision: str) -> tuple[str, str]:
+    """The drop-down's ``(en, zh)`` label of a planner precision: chapter 01's bytes per parameter for the 16/32-bit
+    ones (:data:`distlearn.widgets.memory.PRECISION_LABELS`), the recipe's own title for the FP8 ones
+    (:data:`distlearn.fp8_recipes.RECIPES`)."""
+    from ..fp8_recipes import RECIPES
+    from .memory import PRECISION_LABELS
+
+    if precision in PRECISION_LABELS:
+        return PRECISION_LABELS[precision]
+    r = RECIPES[precision]
+    return r.title_en, r.title_zh
 
 
 def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, precision="mixed",
