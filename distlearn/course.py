@@ -666,12 +666,16 @@ def update_copies(root: Path = ROOT, langs: tuple[str, ...] = COPY_LANGS, execut
             nbformat.write(want, target)
             execute_copy(target, lang)
             ran.append(target)
-        for extra in sorted((root / COPIES_DIR / lang).glob("*/*.ipynb")):
-            if only is None and extra not in wanted:
-                log(bi(f"removing {extra.relative_to(root)} (no such notebook in the course)",
-                       f"删除 {extra.relative_to(root)}（课程中已没有这个笔记本）"))
-                extra.unlink()
+        for extra in (_orphan_copies(root, lang, wanted) if only is None else []):
+            log(bi(f"removing {extra.relative_to(root)} (no such notebook in the course)",
+                   f"删除 {extra.relative_to(root)}（课程中已没有这个笔记本）"))
+            extra.unlink()
     return ran
+
+
+def _orphan_copies(root: Path, lang: str, wanted: set[Path]) -> list[Path]:
+    """The stored ``lang`` copies that are not in ``wanted`` (their course notebook is gone)."""
+    return [p for p in sorted((root / COPIES_DIR / lang).glob("*/*.ipynb")) if p not in wanted]
 
 
 def copy_problems(root: Path = ROOT, langs: tuple[str, ...] = COPY_LANGS, paths=None) -> list[str]:
@@ -710,7 +714,7 @@ def copy_problems(root: Path = ROOT, langs: tuple[str, ...] = COPY_LANGS, paths=
         if paths is None:
             wanted = {copy_path(p, lang, root) for p in sources}
             problems += [f"{extra.relative_to(root)}: no such notebook in the course / 课程中没有这个笔记本; {fix}"
-                         for extra in sorted((root / COPIES_DIR / lang).glob("*/*.ipynb")) if extra not in wanted]
+                         for extra in _orphan_copies(root, lang, wanted)]
     return problems
 
 

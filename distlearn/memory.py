@@ -30,6 +30,12 @@ PRECISIONS = {
     "mixed-fp32-grads": (2, 4, 4),   # Megatron-LM bf16 style: fp32 main_grad buffer (18 B with Adam; torch.autocast
                                      # is not this: it keeps fp32 weights and grads, the "fp32" row)
 }
+# each of PRECISIONS as a reader reads it, (English, Chinese): the bytes per parameter of weights + grads + master
+PRECISION_LABELS = {
+    "fp32": ("fp32 (4+4 B)", "fp32（4+4 字节）"),
+    "mixed": ("bf16/fp16 + fp32 master (2+2+4 B)", "bf16/fp16 + fp32 主权重（2+2+4 字节）"),
+    "mixed-fp32-grads": ("bf16 + fp32 grads + master (2+4+4 B)", "bf16 + fp32 梯度 + 主权重（2+4+4 字节）"),
+}
 # bytes per parameter of optimizer state beyond the master weights
 OPTIMIZERS = {
     "adam": 8,           # fp32 momentum + variance (AdamW likewise)

@@ -32,16 +32,18 @@ LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
 RECOMPUTE_ZH = {"none": "不重算", "selective": "选择性", "full": "完全"}   # the recompute column under zh
-PRECISION_ZH = {"fp32": "fp32（全部 fp32）", "mixed": "混合精度（bf16/fp16 + fp32 主权重）",
-                "mixed-fp32-grads": "混合精度（bf16 + fp32 梯度和主权重）"}
 
 
-def precision_zh(precision: str) -> str:
-    """A planner precision as a Chinese reader reads it: the 16/32-bit recipes by name, an FP8 recipe by its title in
-    :data:`distlearn.fp8_recipes.RECIPES`."""
+def precision_label(precision: str) -> tuple[str, str]:
+    """``(en, zh)`` label of a planner precision (:data:`PLANNER_PRECISIONS`): chapter 01's bytes per parameter for
+    the 16/32-bit ones (:data:`distlearn.memory.PRECISION_LABELS`), the recipe's own title for the FP8 ones
+    (:data:`distlearn.fp8_recipes.RECIPES`). The explorer's drop-down and the command line's title use it."""
     from ..fp8_recipes import RECIPES
+    from ..memory import PRECISION_LABELS
 
-    return PRECISION_ZH.get(precision) or RECIPES[precision].title_zh
+    if precision in PRECISION_LABELS:
+        return PRECISION_LABELS[precision]
+    return RECIPES[precision].title_en, RECIPES[precision].title_zh
 
 
 def display_width(text: str) -> int:
@@ -159,7 +161,7 @@ def cli(argv: list[str]) -> int:
     g = get_gpu(args.gpu)
     print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch} · "
              f"{args.precision}", f"{args.model} · {args.gpus} × {g.name} · 序列长度 {args.seq_len} · 全局批量大小 "
-             f"{args.global_batch} · {precision_zh(args.precision)}", sep="\n"))
+             f"{args.global_batch} · {precision_label(args.precision)[1]}", sep="\n"))
     if res.num_evaluated == 0:
         print(res.message)
         return 1

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from ..i18n import bi, text
 from ..hardware import GPUS as HW_GPUS
-from ..memory import GB, GiB, OPTIMIZERS, PRECISIONS, model_state_bytes
+from ..memory import GB, GiB, OPTIMIZERS, PRECISION_LABELS, PRECISIONS, model_state_bytes
 from ..models import PRESETS
 from ..validate import DistlearnValueError
 from . import base
@@ -52,11 +52,6 @@ T = {
     "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每块 GPU GB（1e9 字节）"),
     "gib": text("widgets.memory.gib", "GiB (2^30 B)", "GiB（2^30 字节）"),
     "capacity": text("widgets.memory.capacity", "GPU memory", "GPU 显存"),
-}
-PRECISION_LABELS = {
-    "fp32": ("fp32 (4+4 B)", "fp32（4+4 字节）"),
-    "mixed": ("bf16/fp16 + fp32 master (2+2+4 B)", "bf16/fp16 + fp32 主权重（2+2+4 字节）"),
-    "mixed-fp32-grads": ("bf16 + fp32 grads + master (2+4+4 B)", "bf16 + fp32 梯度 + 主权重（2+4+4 字节）"),
 }
 OPTIMIZER_LABELS = {
     "adam": ("Adam/AdamW (8 B)", "Adam/AdamW（8 字节）"),

@@ -12,6 +12,7 @@ from ..hardware import GPUS
 from ..i18n import bi, text
 from ..memory import GB
 from ..models import MOE_PRESETS, PRESETS
+from ..planner.command_line import precision_label
 from ..validate import DistlearnValueError
 from . import base
 
@@ -55,19 +56,6 @@ def controls() -> dict:
         "ep": base.log2_slider(T_EP, 1, 1, 64),
         "rank": base.int_slider(T_RANK, 1, 1, 10),
     }
-
-
-def precision_label(precision: str) -> tuple[str, str]:
-    """The drop-down's ``(en, zh)`` label of a planner precision: chapter 01's bytes per parameter for the 16/32-bit
-    ones (:data:`distlearn.widgets.memory.PRECISION_LABELS`), the recipe's own title for the FP8 ones
-    (:data:`distlearn.fp8_recipes.RECIPES`)."""
-    from ..fp8_recipes import RECIPES
-    from .memory import PRECISION_LABELS
-
-    if precision in PRECISION_LABELS:
-        return PRECISION_LABELS[precision]
-    r = RECIPES[precision]
-    return r.title_en, r.title_zh
 
 
 def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, precision="mixed",
