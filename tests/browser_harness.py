@@ -83,6 +83,12 @@ def explorer_cells(path: Path) -> list[int]:
     return out
 
 
+def cells_with_outputs(path: Path, cells: list[int]) -> list[int]:
+    """Those of ``cells`` that have stored outputs in the notebook file (only these can show a static picture)."""
+    stored = json.loads(Path(path).read_text(encoding="utf-8")).get("cells", [])
+    return [i for i in cells if stored[i].get("outputs")]
+
+
 def chapter_notebooks(root: Path = ROOT) -> list[Path]:
     """The chapter notebooks (``notebooks/*.ipynb``) that contain at least one explorer cell."""
     return [p for p in sorted((root / "notebooks").glob("*.ipynb")) if explorer_cells(p)]
@@ -573,7 +579,7 @@ class Session:
         try:
             page.evaluate(_JS_OPEN, rel)
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
-            result.static_problems = self._static_problems(page, cells)
+            result.static_problems = self._static_problems(page, cells, cells_with_outputs(path, cells))
             result.news = page.evaluate(_JS_NEWS)
             if not run:
                 result.mode = "not"
@@ -616,12 +622,14 @@ class Session:
                                          timeout=90_000)
         return self._page
 
-    def _static_problems(self, page, cells: list[int]) -> list[str]:
-        """Explorer cells of the stored notebook that do not show their static picture (issue 14, item 2)."""
+    def _static_problems(self, page, cells: list[int], stored: list[int]) -> list[str]:
+        """Explorer cells of the stored notebook that do not show their static picture (issue 14, item 2).
+        ``stored``: the cells whose file has outputs, waited for until the page shows them (a cell stored
+        without outputs never shows any: waiting for it would only cost the timeout)."""
         try:
             page.wait_for_function("(cells) => { const p = (window.dlPanel || window.jupyterapp.shell.currentWidget); return cells.every("
                                    "i => p.content.widgets[i].node.querySelector('.jp-OutputArea-output')); }",
-                                   arg=cells, timeout=20_000)
+                                   arg=stored, timeout=20_000)
         except Exception:
             pass
         problems = []
