@@ -38,6 +38,12 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+if __name__ == "__main__":
+    # The command line only: jsonschema (imported by nbformat) imports its optional IRI format checker
+    # rfc3987_syntax when installed (jupyter-events requires it), and building that grammar takes ~1 s of every
+    # command's start. No notebook schema uses an IRI format; without the module jsonschema skips that checker.
+    sys.modules.setdefault("rfc3987_syntax", None)
+
 import nbformat
 
 ROOT = Path(__file__).resolve().parent.parent

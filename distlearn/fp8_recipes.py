@@ -53,7 +53,7 @@ from dataclasses import dataclass
 
 from .activations import layer_activation_table
 from .i18n import bi
-from .precision import FORMATS, FloatFormat
+from .float_formats import FORMATS, FloatFormat
 from .validate import DistlearnValueError, check_choice, check_int
 
 E5M6 = FloatFormat("e5m6", 5, 6, storage_bits=12,

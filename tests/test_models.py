@@ -128,13 +128,14 @@ def test_seed_large_lm_pickles(fixed):
 
 
 def test_importing_distlearn_does_not_import_torch():
-    """The lazy re-exports keep ``import distlearn`` (and the torch-free modules) from importing torch (~1 s); the
-    first use of a torch class imports it (which shows the check can see torch being imported)."""
+    """The lazy re-exports keep ``import distlearn`` (and the torch-free modules, the planner and its
+    ``python -m distlearn plan`` among them) from importing torch (~1 s); the first use of a torch class imports it (which shows the check can see torch being imported)."""
     import subprocess
     import sys
 
     code = ("import sys, distlearn, distlearn.models, distlearn.seeds, distlearn.overlap, distlearn.pipeline, "
-            "distlearn.comm; print('torch' in sys.modules); "
+            "distlearn.comm, distlearn.planner, distlearn.fp8_recipes, distlearn.float_formats; "
+            "print('torch' in sys.modules); "
             "from distlearn.models import TransformerLM; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"]
