@@ -37,7 +37,13 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
 
 **Time per step** (seconds), for the slowest pipeline stage:
 
-- compute: hardware FLOPs / (peak × :data:`COMPUTE_EFFICIENCY`), the peak of the precision the matrix multiplies
+- compute: the kernel model of :mod:`distlearn.planner.kernels` (:func:`microbatch_compute_seconds`): each GEMM
+  of a layer as a roofline of its own shape at a measured matmul ceiling, the attention core (materialised batched
+  GEMMs, or a FlashAttention kernel at its published share of peak), the memory-bound elementwise work at the HBM
+  bandwidth, the output layer and its loss, all divided by one end-to-end constant
+  (:data:`~distlearn.planner.kernels.END_TO_END`); :func:`kernel_stage_parts` gives the breakdown. With
+  ``efficiency=`` given (or a GPU without ``hbm_bw``), the flat model of before: hardware FLOPs / (peak ×
+  efficiency, :data:`COMPUTE_EFFICIENCY` by default), the peak of the precision the matrix multiplies
   run in (:func:`compute_peak`: 16-bit for the mixed recipes, fp32 / TF32 for ``"fp32"``, FP8 for the linear
   layers of the FP8 recipes, whose attention and logits stay 16-bit), divided by ``cp``. MoE layers count the
   experts a token uses; MLA's attention core its own head sizes (:func:`attention_core_flops`). Forward FLOPs per
@@ -77,7 +83,8 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
 Reported: tokens/s, MFU = model FLOPs (without recomputation) / (time × GPUs × peak) (Chowdhery et al. 2022,
 App. B) with the GPU's dense 16-bit peak whatever the precision (an fp32 run shows how much of the GPU it leaves
 unused), and the achieved FLOP/s per GPU counted Megatron's way (recomputation included), to compare with
-published numbers. The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled.
+published numbers. The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled
+(the kernel model's END_TO_END stands for them).
 """
 from __future__ import annotations
 
@@ -94,8 +101,8 @@ from ..pipeline import partition_layers, peak_inflight_weighted
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
 from ..zero_comm import step_collectives
 
-COMPUTE_EFFICIENCY = 0.55  # share of peak a transformer layer's kernels reach (GEMMs ~70-80 %, plus memory-bound
-#                            softmax / norms / activations); an assumption, NOT fitted to the published runs.
+COMPUTE_EFFICIENCY = 0.55  # the FLAT model's share of peak (efficiency= given, GPUs without hbm_bw, the rooflines'
+#                            C): an assumption; the default time model is distlearn.planner.kernels
 RESERVE_BYTES = 2e9        # CUDA context (~0.5-1 GB), cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.10       # share of device memory lost to allocator fragmentation and temporary buffers
 ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude of NCCL's per-hop latency)

@@ -27,8 +27,8 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   recomputation / (time × GPUs × 989 TFLOP/s)); the paper does not say how it counts the attention FLOPs, and we
   count them without the causal mask (4·s²·h per layer and sequence), the way the time model charges them too.
   At 8K tokens attention is 8 % of those FLOPs, at 128K 57 %, so the CP 16 row depends on the convention: count
-  and time both causal (half the scores) give 1.06, both non-causal 1.11, but a causal kernel (flash attention
-  skips the masked blocks) beside a non-causal count would read 1.47 (tests/test_planner.py checks all three).
+  and time both causal (half the scores) give 0.96, both non-causal 0.94, but a causal kernel (flash attention
+  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three).
   Our reading: micro-batch 1, v = 8 chunks of one layer each — §3.3.2: "the first model chunk on the first
   stage has only the embedding, and the last model chunk on the last stage has only output projection and
   loss", which with one layer fewer on those stages (7 of the 8 layer slots) means one-layer chunks — no
