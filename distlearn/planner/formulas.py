@@ -683,21 +683,37 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
                     "attention": n * (f * ls.attention_forward + ls.attention_backward + attn_extra),
                     "elementwise": n * (f * ls.elementwise_forward + ls.elementwise_backward + elem_extra)}
 
-        logit = kernels.logits_seconds(m, g, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes)
-        kinds = [m.is_moe and m.is_moe_layer(i) for i in range(m.num_layers)]
+        logit = st._cached(("logit_s", b, tp, p.cp), lambda: kernels.logits_seconds(
+            m, g, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes))
+        if not m.is_moe:  # every layer costs the same: the largest stage, or the last with the logits
+            one = st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc), lambda: parts(layer(None), 1))
+            last = sizes[-1]
+            biggest = max(sizes[:-1]) if pp > 1 else 0
+            if pp > 1 and biggest * sum(one.values()) > last * sum(one.values()) + logit:
+                best = {k: biggest * v for k, v in one.items()}
+                best["logits"] = 0.0
+            else:
+                best = {k: last * v for k, v in one.items()}
+                best["logits"] = logit
+            modelled = sum(best.values())
+            best["unmodelled"] = modelled / kernels.END_TO_END - modelled
+            return best
+        kinds = [m.is_moe_layer(i) for i in range(m.num_layers)]
         moe_layer = kinds.index(True) if True in kinds else None  # one layer of each kind stands for all
         dense_layer = kinds.index(False) if False in kinds else None
-        best = None
+        unit = lambda index: st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc, p.ep, index),
+                                        lambda: parts(layer(index), 1))
+        zero = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}
+        dense_unit = unit(dense_layer) if dense_layer is not None else zero
+        moe_unit = unit(moe_layer) if moe_layer is not None else zero
+        best, best_total = None, -1.0
         for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
-            n_moe = st.stage_sums(start, n).moe_layers if m.is_moe else 0
-            stage = parts(layer(dense_layer), n - n_moe) if n > n_moe else \
-                {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}
-            if n_moe:
-                extra = parts(layer(moe_layer), n_moe)
-                stage = {k: stage[k] + extra[k] for k in stage}
+            n_moe = st.stage_sums(start, n).moe_layers
+            stage = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
             stage["logits"] = logit if i == pp - 1 else 0.0
-            if best is None or sum(stage.values()) > sum(best.values()):
-                best = stage
+            total = sum(stage.values())
+            if total > best_total:
+                best, best_total = stage, total
         modelled = sum(best.values())
         best["unmodelled"] = modelled / kernels.END_TO_END - modelled
         return best
