@@ -6,14 +6,14 @@ so we halve it, and network cards in bits/s, so we divide by 8).
 
 Figures and sources (dense = without 2:4 sparsity; the sparse figure NVIDIA also prints is twice these):
 
-=============  ==========  ==================  ===================  ========================  ========================
-GPU            memory      peak dense 16-bit   peak dense fp32      NVLink per direction      inter-node per GPU/dir.
-=============  ==========  ==================  ===================  ========================  ========================
-V100-32GB      32 GB       125 TFLOP/s (fp16)  15.7 TFLOP/s (FP32)  150 GB/s (300 GB/s tot.)  6.25 GB/s (DGX-2)
-A100-80GB      80 GB       312 TFLOP/s (bf16)  156 TFLOP/s (TF32)   300 GB/s (600 GB/s tot.)  25 GB/s  (DGX A100)
-H100-80GB      80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H100)
-H200           141 GB      989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s  (DGX H200)
-=============  ==========  ==================  ===================  ========================  ========================
+=============  ==========  ==================  ===================  ========================  ==================  ==========
+GPU            memory      peak dense 16-bit   peak dense fp32      NVLink per direction      inter-node GPU/dir  HBM
+=============  ==========  ==================  ===================  ========================  ==================  ==========
+V100-32GB      32 GB       125 TFLOP/s (fp16)  15.7 TFLOP/s (FP32)  150 GB/s (300 GB/s tot.)  6.25 GB/s (DGX-2)   900 GB/s
+A100-80GB      80 GB       312 TFLOP/s (bf16)  156 TFLOP/s (TF32)   300 GB/s (600 GB/s tot.)  25 GB/s (DGX A100)  2,039 GB/s
+H100-80GB      80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H100)  3.35 TB/s
+H200           141 GB      989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H200)  4.8 TB/s
+=============  ==========  ==================  ===================  ========================  ==================  ==========
 
 The fp32 column is what fp32 training's matrix multiplies run at: TF32 tensor cores where the GPU has them
 (A100 and later; PyTorch uses them after ``torch.backends.cuda.matmul.allow_tf32 = True`` or
@@ -60,7 +60,9 @@ class GPU:
     bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from),
     ``peak_flops_fp32`` (dense FLOP/s of fp32 matrix multiplies: TF32 tensor cores where the GPU has them, else
     FP32 CUDA cores; ``None`` when unknown, and then the planner refuses ``precision="fp32"``),
-    ``peak_fp8_flops`` (dense FP8 FLOP/s; 0 where the GPU has no FP8 tensor cores)."""
+    ``peak_fp8_flops`` (dense FP8 FLOP/s; 0 where the GPU has no FP8 tensor cores), ``hbm_bw`` (bytes/s of the
+    device memory, the datasheet's; ``None`` when unknown, and then the planner times this GPU with its flat
+    one-constant model, :data:`distlearn.planner.COMPUTE_EFFICIENCY`, instead of its kernel model)."""
 
     name: str
     memory_bytes: float
@@ -71,6 +73,7 @@ class GPU:
     source: str = ""
     peak_flops_fp32: float | None = None
     peak_fp8_flops: float = 0.0
+    hbm_bw: float | None = None
 
     def __post_init__(self):
         for field in ("memory_bytes", "peak_flops", "nvlink_bw", "network_bw"):
@@ -79,6 +82,8 @@ class GPU:
             check_positive("peak_flops_fp32", self.peak_flops_fp32)
         check_int("gpus_per_node", self.gpus_per_node, minimum=1)
         check_number("peak_fp8_flops", self.peak_fp8_flops, minimum=0)
+        if self.hbm_bw is not None:
+            check_positive("hbm_bw", self.hbm_bw)
 
     def with_(self, **changes) -> "GPU":
         """A copy with some fields changed (validated again)."""
@@ -87,16 +92,20 @@ class GPU:
 
 GPUS: dict[str, GPU] = {g.name: g for g in [
     GPU("v100-32gb", 32e9, 125 * TFLOPS, 150 * GB_S, 100e9 / 8 * 8 / 16, gpus_per_node=16,
-        peak_flops_fp32=15.7 * TFLOPS,
-        source="NVIDIA V100 datasheet (SXM2; FP32 15.7 TFLOPS, no TF32); DGX-2: 16 GPUs, 8x100 Gb/s EDR IB"),
+        peak_flops_fp32=15.7 * TFLOPS, hbm_bw=900 * GB_S,
+        source="NVIDIA V100 datasheet (SXM2; FP32 15.7 TFLOPS, no TF32; HBM2 900 GB/s); DGX-2: 16 GPUs, "
+               "8x100 Gb/s EDR IB"),
     GPU("a100-80gb", 80e9, 312 * TFLOPS, 300 * GB_S, 200e9 / 8, peak_flops_fp32=156 * TFLOPS,
-        source="NVIDIA A100 datasheet (80GB SXM; TF32 156 TFLOPS dense); DGX A100: 8x200 Gb/s HDR IB"),
+        hbm_bw=2039 * GB_S,
+        source="NVIDIA A100 datasheet (80GB SXM; TF32 156 TFLOPS dense; HBM2e 2,039 GB/s); DGX A100: 8x200 Gb/s "
+               "HDR IB"),
     GPU("h100-80gb", 80e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
         source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS BF16 and 989 TF32 sparse, / 2 dense); "
-               "DGX H100: 8x400 Gb/s NDR; FP8 3958 sparse / 2", peak_fp8_flops=1979 * TFLOPS),
+               "DGX H100: 8x400 Gb/s NDR; FP8 3958 sparse / 2; HBM3 3.35 TB/s", peak_fp8_flops=1979 * TFLOPS,
+        hbm_bw=3350 * GB_S),
     GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
         source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e; 989 TF32 sparse, / 2 dense); DGX H200: 8x400 Gb/s NDR; "
-               "FP8 3958 sparse / 2", peak_fp8_flops=1979 * TFLOPS),
+               "FP8 3958 sparse / 2; HBM3e 4.8 TB/s", peak_fp8_flops=1979 * TFLOPS, hbm_bw=4800 * GB_S),
 ]}
 
 PEAK_DTYPES = ("bf16", "fp32", "fp8")

@@ -17,9 +17,12 @@ The package is split by job; everything public is re-exported here, so ``from di
 from .command_line import (HEADER, HEADER_ZH, RECOMPUTE_ZH, WIDTHS, cli, display_width, format_table, parser,
                            positive_int, table_legend)
 from .formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES, Estimate, Plan, Setting,
-                       bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, make_setting,
+                       bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, kernel_stage_parts,
+                       make_setting,
                        matmul_params_per_layer, measured_flops, megatron_flops, plan_memory, plan_time, step_flops,
                        validate_plan, zero_max_params)
+from . import kernels
+from .kernels import END_TO_END, FLASH_SHARE, GEMM_CEILING
 from .plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Group, SearchResult, any_plan_fits,
                           balanced_stages, candidate_groups,
                           candidate_plans, no_layout_message, search, suggest_fix)
@@ -33,7 +36,7 @@ __all__ = [
     "Plan", "Estimate", "Setting", "SearchResult", "Group",
     "bubble_fraction", "bubble_ratio", "compute_peak", "forward_flops", "step_flops", "measured_flops",
     "megatron_flops", "matmul_params_per_layer", "zero_max_params", "make_setting", "plan_memory", "plan_time",
-    "evaluate", "validate_plan",
+    "evaluate", "validate_plan", "kernel_stage_parts", "kernels", "END_TO_END", "GEMM_CEILING", "FLASH_SHARE",
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
     "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
     "LLAMA3_405B_STAGES", "compare_published", "published_table", "LLAMA3_RUNS", "memory_readings",

@@ -11,7 +11,7 @@ from ..i18n import bi, get_language
 from ..memory import GB
 from ..models import PRESETS
 from ..validate import DistlearnValueError
-from .formulas import (COMPUTE_EFFICIENCY, FP8_PRECISIONS, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES,
+from .formulas import (FP8_PRECISIONS, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES,
                        Estimate, compute_peak)
 from .plan_search import search
 
@@ -131,8 +131,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--global-batch", type=positive_int("--global-batch"), default=512,
                     help=bi("sequences per step", "全局批量大小（序列数）"))
     ap.add_argument("--top", type=positive_int("--top"), default=10, help=bi("plans to show", "显示的方案数"))
-    ap.add_argument("--efficiency", type=share, default=COMPUTE_EFFICIENCY,
-                    help=bi("share of peak FLOP/s the kernels reach", "算子达到的峰值算力比例"))
+    ap.add_argument("--efficiency", type=share, default=None,
+                    help=bi("flat time model: every FLOP at this share of the peak (default: the kernel model, "
+                            "GEMM rooflines + attention + memory-bound work)",
+                            "平坦时间模型：所有 FLOPs 都按这个峰值比例计（默认用算子模型：GEMM 屋顶线 + 注意力 + "
+                            "访存受限的逐元素运算）"))
     ap.add_argument("--precision", default="mixed",
                     help=bi(f"recipe: {' | '.join(PLANNER_PRECISIONS)} (fp32: matrix multiplies at the fp32/TF32 "
                             f"peak; FP8 recipes: linear layers at the FP8 peak)",
@@ -176,8 +179,18 @@ def cli(argv: list[str]) -> int:
     peak = compute_peak(g, args.precision) / 1e12
     kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else (
         ("FP8 (linear layers)", "FP8（线性层）") if args.precision in FP8_PRECISIONS else ("16-bit", "16 位"))
-    print(bi(f"matrix multiplies at {args.efficiency:.0%} of the {kind} peak, {peak:g} TFLOP/s; reserve "
-             f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)",
-             f"矩阵乘法按 {kind_zh}峰值 {peak:g} TFLOP/s 的 {args.efficiency:.0%} 计；预留 {RESERVE_BYTES / GB:.0f} GB + "
-             f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）", sep="\n"))
+    if args.efficiency is None:
+        from .kernels import END_TO_END, GEMM_CEILING, gpu_family
+        e = GEMM_CEILING[gpu_family(g)]
+        print(bi(f"kernel model: GEMMs as rooflines at {e:.1%} of the {kind} peak ({peak:g} TFLOP/s) or the HBM "
+                 f"bandwidth, attention, memory-bound work; × {END_TO_END:.0%} end to end; reserve "
+                 f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)",
+                 f"算子模型：GEMM 按屋顶线计，{kind_zh}峰值 {peak:g} TFLOP/s 的 {e:.1%} 或显存带宽，加上注意力和访存受限的"
+                 f"运算；端到端再乘 {END_TO_END:.0%}；预留 {RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}；"
+                 f"显存单位 GB（1e9 字节）", sep="\n"))
+    else:
+        print(bi(f"matrix multiplies at {args.efficiency:.0%} of the {kind} peak, {peak:g} TFLOP/s; reserve "
+                 f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)",
+                 f"矩阵乘法按 {kind_zh}峰值 {peak:g} TFLOP/s 的 {args.efficiency:.0%} 计；预留 {RESERVE_BYTES / GB:.0f} GB + "
+                 f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）", sep="\n"))
     return 0

@@ -37,7 +37,13 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
 
 **Time per step** (seconds), for the slowest pipeline stage:
 
-- compute: hardware FLOPs / (peak × :data:`COMPUTE_EFFICIENCY`), the peak of the precision the matrix multiplies
+- compute: the kernel model of :mod:`distlearn.planner.kernels` (:func:`microbatch_compute_seconds`): each GEMM
+  of a layer as a roofline of its own shape at a measured matmul ceiling, the attention core (materialised batched
+  GEMMs, or a FlashAttention kernel at its published share of peak), the memory-bound elementwise work at the HBM
+  bandwidth, the output layer and its loss, all divided by one end-to-end constant
+  (:data:`~distlearn.planner.kernels.END_TO_END`); :func:`kernel_stage_parts` gives the breakdown. With
+  ``efficiency=`` given (or a GPU without ``hbm_bw``), the flat model of before: hardware FLOPs / (peak ×
+  efficiency, :data:`COMPUTE_EFFICIENCY` by default), the peak of the precision the matrix multiplies
   run in (:func:`compute_peak`: 16-bit for the mixed recipes, fp32 / TF32 for ``"fp32"``, FP8 for the linear
   layers of the FP8 recipes, whose attention and logits stay 16-bit), divided by ``cp``. MoE layers count the
   experts a token uses; MLA's attention core its own head sizes (:func:`attention_core_flops`). Forward FLOPs per
@@ -77,13 +83,14 @@ Megatron-LM runs they reproduce), Llama presets use a flash kernel (only a log-s
 Reported: tokens/s, MFU = model FLOPs (without recomputation) / (time × GPUs × peak) (Chowdhery et al. 2022,
 App. B) with the GPU's dense 16-bit peak whatever the precision (an fp32 run shows how much of the GPU it leaves
 unused), and the achieved FLOP/s per GPU counted Megatron's way (recomputation included), to compare with
-published numbers. The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled.
+published numbers. The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled
+(the kernel model's END_TO_END stands for them).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..activations import SWIGLU, config_layer_bytes
+from ..activations import SWIGLU, config_layer_bytes, default_attention
 from ..context_parallel import cp_comm_bytes
 from ..cost import collective_time
 from ..fp8_recipes import RECIPES as FP8_RECIPES, bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
@@ -94,8 +101,8 @@ from ..pipeline import partition_layers, peak_inflight_weighted
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
 from ..zero_comm import step_collectives
 
-COMPUTE_EFFICIENCY = 0.55  # share of peak a transformer layer's kernels reach (GEMMs ~70-80 %, plus memory-bound
-#                            softmax / norms / activations); an assumption, NOT fitted to the published runs.
+COMPUTE_EFFICIENCY = 0.55  # the FLAT model's share of peak (efficiency= given, GPUs without hbm_bw, the rooflines'
+#                            C): an assumption; the default time model is distlearn.planner.kernels
 RESERVE_BYTES = 2e9        # CUDA context (~0.5-1 GB), cuBLAS workspaces, NCCL buffers
 FRAGMENTATION = 0.10       # share of device memory lost to allocator fragmentation and temporary buffers
 ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude of NCCL's per-hop latency)
@@ -351,7 +358,11 @@ class Setting:
         # in bf16 (DeepSeek-V3 §3.3.1, Transformer Engine: only Linear layers run in FP8)
         self.peak = compute_peak(cluster.gpu, "mixed" if self.fp8 else precision)
         self.act_bytes = 4 if precision == "fp32" else 2  # activations in the dtype the layers compute in
-        self.eff = efficiency
+        # time model: the kernel model of distlearn.planner.kernels unless a flat efficiency is given (or the GPU's
+        # HBM bandwidth is unknown: then the flat COMPUTE_EFFICIENCY)
+        self.kernel_model = efficiency is None and cluster.gpu.hbm_bw is not None
+        self.eff = COMPUTE_EFFICIENCY if efficiency is None else efficiency
+        self.attention = default_attention(model)
         g = cluster.gpu
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
@@ -629,38 +640,114 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
 
 
 def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
-    """Seconds of one micro-batch's forward and backward (recomputation included) on the slowest stage: its
-    hardware FLOPs / (peak × efficiency), the linear layers' GEMMs at the recipe's GEMM peak (FP8 for the FP8
-    recipes), the attention core and the logits at the 16-bit peak; divided by ``cp`` (each rank computes
-    s/cp tokens' rows, balanced by the zigzag layout of chapter 10). Depends on b, tp, cp, the stages and the
-    recomputation only."""
+    """Seconds of one micro-batch's forward and backward (recomputation included) on the slowest stage.
+
+    Kernel model (the default, :mod:`distlearn.planner.kernels`): per layer its GEMMs as rooflines, its attention
+    core and its memory-bound elementwise work (:func:`~distlearn.planner.kernels.layer_seconds`), the output
+    layer on the last stage (:func:`~distlearn.planner.kernels.logits_seconds`), all divided by
+    :data:`~distlearn.planner.kernels.END_TO_END`. Flat model (``Setting(efficiency=...)`` given, or a GPU
+    without ``hbm_bw``): hardware FLOPs / (peak × efficiency), the linear layers' GEMMs at the recipe's GEMM peak
+    (FP8 for the FP8 recipes), the attention core and the logits at the 16-bit peak, divided by ``cp``. Depends on
+    b, tp, cp, ep, sequence parallelism, the stages and the recomputation only."""
+    key = ("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers, p.sequence_parallel,
+           p.ep)
+    if st.kernel_model:
+        return st._cached(key, lambda: sum(kernel_stage_parts(st, p).values()))
+    return st._cached(key, lambda: _flat_compute_seconds(st, p))
+
+
+def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
+    """Seconds of one micro-batch on the slowest stage by part, in the kernel model: ``{"gemm", "attention",
+    "elementwise", "logits", "unmodelled"}`` (forward + backward + recomputation; ``unmodelled`` is what
+    :data:`~distlearn.planner.kernels.END_TO_END` adds: the parts / END_TO_END − the parts). Their sum is
+    :func:`microbatch_compute_seconds`."""
+    from . import kernels
+
     def make():
-        b, tp, pp = p.micro_batch_size, p.tp, p.pp
-        factor = {"none": 3.0, "selective": 3.0, "full": 4.0}[p.recompute]
-        attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
-        logit_seconds = 3 * b * st.f_logits / tp / st.peak
+        m, g = st.model, st.cluster.gpu
+        b, tp, pp, rc = p.micro_batch_size, p.tp, p.pp, p.recompute
         sizes = st.stages(pp, p.stage_layers)
 
-        def seconds(start, n):
-            sums = st.stage_sums(start, n)
-            return b * (factor * sums.gemm_flops / st.gemm_peak + attn_factor * sums.attention_flops / st.peak) / tp
+        def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
+            return st._cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.layer_seconds(
+                m, g, micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
+                attention=st.attention if p.cp == 1 else "flash", swiglu=st.swiglu, gemm_peak=st.gemm_peak,
+                peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes, act_bytes=st.act_bytes, layer=index,
+                ep=p.ep))
 
-        if not st.model.is_moe:  # every layer costs the same: the largest stage is the slowest
-            layer_seconds = seconds(0, 1)
-            if pp == 1:
-                stage_seconds = sizes[0] * layer_seconds + logit_seconds
+        def parts(ls, n):
+            f = {"none": 1.0, "selective": 1.0, "full": 2.0}[rc]  # forward passes of the linear layers
+            attn_extra = ls.attention_forward if rc == "selective" else 0.0
+            elem_extra = ls.attention_elementwise_forward if rc == "selective" else 0.0
+            return {"gemm": n * (f * ls.gemm_forward + ls.gemm_backward),
+                    "attention": n * (f * ls.attention_forward + ls.attention_backward + attn_extra),
+                    "elementwise": n * (f * ls.elementwise_forward + ls.elementwise_backward + elem_extra)}
+
+        logit = st._cached(("logit_s", b, tp, p.cp), lambda: kernels.logits_seconds(
+            m, g, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes))
+        if not m.is_moe:  # every layer costs the same: the largest stage, or the last with the logits
+            one = st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc), lambda: parts(layer(None), 1))
+            last = sizes[-1]
+            biggest = max(sizes[:-1]) if pp > 1 else 0
+            if pp > 1 and biggest * sum(one.values()) > last * sum(one.values()) + logit:
+                best = {k: biggest * v for k, v in one.items()}
+                best["logits"] = 0.0
             else:
-                stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
-        else:  # per sequence and tensor-parallel rank (everything scales with b / tp): memoized per stage split
-            def per_sequence():
-                starts = stage_starts(sizes)
-                unit = lambda a, n: (factor * st.stage_sums(a, n).gemm_flops / st.gemm_peak
-                                     + attn_factor * st.stage_sums(a, n).attention_flops / st.peak)
-                return max(unit(a, n) + (3 * st.f_logits / st.peak if i == pp - 1 else 0.0)
-                           for i, (a, n) in enumerate(zip(starts, sizes)))
-            stage_seconds = b * st._cached(("moe_stage_unit", pp, p.stage_layers, p.recompute), per_sequence) / tp
-        return stage_seconds / (st.eff * p.cp)
-    return st._cached(("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers), make)
+                best = {k: last * v for k, v in one.items()}
+                best["logits"] = logit
+            modelled = sum(best.values())
+            best["unmodelled"] = modelled / kernels.END_TO_END - modelled
+            return best
+        kinds = [m.is_moe_layer(i) for i in range(m.num_layers)]
+        moe_layer = kinds.index(True) if True in kinds else None  # one layer of each kind stands for all
+        dense_layer = kinds.index(False) if False in kinds else None
+        unit = lambda index: st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc, p.ep, index),
+                                        lambda: parts(layer(index), 1))
+        zero = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}
+        dense_unit = unit(dense_layer) if dense_layer is not None else zero
+        moe_unit = unit(moe_layer) if moe_layer is not None else zero
+        best, best_total = None, -1.0
+        for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
+            n_moe = st.stage_sums(start, n).moe_layers
+            stage = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
+            stage["logits"] = logit if i == pp - 1 else 0.0
+            total = sum(stage.values())
+            if total > best_total:
+                best, best_total = stage, total
+        modelled = sum(best.values())
+        best["unmodelled"] = modelled / kernels.END_TO_END - modelled
+        return best
+    return st._cached(("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers,
+                       p.sequence_parallel, p.ep), make)
+
+
+def _flat_compute_seconds(st: Setting, p: Plan) -> float:
+    """The flat model of :func:`microbatch_compute_seconds`: every FLOP at peak × ``st.eff``."""
+    b, tp, pp = p.micro_batch_size, p.tp, p.pp
+    factor = {"none": 3.0, "selective": 3.0, "full": 4.0}[p.recompute]
+    attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
+    logit_seconds = 3 * b * st.f_logits / tp / st.peak
+    sizes = st.stages(pp, p.stage_layers)
+
+    def seconds(start, n):
+        sums = st.stage_sums(start, n)
+        return b * (factor * sums.gemm_flops / st.gemm_peak + attn_factor * sums.attention_flops / st.peak) / tp
+
+    if not st.model.is_moe:  # every layer costs the same: the largest stage is the slowest
+        layer_seconds = seconds(0, 1)
+        if pp == 1:
+            stage_seconds = sizes[0] * layer_seconds + logit_seconds
+        else:
+            stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
+    else:  # per sequence and tensor-parallel rank (everything scales with b / tp): memoized per stage split
+        def per_sequence():
+            starts = stage_starts(sizes)
+            unit = lambda a, n: (factor * st.stage_sums(a, n).gemm_flops / st.gemm_peak
+                                 + attn_factor * st.stage_sums(a, n).attention_flops / st.peak)
+            return max(unit(a, n) + (3 * st.f_logits / st.peak if i == pp - 1 else 0.0)
+                       for i, (a, n) in enumerate(zip(starts, sizes)))
+        stage_seconds = b * st._cached(("moe_stage_unit", pp, p.stage_layers, p.recompute), per_sequence) / tp
+    return stage_seconds / (st.eff * p.cp)
 
 
 def ep_seconds(st: Setting, p: Plan) -> float:
@@ -903,15 +990,18 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 
 
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
-                 efficiency=COMPUTE_EFFICIENCY, reserve_bytes=RESERVE_BYTES,
+                 efficiency=None, reserve_bytes=RESERVE_BYTES,
                  fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None) -> Setting:
-    """A validated :class:`Setting`. ``swiglu``: the Llama MLP's kernel, ``"unfused"`` (the eager module keeps
+    """A validated :class:`Setting`. ``efficiency``: ``None`` for the kernel model of
+    :mod:`distlearn.planner.kernels`, or a share of the peak for the flat model (every FLOP at peak × efficiency,
+    the planner before issue 22; :data:`COMPUTE_EFFICIENCY` was its default). ``swiglu``: the Llama MLP's kernel, ``"unfused"`` (the eager module keeps
     4·f values per token) or ``"fused"`` (Megatron-Core's fused SwiGLU keeps 3·f; chapter 08). Raises
     DistlearnValueError for non-positive sizes, an efficiency outside (0, 1], a negative reserve, a fragmentation
     outside [0, 0.9], an unknown recipe or SwiGLU kernel, or fp32 on a GPU without an fp32 peak."""
     check_int("global_batch", global_batch, minimum=1)
     check_int("seq_len", seq_len, minimum=1)
-    check_number("efficiency", efficiency, minimum=0, maximum=1, strict_min=True)
+    if efficiency is not None:
+        check_number("efficiency", efficiency, minimum=0, maximum=1, strict_min=True)
     check_number("reserve_bytes", reserve_bytes, minimum=0)
     check_number("fragmentation", fragmentation, minimum=0, maximum=0.9)
     check_choice("swiglu", swiglu, SWIGLU)
@@ -921,7 +1011,7 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
 
 def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb",
              cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
-             efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
+             efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
              fragmentation: float = FRAGMENTATION, swiglu: str = "unfused") -> Estimate:
     """Memory, time and throughput of one given ``plan`` (whether or not it fits: see ``Estimate.fits``).
 

@@ -248,7 +248,7 @@ class _Best:
 
 def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb", num_gpus: int = 8,
            cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
-           efficiency: float = COMPUTE_EFFICIENCY, reserve_bytes: float = RESERVE_BYTES,
+           efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
            fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
            swiglu: str = "unfused", cp: int | None = None, ep: int = 1) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,

@@ -27,8 +27,8 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   recomputation / (time × GPUs × 989 TFLOP/s)); the paper does not say how it counts the attention FLOPs, and we
   count them without the causal mask (4·s²·h per layer and sequence), the way the time model charges them too.
   At 8K tokens attention is 8 % of those FLOPs, at 128K 57 %, so the CP 16 row depends on the convention: count
-  and time both causal (half the scores) give 1.06, both non-causal 1.11, but a causal kernel (flash attention
-  skips the masked blocks) beside a non-causal count would read 1.47 (tests/test_planner.py checks all three).
+  and time both causal (half the scores) give 0.96, both non-causal 0.94, but a causal kernel (flash attention
+  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three).
   Our reading: micro-batch 1, v = 8 chunks of one layer each — §3.3.2: "the first model chunk on the first
   stage has only the embedding, and the last model chunk on the last stage has only output projection and
   loss", which with one layer fewer on those stages (7 of the 8 layer slots) means one-layer chunks — no
@@ -153,15 +153,9 @@ PUBLISHED_RUNS = {
 # Runs the model misses by more than TOLERANCE, with the reason (chapter 14 says it; the tests check these
 # are still misses, so an improvement that fixes one must move it out of this table).
 KNOWN_MISSES = {
-    "megatron-gpt-1t": "one kernel efficiency for all matrix sizes: the 1 T model's 25,600-wide GEMMs run "
-                       "closer to peak than the 0.55 the planner assumes, and its 64-stage bubble is charged in full",
-    "llama3-405b-16k-gpus-cp16": "predicted 11 % too fast since the reading v = 8 (the paper's one-layer "
-                                 "chunks) halved the bubble that v = 4 charged: one kernel efficiency (0.55) "
-                                 "for every matrix multiply, while at 128K tokens 57 % of the FLOPs are the "
-                                 "attention core; a per-kernel efficiency (issue 22) is not modelled yet",
-    "deepseek-v3": "the expert all-to-alls are charged in full (16 s of 33 s per step): DeepSeek's DualPipe "
+    "deepseek-v3": "the expert all-to-alls are charged in full (about half of the step): DeepSeek's DualPipe "
                    "overlaps them with the other micro-batch's compute (§3.2.1), a schedule not modelled here; "
-                   "fully hidden they would make the prediction 36 % too fast, so the real overlap is partial",
+                   "fully hidden they would make the prediction too fast, so the real overlap is partial",
 }
 
 
