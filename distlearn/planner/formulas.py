@@ -583,8 +583,7 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     reserve, and their total (formulas in the module docstring). Without ``stage_layers`` only the first and the
     last stage can be the worst (the first holds the most micro-batches, the last the logits); with them every
     stage is looked at."""
-    m, s, b, tp, pp, v, cp = st.model, st.s, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
-    h, V = m.hidden_size, m.vocab_size
+    m, b, tp, pp, v, cp = st.model, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
     sizes = st.stages(pp, p.stage_layers)
     def candidates():  # (stage, layers, extra params, first?, last?, StageSums) of the stages that can be worst
         starts = stage_starts(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
@@ -599,16 +598,35 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
                      i == 0, i == pp - 1) for i in _candidate_stages(sizes, moe)]
         return [row + (st.stage_sums(starts[row[0]], row[1]),) for row in rows]
     stages = st._cached(("candidate_stages", pp, p.stage_layers), candidates)
+    # activations and logits do not depend on the ZeRO stage nor on dp: one computation for all of them
+    held = st._cached(("stage_acts", b, tp, pp, v, p.num_microbatches, cp, p.sequence_parallel, p.recompute,
+                       p.stage_layers, p.schedule), lambda: _stage_activations(st, p, stages))
+    buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
     worst = None
-    per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
-    per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
-    tokens = s // cp
-    for stage, layers, extra_params, is_first, is_last, sums in stages:
+    for (stage, layers, extra_params, is_first, is_last, sums), (acts, logits) in zip(stages, held):
         states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
         params, grads, optimizer = states.params, states.grads, states.optimizer
         if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
             ex = st.states(max(1, round(sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, p.zero_stage)
             params, grads, optimizer = params + ex.params, grads + ex.grads, optimizer + ex.optimizer
+        mem = {"params": params, "grads": grads, "optimizer": optimizer, "activations": acts,
+               "logits": logits, "zero3_buffer": buffer, "reserve": st.reserve}
+        mem["total"] = sum(mem.values())
+        if worst is None or mem["total"] > worst["total"]:
+            worst = mem
+    return worst
+
+
+def _stage_activations(st: Setting, p: Plan, stages) -> list[tuple[float, float]]:
+    """(activation bytes, logits bytes) of each of ``stages`` (:func:`plan_memory`'s candidate stages): what the
+    micro-batches in flight keep (formulas in the module docstring); the ZeRO stage and dp play no part."""
+    m, s, b, tp, pp, v, cp = st.model, st.s, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
+    h, V = m.hidden_size, m.vocab_size
+    per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
+    per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
+    tokens = s // cp
+    out = []
+    for stage, layers, extra_params, is_first, is_last, sums in stages:
         inflight = 1.0
         if is_first and pp > 1 and p.stage_layers is None:
             inflight = min(pp, p.num_microbatches) * ((1 + (pp - 1) / (pp * v)) if v > 1 else 1.0)
@@ -630,13 +648,8 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
         if cp > 1:  # the all-gathered K and V of the layer computing (Llama 3 §3.3.2's all-gather CP)
             acts += 2 * s * b * m.kv_heads * m.head_dim / tp * st.act_bytes
         logits = 4 * tokens * b * h / tp * (1 + V / h) if is_last else 0.0
-        buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
-        mem = {"params": params, "grads": grads, "optimizer": optimizer, "activations": acts,
-               "logits": logits, "zero3_buffer": buffer, "reserve": st.reserve}
-        mem["total"] = sum(mem.values())
-        if worst is None or mem["total"] > worst["total"]:
-            worst = mem
-    return worst
+        out.append((acts, logits))
+    return out
 
 
 def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
@@ -698,7 +711,7 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
             modelled = sum(best.values())
             best["unmodelled"] = modelled / kernels.END_TO_END - modelled
             return best
-        kinds = [m.is_moe_layer(i) for i in range(m.num_layers)]
+        kinds = st.moe_flags  # is_moe_layer of every layer, computed once per setting
         moe_layer = kinds.index(True) if True in kinds else None  # one layer of each kind stands for all
         dense_layer = kinds.index(False) if False in kinds else None
         unit = lambda index: st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc, p.ep, index),
