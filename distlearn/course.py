@@ -32,6 +32,7 @@ Conventions (see docs/authoring.md):
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import sys
@@ -772,6 +773,29 @@ def _copy_is_stale(out_root: Path, root: Path) -> bool:
 _LANG_ZH = {"en": "英文", "zh": "中文"}
 
 
+# JupyterLab's own interface language for a course in one language: the language pack
+# jupyterlab-language-pack-zh-CN (a dependency) and the translation extension's "locale" setting
+LAB_LOCALES = {"en": "en", "zh": "zh_CN"}
+LAB_SETTINGS_DIR = ".jupyterlab-settings"
+TRANSLATION_SETTINGS = Path("@jupyterlab", "translation-extension", "plugin.jupyterlab-settings")
+
+
+def lab_environment(lang: str, out_root: Path) -> dict[str, str]:
+    """Environment variables JupyterLab starts with for the course in ``lang`` (``"en"``, ``"zh"`` or ``"both"``):
+    ``DISTLEARN_LANG``; for one language also ``JUPYTERLAB_SETTINGS_DIR`` = ``out_root/.jupyterlab-settings``,
+    where this writes the translation extension's setting ``{"locale": "zh_CN"}`` (or ``"en"``), so that
+    JupyterLab's menus, dialogs and status bar speak the course's language too (the bilingual course keeps the
+    user's own JupyterLab settings). Your other JupyterLab settings for that copy are kept there as well."""
+    env = {"DISTLEARN_LANG": lang}
+    if lang in LAB_LOCALES:
+        settings = Path(out_root) / LAB_SETTINGS_DIR
+        path = settings / TRANSLATION_SETTINGS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"locale": LAB_LOCALES[lang]}, indent=2) + "\n", encoding="utf-8")
+        env["JUPYTERLAB_SETTINGS_DIR"] = str(settings)
+    return env
+
+
 def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
              lab_args: str = "", start: bool = True) -> Path:
     """What ``make lab COURSE_LANG=zh`` runs: start JupyterLab with ``DISTLEARN_LANG=<lang>`` on the course in one
@@ -815,6 +839,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
                      f"deletes your edits there): rm -r {out_root}, then make lab COURSE_LANG={lang}",
                      f"注意：{out_root} 比课程本身旧。如需从保存的副本重新开始（会删除你在其中的修改）：rm -r {out_root}，"
                      f"再运行 make lab COURSE_LANG={lang}"), flush=True)
+    env = lab_environment(lang_env, Path(out_root))
     if not start:
         return Path(out_root)
     cmd = [sys.executable, "-m", "jupyterlab", "--port", str(port), f"--ServerApp.root_dir={out_root}",
@@ -822,7 +847,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     cmd += shlex.split(lab_args or "")
-    os.environ["DISTLEARN_LANG"] = lang_env
+    os.environ.update(env)
     os.execv(sys.executable, cmd)
     return Path(out_root)  # not reached
 

@@ -4,6 +4,7 @@ each of these checks fails when a copy is broken on purpose."""
 import shutil
 import subprocess
 import sys
+from pathlib import Path
 
 import jupytext
 import nbformat
@@ -295,6 +296,26 @@ def test_lab_in_one_language_opens_the_stored_copy_when_current(copies_root, mon
     course.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root).unlink()  # the en copy is not current
     out_en = course.open_lab("en", root=copies_root, start=False)
     assert executed == [("en", out_en)]
+
+
+def test_lab_in_one_language_speaks_it_in_jupyterlabs_own_menus(tmp_path):
+    """`make lab COURSE_LANG=zh` starts JupyterLab with its own settings folder in the copy, whose translation
+    setting asks for the Chinese language pack (a dependency: its "Edit" menu is 编辑); the bilingual course
+    leaves JupyterLab's settings alone."""
+    import json
+
+    from jupyterlab_server.translation_utils import get_language_pack
+
+    env = course.lab_environment("zh", tmp_path)
+    settings = Path(env["JUPYTERLAB_SETTINGS_DIR"])
+    assert settings == tmp_path / course.LAB_SETTINGS_DIR and env["DISTLEARN_LANG"] == "zh"
+    assert json.loads((settings / course.TRANSLATION_SETTINGS).read_text()) == {"locale": "zh_CN"}
+    assert get_language_pack("zh_CN")[0]["jupyterlab"]["Edit"] == ["编辑"]
+    en = course.lab_environment("en", tmp_path / "en")
+    assert json.loads((Path(en["JUPYTERLAB_SETTINGS_DIR"]) / course.TRANSLATION_SETTINGS).read_text()) == {
+        "locale": "en"}
+    assert course.lab_environment("both", tmp_path / "both") == {"DISTLEARN_LANG": "both"}
+    assert not (tmp_path / "both").exists()
 
 
 # ------------------------------------------------------------------ tools on small notebooks
