@@ -70,13 +70,18 @@ class Language:
     label: str      # how the toggle names this language, in this language
     title: str      # the site's title
     sections: dict  # caption of each section's list on the home page and in the sidebar
+    author: str     # the footer's "By ..." and "© Copyright ...", and the search field's hint, in this language
+    copyright: str
+    search_hint: str
 
 
 LANGUAGES = {
     "en": Language("en", "en", "English", "distlearn: scaling deep-learning training, hands on",
-                   {"notebooks": "Chapters", "exercises": "Exercises", "solutions": "Solutions"}),
+                   {"notebooks": "Chapters", "exercises": "Exercises", "solutions": "Solutions"},
+                   "distlearn authors", "distlearn authors, MIT licence", "Search..."),
     "zh": Language("zh", "zh_CN", "中文", "distlearn：动手学大模型分布式训练",
-                   {"notebooks": "章节", "exercises": "练习", "solutions": "参考答案"}),
+                   {"notebooks": "章节", "exercises": "练习", "solutions": "参考答案"},
+                   "distlearn 项目组", "distlearn 项目组，MIT 许可证", "搜索……"),
 }
 
 
@@ -354,7 +359,9 @@ def sphinx_command(lang: str, work: Path, jobs: int = 1) -> list[str]:
     L = LANGUAGES[lang]
     return [sys.executable, "-m", "sphinx", "build", "-b", "html", "-E", "-q", "-j", str(jobs),
             "-c", str(CONF_DIR), "-d", str(work / "doctrees"), "-w", str(work / "warnings.txt"),
-            "-D", f"language={L.sphinx}", "-D", f"html_title={L.title}", "-A", f"distlearn_lang={lang}",
+            "-D", f"language={L.sphinx}", "-D", f"html_title={L.title}", "-D", f"author={L.author}",
+            "-D", f"copyright={L.copyright}", "-D", f"html_theme_options.search_bar_text={L.search_hint}",
+            "-A", f"distlearn_lang={lang}",
             str(work / "src"), str(work / "html")]
 
 
@@ -420,6 +427,18 @@ def add_page_context(app, pagename, templatename, context, doctree) -> None:
 
 def setup(app):
     app.connect("html-page-context", add_page_context)
+    # The Chinese site's page furniture that Sphinx and the themes leave untranslated: website/locale/zh_CN/
+    # LC_MESSAGES/ (conf.py's locale_dirs). Sphinx compiles only the "sphinx" catalog before the extensions load,
+    # so the .mo files are written here, and sphinx-book-theme's "booktheme" catalog is registered before the
+    # theme registers its own, so that ours is looked up first.
+    from sphinx.util.i18n import CatalogRepository
+
+    locale_dir = Path(app.confdir) / "locale"
+    if app.config.language:
+        for catalog in CatalogRepository(app.srcdir, [str(locale_dir)], app.config.language, "utf-8").catalogs:
+            if catalog.is_outdated():
+                catalog.write_mo(app.config.language)
+    app.add_message_catalog("booktheme", str(locale_dir))
     return {"parallel_read_safe": True, "parallel_write_safe": True}
 
 

@@ -18,6 +18,7 @@ CI (``CI=true``) where they fail. Screenshots of chapter 05 go to ``build/screen
 from __future__ import annotations
 
 import functools
+from html import unescape
 import http.server
 import importlib.util
 import os
@@ -306,6 +307,35 @@ def test_page_checks_fail_on_broken_pages(tmp_path):
     assert len(problems) == 3 and "no #x" in problems[0] and "none.png" in " ".join(problems)
 
 
+# The theme's furniture a reader of the other language may use on purpose: the language toggle names its target
+# language in that language ("English" on the Chinese site), and a few names that are the same in both languages.
+FURNITURE_OK = {"en": {"中文", "本页的中文版"}, "zh": {"English", "This page in English", "Binder", "Ctrl"}}
+_CODE = re.compile(r"^\.?[\w]+(?:[./][\w]+)+$|^\.\w+$")  # torch.distributed.pipelining, .ipynb
+
+
+def furniture_problems(page_html: str, lang: str) -> list[str]:
+    """The page furniture outside the article (menus, buttons, tooltips, search field, footer) that a reader of
+    ``lang`` alone cannot read (:func:`distlearn.lang_audit.readable`), apart from :data:`FURNITURE_OK` and code
+    names."""
+    b, e = page_html.find("<article"), page_html.find("</article>")
+    chrome = page_html[:b] + page_html[e:] if 0 <= b < e else page_html
+    chrome = re.sub(r"<(script|style)\b.*?</\1>", "", chrome, flags=re.S)
+    shown = re.findall(r'\s(?:title|placeholder|data-bs-title)="([^"]*)"', chrome)
+    shown += [t.strip() for t in re.findall(r">([^<>]+)<", chrome)]
+    texts = {unescape(t) for t in shown if t.strip()}
+    return sorted(t for t in texts if t not in FURNITURE_OK[lang] and not _CODE.match(t) and not A.readable(t, lang))
+
+
+def test_furniture_check_catches_the_other_language():
+    page = ('<nav><button title="{}">x</button><input placeholder="{}"></nav><article>{}</article>'
+            '<footer>{}</footer>')
+    assert furniture_problems(page.format("显示侧栏", "搜索……", "Any text in the article", "© 版权所有"), "zh") == []
+    assert furniture_problems(page.format("Toggle primary sidebar", "搜索……", "", "© 版权所有"), "zh") == [
+        "Toggle primary sidebar"]
+    assert furniture_problems(page.format("Toggle", "Search...", "", "© 版权所有 distlearn"), "en") == [
+        "© 版权所有 distlearn"]
+
+
 # ---------------------------------------------------------------- the real site in a real browser
 @pytest.fixture(scope="module")
 def built():
@@ -425,6 +455,18 @@ def test_chapter_page_as_a_reader_sees_it(reader, lang):
     shots = bh.SCREENSHOTS
     shots.mkdir(parents=True, exist_ok=True)
     reader.page.screenshot(path=str(shots / f"site-05-{lang}.png"))
+
+
+def test_page_furniture_is_in_the_page_language(built):
+    """Menus, buttons, tooltips, the search field and the footer of every page built speak the page's language:
+    the Chinese site's untranslated theme strings come from website/locale/zh_CN/ and website/_templates/."""
+    problems = {}
+    for lang in ("en", "zh"):
+        for name in ["index", "search"] + [p.docname for p in built.pages]:
+            bad = furniture_problems((built.out / lang / f"{name}.html").read_text(encoding="utf-8"), lang)
+            if bad:
+                problems[f"{lang}/{name}"] = bad
+    assert problems == {}
 
 
 @pytest.mark.slow

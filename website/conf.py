@@ -4,6 +4,8 @@
 ``build/site-work/<lang>/src/`` and runs Sphinx on them with this folder as the configuration folder; ``language`` and
 ``html_context`` are passed in as overrides. Nothing is executed: the pages show the outputs stored in the notebooks.
 """
+import os
+
 project = "distlearn"
 author = "distlearn authors"
 copyright = "distlearn authors, MIT licence"
@@ -24,6 +26,10 @@ myst_heading_anchors = 3
 
 exclude_patterns = ["_build", "**.ipynb_checkpoints"]
 templates_path = ["_templates"]
+# the Chinese site's page furniture that Sphinx and the themes leave untranslated (relative paths would be read
+# from the source folder, build/site-work/<lang>/src/)
+locale_dirs = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "locale")]
+gettext_compact = False
 html_static_path = ["_static"]
 html_css_files = ["distlearn-site.css"]
 html_js_files = ["distlearn-file-search.js",  # opened from file://: search results without snippets (no CORS error)
