@@ -1089,11 +1089,16 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     """Chapter 14's prose: 141 / 128 layer-micro-batches, 91 GB of activations before the weights at 8,192 GPUs,
     fused SwiGLU saves 14–15 GB, fused and without the fragmentation allowance the 16,384-GPU layouts fit at
     77 GB while 8,192 GPUs would need ≤ 0.50 GB per layer (6 % below the fused 0.53); ZB-H1 about halves GPT-3
-    175B's bubble; on DeepSeek-V3 it reads 0.64 with 90 GB instead of 86; the planner's best plan on 16,384 GPUs
-    is within 1 % of the published layout with full recomputation (both 31 % MFU)."""
+    175B's bubble; on DeepSeek-V3 it reads 0.61 with 90 GB instead of 86; the planner's best plan on 16,384 GPUs
+    is within 1 % of the published layout with full recomputation (both 33 % MFU). The 141 is Megatron's
+    interleaved warm-up of the second stage, 2(p − 2) + (v − 1)p chunk-forwards + the one in flight, one layer
+    each: 17.6 micro-batches of its 8 layers, more than 1F1B's p − 1 = 15 (the chapter says so)."""
     from dataclasses import replace
     r8, r16 = P.memory_readings("llama3-405b-8k-gpus"), P.memory_readings("llama3-405b-16k-gpus")
     assert (r8["table"]["peak_layers"], r16["table"]["peak_layers"]) == (141, 128)
+    p, v = 16, 8
+    assert 2 * (p - 2) + (v - 1) * p + 1 == 141 and round(141 / 8, 1) == 17.6 > p - 1
+    assert F.interleaved_inflight(p, 1, v, 32) * 8 == 141 and F.interleaved_inflight(p, 1, v, 16) * 8 == 128
     assert round(r8["table"]["memory"]["activations"] / 1e9) == 91
     saved = [r["table"]["memory"]["total"] - r["fused-swiglu"]["memory"]["total"] for r in (r8, r16)]
     assert (round(min(saved) / 1e9), round(max(saved) / 1e9)) == (14, 15)

@@ -13,21 +13,29 @@ to them (balanced routing), timed as a roofline::
 
 e_gemm (:data:`GEMM_CEILING`) is the best share of the dense bf16 peak a single large matmul reaches, measured by
 S. Bekman, *Machine Learning Engineering*, "Maximum Achievable Matmul FLOPS comparison table"
-(compute/accelerator/README.md): A100 SXM 267.9 of 312 TFLOP/s = 85.9 %, H100 SXM 792.1 of 989 = 80.1 %.
+(compute/accelerator/README.md, the table of Aug 2024 – Sep 2025, CUDA 12.1): A100 SXM 267.9 of 312 TFLOP/s =
+85.9 %, H100 SXM 792.1 of 989 = 80.1 % (the table's later re-measurement with torch 2.6 / 2.7 reads 271.2 = 86.9 %
+and 794.5 = 80.3 %: within about 1 %).
 Both backward GEMMs of a linear layer (dX = dY·Wᵀ and dW = Xᵀ·dY) have the forward's FLOPs and move the same
 three matrices' bytes, so the backward costs twice the forward. No tile or wave quantisation is modelled.
 
-**Attention core** (:func:`attention_core_seconds`): *materialised* (the GPT presets, Megatron-LM 2021): QKᵀ and
+**Attention core** (in :func:`layer_seconds`; :func:`attention_gemms`): *materialised* (the GPT presets, Megatron-LM 2021): QKᵀ and
 scores·V as b·a/t batched GEMMs through the same roofline, the fused scale-mask-softmax and the attention
 dropout counted with the elementwise work; *flash* (Llama presets, and any plan with cp > 1): the kernel's FLOPs
 at a share of the peak (:data:`FLASH_SHARE`) — FlashAttention-2 on the A100 (Dao 2023, §1: "up to 73 % of the
 theoretical max throughput in the forward pass, and up to 63 % … in the backward pass"), FlashAttention-3 on
-the H100 / H200 (Shah et al. 2024, abstract: "FP16 reaching up to 740 TFLOPs/s (75 % utilization)"; §4.1:
-backward 1.5–1.75 × FlashAttention-2, which the same abstract puts at "35 % utilization on the H100": 1.5 × 35 %
-= 52.5 %). We take FlashAttention-3 for the H100 because it is the best published Hopper kernel (FA2 without
-Hopper instructions is the 35 %); the Llama 3 paper does not say which kernel it ran. The flash backward runs
-2.5 × the forward's FLOPs (five matmuls against two: it recomputes the scores; the FlashAttention-2 benchmark
-script counts it so), the causal mask is not exploited (the FLOPs the planner counts).
+the H100 / H200 (Shah et al. 2024, arXiv 2407.08608 v1/v2 abstract: "FP16 reaching up to 740 TFLOPs/s (75 %
+utilization)" — the NeurIPS 2024 version's abstract reads 840 TFLOP/s, 85 %; §4.1: backward 1.5–1.75 ×
+FlashAttention-2, which the same abstract puts at "35 % utilization on the H100": 1.5 × 35 % = 52.5 %). These are
+headline figures, not the head size the Llama presets run: the 740 TFLOP/s forward is FlashAttention-3's head
+dimension 256; its own benchmark figures at head dimension 128 (H100 SXM5, not causal, 8K tokens) read about
+646 TFLOP/s forward (65 %) and 559 TFLOP/s backward (57 %), so at d = 128 the forward share is optimistic and the
+backward one pessimistic; together they time the flash kernel about 2 % slower than those figures (both counted
+with the 2.5 × backward FLOPs below). We take FlashAttention-3 for the H100 because it is the best published Hopper kernel
+(FA2 without Hopper instructions is the 35 %); the Llama 3 paper does not say which kernel it ran. The flash
+backward runs 2.5 × the forward's FLOPs (five matmuls against two: it recomputes the scores; Dao 2023 §4.1 and the
+FlashAttention-2 benchmark script count it so, which is also how its 63 % backward share is measured), the causal
+mask is not exploited (the FLOPs the planner counts).
 
 **Elementwise, memory-bound work** (:func:`elementwise_ops`): bytes read + written per layer, forward and
 backward, tensor by tensor, at the GPU's HBM bandwidth (``GPU.hbm_bw``, datasheets). GPT as Megatron-LM runs it
@@ -44,8 +52,10 @@ TFLOP/s from 1.7 B to 1 T, Narayanan et al. 2021 Table 1).
 What is not modelled, and stays in the one remaining constant (:data:`END_TO_END`, set once against the
 published table of :mod:`distlearn.planner.published`, the same for every run and GPU): kernel launch gaps and
 CPU overheads, the optimizer step, data loading and logging (Megatron-LM's README counts its FLOP/s end to end,
-"including data loading, optimization, and even logging"), shape quantisation of the GEMMs, and HBM bandwidth
-below the datasheet's.
+"including data loading, optimization, and even logging"), shape quantisation of the GEMMs, HBM bandwidth
+below the datasheet's, and the weight gradients' accumulation into fp32 buffers once per micro-batch (Megatron's
+``main_grad.add_(grad)``: about 10 bytes per parameter of the stage, 3–6 % of a micro-batch's compute time for
+the 2021 runs at 2048 tokens, 1–3 % for Llama 3 at 8K–128K).
 """
 from __future__ import annotations
 
@@ -61,7 +71,9 @@ from ..models import ModelConfig
 GEMM_CEILING = {"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.1 / 989, "v100": 267.9 / 312,
                 "h800": 792.1 / 989}
 # share of the 16-bit peak of a FlashAttention kernel, (forward, backward): A100 FlashAttention-2 (Dao 2023 §1),
-# H100 / H200 FlashAttention-3 (Shah et al. 2024: forward 75 %, backward 1.5 × FlashAttention-2's 35 %)
+# H100 / H200 FlashAttention-3 (Shah et al. 2024: forward 75 %, backward 1.5 × FlashAttention-2's 35 %; see the
+# module docstring for the head-dimension-128 figures). The V100 has no FlashAttention-2 (it needs Ampere or
+# newer): the A100's shares there are an assumption, like its GEMM ceiling.
 FLASH_SHARE = {"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
                "h800": (0.75, 0.525)}
 FLASH_BACKWARD_FLOPS = 2.5  # a flash backward recomputes the scores: 5 matmuls against the forward's 2
@@ -292,10 +304,11 @@ def logits_seconds(model: ModelConfig, gpu: GPU, *, tokens: float, tp: int, peak
                    act_bytes: float = 2) -> float:
     """Forward + backward seconds of the output layer on one GPU: the logits GEMM (m = tokens, n = V/t, k = h) and
     its two backward GEMMs through the roofline, and Megatron's vocab-parallel cross-entropy on fp32 logits
-    (forward: cast to fp32, max, subtract, exp, sum: 1.5 + 1 + 2 + 2 + 1 = 7.5 passes of 4 bytes per logit;
-    backward: softmax, gradient scale, cast back: 2 + 2 + 1.5 = 5.5 passes)."""
+    (forward: cast to fp32, max, subtract, exp, sum, divide by the sum to keep the softmax for backward:
+    1.5 + 1 + 2 + 2 + 1 + 2 = 9.5 passes of 4 bytes per logit; backward: scale by the loss gradient, cast back:
+    2 + 1.5 = 3.5 passes; 13 in all)."""
     family = gpu_family(gpu)
     g = Gemm("logits", tokens, model.vocab_size / tp, model.hidden_size)
     t_gemm = 3 * gemm_seconds(g, peak, GEMM_CEILING[family], gpu.hbm_bw, act_bytes, act_bytes)
-    loss_bytes = (7.5 + 5.5) * 4 * tokens * model.vocab_size / tp
+    loss_bytes = (9.5 + 3.5) * 4 * tokens * model.vocab_size / tp
     return t_gemm + loss_bytes / gpu.hbm_bw
