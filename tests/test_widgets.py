@@ -378,6 +378,12 @@ def _recorded(self, *args, **kwargs):
     printed_by.append(threading.current_thread().name)
     return _print(self, *args, **kwargs)
 backend_agg.FigureCanvasAgg._print_pil = _recorded
+drawn_by = []  # the thread of every Agg draw (pyplot's own post_execute hook draws with draw_idle, no PNG)
+_draw = backend_agg.FigureCanvasAgg.draw
+def _drawn(self, *args, **kwargs):
+    drawn_by.append(threading.current_thread().name)
+    return _draw(self, *args, **kwargs)
+backend_agg.FigureCanvasAgg.draw = _drawn
 captures = []
 _capture = base.capture
 def _kept(*args, **kwargs):
@@ -407,7 +413,8 @@ want = want if isinstance(want, str) else base64.b64encode(want).decode()
 blank = [i for i, c in enumerate(captures)
          if any(mpimg.imread(io.BytesIO(base64.b64decode(p)), format="png")[..., 3].max() == 0 for p in pngs(c))]
 print("RESULT", json.dumps({"value": n.value, "pending": "dl-pending" in box.children[-1]._dom_classes,
-                            "threads": sorted(set(printed_by)), "figures": [len(pngs(c)) for c in captures],
+                            "threads": sorted(set(printed_by)), "drawn": sorted(set(drawn_by)),
+                            "figures": [len(pngs(c)) for c in captures],
                             "blank": blank, "final": pngs(box.children[-1].outputs) == [want]}))
 '''
 
@@ -415,8 +422,9 @@ print("RESULT", json.dumps({"value": n.value, "pending": "dl-pending" in box.chi
 @pytest.mark.slow
 def test_kernel_subshell_never_draws_a_figure_of_a_render():
     """``comm`` triggers ``post_execute`` around every widget message, in the subshell's thread, and
-    matplotlib-inline's hook there displays and closes every open figure: the one a render was drawing on the main
-    thread too. Printed by two threads at once, its PNG came out fully transparent, or the render lost its figure.
+    matplotlib-inline's hook there displays and closes every open figure, and pyplot's own hook draws every open
+    figure: the one a render was drawing on the main thread too. Printed or drawn by two threads at once, its PNG
+    came out fully transparent or half drawn, or the render lost its figure.
     Here each render keeps its figure open 0.15 s while updates keep arriving on the subshell: no figure may be
     printed outside the main thread, and every render must show exactly its one figure."""
     with _Kernel() as k:
@@ -434,6 +442,7 @@ def test_kernel_subshell_never_draws_a_figure_of_a_render():
             time.sleep(0.5)
     assert (r["value"], r["pending"]) == (30, False), r
     assert r["threads"] == ["MainThread"], f"figures printed by {r['threads']}"
+    assert r["drawn"] == ["MainThread"], f"figures drawn by {r['drawn']}"
     assert set(r["figures"]) == {1} and r["blank"] == [] and r["final"], r
 
 

@@ -32,7 +32,10 @@ in the browser harness under load: "figure 1 is not the offline one (45.1% of th
 was closed before the render showed it; a figure that a cell was drawing could be stolen the same way. So once an
 explorer exists that hook runs only in the kernel's main thread, where cells and explorer renders draw, and under
 the render lock (:func:`_guard_inline_flush`); after a widget message on a subshell it does nothing (figures a
-widget callback there leaves open are shown after the next cell, as any cell's are).
+widget callback there leaves open are shown after the next cell, as any cell's are). pyplot registers a second
+``post_execute`` hook in interactive mode (``_draw_all_if_interactive``: ``draw_idle`` of every open figure), which
+drew a render's half-built figure on the subshell the same way (a picture with its title, legend and upper ticks
+missing, 31 % of the pixels off, again under load); it is guarded the same way.
 
 Before the chapter is run (issue 14, item 2), a stored notebook shows the explorer's text fallback; so an explorer
 also offers a static picture of its first render (``text/html`` with a "run this cell" note, the printed text and
@@ -300,9 +303,16 @@ def _guard_inline_flush() -> None:
         from matplotlib_inline.backend_inline import flush_figures
     except ImportError:
         return
+    import matplotlib.pyplot as plt
+
+    # matplotlib-inline's hook, and pyplot's own (registered by plt.install_repl_displayhook in interactive mode:
+    # it draws every open figure, draw_idle → Agg draw, so on a subshell it drew a render's figure into the same
+    # Agg buffer at once: a PNG with the title, legend and upper ticks missing, 31-45 % of the pixels off, seen in
+    # the browser harness under load)
+    hooks = [flush_figures] + [h for h in (getattr(plt, "_draw_all_if_interactive", None),) if h is not None]
     callbacks = getattr(getattr(get_ipython(), "events", None), "callbacks", {}).get("post_execute", [])
     for i, hook in enumerate(callbacks):
-        if hook is flush_figures:  # identity: a wrapper compares equal to it
+        if any(hook is h for h in hooks):  # identity: a wrapper compares equal to it
             callbacks[i] = _MainThreadFlush(hook, threading.get_ident())
 
 
