@@ -45,7 +45,8 @@ __all__ = ["run", "WorkerError", "torchrun_main", "device", "default_backend"]
 
 class WorkerError(RuntimeError):
     """A worker raised or died. ``rank``, ``exc_type`` (name; ``"ProcessExit"`` for a process that ended without a
-    result, e.g. killed by a signal) and ``remote_traceback`` describe what happened there; ``exitcode`` is the
+    result, e.g. killed by a signal), ``message`` (the exception's own message) and ``remote_traceback`` describe
+    what happened there; ``exitcode`` is the
     process's exit code for a ``ProcessExit`` (negative: the signal number, -9 = SIGKILL), else None."""
 
     def __init__(self, rank: int, exc_type: str, message: str, remote_traceback: str, exitcode: int | None = None,
@@ -53,6 +54,7 @@ class WorkerError(RuntimeError):
         from .i18n import bi
 
         self.rank, self.exc_type, self.remote_traceback = rank, exc_type, remote_traceback
+        self.message = message  # the worker's own words (PyTorch's error message, as it printed it)
         self.exitcode = exitcode  # set when the process ended without a word (killed, crashed): -9 for SIGKILL
         zh = message if message_zh is None else message_zh  # a worker's own error: already in the reader's language
         self.summary = bi(f"rank {rank} raised {exc_type}: {message}", f"rank {rank} 抛出了 {exc_type}：{zh}", sep="\n")
