@@ -42,6 +42,7 @@ PIP := $(PY) -m pip install -q --no-compile --disable-pip-version-check
 # The dependencies go in with uv (a pip-compatible installer from PyPI, pinned in constraints.txt: 41 s → 6 s of
 # set-up here) when uv installs and succeeds, else with pip; PIP_ONLY=1 uses pip alone. $(1): what to install.
 PIP_ONLY ?=
+comma := ,
 install = $(if $(filter 1,$(PIP_ONLY)),$(PIP) -c constraints.txt -e '$(1)',\
   { $(PIP) -c constraints.txt uv >/dev/null 2>&1 && $(VENV)/bin/uv pip install -q --python $(PY) -c constraints.txt -e '$(1)'; } \
   || $(PIP) -c constraints.txt -e '$(1)')
@@ -66,7 +67,7 @@ site-setup: $(SITE_STAMP)
 
 $(SITE_STAMP): $(STAMP)
 	@echo "Installing the website tools (Sphinx, MyST-NB) / 安装网站构建工具（Sphinx、MyST-NB）..."
-	@$(call install,.[test,site])
+	@$(call install,.[test$(comma)site])
 	@touch $@
 
 site: $(SITE_STAMP)
