@@ -577,7 +577,7 @@ class Session:
         t0 = time.monotonic()
         page = self._lab_page()
         try:
-            page.evaluate(_JS_OPEN, rel)
+            page = self._open(page, rel)
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
             result.static_problems = self._static_problems(page, cells, cells_with_outputs(path, cells))
             result.news = page.evaluate(_JS_NEWS)
@@ -612,6 +612,25 @@ class Session:
             result.seconds = time.monotonic() - t0
         return result
 
+    def _open(self, page, rel: str):
+        """Open notebook ``rel`` in ``page``; returns the page it is open in. Playwright drops an evaluate whose
+        page went away under it ("Resulting promise was garbage collected", "Execution context was destroyed"):
+        seen once, on the first notebook of a run, as JupyterLab finished restoring; then a fresh page, once."""
+        try:
+            page.evaluate(_JS_OPEN, rel)
+            return page
+        except Exception as exc:
+            if not re.search(r"garbage collected|context was destroyed|navigat", str(exc)):
+                raise
+        self._page = None
+        try:
+            page.close()
+        except Exception:
+            pass
+        page = self._lab_page()
+        page.evaluate(_JS_OPEN, rel)
+        return page
+
     def _lab_page(self):
         """The one JupyterLab page every notebook is opened in (loaded once: a page load costs seconds)."""
         if self._page is None:
@@ -620,6 +639,7 @@ class Session:
             self._page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell && "
                                          "window.jupyterapp.commands.hasCommand('docmanager:open'))",
                                          timeout=90_000)
+            self._page.evaluate("async () => { await window.jupyterapp.restored; return true; }")
         return self._page
 
     def _static_problems(self, page, cells: list[int], stored: list[int]) -> list[str]:
