@@ -489,3 +489,23 @@ def test_checkers_reject_typical_mistakes_with_a_pointed_hint(capsys):
         with pytest.raises(CheckFailed):
             checker(fn)
         assert hint in capsys.readouterr().out
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.integers(1, 12), st.integers(1, 40), st.data())
+def test_top_k_is_the_stable_full_sort(t, e, data):
+    """route's O(T·E) top-k equals numpy's stable argsort, ties (small integers, −inf of node-limited routing)
+    included; its group scores (partition) equal the sorted top-2 sums."""
+    k = data.draw(st.integers(1, e))
+    values = data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, -np.inf, 0.5, -3.25]), min_size=t * e,
+                                max_size=t * e))
+    x = np.array(values).reshape(t, e)
+    assert (X.top_k(x, k) == np.argsort(-x, axis=1, kind="stable")[:, :k]).all()
+    z = np.random.default_rng(t * 100 + e).standard_normal((t, e))
+    assert (X.top_k(z, k) == np.argsort(-z, axis=1, kind="stable")[:, :k]).all()
+    for groups in [g for g in (1, 2, 4, 8) if e % g == 0]:
+        gs = z.reshape(t, groups, e // groups)
+        want = -np.sort(-gs, axis=2)[:, :, :2].sum(axis=2)
+        best = np.argsort(-want, axis=1, kind="stable")[:, :1]
+        allowed = np.isfinite(X.limit_groups(z, groups, 1)).reshape(t, groups, -1).all(axis=2)
+        assert (np.argmax(allowed, axis=1) == best[:, 0]).all()
