@@ -719,14 +719,16 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
         zero = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}
         dense_unit = unit(dense_layer) if dense_layer is not None else zero
         moe_unit = unit(moe_layer) if moe_layer is not None else zero
-        best, best_total = None, -1.0
+        dense_total, moe_total = sum(dense_unit.values()), sum(moe_unit.values())
+        worst, worst_total = None, -1.0   # the slowest stage: its layer counts, then its parts
         for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
             n_moe = st.stage_sums(start, n).moe_layers
-            stage = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
-            stage["logits"] = logit if i == pp - 1 else 0.0
-            total = sum(stage.values())
-            if total > best_total:
-                best, best_total = stage, total
+            total = (n - n_moe) * dense_total + n_moe * moe_total + (logit if i == pp - 1 else 0.0)
+            if total > worst_total:
+                worst, worst_total = (n, n_moe, i == pp - 1), total
+        n, n_moe, last = worst
+        best = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
+        best["logits"] = logit if last else 0.0
         modelled = sum(best.values())
         best["unmodelled"] = modelled / kernels.END_TO_END - modelled
         return best
