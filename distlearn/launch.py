@@ -94,8 +94,9 @@ def _loopback_ifname() -> str:
 START_METHODS = ("forkserver", "spawn")
 # What the forkserver imports once, so that no worker imports it again: torch, and the torch.distributed packages the
 # labs use (DTensor and its debug mode, FSDP, DCP, pipelining, distributed optimizers). Without bytecode caches
-# (PYTHONDONTWRITEBYTECODE, a read-only site-packages) the packages after torch.distributed cost a worker ~3.8 s of
-# CPU to import, more than most labs' work; with the caches ~1.5 s. Importing them starts no thread.
+# (PYTHONDONTWRITEBYTECODE, a read-only site-packages) the packages after torch.distributed cost a worker 3-4 s of
+# CPU to import, more than most labs' work; with the caches ~1.1 s. Importing them starts no thread. The server
+# pays that once, also where its workers need none of them (the collectives and DDP labs).
 FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.device_mesh", "torch.distributed.tensor",
                       "torch.distributed.tensor.parallel", "torch.distributed.tensor.debug",
                       "torch.distributed.tensor.experimental", "torch.distributed.fsdp", "torch.distributed.checkpoint",
