@@ -4,8 +4,9 @@
 before calling ``fn(rank, world_size, *args)``, and destroys it after ``fn`` returns. It returns the per-rank results
 in rank order.
 
-- Start method: on Linux ``forkserver`` with torch preloaded in the server, so a worker is a fork of a clean process
-  that has already imported torch (a 4-rank run starts in ~0.1 s instead of ~5 s on 2 cores: every spawned worker
+- Start method: on Linux ``forkserver`` with torch (and the ``torch.distributed`` packages the labs use,
+  :data:`FORKSERVER_PRELOAD`) preloaded in the server, so a worker is a fork of a clean process that has already
+  imported torch (a 4-rank run starts in ~0.1 s instead of ~5 s on 2 cores: every spawned worker
   imports torch again); ``spawn`` elsewhere (macOS, Windows) or with ``DISTLEARN_START_METHOD=spawn``. Either way
   a worker starts from a fresh interpreter state (not a fork of the calling notebook), gets the caller's current
   environment variables, and imports ``fn``'s module itself.
@@ -91,6 +92,16 @@ def _loopback_ifname() -> str:
 
 
 START_METHODS = ("forkserver", "spawn")
+# What the forkserver imports once, so that no worker imports it again: torch, and the torch.distributed packages the
+# labs use (DTensor and its debug mode, FSDP, DCP, pipelining, distributed optimizers). Without bytecode caches
+# (PYTHONDONTWRITEBYTECODE, a read-only site-packages) the packages after torch.distributed cost a worker 3-4 s of
+# CPU to import, more than most labs' work; with the caches ~1.1 s. Importing them starts no thread. The server
+# pays that once, also where its workers need none of them (the collectives and DDP labs).
+FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.device_mesh", "torch.distributed.tensor",
+                      "torch.distributed.tensor.parallel", "torch.distributed.tensor.debug",
+                      "torch.distributed.tensor.experimental", "torch.distributed.fsdp", "torch.distributed.checkpoint",
+                      "torch.distributed.checkpoint.state_dict", "torch.distributed.pipelining",
+                      "torch.distributed.optim"]
 
 
 def _context():
@@ -100,7 +111,7 @@ def _context():
                           START_METHODS)
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(["torch", "torch.distributed"])  # takes effect when the server first starts
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)  # takes effect when the server first starts
     return ctx
 
 

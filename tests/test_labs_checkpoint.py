@@ -14,7 +14,9 @@ from distlearn.labs.fsdp import tiny_config
 from distlearn.models import build_model
 
 pytestmark = pytest.mark.slow
-STEPS, EVERY, KILL_STEP = 16, 4, 7
+# a checkpoint at step 4, the kill before step 7 (steps 5-6 are lost and recomputed), steps 5-8 after the restart:
+# every property of the chapter's 16-step run (kill_step 7) with half the steps
+STEPS, EVERY, KILL_STEP = 8, 4, 7
 
 
 @pytest.fixture(scope="module")
@@ -91,10 +93,10 @@ def test_async_save_is_a_snapshot(dcp_runs):
 # ---------------------------------------------------------------- kill and restart
 @pytest.fixture(scope="module")
 def restart_runs(tmp_path_factory):
+    """The killed runs first (torchrun, then launch.run), then one launch running the uninterrupted reference, the
+    rerun of the launch.run job and the two inexact resumes (lab.train_jobs: independent jobs one after another)."""
     d = tmp_path_factory.mktemp("restart")
     ref_final = str(_mk(d / "ref") / "final.pt")
-    ref = launch.run(lab.train_job, 2, str(d / "ref" / "ckpt"), str(d / "ref" / "log.jsonl"), STEPS, EVERY,
-                     None, None, ref_final, timeout=300)
     tr = lab.run_torchrun(str(d / "torchrun"), steps=STEPS, every=EVERY, kill_rank=1, kill_step=KILL_STEP)
     job = _mk(d / "launch")
     args = (str(job / "ckpt"), str(job / "log.jsonl"), STEPS, EVERY)
@@ -104,12 +106,13 @@ def restart_runs(tmp_path_factory):
     orphans = lab.alive(crash_log.pids())
     shutil.copytree(job / "ckpt", d / "omit" / "ckpt")
     shutil.copytree(job / "ckpt", d / "omit_sampler" / "ckpt")
-    again = launch.run(lab.train_job, 2, *args, timeout=300)
-    omit = launch.run(lab.train_job, 2, str(d / "omit" / "ckpt"), str(d / "omit" / "log.jsonl"), STEPS, EVERY,
-                      None, None, None, ("rng",), timeout=300)
-    omit_sampler = launch.run(lab.train_job, 2, str(d / "omit_sampler" / "ckpt"),
-                              str(d / "omit_sampler" / "log.jsonl"), STEPS, EVERY, None, None, None, ("sampler",),
-                              timeout=300)
+    jobs = [(str(d / "ref" / "ckpt"), str(d / "ref" / "log.jsonl"), STEPS, EVERY, None, None, ref_final),
+            args,
+            (str(d / "omit" / "ckpt"), str(d / "omit" / "log.jsonl"), STEPS, EVERY, None, None, None, ("rng",)),
+            (str(d / "omit_sampler" / "ckpt"), str(d / "omit_sampler" / "log.jsonl"), STEPS, EVERY, None, None,
+             None, ("sampler",))]
+    per_rank = launch.run(lab.train_jobs, 2, jobs, timeout=300)
+    ref, again, omit, omit_sampler = ([r[i] for r in per_rank] for i in range(len(jobs)))
     return {"ref": ref, "ref_final": torch.load(ref_final), "torchrun": tr, "error": info.value, "orphans": orphans,
             "again": again, "omit": omit, "omit_sampler": omit_sampler,
             "launch_log": lab.read_log(str(job / "log.jsonl"))}

@@ -92,8 +92,9 @@ def test_ddp_bucket_layouts_with_find_unused_parameters_on_two_ranks():
     from distlearn.models import ModelConfig
 
     small = ModelConfig("gpt-tiny-tied", "gpt", 512, 64, 2, 4, 256, 16, tied_embeddings=True)
+    both = launch.run(ddp.ddp_bucket_layouts, 2, small, (None, 0.05, 0.1), "both", timeout=180)   # one launch
     for unused in (False, True):
-        real = launch.run(ddp.ddp_bucket_layouts, 2, small, (None, 0.05, 0.1), unused, timeout=180)
+        real = [r[unused] for r in both]
         for cap, lay in real[0]["layouts"].items():
             assert real[1]["layouts"][cap] == lay
             for it in ("first", "rebuilt"):

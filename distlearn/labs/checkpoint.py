@@ -361,6 +361,21 @@ def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: i
             int(Path(resumed_path).name.split("_")[1]), "losses": losses}
 
 
+def train_jobs(rank: int, world_size: int, jobs: list) -> list[dict]:
+    """:func:`train_job` for each argument tuple of ``jobs`` (``(ckpt_dir, log_path, steps, every, kill_rank,
+    kill_step, final_path, omit)``, trailing items optional) in turn, in one launch: one set of processes for
+    several independent jobs. Each job builds its own model, optimizer and sampler, seeds its own RNG and resumes
+    only from its own ``ckpt_dir``, so it computes what it would in a launch of its own. No job may kill a rank
+    (a killed rank would end the launch). Returns the list of :func:`train_job` results."""
+    out = []
+    for job in jobs:
+        if len(job) > 5 and job[5] is not None:
+            raise ValueError("train_jobs runs jobs that finish; run a job with kill_step alone")
+        out.append(train_job(rank, world_size, *job))
+        dist.barrier()
+    return out
+
+
 @dataclass
 class RunLog:
     """The events of a job's log file, in order (dicts with ``event`` = start, step, checkpoint, kill, done)."""

@@ -88,7 +88,8 @@ def sync_batchnorm_lab(rank: int, world_size: int, num_samples: int = 10, num_fe
     return ((local - mean) / torch.sqrt(var + eps)).cpu().numpy()
 
 
-def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,), find_unused_parameters: bool = False,
+def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,),
+                       find_unused_parameters: bool | str = False,
                        seq_len: int = 8, seed: int = 0) -> dict:
     """The real reducer's buckets for each ``bucket_cap_mb`` in ``caps`` (None = DDP's default).
 
@@ -96,7 +97,10 @@ def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,), fi
     Returns ``{"names": registration-order parameter names, "param_bytes": their bytes, "layouts": {cap:
     {"first": buckets before the first backward, "rebuilt": buckets after it, "ready": the order gradients became
     ready (registration indices)}}}``; a bucket is a list of registration indices, buckets in the reducer's order.
+    ``find_unused_parameters="both"`` runs both settings in one launch and returns ``{False: …, True: …}``.
     """
+    if find_unused_parameters == "both":
+        return {v: ddp_bucket_layouts(rank, world_size, config, caps, v, seq_len, seed) for v in (False, True)}
     from distlearn.models import build_model, get_preset
 
     dev = device()
@@ -120,7 +124,9 @@ def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,), fi
         ddp(tokens).float().mean().backward()
         for h in hooks:
             h.remove()
-        ddp(tokens).float().mean().backward()     # the reducer rebuilds its buckets at this forward's start
+        # the reducer rebuilds its buckets at the start of the next forward, from the order it recorded: read them
+        # then (a backward of this forward would compute gradients and change nothing in the layout)
+        ddp(tokens)
         layouts[cap] = {"first": first, "rebuilt": layout(), "ready": ready}
         model.zero_grad(set_to_none=True)
         del ddp
