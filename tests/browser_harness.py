@@ -390,6 +390,26 @@ def same_picture(a_b64: str, b_b64: str, tolerance: float = 0.002) -> tuple[bool
     return differing <= tolerance, f"{differing:.1%} of the pixels differ"
 
 
+# What Playwright says when the page reloaded under an evaluate or a wait.
+RELOADED = re.compile(r"garbage collected|context was destroyed|navigat|frame was detached", re.I)
+_JS_APP = ("() => !!(window.jupyterapp && window.jupyterapp.shell && "
+           "window.jupyterapp.commands.hasCommand('docmanager:open'))")
+
+
+def wait_for_app(page, tries: int = 3, timeout_ms: int = 90_000) -> None:
+    """Wait until JupyterLab in ``page`` has started and restored its layout, through up to ``tries`` - 1 reloads
+    of the page while it starts."""
+    for attempt in range(tries):
+        try:
+            page.wait_for_function(_JS_APP, timeout=timeout_ms)
+            page.evaluate("async () => { await window.jupyterapp.restored; return true; }")
+            return
+        except Exception as exc:
+            if attempt == tries - 1 or not RELOADED.search(str(exc)):
+                raise
+            page.wait_for_load_state("domcontentloaded")
+
+
 class Session:
     """One JupyterLab server over ``root`` and one headless Chromium; use as a context manager."""
 
@@ -613,22 +633,17 @@ class Session:
         return result
 
     def _open(self, page, rel: str):
-        """Open notebook ``rel`` in ``page``; returns the page it is open in. Playwright drops an evaluate whose
-        page went away under it ("Resulting promise was garbage collected", "Execution context was destroyed"):
-        seen once, on the first notebook of a run, as JupyterLab finished restoring; then a fresh page, once."""
+        """Open notebook ``rel`` in ``page``; returns the page. JupyterLab may reload the page once while it
+        starts (its ``?reset`` route reloads when it runs a second time; seen under load on the first notebook of
+        a run): Playwright then drops the evaluate ("Resulting promise was garbage collected"); wait for the
+        reloaded app and open the notebook again, once."""
         try:
             page.evaluate(_JS_OPEN, rel)
-            return page
         except Exception as exc:
-            if not re.search(r"garbage collected|context was destroyed|navigat", str(exc)):
+            if not RELOADED.search(str(exc)):
                 raise
-        self._page = None
-        try:
-            page.close()
-        except Exception:
-            pass
-        page = self._lab_page()
-        page.evaluate(_JS_OPEN, rel)
+            wait_for_app(page)
+            page.evaluate(_JS_OPEN, rel)
         return page
 
     def _lab_page(self):
@@ -636,10 +651,7 @@ class Session:
         if self._page is None:
             self._page = self._context.new_page()
             self._page.goto(f"{self.base_url}/lab?token={self.token}&reset", wait_until="domcontentloaded")
-            self._page.wait_for_function("() => !!(window.jupyterapp && window.jupyterapp.shell && "
-                                         "window.jupyterapp.commands.hasCommand('docmanager:open'))",
-                                         timeout=90_000)
-            self._page.evaluate("async () => { await window.jupyterapp.restored; return true; }")
+            wait_for_app(self._page)
         return self._page
 
     def _static_problems(self, page, cells: list[int], stored: list[int]) -> list[str]:

@@ -33,6 +33,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -456,21 +457,29 @@ def run_torchrun(workdir: str, nproc: int = 2, max_restarts: int = 1, steps: int
                  kill_rank: int | None = None, kill_step: int | None = None, timeout: float = 180.0) -> TorchrunResult:
     """Run :func:`train_job` under torchrun in a subprocess with checkpoints and log under ``workdir`` (which must
     be empty or absent) and wait for it. Raises ``subprocess.TimeoutExpired`` after ``timeout`` seconds (the
-    process group is killed first)."""
+    process group is killed first). ``--standalone`` picks its store's port by binding port 0 and closing it, so
+    another process on the machine can take the port before the store binds it (EADDRINUSE, seen once in tests
+    running side by side): then the whole run is started again once, in an emptied ``workdir``."""
     os.makedirs(workdir, exist_ok=True)
     log_path, final = os.path.join(workdir, "log.jsonl"), os.path.join(workdir, "final.pt")
     cmd = torchrun_command(os.path.join(workdir, "ckpt"), log_path, nproc, max_restarts, steps, every,
                            kill_rank, kill_step, final)
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONWARNINGS": "ignore",
            "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}      # a fresh store per restart (module docstring)
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
-                            start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
-        raise
+    for attempt in range(2):
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                                start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+            raise
+        if proc.returncode == 0 or attempt or not re.search(r"EADDRINUSE|address already in use", out + err, re.I):
+            break
+        for name in os.listdir(workdir):  # a port taken under it: not the job's doing; start clean
+            path = os.path.join(workdir, name)
+            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
     keep = re.compile(r"exitcode|failed|FAILED|restart|Signal|SIGKILL", re.I)
     lines = [ln.strip() for ln in (out + err).splitlines() if keep.search(ln)]
     state = torch.load(final) if os.path.exists(final) else None
