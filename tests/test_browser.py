@@ -57,8 +57,9 @@ class lagging:
     @staticmethod
     def explorer():
         shown = []
-        def behind(result):  # renders the values of the update before this one
-            shown.append(result)
+        def behind(result):  # renders the values before the latest ones (a repeated render of the same
+            if not shown or shown[-1] != result:  # values does not let it catch up)
+                shown.append(result)
             render(shown[-2] if len(shown) > 1 else result)
         return base.build(controls(), compute, behind, title="lagging / 滞后")
 '''
