@@ -174,8 +174,8 @@ def limit_groups(scores: np.ndarray, num_groups: int, groups_per_token: int) -> 
     if e % num_groups:
         raise DistlearnValueError("num_groups", f"num_groups = {num_groups} must divide the {e} experts.",
                                   f"num_groups = {num_groups} 必须整除专家数 {e}。")
-    g = scores.reshape(t, num_groups, e // num_groups)
     size = e // num_groups
+    g = scores.reshape(t, num_groups, size)
     top2 = g.max(axis=2) if size == 1 else np.partition(g, size - 2, axis=2)[:, :, -2:].sum(axis=2)  # 2 largest
     best = np.argsort(-top2, axis=1, kind="stable")[:, :groups_per_token]
     allowed = np.zeros((t, num_groups), dtype=bool)
@@ -187,7 +187,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """(T, k) int: each row's k largest ``scores`` (T, E), best first, ties to the lower expert index — exactly
     ``np.argsort(-scores, axis=1, kind="stable")[:, :k]``, in O(T·E) instead of a full sort: a partition finds
     each row's k best, a sort orders just those; a row with a tie at the k-th place takes the full stable sort."""
-    t, e = scores.shape
+    e = scores.shape[1]
     if k >= e:
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
     part = np.argpartition(scores, e - k, axis=1)[:, e - k:]      # the k largest, in no particular order

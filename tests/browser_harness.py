@@ -597,7 +597,7 @@ class Session:
         t0 = time.monotonic()
         page = self._lab_page()
         try:
-            page = self._open(page, rel)
+            self._open(page, rel)
             page.wait_for_function(_JS_READY, arg=rel, timeout=60_000)
             result.static_problems = self._static_problems(page, cells, cells_with_outputs(path, cells))
             result.news = page.evaluate(_JS_NEWS)
@@ -632,8 +632,8 @@ class Session:
             result.seconds = time.monotonic() - t0
         return result
 
-    def _open(self, page, rel: str):
-        """Open notebook ``rel`` in ``page``; returns the page. JupyterLab may reload the page once while it
+    def _open(self, page, rel: str) -> None:
+        """Open notebook ``rel`` in ``page``. JupyterLab may reload the page once while it
         starts (its ``?reset`` route reloads when it runs a second time; seen under load on the first notebook of
         a run): Playwright then drops the evaluate ("Resulting promise was garbage collected"); wait for the
         reloaded app and open the notebook again, once."""
@@ -644,7 +644,6 @@ class Session:
                 raise
             wait_for_app(page)
             page.evaluate(_JS_OPEN, rel)
-        return page
 
     def _lab_page(self):
         """The one JupyterLab page every notebook is opened in (loaded once: a page load costs seconds)."""

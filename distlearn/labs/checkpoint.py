@@ -50,6 +50,7 @@ from distlearn.launch import device, torchrun_main
 from distlearn.labs.fsdp import _loss, make_batches, tiny_config
 from distlearn.models import build_model
 from distlearn.resume import lr_at
+from distlearn.validate import DistlearnValueError
 
 GLOBAL_BATCH = 8
 
@@ -371,7 +372,8 @@ def train_jobs(rank: int, world_size: int, jobs: list) -> list[dict]:
     out = []
     for job in jobs:
         if len(job) > 5 and job[5] is not None:
-            raise ValueError("train_jobs runs jobs that finish; run a job with kill_step alone")
+            raise DistlearnValueError("jobs", "train_jobs runs jobs that finish: run a job with kill_step alone.",
+                                      "train_jobs 只运行会正常结束的作业：带 kill_step 的作业请单独运行。")
         out.append(train_job(rank, world_size, *job))
         dist.barrier()
     return out
@@ -477,9 +479,8 @@ def run_torchrun(workdir: str, nproc: int = 2, max_restarts: int = 1, steps: int
             raise
         if proc.returncode == 0 or attempt or not re.search(r"EADDRINUSE|address already in use", out + err, re.I):
             break
-        for name in os.listdir(workdir):  # a port taken under it: not the job's doing; start clean
-            path = os.path.join(workdir, name)
-            shutil.rmtree(path) if os.path.isdir(path) else os.remove(path)
+        shutil.rmtree(workdir)  # a port taken under it: not the job's doing; start clean
+        os.makedirs(workdir)
     keep = re.compile(r"exitcode|failed|FAILED|restart|Signal|SIGKILL", re.I)
     lines = [ln.strip() for ln in (out + err).splitlines() if keep.search(ln)]
     state = torch.load(final) if os.path.exists(final) else None
