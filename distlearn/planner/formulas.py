@@ -366,30 +366,11 @@ class Setting:
         g = cluster.gpu
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
-        h = model.hidden_size
-        l = model.num_layers
-        if model.is_moe:  # per layer: the part every dp rank holds, and the routed experts ep ranks split
-            base = model.attention_parameters() + 2 * model.norm_parameters()
-            moe = [model.is_moe_layer(i) for i in range(l)]
-            dense = [base + (model.router_parameters() + model.num_shared_experts * model.expert_parameters()
-                             if k else model.mlp_parameters()) for k in moe]
-            experts = [model.num_experts * model.expert_parameters() if k else 0 for k in moe]
-        else:
-            moe, dense, experts = [False] * l, [model.layer_parameters()] * l, [0] * l
-        self.moe_flags, self.P_dense, self.P_experts = moe, dense, experts
-        self.P_layer = max(d + e for d, e in zip(dense, experts))  # the largest layer (ZeRO-3's gathered unit)
-        self.P_first_extra = model.embedding_parameters()
-        tied_copy = model.vocab_size * h if model.tied_embeddings else 0  # Megatron keeps a copy on the last stage
-        self.P_last_extra = model.norm_parameters() + (model.lm_head_parameters() or tied_copy)
-        f = forward_flops(model, 1, seq_len)  # per sequence
-        self.f_layer = (f["layers"] + f["attention"]) / l
-        self.f_attn = f["attention"] / l
-        self.f_gemm = f["layers"] / l
-        self.f_gemm_layers = [2 * seq_len * matmul_params_per_layer(model, i) for i in range(l)] if model.is_moe \
-            else None
-        self.f_logits = f["logits"]
-        self.model_flops_step = step_flops(model, global_batch, seq_len)["model"]
         self._memo: dict = {}
+        # the model's parameter and FLOP counts (the same for every setting of one model, sequence and batch)
+        derived = self._cached(("model_counts", global_batch), lambda: _model_counts(model, global_batch, seq_len))
+        (self.moe_flags, self.P_dense, self.P_experts, self.P_layer, self.P_first_extra, self.P_last_extra,
+         self.f_layer, self.f_attn, self.f_gemm, self.f_gemm_layers, self.f_logits, self.model_flops_step) = derived
 
     def _cached(self, key, make):
         try:
@@ -472,10 +453,34 @@ class Setting:
         return self._cached(("hw", recompute), lambda: step_flops(self.model, self.B, self.s, recompute)["hardware"])
 
 
-# Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU, the
-# cluster or the batch), which settings built for one search's suggestions share
+def _model_counts(model: ModelConfig, global_batch: int, seq_len: int) -> tuple:
+    """What :class:`Setting` keeps about the model: per layer whether it is MoE, its dense and routed-expert
+    parameters; the largest layer (ZeRO-3's gathered unit); the embedding's and the last stage's extra
+    parameters; forward FLOPs per sequence per layer (all, attention core, linear layers; per layer for MoE
+    models), of the logits, and the step's model FLOPs."""
+    h, l = model.hidden_size, model.num_layers
+    if model.is_moe:  # per layer: the part every dp rank holds, and the routed experts ep ranks split
+        base = model.attention_parameters() + 2 * model.norm_parameters()
+        moe = [model.is_moe_layer(i) for i in range(l)]
+        dense = [base + (model.router_parameters() + model.num_shared_experts * model.expert_parameters()
+                         if k else model.mlp_parameters()) for k in moe]
+        experts = [model.num_experts * model.expert_parameters() if k else 0 for k in moe]
+    else:
+        moe, dense, experts = [False] * l, [model.layer_parameters()] * l, [0] * l
+    p_layer = max(d + e for d, e in zip(dense, experts))  # the largest layer (ZeRO-3's gathered unit)
+    tied_copy = model.vocab_size * h if model.tied_embeddings else 0  # Megatron keeps a copy on the last stage
+    p_last_extra = model.norm_parameters() + (model.lm_head_parameters() or tied_copy)
+    f = forward_flops(model, 1, seq_len)  # per sequence
+    f_gemm_layers = [2 * seq_len * matmul_params_per_layer(model, i) for i in range(l)] if model.is_moe else None
+    return (moe, dense, experts, p_layer, model.embedding_parameters(), p_last_extra,
+            (f["layers"] + f["attention"]) / l, f["attention"] / l, f["layers"] / l, f_gemm_layers, f["logits"],
+            step_flops(model, global_batch, seq_len)["model"])
+
+
+# Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU or the
+# cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share
 SHAREABLE = frozenset({"act", "act_moe", "moe_as_dense", "stage", "states", "candidate_stages", "peak_layers",
-                       "zb_closed"})
+                       "zb_closed", "model_counts", "stage_acts", "stage_states"})
 
 
 @dataclass(frozen=True)
@@ -599,22 +604,42 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
         return [row + (st.stage_sums(starts[row[0]], row[1]),) for row in rows]
     stages = st._cached(("candidate_stages", pp, p.stage_layers), candidates)
     # activations and logits do not depend on the ZeRO stage nor on dp: one computation for all of them
-    held = st._cached(("stage_acts", b, tp, pp, v, p.num_microbatches, cp, p.sequence_parallel, p.recompute,
-                       p.stage_layers, p.schedule), lambda: _stage_activations(st, p, stages))
+    # with 1F1B they depend on the micro-batch count only up to peak_microbatches (stage_peak_layers), so plans
+    # with more micro-batches share one entry
+    mb = min(p.num_microbatches, peak_microbatches(pp, v)) if p.schedule == "1f1b" else p.num_microbatches
+    held = st._cached(("stage_acts", b, tp, pp, v, mb, cp, p.sequence_parallel, p.recompute, p.stage_layers,
+                       p.schedule), lambda: _stage_activations(st, p, stages))
     buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
-    worst = None
-    for (stage, layers, extra_params, is_first, is_last, sums), (acts, logits) in zip(stages, held):
+    # the model states do not depend on the micro-batches: one computation for every batching of the layout
+    held_states = st._cached(("stage_states", tp, pp, p.dp * cp, p.ep, p.zero_stage, p.stage_layers),
+                             lambda: _stage_states(st, p, stages))
+    worst, worst_total = None, 0.0
+    for (params, grads, optimizer), (acts, logits) in zip(held_states, held):
+        parts = (params, grads, optimizer, acts, logits, buffer, st.reserve)
+        total = sum(parts)
+        if worst is None or total > worst_total:
+            worst, worst_total = parts, total
+    mem = dict(zip(MEMORY_KEYS, worst))
+    mem["total"] = worst_total
+    return mem
+
+
+MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
+
+
+def _stage_states(st: Setting, p: Plan, stages) -> list[tuple[float, float, float]]:
+    """(params, grads, optimizer) bytes of each of ``stages`` (:func:`plan_memory`'s candidate stages) for the
+    plan's tp, dp·cp, ep and ZeRO stage."""
+    tp, cp = p.tp, p.cp
+    out = []
+    for stage, layers, extra_params, is_first, is_last, sums in stages:
         states = st.states(max(1, round((sums.dense_params + extra_params) / tp)), p.dp * cp, p.zero_stage)
         params, grads, optimizer = states.params, states.grads, states.optimizer
         if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
             ex = st.states(max(1, round(sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, p.zero_stage)
             params, grads, optimizer = params + ex.params, grads + ex.grads, optimizer + ex.optimizer
-        mem = {"params": params, "grads": grads, "optimizer": optimizer, "activations": acts,
-               "logits": logits, "zero3_buffer": buffer, "reserve": st.reserve}
-        mem["total"] = sum(mem.values())
-        if worst is None or mem["total"] > worst["total"]:
-            worst = mem
-    return worst
+        out.append((params, grads, optimizer))
+    return out
 
 
 def _stage_activations(st: Setting, p: Plan, stages) -> list[tuple[float, float]]:
@@ -625,6 +650,12 @@ def _stage_activations(st: Setting, p: Plan, stages) -> list[tuple[float, float]
     per_layer = st.act(b, tp, p.sequence_parallel, p.recompute, cp)
     per_moe_layer = st.act_moe(b, tp, p.sequence_parallel, p.recompute, cp) if m.is_moe else 0.0
     tokens = s // cp
+    rows = tuple(row[0] for row in stages)
+    # the layer-micro-batches of every candidate stage in one schedule walk
+    peaks = lambda: st._cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
+                                p.stage_layers, rows),
+                               lambda: dict(zip(rows, stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers,
+                                                                        list(rows)))))
     out = []
     for stage, layers, extra_params, is_first, is_last, sums in stages:
         inflight = 1.0
@@ -636,10 +667,7 @@ def _stage_activations(st: Setting, p: Plan, stages) -> list[tuple[float, float]
             inflight = zero_bubble_terms(st, p)[1][stage]
         elif p.stage_layers is not None and v > 1 and not sums.moe_layers:
             # uneven chunks: the real schedule's order, chunk by chunk (Llama 3's embedding-only first chunk)
-            peak = st._cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
-                               p.stage_layers, stage),
-                              lambda: stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers, [stage])[0])
-            inflight = peak / layers
+            inflight = peaks()[stage] / layers
         acts = (per_layer * (layers - sums.moe_layers) + per_moe_layer * sums.moe_layers) * inflight
         if p.recompute == "full":  # one layer's full activations while its forward is recomputed
             acts += (st.act_moe if sums.moe_layers else st.act)(b, tp, p.sequence_parallel, "none", cp)
@@ -721,11 +749,10 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
         moe_unit = unit(moe_layer) if moe_layer is not None else zero
         dense_total, moe_total = sum(dense_unit.values()), sum(moe_unit.values())
         worst, worst_total = None, -1.0   # the slowest stage: its layer counts, then its parts
-        for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
-            n_moe = st.stage_sums(start, n).moe_layers
-            total = (n - n_moe) * dense_total + n_moe * moe_total + (logit if i == pp - 1 else 0.0)
+        for n, n_moe, last in st._cached(("stage_kinds", pp, p.stage_layers), lambda: stage_kinds(st, sizes)):
+            total = (n - n_moe) * dense_total + n_moe * moe_total + (logit if last else 0.0)
             if total > worst_total:
-                worst, worst_total = (n, n_moe, i == pp - 1), total
+                worst, worst_total = (n, n_moe, last), total
         n, n_moe, last = worst
         best = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
         best["logits"] = logit if last else 0.0
@@ -734,6 +761,17 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
         return best
     return st._cached(("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers,
                        p.sequence_parallel, p.ep), make)
+
+
+def stage_kinds(st: Setting, sizes: list[int]) -> list[tuple[int, int, bool]]:
+    """(layers, MoE layers, last stage?) of the pipeline stages of ``sizes``, each distinct one once, in the order
+    of the stages (stages alike cost the same: the first of them is the slowest whenever one is)."""
+    kinds = []
+    for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
+        kind = (n, st.stage_sums(start, n).moe_layers, i == len(sizes) - 1)
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds
 
 
 def _flat_compute_seconds(st: Setting, p: Plan) -> float:
@@ -821,11 +859,13 @@ def cp_seconds(st: Setting, p: Plan) -> float:
     :func:`distlearn.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
     if p.cp == 1:
         return 0.0
-    return st._cached(("cp_s", p.micro_batch_size, p.tp, p.cp, p.pp, p.recompute, p.stage_layers),
-                      lambda: _cp_seconds(st, p))
+    layers = max(st.stages(p.pp, p.stage_layers))
+    return layers * st._cached(("cp_layer_s", p.micro_batch_size, p.tp, p.cp, p.recompute),
+                               lambda: _cp_layer_seconds(st, p))
 
 
-def _cp_seconds(st: Setting, p: Plan) -> float:
+def _cp_layer_seconds(st: Setting, p: Plan) -> float:
+    """:func:`cp_seconds` of one layer (it depends on b, tp, cp and the recomputation only)."""
     m, g = st.model, st.cluster.gpu
     kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
               micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)
@@ -836,8 +876,35 @@ def _cp_seconds(st: Setting, p: Plan) -> float:
     gathers = 3 if p.recompute == "full" else 2
     t_gather = st.collective("ring_all_gather", fwd * full, p.cp, bw)
     t_scatter = st.collective("ring_reduce_scatter", (bwd - fwd) * full, p.cp, bw)
-    layers = max(st.stages(p.pp, p.stage_layers))
-    return layers * (gathers * t_gather + t_scatter)
+    return gathers * t_gather + t_scatter
+
+
+def microbatch_terms(st: Setting, p: Plan) -> tuple[float, float, float, float]:
+    """(compute, tp_comm, cp_comm, ep_comm) seconds of one micro-batch on the slowest stage: the parts of
+    :func:`_pipeline_terms` that depend neither on interleaving nor on the number of micro-batches, memoized."""
+    def make():
+        g, m = st.cluster.gpu, st.model
+        b, tp, pp = p.micro_batch_size, p.tp, p.pp
+        most_layers = max(st.stages(pp, p.stage_layers))
+        t_compute = microbatch_compute_seconds(st, p)
+        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
+        # time)
+        n_ar = 6 if p.recompute == "full" else 4
+        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * (st.s // p.cp)
+                                                  * m.hidden_size, tp, g.nvlink_bw)
+        return t_compute, t_tp, cp_seconds(st, p), ep_seconds(st, p)
+    return st._cached(("mb_terms", p.micro_batch_size, p.tp, p.pp, p.cp, p.recompute, p.stage_layers,
+                       p.sequence_parallel, p.ep), make)
+
+
+def microbatch_lower_bound(st: Setting, p: Plan) -> float:
+    """A lower bound on :func:`step_seconds_lower_bound` for every interleaving and schedule of the plan's
+    micro-batches: the compute, tp, cp and ep terms of :func:`_pipeline_terms`, the same products added in the
+    same order (the pp_comm and bubble terms it leaves out are ≥ 0, and adding a number ≥ 0 never lowers a
+    floating-point sum)."""
+    mb = p.num_microbatches
+    t_compute, t_tp, t_cp, t_ep = microbatch_terms(st, p)
+    return mb * t_compute + mb * t_tp + mb * t_cp + mb * t_ep
 
 
 def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
@@ -846,26 +913,16 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
     def make():
         g, cl, m = st.cluster.gpu, st.cluster, st.model
         b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
-        h = m.hidden_size
-        most_layers = max(st.stages(pp, p.stage_layers))
-        tokens = st.s // cp
-        t_compute = microbatch_compute_seconds(st, p)
-        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
-        # time)
-        n_ar = 6 if p.recompute == "full" else 4
-        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * tokens * h, tp,
-                                                  g.nvlink_bw)
-        t_cp = cp_seconds(st, p)
-        t_ep = ep_seconds(st, p)
+        t_compute, t_tp, t_cp, t_ep = microbatch_terms(st, p)
         # pipeline p2p: activation forward + gradient back, per chunk
         pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
-        t_p2p = 2 * v * (st.act_bytes * b * tokens * h / tp / pp_bw + ALPHA) if pp > 1 else 0.0
+        t_p2p = 2 * v * (st.act_bytes * b * (st.s // cp) * m.hidden_size / tp / pp_bw + ALPHA) if pp > 1 else 0.0
         t_mb = t_compute + t_tp + t_cp + t_ep + t_p2p
         return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
                 "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}, t_mb
 
     key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
-           p.stage_layers)
+           p.stage_layers, p.sequence_parallel, p.ep)
     if p.schedule == "1f1b":
         return st._cached(key, make)[0]
 

@@ -10,8 +10,10 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
   of its group does (:func:`candidate_groups`); a group is only skipped when that plan is over the capacity by
   more than a rounding margin (:data:`ROUNDING_MARGIN`).
 - **the k best only.** With ``top = k`` a plan is skipped when its tokens/s computed from a lower bound on its
-  step time (compute and bubble, no communication) is already below the k-th best found so far: its real
-  tokens/s is lower still, so it cannot be among the k best.
+  step time is already below the k-th best found so far: its real tokens/s is lower still, so it cannot be among
+  the k best. Three bounds, cheapest first, each checked before the memory: per micro-batch size, the compute
+  and tp/cp/ep terms (:func:`~distlearn.planner.formulas.microbatch_lower_bound`, for every chunk count and
+  schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself.
 - **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective recomputation
   compared with none (both checked by tests/test_planner.py on every group): lower stages are only tried when a
   higher one fits, and "does any plan fit" looks at ZeRO 2–3 with selective or full recomputation only.
@@ -31,7 +33,8 @@ from ..memory import RECOMPUTE
 from ..models import ModelConfig, get_preset
 from ..validate import DistlearnValueError, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
-                       make_setting, plan_memory, plan_time, resolve, step_seconds_lower_bound)
+                       make_setting, microbatch_lower_bound, plan_memory, plan_time, resolve,
+                       step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -121,7 +124,7 @@ def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
 
 
 def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None,
-                     cp: int | None = None, ep: int = 1):
+                     cp: int | None = None, ep: int = 1, smallest_only: bool = False):
     """Yield a :class:`Group` for every (tp, cp, pp) that can run: tp dividing the node size, the number of (query
     and kv) heads and the GPU count; cp = 1, and with ``seq_len`` also the powers of two up to :data:`MAX_CP` that
     divide it and leave each rank at least :data:`MIN_CP_TOKENS` tokens; pp ≤ layers; dp = GPUs / (tp·cp·pp)
@@ -132,7 +135,7 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
     (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1. A given ``cp`` keeps only that degree (any
     that divides ``seq_len`` and the GPUs per tp group, whatever the tokens per rank: the reader chose it); a given
     ``ep`` (a mixture-of-experts model's expert-parallel degree, dividing its experts) keeps the layouts whose
-    dp·cp it divides."""
+    dp·cp it divides. ``smallest_only``: each group's batching holds b = 1 only (its :meth:`Group.smallest`)."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
         if model.num_heads % tp or model.kv_heads % tp or n % tp:
@@ -168,6 +171,8 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
                         break
                     m = per_replica // b
                     group.batching.append((b, m, [v for v in chunks if v == 1 or m % pp == 0]))
+                    if smallest_only:
+                        break
                 yield group
 
 
@@ -211,6 +216,7 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None):
     if not kept:
         return
     for b, m, chunks in group.batching:  # group.plans' order; the bound does not depend on the ZeRO stage
+        slow_b = {}
         for v in chunks:
             too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
             for sched in group.schedules(v, m):
@@ -219,12 +225,16 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None):
                     for r in RECOMPUTE:
                         if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
                             continue
-                        if too_slow is not None:  # the bound does not depend on z: one plan per r decides
+                        if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
+                            if r not in slow_b:  # all chunk counts and schedules of this b at once
+                                slow_b[r] = too_slow(group._plan(z, r, b, m, v, sched), "microbatch")
                             if r not in slow:
-                                slow[r] = too_slow(group._plan(z, r, b, m, v, sched))
+                                slow[r] = slow_b[r] or too_slow(group._plan(z, r, b, m, v, sched), "pipeline")
                             if slow[r]:
                                 continue
                         p = group._plan(z, r, b, m, v, sched)
+                        if too_slow is not None and too_slow(p, "exact"):
+                            continue
                         mem = plan_memory(st, p)
                         if mem["total"] <= st.capacity:
                             yield p, mem
@@ -284,7 +294,15 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
-    too_slow = None if best is None else (lambda p: best.beats(st.B * st.s / step_seconds_lower_bound(st, p)))
+    def too_slow(p, bound):
+        """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
+        (:func:`~distlearn.planner.formulas.microbatch_lower_bound`, for every chunk count and schedule),
+        "pipeline" (:func:`~distlearn.planner.formulas.step_seconds_lower_bound`, every ZeRO stage) or "exact"
+        (its step time)."""
+        seconds = (microbatch_lower_bound(st, p) if bound == "microbatch" else
+                   step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_time(st, p)["total"])
+        return best.beats(st.B * st.s / seconds)
+    too_slow = None if best is None else too_slow
     for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
         count += group.size
         for p, mem in _fitting_plans(st, group, too_slow):
@@ -349,7 +367,7 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
     model and recipe may share (:class:`~distlearn.planner.formulas.Setting`)."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation, shared=shared)
-    for group in candidate_groups(model, cluster, global_batch, seq_len):
+    for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
         # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective or full recomputation
         # (the orderings of _kept): the other pairs cannot fit where these do not
         stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
@@ -359,7 +377,9 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
                 if mem <= st.capacity:
                     return True
                 if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
-                    if next(_fitting_plans(st, group), None) is not None:
+                    whole = next(g for g in candidate_groups(model, cluster, global_batch, seq_len)
+                                 if (g.tp, g.cp, g.pp) == (group.tp, group.cp, group.pp))
+                    if next(_fitting_plans(st, whole), None) is not None:
                         return True
     return False
 
