@@ -534,7 +534,7 @@ class Session:
         conf.write_text(
             '<?xml version="1.0"?>\n<!DOCTYPE fontconfig SYSTEM "fonts.dtd">\n<fontconfig>\n'
             '  <include ignore_missing="yes">/etc/fonts/fonts.conf</include>\n'
-            f'  <dir>{font_dir}</dir>\n  <cachedir>{self.tmp / "fontconfig-cache"}</cachedir>\n</fontconfig>\n',
+            f'  <dir>{font_dir}</dir>\n  <cachedir>{ROOT / "build" / "fontconfig-cache"}</cachedir>\n</fontconfig>\n',
             encoding="utf-8")
         env["FONTCONFIG_FILE"] = str(conf)
         return env
@@ -760,30 +760,37 @@ class Session:
         #3912). Keeps going until the controls differ from where they started. Returns the moves that changed a
         control."""
         controls = cell.locator(".jupyter-widgets .noUi-handle, .jupyter-widgets select")
-        n = controls.count()
-        state = """(el) => el.tagName === 'SELECT'
+        # every control's state in one round trip (each move is then one key press and one read-back)
+        states = """(cell) => Array.from(cell.querySelectorAll(
+                '.jupyter-widgets .noUi-handle, .jupyter-widgets select')).map(el => el.tagName === 'SELECT'
             ? {select: true, at_start: el.selectedIndex <= 0, at_end: el.selectedIndex >= el.options.length - 1,
                off: el.disabled || el.options.length < 2, v: el.selectedIndex}
             : {select: false, at_start: Number(el.getAttribute('aria-valuenow')) <= Number(el.getAttribute('aria-valuemin')),
                at_end: Number(el.getAttribute('aria-valuenow')) >= Number(el.getAttribute('aria-valuemax')),
                off: el.closest('.noUi-target').hasAttribute('disabled') ||
                     el.getAttribute('aria-valuemin') === el.getAttribute('aria-valuemax'),
-               v: el.getAttribute('aria-valuenow')}"""
-        start = [controls.nth(i).evaluate(state)["v"] for i in range(n)]
+               v: el.getAttribute('aria-valuenow')})"""
+        now = cell.evaluate(states)
+        n = len(now)
+        start = [info["v"] for info in now]
         changed, tries = 0, 0
-        while n and tries < 6 * presses and (
-                changed < presses or [controls.nth(i).evaluate(state)["v"] for i in range(n)] == start):
+        while n and tries < 6 * presses and (changed < presses or [info["v"] for info in now] == start):
             tries += 1
-            control = controls.nth(rng.randrange(n))
-            info = control.evaluate(state)
+            i = rng.randrange(n)
+            info = now[i]
             if info["off"]:
                 continue
             up = (not info["at_end"]) and (info["at_start"] or rng.random() < 0.6)
+            control = controls.nth(i)
             if info["select"]:
                 control.select_option(index=info["v"] + (1 if up else -1))
             else:  # focus and key press in one round trip
                 control.press("ArrowRight" if up else "ArrowLeft")
-            if control.evaluate(state)["v"] != info["v"]:
+            now = cell.evaluate(states)  # (a greyed-out control changes the others' "off" too)
+            if len(now) != n:
+                n = len(now)
+                continue
+            if now[i]["v"] != info["v"]:
                 changed += 1
         return changed
 
