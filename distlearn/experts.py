@@ -194,6 +194,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     vals = np.take_along_axis(scores, part, axis=1)
     index = np.take_along_axis(part, np.lexsort((part, -vals), axis=1), axis=1)  # by score, then by index
     tied = (scores >= vals.min(axis=1, keepdims=True)).sum(axis=1) > k
+    tied |= np.isnan(vals).any(axis=1)  # argpartition ranks NaN highest, the stable sort of −scores last
     if tied.any():
         index[tied] = np.argsort(-scores[tied], axis=1, kind="stable")[:, :k]
     return index

@@ -495,9 +495,9 @@ def test_checkers_reject_typical_mistakes_with_a_pointed_hint(capsys):
 @given(st.integers(1, 12), st.integers(1, 40), st.data())
 def test_top_k_is_the_stable_full_sort(t, e, data):
     """route's O(T·E) top-k equals numpy's stable argsort, ties (small integers, −inf of node-limited routing)
-    included; its group scores (partition) equal the sorted top-2 sums."""
+    and NaN (which argpartition ranks first, the sort last) included; its group scores (partition) equal the sorted top-2 sums."""
     k = data.draw(st.integers(1, e))
-    values = data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, -np.inf, 0.5, -3.25]), min_size=t * e,
+    values = data.draw(st.lists(st.sampled_from([0.0, 1.0, 2.0, -np.inf, 0.5, -3.25, np.nan]), min_size=t * e,
                                 max_size=t * e))
     x = np.array(values).reshape(t, e)
     assert (X.top_k(x, k) == np.argsort(-x, axis=1, kind="stable")[:, :k]).all()

@@ -414,6 +414,36 @@ def test_search_equals_brute_force(model, num_gpus, gpu, batch, seq, top):
     assert P.any_plan_fits(m, cluster, batch, seq) == bool(brute)
 
 
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(case=st.sampled_from([("mixtral-8x7b", 1, None), ("mixtral-8x7b", 2, 2), ("deepseek-v3", 8, None),
+                             ("deepseek-v3", 2, 4), ("llama3-8b@30", 1, 2), ("llama3.1-405b@126", 1, None)]),
+       num_gpus=st.sampled_from([8, 16, 64, 256]), gpu=st.sampled_from(sorted(GPUS)),
+       batch=st.sampled_from([16, 64, 256]), seq=st.sampled_from([4096, 16384, 32768]),
+       top=st.sampled_from([1, 3, 10]))
+def test_search_equals_brute_force_with_experts_cp_and_uneven_stages(case, num_gpus, gpu, batch, seq, top):
+    """The shortcuts also change nothing for mixture-of-experts models with ep > 1, a given cp, and layer counts
+    that the pipeline splits unevenly (30 and 126 layers), where the bounds, the shared memos and the capped
+    activation entries are exercised hardest."""
+    from distlearn.models import MOE_PRESETS
+    name, ep, cp = case
+    base, _, layers = name.partition("@")
+    m = MOE_PRESETS.get(base) or get_preset(base)
+    if layers:
+        m = m.with_(num_layers=int(layers))
+    cluster = make_cluster(gpu, num_gpus)
+    stt = F.make_setting(m, cluster, batch, seq)
+    brute = []
+    for group in P.candidate_groups(m, cluster, batch, seq, cp, ep):
+        for p in group.plans():
+            mem = F.plan_memory(stt, p)
+            if mem["total"] <= stt.capacity:
+                brute.append(F.estimate(stt, p, mem))
+    brute.sort(key=lambda e: (-e.tokens_per_s, e.memory["total"]))
+    kw = dict(global_batch=batch, seq_len=seq, cluster=cluster, cp=cp, ep=ep, suggest=False)
+    assert P.search(m, **kw).plans == brute
+    assert P.search(m, top=top, **kw).plans == brute[:top]
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(model=st.sampled_from(["gpt2-small", "llama2-13b", "llama3-70b"]), num_gpus=st.sampled_from([4, 8, 32]),
        batch=st.sampled_from([8, 64, 512]), seq=st.sampled_from([512, 4096, 16384]))

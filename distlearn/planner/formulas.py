@@ -478,7 +478,8 @@ def _model_counts(model: ModelConfig, global_batch: int, seq_len: int) -> tuple:
 
 
 # Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU or the
-# cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share
+# cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share.
+# A shared memo names the model by id(): keep one shared dict per model object, alive as long as the dict is
 SHAREABLE = frozenset({"act", "act_moe", "moe_as_dense", "stage", "states", "candidate_stages", "peak_layers",
                        "zb_closed", "model_counts", "stage_acts", "stage_states"})
 

@@ -135,7 +135,8 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
     (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1. A given ``cp`` keeps only that degree (any
     that divides ``seq_len`` and the GPUs per tp group, whatever the tokens per rank: the reader chose it); a given
     ``ep`` (a mixture-of-experts model's expert-parallel degree, dividing its experts) keeps the layouts whose
-    dp·cp it divides. ``smallest_only``: each group's batching holds b = 1 only (its :meth:`Group.smallest`)."""
+    dp·cp it divides. ``smallest_only``: each group's batching holds b = 1 only, for :meth:`Group.smallest` alone
+    (its ``size`` and ``plans`` then leave the other micro-batch sizes out)."""
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
         if model.num_heads % tp or model.kv_heads % tp or n % tp:
@@ -211,11 +212,13 @@ def _kept(st: Setting, group: Group) -> set:
 
 def _fitting_plans(st: Setting, group: Group, too_slow=None):
     """Yield (plan, memory) for the plans of ``group`` that fit, in search order, leaving out those for which
-    ``too_slow(plan)`` is true (it must be true only of plans that cannot be among the results)."""
+    ``too_slow(plan, bound)`` is true (``bound``: "microbatch", "pipeline" or "exact", see :func:`search`; it
+    must be true only of plans that cannot be among the results)."""
     kept = _kept(st, group)
     if not kept:
         return
-    for b, m, chunks in group.batching:  # group.plans' order; the bound does not depend on the ZeRO stage
+    for b, m, chunks in group.batching:  # group.plans' order. The bounds: "microbatch" depends on neither the
+        # chunk count, the schedule nor the ZeRO stage; "pipeline" not on the ZeRO stage
         slow_b = {}
         for v in chunks:
             too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
@@ -293,7 +296,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                       fragmentation, swiglu)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
-    # with ``top``, skip plans that even without communication are slower than ``top`` plans already found
+    # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
     def too_slow(p, bound):
         """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
         (:func:`~distlearn.planner.formulas.microbatch_lower_bound`, for every chunk count and schedule),
