@@ -207,8 +207,8 @@ def _sequence_difference(got, expected, rtol, atol, parts) -> Why | None:
         if why is not None:
             if i < len(parts):
                 en, zh = parts[i]
-                return why.within(f"{en} (item {i} of the returned {kind})", f"{zh}（返回{kind_zh}的第 {i} 项）")
-            return why.within(f"item {i}", f"第 {i} 项")
+                return why.within(f"{en} (item {i + 1} of the returned {kind})", f"{zh}（返回{kind_zh}的第 {i + 1} 项）")
+            return why.within(f"item {i + 1}", f"第 {i + 1} 项")  # counted from 1, as a reader counts
     return None
 
 

@@ -21,6 +21,7 @@ class DistlearnValueError(ValueError):
         self.param = param
         self.en = en
         self.zh = zh
+        self.bilingual = bilingual
         if bilingual:
             lang = "both"
         else:
@@ -29,11 +30,14 @@ class DistlearnValueError(ValueError):
         super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
 
     def _render_traceback_(self) -> list[str]:
-        """What IPython shows instead of a traceback through :mod:`distlearn.validate`: the message in both
-        languages and the line of the reader's own code that passed the value (issue 14, item 6)."""
+        """What IPython shows instead of a traceback through :mod:`distlearn.validate`: the message in the
+        reader's language at display time (both under ``"both"`` or with ``bilingual=True``) and the line of the
+        reader's own code that passed the value (issue 14, item 6)."""
         import linecache
         import os
 
+        from .i18n import get_language
+        lang = "both" if getattr(self, "bilingual", False) else get_language()  # at display time: the reader's language now
         package = os.path.dirname(os.path.abspath(__file__))
         called, where = "", ""
         tb = self.__traceback__
@@ -42,12 +46,15 @@ class DistlearnValueError(ValueError):
             inside = os.path.abspath(code.co_filename).startswith(package + os.sep)
             if not inside:
                 line = linecache.getline(code.co_filename, tb.tb_lineno, tb.tb_frame.f_globals).strip()
-                where = f"{line}   (line {tb.tb_lineno} / 第 {tb.tb_lineno} 行)" if line else ""
+                where = line and f"{line}   " + {"en": f"(line {tb.tb_lineno})", "zh": f"（第 {tb.tb_lineno} 行）"}.get(
+                    lang, f"(line {tb.tb_lineno} / 第 {tb.tb_lineno} 行)")
             elif not called:
                 module = tb.tb_frame.f_globals.get("__name__", "")
                 called = f"{module}.{code.co_name}" if module else code.co_name
             tb = tb.tb_next
-        lines = [f"\x1b[0;31m{type(self).__name__}\x1b[0m: {self.en}", f"{' ' * len(type(self).__name__)}  {self.zh}"]
+        name = f"\x1b[0;31m{type(self).__name__}\x1b[0m: "
+        messages = [self.en] if lang == "en" else [self.zh] if lang == "zh" else [self.en, self.zh]
+        lines = [name + messages[0]] + [f"{' ' * len(type(self).__name__)}  {m}" for m in messages[1:]]
         if where:
             lines.append(f"  → {where}")
         if called:

@@ -79,7 +79,7 @@ def test_row_parallel_feedback_names_the_wrong_part(capsys):
         return x @ w, 0
 
     out = feedback(check.ex04_row_parallel_forward, concatenates, capsys)
-    assert "bytes sent by rank 0 (item 1 of the returned tuple): returned 0, expected" in out
+    assert "bytes sent by rank 0 (item 2 of the returned tuple): returned 0, expected" in out
     assert "array(" not in out.split("→")[1].splitlines()[0]  # the reason is not two look-alike arrays
 
 
@@ -88,7 +88,7 @@ def test_wrong_array_names_its_first_wrong_element(capsys):
         return x @ w / 2, 0
 
     out = feedback(check.ex04_row_parallel_forward, halves, capsys)
-    assert "the output (item 0 of the returned tuple): element [0, 0] is" in out
+    assert "the output (item 1 of the returned tuple): element [0, 0] is" in out
     assert "elements differ" in out and "个元素中有" in out
 
 
@@ -181,6 +181,25 @@ def test_validation_error_shows_the_message_and_the_readers_line():
     assert "memory.model_state_bytes(7_000_000_000, dp=0)" in text and "distlearn.memory.model_state_bytes" in text
 
 
+def test_validation_error_is_shown_in_the_readers_language():
+    """Under English or 中文 (the chapter's language switch) the error shows that language only, the reader's
+    line included; under both, both."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    import distlearn
+    shell = InteractiveShell.instance()
+    exc = shell.run_cell("from distlearn import memory\nmemory.model_state_bytes(7_000_000_000, dp=0)").error_in_exec
+    try:
+        distlearn.set_language("en")
+        en = "\n".join(exc._render_traceback_())
+        distlearn.set_language("zh")
+        zh = "\n".join(exc._render_traceback_())
+    finally:
+        distlearn.set_language("both")
+    assert "dp must be an integer" in en and "必须" not in en and "(line 2)" in en, en
+    assert "dp 必须是整数" in zh and "must be" not in zh and "（第 2 行）" in zh, zh
+
+
 def _interleaved(stage, p, m, v, warmup=None, backward_chunks=None):
     """An independent loop version of the interleaved 1F1B order, with knobs to break it on purpose."""
     forwards = [("F", r + j, c) for r in range(0, m, p) for c in range(v) for j in range(p)]
@@ -239,7 +258,7 @@ def test_a_compare_that_says_no_still_names_the_first_difference(capsys):
     with pytest.raises(CheckFailed):
         check.verify("ex_demo", lambda k: (np.array([1, 2]), np.array([0.4, 0.6])), cases)
     out = capsys.readouterr().out
-    assert "weights (item 1 of the returned tuple): element [0] is 0.4 instead of 0.5" in out
+    assert "weights (item 2 of the returned tuple): element [0] is 0.4 instead of 0.5" in out
     assert "does not pass this case" not in out
 
 

@@ -161,7 +161,8 @@ class SettingsError(DistlearnValueError):
     def _render_traceback_(self) -> list[str]:
         name = type(self).__name__
         first, *rest = str(self).splitlines() or [""]
-        where = super()._render_traceback_()[2:]   # the reader's line and the function called, as a parent shows
+        where = [line for line in super()._render_traceback_()   # the reader's line and the function called,
+                 if line.startswith(("  → ", "    ("))]              # as a parent shows them
         return [f"\x1b[0;31m{name}\x1b[0m: {first}", *(f"{' ' * len(name)}  {line}" for line in rest), *where]
 
 
