@@ -22,12 +22,13 @@ class DistlearnValueError(ValueError):
         self.en = en
         self.zh = zh
         self.bilingual = bilingual
-        if bilingual:
-            lang = "both"
-        else:
-            from .i18n import get_language
-            lang = get_language()
+        lang = self._language()
         super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
+
+    def _language(self) -> str:
+        """The language the message is shown in now: ``"both"`` with ``bilingual=True``, else the reader's."""
+        from .i18n import get_language
+        return "both" if self.bilingual else get_language()
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback through :mod:`distlearn.validate`: the message in the
@@ -36,8 +37,7 @@ class DistlearnValueError(ValueError):
         import linecache
         import os
 
-        from .i18n import get_language
-        lang = "both" if getattr(self, "bilingual", False) else get_language()  # at display time: the reader's language now
+        lang = self._language()  # at display time: the reader's language now
         package = os.path.dirname(os.path.abspath(__file__))
         called, where = "", ""
         tb = self.__traceback__

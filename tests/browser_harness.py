@@ -759,10 +759,9 @@ class Session:
         of a drop-down as a mouse does (JupyterLab takes a closed drop-down's arrow keys for itself: ipywidgets
         #3912). Keeps going until the controls differ from where they started. Returns the moves that changed a
         control."""
-        controls = cell.locator(".jupyter-widgets .noUi-handle, .jupyter-widgets select")
+        controls = cell.locator(CONTROL_SELECTOR)
         # every control's state in one round trip (each move is then one key press and one read-back)
-        states = """(cell) => Array.from(cell.querySelectorAll(
-                '.jupyter-widgets .noUi-handle, .jupyter-widgets select')).map(el => el.tagName === 'SELECT'
+        states = """(cell, selector) => Array.from(cell.querySelectorAll(selector)).map(el => el.tagName === 'SELECT'
             ? {select: true, at_start: el.selectedIndex <= 0, at_end: el.selectedIndex >= el.options.length - 1,
                off: el.disabled || el.options.length < 2, v: el.selectedIndex}
             : {select: false, at_start: Number(el.getAttribute('aria-valuenow')) <= Number(el.getAttribute('aria-valuemin')),
@@ -770,7 +769,7 @@ class Session:
                off: el.closest('.noUi-target').hasAttribute('disabled') ||
                     el.getAttribute('aria-valuemin') === el.getAttribute('aria-valuemax'),
                v: el.getAttribute('aria-valuenow')})"""
-        now = cell.evaluate(states)
+        now = cell.evaluate(states, CONTROL_SELECTOR)
         n = len(now)
         start = [info["v"] for info in now]
         changed, tries = 0, 0
@@ -786,7 +785,7 @@ class Session:
                 control.select_option(index=info["v"] + (1 if up else -1))
             else:  # focus and key press in one round trip
                 control.press("ArrowRight" if up else "ArrowLeft")
-            now = cell.evaluate(states)  # (a greyed-out control changes the others' "off" too)
+            now = cell.evaluate(states, CONTROL_SELECTOR)  # (a greyed-out control changes the others' "off" too)
             if len(now) != n:
                 n = len(now)
                 continue

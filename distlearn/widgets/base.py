@@ -156,7 +156,7 @@ class SettingsError(DistlearnValueError):
 
     def __init__(self, message: str):
         ValueError.__init__(self, message)
-        self.param, self.en, self.zh = "settings", message, message
+        self.param, self.en, self.zh, self.bilingual = "settings", message, message, False
 
     def _render_traceback_(self) -> list[str]:
         name = type(self).__name__
