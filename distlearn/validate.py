@@ -26,9 +26,12 @@ class DistlearnValueError(ValueError):
         super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
 
     def _language(self) -> str:
-        """The language the message is shown in now: ``"both"`` with ``bilingual=True``, else the reader's."""
+        """The language the message is shown in now: ``"both"`` with ``bilingual=True``, else the reader's (i18n is
+        imported only then: its own start-up raises bilingual errors while it is half imported)."""
+        if self.bilingual:
+            return "both"
         from .i18n import get_language
-        return "both" if self.bilingual else get_language()
+        return get_language()
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback through :mod:`distlearn.validate`: the message in the
