@@ -289,7 +289,8 @@ def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: i
               omit: tuple = ()) -> dict:
     """A restartable training job (see the module docstring). Steps are numbered 1…``steps``; a checkpoint is
     written after every step divisible by ``every``. A run that starts fresh kills ``kill_rank`` with SIGKILL
-    just before step ``kill_step``. Rank 0 logs ``start``, ``step``, ``checkpoint`` and ``done`` events; the
+    just before step ``kill_step``, after a barrier (so rank 0 has logged every step before it: without one, the
+    launcher may kill rank 0 between its last all-reduce and that log line). Rank 0 logs ``start``, ``step``, ``checkpoint`` and ``done`` events; the
     killed rank logs ``kill``. ``final_path``: rank 0 saves :func:`full_state` there at the end (torch.save).
     ``omit``: items *not* restored on resume, among ``"rng"`` and ``"sampler"`` (to see an inexact resume).
     Returns ``{"rank", "pid", "resumed_from", "losses"}``."""
@@ -327,9 +328,13 @@ def train_job(rank: int, world_size: int, ckpt_dir: str, log_path: str, steps: i
                 restart_count=int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
     losses = []
     while step < steps:
-        if (kill_step is not None and rank == kill_rank and resumed_path is None and step + 1 == kill_step):
-            _append(log_path, event="kill", rank=rank, step=step + 1, pid=os.getpid())
-            os.kill(os.getpid(), signal.SIGKILL)
+        if kill_step is not None and resumed_path is None and step + 1 == kill_step:
+            # every rank waits here until rank 0 has logged the step before, so the log never loses that line
+            # to the race between rank 0's write and the launcher killing it once the other rank has died
+            dist.barrier()
+            if rank == kill_rank:
+                _append(log_path, event="kill", rank=rank, step=step + 1, pid=os.getpid())
+                os.kill(os.getpid(), signal.SIGKILL)
         sampler.set_epoch(sampler_state["epoch"])
         order = list(sampler)
         b = sampler_state["batch"]
