@@ -26,7 +26,7 @@ from torch.utils.checkpoint import checkpoint
 
 from .validate import check_choice, check_int, check_number
 
-MODES = ("none", "selective", "full")
+MODES = ("none", "selective", "full", "norm-act")
 ATTENTION = ("materialised", "flash")
 NORM_IMPLS = ("fused", "torch")
 SWIGLU = ("unfused", "fused")
@@ -51,23 +51,95 @@ def saved_tensor_bytes(fn, *args, exclude=()) -> tuple[object, SavedBytes]:
     """Run ``fn(*args)`` and count the bytes of the distinct storages autograd saves for backward.
 
     ``exclude``: tensors (parameters, buffers) whose storages are not counted. Returns ``(output, SavedBytes)``;
-    keep ``output`` alive while you need the graph. Storages saved while the output is alive cannot share an
-    address, so ``data_ptr`` identifies them.
+    keep ``output`` alive while you need the graph. Each storage is counted at its size when ``fn`` returns: a
+    storage freed during the forward (:class:`DiscardOutput` resizes it to 0 bytes) counts 0, and a later storage
+    at the same address is a new one.
     """
     skip = {t.untyped_storage().data_ptr() for t in exclude}
-    seen: dict[int, tuple] = {}
+    live: dict[int, int] = {}   # address -> index in seen, while that storage still has the address
+    seen: list[tuple] = []      # (storage, dtype name, shape of the first tensor seen)
 
     def pack(t):
         st = t.untyped_storage()
         ptr = st.data_ptr()
-        if ptr not in skip and ptr not in seen:
-            seen[ptr] = (st.nbytes(), str(t.dtype).replace("torch.", ""), tuple(t.shape))
+        known = live.get(ptr)
+        if ptr not in skip and (known is None or seen[known][0].data_ptr() != ptr):
+            live[ptr] = len(seen)
+            seen.append((st, str(t.dtype).replace("torch.", ""), tuple(t.shape)))
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = fn(*args)
-    storages = sorted(seen.values(), key=lambda x: -x[0])
+    storages = sorted(((st.nbytes(), dtype, shape) for st, dtype, shape in seen if st.nbytes()),
+                      key=lambda x: -x[0])
     return out, SavedBytes(sum(x[0] for x in storages), storages)
+
+
+# ---------------------------------------------------------------- output-discarding recomputation
+class _DiscardOutputFunction(torch.autograd.Function):
+    """Runs ``run(*args)`` without recording it, keeps ``args`` for backward (through ``save_for_backward``, so
+    saved-tensor hooks see them), and in backward differentiates the recomputed output that
+    :class:`DiscardOutput` put in ``ctx.outputs``."""
+
+    @staticmethod
+    def forward(ctx, run, handle, *args):
+        with torch.no_grad():
+            out = run(*args)
+        ctx.save_for_backward(*args)
+        ctx.handle, handle.ctx = handle, ctx
+        return out
+
+    @staticmethod
+    def backward(ctx, grad):
+        ctx.handle.recompute()  # done already by the hook, unless discard() was never called
+        inputs, out = ctx.detached, ctx.outputs
+        torch.autograd.backward(out, grad)
+        ctx.detached = ctx.outputs = ctx.handle = None
+        return (None, None) + tuple(t.grad if t.requires_grad else None for t in inputs)
+
+
+class DiscardOutput:
+    """Output-discarding checkpointing, as Megatron-Core's ``CheckpointWithoutOutput`` (``recompute_modules``
+    "layernorm" and "moe_act") and MindSpeed's norm and activation-function recomputation do it.
+
+    ``out = d.run(fn, *args)`` computes ``fn(*args)`` without keeping anything of ``fn`` but its inputs. The next
+    operation (a linear layer) saves ``out`` for its weight gradient; then ``d.discard(next_outputs)`` frees
+    ``out``'s storage (``untyped_storage().resize_(0)``: the GEMM's saved tensor is the same storage, so it is
+    freed too) and hooks the gradient of ``next_outputs`` (that layer's outputs): when backward reaches that
+    layer, ``fn`` runs again and its result is copied back into the freed storage, just before the layer's
+    backward reads it. Exact: the recomputation is the same computation on the same inputs.
+    """
+
+    def __init__(self):
+        self.ctx, self.fn, self.out, self.done = None, None, None, False
+
+    def run(self, fn, *args):
+        self.fn = fn
+        self.out = _DiscardOutputFunction.apply(fn, self, *args)
+        return self.out
+
+    def discard(self, *next_outputs):
+        self.out.untyped_storage().resize_(0)
+        for t in next_outputs:
+            t.register_hook(self._recompute)
+
+    def _recompute(self, grad):
+        self.recompute()
+        return grad
+
+    def recompute(self):
+        """Run ``fn`` again on the kept inputs and copy its output back into the freed storage (once: several
+        next layers, Q, K, V or gate and up, share the one output)."""
+        if not self.done:
+            self.done = True
+            ctx = self.ctx
+            ctx.detached = tuple(t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors)
+            with torch.enable_grad():
+                ctx.outputs = self.fn(*ctx.detached)
+            storage = self.out.untyped_storage()
+            storage.resize_(ctx.outputs.untyped_storage().nbytes())
+            with torch.no_grad():
+                storage.copy_(ctx.outputs.untyped_storage())
 
 
 class KorthikantiBlock(nn.Module):
@@ -76,7 +148,8 @@ class KorthikantiBlock(nn.Module):
     Input and output: ``(b, s, h)``. ``attention="flash"`` replaces the explicit core by
     ``F.scaled_dot_product_attention`` (PyTorch's CPU flash kernel: it keeps Q, K, V, O and the fp32 log-sum-exp;
     attention dropout is not applied inside it, the residual dropouts stay). ``recompute``: ``"none"``;
-    ``"selective"`` checkpoints QKᵀ, softmax, dropout and ·V (or the SDPA call); ``"full"`` is applied from outside by :func:`measure_block`. ``dropout_impl="native"`` calls
+    ``"selective"`` checkpoints QKᵀ, softmax, dropout and ·V (or the SDPA call); ``"full"`` is applied from outside by :func:`measure_block`;
+    ``"norm-act"`` runs both LayerNorms and the GeLU through :class:`DiscardOutput`. ``dropout_impl="native"`` calls
     ``torch.native_dropout`` (1-byte bool mask, as ``F.dropout`` does on CUDA and as Korthikanti assume);
     ``"functional"`` calls ``F.dropout``, which on CPU saves a mask of the activation dtype instead.
     The causal mask (s × s bool) is built in every forward and saved by ``masked_fill``: s² bytes the paper
@@ -117,26 +190,42 @@ class KorthikantiBlock(nn.Module):
     def _flash(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
+    def _run(self, fn, *args):
+        """``fn(*args)``, or with ``recompute="norm-act"`` through a :class:`DiscardOutput` (returned too)."""
+        if self.recompute != "norm-act":
+            return fn(*args), None
+        d = DiscardOutput()
+        return d.run(fn, *args), d
+
     def forward(self, x):
         b, s, h = x.shape
-        y = self.ln1(x)
+        y, ln1 = self._run(self.ln1, x)
+        qy, ky, vy = self.q(y), self.k(y), self.v(y)
+        if ln1:
+            ln1.discard(qy, ky, vy)
         if self.attention == "flash":   # (b, a, s, d) views of the projections, as models.Attention
-            q, k, v = (lin(y).view(b, s, self.a, h // self.a).transpose(1, 2) for lin in (self.q, self.k, self.v))
+            q, k, v = (t.view(b, s, self.a, h // self.a).transpose(1, 2) for t in (qy, ky, vy))
             core = self._flash
             z = checkpoint(core, q, k, v, use_reentrant=False) if self.recompute == "selective" else core(q, k, v)
-            x = x + self._dropout(self.proj(z.transpose(1, 2).reshape(b, s, h)))
-            y = self.fc2(F.gelu(self.fc1(self.ln2(x))))
-            return x + self._dropout(y)
-        q = self._heads(self.q(y) * (1.0 / math.sqrt(h // self.a)))
-        k, v = self._heads(self.k(y)), self._heads(self.v(y))
-        if self.recompute == "selective":
-            z = checkpoint(self._core, q, k, v, use_reentrant=False)
+            z = z.transpose(1, 2).reshape(b, s, h)
         else:
-            z = self._core(q, k, v)
-        z = z.view(b, self.a, s, h // self.a).transpose(1, 2).reshape(b, s, h)
+            q = self._heads(qy * (1.0 / math.sqrt(h // self.a)))
+            k, v = self._heads(ky), self._heads(vy)
+            if self.recompute == "selective":
+                z = checkpoint(self._core, q, k, v, use_reentrant=False)
+            else:
+                z = self._core(q, k, v)
+            z = z.view(b, self.a, s, h // self.a).transpose(1, 2).reshape(b, s, h)
         x = x + self._dropout(self.proj(z))
-        y = self.fc2(F.gelu(self.fc1(self.ln2(x))))
-        return x + self._dropout(y)
+        y, ln2 = self._run(self.ln2, x)
+        u = self.fc1(y)
+        if ln2:
+            ln2.discard(u)
+        g, gelu = self._run(F.gelu, u)
+        out = self.fc2(g)
+        if gelu:
+            gelu.discard(out)
+        return x + self._dropout(out)
 
 
 # ---------------------------------------------------------------- a Llama block, measured the same way
@@ -200,8 +289,9 @@ class LlamaBlock(nn.Module):
     repeated) or ``"materialised"`` (K, V repeated to all heads as Megatron's core attention and Hugging Face's
     ``repeat_kv`` do, then QKᵀ → causal mask → softmax → ·V), output projection, residual; RMSNorm, SwiGLU MLP
     ``down(silu(gate(x)) · up(x))`` (``swiglu="fused"``: one ``h → 2f`` projection and :class:`FusedSwiGLU`),
-    residual. No dropout. ``recompute="selective"`` checkpoints the attention core (its inputs Q, K, V are kept).
-    Input and output ``(b, s, h)``.
+    residual. No dropout. ``recompute="selective"`` checkpoints the attention core (its inputs Q, K, V are kept);
+    ``"norm-act"`` runs both RMSNorms and the SwiGLU through :class:`DiscardOutput` (their outputs are freed once
+    the next linear layer has saved them, and recomputed in backward). Input and output ``(b, s, h)``.
     """
 
     def __init__(self, hidden_size: int, num_heads: int, num_kv_heads: int | None = None,
@@ -255,13 +345,24 @@ class LlamaBlock(nn.Module):
         scores = (torch.bmm(q, k.transpose(1, 2)) * (1.0 / math.sqrt(d))).masked_fill(causal, float("-inf"))
         return torch.bmm(torch.softmax(scores, dim=-1), v).view(b, a, s, d)
 
+    def _run(self, fn, *args):
+        """``fn(*args)``, or with ``recompute="norm-act"`` through a :class:`DiscardOutput` (returned too:
+        call its ``discard`` once the next linear layer has run)."""
+        if self.recompute != "norm-act":
+            return fn(*args), None
+        d = DiscardOutput()
+        return d.run(fn, *args), d
+
     def forward(self, x):
         b, s, h = x.shape
         d = h // self.a
-        y = self._norm(x, self.norm1)
-        q = self._rope(self.q(y).view(b, s, self.a, d).transpose(1, 2))
-        k = self._rope(self.k(y).view(b, s, self.kv, d).transpose(1, 2))
-        v = self.v(y).view(b, s, self.kv, d).transpose(1, 2)
+        y, norm1 = self._run(lambda t, w: self._norm(t, w), x, self.norm1)
+        qy, ky, vy = self.q(y), self.k(y), self.v(y)
+        if norm1:
+            norm1.discard(qy, ky, vy)
+        q = self._rope(qy.view(b, s, self.a, d).transpose(1, 2))
+        k = self._rope(ky.view(b, s, self.kv, d).transpose(1, 2))
+        v = vy.view(b, s, self.kv, d).transpose(1, 2)
         core = self._flash if self.attention == "flash" else self._materialised
         z = checkpoint(core, q, k, v, use_reentrant=False) if self.recompute == "selective" else core(q, k, v)
         return self._finish(x, z)
@@ -271,12 +372,19 @@ class LlamaBlock(nn.Module):
         ``x``: the block's input (b, s, h); ``z``: attention's output (b, heads, s, d)."""
         b, s, h = x.shape
         x = x + self.o(z.transpose(1, 2).reshape(b, s, h))
-        y = self._norm(x, self.norm2)
+        y, norm2 = self._run(lambda t, w: self._norm(t, w), x, self.norm2)
         if self.swiglu == "fused":
-            m = FusedSwiGLU.apply(self.gate_up(y))
+            gu = (self.gate_up(y),)
+            m, act = self._run(FusedSwiGLU.apply, *gu)
         else:
-            m = F.silu(self.gate(y)) * self.up(y)
-        return x + self.down(m)
+            gu = (self.gate(y), self.up(y))
+            m, act = self._run(lambda g, u: F.silu(g) * u, *gu)
+        if norm2:
+            norm2.discard(*gu)
+        out = self.down(m)
+        if act:
+            act.discard(out)
+        return x + out
 
 
 def measure_block(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_heads: int, dtype: str = "bf16",
@@ -298,7 +406,7 @@ def measure_block(*, seq_len: int, micro_batch_size: int, hidden_size: int, num_
     check_choice("recompute", recompute, MODES)
     check_choice("arch", arch, ("gpt", "llama"))
     torch.manual_seed(seed)
-    inner = "selective" if recompute == "selective" else "none"
+    inner = recompute if recompute in ("selective", "norm-act") else "none"
     if block is None:
         if arch == "gpt":
             block = KorthikantiBlock(hidden_size, num_heads, dropout, recompute=inner, dropout_impl=dropout_impl,
@@ -337,7 +445,8 @@ def extra_terms(*, seq_len: int, micro_batch_size: int, dtype: str = "bf16", rec
     - ``causal_mask``: the s × s bool mask saved by ``masked_fill`` (materialised attention only; 0 with selective
       or full recomputation, where the attention core is recomputed; flash kernels take ``is_causal``).
 
-    The norm terms are 0 with full recomputation. Measured = formula + these, exactly (tests check it). Returns
+    The norm terms are 0 with full and with norm-act recomputation (the checkpoint runs the norms without
+    recording them). Measured = formula + these, exactly (tests check it). Returns
     bytes by term plus ``"total"``.
     """
     b = check_int("micro_batch_size", micro_batch_size)
@@ -347,8 +456,8 @@ def extra_terms(*, seq_len: int, micro_batch_size: int, dtype: str = "bf16", rec
     check_choice("arch", arch, ("gpt", "llama"))
     check_choice("attention", attention, ATTENTION)
     check_choice("norm_impl", norm_impl, NORM_IMPLS)
-    kept = recompute != "full"
-    terms = {"causal_mask": s * s if recompute == "none" and attention == "materialised" else 0}
+    kept = recompute not in ("full", "norm-act")   # the norms' statistics ("norm-act": the norm runs unrecorded)
+    terms = {"causal_mask": s * s if recompute in ("none", "norm-act") and attention == "materialised" else 0}
     if arch == "gpt":
         terms["layernorm_stats"] = num_layernorms * 2 * s * b * size if kept else 0
     else:

@@ -39,6 +39,10 @@ from .models import ModelConfig
 from .validate import DistlearnValueError, check_choice, check_int, check_positive
 
 SCHEDULES = ("none", "gpipe", "1f1b")
+# memory.RECOMPUTE (Korthikanti's three modes) plus output-discarding recomputation of the norms and the MLP
+# activation: "norm-act" (Megatron-Core recompute_modules ["layernorm", "moe_act"] via CheckpointWithoutOutput;
+# MindSpeed --recompute-norm and --recompute-activation-function; Yuan et al., USENIX ATC 2024)
+RECOMPUTE_MODES = RECOMPUTE + ("norm-act",)
 
 
 # ---------------------------------------------------------------- per-layer terms, architecture-aware
@@ -82,12 +86,19 @@ TERM_SOURCES = {
     "dropout_masks": {"any": f"{_K22}: attention-output and MLP-output dropout masks (sbh each, 1 byte)"},
     "layer_input": {"any": "Korthikanti et al. 2022 §5, Table 2: full recomputation keeps the layer input"},
 }
+# With "norm-act" the kept inputs of the recomputed functions (Megatron-Core CheckpointWithoutOutput saves them)
+_DISCARD = "output-discarding checkpoint (Megatron-Core CheckpointWithoutOutput): "
+TERM_SOURCES["norm_inputs"]["norm-act"] = _DISCARD + "keeps each norm's input to recompute its output"
+TERM_SOURCES["gelu_input"]["norm-act"] = _DISCARD + "keeps the GeLU input to recompute the fc2 input"
+TERM_SOURCES["silu_input"]["norm-act"] = _DISCARD + "keeps gate(x) to recompute silu(gate(x))·up(x)"
+TERM_SOURCES["up_output"]["norm-act"] = _DISCARD + "keeps up(x) to recompute silu(gate(x))·up(x)"
+TERM_SOURCES["swiglu_input"]["norm-act"] = _DISCARD + "keeps [gate(x), up(x)] to recompute the SwiGLU output"
 
 
 def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none") -> str:
     """The source of term ``name`` for this architecture, attention kernel and recomputation mode."""
     options = TERM_SOURCES[name]
-    for key in (recompute if recompute == "selective" else None, attention, arch, "any"):
+    for key in (recompute if recompute in ("selective", "norm-act") else None, attention, arch, "any"):
         if key in options:
             return options[key]
     raise KeyError(name)
@@ -170,7 +181,12 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
     ``dropout``: default True for GPT, False for Llama (it has none). ``swiglu="fused"`` is Megatron-Core's
     fused SwiGLU (3f·sb instead of 4f·sb). ``recompute="selective"`` recomputes the attention core (drops the
     s² terms, or the log-sum-exp with flash; with GQA the checkpoint keeps K and V un-repeated);
-    ``"full"`` keeps only the layer input. Raises DistlearnValueError (bad sizes, t not dividing a or k).
+    ``"full"`` keeps only the layer input. ``"norm-act"`` (output-discarding recomputation of both norms and the
+    MLP activation, :data:`RECOMPUTE_MODES`) drops the norms' outputs (``qkv_input``, ``mlp_input``) and the
+    activation's output (GPT ``fc2_input``; Llama ``down_proj_input``, and ``silu_output`` unfused): each is
+    recomputed in backward from the input the checkpoint keeps, just before the next linear layer's backward
+    needs it. Llama, flash: ``p·sbh·(4 + 2k/a + 2f/h) + 4asb`` bytes, fused or not. Raises DistlearnValueError
+    (bad sizes, t not dividing a or k).
     """
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
@@ -181,7 +197,7 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
     f = 4 * h if ffn_hidden_size is None else check_int("ffn_hidden_size", ffn_hidden_size)
     check_choice("attention", attention, ATTENTION)
     check_choice("swiglu", swiglu, SWIGLU)
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     t = check_int("tp", tp)
     p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
     m = check_int("mask_bytes", mask_bytes, minimum=1, maximum=8)
@@ -204,10 +220,12 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
     if recompute == "full":
         return [term("layer_input", sbh, p, "sp")]
     selective = recompute == "selective"
+    kept = recompute != "norm-act"              # the norms' and the activation's outputs
     kv_sbh = sbh * kv / a                       # K or V without repetition
     repeated = attention == "materialised" and not selective
-    out = [term("norm_inputs", 2 * sbh, p, "sp"), term("qkv_input", sbh, p, "sp"), term("q", sbh, p, "tp"),
-           term("k", sbh if repeated else kv_sbh, p, "tp"), term("v", sbh if repeated else kv_sbh, p, "tp")]
+    out = [term("norm_inputs", 2 * sbh, p, "sp")] + ([term("qkv_input", sbh, p, "sp")] if kept else [])
+    out += [term("q", sbh, p, "tp"), term("k", sbh if repeated else kv_sbh, p, "tp"),
+            term("v", sbh if repeated else kv_sbh, p, "tp")]
     if not selective:
         if attention == "materialised":
             ass = a * s * s * b
@@ -216,14 +234,15 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
                 out += [term("attn_dropout_mask", ass, m, "tp"), term("attn_dropout_output", ass, p, "tp")]
         else:
             out.append(term("softmax_lse", a * s * b, 4, "tp"))
-    out += [term("out_proj_input", sbh, p, "tp"), term("mlp_input", sbh, p, "sp")]
+    out += [term("out_proj_input", sbh, p, "tp")] + ([term("mlp_input", sbh, p, "sp")] if kept else [])
     if arch == "gpt":
-        out += [term("gelu_input", f * sb, p, "tp"), term("fc2_input", f * sb, p, "tp")]
+        out += [term("gelu_input", f * sb, p, "tp")] + ([term("fc2_input", f * sb, p, "tp")] if kept else [])
     elif swiglu == "unfused":
-        out += [term("silu_input", f * sb, p, "tp"), term("silu_output", f * sb, p, "tp"),
-                term("up_output", f * sb, p, "tp"), term("down_proj_input", f * sb, p, "tp")]
+        out += [term("silu_input", f * sb, p, "tp")] + ([term("silu_output", f * sb, p, "tp")] if kept else [])
+        out += [term("up_output", f * sb, p, "tp")] + ([term("down_proj_input", f * sb, p, "tp")] if kept else [])
     else:
-        out += [term("swiglu_input", 2 * f * sb, p, "tp"), term("down_proj_input", f * sb, p, "tp")]
+        out += [term("swiglu_input", 2 * f * sb, p, "tp")]
+        out += [term("down_proj_input", f * sb, p, "tp")] if kept else []
     if drop:
         out.append(term("dropout_masks", 2 * sbh, m, "sp"))
     return out
@@ -359,7 +378,7 @@ def model_activation_bytes(config: ModelConfig, *, seq_len: int, micro_batch_siz
     """
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
     logits_bytes = check_int("logits_bytes", logits_bytes, minimum=1, maximum=8)
     pp = check_int("pp", pp, maximum=config.num_layers)
@@ -429,16 +448,17 @@ def recompute_flops(config: ModelConfig, *, seq_len: int, micro_batch_size: int,
     selective recomputation (Korthikanti §5) re-runs only QKᵀ, softmax, dropout and probabilities·V, i.e. the
     ``attention`` FLOPs of :func:`layer_forward_flops`. Llama's SwiGLU MLP has three matrices: counted as
     ``2·s·b·(4h² + 3hf)`` per layer there (and GQA's smaller K, V are ignored: an upper bound).
+    ``"norm-act"`` recomputes only element-wise work (the norms and the activation): 0 extra FLOPs here.
 
     Returns ``{"model": fwd+bwd FLOPs, "extra": recompute FLOPs, "overhead": extra / model}``.
     """
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     f = config.ffn_hidden_size * (1.5 if config.arch == "llama" else 1)
     layer = layer_forward_flops(seq_len=seq_len, micro_batch_size=micro_batch_size,
                                 hidden_size=config.hidden_size, ffn_hidden_size=int(round(f)) or 1, tp=tp)
     head = 2 * seq_len * micro_batch_size * config.hidden_size * config.vocab_size / tp
     model = 3 * (config.num_layers * layer["total"] + head)
-    extra = {"none": 0.0, "selective": config.num_layers * layer["attention"],
+    extra = {"none": 0.0, "norm-act": 0.0, "selective": config.num_layers * layer["attention"],
              "full": config.num_layers * layer["total"]}[recompute]
     return {"model": model, "extra": extra, "overhead": extra / model}
 
@@ -632,7 +652,8 @@ def seed_activation_bytes(params_billions: float, precision_bytes: int = 2, sequ
     return params_billions * 1e9 * precision_bytes * 0.5
 
 
-__all__ = ["layer_activation_terms", "layers_on_stage", "inflight_microbatches", "ActivationBytes",
+__all__ = ["RECOMPUTE_MODES", "layer_activation_terms", "layers_on_stage", "inflight_microbatches",
+           "ActivationBytes",
            "model_activation_bytes", "gradient_accumulation_steps", "layer_forward_flops", "recompute_flops",
            "offload_traffic", "offload_step_time", "CPU_ADAM_PARAMS_PER_S", "CPU_ADAM_BYTES_PER_PARAM",
            "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
@@ -650,7 +671,8 @@ TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV �
            "attn_dropout_mask": "注意力的 dropout 掩码", "attn_dropout_output": "dropout 后的注意力概率",
            "down_proj_input": "down 投影的输入", "silu_input": "SiLU 的输入", "silu_output": "SiLU 的输出",
            "softmax_lse": "softmax 的 log-sum-exp（fp32）", "up_output": "up 投影的输出"}
-RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算"}
+RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算",
+                "norm-act": "重算归一化与激活函数"}
 
 
 def term_label(name: str) -> str:

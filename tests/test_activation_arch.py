@@ -34,7 +34,7 @@ def _check(arch, attention, recompute, dtype, shape, **extra):
 
 @pytest.mark.parametrize("shape", LLAMA)
 @pytest.mark.parametrize("attention", ["flash", "materialised"])
-@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full", "norm-act"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 @pytest.mark.parametrize("swiglu", ["unfused", "fused"])
 def test_llama_block_measured_equals_formula_to_the_byte(shape, attention, recompute, dtype, swiglu):
@@ -43,7 +43,7 @@ def test_llama_block_measured_equals_formula_to_the_byte(shape, attention, recom
     assert named["total"] <= 0.02 * formula + shape[0] ** 2      # the named terms are small (rstd, causal mask)
 
 
-@pytest.mark.parametrize("recompute", ["none", "selective", "full"])
+@pytest.mark.parametrize("recompute", ["none", "selective", "full", "norm-act"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp32"])
 def test_gpt_block_with_flash_attention_measured_equals_formula(recompute, dtype):
     measured, formula, named = _check("gpt", "flash", recompute, dtype, (64, 2, 64, 4, 4, 256))
@@ -139,3 +139,63 @@ def test_model_activation_bytes_uses_the_architecture():
     assert act.layers == 32 * per
     old = 32 * activation_bytes_per_layer(seq_len=4096, micro_batch_size=1, hidden_size=4096, num_heads=32)
     assert act.layers < old / 4
+
+
+# ---------------------------------------------------------------- norm-act: output-discarding recomputation
+@pytest.mark.parametrize("arch,kw", [("llama", dict(swiglu="unfused")), ("llama", dict(swiglu="fused")),
+                                     ("gpt", dict(attention="materialised")), ("gpt", dict(attention="flash"))])
+def test_norm_act_gradients_equal_storing_every_tensor_to_the_bit(arch, kw):
+    """DiscardOutput frees the norms' and the activation's outputs and recomputes them in backward: the same
+    computation on the same inputs, so every gradient is bitwise the one of the block that stores them."""
+    from distlearn.activation_measure import KorthikantiBlock, LlamaBlock
+
+    grads = {}
+    for rc in ("none", "norm-act"):
+        torch.manual_seed(0)
+        block = (LlamaBlock(32, 4, 2, 48, recompute=rc, max_seq_len=16, **kw) if arch == "llama"
+                 else KorthikantiBlock(32, 4, dropout=0.0, recompute=rc, **kw))
+        x = torch.randn(2, 16, 32, requires_grad=True)
+        block(x).square().sum().backward()
+        grads[rc] = [x.grad] + [p.grad for p in block.parameters()]
+    assert all(torch.equal(a, b) for a, b in zip(grads["none"], grads["norm-act"]))
+
+
+def test_a_broken_discard_is_caught(monkeypatch):
+    """Both checks can fail: a DiscardOutput that never frees the output keeps more bytes than the formula says,
+    and one that does not refill the freed storage breaks the backward."""
+    from distlearn import activation_measure as am
+
+    kw = dict(seq_len=16, micro_batch_size=2, hidden_size=32, num_heads=4, arch="llama", num_kv_heads=2,
+              ffn_hidden_size=48, attention="flash", recompute="norm-act")
+    formula = A.layer_activation_bytes(seq_len=16, micro_batch_size=2, hidden_size=32, num_heads=4, arch="llama",
+                                       num_kv_heads=2, ffn_hidden_size=48, attention="flash", recompute="norm-act")
+    assert measure_block(**kw).total == formula
+    real_discard = am.DiscardOutput.discard
+    monkeypatch.setattr(am.DiscardOutput, "discard", lambda self, *outs: None)
+    assert measure_block(**kw).total > formula
+    monkeypatch.setattr(am.DiscardOutput, "discard", real_discard)
+
+    def no_refill(self):  # recomputes, but never copies the result back into the freed storage
+        if not self.done:
+            self.done, ctx = True, self.ctx
+            ctx.detached = tuple(t.detach().requires_grad_(t.requires_grad) for t in ctx.saved_tensors)
+            with torch.enable_grad():
+                ctx.outputs = self.fn(*ctx.detached)
+
+    monkeypatch.setattr(am.DiscardOutput, "recompute", no_refill)
+    with pytest.raises(RuntimeError):   # the next layer's backward reads a storage of 0 bytes
+        measure_block(**kw)
+
+
+def test_norm_act_on_a_llama3_405b_shaped_block():
+    """Chapter 14: a layer shaped like Llama 3 405B's (k/a = 1/16, f = 3.25 h, flash, fused SwiGLU) keeps 15.875
+    units of s·b·h 16-bit values with every tensor stored and 10.625 with norm-act, measured (+ the fp32
+    log-sum-exp, 1/8 unit here, and the RMSNorms' 1/rms rows when they are stored)."""
+    s, b, h, a = 64, 1, 256, 16
+    unit = 2 * s * b * h
+    kw = dict(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, arch="llama", num_kv_heads=1,
+              ffn_hidden_size=int(3.25 * h), attention="flash", swiglu="fused")
+    lse = 4 * a * s * b
+    for rc, units in (("none", 15.875), ("norm-act", 10.625)):
+        named = extra_terms(seq_len=s, micro_batch_size=b, recompute=rc, arch="llama", attention="flash")["total"]
+        assert (measure_block(**kw, recompute=rc).total - named - lse) / unit == units

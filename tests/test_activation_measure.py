@@ -11,7 +11,7 @@ SHAPES = [(64, 2, 64, 4), (32, 1, 96, 6), (48, 3, 32, 2)]
 
 @pytest.mark.parametrize("s,b,h,a", SHAPES)
 @pytest.mark.parametrize("dtype,p", [("bf16", 2), ("fp32", 4)])
-@pytest.mark.parametrize("rc", ["none", "selective", "full"])
+@pytest.mark.parametrize("rc", ["none", "selective", "full", "norm-act"])
 def test_measured_equals_formula_plus_explained_terms(s, b, h, a, dtype, p, rc):
     measured = measure_block(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, dtype=dtype, recompute=rc)
     formula = layer_activation_bytes(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, recompute=rc,

@@ -90,12 +90,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..activations import SWIGLU, config_layer_bytes, default_attention
+from ..activations import RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
 from ..context_parallel import cp_comm_bytes
 from ..cost import collective_time
 from ..fp8_recipes import RECIPES as FP8_RECIPES, bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
 from ..hardware import GPU, Cluster, make_cluster, peak_flops
-from ..memory import PRECISIONS, RECOMPUTE, bytes_per_param, model_state_bytes
+from ..memory import PRECISIONS, bytes_per_param, model_state_bytes
 from ..models import PRESETS, ModelConfig, get_preset
 from ..pipeline import partition_layers, peak_inflight_weighted
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int, check_number
@@ -182,12 +182,14 @@ def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: 
     """FLOPs of one training step: ``{"model", "hardware"}``.
 
     model = 3 × forward (what MFU counts); hardware adds what recomputation runs again: the layers' forward for
-    ``"full"`` (→ Narayanan et al. 2021 eq. 3 for GPT), the attention core for ``"selective"``.
+    ``"full"`` (→ Narayanan et al. 2021 eq. 3 for GPT), the attention core for ``"selective"``, no matrix
+    FLOPs for ``"norm-act"`` (it recomputes element-wise work only).
     """
-    check_choice("recompute", recompute, RECOMPUTE)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
     f = forward_flops(model, num_sequences, seq_len)
     model_flops = 3 * (f["layers"] + f["attention"] + f["logits"])
-    extra = {"none": 0.0, "selective": f["attention"], "full": f["layers"] + f["attention"]}[recompute]
+    extra = {"none": 0.0, "norm-act": 0.0, "selective": f["attention"],
+             "full": f["layers"] + f["attention"]}[recompute]
     return {"model": model_flops, "hardware": model_flops + extra}
 
 
@@ -392,6 +394,9 @@ class Setting:
         """:func:`~distlearn.activations.config_layer_bytes` of one layer for this model, sequence and recipe; with
         context parallelism the layer of ``seq_len / cp`` tokens with flash-style attention
         (:func:`distlearn.context_parallel.cp_layer_activation_table` is the same table)."""
+        hit = self._memo.get(("act", b, tp, sp, recompute, cp))
+        if hit is not None:
+            return hit
         return self._cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
             activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
@@ -400,6 +405,9 @@ class Setting:
         """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
         experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
         their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
+        hit = self._memo.get(("act_moe", b, tp, sp, recompute, cp))
+        if hit is not None:
+            return hit
         m = self.model
         dense = lambda: self._cached(("moe_as_dense",), lambda: m.with_(
             num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
@@ -440,8 +448,11 @@ class Setting:
 
     def collective(self, algorithm: str, nbytes: float, n: int, bandwidth: float) -> float:
         """:func:`distlearn.cost.collective_time` of a ring collective with α = :data:`ALPHA`."""
-        return self._cached(("coll", algorithm, nbytes, n, bandwidth), lambda: collective_time(
-            algorithm, nbytes, n, alpha=ALPHA, bandwidth=bandwidth))
+        key = ("coll", algorithm, nbytes, n, bandwidth)
+        hit = self._memo.get(key)
+        if hit is not None:
+            return hit
+        return self._cached(key, lambda: collective_time(algorithm, nbytes, n, alpha=ALPHA, bandwidth=bandwidth))
 
     def dp_collectives(self, zero_stage: int, num_microbatches: int) -> list:
         """``(phase, collectives)`` of one optimizer step: :func:`distlearn.zero_comm.step_collectives` by phase."""
@@ -481,7 +492,7 @@ def _model_counts(model: ModelConfig, global_batch: int, seq_len: int) -> tuple:
 # cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share.
 # A shared memo names the model by id(): keep one shared dict per model object, alive as long as the dict is
 SHAREABLE = frozenset({"act", "act_moe", "moe_as_dense", "stage", "states", "candidate_stages", "peak_layers",
-                       "zb_closed", "model_counts", "stage_acts", "stage_states"})
+                       "zb_closed", "model_counts", "stage_acts", "stage_states", "per_layer_bytes", "least_modes"})
 
 
 @dataclass(frozen=True)
@@ -589,48 +600,75 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     reserve, and their total (formulas in the module docstring). Without ``stage_layers`` only the first and the
     last stage can be the worst (the first holds the most micro-batches, the last the logits); with them every
     stage is looked at."""
-    m, b, tp, pp, v, cp = st.model, p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
-    sizes = st.stages(pp, p.stage_layers)
-    def candidates():  # (stage, layers, extra params, first?, last?, StageSums) of the stages that can be worst
-        starts = stage_starts(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
-        if pp == 1:
-            rows = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
-        elif p.stage_layers is None:
-            rows = [(0, sizes[0], st.P_first_extra, True, False),
-                    (pp - 1, sizes[-1], st.P_last_extra, False, True)]
-        else:
-            moe = [st.stage_sums(a, n).moe_layers for a, n in zip(starts, sizes)] if m.is_moe else None
-            rows = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
-                     i == 0, i == pp - 1) for i in _candidate_stages(sizes, moe)]
-        return [row + (st.stage_sums(starts[row[0]], row[1]),) for row in rows]
-    stages = st._cached(("candidate_stages", pp, p.stage_layers), candidates)
+    held_states, held, buffer = _memory_parts(st, p)
+    worst, worst_total, reserve = None, 0.0, st.reserve
+    for states, (acts, logits) in zip(held_states, held):
+        # sum((params, grads, optimizer, acts, logits, buffer, reserve)), added in that order
+        total = states[3] + acts + logits + buffer + reserve
+        if worst is None or total > worst_total:
+            worst, worst_total = (states, acts, logits), total
+    (params, grads, optimizer, _), acts, logits = worst
+    return {"params": params, "grads": grads, "optimizer": optimizer, "activations": acts, "logits": logits,
+            "zero3_buffer": buffer, "reserve": reserve, "total": worst_total}
+
+
+def memory_total(st: Setting, p: Plan) -> float:
+    """``plan_memory(st, p)["total"]``, the same number, without building the breakdown (the search asks for
+    it thousands of times)."""
+    held_states, held, buffer = _memory_parts(st, p)
+    reserve = st.reserve
+    return max(states[3] + acts + logits + buffer + reserve for states, (acts, logits) in zip(held_states, held))
+
+
+def _memory_parts(st: Setting, p: Plan):
+    """(model states, (activations, logits), ZeRO-3 buffer) of :func:`plan_memory`'s candidate stages, memoized
+    per layout and batching."""
+    b, tp, pp, v, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
+    memo = st._memo  # looked at before building any closure
+    stages = memo.get(("candidate_stages", pp, p.stage_layers))
+    if stages is None:
+        stages = st._cached(("candidate_stages", pp, p.stage_layers), lambda: _candidate_rows(st, p))
     # activations and logits do not depend on the ZeRO stage nor on dp: one computation for all of them
     # with 1F1B they depend on the micro-batch count only up to peak_microbatches (stage_peak_layers), so plans
     # with more micro-batches share one entry
     mb = min(p.num_microbatches, peak_microbatches(pp, v)) if p.schedule == "1f1b" else p.num_microbatches
-    held = st._cached(("stage_acts", b, tp, pp, v, mb, cp, p.sequence_parallel, p.recompute, p.stage_layers,
-                       p.schedule), lambda: _stage_activations(st, p, stages))
+    key = ("stage_acts", b, tp, pp, v, mb, cp, p.sequence_parallel, p.recompute, p.stage_layers, p.schedule)
+    held = memo.get(key)
+    if held is None:
+        held = st._cached(key, lambda: _stage_activations(st, p, stages))
     buffer = 2 * st.per["params"] * st.P_layer / tp if p.zero_stage == 3 else 0.0
     # the model states do not depend on the micro-batches: one computation for every batching of the layout
-    held_states = st._cached(("stage_states", tp, pp, p.dp * cp, p.ep, p.zero_stage, p.stage_layers),
-                             lambda: _stage_states(st, p, stages))
-    worst, worst_total = None, 0.0
-    for (params, grads, optimizer), (acts, logits) in zip(held_states, held):
-        parts = (params, grads, optimizer, acts, logits, buffer, st.reserve)
-        total = sum(parts)
-        if worst is None or total > worst_total:
-            worst, worst_total = parts, total
-    mem = dict(zip(MEMORY_KEYS, worst))
-    mem["total"] = worst_total
-    return mem
+    key = ("stage_states", tp, pp, p.dp * cp, p.ep, p.zero_stage, p.stage_layers)
+    held_states = memo.get(key)
+    if held_states is None:
+        held_states = st._cached(key, lambda: _stage_states(st, p, stages))
+    return held_states, held, buffer
 
 
 MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
 
 
-def _stage_states(st: Setting, p: Plan, stages) -> list[tuple[float, float, float]]:
-    """(params, grads, optimizer) bytes of each of ``stages`` (:func:`plan_memory`'s candidate stages) for the
-    plan's tp, dp·cp, ep and ZeRO stage."""
+def _candidate_rows(st: Setting, p: Plan) -> list[tuple]:
+    """(stage, layers, extra params, first?, last?, StageSums) of the stages that can be the worst of
+    :func:`plan_memory` for the plan's pp and stage split."""
+    m, pp = st.model, p.pp
+    sizes = st.stages(pp, p.stage_layers)
+    starts = stage_starts(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
+    if pp == 1:
+        rows = [(0, sizes[0], st.P_first_extra + st.P_last_extra, True, True)]
+    elif p.stage_layers is None:
+        rows = [(0, sizes[0], st.P_first_extra, True, False),
+                (pp - 1, sizes[-1], st.P_last_extra, False, True)]
+    else:
+        moe = [st.stage_sums(a, n).moe_layers for a, n in zip(starts, sizes)] if m.is_moe else None
+        rows = [(i, sizes[i], (st.P_first_extra if i == 0 else 0) + (st.P_last_extra if i == pp - 1 else 0),
+                 i == 0, i == pp - 1) for i in _candidate_stages(sizes, moe)]
+    return [row + (st.stage_sums(starts[row[0]], row[1]),) for row in rows]
+
+
+def _stage_states(st: Setting, p: Plan, stages) -> list[tuple[float, float, float, float]]:
+    """(params, grads, optimizer, their sum params + grads + optimizer) bytes of each of ``stages``
+    (:func:`plan_memory`'s candidate stages) for the plan's tp, dp·cp, ep and ZeRO stage."""
     tp, cp = p.tp, p.cp
     out = []
     for stage, layers, extra_params, is_first, is_last, sums in stages:
@@ -639,7 +677,7 @@ def _stage_states(st: Setting, p: Plan, stages) -> list[tuple[float, float, floa
         if sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
             ex = st.states(max(1, round(sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, p.zero_stage)
             params, grads, optimizer = params + ex.params, grads + ex.grads, optimizer + ex.optimizer
-        out.append((params, grads, optimizer))
+        out.append((params, grads, optimizer, params + grads + optimizer))
     return out
 
 
@@ -693,6 +731,9 @@ def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
     b, tp, cp, ep, sequence parallelism, the stages and the recomputation only."""
     key = ("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers, p.sequence_parallel,
            p.ep)
+    hit = st._memo.get(key)
+    if hit is not None:
+        return hit
     if st.kernel_model:
         return st._cached(key, lambda: sum(kernel_stage_parts(st, p).values()))
     return st._cached(key, lambda: _flat_compute_seconds(st, p))
@@ -702,12 +743,13 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
     """Seconds of one micro-batch on the slowest stage by part, in the kernel model: ``{"gemm", "attention",
     "elementwise", "logits", "unmodelled"}`` (forward + backward + recomputation; ``unmodelled`` is what
     :data:`~distlearn.planner.kernels.END_TO_END` adds: the parts / END_TO_END − the parts). Their sum is
-    :func:`microbatch_compute_seconds`."""
+    :func:`microbatch_compute_seconds`. Computed for every recomputation mode at once (the search asks for them
+    all), each mode's numbers with the same operations as alone."""
     from . import kernels
 
     def make():
         m, g = st.model, st.cluster.gpu
-        b, tp, pp, rc = p.micro_batch_size, p.tp, p.pp, p.recompute
+        b, tp, pp = p.micro_batch_size, p.tp, p.pp
         sizes = st.stages(pp, p.stage_layers)
 
         def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
@@ -717,51 +759,58 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
                 peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes, act_bytes=st.act_bytes, layer=index,
                 ep=p.ep))
 
-        def parts(ls, n):
-            f = {"none": 1.0, "selective": 1.0, "full": 2.0}[rc]  # forward passes of the linear layers
+        def parts(ls, n, rc):
+            f = 2.0 if rc == "full" else 1.0  # forward passes of the linear layers
             attn_extra = ls.attention_forward if rc == "selective" else 0.0
-            elem_extra = ls.attention_elementwise_forward if rc == "selective" else 0.0
+            elem_extra = {"selective": ls.attention_elementwise_forward, "norm-act": ls.norm_act_forward}.get(rc, 0.0)
             return {"gemm": n * (f * ls.gemm_forward + ls.gemm_backward),
                     "attention": n * (f * ls.attention_forward + ls.attention_backward + attn_extra),
                     "elementwise": n * (f * ls.elementwise_forward + ls.elementwise_backward + elem_extra)}
 
         logit = st._cached(("logit_s", b, tp, p.cp), lambda: kernels.logits_seconds(
             m, g, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes))
+        out = {}
         if not m.is_moe:  # every layer costs the same: the largest stage, or the last with the logits
-            one = st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc), lambda: parts(layer(None), 1))
+            ls = layer(None)
             last = sizes[-1]
             biggest = max(sizes[:-1]) if pp > 1 else 0
-            if pp > 1 and biggest * sum(one.values()) > last * sum(one.values()) + logit:
-                best = {k: biggest * v for k, v in one.items()}
-                best["logits"] = 0.0
-            else:
-                best = {k: last * v for k, v in one.items()}
-                best["logits"] = logit
-            modelled = sum(best.values())
-            best["unmodelled"] = modelled / kernels.END_TO_END - modelled
-            return best
+            for rc in RECOMPUTE_MODES:
+                one = parts(ls, 1, rc)
+                if pp > 1 and biggest * sum(one.values()) > last * sum(one.values()) + logit:
+                    best = {k: biggest * v for k, v in one.items()}
+                    best["logits"] = 0.0
+                else:
+                    best = {k: last * v for k, v in one.items()}
+                    best["logits"] = logit
+                modelled = sum(best.values())
+                best["unmodelled"] = modelled / kernels.END_TO_END - modelled
+                out[rc] = best
+            return out
         kinds = st.moe_flags  # is_moe_layer of every layer, computed once per setting
         moe_layer = kinds.index(True) if True in kinds else None  # one layer of each kind stands for all
         dense_layer = kinds.index(False) if False in kinds else None
-        unit = lambda index: st._cached(("layer_parts", b, tp, p.cp, p.sequence_parallel, rc, p.ep, index),
-                                        lambda: parts(layer(index), 1))
         zero = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}
-        dense_unit = unit(dense_layer) if dense_layer is not None else zero
-        moe_unit = unit(moe_layer) if moe_layer is not None else zero
-        dense_total, moe_total = sum(dense_unit.values()), sum(moe_unit.values())
-        worst, worst_total = None, -1.0   # the slowest stage: its layer counts, then its parts
-        for n, n_moe, last in st._cached(("stage_kinds", pp, p.stage_layers), lambda: stage_kinds(st, sizes)):
-            total = (n - n_moe) * dense_total + n_moe * moe_total + (logit if last else 0.0)
-            if total > worst_total:
-                worst, worst_total = (n, n_moe, last), total
-        n, n_moe, last = worst
-        best = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
-        best["logits"] = logit if last else 0.0
-        modelled = sum(best.values())
-        best["unmodelled"] = modelled / kernels.END_TO_END - modelled
-        return best
-    return st._cached(("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers,
-                       p.sequence_parallel, p.ep), make)
+        dense_ls = layer(dense_layer) if dense_layer is not None else None
+        moe_ls = layer(moe_layer) if moe_layer is not None else None
+        stages = st._cached(("stage_kinds", pp, p.stage_layers), lambda: stage_kinds(st, sizes))
+        for rc in RECOMPUTE_MODES:
+            dense_unit = parts(dense_ls, 1, rc) if dense_ls is not None else zero
+            moe_unit = parts(moe_ls, 1, rc) if moe_ls is not None else zero
+            dense_total, moe_total = sum(dense_unit.values()), sum(moe_unit.values())
+            worst, worst_total = None, -1.0   # the slowest stage: its layer counts, then its parts
+            for n, n_moe, last in stages:
+                total = (n - n_moe) * dense_total + n_moe * moe_total + (logit if last else 0.0)
+                if total > worst_total:
+                    worst, worst_total = (n, n_moe, last), total
+            n, n_moe, last = worst
+            best = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
+            best["logits"] = logit if last else 0.0
+            modelled = sum(best.values())
+            best["unmodelled"] = modelled / kernels.END_TO_END - modelled
+            out[rc] = best
+        return out
+    return st._cached(("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.cp, p.stage_layers,
+                       p.sequence_parallel, p.ep), make)[p.recompute]
 
 
 def stage_kinds(st: Setting, sizes: list[int]) -> list[tuple[int, int, bool]]:
@@ -778,7 +827,7 @@ def stage_kinds(st: Setting, sizes: list[int]) -> list[tuple[int, int, bool]]:
 def _flat_compute_seconds(st: Setting, p: Plan) -> float:
     """The flat model of :func:`microbatch_compute_seconds`: every FLOP at peak × ``st.eff``."""
     b, tp, pp = p.micro_batch_size, p.tp, p.pp
-    factor = {"none": 3.0, "selective": 3.0, "full": 4.0}[p.recompute]
+    factor = 4.0 if p.recompute == "full" else 3.0  # "norm-act" recomputes only element-wise work
     attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
     logit_seconds = 3 * b * st.f_logits / tp / st.peak
     sizes = st.stages(pp, p.stage_layers)
@@ -883,6 +932,12 @@ def _cp_layer_seconds(st: Setting, p: Plan) -> float:
 def microbatch_terms(st: Setting, p: Plan) -> tuple[float, float, float, float]:
     """(compute, tp_comm, cp_comm, ep_comm) seconds of one micro-batch on the slowest stage: the parts of
     :func:`_pipeline_terms` that depend neither on interleaving nor on the number of micro-batches, memoized."""
+    key = ("mb_terms", p.micro_batch_size, p.tp, p.pp, p.cp, p.recompute, p.stage_layers, p.sequence_parallel,
+           p.ep)
+    hit = st._memo.get(key)  # the search asks for it thousands of times: the memo first, without a closure
+    if hit is not None:
+        return hit
+
     def make():
         g, m = st.cluster.gpu, st.model
         b, tp, pp = p.micro_batch_size, p.tp, p.pp
@@ -894,8 +949,7 @@ def microbatch_terms(st: Setting, p: Plan) -> tuple[float, float, float, float]:
         t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * b * (st.s // p.cp)
                                                   * m.hidden_size, tp, g.nvlink_bw)
         return t_compute, t_tp, cp_seconds(st, p), ep_seconds(st, p)
-    return st._cached(("mb_terms", p.micro_batch_size, p.tp, p.pp, p.cp, p.recompute, p.stage_layers,
-                       p.sequence_parallel, p.ep), make)
+    return st._cached(key, make)
 
 
 def microbatch_lower_bound(st: Setting, p: Plan) -> float:
@@ -911,6 +965,13 @@ def microbatch_lower_bound(st: Setting, p: Plan) -> float:
 def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
     """compute, tp_comm, cp_comm, pp_comm and bubble of :func:`plan_time` (everything but the data-parallel
     collectives; they do not depend on the ZeRO stage nor on dp), memoized."""
+    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
+           p.stage_layers, p.sequence_parallel, p.ep)
+    if p.schedule == "1f1b":
+        hit = st._memo.get(key)
+        if hit is not None:
+            return hit[0]
+
     def make():
         g, cl, m = st.cluster.gpu, st.cluster, st.model
         b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
@@ -922,8 +983,6 @@ def _pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
         return {"compute": mb * t_compute, "tp_comm": mb * t_tp, "cp_comm": mb * t_cp, "ep_comm": mb * t_ep,
                 "pp_comm": mb * t_p2p, "bubble": (pp - 1) * bubble_share(st, p) * t_mb}, t_mb
 
-    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
-           p.stage_layers, p.sequence_parallel, p.ep)
     if p.schedule == "1f1b":
         return st._cached(key, make)[0]
 
@@ -989,8 +1048,10 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm
     (exposed parts) and their total (formulas in the module docstring)."""
     time = dict(_pipeline_terms(st, p))
-    time["dp_comm"] = st._cached(("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp,
-                                  p.cp, p.ep, p.recompute, p.stage_layers), lambda: dp_seconds(st, p))
+    key = ("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp, p.cp, p.ep, p.recompute,
+           p.stage_layers)
+    dp = st._memo.get(key)
+    time["dp_comm"] = dp if dp is not None else st._cached(key, lambda: dp_seconds(st, p))
     time["total"] = _partial_sum(time)
     return time
 
@@ -1112,7 +1173,7 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
     """Raise DistlearnValueError (bilingual, naming the field) unless ``p`` is a plan the search could produce."""
     node = cluster.gpus_per_node
     check_int("zero_stage", p.zero_stage, minimum=0, maximum=3)
-    check_choice("recompute", p.recompute, RECOMPUTE)
+    check_choice("recompute", p.recompute, RECOMPUTE_MODES)
     check_int("micro_batch_size", p.micro_batch_size, minimum=1)
     check_int("num_chunks", p.num_chunks, minimum=1)
     if p.tp > node:

@@ -246,7 +246,7 @@ class LayerSeconds:
     ``gemm_forward`` / ``gemm_backward`` (linear layers), ``attention_forward`` / ``attention_backward`` (the core:
     batched GEMMs or the flash kernel), ``elementwise_forward`` / ``elementwise_backward`` (memory-bound kernels;
     ``attention_elementwise_forward`` is the softmax and dropout part of it, which selective recomputation runs
-    again)."""
+    again; ``norm_act_forward`` the norms and the MLP activation, which ``"norm-act"`` recomputation runs again)."""
 
     gemm_forward: float
     gemm_backward: float
@@ -255,13 +255,14 @@ class LayerSeconds:
     elementwise_forward: float
     elementwise_backward: float
     attention_elementwise_forward: float
+    norm_act_forward: float = 0.0
 
     def total(self, recompute: str) -> float:
-        """Forward + backward, plus what ``recompute`` runs again: the whole forward (``"full"``) or the attention
-        core with its softmax and dropout (``"selective"``)."""
+        """Forward + backward, plus what ``recompute`` runs again: the whole forward (``"full"``), the attention
+        core with its softmax and dropout (``"selective"``) or the norms and the activation (``"norm-act"``)."""
         fwd = self.gemm_forward + self.attention_forward + self.elementwise_forward
         bwd = self.gemm_backward + self.attention_backward + self.elementwise_backward
-        extra = {"none": 0.0, "full": fwd,
+        extra = {"none": 0.0, "full": fwd, "norm-act": self.norm_act_forward,
                  "selective": self.attention_forward + self.attention_elementwise_forward}[recompute]
         return fwd + bwd + extra
 
@@ -291,13 +292,19 @@ def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: in
                     for g in attention_gemms(model, micro_batch, seq_len, tp))
         a_bwd = 2 * a_fwd
     ops = elementwise_ops(model, micro_batch, tokens, tp, sequence_parallel, attention, swiglu, seq_len, layer)
-    fwd = bwd = attn_fwd = 0.0
+    fwd = bwd = attn_fwd = norm_act_fwd = 0.0
     for op in ops:
         f, b = op.bytes(act_bytes)
         fwd, bwd = fwd + f, bwd + b
         if "softmax" in op.name or "attention dropout" in op.name:
             attn_fwd += f
-    return LayerSeconds(g_fwd, 2 * g_fwd, a_fwd, a_bwd, fwd / bw, bwd / bw, attn_fwd / bw)
+        if op.name.startswith(NORM_ACT_OPS):
+            norm_act_fwd += f
+    return LayerSeconds(g_fwd, 2 * g_fwd, a_fwd, a_bwd, fwd / bw, bwd / bw, attn_fwd / bw, norm_act_fwd / bw)
+
+
+# The elementwise_ops that "norm-act" recomputation runs again (their forward once more in backward)
+NORM_ACT_OPS = ("layernorm", "rmsnorm", "bias-gelu", "swiglu", "silu")
 
 
 def logits_seconds(model: ModelConfig, gpu: GPU, *, tokens: float, tp: int, peak: float,

@@ -29,11 +29,11 @@ from dataclasses import dataclass, field
 
 from ..hardware import GPU, GPUS, Cluster, make_cluster
 from ..i18n import bi
-from ..memory import RECOMPUTE
+from ..activations import RECOMPUTE_MODES as RECOMPUTE
 from ..models import ModelConfig, get_preset
 from ..validate import DistlearnValueError, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
-                       make_setting, microbatch_lower_bound, plan_memory, plan_time, resolve,
+                       make_setting, memory_total, microbatch_lower_bound, plan_memory, plan_time, resolve,
                        step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
@@ -120,7 +120,19 @@ def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
     base, extra = divmod(num_layers, pp)
     if pp == 1 or extra == 0 or extra > pp - 2:
         return None
-    return tuple(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
+    return StageLayers(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
+
+
+class StageLayers(tuple):
+    """A tuple of layers per stage that computes its hash once: the search looks it up in memo keys thousands of
+    times. Equal to, and hashed like, the plain tuple of the same numbers."""
+
+    def __hash__(self):
+        try:
+            return self._hash
+        except AttributeError:
+            self._hash = tuple.__hash__(self)
+            return self._hash
 
 
 def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None,
@@ -188,26 +200,55 @@ def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int, seq
 def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool:
     """False only if no plan of ``group`` with this stage and recomputation fits (its smallest plan is over the
     capacity by more than the rounding margin)."""
-    return plan_memory(st, group.smallest(zero_stage, recompute))["total"] <= st.capacity * (1 + ROUNDING_MARGIN)
+    return memory_total(st, group.smallest(zero_stage, recompute)) <= st.capacity * (1 + ROUNDING_MARGIN)
 
 
 def _kept(st: Setting, group: Group) -> set:
-    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
-    the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
-    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves), and selective
-    recomputation never keeps more than none. So stages 0–1 are only tried when stage 2 (or the next one up)
-    fits, and no recomputation only when selective does."""
-    kept = set()
-    for r in ("selective", "full", "none"):
+    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with exact orderings of the
+    memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
+    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves); and of two modes other than
+    full recomputation, the one whose layers keep no more bytes never needs more (everything else about their
+    smallest plans is the same; none keeps the most, so it is only tried when both selective and norm-act fit).
+    So stages 0–1 are only tried when stage 2 (or the next one up) fits, and a mode is decided without a memory
+    computation when a mode keeping more per layer fits, or one keeping less does not."""
+    per = _per_layer_bytes(st, group)
+    kept, failed = set(), set()
+    for r in ("selective", "norm-act", "full", "none"):
         chain = sorted(group.zero_stages, reverse=True)  # e.g. 3, 2, 1, 0
         for z in chain:
-            if r == "none" and (z, "selective") not in kept:
+            if r == "none" and not {(z, "selective"), (z, "norm-act")} <= kept:
                 continue
-            if _may_fit(st, group, z, r):
+            if r != "full" and any((z, q) in kept and _keeps_no_more(per[r], per[q]) for q in per if q != r):
+                fits = True
+            elif r != "full" and any((z, q) in failed and _keeps_no_more(per[q], per[r]) for q in per if q != r):
+                fits = False
+            else:
+                fits = _may_fit(st, group, z, r)
+            if fits:
                 kept.add((z, r))
-            elif z <= 2:  # every lower stage needs at least as much
-                break
+            else:
+                failed.add((z, r))
+                if z <= 2:  # every lower stage needs at least as much
+                    break
     return kept
+
+
+def _keeps_no_more(a: tuple, b: tuple) -> bool:
+    """Whether per-layer bytes ``a`` are ≤ ``b`` in every kind of layer (dense, MoE)."""
+    return all(x <= y for x, y in zip(a, b))
+
+
+def _per_layer_bytes(st: Setting, group: Group) -> dict[str, tuple]:
+    """Bytes one layer keeps (dense, and MoE for a mixture-of-experts model) under each recomputation mode but
+    full, for the smallest plans of ``group`` (its smallest micro-batch)."""
+    b, tp, cp = group.batching[0][0], group.tp, group.cp
+
+    def make():
+        def one(r):
+            dense = st.act(b, tp, tp > 1, r, cp)
+            return (dense, st.act_moe(b, tp, tp > 1, r, cp)) if st.model.is_moe else (dense,)
+        return {r: one(r) for r in ("none", "selective", "norm-act")}
+    return st._cached(("per_layer_bytes", b, tp, cp), make)
 
 
 def _fitting_plans(st: Setting, group: Group, too_slow=None):
@@ -220,6 +261,12 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None):
     for b, m, chunks in group.batching:  # group.plans' order. The bounds: "microbatch" depends on neither the
         # chunk count, the schedule nor the ZeRO stage; "pipeline" not on the ZeRO stage
         slow_b = {}
+        if too_slow is not None:  # no recomputation has the lowest "microbatch" bound (every other mode adds work
+            # to its terms): when even it is too slow, so is every plan of this b
+            z0 = group.zero_stages[0]
+            slow_b["none"] = too_slow(group._plan(z0, "none", b, m, chunks[0], "1f1b"), "microbatch")
+            if slow_b["none"]:
+                continue
         for v in chunks:
             too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
             for sched in group.schedules(v, m):
@@ -292,8 +339,9 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                                             f"(use ep = 1).",
                                       f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
         check_divisible("num_experts", model.num_experts, "ep", ep)
+    shared = {}  # the memory terms of this model and sequence, shared with the suggestions' settings below
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu)
+                      fragmentation, swiglu, shared=shared)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
@@ -333,7 +381,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
-                                            fragmentation=fragmentation)
+                                            fragmentation=fragmentation, shared=shared)
     return result
 
 
@@ -371,12 +419,13 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation, shared=shared)
     for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
-        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective or full recomputation
-        # (the orderings of _kept): the other pairs cannot fit where these do not
+        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective, norm-act or full
+        # recomputation (the orderings of _kept): the other pairs cannot fit where these do not
         stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
+        modes = _least_memory_modes(st, group)
         for z in stages:
-            for r in ("selective", "full"):
-                mem = plan_memory(st, group.smallest(z, r))["total"]
+            for r in modes:
+                mem = memory_total(st, group.smallest(z, r))
                 if mem <= st.capacity:
                     return True
                 if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
@@ -385,6 +434,27 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
                     if next(_fitting_plans(st, whole), None) is not None:
                         return True
     return False
+
+
+def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
+    """The recomputation modes among which a memory-minimal plan of ``group`` is: "full" (it keeps the least per
+    layer but adds one layer's full set), and of "selective" and "norm-act" the one whose layers keep fewer
+    bytes (both when neither keeps fewer in every kind of layer). A plan's memory grows with the bytes per layer
+    alone when the mode is not "full" (everything else is the same), so the mode left out never fits where the
+    one kept does not. Selective keeps less with the scores stored, norm-act with flash attention."""
+    key = ("least_modes", group.batching[0][0], group.tp, group.cp)
+    hit = st._memo.get(key)
+    if hit is not None:
+        return hit
+
+    def make():
+        per = _per_layer_bytes(st, group)
+        if _keeps_no_more(per["selective"], per["norm-act"]):
+            return ("selective", "full")
+        if _keeps_no_more(per["norm-act"], per["selective"]):
+            return ("norm-act", "full")
+        return ("selective", "norm-act", "full")
+    return st._cached(key, make)
 
 
 def _longest_fitting(lengths: list[int], fits) -> int | None:
@@ -404,16 +474,18 @@ def _longest_fitting(lengths: list[int], fits) -> int | None:
 
 def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                 optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
-                max_factor: int = 64) -> dict:
+                max_factor: int = 64, shared: dict | None = None) -> dict:
     """The smallest single change that makes some plan fit, for each kind of change:
 
     ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
     ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
     seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
-    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language. ``shared``: a memo
+    of this model's and recipe's terms to reuse (:class:`~distlearn.planner.formulas.Setting`).
     """
     model = get_preset(model) if isinstance(model, str) else model
-    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation,
+            {} if shared is None else shared)  # + a shared memo
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
     full = GPUS.get(cluster.gpu.name)

@@ -96,18 +96,22 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
     batch = 16 * 2 ** 20 // seq_len  # 16M tokens per step
     return dict(model=get_preset("llama3.1-405b"), gpu="h100-80gb", num_gpus=num_gpus, global_batch=batch,
                 seq_len=seq_len, precision="mixed", count="model",
-                plan=Plan(dp=dp, tp=8, pp=16, cp=cp, zero_stage=2, recompute="none", micro_batch_size=1,
+                plan=Plan(dp=dp, tp=8, pp=16, cp=cp, zero_stage=2, recompute="norm-act", micro_batch_size=1,
                           num_microbatches=batch // dp, num_chunks=8, stage_layers=LLAMA3_405B_STAGES),
                 published_flops=published, published_mfu=mfu,
                 source=f"Llama 3 paper (Dubey et al. 2024), Table 4: {num_gpus} H100, TP 8 × CP {cp} × PP 16 × "
                        f"DP {dp}, seq {seq_len}, {published / 1e12:.0f} TFLOP/s, BF16 MFU {mfu:.0%}",
                 source_zh=f"Llama 3 论文（Dubey 等 2024）表 4：{num_gpus} 块 H100，TP 8 × CP {cp} × PP 16 × "
                           f"DP {dp}，序列长度 {seq_len}，{published / 1e12:.0f} TFLOP/s，BF16 MFU {mfu:.0%}",
-                reading="micro-batch 1, v = 8 chunks, no recomputation, FSDP sharding gradients and optimizer "
+                reading="micro-batch 1, v = 8 chunks; the norms' and SwiGLU's outputs recomputed, not stored "
+                        "(norm-act: the paper says 'without activation checkpointing', but with every tensor "
+                        "stored the layout does not fit, chapter 14); FSDP sharding gradients and optimizer "
                         "state, weights not resharded after forward = ZeRO-2; attention FLOPs without the "
                         "causal mask",
-                reading_zh="微批次大小 1，每个 rank 8 个模型块（v = 8），不做重计算；FSDP 对梯度和优化器状态分片，"
-                           "前向之后不再对权重重新分片，即 ZeRO-2；注意力的 FLOPs 按不加因果掩码统计")
+                reading_zh="微批次大小 1，每个 rank 8 个模型块（v = 8）；归一化层和 SwiGLU 的输出不保存，反向时重算"
+                           "（norm-act。论文说“不使用激活检查点”，但把所有张量都存下来时这个布局放不下，见第 14 章）；"
+                           "FSDP 对梯度和优化器状态分片，前向之后不再对权重重新分片，即 ZeRO-2；注意力的 FLOPs 按不加"
+                           "因果掩码统计")
 
 
 PUBLISHED_RUNS = {
@@ -135,7 +139,7 @@ PUBLISHED_RUNS = {
                        reading_zh="不用交错调度；梯度缓冲区为 fp32（Megatron-DeepSpeed 的 bf16 训练就是这样）"),
     "deepseek-v3": dict(model=MOE_PRESETS["deepseek-v3"], gpu=H800, num_gpus=2048, global_batch=15360,
                         seq_len=4096, precision="deepseek-v3", count="model",
-                        plan=Plan(dp=128, tp=1, pp=16, ep=64, zero_stage=1, recompute="none", micro_batch_size=1,
+                        plan=Plan(dp=128, tp=1, pp=16, ep=64, zero_stage=1, recompute="norm-act", micro_batch_size=1,
                                   num_microbatches=120, sequence_parallel=False,
                                   stage_layers=balanced_stages(61, 16)),
                         published_tokens_per_gpu=1e12 / (180e3 * 3600),
@@ -143,8 +147,12 @@ PUBLISHED_RUNS = {
                                "180K GPU hours per 10^12 tokens (§1) = 1,543 tokens/s per GPU",
                         source_zh="DeepSeek-V3 技术报告：2048 块 H800，PP 16 × EP 64 × ZeRO-1 数据并行（§3.2），"
                                   "FP8（§3.3），每 10^12 个词元 18 万 GPU 小时（§1）= 每块 GPU 每秒 1,543 个词元",
-                        reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed, no recomputation",
-                        reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信，不做重计算"),
+                        reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed; RMSNorm outputs "
+                                "recomputed (§3.2.3) and the SwiGLU output recomputed from its cached input "
+                                "(§3.3.3) = norm-act (MLA's up-projection recomputation is not modelled)",
+                        reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信；RMSNorm 的输出"
+                                   "在反向时重算（§3.2.3），SwiGLU 的输出由缓存的输入重算（§3.3.3），即 norm-act"
+                                   "（MLA 上投影的重算没有建模）"),
     "llama3-405b-8k-gpus": _llama3(8192, 64, 1, 8192, 430e12, 0.43),
     "llama3-405b-16k-gpus": _llama3(16384, 128, 1, 8192, 400e12, 0.41),
     "llama3-405b-16k-gpus-cp16": _llama3(16384, 8, 16, 131072, 380e12, 0.38),
@@ -253,31 +261,33 @@ def published_table() -> str:
 
 # ---------------------------------------------------------------- why Llama 3 405B's layout does not fit (issue 22)
 LLAMA3_RUNS = ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16")
-MEMORY_READINGS = ("table", "fused-swiglu", "fused-swiglu-no-fragmentation")
+MEMORY_READINGS = ("none", "none-fused-swiglu", "norm-act")
 
 
 def memory_readings(name: str) -> dict[str, dict]:
-    """Bytes per GPU of a Llama 3 run's own plan under three readings of what the paper leaves open:
-    ``"table"`` (the published table's: the eager SwiGLU module keeps 4·f values per token, reserve of
+    """Bytes per GPU of a Llama 3 run's own layout under three readings of what the paper leaves open:
+    ``"none"`` (every tensor stored, as "without activation checkpointing" reads literally; the eager SwiGLU
+    module keeps 4·f values per token), ``"none-fused-swiglu"`` (also every tensor, with Megatron-Core's fused
+    SwiGLU keeping 3·f, chapter 08) and ``"norm-act"`` (the published table's reading: the norms' and the
+    activation's outputs recomputed, not stored). All with the reserve of
     :data:`~distlearn.planner.formulas.RESERVE_BYTES` + :data:`~distlearn.planner.formulas.FRAGMENTATION` of the
-    device), ``"fused-swiglu"`` (Megatron-Core's fused SwiGLU keeps 3·f, chapter 08) and
-    ``"fused-swiglu-no-fragmentation"`` (also no allowance for the allocator's fragmentation, only the 2 GB
-    reserve). Each value: ``{"memory"`` (the :func:`~distlearn.planner.formulas.plan_memory` dict),
-    ``"fits"``, ``"layer_bytes"`` (one layer's activations of one micro-batch), ``"peak_layers"`` (the most
+    device. Each value: ``{"memory"`` (the :func:`~distlearn.planner.formulas.plan_memory` dict), ``"fits"``,
+    ``"layer_bytes"`` (one layer's activations of one micro-batch), ``"peak_layers"`` (the most
     layer-micro-batches alive on the worst stage, :func:`~distlearn.planner.formulas.stage_peak_layers`) and
     ``"layer_bytes_to_fit"`` (the per-layer activations at which the worst stage would just fit)``}``.
     Raises DistlearnValueError for a name that is not a Llama 3 run."""
+    from dataclasses import replace
+
     from .formulas import make_setting, plan_memory, stage_peak_layers
 
     run = PUBLISHED_RUNS[check_choice("name", name, LLAMA3_RUNS)]
-    p = run["plan"]
-    variants = {"table": {}, "fused-swiglu": dict(swiglu="fused"),
-                "fused-swiglu-no-fragmentation": dict(swiglu="fused", fragmentation=0.0)}
-    peaks = stage_peak_layers(p.pp, p.num_microbatches, p.num_chunks, p.stage_layers)
+    variants = {"none": ("none", "unfused"), "none-fused-swiglu": ("none", "fused"), "norm-act": ("norm-act", "unfused")}
     out = {}
-    for key, extra in variants.items():
+    for key, (recompute, swiglu) in variants.items():
+        p = replace(run["plan"], recompute=recompute)
+        peaks = stage_peak_layers(p.pp, p.num_microbatches, p.num_chunks, p.stage_layers)
         st = make_setting(run["model"], _cluster(run), run["global_batch"], run["seq_len"], run["precision"],
-                          **extra)
+                          swiglu=swiglu)
         mem = plan_memory(st, p)
         per_layer = st.act(p.micro_batch_size, p.tp, p.sequence_parallel, p.recompute, p.cp)
         other = mem["total"] - mem["activations"]
