@@ -564,19 +564,25 @@ TOY_BATCH, TOY_SEQ = 4, 16   # the lab's global batch (sequences per step) and s
 def toy_plan():
     """The course planner's best plan (:func:`distlearn.planner.search`) for :data:`TOY_MODEL` on the 8 toy GPUs of
     :data:`TOY_CLUSTER`, global batch 4, sequence 16, fp32 with Adam, no reserve (a toy GPU has no CUDA context
-    nor allocator slack): returns its :class:`~distlearn.planner.Estimate`."""
+    nor allocator slack), among those the lab runs (:func:`layout_from_plan`: no recomputation, one chunk per
+    stage, ZeRO 0/2/3, 1F1B): returns its :class:`~distlearn.planner.Estimate`."""
     from .planner import search
 
     result = search(TOY_MODEL, global_batch=TOY_BATCH, seq_len=TOY_SEQ, cluster=TOY_CLUSTER, precision="fp32",
-                    reserve_bytes=0, fragmentation=0, top=1)
-    return result.plans[0]
+                    reserve_bytes=0, fragmentation=0)
+    return next(e for e in result.plans if _lab_runs(e.plan))
+
+
+def _lab_runs(plan) -> bool:
+    """Whether the lab runs ``plan``: no recomputation, one chunk per stage, ZeRO 0/2/3, 1F1B."""
+    return plan.recompute == "none" and plan.num_chunks == 1 and plan.zero_stage != 1 and plan.schedule == "1f1b"
 
 
 def layout_from_plan(plan) -> Layout:
     """The lab's :class:`Layout` for a planner :class:`~distlearn.planner.Plan` (cp = 1). Raises
     DistlearnValueError for what the lab does not run: recomputation, interleaved stages, ZeRO-1, a schedule other
     than 1F1B."""
-    if plan.recompute != "none" or plan.num_chunks != 1 or plan.zero_stage == 1 or plan.schedule != "1f1b":
+    if not _lab_runs(plan):
         raise DistlearnValueError("plan", f"the lab runs no recomputation, one chunk per stage, ZeRO 0/2/3, 1F1B; "
                                           f"got {plan.describe()}.",
                                   f"实验只运行不重算、每段一个块、ZeRO 0/2/3、1F1B 调度的方案；收到 {plan.describe()}。")

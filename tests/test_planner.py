@@ -1378,3 +1378,25 @@ def test_kernel_parts_sum_to_the_compute_time():
     assert sum(parts.values()) == pytest.approx(F.microbatch_compute_seconds(st, run["plan"]))
     est = P.compare_published("llama3-405b-8k-gpus")["estimate"]
     assert est.time["compute"] == pytest.approx(run["plan"].num_microbatches * sum(parts.values()))
+
+
+def test_chapter_14_best_plan_per_gpu_count_uses_norm_act():
+    """Chapter 14's Llama 3 70B sweep (H100, seq 8192, batch 512): nothing fits on 16 GPUs; from 24 on every best
+    plan recomputes with norm-act; at 24 without it the best needs full recomputation (41 % MFU); from 32 on it runs
+    tp 4 and the same plan without norm-act does not fit; per-GPU throughput within a few percent from 32 to 256."""
+    from dataclasses import replace
+    kw = dict(global_batch=512, seq_len=8192, gpu="h100-80gb")
+    best = {n: P.search("llama3-70b", num_gpus=n, top=1, **kw).best for n in (16, 24, 32, 48, 64, 128, 256)}
+    assert best[16] is None
+    assert all(b.plan.recompute == "norm-act" for n, b in best.items() if n >= 24)
+    st24 = F.make_setting(PRESETS["llama3-70b"], make_cluster("h100-80gb", 24), 512, 8192)
+    rest = P.search("llama3-70b", num_gpus=24, top=1, **kw)
+    without = [F.estimate(st24, p) for p in P.candidate_plans(PRESETS["llama3-70b"], make_cluster("h100-80gb", 24),
+                                                               512, 8192) if p.recompute != "norm-act"]
+    fitting = sorted((e for e in without if e.fits), key=lambda e: -e.tokens_per_s)
+    assert fitting[0].plan.recompute == "full" and round(100 * fitting[0].mfu) == 41 < 100 * rest.best.mfu
+    for n in (32, 48, 64, 128, 256):
+        assert best[n].plan.tp == 4
+        assert not P.evaluate("llama3-70b", replace(best[n].plan, recompute="none"), **kw).fits  # world from the plan
+    per_gpu = [best[n].tokens_per_s / n for n in (32, 48, 64, 128, 256)]
+    assert max(per_gpu) / min(per_gpu) < 1.05
