@@ -51,26 +51,24 @@ def saved_tensor_bytes(fn, *args, exclude=()) -> tuple[object, SavedBytes]:
     """Run ``fn(*args)`` and count the bytes of the distinct storages autograd saves for backward.
 
     ``exclude``: tensors (parameters, buffers) whose storages are not counted. Returns ``(output, SavedBytes)``;
-    keep ``output`` alive while you need the graph. Each storage is counted at its size when ``fn`` returns: a
-    storage freed during the forward (:class:`DiscardOutput` resizes it to 0 bytes) counts 0, and a later storage
-    at the same address is a new one.
+    keep ``output`` alive while you need the graph. Storages are told apart by identity (the storage object
+    itself, ``_cdata``, which stays the same when a storage is resized or moved, and views share), and each is
+    counted at its size when ``fn`` returns: a storage freed during the forward (:class:`DiscardOutput` resizes it
+    to 0 bytes) counts 0. Only what autograd saves is seen, not tensors kept alive some other way.
     """
-    skip = {t.untyped_storage().data_ptr() for t in exclude}
-    live: dict[int, int] = {}   # address -> index in seen, while that storage still has the address
-    seen: list[tuple] = []      # (storage, dtype name, shape of the first tensor seen)
+    skip = {t.untyped_storage()._cdata for t in exclude}
+    seen: dict[int, tuple] = {}   # storage identity -> (storage, dtype name, shape of the first tensor seen)
 
     def pack(t):
         st = t.untyped_storage()
-        ptr = st.data_ptr()
-        known = live.get(ptr)
-        if ptr not in skip and (known is None or seen[known][0].data_ptr() != ptr):
-            live[ptr] = len(seen)
-            seen.append((st, str(t.dtype).replace("torch.", ""), tuple(t.shape)))
+        key = st._cdata
+        if key not in skip and key not in seen:
+            seen[key] = (st, str(t.dtype).replace("torch.", ""), tuple(t.shape))
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
         out = fn(*args)
-    storages = sorted(((st.nbytes(), dtype, shape) for st, dtype, shape in seen if st.nbytes()),
+    storages = sorted(((st.nbytes(), dtype, shape) for st, dtype, shape in seen.values() if st.nbytes()),
                       key=lambda x: -x[0])
     return out, SavedBytes(sum(x[0] for x in storages), storages)
 
@@ -99,15 +97,18 @@ class _DiscardOutputFunction(torch.autograd.Function):
 
 
 class DiscardOutput:
-    """Output-discarding checkpointing, as Megatron-Core's ``CheckpointWithoutOutput`` (``recompute_modules``
-    "layernorm" and "moe_act") and MindSpeed's norm and activation-function recomputation do it.
+    """Output-discarding checkpointing, like Megatron-Core's ``CheckpointWithoutOutput`` (its ``recompute_modules``
+    "layernorm", for norms that are separate modules, and "moe_act", the MoE experts' activation) and MindSpeed's
+    norm and activation-function recomputation (``--recompute-norm``, ``--recompute-activation-function``).
 
     ``out = d.run(fn, *args)`` computes ``fn(*args)`` without keeping anything of ``fn`` but its inputs. The next
     operation (a linear layer) saves ``out`` for its weight gradient; then ``d.discard(next_outputs)`` frees
     ``out``'s storage (``untyped_storage().resize_(0)``: the GEMM's saved tensor is the same storage, so it is
     freed too) and hooks the gradient of ``next_outputs`` (that layer's outputs): when backward reaches that
     layer, ``fn`` runs again and its result is copied back into the freed storage, just before the layer's
-    backward reads it. Exact: the recomputation is the same computation on the same inputs.
+    backward reads it. Exact: the recomputation is the same computation on the same inputs (deterministic here,
+    so no RNG state is restored, as Megatron-Core does for dropout). Megatron-Core hooks the recomputation on the
+    attention or MLP block's output instead; the bytes kept are the same.
     """
 
     def __init__(self):

@@ -40,8 +40,9 @@ from .validate import DistlearnValueError, check_choice, check_int, check_positi
 
 SCHEDULES = ("none", "gpipe", "1f1b")
 # memory.RECOMPUTE (Korthikanti's three modes) plus output-discarding recomputation of the norms and the MLP
-# activation: "norm-act" (Megatron-Core recompute_modules ["layernorm", "moe_act"] via CheckpointWithoutOutput;
-# MindSpeed --recompute-norm and --recompute-activation-function; Yuan et al., USENIX ATC 2024)
+# activation: "norm-act" (DeepSeek-V3 §3.2.3 and §3.3.3; MindSpeed --recompute-norm and
+# --recompute-activation-function for dense layers; Megatron-Core's CheckpointWithoutOutput does the norms,
+# recompute_modules "layernorm" with unfused norms, and the activation of MoE experts only, "moe_act")
 RECOMPUTE_MODES = RECOMPUTE + ("norm-act",)
 
 

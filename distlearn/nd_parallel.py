@@ -566,11 +566,16 @@ def toy_plan():
     :data:`TOY_CLUSTER`, global batch 4, sequence 16, fp32 with Adam, no reserve (a toy GPU has no CUDA context
     nor allocator slack), among those the lab runs (:func:`layout_from_plan`: no recomputation, one chunk per
     stage, ZeRO 0/2/3, 1F1B): returns its :class:`~distlearn.planner.Estimate`."""
+    return next(e for e in toy_search().plans if _lab_runs(e.plan))
+
+
+def toy_search():
+    """Every plan of the course planner for :data:`TOY_MODEL` on :data:`TOY_CLUSTER` (global batch 4, sequence 16,
+    fp32 with Adam, no reserve), ranked: its :class:`~distlearn.planner.SearchResult`."""
     from .planner import search
 
-    result = search(TOY_MODEL, global_batch=TOY_BATCH, seq_len=TOY_SEQ, cluster=TOY_CLUSTER, precision="fp32",
-                    reserve_bytes=0, fragmentation=0)
-    return next(e for e in result.plans if _lab_runs(e.plan))
+    return search(TOY_MODEL, global_batch=TOY_BATCH, seq_len=TOY_SEQ, cluster=TOY_CLUSTER, precision="fp32",
+                  reserve_bytes=0, fragmentation=0)
 
 
 def _lab_runs(plan) -> bool:

@@ -61,3 +61,22 @@ def test_sdpa_block_has_no_quadratic_term(s, b, h, a, dtype, p):
     block = Block(cfg).to(torch.bfloat16 if dtype == "bf16" else torch.float32)
     m = measure_block(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, block=block)
     assert m.total == sdpa_block_bytes(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, activation_bytes=p)
+
+
+def test_a_storage_freed_and_regrown_is_counted_once():
+    """Storages are told apart by identity, not by address: one saved, freed (resize_(0), its block taken by
+    another tensor), regrown at a new address and saved again is still one storage (the audit's case)."""
+    x = torch.randn(1024, requires_grad=True)
+
+    def fn(x):
+        y = x * 2
+        z = y * x                       # saves y and x
+        st = y.untyped_storage()
+        n = st.nbytes()
+        st.resize_(0)
+        taken = torch.empty(n // 4)     # may reuse y's old block
+        st.resize_(n)                   # y's storage, at another address
+        return z + y * x + taken.sum() * 0   # saves y and x again
+
+    _, saved = saved_tensor_bytes(fn, x)
+    assert saved.total == 2 * 1024 * 4   # x and y, 4 kB each

@@ -866,7 +866,7 @@ def test_published_figures_of_bloom_gpt3_and_megatron_eq3():
 
 def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     """Attention is 8 % of the model FLOPs at 8K and 57 % at 128K (non-causal count): the CP 16 row agrees when
-    the count and the time use the same convention (0.96 causal, 0.94 not) and would read 1.35 with a causal
+    the count and the time use the same convention (0.96 causal, 0.93 not) and would read 1.34 with a causal
     kernel beside a non-causal count, as published.py states."""
     from distlearn.planner import formulas
     for name, lo, hi in (("llama3-405b-8k-gpus", 0.07, 0.09), ("llama3-405b-16k-gpus-cp16", 0.55, 0.59)):
@@ -880,8 +880,8 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     real = formulas.attention_core_flops
     monkeypatch.setattr(formulas, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
     causal = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
-    assert full == pytest.approx(0.94, abs=0.01) and causal == pytest.approx(0.96, abs=0.01)
-    assert causal / causal_over_full == pytest.approx(1.35, abs=0.01)  # causal time, non-causal count
+    # the last: causal time, non-causal count
+    assert (round(full, 2), round(causal, 2), round(causal / causal_over_full, 2)) == (0.93, 0.96, 1.34)
 
 
 def test_cli_rows_are_the_searched_plans(capsys):
@@ -991,25 +991,29 @@ def test_llama3_memory_readings_against_the_closed_form():
     """Llama block with flash attention, SP, tp = t, 16-bit: one layer keeps 2·sbh/t·(6 + 2k/a + 4f/h) bytes with
     every tensor stored (eager SwiGLU; 3f/h fused), 2·sbh/t·(4 + 2k/a + 2f/h) with norm-act, + 4·a·s·b/t (fp32
     log-sum-exp); the worst stage holds 141 (8K GPUs) or 128 (16K) of them, plus its model states and the reserve of
-    2 GB + 10 % of 80 GB. Only norm-act fits."""
+    2 GB + 10 % of 80 GB (2 GB only without the fragmentation allowance). With the allowance only norm-act fits;
+    without it the fused 16K layout fits too."""
     cfg = get_preset("llama3.1-405b")
     s, h, a, k, f, t = 8192, cfg.hidden_size, cfg.num_heads, cfg.kv_heads, cfg.ffn_hidden_size, 8
     lse = 4 * a * s / t
     per_layer = {"none": 2 * s * h / t * (6 + 2 * k / a + 4 * f / h) + lse,
                  "none-fused-swiglu": 2 * s * h / t * (6 + 2 * k / a + 3 * f / h) + lse,
+                 "none-fused-swiglu-no-fragmentation": 2 * s * h / t * (6 + 2 * k / a + 3 * f / h) + lse,
                  "norm-act": 2 * s * h / t * (4 + 2 * k / a + 2 * f / h) + lse}
     assert set(per_layer) == set(P.published.MEMORY_READINGS)
     for name, peak in (("llama3-405b-8k-gpus", 141), ("llama3-405b-16k-gpus", 128)):
         r = P.memory_readings(name)
         for key, per in per_layer.items():
             mem = r[key]["memory"]
+            reserve = 2e9 + (0 if key.endswith("no-fragmentation") else 0.1 * 80e9)
             assert r[key]["layer_bytes"] == pytest.approx(per, rel=1e-12)
             assert r[key]["peak_layers"] == peak
             assert mem["activations"] == pytest.approx(peak * per, rel=1e-12)
-            assert mem["reserve"] == pytest.approx(2e9 + 0.1 * 80e9)
+            assert mem["reserve"] == pytest.approx(reserve)
             assert mem["total"] == pytest.approx(mem["params"] + mem["grads"] + mem["optimizer"] + peak * per
-                                                 + 2e9 + 0.1 * 80e9, rel=1e-12)
-            assert r[key]["fits"] == (per <= r[key]["layer_bytes_to_fit"]) == (key == "norm-act")
+                                                 + reserve, rel=1e-12)
+            fits = key == "norm-act" or (key.endswith("no-fragmentation") and name == "llama3-405b-16k-gpus")
+            assert r[key]["fits"] == (per <= r[key]["layer_bytes_to_fit"]) == fits
         assert r["norm-act"]["memory"]["total"] == pytest.approx(P.compare_published(name)["estimate"].memory["total"])
     with pytest.raises(DistlearnValueError):
         P.memory_readings("deepseek-v3")
@@ -1166,6 +1170,20 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     assert round(r8["none-fused-swiglu"]["layer_bytes"] / 1e9, 2) == 0.53
     assert round(r8["norm-act"]["layer_bytes"] / 1e9, 2) == 0.36
     assert [round(r["norm-act"]["memory"]["total"] / 1e9) for r in (r8, r16)] == [67, 62]
+    # the reserve decides it: without the 10 % allowance the fused 16K layout fits (77 GB); a real H100 has
+    # 81,559 MiB (nvidia-smi) = 85.5 GB, on which the fused 8K layout with no allowance (84.3 GB) fits, 1.3 GB spare
+    nofrag8, nofrag16 = (r["none-fused-swiglu-no-fragmentation"] for r in (r8, r16))
+    assert not nofrag8["fits"] and nofrag16["fits"] and round(nofrag16["memory"]["total"] / 1e9) == 77
+    real_h100 = 81559 * 2 ** 20
+    assert round(real_h100 / 1e9, 1) == 85.5 and round(nofrag8["memory"]["total"] / 1e9, 1) == 84.3
+    assert round((real_h100 - nofrag8["memory"]["total"]) / 1e9, 1) == 1.3
+    # storing every tensor is 0.6 % faster: each Llama 3 row stays within ±10 % either way
+    for name in P.LLAMA3_RUNS:
+        run = P.PUBLISHED_RUNS[name]
+        none = P.evaluate(run["model"], replace(run["plan"], recompute="none"), global_batch=run["global_batch"],
+                          seq_len=run["seq_len"], gpu="h100-80gb")
+        r = P.compare_published(name)
+        assert abs(r["ratio"] * r["estimate"].time["total"] / none.time["total"] - 1) <= 0.10
     run = P.PUBLISHED_RUNS["megatron-gpt3-175b"]
     kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], gpu="a100-80gb", precision=run["precision"])
     one, zb = (P.evaluate(run["model"], replace(run["plan"], schedule=s), **kw) for s in ("1f1b", "zb-h1"))
@@ -1184,11 +1202,16 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     full16 = P.evaluate(llama["model"], replace(llama["plan"], recompute="full"), **kw16)
     best16 = P.search(llama["model"], num_gpus=16384, top=1, **kw16).best
     assert best16.plan == llama["plan"] and (round(100 * best16.mfu), round(100 * llama["published_mfu"])) == (43, 41)
+    second16 = P.search(llama["model"], num_gpus=16384, top=2, **kw16).plans[1]
+    assert (second16.plan.pp, second16.plan.dp) == (8, 256) and 1 - second16.mfu / best16.mfu < 0.001  # a tie
     best8 = P.search(l8["model"], num_gpus=8192, top=1, **kw8).best
     full8 = P.evaluate(l8["model"], replace(l8["plan"], recompute="full"), **kw8)
     assert (best8.plan.pp, best8.plan.dp, best8.plan.num_microbatches, best8.plan.recompute) == (8, 128, 16, "norm-act")
     assert (round(100 * best8.mfu, 1), round(100 * own8.mfu, 1), round(100 * full8.mfu)) == (46.5, 46.2, 35)
     assert round(100 * (1 - full8.mfu / own8.mfu)) == round(100 * (1 - full16.mfu / own16.mfu)) == 24
+    without8 = P.search(l8["model"], num_gpus=8192, top=1, recompute=("none", "selective", "full"), **kw8).best
+    assert (without8.plan.dp, without8.plan.tp, without8.plan.pp, without8.plan.zero_stage,
+            without8.plan.recompute, round(100 * without8.mfu, 1)) == (1024, 8, 1, 3, "full", 38.9)
 
 
 def test_a_shared_memo_changes_no_number():
@@ -1382,21 +1405,38 @@ def test_kernel_parts_sum_to_the_compute_time():
 
 def test_chapter_14_best_plan_per_gpu_count_uses_norm_act():
     """Chapter 14's Llama 3 70B sweep (H100, seq 8192, batch 512): nothing fits on 16 GPUs; from 24 on every best
-    plan recomputes with norm-act; at 24 without it the best needs full recomputation (41 % MFU); from 32 on it runs
-    tp 4 and the same plan without norm-act does not fit; per-GPU throughput within a few percent from 32 to 256."""
+    plan recomputes with norm-act; at 24 it needs no full recomputation (44.7 %), where the best without norm-act
+    does (41.2 %); from 32 to 64 it runs tp 4 where the best without runs tp 8, at 128 and 256 fewer pipeline stages
+    (2 or 1 instead of 4); none of these plans fits without norm-act; per-GPU throughput within a few percent from
+    32 to 256."""
     from dataclasses import replace
     kw = dict(global_batch=512, seq_len=8192, gpu="h100-80gb")
-    best = {n: P.search("llama3-70b", num_gpus=n, top=1, **kw).best for n in (16, 24, 32, 48, 64, 128, 256)}
+    counts = (16, 24, 32, 48, 64, 128, 256)
+    best = {n: P.search("llama3-70b", num_gpus=n, top=1, **kw).best for n in counts}
+    without = {n: P.search("llama3-70b", num_gpus=n, top=1, recompute=("none", "selective", "full"), **kw).best
+               for n in counts[1:]}
     assert best[16] is None
     assert all(b.plan.recompute == "norm-act" for n, b in best.items() if n >= 24)
-    st24 = F.make_setting(PRESETS["llama3-70b"], make_cluster("h100-80gb", 24), 512, 8192)
-    rest = P.search("llama3-70b", num_gpus=24, top=1, **kw)
-    without = [F.estimate(st24, p) for p in P.candidate_plans(PRESETS["llama3-70b"], make_cluster("h100-80gb", 24),
-                                                               512, 8192) if p.recompute != "norm-act"]
-    fitting = sorted((e for e in without if e.fits), key=lambda e: -e.tokens_per_s)
-    assert fitting[0].plan.recompute == "full" and round(100 * fitting[0].mfu) == 41 < 100 * rest.best.mfu
-    for n in (32, 48, 64, 128, 256):
-        assert best[n].plan.tp == 4
+    assert without[24].plan.recompute == "full" and (round(100 * best[24].mfu, 1), round(100 * without[24].mfu, 1)) \
+        == (44.7, 41.2)
+    for n in (32, 48, 64):
+        assert (best[n].plan.tp, without[n].plan.tp) == (4, 8)
+    for n in (128, 256):
+        assert best[n].plan.tp == without[n].plan.tp == 4 and best[n].plan.pp < without[n].plan.pp == 4
+    for n in counts[1:]:
         assert not P.evaluate("llama3-70b", replace(best[n].plan, recompute="none"), **kw).fits  # world from the plan
     per_gpu = [best[n].tokens_per_s / n for n in (32, 48, 64, 128, 256)]
     assert max(per_gpu) / min(per_gpu) < 1.05
+
+
+def test_search_limited_to_some_recomputation_modes():
+    """``recompute=`` searches only those modes: the plans are the full search's plans of those modes, in order."""
+    kw = dict(global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=32)
+    everything = P.search("llama3-70b", **kw)
+    some = P.search("llama3-70b", recompute=("none", "full"), **kw)
+    assert some.plans == [e for e in everything.plans if e.plan.recompute in ("none", "full")]
+    assert some.num_evaluated == everything.num_evaluated // 2
+    with pytest.raises(DistlearnValueError, match="recompute"):
+        P.search("llama3-70b", recompute=("some",), **kw)
+    with pytest.raises(DistlearnValueError, match="recompute"):
+        P.search("llama3-70b", recompute=(), **kw)

@@ -303,7 +303,10 @@ def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: in
     return LayerSeconds(g_fwd, 2 * g_fwd, a_fwd, a_bwd, fwd / bw, bwd / bw, attn_fwd / bw, norm_act_fwd / bw)
 
 
-# The elementwise_ops that "norm-act" recomputation runs again (their forward once more in backward)
+# The elementwise_ops that "norm-act" recomputation runs again (their forward once more in backward). Only the
+# recomputation's own reads and writes are charged: copying each result back into the freed storage, as
+# distlearn.activation_measure.DiscardOutput does, would read and write every recomputed output once more (about
+# half as much again)
 NORM_ACT_OPS = ("layernorm", "rmsnorm", "bias-gelu", "swiglu", "silu")
 
 

@@ -31,7 +31,7 @@ from ..hardware import GPU, GPUS, Cluster, make_cluster
 from ..i18n import bi
 from ..activations import RECOMPUTE_MODES as RECOMPUTE
 from ..models import ModelConfig, get_preset
-from ..validate import DistlearnValueError, check_divisible, check_int
+from ..validate import DistlearnValueError, check_choice, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
                        make_setting, memory_total, microbatch_lower_bound, plan_memory, plan_time, resolve,
                        step_seconds_lower_bound)
@@ -251,11 +251,11 @@ def _per_layer_bytes(st: Setting, group: Group) -> dict[str, tuple]:
     return st._cached(("per_layer_bytes", b, tp, cp), make)
 
 
-def _fitting_plans(st: Setting, group: Group, too_slow=None):
-    """Yield (plan, memory) for the plans of ``group`` that fit, in search order, leaving out those for which
-    ``too_slow(plan, bound)`` is true (``bound``: "microbatch", "pipeline" or "exact", see :func:`search`; it
-    must be true only of plans that cannot be among the results)."""
-    kept = _kept(st, group)
+def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, ...] = RECOMPUTE):
+    """Yield (plan, memory) for the plans of ``group`` with a recomputation mode among ``modes`` that fit, in
+    search order, leaving out those for which ``too_slow(plan, bound)`` is true (``bound``: "microbatch",
+    "pipeline" or "exact", see :func:`search`; it must be true only of plans that cannot be among the results)."""
+    kept = {(z, r) for z, r in _kept(st, group) if r in modes}
     if not kept:
         return
     for b, m, chunks in group.batching:  # group.plans' order. The bounds: "microbatch" depends on neither the
@@ -310,7 +310,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
            cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
            efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
            fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
-           swiglu: str = "unfused", cp: int | None = None, ep: int = 1) -> SearchResult:
+           swiglu: str = "unfused", cp: int | None = None, ep: int = 1,
+           recompute: tuple[str, ...] | None = None) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
@@ -319,8 +320,9 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``swiglu`` the Llama
     MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planner.formulas.make_setting`); ``cp`` fixes the
     context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
-    (:func:`candidate_groups`); ``top`` (≥ 1) keeps the
-    best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
+    (:func:`candidate_groups`); ``recompute`` limits the recomputation modes searched (``None``: all of
+    :data:`~distlearn.activations.RECOMPUTE_MODES`; e.g. ``("none", "selective", "full")`` for a framework without
+    norm-act); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
 
@@ -333,6 +335,10 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     if cp is not None:
         cp = check_int("cp", cp, minimum=1)
     ep = check_int("ep", ep, minimum=1)
+    modes = RECOMPUTE if recompute is None else tuple(check_choice("recompute", r, RECOMPUTE) for r in recompute)
+    if not modes:
+        raise DistlearnValueError("recompute", f"recompute must name at least one of {', '.join(RECOMPUTE)}.",
+                                  f"recompute 至少要包含以下之一：{'、'.join(RECOMPUTE)}。")
     if ep > 1:
         if not model.is_moe:
             raise DistlearnValueError("ep", f"ep = {ep} needs a mixture-of-experts model; {model.name} is dense "
@@ -355,8 +361,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         return best.beats(st.B * st.s / seconds)
     too_slow = None if best is None else too_slow
     for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
-        count += group.size
-        for p, mem in _fitting_plans(st, group, too_slow):
+        count += group.size // len(RECOMPUTE) * len(set(modes))
+        for p, mem in _fitting_plans(st, group, too_slow, modes):
             # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
             fits.append((st.B * st.s / plan_time(st, p)["total"], mem["total"], len(fits), p, mem))
             if best is not None:

@@ -27,12 +27,15 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   recomputation / (time × GPUs × 989 TFLOP/s)); the paper does not say how it counts the attention FLOPs, and we
   count them without the causal mask (4·s²·h per layer and sequence), the way the time model charges them too.
   At 8K tokens attention is 8 % of those FLOPs, at 128K 57 %, so the CP 16 row depends on the convention: count
-  and time both causal (half the scores) give 0.96, both non-causal 0.94, but a causal kernel (flash attention
-  skips the masked blocks) beside a non-causal count would read 1.35 (tests/test_planner.py checks all three).
+  and time both causal (half the scores) give 0.96, both non-causal 0.93, but a causal kernel (flash attention
+  skips the masked blocks) beside a non-causal count would read 1.34 (tests/test_planner.py checks all three).
   Our reading: micro-batch 1, v = 8 chunks of one layer each — §3.3.2: "the first model chunk on the first
   stage has only the embedding, and the last model chunk on the last stage has only output projection and
-  loss", which with one layer fewer on those stages (7 of the 8 layer slots) means one-layer chunks — no
-  activation recomputation (§3.3.2: pre-training at 8K "without activation checkpointing").
+  loss", which with one layer fewer on those stages (7 of the 8 layer slots) means one-layer chunks — and
+  norm-act recomputation (the norms' and SwiGLU's outputs recomputed, not stored). The paper says pre-training
+  at 8K ran "without activation checkpointing" (§3.3.2); with every tensor stored the layout fits the course's
+  80 GB and reserve only with no allowance for fragmentation (16K GPUs, fused SwiGLU) or not at all (8K), see
+  :func:`memory_readings` and chapter 14, which says why the reading differs from the sentence.
 
 - DeepSeek-V3 (DeepSeek-AI 2024, "DeepSeek-V3 Technical Report"): 2048 H800 GPUs (§3.1), PP 16 × EP 64
   (spanning 8 nodes) × ZeRO-1 DP, no TP (§3.2), FP8 GEMMs with its own recipe (§3.3; ``precision="deepseek-v3"``
@@ -40,8 +43,10 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   tokens requires only 180K H800 GPU hours" (§1, Table 1): 10^12 / (180,000 × 3600 s) = 1,543 tokens/s per GPU,
   the published figure compared (as model FLOP/s per GPU at that rate). H800: the H100 SXM's tensor-core peaks,
   NVLink 160 GB/s and InfiniBand 50 GB/s per GPU as §3.2.2 states them. Our reading: micro-batch 1, 1F1B
-  instead of DualPipe, no recomputation (DeepSeek recomputes only RMSNorm and the MLA up-projections, §3.2.3),
-  the multi-token-prediction module left out (one block of 62).
+  instead of DualPipe, norm-act recomputation (RMSNorm outputs recomputed, §3.2.3; the MoE SwiGLU output
+  recomputed from its cached input, §3.3.3 — applied here to the 3 dense layers too, and stored in 16 bits where
+  DeepSeek stores those inputs in FP8: memory over-counted, not under), the MLA up-projection's recomputation
+  not modelled, the multi-token-prediction module left out (one block of 62).
 
 The ZeRO paper's Table 2 (model-state limits) is reproduced by
 :func:`~distlearn.planner.formulas.zero_max_params`.
@@ -148,11 +153,12 @@ PUBLISHED_RUNS = {
                         source_zh="DeepSeek-V3 技术报告：2048 块 H800，PP 16 × EP 64 × ZeRO-1 数据并行（§3.2），"
                                   "FP8（§3.3），每 10^12 个词元 18 万 GPU 小时（§1）= 每块 GPU 每秒 1,543 个词元",
                         reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed; RMSNorm outputs "
-                                "recomputed (§3.2.3) and the SwiGLU output recomputed from its cached input "
-                                "(§3.3.3) = norm-act (MLA's up-projection recomputation is not modelled)",
+                                "recomputed (§3.2.3) and the MoE SwiGLU output recomputed from its cached input "
+                                "(§3.3.3) = norm-act, its inputs stored in 16 bits, not FP8 (MLA's up-projection "
+                                "recomputation is not modelled)",
                         reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信；RMSNorm 的输出"
-                                   "在反向时重算（§3.2.3），SwiGLU 的输出由缓存的输入重算（§3.3.3），即 norm-act"
-                                   "（MLA 上投影的重算没有建模）"),
+                                   "在反向时重算（§3.2.3），MoE 中 SwiGLU 的输出由缓存的输入重算（§3.3.3），即 norm-act，"
+                                   "这些输入按 16 位而不是 FP8 保存（MLA 上投影的重算没有建模）"),
     "llama3-405b-8k-gpus": _llama3(8192, 64, 1, 8192, 430e12, 0.43),
     "llama3-405b-16k-gpus": _llama3(16384, 128, 1, 8192, 400e12, 0.41),
     "llama3-405b-16k-gpus-cp16": _llama3(16384, 8, 16, 131072, 380e12, 0.38),
@@ -261,15 +267,16 @@ def published_table() -> str:
 
 # ---------------------------------------------------------------- why Llama 3 405B's layout does not fit (issue 22)
 LLAMA3_RUNS = ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16")
-MEMORY_READINGS = ("none", "none-fused-swiglu", "norm-act")
+MEMORY_READINGS = ("none", "none-fused-swiglu", "none-fused-swiglu-no-fragmentation", "norm-act")
 
 
 def memory_readings(name: str) -> dict[str, dict]:
     """Bytes per GPU of a Llama 3 run's own layout under three readings of what the paper leaves open:
     ``"none"`` (every tensor stored, as "without activation checkpointing" reads literally; the eager SwiGLU
     module keeps 4·f values per token), ``"none-fused-swiglu"`` (also every tensor, with Megatron-Core's fused
-    SwiGLU keeping 3·f, chapter 08) and ``"norm-act"`` (the published table's reading: the norms' and the
-    activation's outputs recomputed, not stored). All with the reserve of
+    SwiGLU keeping 3·f, chapter 08), ``"none-fused-swiglu-no-fragmentation"`` (the same without the allowance for
+    the allocator's fragmentation, only the 2 GB reserve) and ``"norm-act"`` (the published table's reading: the
+    norms' and the activation's outputs recomputed, not stored). All but the third with the reserve of
     :data:`~distlearn.planner.formulas.RESERVE_BYTES` + :data:`~distlearn.planner.formulas.FRAGMENTATION` of the
     device. Each value: ``{"memory"`` (the :func:`~distlearn.planner.formulas.plan_memory` dict), ``"fits"``,
     ``"layer_bytes"`` (one layer's activations of one micro-batch), ``"peak_layers"`` (the most
@@ -281,13 +288,15 @@ def memory_readings(name: str) -> dict[str, dict]:
     from .formulas import make_setting, plan_memory, stage_peak_layers
 
     run = PUBLISHED_RUNS[check_choice("name", name, LLAMA3_RUNS)]
-    variants = {"none": ("none", "unfused"), "none-fused-swiglu": ("none", "fused"), "norm-act": ("norm-act", "unfused")}
+    variants = {"none": ("none", "unfused", {}), "none-fused-swiglu": ("none", "fused", {}),
+                "none-fused-swiglu-no-fragmentation": ("none", "fused", dict(fragmentation=0.0)),
+                "norm-act": ("norm-act", "unfused", {})}
     out = {}
-    for key, (recompute, swiglu) in variants.items():
+    for key, (recompute, swiglu, extra) in variants.items():
         p = replace(run["plan"], recompute=recompute)
         peaks = stage_peak_layers(p.pp, p.num_microbatches, p.num_chunks, p.stage_layers)
         st = make_setting(run["model"], _cluster(run), run["global_batch"], run["seq_len"], run["precision"],
-                          swiglu=swiglu)
+                          swiglu=swiglu, **extra)
         mem = plan_memory(st, p)
         per_layer = st.act(p.micro_batch_size, p.tp, p.sequence_parallel, p.recompute, p.cp)
         other = mem["total"] - mem["activations"]
