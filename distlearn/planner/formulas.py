@@ -745,9 +745,14 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
     :data:`~distlearn.planner.kernels.END_TO_END` adds: the parts / END_TO_END − the parts). Their sum is
     :func:`microbatch_compute_seconds`. Computed for every recomputation mode at once (the search asks for them
     all), each mode's numbers with the same operations as alone."""
-    from . import kernels
+    key = ("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.cp, p.stage_layers, p.sequence_parallel, p.ep)
+    hit = st._memo.get(key)
+    if hit is not None:
+        return hit[p.recompute]
 
     def make():
+        from . import kernels
+
         m, g = st.model, st.cluster.gpu
         b, tp, pp = p.micro_batch_size, p.tp, p.pp
         sizes = st.stages(pp, p.stage_layers)
@@ -770,12 +775,25 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
         logit = st._cached(("logit_s", b, tp, p.cp), lambda: kernels.logits_seconds(
             m, g, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes))
         out = {}
+        # one layer's parts per mode, (parts, their sum), for each kind of layer: the same for every pp
+        unit_key = ("unit_parts", b, tp, p.cp, p.sequence_parallel, p.ep)
+
+        def units():
+            def both(ls):
+                return {rc: (lambda d: (d, sum(d.values())))(parts(ls, 1, rc)) for rc in RECOMPUTE_MODES}
+            if not m.is_moe:
+                return both(layer(None)), None
+            kinds = st.moe_flags  # is_moe_layer of every layer, computed once per setting
+            moe_layer = kinds.index(True) if True in kinds else None  # one layer of each kind stands for all
+            dense_layer = kinds.index(False) if False in kinds else None
+            return (both(layer(dense_layer)) if dense_layer is not None else None,
+                    both(layer(moe_layer)) if moe_layer is not None else None)
+        dense_units, moe_units = st._cached(unit_key, units)
         if not m.is_moe:  # every layer costs the same: the largest stage, or the last with the logits
-            ls = layer(None)
             last = sizes[-1]
             biggest = max(sizes[:-1]) if pp > 1 else 0
             for rc in RECOMPUTE_MODES:
-                one = parts(ls, 1, rc)
+                one = dense_units[rc][0]
                 if pp > 1 and biggest * sum(one.values()) > last * sum(one.values()) + logit:
                     best = {k: biggest * v for k, v in one.items()}
                     best["logits"] = 0.0
@@ -786,31 +804,24 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
                 best["unmodelled"] = modelled / kernels.END_TO_END - modelled
                 out[rc] = best
             return out
-        kinds = st.moe_flags  # is_moe_layer of every layer, computed once per setting
-        moe_layer = kinds.index(True) if True in kinds else None  # one layer of each kind stands for all
-        dense_layer = kinds.index(False) if False in kinds else None
-        zero = {"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}
-        dense_ls = layer(dense_layer) if dense_layer is not None else None
-        moe_ls = layer(moe_layer) if moe_layer is not None else None
+        zero = ({"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}, 0.0)
         stages = st._cached(("stage_kinds", pp, p.stage_layers), lambda: stage_kinds(st, sizes))
         for rc in RECOMPUTE_MODES:
-            dense_unit = parts(dense_ls, 1, rc) if dense_ls is not None else zero
-            moe_unit = parts(moe_ls, 1, rc) if moe_ls is not None else zero
-            dense_total, moe_total = sum(dense_unit.values()), sum(moe_unit.values())
+            dense_unit, dense_total = dense_units[rc] if dense_units is not None else zero
+            moe_unit, moe_total = moe_units[rc] if moe_units is not None else zero
             worst, worst_total = None, -1.0   # the slowest stage: its layer counts, then its parts
             for n, n_moe, last in stages:
                 total = (n - n_moe) * dense_total + n_moe * moe_total + (logit if last else 0.0)
                 if total > worst_total:
                     worst, worst_total = (n, n_moe, last), total
             n, n_moe, last = worst
-            best = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero}
+            best = {k: (n - n_moe) * dense_unit[k] + n_moe * moe_unit[k] for k in zero[0]}
             best["logits"] = logit if last else 0.0
             modelled = sum(best.values())
             best["unmodelled"] = modelled / kernels.END_TO_END - modelled
             out[rc] = best
         return out
-    return st._cached(("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.cp, p.stage_layers,
-                       p.sequence_parallel, p.ep), make)[p.recompute]
+    return st._cached(key, make)[p.recompute]
 
 
 def stage_kinds(st: Setting, sizes: list[int]) -> list[tuple[int, int, bool]]:
