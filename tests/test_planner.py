@@ -1440,3 +1440,23 @@ def test_search_limited_to_some_recomputation_modes():
         P.search("llama3-70b", recompute=("some",), **kw)
     with pytest.raises(DistlearnValueError, match="recompute"):
         P.search("llama3-70b", recompute=(), **kw)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_cli_limits_the_recomputation_modes(capsys, lang, monkeypatch):
+    """``--recompute none,full`` searches only those modes; a mode that does not exist is a clear error (status 2)
+    naming the option and the modes, in the reader's language."""
+    from distlearn import i18n
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        assert P.cli(["--model", "llama3-8b", "--gpus", "8", "--top", "20", "--recompute", "none,full"]) == 0
+        out = capsys.readouterr().out
+        rows = [r for r in (line.split() for line in out.splitlines()) if len(r) == len(P.HEADER) and r[0].isdigit()]
+        col = P.HEADER.index("recompute")
+        assert rows and {r[col] for r in rows} <= ({"none", "full"} if lang == "en" else {"不重算", "完全"})
+        assert P.cli(["--recompute", "nope"]) == 2
+        err = capsys.readouterr().err
+        assert "--recompute" in err and "norm-act" in err and ("必须" in err) == (lang == "zh")
+    finally:
+        i18n.set_language(old)

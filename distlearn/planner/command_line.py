@@ -6,6 +6,7 @@ import argparse
 import unicodedata
 
 from ..cli import ArgumentParser, _Formatter
+from ..activations import RECOMPUTE_MODES
 from ..hardware import GPUS, get_gpu
 from ..i18n import bi, get_language
 from ..memory import GB
@@ -144,7 +145,21 @@ def parser() -> argparse.ArgumentParser:
                             f"peak; FP8 recipes: linear layers at the FP8 peak)",
                             f"精度方案：{' | '.join(PLANNER_PRECISIONS)}（fp32 时矩阵乘法按 fp32/TF32 峰值计，FP8 方案的线性层"
                             f"按 FP8 峰值计）"))
+    ap.add_argument("--recompute", type=recompute_modes, default=",".join(RECOMPUTE_MODES),
+                    help=bi("recomputation modes to search, comma-separated (norm-act: chapter 14)",
+                            "要搜索的重计算方式，用逗号分隔（norm-act 见第 14 章）"))
     return ap
+
+
+def recompute_modes(text: str) -> tuple[str, ...]:
+    """``--recompute``'s value: modes of :data:`distlearn.activations.RECOMPUTE_MODES`, comma-separated."""
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    bad = [m for m in modes if m not in RECOMPUTE_MODES]
+    if not modes or bad:
+        raise argparse.ArgumentTypeError(bi(
+            f"must be comma-separated modes from {', '.join(RECOMPUTE_MODES)}; got {text!r}",
+            f"--recompute 必须是用逗号分隔的重计算方式，可选 {'、'.join(RECOMPUTE_MODES)}；收到 {text!r}", sep="\n"))
+    return modes
 
 
 def cli(argv: list[str]) -> int:
@@ -160,7 +175,8 @@ def cli(argv: list[str]) -> int:
         return exc.code or 0
     try:
         res = search(args.model, global_batch=args.global_batch, seq_len=args.seq_len, gpu=args.gpu,
-                     num_gpus=args.gpus, precision=args.precision, efficiency=args.efficiency)
+                     num_gpus=args.gpus, precision=args.precision, efficiency=args.efficiency,
+                     recompute=args.recompute)
     except DistlearnValueError as exc:
         print(str(exc))
         return 2
