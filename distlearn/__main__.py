@@ -41,7 +41,13 @@ def main(argv: list[str] | None = None) -> int:
 
             print("\n" + bi(f"unknown command: {argv[0]!r}", f"未知命令：{argv[0]!r}"))
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2
-    return table[argv[0]][0](argv[1:]) or 0
+    try:
+        return table[argv[0]][0](argv[1:]) or 0
+    except BrokenPipeError:  # e.g. piped into head: stop quietly, as command-line tools do
+        import os
+
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
 
 
 if __name__ == "__main__":

@@ -1440,6 +1440,11 @@ def test_search_limited_to_some_recomputation_modes():
         P.search("llama3-70b", recompute=("some",), **kw)
     with pytest.raises(DistlearnValueError, match="recompute"):
         P.search("llama3-70b", recompute=(), **kw)
+    with pytest.raises(DistlearnValueError, match="recompute must be a tuple"):
+        P.search("llama3-70b", recompute=3, **kw)
+    one = P.search("llama3-70b", recompute="norm-act", top=3, **kw)   # one mode by name
+    assert one.plans == [e for e in everything.plans if e.plan.recompute == "norm-act"][:3]
+    assert P.format_table(one) == P.format_table(one.plans)          # a search's result or its plans
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -32,7 +32,7 @@ LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
              "张量一栏的“8c16”：张量并行 8，上下文并行 cp = 16；交错一栏的“1zb”：ZB-H1 调度；\n"
              "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
-             "重计算“归一+激活”：只重算归一化层和 MLP 的激活函数，丢弃它们的输出（第 14 章）；\n"
+             "重计算一栏的“归一+激活”即 norm-act：只重算归一化层和 MLP 的激活函数，不保存它们的输出（第 14 章）；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
 RECOMPUTE_ZH = {"none": "不重算", "selective": "选择性", "full": "完全",
                 "norm-act": "归一+激活"}   # the recompute column under zh
@@ -55,10 +55,12 @@ def display_width(text: str) -> int:
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
-def format_table(plans: list[Estimate], limit: int = 10) -> str:
-    """Plain-text table of the first ``limit`` plans, with a header line in the reader's language (under ``both``:
-    an English and a Chinese line), right-aligned by display width (a Chinese character takes two columns) so that
-    every line is under 100 columns. The columns are explained by :func:`table_legend`."""
+def format_table(plans, limit: int = 10) -> str:
+    """Plain-text table of the first ``limit`` plans (a list of Estimates, or a search's result), with a header line
+    in the reader's language (under ``both``: an English and a Chinese line), right-aligned by display width (a
+    Chinese character takes two columns) so that every line is under 100 columns. The columns are explained by
+    :func:`table_legend`."""
+    plans = getattr(plans, "plans", plans)  # planner.search(...) itself, or its .plans
     lang = get_language()
     rows = {"en": [HEADER], "zh": [HEADER_ZH]}.get(lang, [HEADER, HEADER_ZH])
     for i, e in enumerate(plans[:limit], 1):
@@ -115,6 +117,8 @@ class _HelpFormatter(_Formatter, argparse.ArgumentDefaultsHelpFormatter):
     language."""
 
     def _get_help_string(self, action):
+        if "(default:" in (action.help or "") or "默认" in (action.help or ""):  # the help names its default itself
+            return action.help
         return super()._get_help_string(action).replace(" (default: %(default)s)", DEFAULT[get_language()])
 
 
@@ -158,7 +162,7 @@ def recompute_modes(text: str) -> tuple[str, ...]:
     if not modes or bad:
         raise argparse.ArgumentTypeError(bi(
             f"must be comma-separated modes from {', '.join(RECOMPUTE_MODES)}; got {text!r}",
-            f"--recompute 必须是用逗号分隔的重计算方式，可选 {'、'.join(RECOMPUTE_MODES)}；收到 {text!r}", sep="\n"))
+            f"必须是用逗号分隔的重计算方式，可选 {'、'.join(RECOMPUTE_MODES)}；收到 {text!r}", sep="\n"))
     return modes
 
 

@@ -322,7 +322,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
     (:func:`candidate_groups`); ``recompute`` limits the recomputation modes searched (``None``: all of
     :data:`~distlearn.activations.RECOMPUTE_MODES`; e.g. ``("none", "selective", "full")`` for a framework without
-    norm-act); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
+    norm-act; a single mode may be given by name); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
 
@@ -335,6 +335,12 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     if cp is not None:
         cp = check_int("cp", cp, minimum=1)
     ep = check_int("ep", ep, minimum=1)
+    if isinstance(recompute, str):  # one mode by name
+        recompute = (recompute,)
+    if recompute is not None and not isinstance(recompute, (tuple, list, set, frozenset)):
+        raise DistlearnValueError("recompute", f"recompute must be a tuple of modes from {', '.join(RECOMPUTE)}; got "
+                                               f"{recompute!r}.",
+                                  f"recompute 必须是由 {'、'.join(RECOMPUTE)} 中的方式组成的元组；收到 {recompute!r}。")
     modes = RECOMPUTE if recompute is None else tuple(check_choice("recompute", r, RECOMPUTE) for r in recompute)
     if not modes:
         raise DistlearnValueError("recompute", f"recompute must name at least one of {', '.join(RECOMPUTE)}.",
