@@ -33,7 +33,7 @@ from ..activations import RECOMPUTE_MODES as RECOMPUTE
 from ..models import ModelConfig, get_preset
 from ..validate import DistlearnValueError, check_choice, check_divisible, check_int
 from .formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate,
-                       make_setting, memory_total, microbatch_lower_bound, plan_memory, plan_time, resolve,
+                       make_setting, memory_total, microbatch_lower_bound, plan_memory, plan_seconds, resolve,
                        step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
@@ -275,16 +275,14 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, .
                     for r in RECOMPUTE:
                         if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
                             continue
+                        p = group._plan(z, r, b, m, v, sched)
                         if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
                             if r not in slow_b:  # all chunk counts and schedules of this b at once
-                                slow_b[r] = too_slow(group._plan(z, r, b, m, v, sched), "microbatch")
+                                slow_b[r] = too_slow(p, "microbatch")
                             if r not in slow:
-                                slow[r] = slow_b[r] or too_slow(group._plan(z, r, b, m, v, sched), "pipeline")
-                            if slow[r]:
+                                slow[r] = slow_b[r] or too_slow(p, "pipeline")
+                            if slow[r] or too_slow(p, "exact"):
                                 continue
-                        p = group._plan(z, r, b, m, v, sched)
-                        if too_slow is not None and too_slow(p, "exact"):
-                            continue
                         mem = plan_memory(st, p)
                         if mem["total"] <= st.capacity:
                             yield p, mem
@@ -363,14 +361,14 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         "pipeline" (:func:`~distlearn.planner.formulas.step_seconds_lower_bound`, every ZeRO stage) or "exact"
         (its step time)."""
         seconds = (microbatch_lower_bound(st, p) if bound == "microbatch" else
-                   step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_time(st, p)["total"])
+                   step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
         return best.beats(st.B * st.s / seconds)
     too_slow = None if best is None else too_slow
     for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
         count += group.size // len(RECOMPUTE) * len(set(modes))
         for p, mem in _fitting_plans(st, group, too_slow, modes):
             # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
-            fits.append((st.B * st.s / plan_time(st, p)["total"], mem["total"], len(fits), p, mem))
+            fits.append((st.B * st.s / plan_seconds(st, p), mem["total"], len(fits), p, mem))
             if best is not None:
                 best.add(fits[-1][0])
     fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
