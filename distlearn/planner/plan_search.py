@@ -120,19 +120,7 @@ def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
     base, extra = divmod(num_layers, pp)
     if pp == 1 or extra == 0 or extra > pp - 2:
         return None
-    return StageLayers(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
-
-
-class StageLayers(tuple):
-    """A tuple of layers per stage that computes its hash once: the search looks it up in memo keys thousands of
-    times. Equal to, and hashed like, the plain tuple of the same numbers."""
-
-    def __hash__(self):
-        try:
-            return self._hash
-        except AttributeError:
-            self._hash = tuple.__hash__(self)
-            return self._hash
+    return tuple(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
 
 
 def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None,
@@ -204,32 +192,21 @@ def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool
 
 
 def _kept(st: Setting, group: Group) -> set:
-    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with exact orderings of the
-    memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
-    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves); and of two modes other than
-    full recomputation, the one whose layers keep no more bytes never needs more (everything else about their
-    smallest plans is the same; none keeps the most, so it is only tried when both selective and norm-act fit).
-    So stages 0–1 are only tried when stage 2 (or the next one up) fits, and a mode is decided without a memory
-    computation when a mode keeping more per layer fits, or one keeping less does not."""
-    per = _per_layer_bytes(st, group)
-    kept, failed = set(), set()
+    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
+    the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
+    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves), and selective or norm-act
+    recomputation never keeps more than none (each keeps a subset of its tensors). So stages 0–1 are only tried
+    when stage 2 (or the next one up) fits, and no recomputation only when both selective and norm-act do."""
+    kept = set()
     for r in ("selective", "norm-act", "full", "none"):
         chain = sorted(group.zero_stages, reverse=True)  # e.g. 3, 2, 1, 0
         for z in chain:
-            if r == "none" and not {(z, "selective"), (z, "norm-act")} <= kept:
+            if r == "none" and ((z, "selective") not in kept or (z, "norm-act") not in kept):
                 continue
-            if r != "full" and any((z, q) in kept and _keeps_no_more(per[r], per[q]) for q in per if q != r):
-                fits = True
-            elif r != "full" and any((z, q) in failed and _keeps_no_more(per[q], per[r]) for q in per if q != r):
-                fits = False
-            else:
-                fits = _may_fit(st, group, z, r)
-            if fits:
+            if _may_fit(st, group, z, r):
                 kept.add((z, r))
-            else:
-                failed.add((z, r))
-                if z <= 2:  # every lower stage needs at least as much
-                    break
+            elif z <= 2:  # every lower stage needs at least as much
+                break
     return kept
 
 
@@ -275,14 +252,19 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, .
                     for r in RECOMPUTE:
                         if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
                             continue
-                        p = group._plan(z, r, b, m, v, sched)
+                        p = None  # built when first needed, and then used for the bounds and the plan itself
                         if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
                             if r not in slow_b:  # all chunk counts and schedules of this b at once
+                                p = group._plan(z, r, b, m, v, sched)
                                 slow_b[r] = too_slow(p, "microbatch")
                             if r not in slow:
+                                p = p or group._plan(z, r, b, m, v, sched)
                                 slow[r] = slow_b[r] or too_slow(p, "pipeline")
-                            if slow[r] or too_slow(p, "exact"):
+                            if slow[r]:
                                 continue
+                        p = p or group._plan(z, r, b, m, v, sched)
+                        if too_slow is not None and too_slow(p, "exact"):
+                            continue
                         mem = plan_memory(st, p)
                         if mem["total"] <= st.capacity:
                             yield p, mem
@@ -349,9 +331,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                                             f"(use ep = 1).",
                                       f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
         check_divisible("num_experts", model.num_experts, "ep", ep)
-    shared = {}  # the memory terms of this model and sequence, shared with the suggestions' settings below
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu, shared=shared)
+                      fragmentation, swiglu)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
@@ -391,7 +372,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
-                                            fragmentation=fragmentation, shared=shared)
+                                            fragmentation=fragmentation)
     return result
 
 
