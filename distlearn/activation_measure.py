@@ -143,6 +143,15 @@ class DiscardOutput:
                 storage.copy_(ctx.outputs.untyped_storage())
 
 
+def _run_discarding(discard: bool, fn, *args):
+    """``(fn(*args), None)``, or with ``discard`` ``(output, handle)`` through a :class:`DiscardOutput`: call the
+    handle's ``discard`` once the next linear layer has run (the blocks' ``recompute="norm-act"``)."""
+    if not discard:
+        return fn(*args), None
+    d = DiscardOutput()
+    return d.run(fn, *args), d
+
+
 class KorthikantiBlock(nn.Module):
     """A pre-LN GPT block written exactly as Korthikanti et al. 2022 count it (see the module docstring).
 
@@ -191,16 +200,10 @@ class KorthikantiBlock(nn.Module):
     def _flash(self, q, k, v):
         return F.scaled_dot_product_attention(q, k, v, is_causal=True)
 
-    def _run(self, fn, *args):
-        """``fn(*args)``, or with ``recompute="norm-act"`` through a :class:`DiscardOutput` (returned too)."""
-        if self.recompute != "norm-act":
-            return fn(*args), None
-        d = DiscardOutput()
-        return d.run(fn, *args), d
-
     def forward(self, x):
         b, s, h = x.shape
-        y, ln1 = self._run(self.ln1, x)
+        discard = self.recompute == "norm-act"
+        y, ln1 = _run_discarding(discard, self.ln1, x)
         qy, ky, vy = self.q(y), self.k(y), self.v(y)
         if ln1:
             ln1.discard(qy, ky, vy)
@@ -218,11 +221,11 @@ class KorthikantiBlock(nn.Module):
                 z = self._core(q, k, v)
             z = z.view(b, self.a, s, h // self.a).transpose(1, 2).reshape(b, s, h)
         x = x + self._dropout(self.proj(z))
-        y, ln2 = self._run(self.ln2, x)
+        y, ln2 = _run_discarding(discard, self.ln2, x)
         u = self.fc1(y)
         if ln2:
             ln2.discard(u)
-        g, gelu = self._run(F.gelu, u)
+        g, gelu = _run_discarding(discard, F.gelu, u)
         out = self.fc2(g)
         if gelu:
             gelu.discard(out)
@@ -346,18 +349,10 @@ class LlamaBlock(nn.Module):
         scores = (torch.bmm(q, k.transpose(1, 2)) * (1.0 / math.sqrt(d))).masked_fill(causal, float("-inf"))
         return torch.bmm(torch.softmax(scores, dim=-1), v).view(b, a, s, d)
 
-    def _run(self, fn, *args):
-        """``fn(*args)``, or with ``recompute="norm-act"`` through a :class:`DiscardOutput` (returned too:
-        call its ``discard`` once the next linear layer has run)."""
-        if self.recompute != "norm-act":
-            return fn(*args), None
-        d = DiscardOutput()
-        return d.run(fn, *args), d
-
     def forward(self, x):
         b, s, h = x.shape
         d = h // self.a
-        y, norm1 = self._run(lambda t, w: self._norm(t, w), x, self.norm1)
+        y, norm1 = _run_discarding(self.recompute == "norm-act", self._norm, x, self.norm1)
         qy, ky, vy = self.q(y), self.k(y), self.v(y)
         if norm1:
             norm1.discard(qy, ky, vy)
@@ -373,13 +368,14 @@ class LlamaBlock(nn.Module):
         ``x``: the block's input (b, s, h); ``z``: attention's output (b, heads, s, d)."""
         b, s, h = x.shape
         x = x + self.o(z.transpose(1, 2).reshape(b, s, h))
-        y, norm2 = self._run(lambda t, w: self._norm(t, w), x, self.norm2)
+        discard = self.recompute == "norm-act"
+        y, norm2 = _run_discarding(discard, self._norm, x, self.norm2)
         if self.swiglu == "fused":
             gu = (self.gate_up(y),)
-            m, act = self._run(FusedSwiGLU.apply, *gu)
+            m, act = _run_discarding(discard, FusedSwiGLU.apply, *gu)
         else:
             gu = (self.gate(y), self.up(y))
-            m, act = self._run(lambda g, u: F.silu(g) * u, *gu)
+            m, act = _run_discarding(discard, lambda g, u: F.silu(g) * u, *gu)
         if norm2:
             norm2.discard(*gu)
         out = self.down(m)
