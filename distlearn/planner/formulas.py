@@ -645,9 +645,6 @@ def _memory_parts(st: Setting, p: Plan):
     return held_states, held, buffer
 
 
-MEMORY_KEYS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
-
-
 def _candidate_rows(st: Setting, p: Plan) -> list[tuple]:
     """(stage, layers, extra params, first?, last?, StageSums) of the stages that can be the worst of
     :func:`plan_memory` for the plan's pp and stage split."""
@@ -779,8 +776,11 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
         unit_key = ("unit_parts", b, tp, p.cp, p.sequence_parallel, p.ep)
 
         def units():
+            def with_sum(d):
+                return d, sum(d.values())
+
             def both(ls):
-                return {rc: (lambda d: (d, sum(d.values())))(parts(ls, 1, rc)) for rc in RECOMPUTE_MODES}
+                return {rc: with_sum(parts(ls, 1, rc)) for rc in RECOMPUTE_MODES}
             if not m.is_moe:
                 return both(layer(None)), None
             kinds = st.moe_flags  # is_moe_layer of every layer, computed once per setting
@@ -793,8 +793,8 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
             last = sizes[-1]
             biggest = max(sizes[:-1]) if pp > 1 else 0
             for rc in RECOMPUTE_MODES:
-                one = dense_units[rc][0]
-                if pp > 1 and biggest * sum(one.values()) > last * sum(one.values()) + logit:
+                one, one_total = dense_units[rc]
+                if pp > 1 and biggest * one_total > last * one_total + logit:
                     best = {k: biggest * v for k, v in one.items()}
                     best["logits"] = 0.0
                 else:
@@ -1059,10 +1059,7 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm
     (exposed parts) and their total (formulas in the module docstring)."""
     time = dict(_pipeline_terms(st, p))
-    key = ("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp, p.cp, p.ep, p.recompute,
-           p.stage_layers)
-    dp = st._memo.get(key)
-    time["dp_comm"] = dp if dp is not None else st._cached(key, lambda: dp_seconds(st, p))
+    time["dp_comm"] = _dp_term(st, p)
     time["total"] = _partial_sum(time)
     return time
 
@@ -1070,12 +1067,15 @@ def plan_time(st: Setting, p: Plan) -> dict[str, float]:
 def plan_seconds(st: Setting, p: Plan) -> float:
     """``plan_time(st, p)["total"]``, the same number (the same additions in the same order), without building the
     breakdown: the search asks for it thousands of times."""
+    return step_seconds_lower_bound(st, p) + _dp_term(st, p)
+
+
+def _dp_term(st: Setting, p: Plan) -> float:
+    """:func:`dp_seconds`, memoized per ZeRO stage, batching, layout and recomputation."""
     key = ("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp, p.cp, p.ep, p.recompute,
            p.stage_layers)
     dp = st._memo.get(key)
-    if dp is None:
-        dp = st._cached(key, lambda: dp_seconds(st, p))
-    return _partial_sum(_pipeline_terms(st, p)) + dp
+    return dp if dp is not None else st._cached(key, lambda: dp_seconds(st, p))
 
 
 def dp_seconds(st: Setting, p: Plan) -> float:
