@@ -14,9 +14,11 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
   the k best. Three bounds, cheapest first, each checked before the memory: per micro-batch size, the compute
   and tp/cp/ep terms (:func:`~distlearn.planner.formulas.microbatch_lower_bound`, for every chunk count and
   schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself.
-- **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective recomputation
-  compared with none (both checked by tests/test_planner.py on every group): lower stages are only tried when a
-  higher one fits, and "does any plan fit" looks at ZeRO 2–3 with selective or full recomputation only.
+- **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective or norm-act
+  recomputation compared with none, and of two modes other than full the one keeping fewer bytes per layer never
+  needs more (checked by tests/test_planner.py on every group): lower stages are only tried when a higher one
+  fits, no recomputation only when selective and norm-act do, and "does any plan fit" looks at ZeRO 2–3 with
+  full recomputation and whichever of selective and norm-act keeps less.
 - **memo tables** in :class:`~distlearn.planner.formulas.Setting` for what many plans share.
 - **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
   that fits is found by bisection instead of trying every halving.
@@ -433,11 +435,6 @@ def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
     bytes (both when neither keeps fewer in every kind of layer). A plan's memory grows with the bytes per layer
     alone when the mode is not "full" (everything else is the same), so the mode left out never fits where the
     one kept does not. Selective keeps less with the scores stored, norm-act with flash attention."""
-    key = ("least_modes", group.batching[0][0], group.tp, group.cp)
-    hit = st._memo.get(key)
-    if hit is not None:
-        return hit
-
     def make():
         per = _per_layer_bytes(st, group)
         if _keeps_no_more(per["selective"], per["norm-act"]):
@@ -445,7 +442,7 @@ def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
         if _keeps_no_more(per["norm-act"], per["selective"]):
             return ("norm-act", "full")
         return ("selective", "norm-act", "full")
-    return st._cached(key, make)
+    return st._cached(("least_modes", group.batching[0][0], group.tp, group.cp), make)
 
 
 def _longest_fitting(lengths: list[int], fits) -> int | None:
@@ -465,18 +462,16 @@ def _longest_fitting(lengths: list[int], fits) -> int | None:
 
 def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                 optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
-                max_factor: int = 64, shared: dict | None = None) -> dict:
+                max_factor: int = 64) -> dict:
     """The smallest single change that makes some plan fit, for each kind of change:
 
     ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
     ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
     seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
-    key is ``None`` when no such change fits. ``message`` says it in the reader's language. ``shared``: a memo
-    of this model's and recipe's terms to reuse (:class:`~distlearn.planner.formulas.Setting`).
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
     """
     model = get_preset(model) if isinstance(model, str) else model
-    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation,
-            {} if shared is None else shared)  # + a shared memo
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
     full = GPUS.get(cluster.gpu.name)
