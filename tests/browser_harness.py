@@ -426,6 +426,7 @@ class Session:
         self.final_timeout = final_timeout    # seconds the final output may take to match the offline render
         self.offline: OfflineRenderer | None = None  # started on first use
         self._page = None
+        self.sessions_ended: list[str] = []  # notebooks whose kernel the harness had to end through the server
         self.module_paths: list[str] = []  # extra folders with explorer modules (the self-test's)
         self.extra_modules: tuple[str, ...] = ()
         self.chromium = chromium or find_chromium()
@@ -629,8 +630,21 @@ class Session:
             except Exception:  # a page in a bad state: the next notebook gets a fresh one
                 self._page = None
                 page.close()
+            self.sessions_ended += [rel] * self._end_sessions(rel)
             result.seconds = time.monotonic() - t0
         return result
+
+    def _end_sessions(self, rel: str) -> int:
+        """End, through the server's REST API (what JupyterLab's shutdown calls), every session of notebook ``rel``
+        still running after its page closed it (a page in a bad state closes without shutting its kernel down;
+        seen once under load). Returns how many it ended; ``sessions_ended`` lists them for the run's summary."""
+        url = f"{self.base_url}/api/sessions"
+        with urllib.request.urlopen(f"{url}?token={self.token}", timeout=5) as r:
+            left = [x["id"] for x in json.loads(r.read()) if x.get("path") == rel]
+        for sid in left:
+            req = urllib.request.Request(f"{url}/{sid}?token={self.token}", method="DELETE")
+            urllib.request.urlopen(req, timeout=30).close()
+        return len(left)
 
     def _open(self, page, rel: str) -> None:
         """Open notebook ``rel`` in ``page``. JupyterLab may reload the page once while it

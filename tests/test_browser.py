@@ -145,7 +145,7 @@ def session():
     yield s
     s.close()
     print("\nbrowser test times (s): " + ", ".join(f"{k} {v:.1f}" for k, v in TIMES.items())
-          + f"; total {sum(TIMES.values()):.1f}")
+          + f"; total {sum(TIMES.values()):.1f}; kernels ended through the server: {s.sessions_ended or 'none'}")
 
 
 def test_explorer_cells_are_found():
