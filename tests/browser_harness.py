@@ -8,12 +8,14 @@ command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alon
 
 1. a real widget rendered: a slider handle (``.noUi-handle``) or a ``<select>`` in the cell's output, and not the
    plain-text fallback that a kernel without a widget front end shows;
-2. after ``presses`` (20) moves spread over its controls — arrow keys on sliders, a neighbouring option picked in
+2. after ``presses`` (10) moves spread over its controls — arrow keys on sliders, a neighbouring option picked in
    drop-downs — sent without waiting for the kernel, the output area shows exactly what ``render(compute(**values))`` shows offline for the values the
    controls now show: the same text and, pixel for pixel, the same figures (:class:`OfflineRenderer`, one kernel
    of its own); and that it changed from the first view;
 
-and save a screenshot of the explorer under ``build/screenshots/``.
+and save a screenshot of an explorer under ``build/screenshots/`` when it fails its check, or of every explorer
+with ``Session(screenshots=True)`` (``DISTLEARN_BROWSER_SCREENSHOTS=1``; ``--screenshot`` of the script). A
+screenshot waits for two equal pictures of the cell: about 0.6 s of the browser's time per explorer.
 
 The server (``python -m jupyterlab`` on 127.0.0.1, a random token, a free port, a fresh user's temporary
 settings, workspace and runtime folders: only the course's ``overrides.json`` switches the news pop-up off) and
@@ -414,8 +416,8 @@ class Session:
     """One JupyterLab server over ``root`` and one headless Chromium; use as a context manager."""
 
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
-                 render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 20,
-                 final_timeout: float = 20.0):
+                 render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 10,
+                 final_timeout: float = 20.0, screenshots: bool | None = None):
         self.root = Path(root).resolve()
         # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the
         # authoring rules, and nbval already runs every cell — falling back to Run All if one of them fails.
@@ -424,6 +426,9 @@ class Session:
         self.render_timeout = render_timeout  # seconds an explorer may take to show its controls
         self.presses = presses                # rapid key presses per explorer (each one changes a control)
         self.final_timeout = final_timeout    # seconds the final output may take to match the offline render
+        # a screenshot of every explorer, or (default) only of one that fails its check
+        self.screenshots = (os.environ.get("DISTLEARN_BROWSER_SCREENSHOTS", "") not in ("", "0")) \
+            if screenshots is None else screenshots
         self.offline: OfflineRenderer | None = None  # started on first use
         self._page = None
         self.sessions_ended: list[str] = []  # notebooks whose kernel the harness had to end through the server
@@ -722,7 +727,8 @@ class Session:
         res.changed = bool(final and first and (final["text"], final["pngs"]) != (first["text"], first["pngs"]))
         if not res.changed and not res.problem:
             res.problem = "moving the controls by keyboard did not change the output"
-        self._screenshot(page, cell, handle, screenshots / f"{stem}-explorer{k}.png", res)
+        if self.screenshots or res.problem:
+            self._screenshot(page, cell, handle, screenshots / f"{stem}-explorer{k}.png", res)
         res.seconds = time.monotonic() - t0
         return res
 
@@ -844,7 +850,7 @@ def main(argv: list[str] | None = None) -> int:
         print("no notebook with an explorer cell / 没有包含探索器的笔记本")
         return 1
     ok = True
-    with Session() as s:
+    with Session(screenshots=True if args.screenshot else None) as s:
         for p in paths:
             r = s.check_notebook(p)
             print(r.summary(), flush=True)

@@ -1,6 +1,6 @@
 """Explorers work for a person: every chapter notebook with an explorer, opened in JupyterLab in a real headless
 Chromium, shows a static picture before it is run and no news pop-up; run, each explorer shows real controls (not
-the ``VBox(children=…`` text fallback), and after 20 key presses sent without waiting its output is exactly — text
+the ``VBox(children=…`` text fallback), and after 10 key presses sent without waiting its output is exactly — text
 and every figure, pixel for pixel — what the final control values render offline. See ``tests/browser_harness.py``.
 
 One JupyterLab server, one browser and one page serve every notebook. The harness is first tested on small
@@ -9,7 +9,8 @@ reported: no controls, the text fallback, an output one update behind, a stored 
 fail.
 
 Without Chromium the test is skipped with instructions (``sudo apt-get install chromium``), except in CI
-(``CI=true``) where it fails. Screenshots go to ``build/screenshots/``. To also refresh the README's screenshot:
+(``CI=true``) where it fails. Screenshots of explorers that fail (of all with ``DISTLEARN_BROWSER_SCREENSHOTS=1``) go to
+``build/screenshots/``. To also refresh the README's screenshot:
 ``make screenshot`` (or ``DISTLEARN_README_SCREENSHOT=docs/img/explorer.png`` with this test).
 """
 from __future__ import annotations
@@ -162,7 +163,7 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
     t0 = time.monotonic()
     paths = _selftest_notebooks()
     TIMES["self-test notebooks"] = time.monotonic() - t0
-    default_mode, session.run_all = session.run_all, False
+    default_mode, session.run_all, session.screenshots = session.run_all, False, True
 
     def check(name: str, **kwargs):
         r = session.check_notebook(paths[name], **kwargs)
@@ -189,6 +190,7 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
         r = check("broken")
     finally:
         session.render_timeout, session.final_timeout, session.run_all = 20, 20, default_mode
+        session.screenshots = False
     assert not r.ok
     no_controls, as_text = r.explorers
     assert not no_controls.rendered and "no slider" in no_controls.problem, r.summary()
@@ -199,13 +201,18 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
 @pytest.mark.skipif(not CHAPTERS, reason="no chapter notebook with an explorer cell yet / 还没有包含探索器的章节")
 @pytest.mark.parametrize("path", CHAPTERS, ids=[p.name for p in CHAPTERS])
 def test_chapter_explorers_in_a_real_browser(session, path):
-    r = session.check_notebook(path)
+    readme_shot = os.environ.get("DISTLEARN_README_SCREENSHOT")
+    wanted = os.environ.get("DISTLEARN_README_NOTEBOOK", CHAPTERS[0].name)
+    readme = bool(readme_shot) and Path(wanted).name == path.name
+    default, session.screenshots = session.screenshots, session.screenshots or readme
+    try:
+        r = session.check_notebook(path)
+    finally:
+        session.screenshots = default
     TIMES[path.stem] = r.seconds
     print(r.summary())
     assert r.ok, r.summary()
-    readme_shot = os.environ.get("DISTLEARN_README_SCREENSHOT")
-    wanted = os.environ.get("DISTLEARN_README_NOTEBOOK", CHAPTERS[0].name)
-    if readme_shot and Path(wanted).name == path.name:
+    if readme:
         target = bh.ROOT / readme_shot
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(bh.ROOT / r.explorers[0].screenshot, target)
