@@ -8,7 +8,7 @@ command when ``DISTLEARN_BROWSER_RUN_ALL=1`` or when an explorer cell fails alon
 
 1. a real widget rendered: a slider handle (``.noUi-handle``) or a ``<select>`` in the cell's output, and not the
    plain-text fallback that a kernel without a widget front end shows;
-2. after ``presses`` (10) moves spread over its controls — arrow keys on sliders, a neighbouring option picked in
+2. after ``presses`` (5) moves spread over its controls — arrow keys on sliders, a neighbouring option picked in
    drop-downs — sent without waiting for the kernel, the output area shows exactly what ``render(compute(**values))`` shows offline for the values the
    controls now show: the same text and, pixel for pixel, the same figures (:class:`OfflineRenderer`, one kernel
    of its own); and that it changed from the first view;
@@ -416,7 +416,7 @@ class Session:
     """One JupyterLab server over ``root`` and one headless Chromium; use as a context manager."""
 
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
-                 render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 10,
+                 render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 5,
                  final_timeout: float = 20.0, screenshots: bool | None = None):
         self.root = Path(root).resolve()
         # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the

@@ -1,6 +1,6 @@
 """Explorers work for a person: every chapter notebook with an explorer, opened in JupyterLab in a real headless
 Chromium, shows a static picture before it is run and no news pop-up; run, each explorer shows real controls (not
-the ``VBox(children=…`` text fallback), and after 10 key presses sent without waiting its output is exactly — text
+the ``VBox(children=…`` text fallback), and after 5 key presses sent without waiting its output is exactly — text
 and every figure, pixel for pixel — what the final control values render offline. See ``tests/browser_harness.py``.
 
 One JupyterLab server, one browser and one page serve every notebook. The harness is first tested on small
