@@ -1,6 +1,7 @@
 """Course tooling: each chapter's MyST source is in sync with its stored notebook, stored notebooks are complete
 top-to-bottom runs of their current code, exercises are in sync with solutions, every notebook is bilingual — and
 each of these checks fails when a copy is broken on purpose."""
+import os
 import shutil
 import subprocess
 import sys
@@ -185,10 +186,12 @@ def test_nbval_fails_on_a_stored_number_that_no_longer_matches(tmp_path):
     i = out.text.index(label) + len(label)          # the first digit of rank 0's byte count, computed by comm
     out.text = out.text[:i] + str((int(out.text[i]) + 1) % 10) + out.text[i + 1:]
     nbformat.write(nb, tmp_path / "bad.ipynb")
-    cmd = [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "--nbval", "--nbval-current-env",
+    cmd = [sys.executable, "-m", "pytest", "-q", "-rf", "-p", "no:cacheprovider", "-p", "nbval.plugin", "--nbval",
+           "--nbval-current-env",
            "--nbval-sanitize-with", str(ROOT / "tests" / "nbval_sanitize.cfg"), "-o", "addopts=",
            "--rootdir", str(tmp_path), "good.ipynb", "bad.ipynb"]
-    run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path)
+    env = {**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}  # nbval alone (-p above): the other plugins cost ~1 s
+    run = subprocess.run(cmd, capture_output=True, text=True, cwd=tmp_path, env=env)
     failed = [line for line in run.stdout.splitlines() if line.startswith("FAILED")]
     passed = 2 * len(nb.cells) - 1                  # every cell of both copies but the tampered one
     assert run.returncode == 1 and f"1 failed, {passed} passed" in run.stdout, run.stdout[-2000:]
