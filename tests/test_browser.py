@@ -178,7 +178,7 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
         (e,) = r.explorers
         assert e.rendered and e.changed and e.complete and e.changes >= session.presses, r.summary()
         assert Path(bh.ROOT / e.screenshot).stat().st_size > 1000
-        session.final_timeout = 2  # it never matches: do not wait long for it
+        session.final_timeout = 1  # it never matches: do not wait long for it
         r = check("lagging")  # its output is one update behind: caught
         assert len(r.explorers) == 1, r.summary()
         (e,) = r.explorers
@@ -186,7 +186,7 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
             r.summary()
         r = check("stale", run=False)  # stored with the text fallback only: caught unrun
         assert not r.ok and "text fallback" in " ".join(r.static_problems), r.summary()
-        session.render_timeout = 2  # the broken explorers never render: do not wait long for them
+        session.render_timeout = 1  # the broken explorers never render: do not wait long for them
         r = check("broken")
     finally:
         session.render_timeout, session.final_timeout, session.run_all = 20, 20, default_mode
