@@ -1,6 +1,7 @@
 """Chapter 12's model of a composed run (distlearn.nd_parallel), checked against independent sources: the loop
 reference of the mesh order, Llama 3's Table 4 layouts, PyTorch's own parameter count, torch.chunk, ring
-closed forms. The real run (8 gloo ranks) is in tests/test_labs_nd_parallel.py."""
+closed forms. The real runs (8 gloo ranks) are chapter 12's own, checked by nbval, and
+tests/test_labs_nd_parallel.py's."""
 import itertools
 
 import numpy as np
