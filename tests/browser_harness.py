@@ -151,6 +151,11 @@ class NotebookResult:
         return "\n".join(lines)
 
 
+def _env_flag(name: str) -> bool:
+    """Whether environment variable ``name`` is set to anything but empty or "0"."""
+    return os.environ.get(name, "") not in ("", "0")
+
+
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
@@ -421,14 +426,12 @@ class Session:
         self.root = Path(root).resolve()
         # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the
         # authoring rules, and nbval already runs every cell — falling back to Run All if one of them fails.
-        self.run_all = (os.environ.get("DISTLEARN_BROWSER_RUN_ALL", "") not in ("", "0")) if run_all is None \
-            else run_all
+        self.run_all = _env_flag("DISTLEARN_BROWSER_RUN_ALL") if run_all is None else run_all
         self.render_timeout = render_timeout  # seconds an explorer may take to show its controls
         self.presses = presses                # rapid key presses per explorer (each one changes a control)
         self.final_timeout = final_timeout    # seconds the final output may take to match the offline render
         # a screenshot of every explorer, or (default) only of one that fails its check
-        self.screenshots = (os.environ.get("DISTLEARN_BROWSER_SCREENSHOTS", "") not in ("", "0")) \
-            if screenshots is None else screenshots
+        self.screenshots = _env_flag("DISTLEARN_BROWSER_SCREENSHOTS") if screenshots is None else screenshots
         self.offline: OfflineRenderer | None = None  # started on first use
         self._page = None
         self.sessions_ended: list[str] = []  # notebooks whose kernel the harness had to end through the server

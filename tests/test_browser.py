@@ -163,7 +163,8 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
     t0 = time.monotonic()
     paths = _selftest_notebooks()
     TIMES["self-test notebooks"] = time.monotonic() - t0
-    default_mode, session.run_all, session.screenshots = session.run_all, False, True
+    default_mode, default_shots = session.run_all, session.screenshots
+    session.run_all, session.screenshots = False, True
 
     def check(name: str, **kwargs):
         r = session.check_notebook(paths[name], **kwargs)
@@ -190,7 +191,7 @@ def test_harness_passes_a_working_explorer_and_catches_broken_ones(session):
         r = check("broken")
     finally:
         session.render_timeout, session.final_timeout, session.run_all = 20, 20, default_mode
-        session.screenshots = False
+        session.screenshots = default_shots
     assert not r.ok
     no_controls, as_text = r.explorers
     assert not no_controls.rendered and "no slider" in no_controls.problem, r.summary()
