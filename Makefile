@@ -78,7 +78,7 @@ STAMP_EXTRAS := test$(if $(filter test site site-setup,$(MAKECMDGOALS)),$(comma)
 $(SITE_STAMP): $(STAMP)
 	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
 	  echo "Installing the website tools (Sphinx, MyST-NB) / 安装网站构建工具（Sphinx、MyST-NB）..."; \
-	  $(call install,.[test$(comma)site]) && $(COMPILE); touch $@; fi
+	  $(call install,.[test$(comma)site]) || exit 1; $(COMPILE); touch $@; fi
 
 site: $(SITE_STAMP)
 	$(PY) -m distlearn.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
