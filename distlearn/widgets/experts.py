@@ -105,9 +105,11 @@ def render(res: dict) -> None:
              f"{res['state_bytes'] / gb:.1f} GB；最忙的 GPU 上每个 MoE 层的路由激活值 {res['activation_bytes'] / gb:.2f} GB"
              f"（平均 {res['mean_activation_bytes'] / gb:.2f} GB）", sep="\n"))
     fig, (a1, a2) = plots.new_figure(10, 3.2, ncols=2, width_ratios=[3, 1])
-    e = np.arange(res["num_experts"])
-    a1.bar(e, res["load"], color=plots.COLORS["idle"], width=1.0, label=bi("chosen", "被选中"))
-    a1.bar(e, res["kept_load"], color=plots.COLORS["compute"], width=1.0, label=bi("kept", "保留"))
+    # Expert i's load fills [i - 0.5, i + 0.5]: what bars of width 1 draw, as one step patch per series instead of
+    # one rectangle per expert (256 experts: 512 rectangles made a render ~5x slower)
+    edges = np.arange(res["num_experts"] + 1) - 0.5
+    a1.stairs(res["load"], edges, fill=True, color=plots.COLORS["idle"], label=bi("chosen", "被选中"))
+    a1.stairs(res["kept_load"], edges, fill=True, color=plots.COLORS["compute"], label=bi("kept", "保留"))
     if res["capacity"] is not None:
         a1.axhline(res["capacity"], color=plots.COLORS["activations"], ls="--", label=bi("capacity", "容量"))
     a1.set_xlabel(bi("expert", "专家"))
