@@ -111,9 +111,12 @@ def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,),
     index = {p: i for i, p in enumerate(params.values())}
     tokens = torch.randint(0, cfg.vocab_size, (1, seq_len), generator=torch.Generator().manual_seed(seed)).to(dev)
     layouts = {}
-    for cap in caps:
+    for i, cap in enumerate(caps):
         kw = {} if cap is None else {"bucket_cap_mb": cap}
-        ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused_parameters, **kw)
+        # the first wrap checks shapes and broadcasts rank 0's weights; later wraps of the same model would only
+        # broadcast the same weights again (GPT-2 small: 0.5 GB each time), so they skip it (init_sync=False)
+        ddp = nn.parallel.DistributedDataParallel(model, find_unused_parameters=find_unused_parameters,
+                                                  init_sync=i == 0, **kw)
 
         def layout():
             return [[index[p] for p in b.parameters()] for b in ddp.reducer._get_zeros_like_grad_buckets()]
