@@ -104,11 +104,14 @@ audit-lang: $(STAMP)
 # process, in order); TEST_JOBS=0 runs them all in this one process.
 # distlearn is compiled to byte-code first, as Python does itself unless PYTHONDONTWRITEBYTECODE is set (then every
 # kernel, rank and worker of the run would compile what it imports of it again: ~0.1 s of CPU each, ~300 of them).
+# pytest keeps its assertion-rewritten test modules in __pycache__ as well, but only where Python may write
+# byte-code: with PYTHONDONTWRITEBYTECODE set, every pytest process of the run (2 workers, the test runs started by
+# tests) rewrote every test module again, ~3 s of CPU each. make test writes byte-code anyway, so pytest may too.
 PYTEST_ARGS ?=
 TEST_JOBS ?= 2
 test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
 	@$(PY) -m compileall -q distlearn tests benchmarks >/dev/null
-	$(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
 	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
 
