@@ -5,8 +5,9 @@ before calling ``fn(rank, world_size, *args)``, and destroys it after ``fn`` ret
 in rank order.
 
 - Start method: on Linux ``forkserver`` with torch (and the ``torch.distributed`` packages the labs use,
-  :data:`FORKSERVER_PRELOAD`) preloaded in the server, so a worker is a fork of a clean process that has already
-  imported torch (a 4-rank run starts in ~0.1 s instead of ~5 s on 2 cores: every spawned worker
+  :data:`FORKSERVER_PRELOAD`, plus what the first lab's module lists in its own ``FORKSERVER_PRELOAD``: DeepSpeed
+  for the DeepSpeed labs, :func:`lab_preload`) preloaded in the server, so a worker is a fork of a clean process
+  that has already imported torch (a 4-rank run starts in ~0.1 s instead of ~5 s on 2 cores: every spawned worker
   imports torch again); ``spawn`` elsewhere (macOS, Windows) or with ``DISTLEARN_START_METHOD=spawn``. Either way
   a worker starts from a fresh interpreter state (not a fork of the calling notebook), gets the caller's current
   environment variables, and imports ``fn``'s module itself.
@@ -104,14 +105,32 @@ FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.device_me
                       "torch.distributed.optim"]
 
 
-def _context():
-    """The multiprocessing context of the workers (see the module doc); ``DISTLEARN_START_METHOD`` overrides."""
+def lab_preload(fn) -> list[str]:
+    """What ``fn``'s module adds to the forkserver's imports: its own ``FORKSERVER_PRELOAD`` list, if any (the
+    DeepSpeed labs name DeepSpeed's engine and the optimizer module it imports on every ``deepspeed.initialize``
+    with ZeRO: ~1.8 s of CPU in each worker otherwise). Not on a machine with CUDA: importing DeepSpeed probes the
+    accelerator there, and a server that has initialised CUDA cannot fork workers that use it."""
+    extra = list(getattr(sys.modules.get(getattr(fn, "__module__", None)), "FORKSERVER_PRELOAD", ()))
+    if extra:
+        import torch
+
+        if torch.cuda.is_available():
+            return []
+    return extra
+
+
+def _context(fn=None):
+    """The multiprocessing context of the workers (see the module doc); ``DISTLEARN_START_METHOD`` overrides. The
+    forkserver imports :data:`FORKSERVER_PRELOAD` and :func:`lab_preload` of the first ``fn`` a process runs: the
+    server starts on a process's first launch and serves all its later ones (a later lab's own extra modules are
+    then imported by its workers, as without a forkserver)."""
     default = "forkserver" if sys.platform.startswith("linux") else "spawn"
     method = check_choice("DISTLEARN_START_METHOD", os.environ.get("DISTLEARN_START_METHOD", default),
                           START_METHODS)
     ctx = mp.get_context(method)
     if method == "forkserver":
-        ctx.set_forkserver_preload(FORKSERVER_PRELOAD)  # takes effect when the server first starts
+        extra = [] if fn is None else [m for m in lab_preload(fn) if m not in FORKSERVER_PRELOAD]
+        ctx.set_forkserver_preload(FORKSERVER_PRELOAD + extra)  # takes effect when the server first starts
     return ctx
 
 
@@ -199,7 +218,7 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
         os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
     from torch.distributed import TCPStore
 
-    ctx = _context()
+    ctx = _context(fn)
     # The rendezvous store lives here, on a port the OS assigns: no race with other runs for a "free" port.
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                      timeout=datetime.timedelta(seconds=max(timeout, 1.0)))

@@ -112,3 +112,25 @@ def test_workers_speak_the_callers_current_language(monkeypatch, lang):
         assert ("抛出了" in err.summary) == (lang == "zh") and ("raised" in err.summary) == (lang == "en")
     finally:
         distlearn.set_language("both")
+
+
+def test_a_labs_own_forkserver_preload_is_added(monkeypatch):
+    """The DeepSpeed labs add DeepSpeed to what the forkserver imports; other labs add nothing; a machine with CUDA
+    adds nothing (the server must not initialise CUDA before it forks)."""
+    import multiprocessing.forkserver as fs
+
+    import torch
+
+    from distlearn.labs import deepspeed_zero, zero_comm
+
+    monkeypatch.setattr(fs._forkserver, "_preload_modules", list(fs._forkserver._preload_modules))  # restored after
+    monkeypatch.setenv("DISTLEARN_START_METHOD", "forkserver")  # the default on Linux
+    for fn in (deepspeed_zero.train_stages, zero_comm.stages_and_grid):
+        assert "deepspeed.runtime.engine" in launch.lab_preload(fn)
+        launch._context(fn)
+        assert fs._forkserver._preload_modules == launch.FORKSERVER_PRELOAD + deepspeed_zero.FORKSERVER_PRELOAD
+    assert launch.lab_preload(smoke.all_reduce_rank) == []
+    launch._context(smoke.all_reduce_rank)
+    assert fs._forkserver._preload_modules == launch.FORKSERVER_PRELOAD
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert launch.lab_preload(zero_comm.stages_and_grid) == []

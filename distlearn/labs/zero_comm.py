@@ -26,6 +26,7 @@ import torch
 import torch.distributed as dist
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from distlearn.labs.deepspeed_zero import FORKSERVER_PRELOAD  # noqa: F401 - read by distlearn.launch (DeepSpeed labs)
 from distlearn.launch import device, torchrun_main
 
 # c10d operator → (our name, how to read the whole message's element count from its arguments)
