@@ -358,9 +358,10 @@ def test_myst_keeps_tags_of_code_cells():
     assert "nbval-ignore-output" in jupytext.writes(nb, fmt=course.MYST)
 
 
-def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path):
+def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch):
     """`make notebooks` on a course with a new .md and no .ipynb: the check names it, then the tool creates the
-    paired notebook, executes it, and the check is clean."""
+    paired notebook, executes it, and the check is clean. Then which notebooks a second, a forced and a
+    copies-only run execute (those runs record what they would execute instead of starting kernels)."""
     for d in ("notebooks", "solutions", "exercises"):
         (tmp_path / d).mkdir()
     md = tmp_path / "notebooks" / "99_new.md"
@@ -377,8 +378,13 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path):
     assert nb.cells[-1].outputs[0].text == "answer / 答案 42\n" and nb.metadata.jupytext.formats == course.FORMATS
     for path, printed in zip(ran[1:], ("answer 42\n", "答案 42\n")):  # each copy executed in its own language
         assert nbformat.read(path, as_version=4).cells[-1].outputs[0].text == printed
+    executed = []
+    monkeypatch.setattr(course, "execute", lambda path, *a, **k: executed.append(Path(path)))
+    monkeypatch.setattr(course, "execute_copy", lambda path, lang, *a, **k: executed.append(Path(path)))
     assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
+    assert executed == []
     assert course.update_notebooks(root=tmp_path, force=["99_new"], log=lambda *_: None) == ran  # forced: copies too
+    assert [p.resolve() for p in executed] == [p.resolve() for p in ran]
     assert course.update_notebooks(root=tmp_path, force_copies=["99_new"], log=lambda *_: None) == ran[1:]
 
 
