@@ -433,28 +433,36 @@ def test_site_builds_without_warnings_and_links_resolve(built):
         assert "distlearn-explorer-site-note" in chapter and run_this not in chapter
 
 
-@pytest.mark.slow
-def test_every_page_loads_without_console_errors(built, reader):
+@pytest.fixture(scope="module")
+def visited(built, reader):
+    """Every page of the built site opened once, as a reader opens it: ``{path: (facts, errors)}`` (``facts``: what
+    PAGE_FACTS reads; ``errors``: its console errors, failed requests and HTTP errors). The chapter page in each
+    language is screenshotted while it is open (``build/screenshots/site-05-{en,zh}.png``)."""
     pages = sorted(str(p.relative_to(built.out)) for p in built.out.rglob("*.html") if "_static" not in p.parts)
-    assert len(pages) >= 2 * (len(built.pages) + 3)   # + home, search and index pages in each language
-    problems = []
+    out = {}
     for path in pages:
         reader.errors.clear()
-        reader.open(path)
-        problems += [f"{path}: {e}" for e in reader.errors]
-    assert problems == []
+        facts = reader.open(path)
+        out[path] = (facts, list(reader.errors))
+        if path.endswith(f"/{PAGE}.html"):
+            bh.SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+            reader.page.screenshot(path=str(bh.SCREENSHOTS / f"site-05-{path.split('/')[0]}.png"))
+    return out
+
+
+@pytest.mark.slow
+def test_every_page_loads_without_console_errors(built, visited):
+    assert len(visited) >= 2 * (len(built.pages) + 3)   # + home, search and index pages in each language
+    assert [f"{path}: {e}" for path, (_, errors) in visited.items() for e in errors] == []
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
-def test_chapter_page_as_a_reader_sees_it(reader, lang):
-    facts = reader.open(f"{lang}/{PAGE}.html")
+def test_chapter_page_as_a_reader_sees_it(visited, lang):
+    facts, _ = visited[f"{lang}/{PAGE}.html"]
     assert language_problems(facts, lang, source_headings(CHAPTERS[0], lang)) == []
     assert math_problems(facts) == []
     assert picture_problems(facts) == []
-    shots = bh.SCREENSHOTS
-    shots.mkdir(parents=True, exist_ok=True)
-    reader.page.screenshot(path=str(shots / f"site-05-{lang}.png"))
 
 
 def test_page_furniture_is_in_the_page_language(built):
@@ -470,7 +478,7 @@ def test_page_furniture_is_in_the_page_language(built):
 
 
 @pytest.mark.slow
-def test_outputs_are_in_the_page_language(built, reader):
+def test_outputs_are_in_the_page_language(built, visited):
     """Each site shows the outputs stored in its own language's copy: no Chinese output line on an English page, no
     English-only printed line on a Chinese page, on every chapter and solution page built (lang_audit's rule on the
     rendered output blocks)."""
@@ -479,7 +487,7 @@ def test_outputs_are_in_the_page_language(built, reader):
         for p in built.pages:
             if p.section == "exercises":
                 continue  # no outputs: an exercise is stored unexecuted
-            facts = reader.open(f"{lang}/{p.docname}.html")
+            facts, _ = visited[f"{lang}/{p.docname}.html"]
             seen[lang] += sum(len(t.splitlines()) for t in facts["outputs"])
             problems += output_problems(facts, lang, p.docname)
     assert problems == [], "\n".join(problems)
