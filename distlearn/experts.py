@@ -295,7 +295,9 @@ def reference_route(logits, k: int, capacity_factor: float | None = None) -> tup
     logits = np.asarray(logits, dtype=float)
     num_tokens, num_experts = logits.shape
     experts, weights, kept = [], [], []
-    for t in range(num_tokens):                                   # 1. every token picks its k best experts
+    # 1. every token picks its k best experts
+    # 1. 每个词元选出概率最高的 k 个专家
+    for t in range(num_tokens):
         p = np.exp(logits[t] - logits[t].max())
         p = p / p.sum()
         best = sorted(range(num_experts), key=lambda e: -p[e])[:k]
@@ -303,15 +305,17 @@ def reference_route(logits, k: int, capacity_factor: float | None = None) -> tup
         experts.append(best)
         weights.append([p[e] / total for e in best])
         kept.append([True] * k)
-    if capacity_factor is not None:                               # 2. each expert takes at most C of them:
+    # 2. each expert takes at most C of them: all first choices first, then second choices, … in token order
+    # 2. 每个专家最多接收 C 个：先处理所有词元的第一选择，再处理第二选择……按词元顺序
+    if capacity_factor is not None:
         cap = math.ceil(capacity_factor * k * num_tokens / num_experts)
         taken = [0] * num_experts
-        for choice in range(k):                                   # first choices of all tokens first,
-            for t in range(num_tokens):                           # then second choices, … in token order
+        for choice in range(k):
+            for t in range(num_tokens):
                 e = experts[t][choice]
                 if taken[e] < cap:
                     taken[e] += 1
-                else:                                             # full: this assignment is dropped
+                else:  # full: this assignment is dropped / 已满：这次分配被丢弃
                     kept[t][choice] = False
                     weights[t][choice] = 0.0
     return experts, weights, kept

@@ -107,11 +107,12 @@ def render(res: dict) -> None:
     fig, (a1, a2) = plots.new_figure(10, 3.2, ncols=2, width_ratios=[3, 1])
     # Expert i's load fills [i - 0.5, i + 0.5]: what bars of width 1 draw, as one step patch per series instead of
     # one rectangle per expert (256 experts: 512 rectangles made a render ~5x slower)
+    # (the capacity line first, so that the legend lists it first, as it did beside bars; lines draw above patches)
     edges = np.arange(res["num_experts"] + 1) - 0.5
-    a1.stairs(res["load"], edges, fill=True, color=plots.COLORS["idle"], label=bi("chosen", "被选中"))
-    a1.stairs(res["kept_load"], edges, fill=True, color=plots.COLORS["compute"], label=bi("kept", "保留"))
     if res["capacity"] is not None:
         a1.axhline(res["capacity"], color=plots.COLORS["activations"], ls="--", label=bi("capacity", "容量"))
+    a1.stairs(res["load"], edges, fill=True, color=plots.COLORS["idle"], label=bi("chosen", "被选中"))
+    a1.stairs(res["kept_load"], edges, fill=True, color=plots.COLORS["compute"], label=bi("kept", "保留"))
     a1.set_xlabel(bi("expert", "专家"))
     a1.set_ylabel(bi("assignments", "分配次数"))
     a1.legend(fontsize=8)
