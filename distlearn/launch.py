@@ -107,9 +107,10 @@ FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.device_me
 
 def lab_preload(fn) -> list[str]:
     """What ``fn``'s module adds to the forkserver's imports: its own ``FORKSERVER_PRELOAD`` list, if any (the
-    DeepSpeed labs name DeepSpeed's engine and the optimizer module it imports on every ``deepspeed.initialize``
-    with ZeRO: ~1.8 s of CPU in each worker otherwise). Not on a machine with CUDA: importing DeepSpeed probes the
-    accelerator there, and a server that has initialised CUDA cannot fork workers that use it."""
+    DeepSpeed labs name :mod:`distlearn.labs.deepspeed_preload`: DeepSpeed and the module it imports on every
+    ``deepspeed.initialize`` with ZeRO, ~1.2 s of CPU in each worker otherwise). Not on a machine with CUDA:
+    importing DeepSpeed probes the accelerator there, and a server that has initialised CUDA cannot fork workers
+    that use it."""
     extra = list(getattr(sys.modules.get(getattr(fn, "__module__", None)), "FORKSERVER_PRELOAD", ()))
     if extra:
         import torch

@@ -33,10 +33,9 @@ import torch.nn.functional as F
 from distlearn.launch import torchrun_main
 from distlearn.models import ModelConfig, build_model, count_parameters
 
-# What distlearn.launch's forkserver imports for these labs (distlearn.launch.lab_preload), once in the server
-# instead of in every worker: DeepSpeed's engine, and the Muon optimizer module that each deepspeed.initialize with
-# ZeRO imports (zero.utils.is_zero_supported_optimizer; it calls torch.compile at import: ~1.3 s of CPU).
-FORKSERVER_PRELOAD = ["deepspeed", "deepspeed.runtime.engine", "deepspeed.runtime.zero.muon.muon_optimizer"]
+# What distlearn.launch's forkserver imports for these labs (distlearn.launch.lab_preload): DeepSpeed and the Muon
+# module every ZeRO initialize imports, once in the server instead of in every worker (see the module named).
+FORKSERVER_PRELOAD = ["distlearn.labs.deepspeed_preload"]
 
 TINY = ModelConfig("tiny-gpt", "gpt", vocab_size=64, hidden_size=32, num_layers=2, num_heads=4,
                    ffn_hidden_size=128, max_seq_len=16)
