@@ -3,12 +3,10 @@ per rank and the folder's metadata; async_save writes the state of the moment it
 restart: torchrun --max-restarts and distlearn.launch both resume a SIGKILLed job from its last checkpoint, and the
 losses equal the uninterrupted run's; leaving the RNG or sampler out of the resume is caught.
 
-The torchrun kill and restart is chapter 13's own (16 steps, rank 1 killed before step 7, ``--max-restarts=1``),
-which prints every fact checked here; this module checks what the chapter stores (``tests/stored_outputs.py``;
-nbval checks that a fresh run prints the same) instead of starting torchrun, its agent and two attempts of fresh
-worker interpreters a second time, and feeds the check broken copies so that it is seen to fail."""
+The torchrun kill and restart is chapter 13's own run (16 steps, rank 1 killed before step 7,
+``--max-restarts=1``), checked as the chapter stores it in ``tests/test_stored_runs.py`` rather than started a
+second time here."""
 import multiprocessing as mp
-import re
 import shutil
 
 import pytest
@@ -18,7 +16,6 @@ from distlearn import fsdp, launch
 from distlearn.labs import checkpoint as lab
 from distlearn.labs.fsdp import tiny_config
 from distlearn.models import build_model
-from stored_outputs import stored_text
 
 pytestmark = pytest.mark.slow
 # a checkpoint at step 4, the kill before step 7 (steps 5-6 are lost and recomputed), steps 5-8 after the restart:
@@ -127,66 +124,6 @@ def restart_runs(tmp_path_factory):
 def _mk(p):
     p.mkdir(parents=True, exist_ok=True)
     return p
-
-
-# chapter 13's torchrun run: 16 steps, a checkpoint every 4, rank 1 killed before step 7, one restart
-CH13_STEPS, CH13_KILL = 16, 7
-TABLE_ROW = re.compile(r"^\s*(\d+)\s+(\d\.\d{4})\s+(\d\.\d{4}|—)\s+(\d\.\d{4}|—)\s*$", re.M)
-
-
-def _ch13_torchrun_text() -> tuple[str, str]:
-    return (stored_text("13_fault_tolerance", "lab.run_torchrun("),
-            stored_text("13_fault_tolerance", "run.log.losses(0)"))
-
-
-def torchrun_restart_problems(events: str, table: str) -> list[str]:
-    """What chapter 13's printed torchrun kill and restart shows wrong (``events``: its cell's output, ``table``:
-    the loss table cell's); empty when nothing is. Right: exit code 0; attempt 0 from step 0, attempt 1
-    (TORCHELASTIC_RESTART_COUNT=1) from the step-4 checkpoint; rank 1 killed before step 7 with exit code -9; the
-    attempts' losses are the untouched run's (attempt 0 steps 1-6, attempt 1 steps 5-16, bit for bit: printed
-    True); the final model and AdamW state equal; no worker left alive."""
-    problems = []
-    if "torchrun exit code after the kill and the restart: 0 " not in events:
-        problems.append("torchrun did not exit with 0")
-    starts = re.findall(r"attempt (\d+) \(TORCHELASTIC_RESTART_COUNT=(\d+)\): resumed from step (\d+)", events)
-    if starts != [("0", "0", "0"), ("1", "1", "4")]:
-        problems.append(f"attempts (attempt, restart count, resumed from) {starts}, not [(0, 0, 0), (1, 1, 4)]")
-    if re.findall(r"rank (\d+) sent itself SIGKILL before step (\d+)", events) != [("1", str(CH13_KILL))]:
-        problems.append(f"not one kill of rank 1 before step {CH13_KILL}")
-    if "local_rank 1 failed with exitcode -9, then restarted the worker group" not in events:
-        problems.append("torchrun's agent did not report rank 1's exit code -9 and a restart")
-    rows = TABLE_ROW.findall(table)
-    if [int(r[0]) for r in rows] != list(range(1, CH13_STEPS + 1)):
-        problems.append(f"loss table rows {[r[0] for r in rows]}, not steps 1-{CH13_STEPS}")
-    for step, untouched, first, second in rows:
-        step = int(step)
-        if first != (untouched if step < CH13_KILL else "—"):
-            problems.append(f"step {step}: attempt 0 shows {first}, untouched run {untouched}")
-        if second != (untouched if step > 4 else "—"):
-            problems.append(f"step {step}: attempt 1 shows {second}, untouched run {untouched}")
-    for line in ("attempt 1 equals the untouched run bit for bit from the restart point (steps 5–16):",
-                 "final model and optimizer state equal bit for bit:"):
-        if not re.search(re.escape(line) + r".*\sTrue$", table, re.M):
-            problems.append(f"not True: {line}")
-    if not re.search(r"worker processes still alive \(all attempts\):.*\s\[\]$", table, re.M):
-        problems.append("a worker process outlived the run")
-    return problems
-
-
-def test_torchrun_restart_resumes_exactly():
-    assert torchrun_restart_problems(*_ch13_torchrun_text()) == []
-
-
-def test_torchrun_restart_check_fails_on_a_wrong_run():
-    events, table = _ch13_torchrun_text()
-    assert torchrun_restart_problems(events.replace("resumed from step 4", "resumed from step 0"), table) == [
-        "attempts (attempt, restart count, resumed from) [('0', '0', '0'), ('1', '1', '0')], not [(0, 0, 0), (1, 1, 4)]"]
-    m = next(m for m in TABLE_ROW.finditer(table) if m.group(1) == "9")
-    off = table[:m.start(4)] + "9.9999" + table[m.end(4):]        # attempt 1 drifts at step 9
-    assert torchrun_restart_problems(events, off) == [f"step 9: attempt 1 shows 9.9999, untouched run {m.group(2)}"]
-    unequal = re.sub(r"(final model and optimizer state equal bit for bit:.*\s)True$", r"\1False", table, flags=re.M)
-    assert torchrun_restart_problems(events, unequal) == ["not True: final model and optimizer state equal bit for bit:"]
-    assert torchrun_restart_problems("", "") != []
 
 
 def test_launch_reports_the_killed_rank_leaves_no_orphans_and_reruns(restart_runs):
