@@ -378,14 +378,26 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch
     assert nb.cells[-1].outputs[0].text == "answer / 答案 42\n" and nb.metadata.jupytext.formats == course.FORMATS
     for path, printed in zip(ran[1:], ("answer 42\n", "答案 42\n")):  # each copy executed in its own language
         assert nbformat.read(path, as_version=4).cells[-1].outputs[0].text == printed
+    # From here on an "execution" records the path and puts back what the real one stored, as a re-run of
+    # unchanged code would: each run must then execute exactly what it names, and nothing else is left to redo.
+    stored = {p.resolve(): p.read_bytes() for p in ran}
     executed = []
-    monkeypatch.setattr(course, "execute", lambda path, *a, **k: executed.append(Path(path)))
-    monkeypatch.setattr(course, "execute_copy", lambda path, lang, *a, **k: executed.append(Path(path)))
+
+    def fake(path, *args, **kwargs):
+        executed.append(Path(path).resolve())
+        Path(path).write_bytes(stored[Path(path).resolve()])
+
+    monkeypatch.setattr(course, "execute", fake)
+    monkeypatch.setattr(course, "execute_copy", fake)
+    resolved = [p.resolve() for p in ran]
     assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
     assert executed == []
     assert course.update_notebooks(root=tmp_path, force=["99_new"], log=lambda *_: None) == ran  # forced: copies too
-    assert [p.resolve() for p in executed] == [p.resolve() for p in ran]
+    assert executed == resolved
+    executed.clear()
+    assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == [] and executed == []
     assert course.update_notebooks(root=tmp_path, force_copies=["99_new"], log=lambda *_: None) == ran[1:]
+    assert executed == resolved[1:]
 
 
 @pytest.mark.parametrize("lab_args", ["--no-browser", "--no-browser --ip=0.0.0.0", ""])
