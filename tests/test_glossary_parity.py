@@ -32,9 +32,10 @@ def language():
 
 
 def _import_everything():
-    """Import every distlearn module, so every text() is registered."""
+    """Import every distlearn module, so every text() is registered (not the forkserver's DeepSpeed preload: it has
+    no text and only imports DeepSpeed)."""
     for mod in pkgutil.walk_packages(distlearn.__path__, "distlearn."):
-        if mod.name.endswith("__main__"):
+        if mod.name.endswith("__main__") or mod.name == "distlearn.labs.deepspeed_preload":
             continue
         importlib.import_module(mod.name)
 

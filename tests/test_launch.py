@@ -134,3 +134,20 @@ def test_a_labs_own_forkserver_preload_is_added(monkeypatch):
     assert fs._forkserver._preload_modules == launch.FORKSERVER_PRELOAD
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     assert launch.lab_preload(zero_comm.stages_and_grid) == []
+
+
+def test_the_deepspeed_preload_does_nothing_where_there_is_cuda(monkeypatch):
+    """Imported on a machine with CUDA (where lab_preload never names it, but a tool walking the package may import
+    it), the preload neither picks DeepSpeed's CPU accelerator for the process nor imports DeepSpeed."""
+    import importlib.util
+
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.delenv("DS_ACCELERATOR", raising=False)
+    spec = importlib.util.find_spec("distlearn.labs.deepspeed_preload")
+    module = importlib.util.module_from_spec(spec)
+    imported = set(sys.modules)
+    spec.loader.exec_module(module)
+    assert "DS_ACCELERATOR" not in os.environ
+    assert not {m for m in set(sys.modules) - imported if m.startswith("deepspeed")}

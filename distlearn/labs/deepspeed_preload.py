@@ -8,13 +8,17 @@ machine without CUDA only, :func:`distlearn.launch.lab_preload`), once in the se
 
 Together ~1.2 s of CPU per worker on 2 cores (DeepSpeed 0.3 s, the Muon module 0.9 s). A DeepSpeed that is missing
 or fails to import is left for the workers to meet and report (bilingually, with the install hint): the server
-itself must start, and the forkserver would only pass over an ImportError.
+itself must start, and the forkserver would only pass over an ImportError. Imported anywhere else on a machine
+with CUDA it does nothing (DeepSpeed must find the GPU there).
 """
 import os
 
-os.environ.setdefault("DS_ACCELERATOR", "cpu")
-try:
-    import deepspeed  # noqa: F401
-    import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: F401
-except Exception:  # noqa: BLE001 - see the module doc
-    pass
+import torch
+
+if not torch.cuda.is_available():
+    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    try:
+        import deepspeed  # noqa: F401
+        import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: F401
+    except Exception:  # noqa: BLE001 - see the module doc
+        pass
