@@ -11,12 +11,12 @@ or fails to import is left for the workers to meet and report (bilingually, with
 itself must start, and the forkserver would only pass over an ImportError. Imported anywhere else on a machine
 with CUDA it does nothing (DeepSpeed must find the GPU there).
 """
-import os
-
 import torch
 
+from distlearn.deepspeed import _prepare_deepspeed
+
 if not torch.cuda.is_available():
-    os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    _prepare_deepspeed()
     try:
         import deepspeed  # noqa: F401
         import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: F401

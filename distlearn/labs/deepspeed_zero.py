@@ -24,7 +24,6 @@ unless ``build_shm_op=True``.
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 
 import torch
@@ -86,13 +85,12 @@ def ds_config(zero_stage: int, world_size: int) -> dict:
 
 
 def _quiet_deepspeed(build_shm_op: bool):
-    if not torch.cuda.is_available():
-        os.environ.setdefault("DS_ACCELERATOR", "cpu")
+    from distlearn.deepspeed import _prepare_deepspeed, _require_deepspeed
+
+    _prepare_deepspeed()
     # torch 2.13 deprecates the *_tensor collectives DeepSpeed 0.19.8 calls; the warnings say nothing about ZeRO
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="deepspeed")
-    from distlearn.deepspeed import _require_deepspeed
-
     deepspeed = _require_deepspeed()  # the real package; a bilingual install hint if it is missing
 
     for name in ("DeepSpeed", "deepspeed"):
