@@ -389,7 +389,7 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch
 
     monkeypatch.setattr(course, "execute", fake)
     monkeypatch.setattr(course, "execute_copy", fake)
-    resolved = [p.resolve() for p in ran]
+    resolved = list(stored)  # the paths of ran, resolved, in its order
     assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
     assert executed == []
     assert course.update_notebooks(root=tmp_path, force=["99_new"], log=lambda *_: None) == ran  # forced: copies too
