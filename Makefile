@@ -63,7 +63,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(COMPILE)
 	@touch $(STAMP) $(if $(findstring site,$(STAMP_EXTRAS)),$(SITE_STAMP))
 
-# The website (distlearn/website.py, website/conf.py): Sphinx + MyST-NB read the stored notebooks, nothing is run.
+# The website (authoring/website.py, website/conf.py): Sphinx + MyST-NB read the stored notebooks, nothing is run.
 # Its tools are the optional extra .[site], installed on first use (by `make site` or `make test`, which builds part
 # of the site in tests/test_website.py), so that `make setup` and `make lab` stay small.
 # SITE_SOLUTIONS=0 leaves the solution pages out (links to them become plain text); SITE_ARGS e.g. "--chapters 05_pipeline_parallel".
@@ -81,23 +81,23 @@ $(SITE_STAMP): $(STAMP)
 	  $(call install,.[test$(comma)site]) || exit 1; $(COMPILE); touch $@; fi
 
 site: $(SITE_STAMP)
-	$(PY) -m distlearn.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
+	$(PY) -m authoring.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
 
 lab: $(STAMP) $(LAB_OVERRIDES)
 ifeq ($(strip $(COURSE_LANG)),)
 	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
 else
-	$(PY) -m distlearn.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args='$(LAB_ARGS)'
+	$(PY) -m authoring.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args='$(LAB_ARGS)'
 endif
 
 # Monolingual copies of the course, executed in that language: build/course-zh/ (COURSE_LANG=en: build/course-en/).
 split: $(STAMP)
-	$(PY) -m distlearn.course split --lang '$(or $(strip $(COURSE_LANG)),zh)'
+	$(PY) -m authoring.course split --lang '$(or $(strip $(COURSE_LANG)),zh)'
 
 # Every printed line, plot text and widget label readable in one language (COURSE_LANG=zh or en; default both).
 audit-lang: $(STAMP)
-	$(if $(strip $(COURSE_LANG)),$(PY) -m distlearn.course audit-lang --lang '$(COURSE_LANG)' $(NAMES),\
-	  $(PY) -m distlearn.course audit-lang --lang zh $(NAMES) && $(PY) -m distlearn.course audit-lang --lang en $(NAMES))
+	$(if $(strip $(COURSE_LANG)),$(PY) -m authoring.course audit-lang --lang '$(COURSE_LANG)' $(NAMES),\
+	  $(PY) -m authoring.course audit-lang --lang zh $(NAMES) && $(PY) -m authoring.course audit-lang --lang en $(NAMES))
 
 # Extra pytest options, e.g. make test PYTEST_ARGS="--durations=25". TEST_JOBS: how many pytest processes share the
 # tests (pytest-xdist; --dist loadscope keeps each notebook's cells, and each test module with its fixtures, in one
@@ -145,16 +145,16 @@ NAMES ?=
 # COPIES_ONLY=1: re-execute only the copies courses/<lang>/ of NAMES (the notebooks themselves are current).
 COPIES_ONLY ?=
 notebooks: $(STAMP)
-	$(PY) -m distlearn.course notebooks $(if $(filter 1 yes true,$(COPIES_ONLY)),--copies-only) $(NAMES)
+	$(PY) -m authoring.course notebooks $(if $(filter 1 yes true,$(COPIES_ONLY)),--copies-only) $(NAMES)
 
 check: $(STAMP)
-	$(PY) -m distlearn.course check
+	$(PY) -m authoring.course check
 
 exercises: $(STAMP)
-	$(PY) -m distlearn.course build-exercises
+	$(PY) -m authoring.course build-exercises
 
 parity: $(STAMP)
-	$(PY) -m distlearn.course parity
+	$(PY) -m authoring.course parity
 
 clean:
 	rm -rf $(VENV) build .pytest_cache

@@ -1,6 +1,6 @@
 """Every explorer's ``compute`` at the slowest of its extreme settings: goal < 50 ms, so a slider feels immediate
-(the figure's drawing comes on top). Explorers are found generically: every module of :mod:`distlearn.widgets`
-except ``base``; settings are :func:`distlearn.widgets.base.extreme_settings` (defaults, each control at each end,
+(the figure's drawing comes on top). Explorers are found generically: every module of :mod:`distlearn.core.explorer`
+except ``base``; settings are :func:`distlearn.core.explorer.extreme_settings` (defaults, each control at each end,
 all at min, all at max). Drawing a figure (compute + render + Agg draw, every control at its maximum) is measured
 for information, without a goal.
 """
@@ -19,14 +19,17 @@ pytestmark = pytest.mark.benchmark(timer=time.process_time, group="explorers")
 
 
 def explorer_modules() -> list[str]:
-    import distlearn.widgets as pkg
+    from distlearn.core.explorer import explorer_modules as found
 
-    return sorted(m.name for m in pkgutil.iter_modules(pkg.__path__) if m.name != "base" and not m.name.startswith("_"))
+    return list(found())
+
+
+MODULES = __import__("distlearn.core.explorer", fromlist=["explorer_modules"]).explorer_modules()
 
 
 def slowest_setting(mod) -> dict:
     """The extreme setting whose ``compute`` takes the most CPU time (best of two calls each)."""
-    from distlearn.widgets.base import extreme_settings
+    from distlearn.core.explorer import extreme_settings
 
     def cost(values):
         best = float("inf")
@@ -41,7 +44,7 @@ def slowest_setting(mod) -> dict:
 
 @pytest.mark.parametrize("name", explorer_modules())
 def test_explorer_compute_slowest_extreme_setting(measure, name):
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(MODULES[name])
     values = slowest_setting(mod)
     result = measure(lambda: mod.compute(**values), goal_s=GOAL_S,
                      what=f"explorer `{name}`: compute at its slowest extreme setting")
@@ -63,9 +66,9 @@ def _render_quietly(mod, values) -> None:
 
 @pytest.mark.parametrize("name", explorer_modules())
 def test_explorer_render_all_controls_at_max(measure, name):
-    from distlearn.widgets.base import extreme_settings
+    from distlearn.core.explorer import extreme_settings
 
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(MODULES[name])
     values = extreme_settings(mod.controls())[-1]
     measure(lambda: _render_quietly(mod, values), goal_s=None, rounds=3,
             what=f"explorer `{name}`: compute + render + draw (Agg), all controls at max")

@@ -6,7 +6,7 @@ import time
 
 import pytest
 
-from distlearn.pipeline import simulate
+from distlearn.pipeline_parallel.schedules import simulate
 
 GOAL_S = 0.100
 pytestmark = pytest.mark.benchmark(timer=time.process_time, group="pipeline")

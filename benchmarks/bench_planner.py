@@ -14,8 +14,8 @@ import time
 
 import pytest
 
-from distlearn import planner
-from distlearn.widgets import planner as explorer
+from distlearn import planning as planner
+from distlearn.planning import explorer
 
 EXPLORER_GOAL_S = 0.050
 SEARCH_GOAL_S = 2.0

@@ -13,8 +13,8 @@ pytestmark = pytest.mark.benchmark(group="processes")
 
 
 def test_gloo_lab_start_to_finish(measure):
-    from distlearn.labs.smoke import all_reduce_rank
-    from distlearn.launch import run
+    from distlearn.core.lab_smoke import all_reduce_rank
+    from distlearn.core.launch import run
 
     results = measure(lambda: run(all_reduce_rank, 4), rounds=2, goal_s=15.0,
                       what="4-rank gloo lab (smoke all_reduce), start to finish")

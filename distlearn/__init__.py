@@ -1,12 +1,38 @@
 """distlearn: the helper package of a bilingual (English / 中文) course on scaling deep-learning training.
 
-Modules, one per concept: ``models`` (configs, exact parameter counts), ``memory`` (model-state and activation
-bytes), ``comm`` (virtual cluster and collectives), ``launch`` (real torch.distributed workers), ``check``
-(exercise checkers), ``course`` (notebook tooling), ``i18n`` (bilingual text). Widgets live in
-``distlearn.widgets``, real-engine labs in ``distlearn.labs``.
+One folder per topic a chapter teaches, over a small shared ``core``. ``CHAPTER_FOLDERS`` below is the same map
+as code::
+
+    core/               language, validation, launch, simulated cluster and collectives, cost model, hardware,
+                        models and the transformer, shared plotting, the checker and explorer frameworks (ch. 00)
+    memory/             01  where the memory goes           precision/   number formats, loss and FP8 scaling (01, 08)
+    collectives/        02  collectives                     data_parallel/      03  data parallelism
+    tensor_parallel/    04  tensor parallelism              pipeline_parallel/  05  pipeline parallelism
+    zero_fsdp/          06  ZeRO and FSDP                   overlap_prefetch/   07  overlap and prefetch
+    activation_memory/  08  activation memory               deepspeed_fsdp/     09  DeepSpeed next to FSDP
+    context_parallel/   10  context parallelism             experts/            11  mixture of experts
+    nd_parallel/        12  N-D parallelism                 fault_tolerance/    13  when GPUs fail
+    planning/           14  planning a run                  seeds/       the seed snippets, reproduced
+
+Inside a topic folder, the same names mean the same job everywhere: ``explorer.py`` (the chapter's widget: a pure
+``compute`` plus its view), ``plots.py`` (its figures), ``lab.py`` / ``lab_<name>.py`` (real-engine workers for
+:func:`distlearn.core.launch.run`, also runnable with torchrun), ``check.py`` (the exercise checkers, ``exNN_<name>``);
+the other modules are the topic's reference, simulation and formulas, named for what they model (``schedules``,
+``simulation``, ``formulas``, ``traffic`` …). The authoring tools (notebook pairing, exercises, parity, the website,
+grading) are the separate top-level package ``authoring``, which no chapter imports.
 """
-from .i18n import get_language, normalize_language, set_language
-from .language import switch as language_switch
+from distlearn.core.i18n import get_language, normalize_language, set_language
+from distlearn.core.language import switch as language_switch
 
 __version__ = "0.1.0"
-__all__ = ["set_language", "get_language", "normalize_language", "language_switch", "__version__"]
+
+#: chapter number -> the folder of ``distlearn`` that holds its code, explorer, labs and exercise checker
+CHAPTER_FOLDERS = {
+    "00": "core", "01": "memory", "02": "collectives", "03": "data_parallel", "04": "tensor_parallel",
+    "05": "pipeline_parallel", "06": "zero_fsdp", "07": "overlap_prefetch", "08": "activation_memory",
+    "09": "deepspeed_fsdp", "10": "context_parallel", "11": "experts", "12": "nd_parallel", "13": "fault_tolerance",
+    "14": "planning",
+}
+
+__all__ = ["set_language", "get_language", "normalize_language", "language_switch", "CHAPTER_FOLDERS",
+           "__version__"]

@@ -7,14 +7,14 @@ import textwrap
 
 def commands() -> dict:
     """``{name: (function, English description, Chinese description)}`` of every command."""
-    from .planner import command_line  # chapter 14
+    from distlearn.planning import command_line  # chapter 14
 
     return {"plan": (command_line.cli, command_line.DESCRIPTION_EN, command_line.DESCRIPTION_ZH)}
 
 
 def usage() -> str:
     """The list of commands, in the reader's language (:func:`distlearn.set_language` / ``DISTLEARN_LANG``)."""
-    from .i18n import bi, get_language
+    from distlearn.core.i18n import bi, get_language
 
     lang = get_language()
     lines = bi("usage: python -m distlearn <command> [options]", "用法：python -m distlearn <命令> [选项]",
@@ -37,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
     if not argv or argv[0] not in table:
         print(usage())
         if argv and argv[0] not in ("-h", "--help"):
-            from .i18n import bi
+            from distlearn.core.i18n import bi
 
             print("\n" + bi(f"unknown command: {argv[0]!r}", f"未知命令：{argv[0]!r}"))
         return 0 if argv[:1] in (["-h"], ["--help"]) else 2

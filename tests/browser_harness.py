@@ -254,14 +254,14 @@ def _norm(text: str) -> str:
 
 
 def explorer_module(labels: list[str], extra: tuple[str, ...] = ()) -> str | None:
-    """The module (``distlearn.widgets.<name>``, or one of ``extra``) whose ``controls()`` have exactly these labels,
+    """The module (``distlearn.core.explorer.<name>``, or one of ``extra``) whose ``controls()`` have exactly these labels,
     in this order."""
     import importlib
     import pkgutil
 
-    import distlearn.widgets as widgets
+    from distlearn.core.explorer import explorer_modules
 
-    names = [f"distlearn.widgets.{m.name}" for m in pkgutil.iter_modules(widgets.__path__) if m.name != "base"]
+    names = list(explorer_modules().values())
     for name in names + list(extra):
         mod = importlib.import_module(name)
         if hasattr(mod, "controls") and [_norm(c.description) for c in mod.controls().values()] == labels:
@@ -739,7 +739,7 @@ class Session:
         """Compare what the explorer shows now with what ``render(compute(**values))`` shows offline for the values
         its controls show; poll a while (a render may still be on its way). Sets ``res.complete``/``problem``."""
         if not res.module:
-            res.problem = "could not tell which distlearn.widgets module this explorer is"
+            res.problem = "could not tell which distlearn.core.explorer module this explorer is"
             return page.evaluate(_JS_OUTPUT, handle)
         if self.offline is None:
             self.offline = OfflineRenderer(self.root, tuple(self.module_paths)).__enter__()

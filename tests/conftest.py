@@ -11,10 +11,10 @@ import pytest
 
 @pytest.fixture(autouse=True)
 def _forget_language_listeners():
-    """Every explorer a test builds registers a language listener (``distlearn.i18n.on_change``) that re-renders it
+    """Every explorer a test builds registers a language listener (``distlearn.core.i18n.on_change``) that re-renders it
     on each ``set_language``. Restore the list after each test, so a later test's language switch does not redraw
     every explorer the tests before it built (in one worker that made the language tests 30 times slower)."""
-    from distlearn import i18n
+    from distlearn.core import i18n
 
     before = list(i18n._listeners)
     yield

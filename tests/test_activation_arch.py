@@ -8,11 +8,11 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from distlearn import activations as A
-from distlearn.activation_measure import FusedRMSNorm, FusedSwiGLU, extra_terms, measure_block
-from distlearn.memory import activation_bytes_per_layer
-from distlearn.models import PRESETS
-from distlearn.validate import DistlearnValueError
+from distlearn.activation_memory import formulas as A
+from distlearn.activation_memory.measure import FusedRMSNorm, FusedSwiGLU, extra_terms, measure_block
+from distlearn.memory.formulas import activation_bytes_per_layer
+from distlearn.core.models import PRESETS
+from distlearn.core.validate import DistlearnValueError
 
 LLAMA = [(32, 2, 64, 4, 2, 96), (24, 1, 96, 6, 6, 160), (16, 3, 128, 8, 1, 352)]   # s, b, h, a, kv, f
 
@@ -147,7 +147,7 @@ def test_model_activation_bytes_uses_the_architecture():
 def test_norm_act_gradients_equal_storing_every_tensor_to_the_bit(arch, kw):
     """DiscardOutput frees the norms' and the activation's outputs and recomputes them in backward: the same
     computation on the same inputs, so every gradient is bitwise the one of the block that stores them."""
-    from distlearn.activation_measure import KorthikantiBlock, LlamaBlock
+    from distlearn.activation_memory.measure import KorthikantiBlock, LlamaBlock
 
     grads = {}
     for rc in ("none", "norm-act"):
@@ -163,7 +163,7 @@ def test_norm_act_gradients_equal_storing_every_tensor_to_the_bit(arch, kw):
 def test_a_broken_discard_is_caught(monkeypatch):
     """Both checks can fail: a DiscardOutput that never frees the output keeps more bytes than the formula says,
     and one that does not refill the freed storage breaks the backward."""
-    from distlearn import activation_measure as am
+    from distlearn.activation_memory import measure as am
 
     kw = dict(seq_len=16, micro_batch_size=2, hidden_size=32, num_heads=4, arch="llama", num_kv_heads=2,
               ffn_hidden_size=48, attention="flash", recompute="norm-act")

@@ -3,8 +3,8 @@ parameters excluded) against Korthikanti et al. 2022, with every differing term 
 import pytest
 import torch
 
-from distlearn.activation_measure import KorthikantiBlock, extra_terms, measure_block, saved_tensor_bytes
-from distlearn.activations import layer_activation_bytes, layer_activation_terms
+from distlearn.activation_memory.measure import KorthikantiBlock, extra_terms, measure_block, saved_tensor_bytes
+from distlearn.activation_memory.formulas import layer_activation_bytes, layer_activation_terms
 
 SHAPES = [(64, 2, 64, 4), (32, 1, 96, 6), (48, 3, 32, 2)]
 
@@ -53,8 +53,8 @@ def test_views_and_parameters_not_double_counted():
 @pytest.mark.parametrize("s,b,h,a", SHAPES)
 @pytest.mark.parametrize("dtype,p", [("bf16", 2), ("fp32", 4)])
 def test_sdpa_block_has_no_quadratic_term(s, b, h, a, dtype, p):
-    from distlearn.activation_measure import sdpa_block_bytes
-    from distlearn.models import PRESETS, Block
+    from distlearn.activation_memory.measure import sdpa_block_bytes
+    from distlearn.core.models import PRESETS, Block
 
     cfg = PRESETS["gpt2-small"].with_(hidden_size=h, num_heads=a, ffn_hidden_size=4 * h, max_seq_len=s)
     torch.manual_seed(0)

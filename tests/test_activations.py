@@ -5,10 +5,10 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distlearn import activations as A
-from distlearn.memory import activation_bytes_per_layer, model_state_bytes, GB
-from distlearn.models import PRESETS
-from distlearn.validate import DistlearnValueError
+from distlearn.activation_memory import formulas as A
+from distlearn.memory.formulas import activation_bytes_per_layer, model_state_bytes, GB
+from distlearn.core.models import PRESETS
+from distlearn.core.validate import DistlearnValueError
 
 GPT3 = PRESETS["gpt3-175b"]
 
@@ -57,7 +57,7 @@ def test_inflight_closed_forms():
 
 
 def test_inflight_matches_pipeline_simulation():
-    from distlearn import pipeline
+    from distlearn.pipeline_parallel import schedules as pipeline
 
     for sched in ("gpipe", "1f1b"):
         for p, m in [(2, 4), (4, 8), (4, 2), (3, 7)]:
@@ -163,7 +163,7 @@ def test_seed_activation_parts():
 
 
 def test_explorer_compute_adds_up():
-    from distlearn.widgets import activations as w
+    from distlearn.activation_memory import explorer as w
 
     r = w.compute(model="llama2-7b", seq_len=4096, micro_batch_size=2, tp=2, sequence_parallel=True,
                   recompute="selective", dp=8, zero_stage=3, offload="optimizer", gpu_gb=80)
@@ -179,7 +179,7 @@ def test_explorer_compute_adds_up():
 
 
 def test_layers_on_stage_matches_pipeline_partition():
-    from distlearn import pipeline
+    from distlearn.pipeline_parallel import schedules as pipeline
 
     for L, p in [(10, 4), (7, 3), (80, 6), (96, 8)]:
         assert list(pipeline.partition_layers(L, p)) == [A.layers_on_stage(L, p, s) for s in range(p)]
@@ -188,7 +188,7 @@ def test_layers_on_stage_matches_pipeline_partition():
 def test_seed_grid_figure_stacks_real_parts():
     import matplotlib
     matplotlib.use("Agg")
-    from distlearn.plots_activations import seed_grid_figure
+    from distlearn.activation_memory.plots import seed_grid_figure
 
     rows = A.seed_grid(PRESETS["llama2-70b"])
     fig, ax = seed_grid_figure(rows)
@@ -231,7 +231,7 @@ def test_cpu_adam_bytes_per_param_from_deepspeed_source():
 
 
 def test_explorer_attention_choice():
-    from distlearn.widgets import activations as w
+    from distlearn.activation_memory import explorer as w
 
     cfg = PRESETS["llama2-7b"]
     for att in ("flash", "materialised"):
@@ -244,7 +244,7 @@ def test_explorer_attention_choice():
 
 def test_explorer_refuses_gpt_sequences_beyond_learned_positions():
     """GPT presets have learned position embeddings (GPT-3: 2048): a longer sequence cannot run."""
-    from distlearn.widgets import activations as explorer
+    from distlearn.activation_memory import explorer
 
     assert "error" in explorer.compute(model="gpt3-175b", seq_len=4096, tp=8)
     assert "error" not in explorer.compute(model="gpt3-175b", seq_len=2048, tp=8)

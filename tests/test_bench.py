@@ -107,7 +107,7 @@ def test_every_benchmark_module_imports_and_covers_every_explorer():
     assert proc.returncode == 0, proc.stdout + proc.stderr
     from benchmarks.bench_explorers import explorer_modules
     names = explorer_modules()
-    assert "planner" in names and len(names) >= 9
+    assert "planning" in names and len(names) >= 9
     for name in names:
         assert f"test_explorer_compute_slowest_extreme_setting[{name}]" in proc.stdout
     for expected in ("test_planner_explorer_slider_grid", "test_planner_search", "test_pipeline_simulate",

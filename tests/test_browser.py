@@ -36,19 +36,19 @@ import nbformat
 import pytest
 
 import browser_harness as bh
-from distlearn import course
+from authoring import course
 
 pytestmark = pytest.mark.slow
 CHAPTERS = bh.chapter_notebooks()
 SELFTEST = bh.ROOT / "build" / "browser-selftest"
 TIMES: dict[str, float] = {}
 
-# An explorer module of its own, as distlearn.widgets modules are: controls / compute / render / explorer, plus an
+# An explorer module of its own, as distlearn.core.explorer modules are: controls / compute / render / explorer, plus an
 # explorer broken on purpose whose output is always one update behind (what overlapping updates produced).
 DEMO_MODULE = '''
 import matplotlib.pyplot as plt
-from distlearn import plots  # the course's figures, as every chapter explorer draws them
-from distlearn.widgets import base
+from distlearn.core import plots  # the course's figures, as every chapter explorer draws them
+from distlearn.core import explorer as base
 
 def controls():
     return {"n": base.int_slider("n / 数", 3, 1, 10), "kind": base.dropdown("kind / 种类", ["a", "b", "c"], "a")}
@@ -163,7 +163,7 @@ def session():
 
 def test_explorer_cells_are_found():
     nb = course.from_myst("".join(_myst_code(src) for src in ("def explorer():\n    pass",
-                                                              "from distlearn.widgets import x\nx.explorer()",
+                                                              "from distlearn.core.explorer import x\nx.explorer()",
                                                               "explorer( )", "print(1)")))
     path = SELFTEST / "find.ipynb"
     path.parent.mkdir(parents=True, exist_ok=True)

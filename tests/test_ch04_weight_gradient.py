@@ -5,7 +5,7 @@ import re
 
 import numpy as np
 
-from distlearn import tensor_parallel as tp_sim
+from distlearn.tensor_parallel import simulation as tp_sim
 
 CHAPTER = pathlib.Path(__file__).resolve().parents[1] / "notebooks" / "04_tensor_parallel.md"
 

@@ -1,14 +1,14 @@
 """Exercise feedback that teaches (issue 14, items 3, 4, 6): a failing case names the first thing that is wrong,
 briefly; checkers accept every correct form of an answer (enum members, fractions), say when a number came back as
 text, stop an endless loop, and keep hints from giving the answer away; a bad argument shows the bilingual message
-and the reader's own line, not a traceback through distlearn.validate."""
+and the reader's own line, not a traceback through distlearn.core.validate."""
 from fractions import Fraction
 
 import numpy as np
 import pytest
 
-from distlearn import check
-from distlearn.check import Case, CheckFailed
+from distlearn.core import check
+from distlearn.core.check import Case, CheckFailed
 
 
 def feedback(checker, fn, capsys) -> str:
@@ -172,13 +172,13 @@ def test_validation_error_shows_the_message_and_the_readers_line():
     from IPython.core.interactiveshell import InteractiveShell
 
     shell = InteractiveShell.instance()
-    result = shell.run_cell("from distlearn import memory\nmemory.model_state_bytes(7_000_000_000, dp=0)")
+    result = shell.run_cell("from distlearn.memory import formulas as memory\nmemory.model_state_bytes(7_000_000_000, dp=0)")
     exc = result.error_in_exec
     lines = exc._render_traceback_()
     text = "\n".join(lines)
     assert len(lines) <= 5 and "validate.py" not in text, text
     assert "dp must be an integer" in text and "dp 必须是整数" in text
-    assert "memory.model_state_bytes(7_000_000_000, dp=0)" in text and "distlearn.memory.model_state_bytes" in text
+    assert "memory.model_state_bytes(7_000_000_000, dp=0)" in text and "distlearn.memory.formulas.model_state_bytes" in text
 
 
 def test_validation_error_is_shown_in_the_readers_language():
@@ -188,7 +188,7 @@ def test_validation_error_is_shown_in_the_readers_language():
 
     import distlearn
     shell = InteractiveShell.instance()
-    exc = shell.run_cell("from distlearn import memory\nmemory.model_state_bytes(7_000_000_000, dp=0)").error_in_exec
+    exc = shell.run_cell("from distlearn.memory import formulas as memory\nmemory.model_state_bytes(7_000_000_000, dp=0)").error_in_exec
     try:
         distlearn.set_language("en")
         en = "\n".join(exc._render_traceback_())
@@ -215,7 +215,7 @@ def _interleaved(stage, p, m, v, warmup=None, backward_chunks=None):
 def test_interleaved_order_checker_passes_a_loop_and_catches_wrong_orders(capsys):
     check.ex05_interleaved_order(_interleaved)
     assert "all 6 hidden cases pass" in capsys.readouterr().out
-    from distlearn.pipeline import reference_1f1b_order
+    from distlearn.pipeline_parallel.schedules import reference_1f1b_order
     wrong = {
         "plain 1F1B, chunk 0": lambda s, p, m, v: [(k, j, 0) for k, j in reference_1f1b_order(s, p, m)],
         "1F1B warm-up times v": lambda s, p, m, v: _interleaved(s, p, m, v, warmup=lambda s, p, m, v:
@@ -264,7 +264,7 @@ def test_a_compare_that_says_no_still_names_the_first_difference(capsys):
 
 def test_two_ranks_exchanging_whole_arrays_pass_the_two_rank_case():
     """On 2 ranks one message each way moves the same bytes as halving-doubling with fewer messages: not failed."""
-    from distlearn.checks.ch02 import _halving_doubling_case
+    from distlearn.collectives.check import _halving_doubling_case
 
     case = _halving_doubling_case(2, 8, 0)
     cluster, arrays = case.args

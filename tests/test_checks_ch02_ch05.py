@@ -3,8 +3,9 @@ closed forms alone (no distlearn code), reject the typical wrong ones, and their
 method without printing the formula or the algorithm."""
 import pytest
 
-from distlearn import check, i18n
-from distlearn.checks import ch02, ch05
+from distlearn.core import check, i18n
+from distlearn.collectives import check as ch02
+from distlearn.pipeline_parallel import check as ch05
 
 
 # ---------------------------------------------------------------- independent answers

@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from distlearn import check
-from distlearn.checks import ch06
+from distlearn.core import check
+from distlearn.zero_fsdp import check as ch06
 
 
 def rows_from_torch(d0, ws):                      # FSDP2's _chunk_with_empty: torch.chunk, empty past the end

@@ -2,8 +2,9 @@
 reject the typical wrong ones; chapter 01's 8-bit Adam case gets its own hint."""
 import pytest
 
-from distlearn import check
-from distlearn.checks import ch01, ch08
+from distlearn.core import check
+from distlearn.memory import check as ch01
+from distlearn.activation_memory import check as ch08
 
 
 # ---------------------------------------------------------------- independent closed forms

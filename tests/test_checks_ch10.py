@@ -3,8 +3,8 @@ reject the typical wrong ones, and their hints point at the mistake without prin
 import numpy as np
 import pytest
 
-from distlearn import check
-from distlearn.checks import ch10
+from distlearn.core import check
+from distlearn.context_parallel import check as ch10
 
 
 # ---------------------------------------------------------------- independent answers

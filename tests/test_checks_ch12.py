@@ -2,8 +2,8 @@
 reject the typical wrong ones, and their hints point at the method without printing the answer's formula."""
 import pytest
 
-from distlearn import check
-from distlearn.checks import ch12
+from distlearn.core import check
+from distlearn.nd_parallel import check as ch12
 
 
 # ---------------------------------------------------------------- independent answers

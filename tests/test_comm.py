@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlearn import cost
-from distlearn.comm import VirtualCluster, ring_bytes_per_rank
-from distlearn.validate import DistlearnValueError
+from distlearn.core import cost
+from distlearn.core.comm import VirtualCluster, ring_bytes_per_rank
+from distlearn.core.validate import DistlearnValueError
 
 world = st.integers(1, 9)
 
@@ -150,7 +150,7 @@ def test_alpha_beta_closed_forms():
 
 def test_ring_times_match_virtual_cluster_traffic():
     """α = 0: a ring collective's time is the bytes each rank sends over the link bandwidth (moved here from the
-    planner's tests: the planner takes its collective times from distlearn.cost)."""
+    planner's tests: the planner takes its collective times from distlearn.core.cost)."""
     for n in (2, 4, 8):
         vc = VirtualCluster(n)
         arrays = [np.ones(1024, dtype=np.float32) for _ in range(n)]
@@ -187,7 +187,7 @@ def test_fit_recovers_alpha_beta():
 
 
 def test_collectives_explorer_counts_bytes():
-    from distlearn.widgets import collectives as w
+    from distlearn.collectives import explorer as w
 
     for op in ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", "broadcast", "reduce"):
         r = w.compute(operation=op, world_size=4, step=99, message_mb=8)
@@ -211,7 +211,7 @@ def test_cost_bad_inputs():
 
 
 def test_step_titles_are_bilingual():
-    from distlearn.widgets import collectives as w
+    from distlearn.collectives import explorer as w
 
     assert w.step_title("broadcast", 0, "start") == "broadcast 0: start\n广播 第 0 步：初始"
     assert (w.step_title("all_reduce", 4, "all-gather", sep=" / ")
@@ -228,7 +228,7 @@ def test_mean_is_ncclavg_premultiplied_not_sum_then_divide():
     """NCCL's ncclAvg multiplies floats by 1/n first (src/enqueue.cc, hostToDevRedOp → ncclDevPreMulSum): three
     float32 197.0 average to 197.00002. Integers: the sum divided by n, truncated toward zero (ncclDevSumPostDiv).
     The old VirtualCluster (sum, then / n) gave 197.0 and turned integers into floats."""
-    from distlearn.comm import nccl_average
+    from distlearn.core.comm import nccl_average
 
     third = np.float32(1 / 3)
     by_hand = np.float32(np.float32(197 * third) + np.float32(197 * third)) + np.float32(197 * third)
@@ -255,7 +255,7 @@ STORED_TIMES = [0.401e-3, 0.340e-3, 0.640e-3, 10.536e-3, 37.465e-3]
 
 
 def test_two_regime_fit_holds_across_sizes_where_one_line_fails():
-    from distlearn import cost
+    from distlearn.core import cost
 
     one = cost.fit_alpha_beta(STORED_SIZES, STORED_TIMES, 2)
     two = cost.fit_two_regime(STORED_SIZES, STORED_TIMES, 2)
@@ -266,7 +266,7 @@ def test_two_regime_fit_holds_across_sizes_where_one_line_fails():
 
 def test_two_regime_fit_recovers_a_synthetic_machine():
     """Exact two-regime data: small messages α = 100 µs at 3 GB/s, from 4 MiB on α = 400 µs at 1 GB/s."""
-    from distlearn import cost
+    from distlearn.core import cost
 
     sizes = [4096 * 4 ** k for k in range(8)]
     ka, kb = cost.coefficients("ring_all_reduce", 2)
@@ -284,7 +284,7 @@ def test_two_regime_fit_recovers_a_synthetic_machine():
 
 
 def test_busbw_in_network_factor_and_algorithm_independence():
-    from distlearn import cost
+    from distlearn.core import cost
 
     assert cost.busbw_factor("all_reduce", 8, in_network=True) == pytest.approx(7 / 9)   # nccl-tests all_reduce.cu
     with pytest.raises(DistlearnValueError):
@@ -303,7 +303,7 @@ def test_chapter02_uses_torch_213_names():
 
     import torch.distributed as dist
 
-    from distlearn.labs import collectives
+    from distlearn.collectives import lab as collectives
 
     for old, new in (("reduce_scatter_tensor", "reduce_scatter_single"), ("_reduce_scatter_base", "reduce_scatter_single"),
                      ("all_gather_into_tensor", "all_gather_single")):

@@ -12,12 +12,12 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from distlearn import context_parallel as C
-from distlearn.activations import layer_activation_table, layer_shape
-from distlearn.course import ROOT
-from distlearn.hardware import GPUS
-from distlearn.models import PRESETS
-from distlearn.validate import DistlearnValueError
+from distlearn.context_parallel import simulation as C
+from distlearn.activation_memory.formulas import layer_activation_table, layer_shape
+from authoring.course import ROOT
+from distlearn.core.hardware import GPUS
+from distlearn.core.models import PRESETS
+from distlearn.core.validate import DistlearnValueError
 
 TOL = 1e-12   # float64: the ring and the unsharded attention differ by rounding only (~1e-15 here)
 
@@ -280,7 +280,7 @@ def test_buffers():
 
 # ---------------------------------------------------------------- lab helpers that need no processes
 def test_lab_positions_equal_simulation_positions():
-    from distlearn.labs.context_parallel import layout_positions as lab_positions
+    from distlearn.context_parallel.lab import layout_positions as lab_positions
 
     for layout in C.LAYOUTS:
         for cp in (1, 2, 4):
@@ -289,7 +289,7 @@ def test_lab_positions_equal_simulation_positions():
 
 
 def test_lab_config_prices_like_a_model():
-    from distlearn.labs.context_parallel import lab_config
+    from distlearn.context_parallel.lab import lab_config
 
     cfg = lab_config()
     assert C.cp_layer_activation_bytes(cfg, seq_len=256) == 561152    # + 2 048 B of 1/rms = 563 200 measured
@@ -297,22 +297,22 @@ def test_lab_config_prices_like_a_model():
 
 # ---------------------------------------------------------------- the GPU script's guard
 def test_gpu_check_imports_and_explains_itself_without_cuda():
-    import distlearn.labs.context_parallel_gpu_check as g
+    import distlearn.context_parallel.lab_gpu_check as g
 
     if torch.cuda.is_available() and torch.cuda.device_count() >= 2:
         pytest.skip("GPUs present: the guard does not apply")
     assert "2 GPUs" in g.gpu_problem() and "2 块 GPU" in g.gpu_problem()
-    out = subprocess.run([sys.executable, "-m", "distlearn.labs.context_parallel_gpu_check"], cwd=ROOT,
+    out = subprocess.run([sys.executable, "-m", "distlearn.context_parallel.lab_gpu_check"], cwd=ROOT,
                          capture_output=True, text=True, timeout=120, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert out.returncode == 2
     assert "needs CUDA and at least 2 GPUs" in out.stderr and "需要 CUDA" in out.stderr
-    assert "torchrun --nproc-per-node 2 -m distlearn.labs.context_parallel_gpu_check" in out.stderr
+    assert "torchrun --nproc-per-node 2 -m distlearn.context_parallel.lab_gpu_check" in out.stderr
 
 
 # ---------------------------------------------------------------- checkers
 def test_checkers_accept_the_package_and_reject_wrong_answers():
-    from distlearn import check
-    from distlearn.check import CheckFailed
+    from distlearn.core import check
+    from distlearn.core.check import CheckFailed
 
     check.ex10_merge_blocks(lambda oa, la, ob, lb: C.merge_blocks(oa, la, ob, lb))
     check.ex10_zigzag_positions(lambda s, cp: C.layout_positions(s, cp, "zigzag"))
@@ -378,7 +378,7 @@ def test_chapter_prose_audit_numbers():
 
 
 def test_gpu_check_verdict_uses_relative_tolerances_and_needs_the_broken_case_caught():
-    import distlearn.labs.context_parallel_gpu_check as g
+    import distlearn.context_parallel.lab_gpu_check as g
 
     good = dict(dtype="bfloat16", same_shards=True, ours_vs_sdpa=1e-2, torch_vs_sdpa=1e-2, ours_vs_torch=2e-2)
     assert g.verdict(good)
@@ -394,7 +394,7 @@ def test_lab_ring_backward_waits_for_the_gradient_hop_only_after_computing(monke
     """The lab's backward posts the dK/dV hop and waits for it only after the next block's gradients are computed —
     the overlap ring_timeline (and PyTorch's _templated_ring_attention_backward) assume. Recorded in one process with
     a stand-in exchange (cp = 2, the 'neighbour' echoes the buffer; only the order of events is checked)."""
-    import distlearn.labs.context_parallel as lab
+    import distlearn.context_parallel.lab as lab
 
     events = []
 
@@ -436,7 +436,7 @@ def test_lab_ring_backward_waits_for_the_gradient_hop_only_after_computing(monke
 
 def test_explorer_refuses_nvlink_beyond_one_node():
     """NVLink connects the GPUs of one node (8 H100s): tp × cp = 16 over NVLink is not a machine that exists."""
-    from distlearn.widgets import context_parallel as w
+    from distlearn.context_parallel import explorer as w
 
     assert "error" in w.compute(cp=16, link="nvlink") and "error" in w.compute(cp=4, tp=4, link="nvlink")
     assert "NVLink" in w.compute(cp=16, link="nvlink")["error"]
@@ -448,7 +448,7 @@ def test_figures_state_their_setup():
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from distlearn.plots_context_parallel import ring_gantt, work_bars
+    from distlearn.context_parallel.plots import ring_gantt, work_bars
 
     ax = work_bars({"zigzag": np.ones(4)}, setup=("s = 64, causal", "s = 64，因果"))
     assert "s = 64, causal" in ax.get_title()

@@ -11,8 +11,8 @@ import jupytext
 import nbformat
 import pytest
 
-from distlearn import course
-from distlearn.course import ROOT
+from authoring import course
+from authoring.course import ROOT
 
 PAIR = '+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'
 CODE = "```{{code-cell}} ipython3\n{src}\n```\n\n"
@@ -367,7 +367,7 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch
     md = tmp_path / "notebooks" / "99_new.md"
     md.write_text("---\njupytext:\n  formats: ipynb,md:myst\nkernelspec:\n  display_name: Python 3 (ipykernel)\n"
                   "  language: python\n  name: python3\n---\n\n" + PAIR.format(en="# New", zh="# 新")
-                  + CODE.format(src="from distlearn.i18n import bi\nprint(bi('answer', '答案'), 6 * 7)"),
+                  + CODE.format(src="from distlearn.core.i18n import bi\nprint(bi('answer', '答案'), 6 * 7)"),
                   encoding="utf-8")
     assert any("no stored notebook" in p for p in course.stored_problems(tmp_path))
     ran = course.update_notebooks(root=tmp_path, log=lambda *_: None)
@@ -409,9 +409,9 @@ def test_make_lab_in_one_language_passes_any_lab_args(monkeypatch, lab_args):
 
     lines = subprocess.run(["make", "--no-print-directory", "-n", "lab", "COURSE_LANG=zh", f"LAB_ARGS={lab_args}"],
                            cwd=ROOT, capture_output=True, text=True, check=True).stdout.splitlines()
-    (out,) = [ln for ln in lines if "-m distlearn.course lab" in ln]   # under `make test` make also says where it is
+    (out,) = [ln for ln in lines if "-m authoring.course lab" in ln]   # under `make test` make also says where it is
     argv = shlex.split(out)
-    assert argv[1:3] == ["-m", "distlearn.course"], out
+    assert argv[1:3] == ["-m", "authoring.course"], out
     seen = {}
     monkeypatch.setattr(course, "open_lab", lambda lang, port, lab_args="": seen.update(lang=lang, lab_args=lab_args))
     assert course.main(argv[3:]) in (0, None)

@@ -6,8 +6,8 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlearn import data_parallel as dp
-from distlearn.validate import DistlearnValueError
+from distlearn.data_parallel import simulation as dp
+from distlearn.core.validate import DistlearnValueError
 
 
 def seed_problem():
@@ -138,7 +138,7 @@ def test_ddp_first_iteration_is_one_bucket_and_rebuild_follows_ready_order():
 
 
 def test_gradient_schedule_of_gpt2_small_ends_with_the_tied_embedding():
-    from distlearn.models import build_model, get_preset
+    from distlearn.core.models import build_model, get_preset
 
     cfg = get_preset("gpt2-small")
     model = build_model(cfg, device="meta")
@@ -157,7 +157,7 @@ def test_untying_the_embedding_does_not_remove_the_exposed_tail():
     # the first layer, so its gradient is still the last one ready, and the untied head adds traffic
     import dataclasses
 
-    from distlearn.models import build_model, get_preset
+    from distlearn.core.models import build_model, get_preset
 
     exposed = {}
     for tied in (True, False):
@@ -208,7 +208,7 @@ def test_splits_and_reductions():
 
 
 def test_dp_explorer_numbers():
-    from distlearn.widgets import data_parallel as w
+    from distlearn.data_parallel import explorer as w
 
     r = w.compute(world_size=8, batch_size=64, split="contiguous", reduction="weighted", params_b=7.0,
                   bandwidth_gbs=100.0)

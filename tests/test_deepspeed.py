@@ -1,4 +1,4 @@
-"""distlearn.deepspeed against DeepSpeed's own code: estimator formulas vs DeepSpeed's functions and printed
+"""distlearn.deepspeed_fsdp.deepspeed against DeepSpeed's own code: estimator formulas vs DeepSpeed's functions and printed
 tables, configs parsed by DeepSpeedConfig, and the comparison table's code-checkable claims."""
 import re
 
@@ -6,10 +6,10 @@ import pytest
 
 pytest.importorskip("deepspeed")
 
-from distlearn import deepspeed as D  # noqa: E402
-from distlearn.memory import model_state_bytes  # noqa: E402
-from distlearn.models import PRESETS, build_model  # noqa: E402
-from distlearn.validate import DistlearnValueError  # noqa: E402
+from distlearn.deepspeed_fsdp import deepspeed as D  # noqa: E402
+from distlearn.memory.formulas import model_state_bytes  # noqa: E402
+from distlearn.core.models import PRESETS, build_model  # noqa: E402
+from distlearn.core.validate import DistlearnValueError  # noqa: E402
 from deepspeed.runtime.zero.stage3 import estimate_zero3_model_states_mem_needs as ds_z3  # noqa: E402
 from deepspeed.runtime.zero.stage_1_and_2 import estimate_zero2_model_states_mem_needs as ds_z2  # noqa: E402
 
@@ -105,7 +105,7 @@ def test_claims_hold_for_installed_versions():
 
 
 def test_deepspeed_never_translated():
-    import distlearn.deepspeed as mod
+    import distlearn.deepspeed_fsdp.deepspeed as mod
     import inspect
     text = inspect.getsource(mod)
     assert text.count("深度速度") == 1   # only where the docstring names the mistranslation
@@ -124,7 +124,7 @@ def test_largest_layer_of_config_matches_deepspeed(arch, vocab):
 
 
 def test_estimator_explorer_matches_deepspeed():
-    from distlearn.widgets import deepspeed_estimator as w
+    from distlearn.deepspeed_fsdp import explorer as w
 
     r = w.compute(model="llama2-7b", gpus_per_node=8, num_nodes=2, zero_stage=3, offload="optimizer")
     n, largest = PRESETS["llama2-7b"].num_parameters(), PRESETS["llama2-7b"].vocab_size * 4096

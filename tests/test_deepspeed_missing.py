@@ -5,7 +5,7 @@ import sys
 
 import pytest
 
-from distlearn import deepspeed as D
+from distlearn.deepspeed_fsdp import deepspeed as D
 
 
 @pytest.fixture

@@ -1,7 +1,7 @@
-"""distlearn.env: the environment report and the widgets front-end logic (fed synthetic situations)."""
+"""distlearn.core.env: the environment report and the widgets front-end logic (fed synthetic situations)."""
 import pytest
 
-from distlearn import env
+from distlearn.core import env
 
 GOOD = {"ipywidgets": "8.1.5", "jupyterlab_widgets": "3.0.13"}
 EXT = ["/venv/share/jupyter/labextensions/@jupyter-widgets/jupyterlab-manager"]

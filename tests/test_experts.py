@@ -11,12 +11,12 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from distlearn import experts as X
-from distlearn.hardware import get_gpu
-from distlearn.memory import model_state_bytes
-from distlearn.models import MLA, MOE_PRESETS, ModelConfig, build_model, count_parameters, get_moe_preset
-from distlearn.moe import MoE, route as torch_route
-from distlearn.validate import DistlearnValueError
+from distlearn.experts import simulation as X
+from distlearn.core.hardware import get_gpu
+from distlearn.memory.formulas import model_state_bytes
+from distlearn.core.models import MLA, MOE_PRESETS, ModelConfig, build_model, count_parameters, get_moe_preset
+from distlearn.core.moe import MoE, route as torch_route
+from distlearn.core.validate import DistlearnValueError
 
 MIXTRAL, DSV3 = MOE_PRESETS["mixtral-8x7b"], MOE_PRESETS["deepseek-v3"]
 
@@ -383,7 +383,7 @@ def test_ep_model_states():
 
 @pytest.mark.parametrize("dtype, nbytes", [(torch.bfloat16, 2), (torch.float32, 4)])
 def test_routed_activation_bytes_equal_what_autograd_saves(dtype, nbytes):
-    from distlearn.activation_measure import saved_tensor_bytes
+    from distlearn.activation_memory.measure import saved_tensor_bytes
 
     torch.manual_seed(3)
     moe = MoE(8, 2, 32, 48).to(dtype)
@@ -415,8 +415,8 @@ def test_router_spec_and_reference_route():
 @pytest.fixture(scope="module")
 def lab3():
     """3 ranks (the chapter runs 2 and 4) with 6 experts, and the sigmoid router on 2 ranks."""
-    from distlearn import launch
-    from distlearn.labs.experts import demo
+    from distlearn.core import launch
+    from distlearn.experts.lab import demo
 
     return (launch.run(demo, 3, 1.0, dict(num_experts=6, tokens_per_rank=12), timeout=180),
             launch.run(demo, 2, 0.75, dict(router="sigmoid", num_shared=0), timeout=180))
@@ -458,10 +458,10 @@ def test_torchrun_runs_the_lab():
     import subprocess
     import sys
 
-    from distlearn.course import ROOT
+    from authoring.course import ROOT
 
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                          "-m", "distlearn.labs.experts"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
+                          "-m", "distlearn.experts.lab"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},
                          capture_output=True, text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "dropless: world_size=2" in out.stdout and "capacity: world_size=2" in out.stdout
@@ -469,8 +469,8 @@ def test_torchrun_runs_the_lab():
 
 # ---------------------------------------------------------------- the exercises' checkers catch typical mistakes
 def test_checkers_reject_typical_mistakes_with_a_pointed_hint(capsys):
-    from distlearn import check
-    from distlearn.check import CheckFailed
+    from distlearn.core import check
+    from distlearn.core.check import CheckFailed
 
     def route_token_order(logits, k, cf):                  # a token's k choices together, not choice-major
         r = X.route(logits, k, capacity_factor=cf, priority="token")

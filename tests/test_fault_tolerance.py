@@ -9,8 +9,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from distlearn import check, fault_tolerance as ft, resume
-from distlearn.validate import DistlearnValueError
+from distlearn.core import check
+from distlearn.fault_tolerance import goodput as ft, resume
+from distlearn.core.validate import DistlearnValueError
 
 
 # ---------------------------------------------------------------- MTBF
@@ -164,8 +165,8 @@ def test_llama3_worked_example_is_consistent_with_the_reported_90_percent():
     """With the MTBF from the paper's interruption count, a 14 B/param checkpoint (our assumption) of Llama 3.1 405B at the 2 TB/s Tectonic throughput the
     paper gives (§3.3.1) and a 10-minute restart (an assumption), the optimum goodput is near the paper's
     "higher than 90% effective training time"."""
-    from distlearn.memory import model_state_bytes
-    from distlearn.models import PRESETS
+    from distlearn.memory.formulas import model_state_bytes
+    from distlearn.core.models import PRESETS
 
     psi = PRESETS["llama3.1-405b"].num_parameters()
     s = model_state_bytes(psi)
@@ -243,8 +244,8 @@ def test_chapter_13_quoted_numbers():
     assert round(ft.optimal_interval(2, 60), 1) == 14.2 and round(ft.young_interval(2, 60), 1) == 15.5
     first = [ft.goodput(t, 2, 10, 60) - ft.goodput_first_order(t, 2, 10, 60) for t in (5, 14.2, 30, 60)]
     assert round(100 * min(first)) == 7 and round(100 * max(first)) == 18         # "off by 7 to 18 points"
-    from distlearn.memory import model_state_bytes
-    from distlearn.models import PRESETS
+    from distlearn.memory.formulas import model_state_bytes
+    from distlearn.core.models import PRESETS
     s = model_state_bytes(PRESETS["llama3.1-405b"].num_parameters())
     delta, r, m = (s.params + s.optimizer) / 2e12, 600.0, ft.job_mtbf_hours(16384, rate) * 3600
     p = ft.plan(delta, r, m)

@@ -1,13 +1,14 @@
-"""distlearn.fp8_recipes against its sources: the quoted sentences (in the module), the Ultra-Scale Playbook's
-totals rebuilt tensor by tensor, Megatron's 18 B, and the activation table of distlearn.activations; the FP8 peaks
-of distlearn.hardware against the datasheets."""
+"""distlearn.precision.fp8_recipes against its sources: the quoted sentences (in the module), the Ultra-Scale Playbook's
+totals rebuilt tensor by tensor, Megatron's 18 B, and the activation table of distlearn.activation_memory.formulas; the FP8 peaks
+of distlearn.core.hardware against the datasheets."""
 import pytest
 
-from distlearn import fp8_recipes as R, hardware
-from distlearn.activations import layer_activation_terms, layer_shape
-from distlearn.memory import bytes_per_param as memory_bytes_per_param, model_state_bytes
-from distlearn.models import PRESETS
-from distlearn.validate import DistlearnValueError
+from distlearn.precision import fp8_recipes as R
+from distlearn.core import hardware
+from distlearn.activation_memory.formulas import layer_activation_terms, layer_shape
+from distlearn.memory.formulas import bytes_per_param as memory_bytes_per_param, model_state_bytes
+from distlearn.core.models import PRESETS
+from distlearn.core.validate import DistlearnValueError
 
 DOC = " ".join(R.__doc__.split())
 

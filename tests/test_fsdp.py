@@ -1,4 +1,4 @@
-"""distlearn.fsdp against independent sources: torch.chunk, FSDP1's own FlatParamHandle._get_shard and
+"""distlearn.zero_fsdp.simulation against independent sources: torch.chunk, FSDP1's own FlatParamHandle._get_shard and
 _recursive_wrap, closed-form parameter counts, unsharded training, the ZeRO paper's 2Ψ / 3Ψ."""
 import functools
 
@@ -7,11 +7,12 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from distlearn import fsdp, overlap
-from distlearn.comm import VirtualCluster
-from distlearn.memory import model_state_bytes
-from distlearn.models import PRESETS, build_model
-from distlearn.validate import DistlearnValueError
+from distlearn.zero_fsdp import simulation as fsdp
+from distlearn.overlap_prefetch import timeline as overlap
+from distlearn.core.comm import VirtualCluster
+from distlearn.memory.formulas import model_state_bytes
+from distlearn.core.models import PRESETS, build_model
+from distlearn.core.validate import DistlearnValueError
 
 
 # ---------------------------------------------------------------- flat parameters
@@ -108,7 +109,7 @@ def test_size_policy_matches_torch_recursive_wrap(min_num_params):
 
 def test_module_policy_matches_torch_and_closed_form():
     import torch.distributed.fsdp.wrap as W
-    from distlearn.models import Block
+    from distlearn.core.models import Block
 
     cfg = PRESETS["llama2-7b"]
     m = build_model(cfg)
@@ -233,7 +234,7 @@ def test_seed_calc_memory():
 
 # ---------------------------------------------------------------- the chapter's explorer
 def test_zero_fsdp_explorer_units_and_floor():
-    from distlearn.widgets import zero_fsdp
+    from distlearn.zero_fsdp import explorer as zero_fsdp
 
     cfg = PRESETS["llama2-7b"]
     units = fsdp.wrap_units(build_model(cfg), "module")

@@ -14,13 +14,14 @@ import nbformat
 import pytest
 
 import distlearn
-import distlearn.widgets as widgets_pkg
-from distlearn import course, i18n
+from distlearn.core.explorer import explorer_modules
+from authoring import course
+from distlearn.core import i18n
 
 PAIR = '+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'  # one MyST prose pair
 
 CJK = re.compile(r"[\u4e00-\u9fff]")
-EXPLORERS = [m.name for m in pkgutil.iter_modules(widgets_pkg.__path__) if m.name != "base"]
+EXPLORERS = list(explorer_modules())
 
 
 @pytest.fixture
@@ -35,7 +36,7 @@ def _import_everything():
     """Import every distlearn module, so every text() is registered (not the forkserver's DeepSpeed preload: it has
     no text and only imports DeepSpeed)."""
     for mod in pkgutil.walk_packages(distlearn.__path__, "distlearn."):
-        if mod.name.endswith("__main__") or mod.name == "distlearn.labs.deepspeed_preload":
+        if mod.name.endswith("__main__") or mod.name == "distlearn.deepspeed_fsdp.lab_preload":
             continue
         importlib.import_module(mod.name)
 
@@ -131,7 +132,7 @@ def test_every_registered_text_is_bilingual_and_consistent():
 # ------------------------------------------------------------------ language switch
 @pytest.mark.parametrize("name", EXPLORERS)
 def test_explorer_labels_follow_the_language(name, language):
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(explorer_modules()[name])
     labels = {}
     for lang in ("en", "zh", "both"):
         language(lang)
@@ -146,7 +147,7 @@ def test_explorer_labels_follow_the_language(name, language):
 def test_texts_plots_and_feedback_follow_the_language(language, capsys):
     import matplotlib
     matplotlib.use("Agg")
-    from distlearn import check, plots
+    from distlearn.core import check, plots
 
     t = i18n.Text("test.x", "world size {n}", "进程总数 {n}")
     language("en")
@@ -171,7 +172,7 @@ def test_texts_plots_and_feedback_follow_the_language(language, capsys):
 
 
 def test_errors_follow_the_language(language):
-    from distlearn.validate import DistlearnValueError, check_int
+    from distlearn.core.validate import DistlearnValueError, check_int
 
     for lang in ("en", "zh", "both"):
         language(lang)
@@ -205,7 +206,7 @@ def test_a_bad_environment_variable_is_a_clear_bilingual_error(value):
 
 @pytest.mark.parametrize("value", ["fr", "de_DE", "C", "", None, 1, "en zh"])
 def test_a_bad_language_is_a_clear_bilingual_error_in_every_language(value, language):
-    from distlearn.validate import DistlearnValueError
+    from distlearn.core.validate import DistlearnValueError
 
     for lang in ("en", "zh"):
         language(lang)
@@ -228,11 +229,11 @@ def test_language_values_as_people_write_them(value, expected, language):
 
 # ------------------------------------------------------------------ monolingual copies
 def _split_cli(lang, out, root=None, subprocess_run=False):
-    """``python -m distlearn.course split``: through a real subprocess once (the command line itself), else the
+    """``python -m authoring.course split``: through a real subprocess once (the command line itself), else the
     same ``course.main`` in this process (a new interpreter costs seconds per call)."""
     args = ["split", "--lang", lang, "--out", str(out), "--no-execute"] + (["--root", str(root)] if root else [])
     if subprocess_run:
-        subprocess.run([sys.executable, "-m", "distlearn.course", *args], check=True, capture_output=True,
+        subprocess.run([sys.executable, "-m", "authoring.course", *args], check=True, capture_output=True,
                        cwd=course.ROOT)
     else:
         assert course.main(args) in (0, None)

@@ -1,8 +1,8 @@
 import pytest
 
 import distlearn
-from distlearn import i18n
-from distlearn.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core import i18n
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
 
 
 def test_language_switch():
@@ -44,7 +44,7 @@ def test_check_choice_lists_choices():
 
 
 def test_columns_align_by_display_width():
-    from distlearn.i18n import columns, display_width
+    from distlearn.core.i18n import columns, display_width
 
     assert display_width("GPU 数") == 6 and display_width("ab") == 2
     en, zh = columns(("GPUs", "MTBF (h)"), (8, 12)), columns(("GPU 数", "MTBF（小时）"), (8, 12))
@@ -55,7 +55,7 @@ def test_columns_align_by_display_width():
 def test_an_unrun_switch_shows_what_it_is_not_its_repr():
     """A stored notebook opened without its widget state shows each widget's text/plain: the switch must say what it
     is, and the widget holding the CSS rule nothing — not "HBox(children=(ToggleButtons(…" or "HTML(value='<style>…"."""
-    from distlearn import language
+    from distlearn.core import language
 
     Style, SwitchBox = language._widget_classes()
     box = SwitchBox([Style(language.css("zh"))])
@@ -66,8 +66,8 @@ def test_an_unrun_switch_shows_what_it_is_not_its_repr():
 
 
 def test_source_listing_drops_a_docstring_not_in_the_readers_language():
-    from distlearn import i18n
-    from distlearn import pipeline as P
+    from distlearn.core import i18n
+    from distlearn.pipeline_parallel import schedules as P
 
     doc = "The 1F1B order of one stage"
     try:

@@ -1,6 +1,6 @@
 """Real DCP on gloo: an FSDP2 checkpoint saved from 4 ranks loads exactly into 2 ranks and into one process; bytes
 per rank and the folder's metadata; async_save writes the state of the moment it was called. Real kill and
-restart: torchrun --max-restarts and distlearn.launch both resume a SIGKILLed job from its last checkpoint, and the
+restart: torchrun --max-restarts and distlearn.core.launch both resume a SIGKILLed job from its last checkpoint, and the
 losses equal the uninterrupted run's; leaving the RNG or sampler out of the resume is caught.
 
 The torchrun kill and restart is chapter 13's own run (16 steps, rank 1 killed before step 7,
@@ -12,10 +12,11 @@ import shutil
 import pytest
 import torch
 
-from distlearn import fsdp, launch
-from distlearn.labs import checkpoint as lab
-from distlearn.labs.fsdp import tiny_config
-from distlearn.models import build_model
+from distlearn.zero_fsdp import simulation as fsdp
+from distlearn.core import launch
+from distlearn.fault_tolerance import lab
+from distlearn.zero_fsdp.lab import tiny_config
+from distlearn.core.models import build_model
 
 pytestmark = pytest.mark.slow
 # a checkpoint at step 4, the kill before step 7 (steps 5-6 are lost and recomputed), steps 5-8 after the restart:

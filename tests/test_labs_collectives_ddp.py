@@ -4,9 +4,10 @@ import numpy as np
 import pytest
 import torch
 
-from distlearn import launch
-from distlearn.comm import VirtualCluster
-from distlearn.labs import collectives, ddp
+from distlearn.core import launch
+from distlearn.core.comm import VirtualCluster
+from distlearn.collectives import lab as collectives
+from distlearn.data_parallel import lab as ddp
 
 
 def virtual_results(world_size, length=12, seed=0):
@@ -65,8 +66,8 @@ def test_ddp_bucket_layouts_of_gpt2_small_equal_the_real_reducer():
     """The real GPT-2 small (tied embedding) under DistributedDataParallel on gloo: the reducer's buckets before
     the first backward and after its rebuild equal dp.ddp_buckets for every cap the chapter uses, and the meta-device
     gradient order equals the one the real backward produced."""
-    from distlearn import data_parallel as dp
-    from distlearn.models import build_model, get_preset
+    from distlearn.data_parallel import simulation as dp
+    from distlearn.core.models import build_model, get_preset
 
     real = launch.run(ddp.ddp_bucket_layouts, 1, None, GPT2_CAPS, timeout=500)[0]
     meta = build_model(get_preset("gpt2-small"), device="meta")
@@ -88,8 +89,8 @@ def test_ddp_bucket_layouts_of_gpt2_small_equal_the_real_reducer():
 
 @pytest.mark.slow
 def test_ddp_bucket_layouts_with_find_unused_parameters_on_two_ranks():
-    from distlearn import data_parallel as dp
-    from distlearn.models import ModelConfig
+    from distlearn.data_parallel import simulation as dp
+    from distlearn.core.models import ModelConfig
 
     small = ModelConfig("gpt-tiny-tied", "gpt", 512, 64, 2, 4, 256, 16, tied_embeddings=True)
     both = launch.run(ddp.ddp_bucket_layouts, 2, small, (None, 0.05, 0.1), "both", timeout=180)   # one launch

@@ -1,4 +1,4 @@
-"""Real context parallelism on gloo (distlearn.labs.context_parallel): ring attention over batch_isend_irecv and
+"""Real context parallelism on gloo (distlearn.context_parallel.lab): ring attention over batch_isend_irecv and
 Ulysses over all_to_all_single equal single-process scaled_dot_product_attention in outputs and gradients, and the
 real engine equals the simulation (while a broken simulation does not). The chapter runs 2 and 4 ranks; these tests
 run 3 ranks (an odd ring, 6 query / 3 K/V heads) and 1 rank, the memory of the lab block against the formula, and
@@ -10,10 +10,11 @@ import sys
 import numpy as np
 import pytest
 
-from distlearn import context_parallel as C, launch
-from distlearn.activation_measure import extra_terms, measure_block
-from distlearn.course import ROOT
-from distlearn.labs.context_parallel import MEMORY_SHAPE as M, cp_check, cp_memory, lab_config
+from distlearn.context_parallel import simulation as C
+from distlearn.core import launch
+from distlearn.activation_memory.measure import extra_terms, measure_block
+from authoring.course import ROOT
+from distlearn.context_parallel.lab import MEMORY_SHAPE as M, cp_check, cp_memory, lab_config
 
 pytestmark = pytest.mark.slow
 TOL = 1e-12
@@ -81,7 +82,7 @@ def test_memory_of_the_lab_block_equals_formula_exactly():
 def test_torchrun_runs_the_lab():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                          "-m", "distlearn.labs.context_parallel"], cwd=ROOT, env=env, capture_output=True,
+                          "-m", "distlearn.context_parallel.lab"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "ring zigzag causal=True: world_size=2" in out.stdout and "block ulysses contiguous" in out.stdout
@@ -95,7 +96,7 @@ TORCH_CASES = (("alltoall", "float64", True), ("allgather", "float64", True), ("
 @pytest.fixture(scope="module")
 def torch_ring_runs():
     """Every case on 3 ranks (an odd ring) in one launch: {case: per-rank results}."""
-    from distlearn.labs.context_parallel import torch_ring_checks
+    from distlearn.context_parallel.lab import torch_ring_checks
 
     by_rank = launch.run(torch_ring_checks, 3, TORCH_CASES, 24, 2, 4, timeout=300)
     return {case: [r[i] for r in by_rank] for i, case in enumerate(TORCH_CASES)}

@@ -4,9 +4,11 @@ collective order is the simulated one, and real FSDP1 FlatParameters have the si
 import numpy as np
 import pytest
 
-from distlearn import fsdp, launch, overlap
-from distlearn.labs import fsdp as lab
-from distlearn.models import build_model
+from distlearn.zero_fsdp import simulation as fsdp
+from distlearn.core import launch
+from distlearn.overlap_prefetch import timeline as overlap
+from distlearn.zero_fsdp import lab
+from distlearn.core.models import build_model
 
 pytestmark = pytest.mark.slow
 
@@ -54,7 +56,7 @@ def test_split_tie_refused_and_collective_order_as_simulated():
     assert all(o["split_tie"].startswith("ValueError") and "embed.weight" in o["split_tie"] for o in out)
     meta = build_model(lab.tiny_config(True))
     from torch import nn
-    from distlearn.models import Block
+    from distlearn.core.models import Block
     units = fsdp.wrap_units(meta, "module", module_classes=(nn.Embedding, Block))
     assert fsdp.tied_parameter_splits(meta, units)                 # the simulation flags the same split
     for reshard in (True, False):

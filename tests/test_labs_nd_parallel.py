@@ -8,9 +8,9 @@ to the byte, every rank's collectives against the prediction, the DeviceMesh gro
 purpose (Korthikanti's accounting alone, FSDP2's all-gathers without the pipelining rule, column-major groups)."""
 import pytest
 
-from distlearn import launch
-from distlearn import nd_parallel as N
-from distlearn.labs import nd_parallel as L
+from distlearn.core import launch
+from distlearn.nd_parallel import simulation as N
+from distlearn.nd_parallel import lab as L
 
 pytestmark = pytest.mark.slow
 

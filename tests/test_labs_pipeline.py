@@ -1,11 +1,11 @@
 """The real pipeline (torch.distributed.pipelining over gloo) matches a single process: loss and gradients; uneven
 micro-batches crash a multi-stage pipeline; a mean loss with scale_grads=True optimises the biased mean of
-micro-batch means (as distlearn.pipeline.microbatch_loss predicts), the global-count loss the full-batch mean."""
+micro-batch means (as distlearn.pipeline_parallel.schedules.microbatch_loss predicts), the global-count loss the full-batch mean."""
 import pytest
 import torch
 
-from distlearn import launch
-from distlearn.labs import pipeline as L
+from distlearn.core import launch
+from distlearn.pipeline_parallel import lab as L
 
 
 @pytest.mark.slow
@@ -17,8 +17,8 @@ def test_pipeline_matches_single_process(world_size):
     assert [r["num_stages"] for r in rows] == [world_size, world_size, 2 * world_size]
     for r in rows:
         assert r["loss_diff"] < 1e-6 and r["max_grad_diff"] < 1e-6 and r["order_matches"], r
-    # torch ran each rank's forwards and backwards in exactly the order distlearn.pipeline.stage_order predicts
-    from distlearn.pipeline import stage_order
+    # torch ran each rank's forwards and backwards in exactly the order distlearn.pipeline_parallel.schedules.stage_order predicts
+    from distlearn.pipeline_parallel.schedules import stage_order
     for per_rank in zip(*results):
         for r in per_rank:
             v = 2 if r["schedule"] == "interleaved-1f1b" else 1
@@ -57,7 +57,7 @@ def _per_sample_losses(batch_size):
 
 @pytest.mark.slow
 def test_loss_normalisation_on_the_real_pipeline():
-    from distlearn.pipeline import microbatch_loss
+    from distlearn.pipeline_parallel.schedules import microbatch_loss
 
     per_rank = launch.run(L.run_both_normalisations, 2, 4, 8, timeout=180)
     mean, glob = per_rank[-1]                                      # the last stage reports the losses
@@ -75,7 +75,7 @@ def test_loss_normalisation_on_the_real_pipeline():
 
 @pytest.mark.slow
 def test_uneven_microbatches_crash_two_stages_and_bias_one():
-    from distlearn.pipeline import microbatch_loss
+    from distlearn.pipeline_parallel.schedules import microbatch_loss
 
     with pytest.raises(launch.WorkerError, match="size of tensor a \\(3\\) must match the size of tensor b \\(2\\)"):
         launch.run(L.run_uneven, 2, 10, 4, timeout=120)

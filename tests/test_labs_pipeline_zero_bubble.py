@@ -1,10 +1,11 @@
 """torch 2.13's zero-bubble schedules (ZB-H1, interleaved ZB, ZB-V, DualPipeV) on gloo match one process (loss and
-gradients) and run each rank's F / I / W / B in exactly the order of distlearn.pipeline.stage_order. The chapter
+gradients) and run each rank's F / I / W / B in exactly the order of distlearn.pipeline_parallel.schedules.stage_order. The chapter
 runs 2 ranks; this test runs 4."""
 import pytest
 
-from distlearn import launch, zero_bubble as Z
-from distlearn.labs import pipeline_zero_bubble as L
+from distlearn.core import launch
+from distlearn.pipeline_parallel import zero_bubble as Z
+from distlearn.pipeline_parallel import lab_zero_bubble as L
 
 
 @pytest.mark.slow

@@ -1,5 +1,5 @@
 """Real DTensor tensor parallelism on gloo: equal to the unsharded model (outputs, input and weight gradients, one
-SGD step), its local shards equal the shards that distlearn.tensor_parallel simulates (weights and gradients), the
+SGD step), its local shards equal the shards that distlearn.tensor_parallel.simulation simulates (weights and gradients), the
 collectives CommDebugMode counts equal the simulation's (and a wrong simulation is caught), Partial LayerNorm
 gradients are checked unreduced, and the saved activations of PyTorch's sequence-parallel plan are measured."""
 import os
@@ -9,9 +9,10 @@ import sys
 import numpy as np
 import pytest
 
-from distlearn import launch, tensor_parallel as T
-from distlearn.course import ROOT
-from distlearn.labs.tensor_parallel import attention_without_shared_input, tp_check
+from distlearn.core import launch
+from distlearn.tensor_parallel import simulation as T
+from authoring.course import ROOT
+from distlearn.tensor_parallel.lab import attention_without_shared_input, tp_check
 
 pytestmark = pytest.mark.slow
 
@@ -143,7 +144,7 @@ def test_local_parameter_count_matches_formula(results):
 def test_torchrun_runs_the_lab():
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
-                          "-m", "distlearn.labs.tensor_parallel"], cwd=ROOT, env=env, capture_output=True,
+                          "-m", "distlearn.tensor_parallel.lab"], cwd=ROOT, env=env, capture_output=True,
                          text=True, timeout=180)
     assert out.returncode == 0, out.stderr[-3000:]
     assert "mlp: world_size=2" in out.stdout and "attention: world_size=2" in out.stdout

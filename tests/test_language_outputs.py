@@ -1,4 +1,4 @@
-"""A reader of one language can read everything the course shows (distlearn.lang_audit, rule in README):
+"""A reader of one language can read everything the course shows (authoring.lang_audit, rule in README):
 
 - the rule itself, on lines it must accept and lines it must refuse, and the kernel hook that records plot texts;
 - every chapter, solution and exercise (exercises as shipped: their checks fail and print feedback), executed under
@@ -9,7 +9,7 @@
 - the stored monolingual copies ``courses/en/`` and ``courses/zh/`` (what the website shows and ``make lab
   COURSE_LANG=zh`` opens), read without running anything (part of ``make test``, seconds): every stored output line,
   every figure text and widget label their run recorded is readable in the copy's language, by the same rule;
-- command lines (``python -m distlearn.course``, ``python -m distlearn plan``), argparse's own words included.
+- command lines (``python -m authoring.course``, ``python -m distlearn plan``), argparse's own words included.
 
 The executing tests (``make test-languages``, about 15 min) also cover the exercises run as shipped (their failing
 checks' feedback), which no stored file holds.
@@ -24,8 +24,8 @@ import sys
 import nbformat
 import pytest
 
-from distlearn import course, lang_audit as A
-from distlearn.i18n import QUOTE
+from authoring import course, lang_audit as A
+from distlearn.core.i18n import QUOTE
 
 CJK = A.CJK
 
@@ -95,7 +95,7 @@ def test_a_line_printed_in_two_pieces_is_read_as_one():
 @pytest.mark.slow
 def test_the_audit_catches_english_in_zh_and_chinese_in_en(tmp_path):
     """A kernel really runs: the plot hook records titles and tick labels; a bad line is reported in each language."""
-    code = ("import matplotlib.pyplot as plt\nfrom distlearn import plots\nfrom distlearn.i18n import bi\nprint(bi('total', '合计'))\n"
+    code = ("import matplotlib.pyplot as plt\nfrom distlearn import plots\nfrom distlearn.core.i18n import bi\nprint(bi('total', '合计'))\n"
             "print('params grads')\nfig, ax = plt.subplots()\nax.set_title(bi('Memory', '显存'))\n"
             "ax.set_xlabel('seconds')\nplt.show()")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
@@ -116,7 +116,7 @@ def copies(tmp_path_factory):
     env = {k: v for k, v in os.environ.items() if k != "DISTLEARN_LANG"}
     procs = {}
     for lang in ("zh", "en"):
-        cmd = [sys.executable, "-m", "distlearn.course", "split", "--lang", lang, "--out", str(base / lang),
+        cmd = [sys.executable, "-m", "authoring.course", "split", "--lang", lang, "--out", str(base / lang),
                "--report", str(base / f"{lang}.json")]
         procs[lang] = subprocess.Popen(cmd, cwd=course.ROOT, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
@@ -236,8 +236,8 @@ def _run(args, lang):
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])
-@pytest.mark.parametrize("args", [["distlearn.course", "--help"], ["distlearn.course", "split", "--help"],
-                                  ["distlearn.course", "split"], ["distlearn.course", "bogus"],
+@pytest.mark.parametrize("args", [["authoring.course", "--help"], ["authoring.course", "split", "--help"],
+                                  ["authoring.course", "split"], ["authoring.course", "bogus"],
                                   ["distlearn", "plan", "--help"], ["distlearn", "plan", "--gpus", "x"]])
 def test_command_lines_speak_the_language(args, lang):
     r = _run(args, lang)
@@ -250,5 +250,5 @@ def test_command_lines_speak_the_language(args, lang):
 
 
 def test_a_bad_language_on_the_command_line_is_a_bilingual_error():
-    r = _run(["distlearn.course", "split", "--lang", "klingon", "--no-execute", "--out", "/nonexistent"], "en")
+    r = _run(["authoring.course", "split", "--lang", "klingon", "--no-execute", "--out", "/nonexistent"], "en")
     assert r.returncode != 0 and "not a language of this course" in r.stderr and "不是本课程支持的语言" in r.stderr

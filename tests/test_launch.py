@@ -6,11 +6,11 @@ import time
 
 import pytest
 
-from distlearn.i18n import bi
+from distlearn.core.i18n import bi
 
-from distlearn import launch
-from distlearn.labs import smoke
-from distlearn.validate import DistlearnValueError
+from distlearn.core import launch
+from distlearn.core import lab_smoke as smoke
+from distlearn.core.validate import DistlearnValueError
 
 pytestmark = pytest.mark.slow
 
@@ -121,12 +121,13 @@ def test_a_labs_own_forkserver_preload_is_added(monkeypatch):
 
     import torch
 
-    from distlearn.labs import deepspeed_zero, zero_comm
+    from distlearn.deepspeed_fsdp import lab as deepspeed_zero
+    from distlearn.zero_fsdp import lab_traffic as zero_comm
 
     monkeypatch.setattr(fs._forkserver, "_preload_modules", list(fs._forkserver._preload_modules))  # restored after
     monkeypatch.setenv("DISTLEARN_START_METHOD", "forkserver")  # the default on Linux
     for fn in (deepspeed_zero.train_stages, zero_comm.stages_and_grid):
-        assert launch.lab_preload(fn) == ["distlearn.labs.deepspeed_preload"]
+        assert launch.lab_preload(fn) == ["distlearn.deepspeed_fsdp.lab_preload"]
         launch._context(fn)
         assert fs._forkserver._preload_modules == launch.FORKSERVER_PRELOAD + deepspeed_zero.FORKSERVER_PRELOAD
     assert launch.lab_preload(smoke.all_reduce_rank) == []
@@ -145,7 +146,7 @@ def test_the_deepspeed_preload_does_nothing_where_there_is_cuda(monkeypatch):
 
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
     monkeypatch.delenv("DS_ACCELERATOR", raising=False)
-    spec = importlib.util.find_spec("distlearn.labs.deepspeed_preload")
+    spec = importlib.util.find_spec("distlearn.deepspeed_fsdp.lab_preload")
     module = importlib.util.module_from_spec(spec)
     imported = set(sys.modules)
     spec.loader.exec_module(module)

@@ -5,14 +5,14 @@ import math
 import pytest
 import torch
 
-from distlearn import check, seeds
-from distlearn.checks import ch01
-from distlearn.memory import (GB, GiB, activation_bytes_per_layer, bytes_per_param, model_state_bytes)
-from distlearn.memory_measure import (RECIPES, TINY, AllocationTracker, adam_step_transient, bf16_round_trip,
-                                     measure_one_step)
-from distlearn.models import ModelConfig, PRESETS, build_model, count_parameters
-from distlearn.validate import DistlearnValueError
-from distlearn.widgets import memory as memory_widget
+from distlearn.core import check
+from distlearn.seeds import functions as seeds
+from distlearn.memory import check as ch01
+from distlearn.memory.formulas import GB, GiB, activation_bytes_per_layer, bytes_per_param, model_state_bytes
+from distlearn.memory.measure import (RECIPES, TINY, AllocationTracker, adam_step_transient, bf16_round_trip, measure_one_step)
+from distlearn.core.models import ModelConfig, PRESETS, build_model, count_parameters
+from distlearn.core.validate import DistlearnValueError
+from distlearn.memory import explorer as memory_widget
 
 
 # ---------------------------------------------------------------- measured == predicted
@@ -31,7 +31,7 @@ def test_measured_bytes_equal_calculator_exactly(recipe, optimizer):
 
 
 def test_hand_counted_bytes_per_param():
-    """Independent of distlearn.memory: bytes per element of the dtypes PyTorch uses, per the recipe."""
+    """Independent of distlearn.memory.formulas: bytes per element of the dtypes PyTorch uses, per the recipe."""
     fp32, bf16 = torch.finfo(torch.float32).bits // 8, torch.finfo(torch.bfloat16).bits // 8
     n = TINY.num_parameters()
     for recipe in ("torch-fp32", "torch-autocast"):   # autocast keeps fp32 weights, gradients and Adam state
@@ -167,8 +167,8 @@ def test_seed_per_layer_activations_undercount_korthikanti():
 def test_chapter01_llama_activation_ratios():
     """The ch01 claims (issue 13, item 7): a Llama 2 7B layer keeps 37.5·sbh + 4asb with flash attention, 4.7×
     the seed's 8·sbh at s = 2048, and 8.7× with the scores stored — not Korthikanti's GPT 14×."""
-    from distlearn.activations import config_layer_bytes
-    from distlearn.models import PRESETS
+    from distlearn.activation_memory.formulas import config_layer_bytes
+    from distlearn.core.models import PRESETS
 
     c, s = PRESETS["llama2-7b"], 2048
     sbh, seed = s * 4096, 8 * s * 4096
@@ -192,8 +192,8 @@ def test_seed_fits_on_80gb_holds_nothing_back():
 
 def test_one_gpu_capacity_convention_everywhere():
     """Issue 13, item 14: the ch01 explorer and the planner use the same datasheet bytes (GB = 1e9) per card."""
-    from distlearn.hardware import GPUS as HW
-    from distlearn.widgets import activations as act_widget
+    from distlearn.core.hardware import GPUS as HW
+    from distlearn.activation_memory import explorer as act_widget
 
     pairs = {"A100 80GB": "a100-80gb", "H100 80GB (SXM)": "h100-80gb", "H200 (141 GB)": "h200"}
     for label, key in pairs.items():
@@ -384,8 +384,8 @@ def test_seed_analyze_memory_on_meta_large_lm():
 
 @pytest.mark.slow
 def test_zero1_on_real_processes_shards_adam_state():
-    from distlearn import launch
-    from distlearn.labs.memory_states import zero1_adam_state_bytes
+    from distlearn.core import launch
+    from distlearn.memory.lab import zero1_adam_state_bytes
 
     ranks = launch.run(zero1_adam_state_bytes, 2)
     psi = TINY.num_parameters()
@@ -403,8 +403,8 @@ def test_zero1_on_real_processes_shards_adam_state():
 def test_library_recipes_equal_calculator_and_their_step_peaks(world_size):
     """DeepSpeed's ZeRO-2 bf16 optimizer and BF16_Optimizer, and FSDP2's MixedPrecisionPolicy, measured on real
     processes: the states at the step against the calculator, the step's transient against its parts."""
-    from distlearn import launch
-    from distlearn.labs.memory_states import LIBRARY_RECIPES, library_recipes
+    from distlearn.core import launch
+    from distlearn.memory.lab import LIBRARY_RECIPES, library_recipes
 
     r = launch.run(library_recipes, world_size, timeout=600)[0]
     n, dp = TINY.num_parameters(), world_size

@@ -1,8 +1,8 @@
-"""Contract values of distlearn.memory against the ZeRO paper and Korthikanti et al. 2022."""
+"""Contract values of distlearn.memory.formulas against the ZeRO paper and Korthikanti et al. 2022."""
 import pytest
 
-from distlearn.memory import (GB, GiB, activation_bytes_per_layer, bytes_per_param, model_state_bytes)
-from distlearn.validate import DistlearnValueError
+from distlearn.memory.formulas import GB, GiB, activation_bytes_per_layer, bytes_per_param, model_state_bytes
+from distlearn.core.validate import DistlearnValueError
 
 
 @pytest.mark.parametrize("stage,expected_gb", [(0, 120.0), (1, 31.4), (2, 16.6), (3, 1.9)])

@@ -1,10 +1,10 @@
 """Exact parameter counts: closed form == the real module on the meta device == published totals."""
 import pytest
 
-from distlearn.models import MOE_PRESETS, PRESETS, ModelConfig, build_model, count_parameters, get_preset
+from distlearn.core.models import MOE_PRESETS, PRESETS, ModelConfig, build_model, count_parameters, get_preset
 
 ALL_PRESETS = {**PRESETS, **MOE_PRESETS}
-from distlearn.validate import DistlearnValueError
+from distlearn.core.validate import DistlearnValueError
 
 PUBLISHED = {  # from the model cards / HF configs (sum of parameter tensors)
     "gpt2-small": 124_439_808,
@@ -61,9 +61,9 @@ def test_small_model_runs_forward_on_cpu():
 
 
 # ---------------------------------------------------------------- the torch modules are ordinary classes
-TORCH_CLASSES = [("distlearn.models", n) for n in ("RMSNorm", "Attention", "MLAttention", "MLP", "GroupedExperts", "MoE",
+TORCH_CLASSES = [("distlearn.core.models", n) for n in ("RMSNorm", "Attention", "MLAttention", "MLP", "GroupedExperts", "MoE",
                                                    "MTPModule", "Block", "TransformerLM")] + [
-    ("distlearn.seeds", n) for n in ("SeedTransformerBlock", "TransformerBlock", "LargeLM")]
+    ("distlearn.seeds.functions", n) for n in ("SeedTransformerBlock", "TransformerBlock", "LargeLM")]
 
 
 @pytest.mark.parametrize("module, name", TORCH_CLASSES)
@@ -82,13 +82,14 @@ def test_torch_classes_are_top_level_and_documented(module, name):
 
 
 def test_from_import_works():
-    from distlearn.models import Block, TransformerLM
-    from distlearn.seeds import LargeLM
-    from distlearn import transformer, seed_models
+    from distlearn.core.models import Block, TransformerLM
+    from distlearn.seeds.functions import LargeLM
+    from distlearn.core import transformer
+    from distlearn.seeds import models as seed_models
 
     assert (TransformerLM, Block, LargeLM) == (transformer.TransformerLM, transformer.Block, seed_models.LargeLM)
     with pytest.raises(ImportError):
-        from distlearn.models import NoSuchModule  # noqa: F401
+        from distlearn.core.models import NoSuchModule  # noqa: F401
 
 
 def _roundtrip(model, x):
@@ -119,7 +120,7 @@ def test_transformer_lm_pickles(arch, tied):
 @pytest.mark.parametrize("fixed", [True, False])
 def test_seed_large_lm_pickles(fixed):
     import torch
-    from distlearn import seeds
+    from distlearn.seeds import functions as seeds
 
     torch.manual_seed(0)
     model = seeds.build_large_lm(device="cpu", fixed=fixed, vocab_size=50, d_model=16, n_layers=2, nhead=4,
@@ -133,9 +134,9 @@ def test_importing_distlearn_does_not_import_torch():
     import subprocess
     import sys
 
-    code = ("import sys, distlearn, distlearn.models, distlearn.seeds, distlearn.overlap, distlearn.pipeline, "
-            "distlearn.comm, distlearn.planner, distlearn.fp8_recipes, distlearn.float_formats; "
+    code = ("import sys, distlearn, distlearn.core.models, distlearn.seeds.functions, distlearn.overlap_prefetch.timeline, distlearn.pipeline_parallel.schedules, "
+            "distlearn.core.comm, distlearn.planning, distlearn.precision.fp8_recipes, distlearn.precision.formats; "
             "print('torch' in sys.modules); "
-            "from distlearn.models import TransformerLM; print('torch' in sys.modules)")
+            "from distlearn.core.models import TransformerLM; print('torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "True"]

@@ -1,4 +1,4 @@
-"""Chapter 12's model of a composed run (distlearn.nd_parallel), checked against independent sources: the loop
+"""Chapter 12's model of a composed run (distlearn.nd_parallel.simulation), checked against independent sources: the loop
 reference of the mesh order, Llama 3's Table 4 layouts, PyTorch's own parameter count, torch.chunk, ring
 closed forms. The real runs (8 gloo ranks) are chapter 12's own, checked by nbval, and
 tests/test_labs_nd_parallel.py's."""
@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 import torch
 
-from distlearn import nd_parallel as N
-from distlearn.comm import ring_bytes_per_rank
-from distlearn.models import build_model
-from distlearn.validate import DistlearnValueError
+from distlearn.nd_parallel import simulation as N
+from distlearn.core.comm import ring_bytes_per_rank
+from distlearn.core.models import build_model
+from distlearn.core.validate import DistlearnValueError
 
 SHAPES = [(2, 2, 1, 2), (1, 2, 2, 1), (2, 3, 2, 2), (4, 1, 1, 2), (1, 1, 1, 8), (3, 2, 1, 1)]
 
@@ -65,7 +65,7 @@ def test_llama3_table4_rows_give_16m_tokens_and_the_papers_tflops(row):
 
 def test_llama3_long_context_dp_is_8_not_the_printed_4():
     """arXiv v1 of Table 4 prints DP 4 for the 128K row; 4 gives neither the 16,384 GPUs nor the 16M tokens."""
-    from distlearn.context_parallel import LLAMA3_405B_LONG_CONTEXT as long
+    from distlearn.context_parallel.simulation import LLAMA3_405B_LONG_CONTEXT as long
     row = N.LLAMA3_405B_LAYOUTS[2]
     assert {k: row[k] for k in ("gpus", "tp", "cp", "pp", "dp", "seq_len")} == \
         {k: long[k] for k in ("gpus", "tp", "cp", "pp", "dp", "seq_len")}
@@ -111,7 +111,7 @@ def test_fsdp_chunk_sizes_are_torch_chunk():
 
 
 def test_one_f_one_b_order_is_chapter_05s():
-    from distlearn.pipeline import stage_order
+    from distlearn.pipeline_parallel.schedules import stage_order
 
     for pp, m in [(2, 2), (2, 3), (4, 8), (3, 5), (4, 2)]:
         for stage in range(pp):
@@ -161,7 +161,7 @@ def test_the_numbers_chapter_12_quotes_for_llama3_405b():
     row (dp 128, 16 per replica): pipeline about 0.5 GB, FSDP about 14 GB with ZeRO-2 (one all-gather and one
     reduce-scatter of the stage's 6.9 GB shard), over 100 GB with ZeRO-3 (17 all-gathers: 16 forwards + the first
     backward)."""
-    from distlearn.models import PRESETS
+    from distlearn.core.models import PRESETS
 
     m = PRESETS["llama3.1-405b"]
     h, s = m.hidden_size, 8192
@@ -193,7 +193,7 @@ def test_every_traffic_description_has_its_chinese():
 
 def test_memory_terms_and_traffic_labels_follow_the_language():
     """Every key of RankMemory.terms has its Chinese (TERMS_ZH), and GroupTraffic.label() switches language."""
-    from distlearn import i18n
+    from distlearn.core import i18n
 
     keys = set()
     for lay in (N.Layout(pp=2, dp=2, tp=2, micro_batch_size=1, num_microbatches=2),

@@ -1,9 +1,9 @@
-"""distlearn.overlap: closed forms (the seed's), serial limits, stream invariants, memory price of prefetching."""
+"""distlearn.overlap_prefetch.timeline: closed forms (the seed's), serial limits, stream invariants, memory price of prefetching."""
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distlearn import overlap
-from distlearn.validate import DistlearnValueError
+from distlearn.overlap_prefetch import timeline as overlap
+from distlearn.core.validate import DistlearnValueError
 
 times = st.floats(0.01, 10.0, allow_nan=False)
 
@@ -153,7 +153,7 @@ def test_prefetch_defaults_are_the_engines_defaults_not_depth_zero():
     from torch.distributed.fsdp import BackwardPrefetch, FullyShardedDataParallel
     from torch.distributed.fsdp._fully_shard import _fsdp_param_group, _fsdp_state
 
-    from distlearn.widgets import overlap as view
+    from distlearn.overlap_prefetch import explorer as view
 
     sig = inspect.signature(overlap.simulate).parameters
     fsdp2 = overlap.PREFETCH_MODES["fsdp2_default"]

@@ -1,12 +1,12 @@
-"""distlearn.pipeline against closed forms (Narayanan et al. 2021; Korthikanti et al. 2022), edge cases, seed."""
+"""distlearn.pipeline_parallel.schedules against closed forms (Narayanan et al. 2021; Korthikanti et al. 2022), edge cases, seed."""
 import math
 
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distlearn import pipeline as P
-from distlearn.validate import DistlearnValueError
+from distlearn.pipeline_parallel import schedules as P
+from distlearn.core.validate import DistlearnValueError
 
 
 # ------------------------------------------------------------------ partitioning and micro-batching
@@ -332,7 +332,7 @@ def test_too_large_is_refused_not_swapped():
 
 def test_interleaved_exercise_cases_are_torch_orders():
     # the ch05 checker's expected orders are torch's own ScheduleInterleaved1F1B orders, case by case
-    from distlearn.checks.ch05 import INTERLEAVED_CASES
+    from distlearn.pipeline_parallel.check import INTERLEAVED_CASES
     for s, p, m, v in INTERLEAVED_CASES:
         assert P.stage_order("interleaved-1f1b", s, p, m, v) == _torch_interleaved_order(s, p, m, v)
     # and they are not the plain 1F1B order (the answer the chapter prints): the exercise asks for something new
@@ -345,7 +345,7 @@ def test_figure_titles_state_the_costs_and_the_bubble_definition():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from distlearn import pipeline_plots as PP
+    from distlearn.pipeline_parallel import plots as PP
 
     for schedule, v in (("1f1b", 1), ("interleaved-1f1b", 2)):
         ax = PP.gantt(P.simulate(schedule, 4, 8, num_chunks=v, fwd_time=1.5, bwd_time=3.0))
@@ -377,7 +377,7 @@ def test_interleaved_stage0_memory_needs_enough_microbatches():
 def test_gantt_cost_label_of_split_backward_schedules():
     """The caption reads the costs back from the events: I + W for split-backward schedules, none where an F&B block
     hides the parts (it crashed on schedules without B events)."""
-    from distlearn.pipeline_plots import cost_label
+    from distlearn.pipeline_parallel.plots import cost_label
     simulate = P.simulate
 
     assert cost_label(simulate("1f1b", 4, 8, fwd_time=1.0, bwd_time=2.0)) == "t_f = 1, t_b = 2"

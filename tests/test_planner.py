@@ -3,24 +3,24 @@ bad input, CLI. Speed is measured by ``make bench`` (benchmarks/bench_planner.py
 import pytest
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from distlearn import planner as P
-from distlearn import seeds_planning as S
-from distlearn.comm import VirtualCluster
-from distlearn.hardware import GPUS, Cluster, make_cluster
-from distlearn.memory import activation_bytes_per_layer, model_state_bytes
-from distlearn import pipeline
-from distlearn.models import PRESETS, get_preset
-from distlearn.planner import formulas as F
-from distlearn.planner import kernels as K
-from distlearn.validate import DistlearnValueError
+from distlearn import planning as P
+from distlearn.seeds import planning as S
+from distlearn.core.comm import VirtualCluster
+from distlearn.core.hardware import GPUS, Cluster, make_cluster
+from distlearn.memory.formulas import activation_bytes_per_layer, model_state_bytes
+from distlearn.pipeline_parallel import schedules as pipeline
+from distlearn.core.models import PRESETS, get_preset
+from distlearn.planning import formulas as F
+from distlearn.planning import kernels as K
+from distlearn.core.validate import DistlearnValueError
 
 
 # ---------------------------------------------------------------- closed forms vs independent sources
 def test_collective_times_come_from_the_cost_module(monkeypatch):
-    """The planner's TP and DP communication times are distlearn.cost's α-β ring times (no copy of its own):
+    """The planner's TP and DP communication times are distlearn.core.cost's α-β ring times (no copy of its own):
     checked by value, then by replacing cost's function and seeing the planner's times follow."""
-    from distlearn import cost
-    from distlearn.planner import formulas
+    from distlearn.core import cost
+    from distlearn.planning import formulas
     m = PRESETS["llama3-8b"]
     plan = P.Plan(dp=4, tp=2, pp=2, zero_stage=0, recompute="selective", micro_batch_size=1, num_microbatches=8)
     e = P.evaluate(m, plan, global_batch=32, seq_len=2048, gpu="h100-80gb", cluster=make_cluster("h100-80gb", 16))
@@ -63,7 +63,7 @@ def test_bubble_ratio_matches_event_simulation(p, m):
 
 @pytest.mark.parametrize("p,m,v", [(2, 1, 1), (4, 4, 1), (8, 3, 1), (8, 32, 1), (4, 8, 2), (4, 4, 4), (8, 16, 2)])
 def test_bubble_fraction_is_chapter_05s_idle_share(p, m, v):
-    from distlearn import pipeline
+    from distlearn.pipeline_parallel import schedules as pipeline
     schedule = "1f1b" if v == 1 else "interleaved-1f1b"
     sim = pipeline.simulate(schedule, p, m, num_chunks=v)
     assert P.bubble_fraction(p, m, v) == pytest.approx(sim.bubble_fraction, rel=1e-12)
@@ -190,7 +190,7 @@ def test_published_figures_are_the_papers():
 def test_a_broken_time_model_fails_the_published_check(monkeypatch):
     """The ±10 % check can fail: with the bubble charged as if there were no interleaving (v times) the Llama 3
     rows leave the band."""
-    from distlearn.planner import formulas
+    from distlearn.planning import formulas
     real = formulas.bubble_share
     monkeypatch.setattr(formulas, "bubble_share", lambda st, p: p.num_chunks * real(st, p))
     assert not P.compare_published("llama3-405b-16k-gpus")["within"]
@@ -376,7 +376,7 @@ def test_cli_through_python_m():
 
 @pytest.mark.parametrize("arch", ["gpt", "llama"])
 def test_forward_flops_equal_pytorch_flop_counter(arch):
-    from distlearn.models import ModelConfig
+    from distlearn.core.models import ModelConfig
     c = ModelConfig("tiny", arch, 96, 64, 2, 4, 256 if arch == "gpt" else 160, 32,
                     num_kv_heads=None if arch == "gpt" else 2)
     got = P.measured_flops(c, 3, 32)
@@ -387,7 +387,7 @@ def test_forward_flops_equal_pytorch_flop_counter(arch):
 
 
 def test_custom_cluster_limits_tp_to_its_node():
-    from distlearn.hardware import GPU, Cluster
+    from distlearn.core.hardware import GPU, Cluster
     gpu = GPU("my-gpu", 48e9, 200e12, 100e9, 12.5e9, gpus_per_node=4)
     res = P.search("llama2-7b", global_batch=32, seq_len=2048, cluster=Cluster(gpu, 4))
     assert res.plans and max(e.plan.tp for e in res.plans) <= 4
@@ -409,7 +409,7 @@ def test_format_table_fits_100_columns_in_both_languages():
 # ---------------------------------------------------------------- the search's shortcuts change no result
 def _brute_force(model, cluster, batch, seq, **kw):
     """Every candidate evaluated, fitting ones ranked by the same stable sort: the search without shortcuts."""
-    from distlearn.planner import formulas as F
+    from distlearn.planning import formulas as F
     st = F.make_setting(model, cluster, batch, seq, **kw)
     fits = []
     for p in P.candidate_plans(model, cluster, batch, seq):
@@ -444,7 +444,7 @@ def test_search_equals_brute_force_with_experts_cp_and_uneven_stages(case, num_g
     """The shortcuts also change nothing for mixture-of-experts models with ep > 1, a given cp, and layer counts
     that the pipeline splits unevenly (30 and 126 layers), where the bounds, the shared memos and the capped
     activation entries are exercised hardest."""
-    from distlearn.models import MOE_PRESETS
+    from distlearn.core.models import MOE_PRESETS
     name, ep, cp = case
     base, _, layers = name.partition("@")
     m = MOE_PRESETS.get(base) or get_preset(base)
@@ -472,7 +472,7 @@ def test_search_equals_brute_force_with_experts_cp_and_uneven_stages(case, num_g
 def test_smallest_plan_of_each_group_has_the_least_memory(model, num_gpus, batch, seq):
     """The claim the search's memory shortcut rests on: in every (tp, pp, ZeRO, recomputation) group, b = 1 and
     v = 1 need the least memory."""
-    from distlearn.planner import formulas as F
+    from distlearn.planning import formulas as F
     m, cluster = PRESETS[model], make_cluster("a100-80gb", num_gpus)
     st_ = F.make_setting(m, cluster, batch, seq)
     for group in P.candidate_groups(m, cluster, batch, seq):
@@ -528,7 +528,7 @@ def test_fp32_changes_step_time_and_mfu():
     assert fp32.memory["params"] == 2 * mixed.memory["params"]  # 4 bytes per weight instead of 2
     # fp32 activations (Llama, selective recomputation with flash attention: no masks, no log-sum-exp kept)
     assert fp32.memory["activations"] == pytest.approx(2 * mixed.memory["activations"], rel=1e-12)
-    from distlearn.hardware import GPU, Cluster
+    from distlearn.core.hardware import GPU, Cluster
     custom = Cluster(GPU("my-gpu", 48e9, 200e12, 100e9, 12.5e9, gpus_per_node=8), 1)
     with pytest.raises(DistlearnValueError) as e:
         P.evaluate(m, plan, global_batch=64, seq_len=4096, cluster=custom, precision="fp32")
@@ -606,7 +606,7 @@ def test_help_describes_plan_and_shows_defaults(capsys):
 
 
 def test_explorer_explains_why_no_plan_can_be_formed():
-    from distlearn.widgets import planner as explorer
+    from distlearn.planning import explorer
     r = explorer.compute(model="gpt2-small", num_gpus=2048, global_batch=8)
     assert "global batch of 8" in r["no_fit"] and "全局批量" in r["no_fit"]
     assert "No single change" not in r["no_fit"] and r["num_evaluated"] == 0
@@ -617,7 +617,7 @@ def test_moe_forward_flops_are_the_active_parameters():
     """DeepSeek-V3: the GEMM FLOPs per token are 2 × the parameters a token uses (the model's own count,
     ModelConfig.active_parameters without the embedding; MLA's two latent RMSNorm weights are not matmuls), and
     that is the report's "37B activated parameters" (§1)."""
-    from distlearn.models import MOE_PRESETS
+    from distlearn.core.models import MOE_PRESETS
     d = MOE_PRESETS["deepseek-v3"]
     f = P.forward_flops(d, 2, 4096)
     per_token = (f["layers"] + f["logits"]) / (2 * 2 * 4096)
@@ -633,7 +633,7 @@ def test_moe_forward_flops_are_the_active_parameters():
                                           first_dense_layers=1)])
 def test_moe_flops_equal_pytorch_flop_counter(arch_kw):
     """A tiny MoE model built for real: PyTorch's FLOP counter sees exactly k routed (+ shared) experts per token."""
-    from distlearn.models import ModelConfig
+    from distlearn.core.models import ModelConfig
     c = ModelConfig("tiny-moe", "llama", 96, 64, 2, 4, 160, 32, num_kv_heads=2, expert_ffn_hidden_size=48,
                     **arch_kw)
     got = P.measured_flops(c, 3, 32)
@@ -642,8 +642,8 @@ def test_moe_flops_equal_pytorch_flop_counter(arch_kw):
 
 
 def test_expert_parallelism_divides_the_experts_and_pays_all_to_alls():
-    from distlearn import cost
-    from distlearn.models import MOE_PRESETS
+    from distlearn.core import cost
+    from distlearn.core.models import MOE_PRESETS
     mix = MOE_PRESETS["mixtral-8x7b"]
     kw = dict(global_batch=32, seq_len=4096, gpu="h100-80gb")
     base = dict(dp=16, tp=1, pp=1, zero_stage=0, recompute="full", micro_batch_size=1, num_microbatches=2,
@@ -668,10 +668,10 @@ def test_expert_parallelism_divides_the_experts_and_pays_all_to_alls():
 
 def test_fp8_recipe_runs_linear_gemms_at_the_fp8_peak():
     """FP8: the linear layers' GEMMs at hardware.peak_flops(gpu, "fp8") (1979 TFLOP/s dense on an H100), attention
-    and logits at the bf16 peak; the recipe's bytes per parameter (distlearn.fp8_recipes: te-fp8 keeps FP8 weight
+    and logits at the bf16 peak; the recipe's bytes per parameter (distlearn.precision.fp8_recipes: te-fp8 keeps FP8 weight
     copies on top of bf16 mixed precision)."""
-    from distlearn.fp8_recipes import bytes_per_param as recipe_bytes
-    from distlearn.hardware import peak_flops
+    from distlearn.precision.fp8_recipes import bytes_per_param as recipe_bytes
+    from distlearn.core.hardware import peak_flops
     m = PRESETS["llama3-8b"]
     plan = P.Plan(dp=8, tp=1, pp=1, zero_stage=1, recompute="none", micro_batch_size=1, num_microbatches=8,
                   sequence_parallel=False)
@@ -700,9 +700,9 @@ def test_fp8_recipe_runs_linear_gemms_at_the_fp8_peak():
 
 def test_context_parallel_time_and_memory_by_hand():
     """cp = 2 on Llama 3 8B: activations of s/2 tokens per rank (flash), compute halved, K/V all-gathers per layer
-    as distlearn.context_parallel.cp_comm_bytes counts them, timed by distlearn.cost."""
-    from distlearn import cost
-    from distlearn.activations import config_layer_bytes
+    as distlearn.context_parallel.simulation.cp_comm_bytes counts them, timed by distlearn.core.cost."""
+    from distlearn.core import cost
+    from distlearn.activation_memory.formulas import config_layer_bytes
     m = PRESETS["llama3-8b"]
     kw = dict(global_batch=8, seq_len=16384, gpu="h100-80gb")
     base = dict(tp=4, pp=1, zero_stage=1, recompute="none", micro_batch_size=1, sequence_parallel=True)
@@ -736,7 +736,7 @@ def test_llama3_balanced_stages_and_uneven_chunks():
 
 # ---------------------------------------------------------------- rooflines of parallelism
 def test_roofline_thresholds_by_hand():
-    from distlearn.planner import rooflines as R
+    from distlearn.planning import rooflines as R
     h100 = GPUS["h100-80gb"]
     C = h100.peak_flops * P.COMPUTE_EFFICIENCY
     assert R.roofline("dp", "h100-80gb").threshold == pytest.approx(C / 50e9)
@@ -755,7 +755,7 @@ def test_roofline_thresholds_by_hand():
 
 
 def _no_latency(monkeypatch):
-    from distlearn.planner import formulas
+    from distlearn.planning import formulas
     monkeypatch.setattr(formulas, "ALPHA", 0.0)
 
 
@@ -763,7 +763,7 @@ def _no_latency(monkeypatch):
 def test_dp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
     """Pure data parallelism across 2 nodes (ZeRO 0, one micro-batch): the planner's all-reduce is hidden behind the
     backward exactly when the tokens per GPU exceed the roofline's C/W (within its approximations: 6Ψ per token)."""
-    from distlearn.planner import rooflines as R
+    from distlearn.planning import rooflines as R
     _no_latency(monkeypatch)
     m = PRESETS["llama2-7b"]
     tokens = R.roofline("dp", "h100-80gb").threshold * factor
@@ -778,8 +778,8 @@ def test_dp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
 def test_tp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
     """A GPT block with tp = 8: the planner's forward all-reduces take less time than the forward GEMMs exactly when
     h exceeds (t − 1)·C/(3W)."""
-    from distlearn.models import ModelConfig
-    from distlearn.planner import rooflines as R
+    from distlearn.core.models import ModelConfig
+    from distlearn.planning import rooflines as R
     _no_latency(monkeypatch)
     h = int(R.roofline("tp", "h100-80gb").threshold * factor) // 512 * 512
     m = ModelConfig("gpt-h", "gpt", 1024, h, 4, h // 64, 4 * h, 128)
@@ -794,8 +794,8 @@ def test_tp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
 def test_ep_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
     """Experts of width f_e across nodes: the planner's forward all-to-alls take less time than the experts'
     forward GEMMs exactly when f_e exceeds 2C/(3W), whatever the number of tokens."""
-    from distlearn.models import ModelConfig
-    from distlearn.planner import rooflines as R
+    from distlearn.core.models import ModelConfig
+    from distlearn.planning import rooflines as R
     _no_latency(monkeypatch)
     f_e = int(R.roofline("ep", "h100-80gb").threshold * factor)
     m = ModelConfig("moe-fe", "llama", 1024, 1024, 2, 8, 1024, 1024, num_experts=16, experts_per_token=2,
@@ -868,7 +868,7 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     """Attention is 8 % of the model FLOPs at 8K and 57 % at 128K (non-causal count): the CP 16 row agrees when
     the count and the time use the same convention (0.96 causal, 0.93 not) and would read 1.34 with a causal
     kernel beside a non-causal count, as published.py states."""
-    from distlearn.planner import formulas
+    from distlearn.planning import formulas
     for name, lo, hi in (("llama3-405b-8k-gpus", 0.07, 0.09), ("llama3-405b-16k-gpus-cp16", 0.55, 0.59)):
         run = P.PUBLISHED_RUNS[name]
         f = P.forward_flops(run["model"], 1, run["seq_len"])
@@ -912,8 +912,8 @@ def test_cli_rows_are_the_searched_plans(capsys):
 
 def test_pipeline_exercise_hint_does_not_give_the_formula(capsys):
     """Exercise 2's hint points at the bubble ratio without handing over the closed form (m + (p − 1)/v)·t."""
-    from distlearn.check import CheckFailed
-    from distlearn.checks import ch14
+    from distlearn.core.check import CheckFailed
+    from distlearn.planning import check as ch14
     with pytest.raises(CheckFailed):
         ch14.ex14_pipeline_step_time(lambda t, m, p, v: m * t)  # no bubble: fails on the first pipelined case
     out = capsys.readouterr().out
@@ -925,7 +925,7 @@ def test_table_and_cli_follow_the_language(capsys, lang):
     """Under one language the table has one header line in it, recompute modes are named in it, and the CLI's own
     lines (summary, legend, efficiency note) carry no line of the other language."""
     import distlearn
-    from distlearn import lang_audit
+    from authoring import lang_audit
 
     res = P.search("llama3-8b", global_batch=64, seq_len=2048, gpu="h100-80gb", num_gpus=8, top=3)
     distlearn.set_language(lang)
@@ -1032,7 +1032,7 @@ def test_the_peak_shortcut_is_exact():
 def test_candidate_stages_give_the_worst_stage_of_all(monkeypatch):
     """plan_memory looks only at the stages _candidate_stages keeps (first, last, undominated middle ones; MoE:
     dense and MoE layers counted apart): the same worst stage as looking at every stage."""
-    from distlearn.models import MOE_PRESETS
+    from distlearn.core.models import MOE_PRESETS
     for model, gpus, batch in [(MOE_PRESETS["deepseek-v3"], 256, 512), (get_preset("llama3.1-405b"), 1024, 512)]:
         cluster = make_cluster("h100-80gb", gpus)
         plans = [p for g in P.candidate_groups(model, cluster, batch, 4096) for p in list(g.plans())[:24]
@@ -1049,7 +1049,7 @@ def test_search_with_a_given_cp_and_ep():
     """cp fixes the context-parallel degree (also below MIN_CP_TOKENS: the reader chose it); ep fixes the expert
     degree of an MoE model (dividing dp·cp and its experts); ep > 1 on a dense model is refused in both
     languages; a cp / ep no layout allows says so."""
-    from distlearn.models import MOE_PRESETS
+    from distlearn.core.models import MOE_PRESETS
     res = P.search("llama3-8b", global_batch=256, seq_len=4096, gpu="h100-80gb", num_gpus=16, cp=4, top=5)
     assert res.plans and all(e.plan.cp == 4 for e in res.plans)
     ds = MOE_PRESETS["deepseek-v3"]
@@ -1063,12 +1063,12 @@ def test_search_with_a_given_cp_and_ep():
 
 
 def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
-    """A plan with schedule="zb-h1" is charged the bubble of distlearn.zero_bubble's simulation (costs t_f = 1,
+    """A plan with schedule="zb-h1" is charged the bubble of distlearn.pipeline_parallel.zero_bubble's simulation (costs t_f = 1,
     t_b = 2, t_W = the linear layers' share of the forward), which is Qi et al. 2023's closed form
     (p − 1)(t_f + t_I − t_W); its activations are those of p micro-batches on every stage (1F1B: p − i); 1F1B
     itself keeps Megatron's (p − 1)/m. The check can fail: with W charged as free the bubble grows."""
     from dataclasses import replace
-    from distlearn import zero_bubble
+    from distlearn.pipeline_parallel import zero_bubble
     run = P.PUBLISHED_RUNS["megatron-gpt3-175b"]
     kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], gpu="a100-80gb", precision=run["precision"])
     plan = replace(run["plan"], recompute="selective", sequence_parallel=True)
@@ -1100,10 +1100,10 @@ def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
 
 @pytest.mark.parametrize("recompute", ["none", "full"])
 def test_zero_bubble_closed_form_is_the_simulation_where_the_planner_uses_it(recompute):
-    """zero_bubble_terms takes chapter 05's closed form only where distlearn.zero_bubble marks it exact: there
+    """zero_bubble_terms takes chapter 05's closed form only where distlearn.pipeline_parallel.zero_bubble marks it exact: there
     it equals the simulation (bubble ratio and every stage's peak), for several p, m and both cost sets."""
     from dataclasses import replace
-    from distlearn import zero_bubble
+    from distlearn.pipeline_parallel import zero_bubble
     m = get_preset("llama3-8b")
     st = F.make_setting(m, make_cluster("h100-80gb", 64), 512, 4096)
     for pp, mb in [(2, 2), (4, 4), (4, 12), (8, 8), (8, 30), (16, 16), (4, 3)]:
@@ -1217,7 +1217,7 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
 def test_a_shared_memo_changes_no_number():
     """Settings for other GPUs and GPU counts (a search's suggestions) share the memo entries of SHAREABLE: the
     memory of every plan is the same as with a setting of its own."""
-    from distlearn.models import MOE_PRESETS
+    from distlearn.core.models import MOE_PRESETS
     shared = {}
     for model in (get_preset("llama3-8b"), MOE_PRESETS["deepseek-v3"]):
         for gpu, n in (("v100-32gb", 64), ("h100-80gb", 128), ("h200", 256)):
@@ -1264,7 +1264,7 @@ def test_layer_gemms_count_the_matmul_flops(name, tp, ep):
     """The per-GPU GEMMs of one layer add up to 2·tokens·P_matmul / tp (formulas.matmul_params_per_layer; an MoE
     layer's experts with their routed tokens), whatever ep — except the router, which every tensor-parallel rank
     runs whole (Megatron-Core replicates it)."""
-    from distlearn.models import get_moe_preset
+    from distlearn.core.models import get_moe_preset
     m = PRESETS[name] if name in PRESETS else get_moe_preset(name)
     layer = m.num_layers - 1
     tokens = 4096
@@ -1451,7 +1451,7 @@ def test_search_limited_to_some_recomputation_modes():
 def test_cli_limits_the_recomputation_modes(capsys, lang, monkeypatch):
     """``--recompute none,full`` searches only those modes; a mode that does not exist is a clear error (status 2)
     naming the option and the modes, in the reader's language."""
-    from distlearn import i18n
+    from distlearn.core import i18n
     old = i18n.get_language()
     i18n.set_language(lang)
     try:

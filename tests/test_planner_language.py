@@ -1,5 +1,5 @@
 """Chapter 14's planner texts in the reader's language: each published run's source and reading in Chinese, the
-published-runs table, the rooflines table and plot (distlearn.lang_audit's rule: under en no Chinese, under zh no
+published-runs table, the rooflines table and plot (authoring.lang_audit's rule: under en no Chinese, under zh no
 line a Chinese reader needs English for)."""
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ import re
 import matplotlib
 import pytest
 
-from distlearn import i18n, lang_audit as A, planner as P
-from distlearn.models import get_preset
-from distlearn.planner import rooflines as R
+from distlearn.core import i18n
+from authoring import lang_audit as A
+from distlearn import planning as P
+from distlearn.core.models import get_preset
+from distlearn.planning import rooflines as R
 
 matplotlib.use("Agg")
 
@@ -52,7 +54,7 @@ def test_every_published_run_has_its_source_and_reading_in_chinese(name):
 
 
 def test_chinese_run_texts_use_the_glossary_forms():
-    from distlearn.course import forbidden_problems
+    from authoring.course import forbidden_problems
 
     texts = [run[f] for run in P.PUBLISHED_RUNS.values() for f in ("source_zh", "reading_zh")]
     assert not [(t, hit) for t in texts for hit, _ in forbidden_problems(t)]
@@ -75,7 +77,7 @@ def test_published_and_roofline_tables_follow_the_language(lang):
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_roofline_plot_texts_follow_the_language(lang):
     import matplotlib.pyplot as plt
-    from distlearn.plots_rooflines import plot_rooflines
+    from distlearn.planning.plots import plot_rooflines
 
     with language(lang):
         fig = plot_rooflines({"fsdp": (8192, i18n.bi("8192 tokens / micro-batch", "每个微批次 8192 个词元"))},

@@ -1,4 +1,4 @@
-"""distlearn.precision against independent sources: torch.finfo and torch's own decoding of every bit pattern,
+"""distlearn.precision.scaling against independent sources: torch.finfo and torch's own decoding of every bit pattern,
 torch's bf16 cast, torch's float8 casts, and the real torch.amp.GradScaler on the CPU."""
 import math
 import random
@@ -8,8 +8,8 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from distlearn import precision as P
-from distlearn.validate import DistlearnValueError
+from distlearn.precision import scaling as P
+from distlearn.core.validate import DistlearnValueError
 
 
 @pytest.mark.parametrize("name", [n for n, f in P.FORMATS.items() if f.torch_dtype])

@@ -10,8 +10,9 @@ import pytest
 import torch
 from hypothesis import given, settings, strategies as st
 
-from distlearn import fsdp, pipeline as P
-from distlearn.comm import VirtualCluster, reference_ring_all_reduce
+from distlearn.zero_fsdp import simulation as fsdp
+from distlearn.pipeline_parallel import schedules as P
+from distlearn.core.comm import VirtualCluster, reference_ring_all_reduce
 
 times = st.floats(0.05, 10.0, allow_nan=False, allow_infinity=False)
 
@@ -106,7 +107,7 @@ def test_1f1b_reference_catches_a_wrong_warmup():
                                     dict(num_stages=2, num_microbatches=2, fwd_time=[1.0]),
                                     dict(num_stages=2, num_microbatches=2, p2p_time=-1.0)])
 def test_1f1b_reference_rejects_bad_input(kwargs):
-    from distlearn.validate import DistlearnValueError
+    from distlearn.core.validate import DistlearnValueError
 
     with pytest.raises(DistlearnValueError):
         P.reference_1f1b(**kwargs)
@@ -117,7 +118,7 @@ def test_1f1b_reference_rejects_bad_input(kwargs):
 @given(cp=st.integers(1, 4), layout=st.sampled_from(["contiguous", "zigzag", "striped"]), causal=st.booleans(),
        chunks=st.integers(1, 2), groups=st.sampled_from([1, 2]), seed=st.integers(0, 10_000))
 def test_online_softmax_reference_equals_ring_attention(cp, layout, causal, chunks, groups, seed):
-    from distlearn import context_parallel as C
+    from distlearn.context_parallel import simulation as C
 
     s = chunks * (2 * cp if layout == "zigzag" else cp)
     rng = np.random.default_rng(seed)
@@ -133,7 +134,7 @@ def test_online_softmax_reference_equals_ring_attention(cp, layout, causal, chun
 @given(t=st.integers(1, 30), e=st.integers(1, 10), data=st.data(),
        cf=st.one_of(st.none(), st.floats(0.1, 3.0)), seed=st.integers(0, 10_000))
 def test_reference_route_equals_route(t, e, data, cf, seed):
-    from distlearn import experts as X
+    from distlearn.experts import simulation as X
 
     k = data.draw(st.integers(1, e))
     logits = np.random.default_rng(seed).standard_normal((t, e)) * 2     # continuous: no ties

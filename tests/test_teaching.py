@@ -12,7 +12,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from distlearn import course, grading
+from authoring import course, grading
 
 ROOT = course.ROOT
 GUIDE = ROOT / "docs" / "teaching.md"
@@ -35,7 +35,7 @@ def test_teaching_guide_lists_every_chapter_with_time_and_prerequisites():
 def test_nbgrader_is_installed_with_the_course_venvs_pip():
     """A plain `pip install -e '.[teach]'` may be another Python's pip and leave .venv without nbgrader."""
     bare = re.compile(r"(?<!\.venv/bin/)\bpip install -e '\.\[teach\]'")
-    for path in (GUIDE, ROOT / "distlearn" / "grading.py", ROOT / "README.md", ROOT / "README.zh-CN.md"):
+    for path in (GUIDE, ROOT / "authoring" / "grading.py", ROOT / "README.md", ROOT / "README.zh-CN.md"):
         text = path.read_text(encoding="utf-8")
         assert not bare.search(text), f"{path.name}: {bare.search(text).group(0)!r} without .venv/bin/"
     assert ".venv/bin/pip install -e '.[teach]'" in GUIDE.read_text(encoding="utf-8")
@@ -93,7 +93,7 @@ NBGRADER_CONFIG_WARNINGS = re.compile(r"not recognized by|is not absolute")
 
 @pytest.mark.slow
 def test_the_written_nbgrader_config_draws_no_warning(tmp_path):
-    """The config python -m distlearn.grading writes is one the installed nbgrader knows: no "Config option
+    """The config python -m authoring.grading writes is one the installed nbgrader knows: no "Config option
     `db_assignments` not recognized by `CourseDirectory`", no "root '.' is not absolute" on every command; and the
     course folder still works when run from elsewhere in it (the root is the config's own folder)."""
     pytest.importorskip("nbgrader", reason=".venv/bin/pip install -e '.[teach]' to run the nbgrader round")

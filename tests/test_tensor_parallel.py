@@ -6,10 +6,10 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from distlearn import tensor_parallel as T
-from distlearn.comm import VirtualCluster
-from distlearn.labs.tensor_parallel import MLP, Attention
-from distlearn.validate import DistlearnValueError
+from distlearn.tensor_parallel import simulation as T
+from distlearn.core.comm import VirtualCluster
+from distlearn.tensor_parallel.lab import MLP, Attention
+from distlearn.core.validate import DistlearnValueError
 
 TPS = [1, 2, 4, 8]
 
@@ -346,7 +346,7 @@ def test_tp_must_be_a_positive_integer():
 
 # ---------------------------------------------------------------- explorer
 def test_explorer_compute_matches_the_closed_forms():
-    from distlearn.widgets import tensor_parallel as w
+    from distlearn.tensor_parallel import explorer as w
     r = w.compute(tp=8, hidden_size=12288, seq_len=2048, micro_batch_size=1, sequence_parallel=True)
     sbh = 2048 * 12288
     assert r["num_heads"] == 96

@@ -1,4 +1,4 @@
-"""The course website (``make site``, :mod:`distlearn.website`) as a reader sees it.
+"""The course website (``make site``, :mod:`authoring.website`) as a reader sees it.
 
 The slow tests build the site for two chapters (05 and 06, their exercises and solutions) in both languages with
 the real Sphinx + MyST-NB build, serve it on 127.0.0.1 and open it in headless Chromium (Debian's ``chromium``
@@ -7,7 +7,7 @@ loads with no console error; every internal link and image resolves; formulas ar
 ``\\(…\\)`` or ``$…$``); a chapter page in English has exactly the English prose (headings) and no Chinese outside
 code cells and outputs, and the Chinese page exactly the Chinese; every output block of every chapter and solution
 page is readable in that page's language alone (the site reads the stored copies ``courses/<lang>/``, executed in
-that language; :mod:`distlearn.lang_audit`'s rule); an explorer's static picture shows; the "Next"
+that language; :mod:`authoring.lang_audit`'s rule); an explorer's static picture shows; the "Next"
 link leads to the next chapter; the language toggle leads to the same page in the other language; search finds a
 term in each language. Each check is a function returning problems, and each is also fed a page broken on purpose
 so that it is seen to fail. ``make site`` builds every chapter; a subset keeps this test near 30 s on 2 cores.
@@ -31,8 +31,8 @@ import nbformat
 import pytest
 
 import browser_harness as bh
-from distlearn import course, lang_audit as A, website
-from distlearn.validate import DistlearnValueError
+from authoring import course, lang_audit as A, website
+from distlearn.core.validate import DistlearnValueError
 
 CHAPTERS = ["05_pipeline_parallel", "06_zero_fsdp"]
 PAGE = "notebooks/05_pipeline_parallel"
@@ -111,7 +111,7 @@ def language_problems(facts: dict, lang: str, want_headings: list[str]) -> list[
 
 def output_problems(facts: dict, lang: str, name: str = "page") -> list[str]:
     """Every line of the page's output blocks (printed text, tables, explorer pictures' text, as rendered) is one a
-    reader of ``lang`` alone can read, by :mod:`distlearn.lang_audit`'s rule (English: no Chinese character;
+    reader of ``lang`` alone can read, by :mod:`authoring.lang_audit`'s rule (English: no Chinese character;
     Chinese: a line with an English word has Chinese too; a printed Python listing or JSON document is exempt)."""
     lines = [ln for i, text in enumerate(facts["outputs"])
              for ln in A.output_lines([{"output_type": "stream", "name": "stdout", "text": text}], f"output {i}")]
@@ -315,7 +315,7 @@ _CODE = re.compile(r"^\.?[\w]+(?:[./][\w]+)+$|^\.\w+$")  # torch.distributed.pip
 
 def furniture_problems(page_html: str, lang: str) -> list[str]:
     """The page furniture outside the article (menus, buttons, tooltips, search field, footer) that a reader of
-    ``lang`` alone cannot read (:func:`distlearn.lang_audit.readable`), apart from :data:`FURNITURE_OK` and code
+    ``lang`` alone cannot read (:func:`authoring.lang_audit.readable`), apart from :data:`FURNITURE_OK` and code
     names."""
     b, e = page_html.find("<article"), page_html.find("</article>")
     chrome = page_html[:b] + page_html[e:] if 0 <= b < e else page_html

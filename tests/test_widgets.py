@@ -18,11 +18,10 @@ import pytest
 
 matplotlib.use("Agg")
 
-import distlearn.widgets as widgets_pkg  # noqa: E402
-from distlearn.widgets import base  # noqa: E402
-from distlearn.widgets.base import control_range, extreme_settings  # noqa: E402
+from distlearn.core import explorer as base  # noqa: E402
+from distlearn.core.explorer import control_range, explorer_modules, extreme_settings  # noqa: E402
 
-MODULES = [m.name for m in pkgutil.iter_modules(widgets_pkg.__path__) if m.name != "base"]
+MODULES = list(explorer_modules())
 
 # A control whose every value shows the same at the other controls' defaults, because it only matters together with
 # another setting: (module, control) → the other values under which it must change the output.
@@ -30,19 +29,19 @@ CONTEXT = {
     ("memory", "custom_billions"): {"model": "custom"},               # used only for a custom-size model
     ("memory", "offload_params"): {"zero_stage": 3},                  # parameter offload needs ZeRO-3
     ("memory", "dp"): {"zero_stage": 1},                              # ZeRO-0 replicates: dp changes no byte
-    ("pipeline", "num_chunks"): {"schedule": "interleaved-1f1b"},     # chunks exist only in interleaved 1F1B
-    ("pipeline", "wgrad_share"): {"schedule": "zb-h1"},               # W's share matters only when B is split
-    ("activations", "sequence_parallel"): {"tp": 2},                  # SP splits across tensor-parallel ranks
+    ("pipeline_parallel", "num_chunks"): {"schedule": "interleaved-1f1b"},     # chunks exist only in interleaved 1F1B
+    ("pipeline_parallel", "wgrad_share"): {"schedule": "zb-h1"},               # W's share matters only when B is split
+    ("activation_memory", "sequence_parallel"): {"tp": 2},                  # SP splits across tensor-parallel ranks
     ("collectives", "step"): {"world_size": 8},                       # 14 steps only with 8 ranks (4 ranks: 6)
-    ("overlap", "limit"): {"depth": 4},                               # a limit binds only above the depth
-    ("planner", "ep"): {"model": "deepseek-v3", "num_gpus": 256},      # expert parallelism needs an MoE model
+    ("overlap_prefetch", "limit"): {"depth": 4},                               # a limit binds only above the depth
+    ("planning", "ep"): {"model": "deepseek-v3", "num_gpus": 256},      # expert parallelism needs an MoE model
 }
 
 
 # Two values of a control that legitimately show the same at the other controls' defaults: (module, control) →
 # the pair, with the reason.
 SAME = {
-    ("activations", "attention"): ("default", "flash"),   # Llama 2 7B is trained with flash attention
+    ("activation_memory", "attention"): ("default", "flash"),   # Llama 2 7B is trained with flash attention
 }
 
 
@@ -119,7 +118,7 @@ def unresponsive_controls(mod, context: dict | None = None, same: dict | None = 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_compute_at_every_extreme(name):
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(explorer_modules()[name])
     for values in extreme_settings(mod.controls()):
         result = mod.compute(**values)
         assert isinstance(result, dict), values
@@ -127,7 +126,7 @@ def test_compute_at_every_extreme(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_every_control_changes_what_the_explorer_shows(name):
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(explorer_modules()[name])
     context = {c: v for (m, c), v in CONTEXT.items() if m == name}
     same = {c: v for (m, c), v in SAME.items() if m == name}
     assert set(context) | set(same) <= set(mod.controls()), "CONTEXT/SAME name a control the explorer lacks"
@@ -167,14 +166,14 @@ def test_range_check_catches_an_explorer_broken_on_purpose():
 
 
 def test_range_check_needs_the_context_where_a_control_matters():
-    mod = importlib.import_module("distlearn.widgets.memory")
+    mod = importlib.import_module("distlearn.memory.explorer")
     without = unresponsive_controls(mod)
     assert any(p.startswith("custom_billions:") for p in without), without
 
 
 @pytest.mark.parametrize("name", MODULES)
 def test_controls_are_bilingual_and_not_continuous(name):
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(explorer_modules()[name])
     for key, c in mod.controls().items():
         if hasattr(c, "continuous_update"):
             assert c.continuous_update is False, key
@@ -185,7 +184,7 @@ def test_controls_are_bilingual_and_not_continuous(name):
 def test_numeric_choices_are_sliders(name):
     """A closed drop-down in JupyterLab does not take arrow keys (Lab moves between cells, ipywidgets #3912):
     numbers are chosen with sliders, drop-downs hold names."""
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(explorer_modules()[name])
     for key, c in mod.controls().items():
         if isinstance(c, W.Dropdown):
             values = [o[1] if isinstance(o, tuple) else o for o in c.options]
@@ -194,7 +193,7 @@ def test_numeric_choices_are_sliders(name):
 
 @pytest.mark.parametrize("name", MODULES)
 def test_explorer_builds_and_updates(name, monkeypatch):
-    mod = importlib.import_module(f"distlearn.widgets.{name}")
+    mod = importlib.import_module(explorer_modules()[name])
     calls = []
     real = mod.compute
     monkeypatch.setattr(mod, "compute", lambda **kw: calls.append(kw) or real(**kw))
@@ -267,8 +266,8 @@ def test_updates_from_two_threads_never_overlap():
 
 KERNEL_SETUP = '''
 import time
-from distlearn.widgets import base
-from distlearn.widgets import pipeline as mod
+from distlearn.core import explorer as base
+from distlearn.pipeline_parallel import explorer as mod
 state = {"active": 0, "overlaps": 0}
 def render(r):
     state["active"] += 1
@@ -371,7 +370,7 @@ FLUSH_SETUP = '''
 import threading, time
 import matplotlib.pyplot as plt
 from matplotlib.backends import backend_agg
-from distlearn.widgets import base
+from distlearn.core import explorer as base
 printed_by = []  # the thread of every PNG the kernel draws (Agg's print_png draws through _print_pil)
 _print = backend_agg.FigureCanvasAgg._print_pil
 def _recorded(self, *args, **kwargs):
@@ -447,7 +446,7 @@ def test_kernel_subshell_never_draws_a_figure_of_a_render():
 
 
 def test_custom_size_is_greyed_out_unless_the_model_is_custom():
-    from distlearn.widgets import memory
+    from distlearn.memory import explorer as memory
 
     box = memory.explorer()
     size, model = box.controls["custom_billions"], box.controls["model"]
@@ -513,7 +512,7 @@ def test_a_change_during_a_render_keeps_updating_until_its_own_render(monkeypatc
 
 
 def test_updating_note_follows_the_language(monkeypatch):
-    from distlearn import i18n
+    from distlearn.core import i18n
 
     loop = _LaterLoop()
     monkeypatch.setattr(base, "_main_loop", lambda: loop)
@@ -531,7 +530,7 @@ def test_updating_note_follows_the_language(monkeypatch):
 
 def test_custom_size_greys_out_at_once_not_after_a_slow_render(monkeypatch):
     """Under load the render comes seconds later: the custom size must not look live with a preset selected."""
-    from distlearn.widgets import memory
+    from distlearn.memory import explorer as memory
 
     loop = _LaterLoop()
     monkeypatch.setattr(base, "_main_loop", lambda: loop)
@@ -551,7 +550,7 @@ def test_heat_map_digits_stay_readable_on_dark_cells():
     import numpy as np
     from matplotlib.colors import to_rgb
 
-    from distlearn.widgets import collectives
+    from distlearn.collectives import explorer as collectives
 
     fig, ax = plt.subplots()
     collectives.draw_holdings(ax, np.array([[4, 1], [0, 4]]), vmax=4)
@@ -565,7 +564,7 @@ def test_small_totals_are_labelled_on_the_bar():
     """gpt2-small's 2 GB vanish against an 80 GB axis unless the total is written on the bar."""
     import matplotlib.pyplot as plt
 
-    from distlearn.widgets import memory
+    from distlearn.memory import explorer as memory
 
     r = memory.compute(model="gpt2-small", dp=1)
     ax = memory.plot_states([r], ["gpt2-small"])
@@ -576,7 +575,7 @@ def test_small_totals_are_labelled_on_the_bar():
 
 def test_explorer_tables_put_chinese_labels_last():
     """Chinese glyphs are not two monospace columns wide in a browser: labels go after the numbers."""
-    from distlearn.widgets import memory
+    from distlearn.memory import explorer as memory
 
     outputs = base.capture(lambda: memory.render(memory.compute()))
     lines = [x for x in outputs[0]["text"].splitlines() if " GiB" in x and "GB" in x and "→" not in x]
@@ -590,7 +589,7 @@ def test_stored_explorers_carry_a_static_picture_and_no_warning():
     import json
     import re
 
-    from distlearn.course import ROOT
+    from authoring.course import ROOT
 
     found = 0
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):
@@ -612,13 +611,13 @@ def test_explorer_relabels_and_renders_again_after_a_language_change():
     """set_language: every label, option label and the title switch language live, values are kept, the output is
     rendered again once (relabelling a drop-down's options must not trigger renders of its own)."""
     import distlearn
-    from distlearn.i18n import Text
+    from distlearn.core.i18n import Text
 
     seen = []
     controls = {"n": base.int_slider(Text("t.n", "units", "单元数"), 3, 1, 8),
                 "mode": base.dropdown(("mode", "模式"), [(("fast", "快"), "fast"), (("slow", "慢"), "slow")], "slow"),
                 "size": base.selection_slider(("size", "大小"), [(("small", "小"), 1), (("large", "大"), 2)], 2)}
-    box = base.build(controls, lambda **kw: kw, lambda r: seen.append(dict(r)) or print(distlearn.i18n.bi("hi", "你好")),
+    box = base.build(controls, lambda **kw: kw, lambda r: seen.append(dict(r)) or print(distlearn.core.i18n.bi("hi", "你好")),
                      title=("Title", "标题"))
     try:
         distlearn.set_language("zh")
@@ -639,8 +638,9 @@ def test_explorer_relabels_and_renders_again_after_a_language_change():
 
 
 def test_checked_raises_the_error_of_a_setting_compute_cannot_compute():
-    from distlearn.validate import DistlearnValueError
-    from distlearn.widgets import SettingsError, checked, memory
+    from distlearn.core.validate import DistlearnValueError
+    from distlearn.core.explorer import SettingsError, checked
+    from distlearn.memory import explorer as memory
 
     good = memory.compute(dp=8)
     assert checked(good) is good
@@ -660,14 +660,14 @@ def test_chapter_00_example_with_dp_0_shows_why_not_a_key_error():
     """A new user changed dp=8 to dp=0 in chapter 00's example and got ``KeyError: 'num_params'``."""
     from pathlib import Path
 
-    from distlearn.validate import DistlearnValueError
+    from distlearn.core.validate import DistlearnValueError
 
     md = (Path(__file__).resolve().parents[1] / "notebooks" / "00_welcome.md").read_text(encoding="utf-8")
     (cell,) = [c for c in _code_cells(md) if "memory.compute(" in c]
     assert "dp=8" in cell
     code = "\n".join(line for line in cell.replace("dp=8", "dp=0").splitlines() if not line.startswith(":tags:"))
     with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1"):
-        exec(code, {"memory": importlib.import_module("distlearn.widgets.memory")})
+        exec(code, {"memory": importlib.import_module("distlearn.memory.explorer")})
 
 
 def test_chapter_cells_that_read_a_compute_result_check_it_first():

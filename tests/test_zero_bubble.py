@@ -1,11 +1,11 @@
-"""Split-backward pipeline schedules (distlearn.zero_bubble, chapter 05): orders against torch 2.13's own schedules,
+"""Split-backward pipeline schedules (distlearn.pipeline_parallel.zero_bubble, chapter 05): orders against torch 2.13's own schedules,
 timelines against the closed forms of Qi et al. 2023 and DeepSeek-V3 (Table 2), memory counts, and bad input."""
 import numpy as np
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from distlearn import pipeline as P, zero_bubble as Z
-from distlearn.validate import DistlearnValueError
+from distlearn.pipeline_parallel import schedules as P, zero_bubble as Z
+from distlearn.core.validate import DistlearnValueError
 
 TORCH = {"zb-h1": "ScheduleInterleavedZeroBubble", "interleaved-zb": "ScheduleInterleavedZeroBubble",
          "zbv": "ScheduleZBVZeroBubble", "dualpipev": "ScheduleDualPipeV"}
@@ -220,8 +220,8 @@ def test_gantt_and_explorer_draw_split_schedules():
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from distlearn import pipeline_plots as PP
-    from distlearn.widgets import pipeline as W
+    from distlearn.pipeline_parallel import plots as PP
+    from distlearn.pipeline_parallel import explorer as W
 
     for schedule in P.ZERO_BUBBLE_SCHEDULES:
         out = W.compute(schedule=schedule, num_stages=4, num_microbatches=8)
@@ -247,7 +247,7 @@ def test_bad_arguments(kwargs):
 
 @pytest.mark.parametrize("schedule", ["1f1b", "zb-h1", "zb-h2", "zbv", "dualpipe"])
 def test_every_closed_form_cites_its_source_in_both_languages(schedule):
-    from distlearn import lang_audit as A
+    from authoring import lang_audit as A
 
     c = Z.closed_form(schedule, 4, 8)
     assert A.readable(c["source"], "en") and A.english_words(c["source"])

@@ -1,11 +1,12 @@
-"""Data-parallel communication per step (distlearn.zero_comm): closed forms per stage, m and engine; the chapter 06
+"""Data-parallel communication per step (distlearn.zero_fsdp.traffic): closed forms per stage, m and engine; the chapter 06
 table, the explorer and the planner use them; and the real engines — DeepSpeed 0.19.8 and FSDP2 on 2 gloo ranks,
 with gradient accumulation — issue exactly those collectives, counted at the c10d dispatcher."""
 import pytest
 
-from distlearn import fsdp, planner, zero_comm
-from distlearn.validate import DistlearnValueError
-from distlearn.zero_comm import step_collectives
+from distlearn.zero_fsdp import simulation as fsdp, traffic as zero_comm
+from distlearn import planning as planner
+from distlearn.core.validate import DistlearnValueError
+from distlearn.zero_fsdp.traffic import step_collectives
 
 # (engine, stage) → {op: count per step} as a function of m, derived by hand from the module docstring's sources
 EXPECTED = {
@@ -74,7 +75,7 @@ def test_zero_stage_table_depends_on_microbatches():
 
 
 def test_explorer_uses_step_collectives():
-    from distlearn.widgets import zero_fsdp
+    from distlearn.zero_fsdp import explorer as zero_fsdp
 
     r = zero_fsdp.compute("llama2-7b", 8, 2, 1, 1, 4, "deepspeed")
     psi = r["psi"]
@@ -96,10 +97,10 @@ def test_planner_takes_its_schedule_from_step_collectives(monkeypatch):
                       for x in c.collectives)
         return zero_comm.StepComm(c.zero_stage, c.num_microbatches, c.engine, colls)
 
-    from distlearn.cost import collective_time
-    from distlearn.hardware import get_gpu
-    from distlearn.models import get_preset
-    from distlearn.planner import formulas
+    from distlearn.core.cost import collective_time
+    from distlearn.core.hardware import get_gpu
+    from distlearn.core.models import get_preset
+    from distlearn.planning import formulas
 
     monkeypatch.setattr(formulas, "step_collectives", doubled)
     after = planner.evaluate("llama2-7b", plan, **kw).time["dp_comm"]
@@ -122,8 +123,8 @@ def _check(measured, comm, num_params):
 @pytest.mark.slow
 def test_deepspeed_issues_the_predicted_collectives():
     pytest.importorskip("deepspeed")
-    from distlearn import launch
-    from distlearn.labs import zero_comm as lab
+    from distlearn.core import launch
+    from distlearn.zero_fsdp import lab_traffic as lab
 
     results = launch.run(lab.deepspeed_grid, 2, timeout=600)[0]
     assert len(results) == 12
@@ -145,8 +146,8 @@ def test_deepspeed_issues_the_predicted_collectives():
 
 @pytest.mark.slow
 def test_fsdp2_issues_the_predicted_collectives():
-    from distlearn import launch
-    from distlearn.labs import zero_comm as lab
+    from distlearn.core import launch
+    from distlearn.zero_fsdp import lab_traffic as lab
 
     results = launch.run(lab.fsdp2_grid, 2, (1, 3), timeout=600)[0]
     assert len(results) == 10
@@ -166,7 +167,7 @@ def test_fsdp2_issues_the_predicted_collectives():
 
 def test_mapping_hpz_is_not_hsdp():
     """ZeRO++ hpZ maps to FSDP2's int reshard_after_forward, not to HYBRID_SHARD; only MiCS is HSDP."""
-    from distlearn import deepspeed as D
+    from distlearn.deepspeed_fsdp import deepspeed as D
 
     rows = {r[0].split(" (")[0]: r for r in D.ZERO_FSDP_MAPPING}
     assert "HYBRID_SHARD" not in rows["ZeRO++ hpZ"][1] + rows["ZeRO++ hpZ"][2]
@@ -188,8 +189,8 @@ def test_hpz_fsdp2_int_reshard_and_hsdp_on_the_real_engines():
     ranks, in backward over 2, and reduce-scatter over all 4; HSDP gathers and reduce-scatters over 2 and
     all-reduces the gradient shards over 2 — a different pattern, so mapping hpZ to HSDP fails this check."""
     pytest.importorskip("deepspeed")
-    from distlearn import launch
-    from distlearn.labs import zero_comm as lab
+    from distlearn.core import launch
+    from distlearn.zero_fsdp import lab_traffic as lab
 
     res = launch.run(lab.hierarchical_collectives, 4, timeout=600)[0]
     hpz = _by_group(res["hpz"]["calls"], res["hpz"]["num_params"])

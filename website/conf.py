@@ -1,6 +1,6 @@
-"""Sphinx configuration of the course website, one build per language (see ``distlearn/website.py``).
+"""Sphinx configuration of the course website, one build per language (see ``authoring/website.py``).
 
-``python -m distlearn.website build`` (``make site``) writes each language's monolingual notebooks under
+``python -m authoring.website build`` (``make site``) writes each language's monolingual notebooks under
 ``build/site-work/<lang>/src/`` and runs Sphinx on them with this folder as the configuration folder; ``language`` and
 ``html_context`` are passed in as overrides. Nothing is executed: the pages show the outputs stored in the notebooks.
 """
@@ -13,12 +13,12 @@ copyright = "distlearn authors, MIT licence"
 extensions = [
     "myst_nb",                  # reads .ipynb (and MyST markdown) with the outputs stored in them
     "sphinx-mathjax-offline",   # MathJax 3 copied into _static/: formulas render without a network
-    "distlearn.website",        # language toggle, explorer fall-back pictures, chapter links (html-page-context)
+    "authoring.website",        # language toggle, explorer fall-back pictures, chapter links (html-page-context)
 ]
 nb_execution_mode = "off"       # never run a notebook at build time: the stored, checked outputs are the page
 nb_output_stderr = "show"
 # The explorers' outputs carry a widget view (needs a live kernel) and a static picture (text/html, made by
-# distlearn.widgets.base). A static site shows the picture.
+# distlearn.core.explorer). A static site shows the picture.
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 nb_merge_streams = True
 myst_enable_extensions = ["dollarmath", "amsmath", "colon_fence"]

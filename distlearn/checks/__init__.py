@@ -1,1 +1,0 @@
-"""Per-chapter exercise checkers (``chNN.py``), found by :mod:`distlearn.check`."""

@@ -1,0 +1,104 @@
+"""Checkers for chapter 02 (collective communication). Expected values come from numpy computed directly and
+from :mod:`distlearn.core.comm` / :mod:`distlearn.core.cost`, which tests/test_comm.py checks against closed forms."""
+from __future__ import annotations
+
+import numpy as np
+
+from distlearn.core import cost
+from distlearn.core.check import Case, Why, difference, verify
+from distlearn.core.comm import VirtualCluster, ring_bytes_per_rank
+
+
+def _halving_doubling_case(n: int, length: int, seed: int) -> Case:
+    """A case calling ``fn(cluster, arrays)`` on a fresh cluster of ``n`` ranks (a power of two, ``length`` a
+    multiple of n); passes if every rank gets the sum, only send/recv were used, and every rank sent what
+    Rabenseifner's algorithm sends: 2(n−1)/n × the message in at most 2·log₂n messages (:func:`distlearn.core.cost.coefficients`,
+    Thakur, Rabenseifner & Gropp 2005)."""
+    rng = np.random.default_rng(seed)
+    arrays = [rng.integers(-20, 20, size=length).astype(np.float64) for _ in range(n)]
+    cluster = VirtualCluster(n)
+    total = np.sum(arrays, axis=0)
+    k_alpha, k_beta = cost.coefficients("rabenseifner_all_reduce", n)
+    want_messages, want_bytes = int(k_alpha), round(k_beta * length * 8)
+
+    def compare(got, _expected):
+        """The first thing wrong: the result's form, a rank's sums, the cluster's own collectives, bytes, messages."""
+        if not isinstance(got, (list, tuple)) or len(got) != n:
+            return Why(f"returned {type(got).__name__} of length {len(got) if hasattr(got, '__len__') else '?'}, "
+                       f"expected a list of {n} arrays (one per rank)",
+                       f"返回了长度为 {len(got) if hasattr(got, '__len__') else '?'} 的 {type(got).__name__}，"
+                       f"应为 {n} 个数组的列表（每个 rank 一个）")
+        for r, g in enumerate(got):
+            why = difference(g, total, rtol=0, atol=0)
+            if why is not None:
+                return why.within(f"rank {r}'s result", f"rank {r} 的结果")
+        if cluster.steps:  # filled only by the cluster's own collectives
+            return Why("the sums are right, but they come from the cluster's own collective: use only "
+                       "cluster.send and cluster.recv",
+                       "求和结果正确，但用的是集群自带的集合通信：只能用 cluster.send 和 cluster.recv")
+        sent = [int(b) for b in cluster.bytes_sent]
+        if any(b != want_bytes for b in sent):
+            r = next(i for i, b in enumerate(sent) if b != want_bytes)
+            return Why(f"every rank got the right sums, but rank {r} sent {sent[r]} bytes instead of {want_bytes} "
+                       f"(all ranks: {sent})",
+                       f"每个 rank 的求和结果都正确，但 rank {r} 发送了 {sent[r]} 字节，应为 {want_bytes}"
+                       f"（各 rank：{sent}）")
+        messages = [int(m) for m in cluster.messages_sent]
+        if any(m > want_messages for m in messages):   # fewer, with these bytes, is no worse
+            r = next(i for i, m in enumerate(messages) if m > want_messages)
+            return Why(f"right sums and right bytes, but rank {r} sent {messages[r]} messages, more than the "
+                       f"{want_messages} = 2·log₂{n} of halving-doubling (all ranks: {messages}): each message "
+                       f"costs a latency α",
+                       f"求和与字节数都正确，但 rank {r} 发送了 {messages[r]} 条消息，多于递归减半-递归倍增的 "
+                       f"{want_messages} = 2·log₂{n} 条（各 rank：{messages}）：每条消息都要付出一次延迟 α")
+        return True
+
+    return Case(args=(cluster, [a.copy() for a in arrays]), expected=[total] * n, compare=compare,
+                hint_en="Pair rank r with rank r XOR d for d = n/2, n/4, …, 1: the two partners split the part they "
+                        "are working on into halves, each sends the other one message with the half it gives away "
+                        "and adds the half it receives. After log₂n steps each rank owns 1/n of the sum; then undo "
+                        "the steps in reverse order, each partner sending the other the part it completed.",
+                hint_zh="让 rank r 与 rank r XOR d 配对，d 依次取 n/2、n/4、…、1：两个伙伴把当前负责的那部分一分为二，"
+                        "各自把让出的一半用一条消息发给对方，并把收到的一半累加到自己的数据上。log₂n 步之后，每个 rank "
+                        "持有总和的 1/n；然后按相反顺序重走这些步，伙伴之间互相发送各自已完成的部分。")
+
+
+def ex02_halving_doubling_all_reduce(fn):
+    """``halving_doubling_all_reduce(cluster, arrays)`` → list of per-rank sums, using only cluster.send /
+    cluster.recv, with Rabenseifner's traffic (2(n−1)/n × the message in 2·log₂n messages per rank)."""
+    cases = [_halving_doubling_case(n, length, seed) for n, length, seed in
+             [(2, 8, 0), (4, 8, 1), (4, 12, 2), (8, 16, 3), (1, 4, 4), (8, 64, 5), (16, 32, 6)]]
+    verify("ex02_halving_doubling_all_reduce", fn, cases)
+
+
+def ex02_all_reduce_bytes(fn):
+    """``all_reduce_bytes(nbytes, world_size)`` → bytes each rank sends in a ring all-reduce."""
+    cases = [Case(args=(m, n), expected=ring_bytes_per_rank("all_reduce", m, n), rtol=1e-12,
+                  hint_en="A ring all-reduce is a reduce-scatter followed by an all-gather: count the steps of "
+                          "each phase on n ranks and what share of the message one step sends. Counted one phase "
+                          "only, or a whole message per step? A single rank sends nothing.",
+                  hint_zh="环形 AllReduce 由 ReduceScatter 和 AllGather 两部分组成：数一数 n 个 rank 时每一部分"
+                          "有几步、每一步发送消息的几分之几。是不是只算了其中一部分，或者每一步都发了整条消息？"
+                          "只有一个 rank 时什么也不用发。")
+             for m, n in [(14e9, 8), (1e6, 2), (4e6, 1), (1e9, 1024), (3e3, 3)]]
+    verify("ex02_all_reduce_bytes", fn, cases)
+
+
+def ex02_bus_bandwidth(fn):
+    """``bus_bandwidth(nbytes, seconds, world_size)`` → all-reduce bus bandwidth in bytes/s (nccl-tests)."""
+    cases = [Case(args=(m, t, n), expected=cost.busbw("all_reduce", m, t, n), rtol=1e-12,
+                  hint_en="algbw = nbytes / seconds; busbw = algbw × 2(n−1)/n (nccl-tests doc/PERFORMANCE.md).",
+                  hint_zh="算法带宽 algbw = nbytes / seconds；总线带宽 busbw = algbw × 2(n−1)/n"
+                          "（nccl-tests 的 doc/PERFORMANCE.md）。")
+             for m, t, n in [(1e9, 0.01, 8), (2**30, 0.5, 2), (1e6, 1e-3, 1), (8e6, 2e-3, 16)]]
+    verify("ex02_bus_bandwidth", fn, cases)
+
+
+def ex02_ring_time(fn):
+    """``ring_all_reduce_time(nbytes, world_size, alpha, bandwidth)`` → seconds (α-β model)."""
+    cases = [Case(args=(m, n, a, b), expected=cost.collective_time("ring_all_reduce", m, n, alpha=a, bandwidth=b),
+                  rtol=1e-12,
+                  hint_en="2(n−1) messages, each costing α, plus 2(n−1)/n × nbytes / bandwidth.",
+                  hint_zh="2(n−1) 条消息，每条花费 α，再加 2(n−1)/n × nbytes / bandwidth。")
+             for m, n, a, b in [(1e9, 8, 1e-5, 1e11), (1e3, 64, 5e-6, 1e10), (1e6, 2, 0.0, 1e9), (5e5, 1, 1e-5, 1e9)]]
+    verify("ex02_ring_time", fn, cases)

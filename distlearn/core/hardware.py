@@ -1,0 +1,175 @@
+"""GPU and cluster presets with their published figures, for the planner (chapter 14) and chapter 10.
+
+Units: memory in **bytes** (datasheet "GB" are 1e9 bytes), compute in FLOP/s, bandwidth in **bytes/s per GPU and
+per direction** (the "bus bandwidth" a ring collective can use; NVIDIA quotes NVLink as the bidirectional total,
+so we halve it, and network cards in bits/s, so we divide by 8).
+
+Figures and sources (dense = without 2:4 sparsity; the sparse figure NVIDIA also prints is twice these):
+
+=============  ==========  ==================  ===================  ========================  ==================  ==========
+GPU            memory      peak dense 16-bit   peak dense fp32      NVLink per direction      inter-node GPU/dir  HBM
+=============  ==========  ==================  ===================  ========================  ==================  ==========
+V100-32GB      32 GB       125 TFLOP/s (fp16)  15.7 TFLOP/s (FP32)  150 GB/s (300 GB/s tot.)  6.25 GB/s (DGX-2)   900 GB/s
+A100-80GB      80 GB       312 TFLOP/s (bf16)  156 TFLOP/s (TF32)   300 GB/s (600 GB/s tot.)  25 GB/s (DGX A100)  2,039 GB/s
+H100-80GB      80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H100)  3.35 TB/s
+H200           141 GB      989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H200)  4.8 TB/s
+=============  ==========  ==================  ===================  ========================  ==================  ==========
+
+The fp32 column is what fp32 training's matrix multiplies run at: TF32 tensor cores where the GPU has them
+(A100 and later; PyTorch uses them after ``torch.backends.cuda.matmul.allow_tf32 = True`` or
+``torch.set_float32_matmul_precision("high")``), FP32 CUDA cores on the V100, which has no TF32. Without TF32 an
+A100 multiplies fp32 matrices at 19.5 TFLOP/s and an H100 / H200 at 67 TFLOP/s (same datasheets, "FP32" row).
+
+- V100: NVIDIA Tesla V100 datasheet (SXM2: 125 TFLOPS tensor, 15.7 TFLOPS single-precision, 32 GB HBM2, NVLink
+  300 GB/s); DGX-2 (16 GPUs, 8 × 100 Gb/s EDR InfiniBand), the cluster of the ZeRO paper (Rajbhandari et al.
+  2020, §10.1).
+- A100: NVIDIA A100 Tensor Core GPU datasheet (80GB SXM: BF16 312 TFLOPS, TF32 156 TFLOPS dense (312 with
+  sparsity), FP32 19.5 TFLOPS, NVLink 600 GB/s); DGX A100 user guide (8 × 200 Gb/s HDR InfiniBand for compute),
+  the Selene nodes of Narayanan et al. 2021 (§5).
+- H100: NVIDIA H100 Tensor Core GPU datasheet (SXM: BF16 1,979 TFLOPS *with sparsity* → 989 dense; TF32 989 TFLOPS
+  with sparsity → 494.5 dense; FP32 67 TFLOPS; NVLink 900 GB/s); DGX H100 (8 × 400 Gb/s ConnectX-7 NDR).
+- H200: NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, BF16 1,979 TFLOPS with sparsity → 989 dense,
+  TF32 989 with sparsity → 494.5 dense, FP32 67 TFLOPS, NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
+
+FP8 dense peak (``peak_fp8_flops``, used by FP8 recipes, :mod:`distlearn.precision.fp8_recipes`): H100 SXM and H200 SXM
+datasheets print "FP8 Tensor Core 3,958 TFLOPS*" with the footnote "* With sparsity" (the H100 datasheet:
+"Specifications 1/2 lower without sparsity"), so **1,979 TFLOP/s dense**, twice their dense bf16 989. V100 and
+A100 have no FP8 tensor cores: 0 (:func:`peak_flops` refuses ``"fp8"`` for them).
+
+The memory figure is the datasheet's, in GB (1e9 bytes): one convention for every chapter, explorer and the
+planner (the chapter 01 explorer reads these same numbers). The card itself shows a little more: ``nvidia-smi``
+reports an "80GB" A100's memory.total as 81920 MiB = 85.9e9 bytes; CUDA's total, which
+``torch.cuda.mem_get_info()`` returns as ``(free, total)`` in bytes (``cudaMemGetInfo``), is slightly less
+(81,049 MiB = 85.0e9 bytes on an A100 80GB PCIe, ekondis/mixbench issue #47), and ``free`` is less again once the
+CUDA context, NCCL buffers and the allocator's cache take their share. The datasheet figure is the conservative
+choice, and the planner keeps a stated reserve on top, see ``distlearn.planning``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number, check_positive
+
+GB_S = 1e9  # 1 GB/s in bytes/s
+TFLOPS = 1e12
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One accelerator: ``memory_bytes`` (bytes), ``peak_flops`` (dense 16-bit FLOP/s), ``nvlink_bw`` (intra-node
+    bytes/s per direction), ``network_bw`` (inter-node bytes/s per GPU per direction), ``source`` (where from),
+    ``peak_flops_fp32`` (dense FLOP/s of fp32 matrix multiplies: TF32 tensor cores where the GPU has them, else
+    FP32 CUDA cores; ``None`` when unknown, and then the planner refuses ``precision="fp32"``),
+    ``peak_fp8_flops`` (dense FP8 FLOP/s; 0 where the GPU has no FP8 tensor cores), ``hbm_bw`` (bytes/s of the
+    device memory, the datasheet's; ``None`` when unknown, and then the planner times this GPU with its flat
+    one-constant model, :data:`distlearn.planning.COMPUTE_EFFICIENCY`, instead of its kernel model)."""
+
+    name: str
+    memory_bytes: float
+    peak_flops: float
+    nvlink_bw: float
+    network_bw: float
+    gpus_per_node: int = 8
+    source: str = ""
+    peak_flops_fp32: float | None = None
+    peak_fp8_flops: float = 0.0
+    hbm_bw: float | None = None
+
+    def __post_init__(self):
+        for field in ("memory_bytes", "peak_flops", "nvlink_bw", "network_bw"):
+            check_positive(field, getattr(self, field))
+        if self.peak_flops_fp32 is not None:
+            check_positive("peak_flops_fp32", self.peak_flops_fp32)
+        check_int("gpus_per_node", self.gpus_per_node, minimum=1)
+        check_number("peak_fp8_flops", self.peak_fp8_flops, minimum=0)
+        if self.hbm_bw is not None:
+            check_positive("hbm_bw", self.hbm_bw)
+
+    def with_(self, **changes) -> "GPU":
+        """A copy with some fields changed (validated again)."""
+        return replace(self, **changes)
+
+
+GPUS: dict[str, GPU] = {g.name: g for g in [
+    GPU("v100-32gb", 32e9, 125 * TFLOPS, 150 * GB_S, 100e9 / 8 * 8 / 16, gpus_per_node=16,
+        peak_flops_fp32=15.7 * TFLOPS, hbm_bw=900 * GB_S,
+        source="NVIDIA V100 datasheet (SXM2; FP32 15.7 TFLOPS, no TF32; HBM2 900 GB/s); DGX-2: 16 GPUs, "
+               "8x100 Gb/s EDR IB"),
+    GPU("a100-80gb", 80e9, 312 * TFLOPS, 300 * GB_S, 200e9 / 8, peak_flops_fp32=156 * TFLOPS,
+        hbm_bw=2039 * GB_S,
+        source="NVIDIA A100 datasheet (80GB SXM; TF32 156 TFLOPS dense; HBM2e 2,039 GB/s); DGX A100: 8x200 Gb/s "
+               "HDR IB"),
+    GPU("h100-80gb", 80e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
+        source="NVIDIA H100 datasheet (SXM, 1979 TFLOPS BF16 and 989 TF32 sparse, / 2 dense); "
+               "DGX H100: 8x400 Gb/s NDR; FP8 3958 sparse / 2; HBM3 3.35 TB/s", peak_fp8_flops=1979 * TFLOPS,
+        hbm_bw=3350 * GB_S),
+    GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
+        source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e; 989 TF32 sparse, / 2 dense); DGX H200: 8x400 Gb/s NDR; "
+               "FP8 3958 sparse / 2; HBM3e 4.8 TB/s", peak_fp8_flops=1979 * TFLOPS, hbm_bw=4800 * GB_S),
+]}
+
+PEAK_DTYPES = ("bf16", "fp32", "fp8")
+
+
+def peak_flops(gpu: str | GPU, dtype: str = "bf16") -> float:
+    """Dense peak FLOP/s of ``gpu`` (a preset name or a :class:`GPU`) for GEMMs in ``dtype``: ``"bf16"`` (the
+    16-bit tensor-core peak, ``GPU.peak_flops``), ``"fp32"`` (``GPU.peak_flops_fp32``) or ``"fp8"``
+    (``GPU.peak_fp8_flops``: 1979e12 for the H100 and H200 presets). Raises DistlearnValueError for an unknown
+    dtype, for FP8 on a GPU without FP8 tensor cores, or for fp32 where the figure is unknown."""
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    dtype = check_choice("dtype", dtype, PEAK_DTYPES)
+    if dtype == "bf16":
+        return g.peak_flops
+    if dtype == "fp32":
+        if g.peak_flops_fp32 is None:
+            raise DistlearnValueError("dtype", f"{g.name} has no known fp32 matrix-multiply peak.",
+                                      f"{g.name} 没有已知的 fp32 矩阵乘峰值。")
+        return g.peak_flops_fp32
+    if not g.peak_fp8_flops:
+        raise DistlearnValueError("dtype", f"{g.name} has no FP8 tensor cores (FP8 needs Hopper or newer).",
+                                  f"{g.name} 没有 FP8 Tensor Core（FP8 需要 Hopper 或更新的架构）。")
+    return g.peak_fp8_flops
+
+
+def get_gpu(name: str) -> GPU:
+    """The preset called ``name`` (case-insensitive). Raises DistlearnValueError listing the known names."""
+    key = name.lower() if isinstance(name, str) else name
+    return GPUS[check_choice("gpu", key, tuple(GPUS))]
+
+
+@dataclass(frozen=True)
+class Cluster:
+    """``num_nodes`` nodes of ``gpu.gpus_per_node`` GPUs each. ``world_size`` = all GPUs."""
+
+    gpu: GPU
+    num_nodes: int
+
+    def __post_init__(self):
+        check_int("num_nodes", self.num_nodes, minimum=1)
+
+    @property
+    def gpus_per_node(self) -> int:
+        return self.gpu.gpus_per_node
+
+    @property
+    def world_size(self) -> int:
+        return self.num_nodes * self.gpu.gpus_per_node
+
+
+def make_cluster(gpu: str | GPU, num_gpus: int) -> Cluster:
+    """A cluster of ``num_gpus`` GPUs of type ``gpu`` (a preset name or a :class:`GPU`).
+
+    ``num_gpus`` must be ≤ one node or a whole number of nodes. Raises DistlearnValueError (bilingual) otherwise.
+    A cluster smaller than a node is a node with fewer GPUs.
+    """
+    g = get_gpu(gpu) if isinstance(gpu, str) else gpu
+    n = check_int("num_gpus", num_gpus, minimum=1)
+    if n < g.gpus_per_node:
+        return Cluster(g.with_(gpus_per_node=n), 1)
+    if n % g.gpus_per_node:
+        raise DistlearnValueError(
+            "num_gpus", f"num_gpus = {n} must be a whole number of nodes of {g.gpus_per_node} GPUs "
+                        f"(e.g. {n // g.gpus_per_node * g.gpus_per_node} or {(n // g.gpus_per_node + 1) * g.gpus_per_node}).",
+            f"num_gpus = {n} 必须是整数个节点（每节点 {g.gpus_per_node} 块 GPU），"
+            f"例如 {n // g.gpus_per_node * g.gpus_per_node} 或 {(n // g.gpus_per_node + 1) * g.gpus_per_node}。")
+    return Cluster(g, n // g.gpus_per_node)

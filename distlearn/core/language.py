@@ -1,0 +1,131 @@
+"""The live language switch: one control at the top of every chapter that shows only the English prose, only the
+Chinese, or both, in JupyterLab 4, Notebook 7 and on Binder — and makes outputs, plots, explorers, errors and checker
+feedback follow (:func:`distlearn.set_language`).
+
+How it works, with no front-end code of the course's own:
+
+- the JupyterLab 4 extension ``jupyterlab-celltagsclasses`` (a dependency; Notebook 7 loads JupyterLab extensions)
+  gives every cell tagged ``lang-en`` the CSS class ``cell-tag-lang-en`` (``lang-zh``: ``cell-tag-lang-zh``);
+- the switch is an ipywidgets ``ToggleButtons`` next to a tiny ``HTML`` widget holding one CSS rule, e.g. for
+  Chinese ``.jp-Notebook:has(.distlearn-lang-zh) .jp-Cell.cell-tag-lang-en {display: none}``. The marker class
+  sits in the widget's own output, so the rule applies to that notebook only, not to others open beside it;
+- both widgets are single models shared by every view (every switch on the page, and the output of each
+  ``set_language`` call), so all views always show the same choice and there is only ever one rule.
+
+Choosing a language in the switch calls :func:`distlearn.set_language`; calling ``set_language`` in a cell moves the
+switch. Without a kernel (a stored notebook just opened) both languages show until the first cell runs; ``make lab
+COURSE_LANG=zh`` and the monolingual copies (``python -m authoring.course split``) open in one language from the start.
+"""
+from __future__ import annotations
+
+import functools
+
+from distlearn.core import i18n
+
+SWITCH_CLASS = "distlearn-language-switch"  # on the switch's widgets (the output audit skips them: see lang_audit)
+OPTIONS = (("English", "en"), ("中文", "zh"), ("English + 中文", "both"))
+HIDDEN = {"en": "zh", "zh": "en"}  # the language whose prose cells are hidden
+
+
+def css(lang: str) -> str:
+    """The ``<style>`` (plus its marker) that shows only ``lang``'s prose cells; no rule for ``"both"``."""
+    lang = i18n.normalize_language(lang)
+    marker = f'<span class="distlearn-lang-{lang}"></span>'
+    if lang == "both":
+        return marker
+    hide = HIDDEN[lang]
+    rule = f".jp-Notebook:has(.distlearn-lang-{lang}) .jp-Cell.cell-tag-lang-{hide} {{display: none !important;}}"
+    return f"<style>{rule}</style>{marker}"
+
+
+_toggle = None   # the one ToggleButtons model of this kernel
+_style = None    # the one HTML model holding the rule
+_busy = False    # set while the toggle itself calls set_language
+
+
+def _in_kernel() -> bool:
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    shell = get_ipython()
+    return shell is not None and hasattr(shell, "kernel")
+
+
+# What a notebook shows in place of a widget whose state it does not hold (opened, not yet run): the widget's
+# text/plain, by default its repr ("HBox(children=(ToggleButtons(…" , "HTML(value='<style>…"), the first thing a
+# reader would see. The switch says what it is; the rule's widget shows nothing.
+UNRUN_SWITCH_TEXT = "language switch: run this cell / 语言切换：运行本单元格后显示"
+
+
+@functools.lru_cache(maxsize=None)
+def _widget_classes():
+    import ipywidgets as W
+
+    class Style(W.HTML):
+        def __repr__(self):
+            return ""
+
+    class SwitchBox(W.HBox):
+        def __repr__(self):
+            return UNRUN_SWITCH_TEXT
+
+    return Style, SwitchBox
+
+
+def _widgets():
+    global _toggle, _style
+    if _toggle is None:
+        import ipywidgets as W
+
+        Style, _ = _widget_classes()
+        _style = Style(css(i18n.get_language()), layout=W.Layout(height="0px", margin="0px"))
+        _style.add_class(SWITCH_CLASS)
+        _toggle = W.ToggleButtons(options=list(OPTIONS), value=i18n.get_language(), description="",
+                                  tooltips=["English only", "只看中文", "English and 中文 / 中英双语"],
+                                  style={"button_width": "auto"})
+        _toggle.add_class(SWITCH_CLASS)
+        _toggle.observe(_on_toggle, names="value")
+    return _toggle, _style
+
+
+def _on_toggle(change) -> None:
+    global _busy
+    if change["new"] == i18n.get_language():  # moved by set_language itself
+        return
+    _busy = True
+    try:
+        i18n.set_language(change["new"])
+    finally:
+        _busy = False
+
+
+def on_set_language(lang: str, changed: bool = True) -> None:
+    """Called by :func:`distlearn.set_language`: move the switch and the CSS rule to ``lang``; in a notebook cell
+    (not from the switch itself) also show the rule in the cell's output, so prose follows even with no switch
+    on the page. Does nothing outside a Jupyter kernel."""
+    if not _in_kernel():
+        return
+    toggle, style = _widgets()
+    if toggle.value != lang:
+        toggle.value = lang
+    style.value = css(lang)
+    if not _busy:
+        from IPython.display import display
+
+        display(style)
+
+
+def switch():
+    """The language switch (English / 中文 / English + 中文), set to the current language. Display it in a
+    notebook cell; see the module doc."""
+    import ipywidgets as W
+
+    toggle, style = _widgets()
+    if toggle.value != i18n.get_language():
+        toggle.value = i18n.get_language()
+    style.value = css(i18n.get_language())
+    _, SwitchBox = _widget_classes()
+    box = SwitchBox([toggle, style])
+    box.add_class(SWITCH_CLASS)
+    return box

@@ -1,0 +1,169 @@
+"""Input checks that fail with one clear error naming the parameter, the value and the allowed range.
+
+Every public function of :mod:`distlearn` validates what a student may type with these helpers, so a bad value
+never becomes a traceback from deep inside numpy or a silently wrong number. The message is written in both
+languages and shown in the language the reader chose (:func:`distlearn.set_language`: English, Chinese, or both);
+an error about the language setting itself is always shown in both, since then the reader's language is unknown.
+"""
+from __future__ import annotations
+
+import math
+import numbers
+from typing import Iterable
+
+
+class DistlearnValueError(ValueError):
+    """A ValueError written in English (``.en``) and Chinese (``.zh``), shown in the current language (both on two
+    lines under ``"both"``, or whatever the language when ``bilingual=True``). ``.param`` names the offending
+    parameter."""
+
+    def __init__(self, param: str, en: str, zh: str, *, bilingual: bool = False):
+        self.param = param
+        self.en = en
+        self.zh = zh
+        self.bilingual = bilingual
+        lang = self._language()
+        super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
+
+    def _language(self) -> str:
+        """The language the message is shown in now: ``"both"`` with ``bilingual=True``, else the reader's (i18n is
+        imported only then: its own start-up raises bilingual errors while it is half imported)."""
+        if self.bilingual:
+            return "both"
+        from distlearn.core.i18n import get_language
+        return get_language()
+
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows instead of a traceback through :mod:`distlearn.core.validate`: the message in the
+        reader's language at display time (both under ``"both"`` or with ``bilingual=True``) and the line of the
+        reader's own code that passed the value (issue 14, item 6)."""
+        import linecache
+        import os
+
+        lang = self._language()  # at display time: the reader's language now
+        package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # distlearn/
+        called, where = "", ""
+        tb = self.__traceback__
+        while tb is not None:
+            code = tb.tb_frame.f_code
+            inside = os.path.abspath(code.co_filename).startswith(package + os.sep)
+            if not inside:
+                line = linecache.getline(code.co_filename, tb.tb_lineno, tb.tb_frame.f_globals).strip()
+                where = line and f"{line}   " + {"en": f"(line {tb.tb_lineno})", "zh": f"（第 {tb.tb_lineno} 行）"}.get(
+                    lang, f"(line {tb.tb_lineno} / 第 {tb.tb_lineno} 行)")
+            elif not called:
+                module = tb.tb_frame.f_globals.get("__name__", "")
+                called = f"{module}.{code.co_name}" if module else code.co_name
+            tb = tb.tb_next
+        name = f"\x1b[0;31m{type(self).__name__}\x1b[0m: "
+        messages = [self.en] if lang == "en" else [self.zh] if lang == "zh" else [self.en, self.zh]
+        lines = [name + messages[0]] + [f"{' ' * len(type(self).__name__)}  {m}" for m in messages[1:]]
+        if where:
+            lines.append(f"  → {where}")
+        if called:
+            lines.append(f"    ({called})")
+        return lines
+
+
+def _is_int(value) -> bool:
+    if type(value) is int:  # fast path; bool is a subclass of int, not int itself
+        return True
+    return isinstance(value, numbers.Integral) and not isinstance(value, bool)
+
+
+def check_int(name: str, value, *, minimum: int | None = 1, maximum: int | None = None,
+              whole_float: bool = False) -> int:
+    """Return ``value`` as an int if it is an integer within [minimum, maximum] (None = unbounded).
+
+    Floats are refused, even whole ones (a world size of 8.0 is a typo worth pointing out), unless
+    ``whole_float=True``: then a whole-number float such as ``7.5e9`` parameters is accepted as an int.
+    Raises DistlearnValueError.
+    """
+    if whole_float and isinstance(value, float) and value.is_integer():
+        value = int(value)
+    if _is_int(value) and (minimum is None or value >= minimum) and (maximum is None or value <= maximum):
+        return int(value)  # the common case, kept cheap: planners call this in tight loops
+    rng_en, rng_zh = _range_text(minimum, maximum)
+    if not _is_int(value):
+        raise DistlearnValueError(
+            name,
+            f"{name} must be an integer {rng_en}, got {value!r} ({type(value).__name__}).",
+            f"{name} 必须是整数（{rng_zh}），收到 {value!r}（{type(value).__name__}）。",
+        )
+    value = int(value)
+    if (minimum is not None and value < minimum) or (maximum is not None and value > maximum):
+        raise DistlearnValueError(
+            name,
+            f"{name} must be an integer {rng_en}, got {value}.",
+            f"{name} 必须是整数（{rng_zh}），收到 {value}。",
+        )
+    return value
+
+
+def check_number(name: str, value, *, minimum: float | None = None, maximum: float | None = None,
+                 strict_min: bool = False) -> float:
+    """Return ``value`` as a float if it is a finite real number in range.
+
+    ``strict_min=True`` excludes the minimum itself (e.g. a size must be > 0). Raises DistlearnValueError.
+    """
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and (
+            minimum is None or (value > minimum if strict_min else value >= minimum)) and (
+            maximum is None or value <= maximum):
+        return float(value)  # the common case, kept cheap
+    rng_en, rng_zh = _range_text(minimum, maximum, strict_min=strict_min)
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not math.isfinite(float(value)):
+        raise DistlearnValueError(
+            name,
+            f"{name} must be a finite number {rng_en}, got {value!r}.",
+            f"{name} 必须是有限的数值（{rng_zh}），收到 {value!r}。",
+        )
+    value = float(value)
+    too_low = minimum is not None and (value <= minimum if strict_min else value < minimum)
+    too_high = maximum is not None and value > maximum
+    if too_low or too_high:
+        raise DistlearnValueError(
+            name,
+            f"{name} must be a number {rng_en}, got {value:g}.",
+            f"{name} 必须是数值（{rng_zh}），收到 {value:g}。",
+        )
+    return value
+
+
+def check_positive(name: str, value) -> float:
+    """A finite number > 0 (sizes, times, bandwidths). Raises DistlearnValueError."""
+    return check_number(name, value, minimum=0, strict_min=True)
+
+
+def check_choice(name: str, value, choices: Iterable):
+    """Return ``value`` if it is one of ``choices`` (compared as given). Raises DistlearnValueError."""
+    choices = tuple(choices)
+    if value not in choices:
+        listed = ", ".join(repr(c) for c in choices)
+        raise DistlearnValueError(
+            name,
+            f"{name} must be one of {listed}; got {value!r}.",
+            f"{name} 必须是以下之一：{listed}；收到 {value!r}。",
+        )
+    return value
+
+
+def check_divisible(name: str, value: int, divisor_name: str, divisor: int) -> None:
+    """Raise DistlearnValueError unless ``divisor`` divides ``value``."""
+    if value % divisor:
+        raise DistlearnValueError(
+            name,
+            f"{name} = {value} must be divisible by {divisor_name} = {divisor}.",
+            f"{name} = {value} 必须能被 {divisor_name} = {divisor} 整除。",
+        )
+
+
+def _range_text(minimum, maximum, strict_min=False):
+    lo = ">" if strict_min else "≥"
+    if minimum is not None and maximum is not None:
+        return (f"in [{minimum}, {maximum}]" if not strict_min else f"in ({minimum}, {maximum}]",
+                f"范围 {'(' if strict_min else '['}{minimum}, {maximum}]")
+    if minimum is not None:
+        return f"{lo} {minimum}", f"{lo} {minimum}"
+    if maximum is not None:
+        return f"≤ {maximum}", f"≤ {maximum}"
+    return "", "任意"

@@ -1,0 +1,427 @@
+"""Data parallelism simulated on a :class:`~distlearn.core.comm.VirtualCluster`: sharding, the correct reduction,
+DistributedSampler padding, synchronized BatchNorm, and gradient bucketing with overlap.
+
+The corrected seed function :func:`simulate_data_parallelism` gives every rank its shard, lets it compute the mean
+loss and gradient of its shard, and combines them weighted by shard size — with a real all-reduce of
+``(n_r · loss_r, n_r · grad_r, n_r)`` — so the result is the full-batch mean for any split, even an uneven one.
+The seed averaged the per-shard means (:func:`seed_simulate_data_parallelism`), which is biased when shards differ
+in size, e.g. 64 samples on 3 ranks (22, 21, 21).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+import numpy as np
+
+from distlearn.core.comm import VirtualCluster
+from distlearn.core.cost import collective_time
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+
+MiB = 2**20
+
+
+# ---------------------------------------------------------------- sharding
+def shard_sizes(num_samples: int, world_size: int) -> list[int]:
+    """Sizes of ``num_samples`` split over ``world_size`` ranks as contiguous shards, like ``np.array_split`` and
+    the seed: the first ``num_samples mod world_size`` ranks get one sample more; ranks may get 0 samples."""
+    num_samples = check_int("num_samples", num_samples, minimum=0)
+    world_size = check_int("world_size", world_size, minimum=1)
+    base, extra = divmod(num_samples, world_size)
+    return [base + (1 if r < extra else 0) for r in range(world_size)]
+
+
+def linear_mse_model(weight: np.ndarray) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
+    """The seed's model ``y = x @ weight`` with loss ``mean(y**2)`` over all B·d_out outputs.
+
+    Returns ``model_fn(batch) -> (loss, grad)`` with batch (B, d_in), grad (d_in, d_out) = 2·xᵀ(x·W)/(B·d_out).
+    (The seed divided by B only: its gradient was d_out times too large for its own loss.) Loss per sample is
+    ``mean(y_i**2)``, so the batch loss is the mean of per-sample losses and shards combine by size."""
+    weight = np.asarray(weight, dtype=float)
+
+    def model_fn(batch):
+        batch = np.asarray(batch, dtype=float)
+        out = batch @ weight
+        loss = float(np.mean(out ** 2))
+        grad = 2.0 * batch.T @ out / out.size
+        return loss, grad
+
+    return model_fn
+
+
+@dataclass
+class DPResult:
+    """``loss`` (float) and ``grad`` (array) combined over ranks; per-rank ``shard_sizes``, ``losses``, ``grads``
+    (None for an empty rank); ``bytes_sent`` per rank by the all-reduce."""
+
+    loss: float
+    grad: np.ndarray
+    shard_sizes: list[int]
+    losses: list
+    grads: list
+    bytes_sent: np.ndarray = field(default=None)
+
+
+def simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> DPResult:
+    """Data-parallel step on a virtual cluster: the corrected seed function.
+
+    ``data``: (N, ...) samples, split into contiguous shards by :func:`shard_sizes`; ``model_fn(shard) -> (mean
+    loss, mean gradient)`` over the shard. Each rank sends ``n_r·loss_r``, ``n_r·grad_r`` and ``n_r`` into one
+    all-reduce (sum); loss = Σ n_r·loss_r / Σ n_r and grad likewise: the full-batch mean for any split. Ranks with
+    no samples contribute zeros (they must still join the all-reduce). Raises DistlearnValueError if data is empty.
+    """
+    data = np.asarray(data)
+    world_size = check_int("world_size", world_size, minimum=1)
+    if data.ndim == 0 or len(data) == 0:
+        raise DistlearnValueError("data", "data must hold at least one sample.", "data 至少要有一个样本。")
+    sizes = shard_sizes(len(data), world_size)
+    offsets = np.cumsum([0] + sizes)
+    losses, grads = [], []
+    for r in range(world_size):
+        if sizes[r]:
+            loss, grad = model_fn(data[offsets[r]:offsets[r + 1]])
+            losses.append(float(loss))
+            grads.append(np.asarray(grad, dtype=float))
+        else:
+            losses.append(None)
+            grads.append(None)
+    shape = next(g for g in grads if g is not None).shape
+    packed = [np.concatenate([[n * (l or 0.0), n], (n * g).ravel() if g is not None else np.zeros(int(np.prod(shape)))])
+              for n, l, g in zip(sizes, losses, grads)]
+    cluster = VirtualCluster(world_size)
+    total = cluster.all_reduce(packed)[0]
+    loss_sum, count, grad_sum = total[0], total[1], total[2:]
+    return DPResult(float(loss_sum / count), (grad_sum / count).reshape(shape), sizes, losses, grads,
+                    cluster.bytes_sent.copy())
+
+
+def seed_simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> tuple[float, np.ndarray]:
+    """The seed's version, kept to show its mistake: the plain mean of per-shard means (biased when shards are
+    uneven; NaN-free only if no shard is empty). Returns (loss, grad)."""
+    data = np.asarray(data)
+    sizes = shard_sizes(len(data), check_int("world_size", world_size, minimum=1))
+    offsets = np.cumsum([0] + sizes)
+    results = [model_fn(data[offsets[r]:offsets[r + 1]]) for r in range(world_size)]
+    return float(np.mean([l for l, _ in results])), np.mean([g for _, g in results], axis=0)
+
+
+# ---------------------------------------------------------------- loss reduction under DDP
+def ddp_gradient(per_sample_grads: np.ndarray, world_size: int, reduction: str = "mean") -> np.ndarray:
+    """The gradient DDP leaves on every rank: each rank computes the gradient of its local loss (``reduction``
+    ``"mean"`` or ``"sum"`` over its samples) and DDP all-reduces and **divides by world_size** (it averages).
+
+    ``per_sample_grads``: (N, ...) gradients of each sample's loss, N divisible by world_size (equal shards, as
+    with DistributedSampler). With ``"mean"`` this equals the full-batch mean gradient; with ``"sum"`` it is the
+    full-batch sum divided by world_size — neither the single-process sum nor the mean. Source: PyTorch DDP docs
+    ("gradients are averaged across processes"), torch/csrc/distributed/c10d/reducer.cpp (div_factor)."""
+    g = np.asarray(per_sample_grads, dtype=float)
+    world_size = check_int("world_size", world_size, minimum=1)
+    check_choice("reduction", reduction, ("mean", "sum"))
+    if g.ndim == 0 or len(g) % world_size:
+        raise DistlearnValueError("per_sample_grads", f"need N ({len(g) if g.ndim else 0}) divisible by "
+                                  f"world_size ({world_size}).",
+                                  f"样本数 N 必须能被 world_size（{world_size}）整除。")
+    local = np.split(g, world_size)
+    per_rank = [s.mean(axis=0) if reduction == "mean" else s.sum(axis=0) for s in local]
+    return VirtualCluster(world_size).all_reduce(per_rank, op="mean")[0]
+
+
+# ---------------------------------------------------------------- DistributedSampler
+def distributed_sampler_indices(num_samples: int, world_size: int, *, drop_last: bool = False) -> list[list[int]]:
+    """Indices each rank gets from ``torch.utils.data.DistributedSampler(shuffle=False)``.
+
+    Without ``drop_last`` every rank gets ⌈N/world_size⌉ indices: the list is padded by repeating its first
+    indices (10 samples on 3 ranks: 12 indices, samples 0 and 1 twice). With ``drop_last`` the tail is dropped to
+    ⌊N/world_size⌋ per rank (when N isn't divisible). Rank r takes every world_size-th index from r.
+    Source: torch/utils/data/distributed.py."""
+    n = check_int("num_samples", num_samples, minimum=1)
+    ws = check_int("world_size", world_size, minimum=1)
+    per_rank = math.ceil((n - ws) / ws) if drop_last and n % ws else math.ceil(n / ws)
+    total = per_rank * ws
+    indices = list(range(n))
+    if not drop_last:
+        pad = total - n
+        indices += (indices * math.ceil(pad / n))[:pad] if pad > n else indices[:pad]
+    else:
+        indices = indices[:total]
+    return [indices[r:total:ws] for r in range(ws)]
+
+
+def sampler_accuracy(correct, world_size: int) -> tuple[float, float]:
+    """(naive, true) accuracy of per-sample ``correct`` flags evaluated through DistributedSampler.
+
+    Naive: all-reduce of (#correct, #seen) over the padded shards, which counts repeated samples twice. True:
+    over the N distinct samples."""
+    correct = np.asarray(correct, dtype=float)
+    shards = distributed_sampler_indices(len(correct), world_size)
+    per_rank = [np.array([correct[idx].sum(), len(idx)]) for idx in shards]
+    hits, seen = VirtualCluster(world_size).all_reduce(per_rank)[0]
+    return float(hits / seen), float(correct.mean())
+
+
+# ---------------------------------------------------------------- synchronized BatchNorm
+def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1):
+    """Training-mode BatchNorm over the union of all ranks' shards, from one all-reduce of
+    (Σx, Σx², count) per feature.
+
+    ``shards``: list (one per rank) of (n_r, C) arrays (n_r may be 0). Returns ``(outputs, mean, var,
+    running_mean, running_var)``: per-rank normalized shards, the batch mean and biased variance used to
+    normalize, and the running statistics after one update from zeros/ones with ``momentum`` (the unbiased
+    variance N/(N−1)·var, as ``nn.BatchNorm1d``). Equals single-process BatchNorm on the concatenated batch.
+    (``nn.SyncBatchNorm`` gathers per-rank mean/invstd and counts instead — numerically steadier in fp16 — and
+    refuses CPU tensors.) Raises DistlearnValueError if the total count is < 2."""
+    shards = [np.asarray(s, dtype=float).reshape(len(s), -1) if len(s) else np.zeros((0, np.shape(s)[-1]))
+              for s in shards]
+    c = shards[0].shape[1]
+    stats = [np.concatenate([s.sum(0), (s ** 2).sum(0), [len(s)]]) for s in shards]
+    total = VirtualCluster(len(shards)).all_reduce(stats)[0]
+    count = total[-1]
+    if count < 2:
+        raise DistlearnValueError("shards", "BatchNorm needs at least 2 samples in total.",
+                                  "BatchNorm 总共至少需要 2 个样本。")
+    mean = total[:c] / count
+    var = total[c:2 * c] / count - mean ** 2
+    outputs = [(s - mean) / np.sqrt(var + eps) for s in shards]
+    running_mean = momentum * mean
+    running_var = (1 - momentum) * 1.0 + momentum * var * count / (count - 1)
+    return outputs, mean, var, running_mean, running_var
+
+
+# ---------------------------------------------------------------- gradient bucketing and overlap
+DDP_BUCKET_CAP_MB = 25      # torch/nn/parallel/distributed.py: _DEFAULT_BUCKET_CAP_MB
+DDP_FIRST_BUCKET_MB = 1     # torch.distributed._DEFAULT_FIRST_BUCKET_BYTES = 1 MiB
+ITERATIONS = ("first", "rebuilt")
+
+
+def ddp_bucket_limits(bucket_cap_mb: float | None = None) -> tuple[int, int]:
+    """``(first_bucket_bytes, bucket_bytes)`` that ``DistributedDataParallel`` uses, torch 2.13.
+
+    With ``bucket_cap_mb=None`` (DDP's default) the buckets are 25 MiB and the first one only 1 MiB; **a
+    ``bucket_cap_mb`` given explicitly applies to the first bucket too** (even ``bucket_cap_mb=25``): torch's
+    ``_BucketCapacityConfig.create`` sets ``first_bucket_bytes_cap = _DEFAULT_FIRST_BUCKET_BYTES if
+    is_using_default else bucket_bytes_cap``. Bytes are ``int(mb · 2**20)`` as in DDP. Raises DistlearnValueError
+    for a non-positive cap."""
+    if bucket_cap_mb is None:
+        return DDP_FIRST_BUCKET_MB * MiB, DDP_BUCKET_CAP_MB * MiB
+    cap = int(check_number("bucket_cap_mb", bucket_cap_mb, minimum=0, strict_min=True) * MiB)
+    return cap, cap
+
+
+def bucket_assignment(param_bytes, bucket_cap_mb: float | None = None,
+                      first_bucket_mb: float | None = None) -> list[list[int]]:
+    """Group parameters (indices into ``param_bytes``, given in the order their gradients become ready, i.e.
+    reverse of the forward order) into buckets as DDP's reducer does when it rebuilds them after the first
+    iteration: add parameters to the current bucket until its size reaches the limit (``>=``), then start a new
+    one. The first bucket's limit and the others' come from :func:`ddp_bucket_limits` (1 MiB then 25 MiB by
+    default; ``bucket_cap_mb`` for all buckets when given); ``first_bucket_mb`` overrides the first limit.
+    Source: torch/csrc/distributed/c10d/reducer.cpp ``compute_bucket_assignment_by_size`` (one dtype and device:
+    DDP keeps separate buckets per dtype)."""
+    first, cap = ddp_bucket_limits(bucket_cap_mb)
+    if first_bucket_mb is not None:
+        first = int(check_number("first_bucket_mb", first_bucket_mb, minimum=0, strict_min=True) * MiB)
+    buckets, current, size, limit = [], [], 0, first
+    for i, b in enumerate(param_bytes):
+        current.append(i)
+        size += int(b)
+        if size >= limit:
+            buckets.append(current)
+            current, size, limit = [], 0, cap
+    if current:
+        buckets.append(current)
+    return buckets
+
+
+def ddp_buckets(param_bytes, ready_order, *, bucket_cap_mb: float | None = None,
+                find_unused_parameters: bool = False, iteration: str = "rebuilt") -> list[list[int]]:
+    """The buckets a real ``DistributedDataParallel`` (torch 2.13) holds, as lists of parameter indices, in the
+    reducer's bucket order (bucket 0 is reduced first).
+
+    ``param_bytes``: bytes of each parameter in registration order (``model.parameters()``, a tied parameter
+    once); ``ready_order``: parameter indices in the order their gradients became ready in the first backward
+    (:func:`gradient_ready_order`).
+
+    - ``iteration="first"``: the construction-time layout, used by the first backward. Without
+      ``find_unused_parameters`` (and without ``static_graph``) DDP puts **every parameter in one bucket**
+      (size limit ``sys.maxsize``), because the registration order need not be the execution order: nothing
+      overlaps in the first iteration. With it, buckets of [first, cap] over the registration order, sorted by
+      their smallest index and reversed (``distributed.py``: ``compute_bucket_size_limits``,
+      ``list(reversed(bucket_indices))``).
+    - ``iteration="rebuilt"``: from the second iteration on. The reducer records the order in which gradients
+      became ready and rebuilds the buckets over it (``Reducer::rebuild_buckets``) with limits
+      :func:`ddp_bucket_limits`, without sorting. With ``find_unused_parameters`` it never rebuilds
+      (``should_rebuild_buckets()`` needs ``static_graph`` or no unused-parameter search): the first layout stays.
+
+    Raises DistlearnValueError for a bad iteration, or a ``ready_order`` that is not a permutation.
+    """
+    check_choice("iteration", iteration, ITERATIONS)
+    pb = [int(b) for b in param_bytes]
+    order = [int(i) for i in ready_order]
+    if sorted(order) != list(range(len(pb))):
+        raise DistlearnValueError("ready_order", "ready_order must list every parameter index once.",
+                                  "ready_order 必须恰好列出每个参数的下标一次。")
+    first, cap = ddp_bucket_limits(bucket_cap_mb)
+    if iteration == "rebuilt" and not find_unused_parameters:
+        groups = bucket_assignment([pb[i] for i in order], bucket_cap_mb)
+        return [[order[j] for j in g] for g in groups]
+    if not find_unused_parameters:
+        return [list(range(len(pb)))]
+    groups = bucket_assignment(pb, bucket_cap_mb, first / MiB if first < cap else None)
+    return list(reversed(sorted(groups, key=min)))
+
+
+def gradient_ready_order(model, *example_args) -> list[str]:
+    """Names of ``model``'s parameters in the order autograd finishes their gradients (``AccumulateGrad``, as
+    DDP's reducer sees them), from one forward + backward of ``model(*example_args).sum()``.
+
+    Works on the meta device (no memory, no time). A tied parameter (GPT-2's embedding = LM head) appears once,
+    when its last contribution arrives: for a tied embedding that is the end of backward, although the LM head's
+    matrix multiply is the first thing backward computes. Uses ``register_post_accumulate_grad_hook``; gradients
+    are cleared afterwards."""
+    names = {}
+    for name, p in model.named_parameters():   # named_parameters lists a tied parameter once
+        names[p] = name
+    order: list[str] = []
+    handles = [p.register_post_accumulate_grad_hook(lambda p: order.append(names[p])) for p in names]
+    try:
+        model(*example_args).sum().backward()
+    finally:
+        for h in handles:
+            h.remove()
+        for p in names:
+            p.grad = None
+    return order
+
+
+@dataclass
+class GradientSchedule:
+    """A backward pass as DDP sees it, in gradient-ready order: parameter ``names``, ``param_bytes`` of each
+    gradient, ``backward_times`` (seconds of compute between the previous gradient and this one becoming ready),
+    ``ready_order`` (registration indices) and ``registration_bytes`` (bytes in ``model.parameters()`` order)."""
+
+    names: list
+    param_bytes: list
+    backward_times: list
+    ready_order: list
+    registration_bytes: list
+
+
+def gradient_schedule(model, *example_args, backward_seconds: float, dtype_bytes: int = 4) -> GradientSchedule:
+    """:func:`gradient_ready_order` plus the compute between consecutive gradients, proportional to the backward
+    FLOPs counted by ``torch.utils.flop_counter.FlopCounterMode`` between their ``AccumulateGrad`` hooks (so a
+    tied LM head's large matmul counts at the start of backward, where it runs, and its gradient at the end), scaled
+    to ``backward_seconds`` in total. ``dtype_bytes``: bytes per gradient element (4 for fp32). Runs on meta."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    seconds = check_number("backward_seconds", backward_seconds, minimum=0, strict_min=True)
+    nbytes = check_int("dtype_bytes", dtype_bytes, minimum=1, maximum=16)
+    params = dict(model.named_parameters())
+    index = {name: i for i, name in enumerate(params)}
+    marks: list[tuple[str, int]] = []
+    counter = FlopCounterMode(display=False)
+    handles = [p.register_post_accumulate_grad_hook(lambda p, n=n: marks.append((n, counter.get_total_flops())))
+               for n, p in params.items()]
+    try:
+        with counter:
+            out = model(*example_args).sum()
+            start = counter.get_total_flops()
+            out.backward()
+    finally:
+        for h in handles:
+            h.remove()
+        for p in params.values():
+            p.grad = None
+    flops = [m[1] - prev for m, prev in zip(marks, [start] + [m[1] for m in marks[:-1]])]
+    total = sum(flops) or 1
+    names = [n for n, _ in marks]
+    return GradientSchedule(names, [params[n].numel() * nbytes for n in names],
+                            [seconds * f / total for f in flops], [index[n] for n in names],
+                            [p.numel() * nbytes for p in params.values()])
+
+
+@dataclass
+class Timeline:
+    """Backward compute and bucketed all-reduces on one rank. ``events``: (lane, start, end, label) with lane
+    ``"compute"`` or ``"comm"`` (seconds); ``backward_end``, ``step_end``, ``exposed_comm`` = step_end −
+    backward_end (communication not hidden behind compute), ``total_comm``, ``buckets`` (parameter indices)."""
+
+    events: list
+    backward_end: float
+    step_end: float
+    exposed_comm: float
+    total_comm: float
+    buckets: list
+
+
+def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap_mb: float | None = None,
+                     first_bucket_mb: float | None = None, first_iteration: bool = False, alpha: float = 20e-6,
+                     bandwidth: float = 10e9) -> Timeline:
+    """Timeline of a DDP backward pass: gradients become ready in order (parameter i after the compute
+    ``backward_times[i]`` seconds, run back to back); a bucket's all-reduce starts when its last gradient is
+    ready and the previous all-reduce has finished (one communication stream); each all-reduce takes the ring
+    α-β time (:func:`distlearn.core.cost.collective_time`, ``alpha`` s, ``bandwidth`` B/s).
+
+    Buckets: :func:`bucket_assignment` (DDP's rebuilt layout, from the second iteration on; ``bucket_cap_mb=None``
+    is DDP's default of 25 MiB with a 1 MiB first bucket); ``first_iteration=True`` is the first iteration without
+    ``find_unused_parameters``, where DDP holds all gradients in one bucket (:func:`ddp_buckets`).
+
+    Small buckets pay α many times; one huge bucket cannot start before backward ends (nothing overlaps)."""
+    pb = [int(b) for b in param_bytes]
+    bt = [float(t) for t in backward_times]
+    if len(pb) != len(bt) or not pb:
+        raise DistlearnValueError("backward_times", "param_bytes and backward_times need the same, non-zero length.",
+                                  "param_bytes 与 backward_times 的长度必须相同且不为零。")
+    world_size = check_int("world_size", world_size, minimum=1)
+    ready = np.cumsum(bt)
+    events = [("compute", float(ready[i] - bt[i]), float(ready[i]), f"grad {i}") for i in range(len(pb))]
+    buckets = [list(range(len(pb)))] if first_iteration else bucket_assignment(pb, bucket_cap_mb, first_bucket_mb)
+    comm_free, total_comm = 0.0, 0.0
+    for k, b in enumerate(buckets):
+        start = max(float(ready[b[-1]]), comm_free)
+        dur = collective_time("ring_all_reduce", sum(pb[i] for i in b), world_size, alpha=alpha,
+                              bandwidth=bandwidth)
+        events.append(("comm", start, start + dur, f"bucket {k}"))
+        comm_free, total_comm = start + dur, total_comm + dur
+    backward_end = float(ready[-1])
+    step_end = max(backward_end, comm_free)
+    return Timeline(events, backward_end, step_end, step_end - backward_end, total_comm, buckets)
+
+
+# ---------------------------------------------------------------- splits and reductions side by side
+SPLITS = ("drop_remainder", "contiguous", "sampler_pad")
+REDUCTIONS = ("weighted", "mean_of_means")
+
+
+def split_indices(num_samples: int, world_size: int, split: str = "contiguous") -> list[list[int]]:
+    """Per-rank sample indices. ``"contiguous"``: :func:`shard_sizes` (uneven, maybe empty ranks);
+    ``"drop_remainder"``: ⌊N/world_size⌋ each, the rest unused; ``"sampler_pad"``: DistributedSampler without
+    drop_last (:func:`distributed_sampler_indices`, repeats samples)."""
+    check_choice("split", split, SPLITS)
+    num_samples = check_int("num_samples", num_samples, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1)
+    if split == "sampler_pad":
+        return distributed_sampler_indices(num_samples, world_size)
+    sizes = shard_sizes(num_samples, world_size)
+    if split == "drop_remainder":
+        sizes = [num_samples // world_size] * world_size
+    offsets = np.cumsum([0] + sizes)
+    return [list(range(offsets[r], offsets[r + 1])) for r in range(world_size)]
+
+
+def data_parallel_loss(data, world_size: int, model_fn, *, split: str = "contiguous",
+                       reduction: str = "weighted") -> tuple[float, list[int]]:
+    """The loss a data-parallel step reports: per-rank mean losses over ``split_indices(...)`` combined by
+    ``reduction`` — ``"weighted"`` by shard size (empty ranks weigh 0) or ``"mean_of_means"`` (the seed; NaN if a
+    rank is empty). Returns (loss, shard sizes). Equals ``model_fn(data)[0]`` only for ``weighted`` with the
+    ``contiguous`` split (or any split without dropped or repeated samples)."""
+    check_choice("reduction", reduction, REDUCTIONS)
+    data = np.asarray(data)
+    shards = split_indices(len(data), world_size, split)
+    sizes = [len(s) for s in shards]
+    losses = [model_fn(data[s])[0] if len(s) else np.nan for s in shards]
+    if reduction == "weighted":
+        total = sum(sizes)
+        if total == 0:
+            return float("nan"), sizes
+        return float(sum(n * l for n, l in zip(sizes, losses) if n) / total), sizes
+    return float(np.mean(losses)), sizes

@@ -1,1 +1,0 @@
-"""Real-engine workers: each lab is importable (for :func:`distlearn.launch.run`) and runnable with torchrun."""

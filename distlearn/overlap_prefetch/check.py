@@ -1,0 +1,41 @@
+"""Checkers for chapter 07 (overlap and prefetch). Expected values come from distlearn.overlap_prefetch.timeline's event simulation,
+which the tests check against the closed forms."""
+from __future__ import annotations
+
+from distlearn.core.check import Case, verify
+from distlearn.overlap_prefetch.timeline import simulate, uniform
+
+
+def ex07_prefetch_time(fn):
+    """``fn(num_units, compute, comm)`` → forward time of uniform units with prefetch."""
+    cases = [Case((n, f, g), expected=uniform(n, f, g, include_backward=False).total_time, rtol=1e-9,
+                  hint_en="The first all-gather is exposed, the last compute too; in between each unit costs the "
+                          "slower of the two.",
+                  hint_zh="第一次 AllGather 和最后一次计算无法被隐藏；中间每个单元耗时取两者中较慢的一个。")
+             for n, f, g in [(12, 0.1, 0.08), (5, 1.0, 3.0), (1, 2.0, 1.0), (8, 1.0, 1.0), (3, 0.5, 0.75)]]
+    verify("ex07_prefetch_time", fn, cases)
+
+
+def ex07_peak_units(fn):
+    """``fn(num_units, depth, limit)`` → most units unsharded at once in the forward (limit None = unlimited)."""
+    cases = [Case((n, k, lim), expected=uniform(n, 1.0, 0.5, include_backward=False, forward_prefetch=k,
+                                                max_inflight=lim).peak_units,
+                  hint_en="The unit computing plus the ones already prefetched, capped by the number of units "
+                          "and by the limit.",
+                  hint_zh="正在计算的单元加上已预取的单元，不超过单元总数，也不超过限制。")
+             for n, k, lim in [(10, 1, None), (10, 3, None), (10, 3, 2), (2, 4, None), (6, 0, None), (6, 2, 1)]]
+    verify("ex07_peak_units", fn, cases)
+
+
+def ex07_serial_step_time(fn):
+    """``fn(forward, backward, all_gather, reduce_scatter)`` (lists per unit) → FULL_SHARD step time with no
+    overlap at all."""
+    cases = []
+    for fw, bw, ag, rs in [([1, 1, 1], [2, 2, 2], [0.5, 0.5, 0.5], [0.5, 0.5, 0.5]),
+                           ([1, 2], [2, 4], [3, 1], [1, 1]), ([0.25], [0.5], [0.25], [0.5])]:
+        r = simulate(fw, ag, backward=bw, reduce_scatter=rs, forward_prefetch=0, backward_prefetch=0)
+        cases.append(Case((fw, bw, ag, rs), expected=r.total_time, rtol=1e-9,
+                          hint_en="Every unit is all-gathered twice (forward and backward) and reduce-scattered "
+                                  "once; with no overlap everything adds up.",
+                          hint_zh="每个单元 AllGather 两次（前向和反向）、ReduceScatter 一次；没有重叠时全部相加。"))
+    verify("ex07_serial_step_time", fn, cases)

@@ -1,0 +1,130 @@
+"""Figures for chapter 05: Gantt charts of pipeline schedules and bubble fraction vs number of micro-batches."""
+from __future__ import annotations
+
+from typing import Sequence
+
+import numpy as np
+from matplotlib.collections import PolyCollection
+from matplotlib.patches import Patch
+
+from distlearn.core import plots
+from distlearn.core.i18n import bi, text
+from distlearn.pipeline_parallel.schedules import KINDS, PipelineResult, closed_form, simulate
+
+T_STAGE = text("pipeline.stage", "stage", "阶段")
+T_TIME = text("pipeline.time", "time", "时间")
+T_FWD = text("pipeline.forward", "forward", "前向")
+T_BWD = text("pipeline.backward", "backward", "反向")
+T_IDLE = text("pipeline.idle", "idle (bubble)", "空闲（气泡）")
+T_INPUT = text("pipeline.input_grad", "input gradient I", "输入梯度 I")
+T_WEIGHT = text("pipeline.weight_grad", "weight gradient W", "权重梯度 W")
+T_OVERLAP = text("pipeline.overlap", "F&B overlapped", "F&B 重叠")
+# colours of ev_kind 0..4: F, B (whole backward), I, W, F&B
+KIND_COLORS = (plots.COLORS["forward"], plots.COLORS["backward"], "#8CC084", "#C9A227", "#8172B3")
+T_M = text("pipeline.num_microbatches", "number of micro-batches m", "微批次数 m")
+T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction (idle share)", "气泡率（空闲占比）")
+T_CLOSED = text("pipeline.closed_form", "closed form (p − 1)/(m + p − 1)", "闭式解 (p − 1)/(m + p − 1)")
+
+NAMES = {"gpipe": ("GPipe", "GPipe"), "1f1b": ("1F1B", "1F1B"),
+         "interleaved-1f1b": ("interleaved 1F1B", "交错 1F1B"),
+         "zb-h1": ("ZB-H1", "ZB-H1"), "zb-h2": ("ZB-H2 (greedy, 2p − 1 held)", "ZB-H2（贪心，至多 2p − 1 个）"),
+         "interleaved-zb": ("interleaved zero bubble", "交错零气泡"), "zbv": ("ZB-V", "ZB-V"),
+         "dualpipev": ("DualPipeV", "DualPipeV"), "dualpipe": ("DualPipe", "DualPipe")}
+
+
+def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = None):
+    """Draw ``result``'s timeline: one row per stage (stage 0 on top), forwards blue, backwards green, the
+    grey background is idle time. Chunks of an interleaved schedule are told apart by shade. Split-backward
+    schedules also show input-gradient passes I (light green), weight-gradient passes W (ochre) and overlapped
+    F&B blocks (purple; labelled forward/backward micro-batch). Returns ``ax``."""
+    if ax is None:
+        _, ax = plots.new_figure(9, 0.45 * result.num_stages + 1.6)
+    p, total = result.num_stages, result.total_time
+    if label_microbatches is None:
+        label_microbatches = result.num_microbatches * result.num_chunks <= 24 and p <= 16
+    ax.barh(np.arange(p), [total] * p, height=0.8, color=plots.COLORS["idle"], zorder=0)
+    # One PolyCollection for all events: thousands of separate bars (p = 16, m = 64, v = 4 has 8192) take seconds.
+    x0, x1 = result.ev_start, result.ev_end
+    y0, y1 = result.ev_stage - 0.4, result.ev_stage + 0.4
+    verts = np.stack([np.stack([x0, y0], 1), np.stack([x0, y1], 1), np.stack([x1, y1], 1), np.stack([x1, y0], 1)], 1)
+    base = np.array([_rgb(c) for c in KIND_COLORS])[result.ev_kind.astype(int)]
+    lighten = (0.45 * result.ev_chunk / max(1, result.num_chunks - 1))[:, None]  # later chunks lighter
+    faces = base + (1.0 - base) * lighten
+    edge = "white" if len(x0) <= 2000 else "none"
+    ax.add_collection(PolyCollection(verts, facecolors=faces, edgecolors=edge, linewidths=0.5, zorder=1))
+    if label_microbatches:
+        bwd = result.ev_bwd_microbatch if result.ev_bwd_microbatch is not None else np.full(len(x0), -1)
+        for s, k, j, jb, st, en in zip(result.ev_stage, result.ev_kind, result.ev_microbatch, bwd, result.ev_start,
+                                       result.ev_end):
+            ax.text((st + en) / 2, s, f"{j}/{jb}" if k == 4 else str(j), ha="center", va="center", fontsize=7,
+                    color="white", zorder=2)
+    ax.set_ylim(p - 0.5, -0.5)
+    ax.set_yticks(range(p))
+    ax.set_xlim(0, total)
+    ax.set_xlabel(plots.label(T_TIME))
+    ax.set_ylabel(plots.label(T_STAGE))
+    present = set(np.unique(result.ev_kind).tolist())
+    handles = [Patch(color=KIND_COLORS[k], label=plots.label(t))
+               for k, t in enumerate((T_FWD, T_BWD, T_INPUT, T_WEIGHT, T_OVERLAP)) if k in present or k < 2]
+    if result.num_chunks > 1:   # the shades: one legend entry per model chunk (later chunks lighter), in blue
+        nc, blue = result.num_chunks, np.array(_rgb(KIND_COLORS[0]))
+        handles += [Patch(color=tuple(blue + (1.0 - blue) * 0.45 * c / (nc - 1)),
+                          label=plots.label(bi(f"model chunk {c}", f"模型块 {c}"))) for c in range(nc)]
+    ax.legend(handles=handles + [Patch(color=plots.COLORS["idle"], label=plots.label(T_IDLE))],
+              loc="upper left", bbox_to_anchor=(1.0, 1.0), fontsize=8)
+    en, zh = NAMES[result.schedule]
+    v = f", v = {result.num_chunks}" if result.num_chunks > 1 else ""
+    costs = cost_label(result)
+    head = f"p = {p}, m = {result.num_microbatches}{v}{', ' + costs if costs else ''}: "
+    plots.title(ax, f"{en}, {head}bubble (idle share) {result.bubble_fraction:.1%}",
+                f"{zh}，{head}气泡率（空闲占比）{result.bubble_fraction:.1%}")
+    return ax
+
+
+def cost_label(result: PipelineResult) -> str:
+    """``"t_f = 1, t_b = 2"`` (one micro-batch through one whole stage, all chunks) when every stage has the same
+    costs, read back from the events; split-backward schedules add the parts, ``"t_f = 1, t_b = 2 (I 1.8 + W
+    0.2)"``. ``""`` when stages differ or an overlapped F&B block hides the parts (the caption then gives no costs
+    rather than wrong ones). Point-to-point time is not an op's duration and is not shown."""
+    v = result.num_chunks
+    dur = (result.ev_end - result.ev_start) * v
+    parts = {k: dur[result.ev_kind == code] for code, k in enumerate(KINDS)}
+    present = {k: d for k, d in parts.items() if d.size}
+    if "F&B" in present or "F" not in present or not all(np.allclose(d, d[0]) for d in present.values()):
+        return ""
+    t = {k: float(d[0]) for k, d in present.items()}
+    if "B" in t and not ({"I", "W"} & set(t)):
+        return f"t_f = {t['F']:g}, t_b = {t['B']:g}"
+    if {"I", "W"} <= set(t) and "B" not in t:
+        return f"t_f = {t['F']:g}, t_b = {t['I'] + t['W']:g} (I {t['I']:g} + W {t['W']:g})"
+    return ""
+
+
+def _rgb(hex_color: str):
+    h = hex_color.lstrip("#")
+    return tuple(int(h[i:i + 2], 16) / 255 for i in (0, 2, 4))
+
+
+def bubble_vs_microbatches(num_stages: int, ms: Sequence[int], ax=None, fwd_time: float = 1.0,
+                           bwd_time: float = 2.0):
+    """Bubble fraction of GPipe, 1F1B and interleaved 1F1B (v = 2) vs ``m``, with the closed form. Returns ``ax``."""
+    if ax is None:
+        _, ax = plots.new_figure(7, 4)
+    ms = list(ms)
+    ax.plot(ms, [closed_form("1f1b", num_stages, m)["bubble_fraction"] for m in ms], "k-", lw=3, alpha=0.3,
+            label=plots.label(T_CLOSED))
+    for schedule, marker, v in (("gpipe", "o", 1), ("1f1b", "x", 1), ("interleaved-1f1b", "s", 2)):
+        ys = [simulate(schedule, num_stages, m, fwd_time=fwd_time, bwd_time=bwd_time,
+                       num_chunks=v).bubble_fraction for m in ms]
+        en, zh = NAMES[schedule]
+        ax.plot(ms, ys, marker=marker, ls="--" if v > 1 else "none",
+                label=bi(f"{en}, simulated" + (", v = 2" if v > 1 else ""),
+                         f"{zh}，模拟" + ("，v = 2" if v > 1 else "")))
+    ax.set_xscale("log", base=2)
+    ax.set_xlabel(plots.label(T_M))
+    ax.set_ylabel(plots.label(T_BUBBLE))
+    ax.legend(fontsize=8)
+    costs = f"t_f = {fwd_time:g}, t_b = {bwd_time:g}"
+    plots.title(ax, f"Bubble fraction (idle share), p = {num_stages} stages, {costs}, no p2p time",
+                f"气泡率（空闲占比），p = {num_stages} 个阶段，{costs}，无点对点通信时间")
+    return ax

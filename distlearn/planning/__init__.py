@@ -1,0 +1,37 @@
+"""Plan a training run (chapter 14): search DP × TP × CP × PP × ZeRO × recomputation × micro-batching (and evaluate
+EP and FP8 plans) for plans that fit, and rank them.
+
+The package is split by job; everything public is re-exported here, so ``from distlearn import planner`` then
+``planner.search(...)``, ``planner.evaluate(...)``, ``planner.Plan(...)`` work as before:
+
+- :mod:`~distlearn.planning.formulas` — closed forms: FLOPs, memory and time of one plan, each with its source;
+  :class:`Plan`, :class:`Estimate`, :func:`evaluate`. Collective times come from :mod:`distlearn.core.cost`.
+- :mod:`~distlearn.planning.plan_search` — enumerate the valid plans, keep those that fit, rank them;
+  :func:`search`, and :func:`suggest_fix` when none fits.
+- :mod:`~distlearn.planning.published` — the published runs the model is checked against (Megatron-LM, BLOOM,
+  Llama 3, DeepSeek-V3), with sources; :func:`compare_published`, :func:`published_table`.
+- :mod:`~distlearn.planning.rooflines` — when each kind of parallelism hides its communication.
+- :mod:`~distlearn.planning.command_line` — the table (:func:`format_table`) and ``python -m distlearn plan``
+  (:func:`cli`).
+"""
+from distlearn.planning.command_line import (HEADER, HEADER_ZH, RECOMPUTE_ZH, WIDTHS, cli, display_width, format_table, parser, positive_int, table_legend)
+from distlearn.planning.formulas import (ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES, Estimate, Plan, Setting, bubble_fraction, bubble_ratio, compute_peak, evaluate, forward_flops, kernel_stage_parts, make_setting, matmul_params_per_layer, measured_flops, megatron_flops, plan_memory, plan_time, step_flops, validate_plan, zero_max_params)
+from distlearn.planning import kernels
+from distlearn.planning.kernels import END_TO_END, FLASH_SHARE, GEMM_CEILING
+from distlearn.planning.plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Group, SearchResult, any_plan_fits, balanced_stages, candidate_groups, candidate_plans, no_layout_message, search, suggest_fix)
+from distlearn.planning.published import (BLOOM_176B, GPT3_175B_MEGATRON, GPT_1T_MEGATRON, KNOWN_MISSES, LLAMA3_405B_STAGES, PUBLISHED_RUNS, TOLERANCE, compare_published, published_table, LLAMA3_RUNS, memory_readings, run_reading, run_source)
+
+__all__ = [
+    "ALPHA", "COMPUTE_EFFICIENCY", "PLANNER_PRECISIONS", "FRAGMENTATION", "RESERVE_BYTES", "MAX_CHUNKS", "MAX_MICRO_BATCH", "MAX_CP",
+    "MIN_CP_TOKENS", "balanced_stages",
+    "Plan", "Estimate", "Setting", "SearchResult", "Group",
+    "bubble_fraction", "bubble_ratio", "compute_peak", "forward_flops", "step_flops", "measured_flops",
+    "megatron_flops", "matmul_params_per_layer", "zero_max_params", "make_setting", "plan_memory", "plan_time",
+    "evaluate", "validate_plan", "kernel_stage_parts", "kernels", "END_TO_END", "GEMM_CEILING", "FLASH_SHARE",
+    "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
+    "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
+    "LLAMA3_405B_STAGES", "compare_published", "published_table", "LLAMA3_RUNS", "memory_readings",
+    "run_source", "run_reading",
+    "HEADER", "HEADER_ZH", "RECOMPUTE_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
+    "cli",
+]

@@ -1,0 +1,218 @@
+"""The planner's table and its command line, ``python -m distlearn plan``, in the reader's language
+(:func:`distlearn.set_language` / ``DISTLEARN_LANG``; both languages by default), argparse's own words included."""
+from __future__ import annotations
+
+import argparse
+import unicodedata
+
+from distlearn.core.cli import ArgumentParser, _Formatter
+from distlearn.activation_memory.formulas import RECOMPUTE_MODES
+from distlearn.core.hardware import GPUS, get_gpu
+from distlearn.core.i18n import bi, get_language
+from distlearn.memory.formulas import GB
+from distlearn.core.models import PRESETS
+from distlearn.core.validate import DistlearnValueError
+from distlearn.planning.formulas import (FP8_PRECISIONS, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES, Estimate, compute_peak)
+from distlearn.planning.plan_search import search
+
+HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
+          "bubble", "comm")
+HEADER_ZH = ("#", "数据", "张量", "流水", "交错", "ZeRO", "重计算", "b", "m", "显存 GB", "每步/秒", "词元/秒",
+             "MFU", "气泡率", "通信")
+WIDTHS = (2, 4, 4, 4, 4, 4, 9, 6, 6, 9, 7, 9, 6, 6, 5)   # display columns: the table is under 100 wide
+
+LEGEND_EN = ("b: micro-batch size; m: micro-batches per step;\n"
+             "tp \"8c16\": tensor parallelism 8 with context parallelism cp = 16; v \"1zb\": the ZB-H1 schedule;\n"
+             "bubble: idle share of the pipeline's time, (p−1)/(v·m+p−1), chapter 05's bubble_fraction;\n"
+             "comm: exposed communication share of the step; mem GB: used / capacity;\n"
+             "recompute norm-act: only the norms and the MLP activation, their outputs discarded (chapter 14);\n"
+             "MFU: model FLOPs / (step time × GPUs × the GPU's 16-bit peak)")
+LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
+             "张量一栏的“8c16”：张量并行 8，上下文并行 cp = 16；交错一栏的“1zb”：ZB-H1 调度；\n"
+             "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
+             "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
+             "重计算一栏的“归一+激活”即 norm-act：只重算归一化层和 MLP 的激活函数，不保存它们的输出（第 14 章）；\n"
+             "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
+RECOMPUTE_ZH = {"none": "不重算", "selective": "选择性", "full": "完全",
+                "norm-act": "归一+激活"}   # the recompute column under zh
+
+
+def precision_label(precision: str) -> tuple[str, str]:
+    """``(en, zh)`` label of a planner precision (:data:`PLANNER_PRECISIONS`): chapter 01's bytes per parameter for
+    the 16/32-bit ones (:data:`distlearn.memory.formulas.PRECISION_LABELS`), the recipe's own title for the FP8 ones
+    (:data:`distlearn.precision.fp8_recipes.RECIPES`). The explorer's drop-down and the command line's title use it."""
+    from distlearn.precision.fp8_recipes import RECIPES
+    from distlearn.memory.formulas import PRECISION_LABELS
+
+    if precision in PRECISION_LABELS:
+        return PRECISION_LABELS[precision]
+    return RECIPES[precision].title_en, RECIPES[precision].title_zh
+
+
+def display_width(text: str) -> int:
+    """Columns ``text`` takes in a terminal or notebook: East Asian wide / full-width characters count 2."""
+    return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
+
+
+def format_table(plans, limit: int = 10) -> str:
+    """Plain-text table of the first ``limit`` plans (a list of Estimates, or a search's result), with a header line
+    in the reader's language (under ``both``: an English and a Chinese line), right-aligned by display width (a
+    Chinese character takes two columns) so that every line is under 100 columns. The columns are explained by
+    :func:`table_legend`."""
+    plans = getattr(plans, "plans", plans)  # planner.search(...) itself, or its .plans
+    lang = get_language()
+    rows = {"en": [HEADER], "zh": [HEADER_ZH]}.get(lang, [HEADER, HEADER_ZH])
+    for i, e in enumerate(plans[:limit], 1):
+        p = e.plan
+        tp = f"{p.tp}c{p.cp}" if p.cp > 1 else str(p.tp)  # context parallelism shown with tp: "8c16"
+        recompute = RECOMPUTE_ZH.get(p.recompute, p.recompute) if lang == "zh" else p.recompute
+        v = f"{p.num_chunks}zb" if p.schedule == "zb-h1" else str(p.num_chunks)  # ZB-H1 (chapter 05)
+        rows.append((str(i), str(p.dp), tp, str(p.pp), v, str(p.zero_stage), recompute,
+                     str(p.micro_batch_size), str(p.num_microbatches),
+                     f"{e.memory['total'] / GB:.1f}/{e.capacity / GB:.0f}", f"{e.time['total']:.2f}",
+                     f"{e.tokens_per_s:,.0f}", f"{e.mfu:.1%}", f"{e.bubble_fraction:.1%}", f"{e.comm_fraction:.0%}"))
+    return "\n".join(" ".join(" " * max(0, w - display_width(c)) + c for c, w in zip(r, WIDTHS)) for r in rows)
+
+
+def table_legend() -> str:
+    """What the table's less obvious columns mean, in the reader's language (both: English then Chinese; lines
+    under 100 columns)."""
+    return bi(LEGEND_EN, LEGEND_ZH, sep="\n")
+
+
+# ---------------------------------------------------------------- command line
+def positive_int(name: str):
+    """An argparse ``type`` for an integer ≥ 1 whose error (ArgumentTypeError) is in the reader's language."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            value = None
+        if value is None or value < 1:
+            raise argparse.ArgumentTypeError(bi(f"must be a whole number ≥ 1, got {text!r}",
+                                                f"{name} 必须是 ≥ 1 的整数，收到 {text!r}", sep="\n"))
+        return value
+    parse.__name__ = name  # argparse names the type in some messages
+    return parse
+
+
+def share(text: str) -> float:
+    """An argparse ``type`` for a share of peak in (0, 1], with an ArgumentTypeError in the reader's language."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = None
+    if value is None or not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(bi(f"must be a number in (0, 1], e.g. 0.55; got {text!r}",
+                                            f"efficiency 必须是 (0, 1] 之间的数，例如 0.55；收到 {text!r}", sep="\n"))
+    return value
+
+
+DEFAULT = {"en": " (default: %(default)s)", "zh": "（默认：%(default)s）", "both": " (default / 默认: %(default)s)"}
+
+
+class _HelpFormatter(_Formatter, argparse.ArgumentDefaultsHelpFormatter):
+    """The course's help layout (:mod:`distlearn.core.cli`), with every option's default labelled in the reader's
+    language."""
+
+    def _get_help_string(self, action):
+        if "(default:" in (action.help or "") or "默认" in (action.help or ""):  # the help names its default itself
+            return action.help
+        return super()._get_help_string(action).replace(" (default: %(default)s)", DEFAULT[get_language()])
+
+
+DESCRIPTION_EN = ("search the parallel plans (dp × tp × pp × ZeRO × recomputation × micro-batching) that fit in GPU "
+                  "memory and rank them by throughput (chapter 14)")
+DESCRIPTION_ZH = "搜索能放进显存的并行方案（dp × tp × pp × ZeRO × 重计算 × 微批次），按吞吐量排序（第 14 章）"
+
+
+def parser() -> argparse.ArgumentParser:
+    """The ``plan`` command's argument parser (defaults shown by ``--help``), in the reader's language."""
+    ap = ArgumentParser(prog="python -m distlearn plan", formatter_class=_HelpFormatter,
+                        description=bi(f"{DESCRIPTION_EN}.", f"{DESCRIPTION_ZH}。", sep="\n"))
+    ap.add_argument("--model", default="llama3-8b", help=bi("preset", "预设模型") + f": {', '.join(PRESETS)}")
+    ap.add_argument("--gpus", type=positive_int("--gpus"), default=8,
+                    help=bi("number of GPUs: at most one node, or whole nodes", "GPU 数：不超过一个节点，或整数个节点"))
+    ap.add_argument("--gpu", default="h100-80gb", help=bi("GPU preset", "GPU 型号") + f": {', '.join(GPUS)}")
+    ap.add_argument("--seq-len", type=positive_int("--seq-len"), default=4096, help=bi("sequence length", "序列长度"))
+    ap.add_argument("--global-batch", type=positive_int("--global-batch"), default=512,
+                    help=bi("sequences per step", "全局批量大小（序列数）"))
+    ap.add_argument("--top", type=positive_int("--top"), default=10, help=bi("plans to show", "显示的方案数"))
+    ap.add_argument("--efficiency", type=share, default=None,
+                    help=bi("flat time model: every FLOP at this share of the peak (default: the kernel model, "
+                            "GEMM rooflines + attention + memory-bound work)",
+                            "平坦时间模型：所有 FLOPs 都按这个峰值比例计（默认用算子模型：GEMM 屋顶线 + 注意力 + "
+                            "访存受限的逐元素运算）"))
+    ap.add_argument("--precision", default="mixed",
+                    help=bi(f"recipe: {' | '.join(PLANNER_PRECISIONS)} (fp32: matrix multiplies at the fp32/TF32 "
+                            f"peak; FP8 recipes: linear layers at the FP8 peak)",
+                            f"精度方案：{' | '.join(PLANNER_PRECISIONS)}（fp32 时矩阵乘法按 fp32/TF32 峰值计，FP8 方案的线性层"
+                            f"按 FP8 峰值计）"))
+    ap.add_argument("--recompute", type=recompute_modes, default=",".join(RECOMPUTE_MODES),
+                    help=bi("recomputation modes to search, comma-separated (norm-act: chapter 14)",
+                            "要搜索的重计算方式，用逗号分隔（norm-act 见第 14 章）"))
+    return ap
+
+
+def recompute_modes(text: str) -> tuple[str, ...]:
+    """``--recompute``'s value: modes of :data:`distlearn.activation_memory.formulas.RECOMPUTE_MODES`, comma-separated."""
+    modes = tuple(m.strip() for m in text.split(",") if m.strip())
+    bad = [m for m in modes if m not in RECOMPUTE_MODES]
+    if not modes or bad:
+        raise argparse.ArgumentTypeError(bi(
+            f"must be comma-separated modes from {', '.join(RECOMPUTE_MODES)}; got {text!r}",
+            f"必须是用逗号分隔的重计算方式，可选 {'、'.join(RECOMPUTE_MODES)}；收到 {text!r}", sep="\n"))
+    return modes
+
+
+def cli(argv: list[str]) -> int:
+    """``python -m distlearn plan --model llama3-70b --gpus 64 --gpu h100-80gb --seq-len 8192 --global-batch 512``
+
+    Prints the best plans as a table with its legend; returns 0, 1 when no plan fits (with the smallest change that
+    would, or why no plan can be formed), 2 on bad input (with the message in the reader's language). ``--help``
+    returns 0.
+    """
+    try:
+        args = parser().parse_args(argv)
+    except SystemExit as exc:  # --help, or a bad option already reported: return its status, do not exit Python
+        return exc.code or 0
+    try:
+        res = search(args.model, global_batch=args.global_batch, seq_len=args.seq_len, gpu=args.gpu,
+                     num_gpus=args.gpus, precision=args.precision, efficiency=args.efficiency,
+                     recompute=args.recompute)
+    except DistlearnValueError as exc:
+        print(str(exc))
+        return 2
+    g = get_gpu(args.gpu)
+    print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch} · "
+             f"{args.precision}", f"{args.model} · {args.gpus} × {g.name} · 序列长度 {args.seq_len} · 全局批量大小 "
+             f"{args.global_batch} · {precision_label(args.precision)[1]}", sep="\n"))
+    if res.num_evaluated == 0:
+        print(res.message)
+        return 1
+    print(bi(f"{len(res.plans)} of {res.num_evaluated} plans fit",
+             f"{res.num_evaluated} 个方案中 {len(res.plans)} 个放得下"))
+    if not res.plans:
+        print(res.message)
+        print(res.suggestion["message"])
+        return 1
+    print(format_table(res.plans, args.top))
+    print(table_legend())
+    peak = compute_peak(g, args.precision) / 1e12
+    kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else (
+        ("FP8 (linear layers)", "FP8（线性层）") if args.precision in FP8_PRECISIONS else ("16-bit", "16 位"))
+    if args.efficiency is None:
+        from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
+        e = GEMM_CEILING[gpu_family(g)]
+        print(bi(f"kernel model: GEMMs as rooflines at {e:.1%} of the {kind} peak ({peak:g} TFLOP/s) or the HBM "
+                 f"bandwidth, attention, memory-bound work; × {END_TO_END:.0%} end to end; reserve "
+                 f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)",
+                 f"算子模型：GEMM 按屋顶线计，{kind_zh}峰值 {peak:g} TFLOP/s 的 {e:.1%} 或显存带宽，加上注意力和访存受限的"
+                 f"运算；端到端再乘 {END_TO_END:.0%}；预留 {RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}；"
+                 f"显存单位 GB（1e9 字节）", sep="\n"))
+    else:
+        print(bi(f"matrix multiplies at {args.efficiency:.0%} of the {kind} peak, {peak:g} TFLOP/s; reserve "
+                 f"{RESERVE_BYTES / GB:.0f} GB + {FRAGMENTATION:.0%}; memory in GB (1e9 bytes)",
+                 f"矩阵乘法按 {kind_zh}峰值 {peak:g} TFLOP/s 的 {args.efficiency:.0%} 计；预留 {RESERVE_BYTES / GB:.0f} GB + "
+                 f"{FRAGMENTATION:.0%}；显存单位 GB（1e9 字节）", sep="\n"))
+    return 0

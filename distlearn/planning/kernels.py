@@ -1,0 +1,324 @@
+"""The planner's time model of one transformer layer, kernel by kernel (issue 22): matrix multiplies as rooflines,
+the attention core, and the memory-bound elementwise work, each from the shapes one GPU sees.
+
+Units: seconds, FLOPs, bytes (GB = 1e9), bandwidths in bytes/s. ``tokens`` is the number of tokens one GPU's
+micro-batch holds, b·s/cp; ``tp`` the tensor-parallel degree.
+
+**GEMMs** (:func:`layer_gemms`, :func:`gemm_seconds`): each matrix multiply of a layer with its own shape per GPU,
+(m × k) · (k × n) with m = tokens and n, k after tensor parallelism (Megatron's column-parallel QKV and MLP-up,
+row-parallel attention output and MLP-down; Shoeybi et al. 2019), an MoE layer's experts with the tokens routed
+to them (balanced routing), timed as a roofline::
+
+    t = max( 2·m·n·k / (peak × e_gemm),  (m·k + k·n + m·n) · bytes / hbm_bw )
+
+e_gemm (:data:`GEMM_CEILING`) is the best share of the dense bf16 peak a single large matmul reaches, measured by
+S. Bekman, *Machine Learning Engineering*, "Maximum Achievable Matmul FLOPS comparison table"
+(compute/accelerator/README.md, the table of Aug 2024 – Sep 2025, CUDA 12.1): A100 SXM 267.9 of 312 TFLOP/s =
+85.9 %, H100 SXM 792.1 of 989 = 80.1 % (the table's later re-measurement with torch 2.6 / 2.7 reads 271.2 = 86.9 %
+and 794.5 = 80.3 %: within about 1 %).
+Both backward GEMMs of a linear layer (dX = dY·Wᵀ and dW = Xᵀ·dY) have the forward's FLOPs and move the same
+three matrices' bytes, so the backward costs twice the forward. No tile or wave quantisation is modelled.
+
+**Attention core** (in :func:`layer_seconds`; :func:`attention_gemms`): *materialised* (the GPT presets, Megatron-LM 2021): QKᵀ and
+scores·V as b·a/t batched GEMMs through the same roofline, the fused scale-mask-softmax and the attention
+dropout counted with the elementwise work; *flash* (Llama presets, and any plan with cp > 1): the kernel's FLOPs
+at a share of the peak (:data:`FLASH_SHARE`) — FlashAttention-2 on the A100 (Dao 2023, §1: "up to 73 % of the
+theoretical max throughput in the forward pass, and up to 63 % … in the backward pass"), FlashAttention-3 on
+the H100 / H200 (Shah et al. 2024, arXiv 2407.08608 v1/v2 abstract: "FP16 reaching up to 740 TFLOPs/s (75 %
+utilization)" — the NeurIPS 2024 version's abstract reads 840 TFLOP/s, 85 %; §4.1: backward 1.5–1.75 ×
+FlashAttention-2, which the same abstract puts at "35 % utilization on the H100": 1.5 × 35 % = 52.5 %). These are
+headline figures, not the head size the Llama presets run: the 740 TFLOP/s forward is FlashAttention-3's head
+dimension 256; its own benchmark figures at head dimension 128 (H100 SXM5, not causal, 8K tokens) read about
+646 TFLOP/s forward (65 %) and 559 TFLOP/s backward (57 %), so at d = 128 the forward share is optimistic and the
+backward one pessimistic; together they time the flash kernel about 2 % slower than those figures (both counted
+with the 2.5 × backward FLOPs below). We take FlashAttention-3 for the H100 because it is the best published Hopper kernel
+(FA2 without Hopper instructions is the 35 %); the Llama 3 paper does not say which kernel it ran. The flash
+backward runs 2.5 × the forward's FLOPs (five matmuls against two: it recomputes the scores; Dao 2023 §4.1 and the
+FlashAttention-2 benchmark script count it so, which is also how its 63 % backward share is measured), the causal
+mask is not exploited (the FLOPs the planner counts).
+
+**Elementwise, memory-bound work** (:func:`elementwise_ops`): bytes read + written per layer, forward and
+backward, tensor by tensor, at the GPU's HBM bandwidth (``GPU.hbm_bw``, datasheets). GPT as Megatron-LM runs it
+(LayerNorm, QKV bias add, fused scale-mask-softmax, attention dropout, the context's head transpose, fused
+bias-dropout-add twice, fused bias-GeLU), Llama (RMSNorm, RoPE on q and k, residual adds, SwiGLU fused or not).
+Without sequence parallelism the norms, dropouts and residual adds run on the whole b·s·h on every tensor-parallel
+rank (replicated; Korthikanti et al. 2022 §4.2.2); with it they are split by tp. Gradient sums where a tensor
+feeds two branches (the residual stream) count as one add in backward.
+
+Why larger models reach more of the peak: per layer the GEMM FLOPs grow as s·b·h²/t, the elementwise bytes as
+s·b·h (and a·s² for materialised scores), so the memory-bound share falls as h grows (Megatron's 137 → 163
+TFLOP/s from 1.7 B to 1 T, Narayanan et al. 2021 Table 1).
+
+What is not modelled, and stays in the one remaining constant (:data:`END_TO_END`, set once against the
+published table of :mod:`distlearn.planning.published`, the same for every run and GPU): kernel launch gaps and
+CPU overheads, the optimizer step, data loading and logging (Megatron-LM's README counts its FLOP/s end to end,
+"including data loading, optimization, and even logging"), shape quantisation of the GEMMs, HBM bandwidth
+below the datasheet's, and the weight gradients' accumulation into fp32 buffers once per micro-batch (Megatron's
+``main_grad.add_(grad)``: about 10 bytes per parameter of the stage, 3–6 % of a micro-batch's compute time for
+the 2021 runs at 2048 tokens, 1–3 % for Llama 3 at 8K–128K).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distlearn.core.hardware import GPU
+from distlearn.core.models import ModelConfig
+
+# Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table"
+# (bf16, best shape): A100 SXM 267.9/312, H100 SXM 792.1/989. The H200 has the H100's GH100 die, tensor cores and
+# clocks (it differs in memory): we take the H100's share. The V100 is not in the table: the A100's share, an
+# assumption.
+GEMM_CEILING = {"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.1 / 989, "v100": 267.9 / 312,
+                "h800": 792.1 / 989}
+# share of the 16-bit peak of a FlashAttention kernel, (forward, backward): A100 FlashAttention-2 (Dao 2023 §1),
+# H100 / H200 FlashAttention-3 (Shah et al. 2024: forward 75 %, backward 1.5 × FlashAttention-2's 35 %; see the
+# module docstring for the head-dimension-128 figures). The V100 has no FlashAttention-2 (it needs Ampere or
+# newer): the A100's shares there are an assumption, like its GEMM ceiling.
+FLASH_SHARE = {"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
+               "h800": (0.75, 0.525)}
+FLASH_BACKWARD_FLOPS = 2.5  # a flash backward recomputes the scores: 5 matmuls against the forward's 2
+# The one remaining constant: the share of the modelled kernel speed reached end to end (launch gaps, optimizer
+# step, data loading, ...). Set ONCE against the published table (tests/test_planner.py checks every required row
+# within ±10 %), the same for every run and GPU; never tuned per run.
+END_TO_END = 0.78
+MASK_BYTES = 1  # a dropout mask: one byte per value (torch's bool mask)
+
+
+def gpu_family(gpu: GPU) -> str:
+    """The key of :data:`GEMM_CEILING` / :data:`FLASH_SHARE` for ``gpu``: its name's prefix (``"a100-80gb"`` →
+    ``"a100"``, ``"a100-80gb-jean-zay"`` → ``"a100"``, ``"h800"`` → ``"h800"``). A GPU of another family gets
+    the A100's figures' key ``"a100"`` (an assumption, named in the breakdown)."""
+    for key in GEMM_CEILING:
+        if gpu.name.lower().startswith(key):
+            return key
+    return "a100"
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """``count`` matrix multiplies (m × k)·(k × n), e.g. one per attention head of a batched GEMM."""
+
+    name: str
+    m: float
+    n: float
+    k: float
+    count: float = 1
+
+    @property
+    def flops(self) -> float:
+        return 2 * self.m * self.n * self.k * self.count
+
+    def bytes(self, in_bytes: float, out_bytes: float) -> float:
+        """Bytes read (both inputs) and written (the output) once each."""
+        return ((self.m * self.k + self.k * self.n) * in_bytes + self.m * self.n * out_bytes) * self.count
+
+
+def gemm_seconds(g: Gemm, peak: float, ceiling: float, hbm_bw: float, in_bytes: float = 2,
+                 out_bytes: float = 2) -> float:
+    """Roofline time of ``g``: max(FLOPs / (peak × ceiling), bytes / hbm_bw), seconds."""
+    return max(g.flops / (peak * ceiling), g.bytes(in_bytes, out_bytes) / hbm_bw)
+
+
+def _is_moe_layer(model: ModelConfig, layer: int | None) -> bool:
+    """Whether ``layer`` of ``model`` is an MoE layer (``None``: its first MoE layer, if it has any)."""
+    return model.is_moe and model.is_moe_layer(model.first_dense_layers if layer is None else layer)
+
+
+def layer_gemms(model: ModelConfig, tokens: float, tp: int, layer: int | None = None, ep: int = 1) -> list[Gemm]:
+    """The forward linear-layer GEMMs of one layer on one GPU (attention core excluded): m = ``tokens``.
+
+    GPT: QKV (n = 3h/t), attention output (k = h/t), MLP up (n = f/t), MLP down (k = f/t). Llama: QKV with
+    grouped K/V (n = (h + 2·kv)/t), output, gate and up as one GEMM (n = 2f/t), down. MLA (DeepSeek): its
+    projections as one GEMM of the same FLOPs (k = h). MoE layer (``layer``; balanced routing): the router
+    (n = E), each of the E/ep local experts with tokens·k·ep/E tokens, the shared experts with every token.
+    FLOPs sum to 2·tokens·P_matmul/t (:func:`~distlearn.planning.formulas.matmul_params_per_layer`).
+    """
+    h, t = model.hidden_size, tp
+    kv = model.kv_heads * model.head_dim
+    if model.mla is not None:
+        attn_params = model.attention_parameters() - model.mla.kv_lora_rank - (model.mla.q_lora_rank or 0)
+        attn = [Gemm("attention projections (MLA)", tokens, attn_params / h / t, h)]
+    elif model.arch == "gpt":
+        attn = [Gemm("qkv", tokens, 3 * h / t, h), Gemm("attention out", tokens, h, h / t)]
+    else:
+        attn = [Gemm("qkv", tokens, (h + 2 * kv) / t, h), Gemm("attention out", tokens, h, h / t)]
+    if _is_moe_layer(model, layer):
+        f, E, k = model.expert_ffn, model.num_experts, model.experts_per_token
+        routed = tokens * k * ep / E
+        mlp = [Gemm("router", tokens, E, h),
+               Gemm("experts gate+up", routed, 2 * f / t, h, count=E / ep),
+               Gemm("experts down", routed, h, f / t, count=E / ep)]
+        if model.num_shared_experts:
+            fs = model.num_shared_experts * f
+            mlp += [Gemm("shared gate+up", tokens, 2 * fs / t, h), Gemm("shared down", tokens, h, fs / t)]
+        return attn + mlp
+    f = model.ffn_hidden_size
+    if model.arch == "gpt":
+        return attn + [Gemm("mlp up", tokens, f / t, h), Gemm("mlp down", tokens, h, f / t)]
+    return attn + [Gemm("mlp gate+up", tokens, 2 * f / t, h), Gemm("mlp down", tokens, h, f / t)]
+
+
+def attention_gemms(model: ModelConfig, micro_batch: int, seq_len: int, tp: int) -> list[Gemm]:
+    """The materialised attention core's two batched GEMMs, b·a/t of each: QKᵀ (s × d)·(d × s) and
+    scores·V (s × s)·(s × d) (MLA: d_qk and d_v)."""
+    d_qk = model.mla.qk_head_dim if model.mla is not None else model.head_dim
+    d_v = model.mla.v_head_dim if model.mla is not None else model.head_dim
+    heads = micro_batch * model.num_heads / tp
+    s = seq_len
+    return [Gemm("QK^T", s, s, d_qk, count=heads), Gemm("scores·V", s, d_v, s, count=heads)]
+
+
+@dataclass(frozen=True)
+class ElementwiseOp:
+    """One memory-bound kernel of a layer: ``values`` elements per GPU (a tensor's size), the tensors of that size
+    it reads + writes in forward (``forward``) and backward (``backward``), and dropout masks (one byte per value)
+    written in forward (``forward_masks``) and read in backward (``backward_masks``)."""
+
+    name: str
+    values: float
+    forward: float
+    backward: float
+    forward_masks: float = 0
+    backward_masks: float = 0
+
+    def bytes(self, act_bytes: float) -> tuple[float, float]:
+        """(forward, backward) bytes with activations of ``act_bytes`` bytes."""
+        return (self.values * (self.forward * act_bytes + self.forward_masks * MASK_BYTES),
+                self.values * (self.backward * act_bytes + self.backward_masks * MASK_BYTES))
+
+
+def elementwise_ops(model: ModelConfig, micro_batch: int, tokens: float, tp: int, sequence_parallel: bool,
+                    attention: str, swiglu: str = "unfused", seq_len: int | None = None,
+                    layer: int | None = None) -> list[ElementwiseOp]:
+    """The memory-bound kernels of one layer on one GPU, tensor by tensor (T = ``tokens``, h hidden, f MLP width,
+    t = tp; ``rep`` = T·h/t with sequence parallelism, else T·h on every rank).
+
+    GPT (Megatron-LM 2021): LayerNorm ×2 (read x, write y; backward read dy, x, write dx: 2 / 3 tensors of
+    ``rep``), QKV bias add (2 / 1 of 3T·h/t: backward reduces the bias gradient), fused scale-mask-softmax (2 / 3 of
+    b·a/t·s² scores), attention dropout (2 + mask / 2 + mask of the scores), the context's head transpose (2 / 2 of
+    T·h/t), fused bias-dropout-add ×2 (read x and the residual, write out + mask; backward read dy + mask, write
+    dx, reduce the bias gradient, and the residual stream's gradient sum: 3 + mask / 6 + mask of ``rep``), fused
+    bias-GeLU (2 / 4 of T·f/t: backward reads dy and x, writes dx, reduces the bias gradient).
+    Llama: RMSNorm ×2 (2 / 3 of ``rep``), RoPE on q and k (2 / 2 of T·(h + kv)/t), residual add ×2 (3 / 3 of
+    ``rep``: backward is the gradient sum), SwiGLU fused (read gate, up, write out: 3 / 5 of T·f/t) or unfused
+    (SiLU 2 / 3, then the product 3 / 5). Flash attention's own reads are inside its kernel (:data:`FLASH_SHARE`).
+    An MoE layer's MLP is counted as a dense one as wide as the experts a token uses.
+    """
+    h, t, b = model.hidden_size, tp, micro_batch
+    rep = tokens * h / (t if sequence_parallel else 1)
+    inner = tokens * h / t
+    if _is_moe_layer(model, layer):
+        f = (model.experts_per_token + model.num_shared_experts) * model.expert_ffn
+    else:
+        f = model.ffn_hidden_size
+    mlp = tokens * f / t
+    if model.arch == "gpt":
+        ops = [ElementwiseOp("layernorm 1", rep, 2, 3),
+               ElementwiseOp("qkv bias add", 3 * inner, 2, 1)]
+        if attention == "materialised":
+            scores = b * model.num_heads / t * seq_len * seq_len
+            ops += [ElementwiseOp("scale-mask-softmax", scores, 2, 3),
+                    ElementwiseOp("attention dropout", scores, 2, 2, 1, 1)]
+        ops += [ElementwiseOp("context transpose", inner, 2, 2),
+                ElementwiseOp("bias-dropout-add 1", rep, 3, 6, 1, 1),
+                ElementwiseOp("layernorm 2", rep, 2, 3),
+                ElementwiseOp("bias-gelu", mlp, 2, 4),
+                ElementwiseOp("bias-dropout-add 2", rep, 3, 6, 1, 1)]
+        return ops
+    kv = model.kv_heads * model.head_dim
+    ops = [ElementwiseOp("rmsnorm 1", rep, 2, 3),
+           ElementwiseOp("rope q, k", tokens * (h + kv) / t, 2, 2),
+           ElementwiseOp("residual add 1", rep, 3, 3),
+           ElementwiseOp("rmsnorm 2", rep, 2, 3)]
+    if swiglu == "fused":
+        ops.append(ElementwiseOp("swiglu (fused)", mlp, 3, 5))
+    else:
+        ops += [ElementwiseOp("silu", mlp, 2, 3), ElementwiseOp("silu × up", mlp, 3, 5)]
+    if attention == "materialised":
+        scores = b * model.num_heads / t * seq_len * seq_len
+        ops += [ElementwiseOp("softmax", scores, 2, 3)]
+    return ops + [ElementwiseOp("residual add 2", rep, 3, 3)]
+
+
+@dataclass(frozen=True)
+class LayerSeconds:
+    """Seconds of one layer's kernels for one micro-batch on one GPU, by part and pass (before :data:`END_TO_END`):
+    ``gemm_forward`` / ``gemm_backward`` (linear layers), ``attention_forward`` / ``attention_backward`` (the core:
+    batched GEMMs or the flash kernel), ``elementwise_forward`` / ``elementwise_backward`` (memory-bound kernels;
+    ``attention_elementwise_forward`` is the softmax and dropout part of it, which selective recomputation runs
+    again; ``norm_act_forward`` the norms and the MLP activation, which ``"norm-act"`` recomputation runs again)."""
+
+    gemm_forward: float
+    gemm_backward: float
+    attention_forward: float
+    attention_backward: float
+    elementwise_forward: float
+    elementwise_backward: float
+    attention_elementwise_forward: float
+    norm_act_forward: float = 0.0
+
+    def total(self, recompute: str) -> float:
+        """Forward + backward, plus what ``recompute`` runs again: the whole forward (``"full"``), the attention
+        core with its softmax and dropout (``"selective"``) or the norms and the activation (``"norm-act"``)."""
+        fwd = self.gemm_forward + self.attention_forward + self.elementwise_forward
+        bwd = self.gemm_backward + self.attention_backward + self.elementwise_backward
+        extra = {"none": 0.0, "full": fwd, "norm-act": self.norm_act_forward,
+                 "selective": self.attention_forward + self.attention_elementwise_forward}[recompute]
+        return fwd + bwd + extra
+
+
+def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: int, tp: int, cp: int = 1,
+                  sequence_parallel: bool = True, attention: str = "materialised", swiglu: str = "unfused",
+                  gemm_peak: float, peak: float, gemm_bytes: float = 2, act_bytes: float = 2,
+                  layer: int | None = None, ep: int = 1) -> LayerSeconds:
+    """:class:`LayerSeconds` of one layer (``layer``: which one, for a model mixing dense and MoE layers).
+
+    ``gemm_peak``: FLOP/s of the linear layers' GEMMs (FP8 for the FP8 recipes, TF32 for fp32), ``gemm_bytes`` their
+    input bytes (1 for FP8; outputs in ``act_bytes``); ``peak``: the attention core's 16-bit (fp32) peak. With
+    ``cp`` > 1 each rank holds s/cp queries against all s keys (flash attention)."""
+    family = gpu_family(gpu)
+    e, bw = GEMM_CEILING[family], gpu.hbm_bw
+    tokens = micro_batch * seq_len / cp
+    gemms = layer_gemms(model, tokens, tp, layer, ep)
+    g_fwd = sum(gemm_seconds(g, gemm_peak, e, bw, gemm_bytes, act_bytes) for g in gemms)
+    if attention == "flash":
+        from distlearn.planning.formulas import attention_core_flops
+        f_attn = micro_batch * attention_core_flops(model, seq_len) / (tp * cp)
+        fwd_share, bwd_share = FLASH_SHARE[family]
+        a_fwd = f_attn / (peak * fwd_share)
+        a_bwd = FLASH_BACKWARD_FLOPS * f_attn / (peak * bwd_share)
+    else:
+        a_fwd = sum(gemm_seconds(g, peak, e, bw, act_bytes, act_bytes)
+                    for g in attention_gemms(model, micro_batch, seq_len, tp))
+        a_bwd = 2 * a_fwd
+    ops = elementwise_ops(model, micro_batch, tokens, tp, sequence_parallel, attention, swiglu, seq_len, layer)
+    fwd = bwd = attn_fwd = norm_act_fwd = 0.0
+    for op in ops:
+        f, b = op.bytes(act_bytes)
+        fwd, bwd = fwd + f, bwd + b
+        if "softmax" in op.name or "attention dropout" in op.name:
+            attn_fwd += f
+        if op.name.startswith(NORM_ACT_OPS):
+            norm_act_fwd += f
+    return LayerSeconds(g_fwd, 2 * g_fwd, a_fwd, a_bwd, fwd / bw, bwd / bw, attn_fwd / bw, norm_act_fwd / bw)
+
+
+# The elementwise_ops that "norm-act" recomputation runs again (their forward once more in backward). Only the
+# recomputation's own reads and writes are charged: copying each result back into the freed storage, as
+# distlearn.activation_memory.measure.DiscardOutput does, would read and write every recomputed output once more (about
+# half as much again)
+NORM_ACT_OPS = ("layernorm", "rmsnorm", "bias-gelu", "swiglu", "silu")
+
+
+def logits_seconds(model: ModelConfig, gpu: GPU, *, tokens: float, tp: int, peak: float,
+                   act_bytes: float = 2) -> float:
+    """Forward + backward seconds of the output layer on one GPU: the logits GEMM (m = tokens, n = V/t, k = h) and
+    its two backward GEMMs through the roofline, and Megatron's vocab-parallel cross-entropy on fp32 logits
+    (forward: cast to fp32, max, subtract, exp, sum, divide by the sum to keep the softmax for backward:
+    1.5 + 1 + 2 + 2 + 1 + 2 = 9.5 passes of 4 bytes per logit; backward: scale by the loss gradient, cast back:
+    2 + 1.5 = 3.5 passes; 13 in all)."""
+    family = gpu_family(gpu)
+    g = Gemm("logits", tokens, model.vocab_size / tp, model.hidden_size)
+    t_gemm = 3 * gemm_seconds(g, peak, GEMM_CEILING[family], gpu.hbm_bw, act_bytes, act_bytes)
+    loss_bytes = (9.5 + 3.5) * 4 * tokens * model.vocab_size / tp
+    return t_gemm + loss_bytes / gpu.hbm_bw

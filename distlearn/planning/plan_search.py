@@ -1,0 +1,528 @@
+"""Search: enumerate every valid plan, keep those that fit, rank them; when none fits, say why and what would.
+
+Speed (the chapter's explorer re-runs a search at every slider move; its goal is 50 ms in every setting, checked
+by ``make bench``) comes from five exact shortcuts, none of which changes a result:
+
+- **memory-minimal plans.** For fixed (tp, pp, ZeRO stage, recomputation), memory never decreases with the
+  micro-batch size b nor with interleaving: every activation term is proportional to b, the first stage holds
+  b·min(p, m) = min(b·p, B/dp) sequences' activations, interleaving multiplies them by 1 + (p−1)/(p·v) ≥ 1, and
+  the model states do not depend on either. So if the plan with b = 1, v = 1 (always valid) does not fit, no plan
+  of its group does (:func:`candidate_groups`); a group is only skipped when that plan is over the capacity by
+  more than a rounding margin (:data:`ROUNDING_MARGIN`).
+- **the k best only.** With ``top = k`` a plan is skipped when its tokens/s computed from a lower bound on its
+  step time is already below the k-th best found so far: its real tokens/s is lower still, so it cannot be among
+  the k best. Three bounds, cheapest first, each checked before the memory: per micro-batch size, the compute
+  and tp/cp/ep terms (:func:`~distlearn.planning.formulas.microbatch_lower_bound`, for every chunk count and
+  schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself.
+- **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective or norm-act
+  recomputation compared with none, and of two modes other than full the one keeping fewer bytes per layer never
+  needs more (checked by tests/test_planner.py on every group): lower stages are only tried when a higher one
+  fits, no recomputation only when selective and norm-act do, and "does any plan fit" looks at ZeRO 2–3 with
+  full recomputation and whichever of selective and norm-act keeps less.
+- **memo tables** in :class:`~distlearn.planning.formulas.Setting` for what many plans share.
+- **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
+  that fits is found by bisection instead of trying every halving.
+"""
+from __future__ import annotations
+
+import heapq
+import math
+from dataclasses import dataclass, field
+
+from distlearn.core.hardware import GPU, GPUS, Cluster, make_cluster
+from distlearn.core.i18n import bi
+from distlearn.activation_memory.formulas import RECOMPUTE_MODES as RECOMPUTE
+from distlearn.core.models import ModelConfig, get_preset
+from distlearn.core.validate import DistlearnValueError, check_choice, check_divisible, check_int
+from distlearn.planning.formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate, make_setting, memory_total, microbatch_lower_bound, plan_memory, plan_seconds, resolve, step_seconds_lower_bound)
+
+MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
+MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
+MAX_CP = 32                # context parallelism: cp searched over powers of two up to this ...
+MIN_CP_TOKENS = 8192       # ... keeping at least this many tokens per rank (Llama 3: 131,072 / 16 = 8,192)
+ROUNDING_MARGIN = 1e-9     # a group is skipped only if its smallest plan exceeds the capacity by this share
+
+
+@dataclass
+class SearchResult:
+    """Ranked plans that fit (fastest first), how many were tried, and, when none fits, ``message`` saying why and
+    ``suggestion`` (from :func:`suggest_fix`; ``None`` when no plan can even be formed, see ``message``)."""
+
+    plans: list[Estimate]
+    num_evaluated: int
+    suggestion: dict | None = None
+    message: str = ""
+
+    @property
+    def best(self) -> Estimate | None:
+        return self.plans[0] if self.plans else None
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, int(math.isqrt(n)) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+@dataclass
+class Group:
+    """The candidate plans sharing (tp, cp, pp, dp) and the layers per stage: ``batching`` lists (b, m, chunk
+    counts) in search order; every one of them is combined with each ZeRO stage of ``zero_stages`` and each
+    recomputation mode. ``stage_layers`` is ``None`` for :func:`distlearn.pipeline_parallel.schedules.partition_layers`'s split."""
+
+    tp: int
+    pp: int
+    dp: int
+    batching: list[tuple[int, int, list[int]]] = field(default_factory=list)
+    zero_stages: tuple[int, ...] = (0,)
+    cp: int = 1
+    stage_layers: tuple[int, ...] | None = None
+    ep: int = 1
+
+    @property
+    def size(self) -> int:
+        return sum(len(self.schedules(v, m)) for _, m, chunks in self.batching for v in chunks) \
+            * len(self.zero_stages) * len(RECOMPUTE)
+
+    def schedules(self, num_chunks: int, num_microbatches: int) -> tuple[str, ...]:
+        """1F1B (interleaved with v > 1); with a pipeline, v = 1 and m ≥ p also chapter 05's ZB-H1 (where its
+        closed form is exact, :func:`~distlearn.planning.formulas.zero_bubble_terms`; with fewer micro-batches
+        than stages :func:`~distlearn.planning.formulas.evaluate` still simulates it)."""
+        if self.pp > 1 and num_chunks == 1 and num_microbatches >= self.pp:
+            return ("1f1b", "zb-h1")
+        return ("1f1b",)
+
+    def _plan(self, z, r, b, m, v, schedule="1f1b") -> Plan:
+        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers, self.ep,
+                    schedule)
+
+    def smallest(self, zero_stage: int, recompute: str) -> Plan:
+        """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""
+        b, m, _ = self.batching[0]
+        return self._plan(zero_stage, recompute, b, m, 1)
+
+    def plans(self, keep=lambda z, r: True):
+        """Every plan of the group in search order, those with (zero_stage, recompute) not kept left out."""
+        for b, m, chunks in self.batching:
+            for v in chunks:
+                for sched in self.schedules(v, m):
+                    for z in self.zero_stages:
+                        for r in RECOMPUTE:
+                            if keep(z, r):
+                                yield self._plan(z, r, b, m, v, sched)
+
+
+def balanced_stages(num_layers: int, pp: int) -> tuple[int, ...] | None:
+    """Layers per stage when ``pp`` does not divide ``num_layers``: the ``num_layers % pp`` extra layers go to
+    stages 1, 2, …, never to the first stage (embedding, most micro-batches in flight) nor the last (logits) —
+    Llama 3 §3.3.2's balancing (126 layers on 16 stages: 7, 8 × 14, 7). ``None`` when pp divides the layers, or
+    when the extra layers outnumber the pp − 2 middle stages (then :func:`distlearn.pipeline_parallel.schedules.partition_layers`'s
+    split is used)."""
+    base, extra = divmod(num_layers, pp)
+    if pp == 1 or extra == 0 or extra > pp - 2:
+        return None
+    return tuple(base + (1 if 1 <= i <= extra else 0) for i in range(pp))
+
+
+def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None,
+                     cp: int | None = None, ep: int = 1, smallest_only: bool = False):
+    """Yield a :class:`Group` for every (tp, cp, pp) that can run: tp dividing the node size, the number of (query
+    and kv) heads and the GPU count; cp = 1, and with ``seq_len`` also the powers of two up to :data:`MAX_CP` that
+    divide it and leave each rank at least :data:`MIN_CP_TOKENS` tokens; pp ≤ layers; dp = GPUs / (tp·cp·pp)
+    dividing the global batch. Layers per stage: :func:`distlearn.pipeline_parallel.schedules.partition_layers`, or
+    :func:`balanced_stages` when pp does not divide the layers. Micro-batch sizes are the divisors of B/dp up to
+    :data:`MAX_MICRO_BATCH` (b = 1 first); interleaving uses v chunks when the layers divide by p·v (or, with
+    balanced stages, when every stage has at least v layers: uneven chunks) and the micro-batches by p; ZeRO 0–3
+    (also with pipeline parallelism: FSDP + PP), only 0 when dp·cp = 1. A given ``cp`` keeps only that degree (any
+    that divides ``seq_len`` and the GPUs per tp group, whatever the tokens per rank: the reader chose it); a given
+    ``ep`` (a mixture-of-experts model's expert-parallel degree, dividing its experts) keeps the layouts whose
+    dp·cp it divides. ``smallest_only``: each group's batching holds b = 1 only, for :meth:`Group.smallest` alone
+    (its ``size`` and ``plans`` then leave the other micro-batch sizes out)."""
+    n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
+    for tp in _divisors(node):
+        if model.num_heads % tp or model.kv_heads % tp or n % tp:
+            continue
+        cps = [1]
+        if cp is not None:
+            cps = [cp] if (seq_len is None or seq_len % cp == 0) and (n // tp) % cp == 0 else []
+        elif seq_len is not None:
+            c = 2
+            while c <= MAX_CP and seq_len % c == 0 and seq_len // c >= MIN_CP_TOKENS and (n // tp) % c == 0:
+                cps.append(c)
+                c *= 2
+        for c in cps:
+            for pp in _divisors(n // (tp * c)):
+                if pp > l:
+                    continue
+                dp = n // (tp * c * pp)
+                if global_batch % dp or (dp * c) % ep:
+                    continue
+                per_replica = global_batch // dp
+                stages = balanced_stages(l, pp)
+                if pp == 1:
+                    chunks = [1]
+                elif stages is None:
+                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1) if l % (pp * v) == 0]
+                else:  # uneven chunks; the first and the last stage may keep a chunk for the embedding / output only
+                    chunks = [1] + [v for v in range(2, MAX_CHUNKS + 1)
+                                    if v <= min(stages[1:-1]) and v <= min(stages[0], stages[-1]) + 1]
+                group = Group(tp, pp, dp, zero_stages=tuple(range(4)) if dp * c > 1 else (0,), cp=c,
+                              stage_layers=stages, ep=ep)
+                for b in _divisors(per_replica):
+                    if b > MAX_MICRO_BATCH:
+                        break
+                    m = per_replica // b
+                    group.batching.append((b, m, [v for v in chunks if v == 1 or m % pp == 0]))
+                    if smallest_only:
+                        break
+                yield group
+
+
+def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None):
+    """Yield every valid :class:`~distlearn.planning.formulas.Plan` (see :func:`candidate_groups`). Sequence
+    parallelism is always on with tp > 1: it saves activation memory for the same communication time, so it never
+    loses in this model."""
+    for group in candidate_groups(model, cluster, global_batch, seq_len):
+        yield from group.plans()
+
+
+def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool:
+    """False only if no plan of ``group`` with this stage and recomputation fits (its smallest plan is over the
+    capacity by more than the rounding margin)."""
+    return memory_total(st, group.smallest(zero_stage, recompute)) <= st.capacity * (1 + ROUNDING_MARGIN)
+
+
+def _kept(st: Setting, group: Group) -> set:
+    """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
+    the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
+    gradients; stage 3 may not, its gathered-layer buffer can outweigh what it saves), and selective or norm-act
+    recomputation never keeps more than none (each keeps a subset of its tensors). So stages 0–1 are only tried
+    when stage 2 (or the next one up) fits, and no recomputation only when both selective and norm-act do."""
+    kept = set()
+    for r in ("selective", "norm-act", "full", "none"):
+        chain = sorted(group.zero_stages, reverse=True)  # e.g. 3, 2, 1, 0
+        for z in chain:
+            if r == "none" and ((z, "selective") not in kept or (z, "norm-act") not in kept):
+                continue
+            if _may_fit(st, group, z, r):
+                kept.add((z, r))
+            elif z <= 2:  # every lower stage needs at least as much
+                break
+    return kept
+
+
+def _keeps_no_more(a: tuple, b: tuple) -> bool:
+    """Whether per-layer bytes ``a`` are ≤ ``b`` in every kind of layer (dense, MoE)."""
+    return all(x <= y for x, y in zip(a, b))
+
+
+def _per_layer_bytes(st: Setting, group: Group) -> dict[str, tuple]:
+    """Bytes one layer keeps (dense, and MoE for a mixture-of-experts model) under each recomputation mode but
+    full, for the smallest plans of ``group`` (its smallest micro-batch)."""
+    b, tp, cp = group.batching[0][0], group.tp, group.cp
+
+    def make():
+        def one(r):
+            dense = st.act(b, tp, tp > 1, r, cp)
+            return (dense, st.act_moe(b, tp, tp > 1, r, cp)) if st.model.is_moe else (dense,)
+        return {r: one(r) for r in ("none", "selective", "norm-act")}
+    return st._cached(("per_layer_bytes", b, tp, cp), make)
+
+
+def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, ...] = RECOMPUTE):
+    """Yield (plan, memory) for the plans of ``group`` with a recomputation mode among ``modes`` that fit, in
+    search order, leaving out those for which ``too_slow(plan, bound)`` is true (``bound``: "microbatch",
+    "pipeline" or "exact", see :func:`search`; it must be true only of plans that cannot be among the results)."""
+    kept = {(z, r) for z, r in _kept(st, group) if r in modes}
+    if not kept:
+        return
+    for b, m, chunks in group.batching:  # group.plans' order. The bounds: "microbatch" depends on neither the
+        # chunk count, the schedule nor the ZeRO stage; "pipeline" not on the ZeRO stage
+        slow_b = {}
+        if too_slow is not None:  # no recomputation has the lowest "microbatch" bound (every other mode adds work
+            # to its terms): when even it is too slow, so is every plan of this b
+            z0 = group.zero_stages[0]
+            slow_b["none"] = too_slow(group._plan(z0, "none", b, m, chunks[0], "1f1b"), "microbatch")
+            if slow_b["none"]:
+                continue
+        for v in chunks:
+            too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
+            for sched in group.schedules(v, m):
+                slow = {}
+                for z in group.zero_stages:
+                    for r in RECOMPUTE:
+                        if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
+                            continue
+                        p = None  # built when first needed, and then used for the bounds and the plan itself
+                        if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
+                            if r not in slow_b:  # all chunk counts and schedules of this b at once
+                                p = group._plan(z, r, b, m, v, sched)
+                                slow_b[r] = too_slow(p, "microbatch")
+                            if r not in slow:
+                                p = p or group._plan(z, r, b, m, v, sched)
+                                slow[r] = slow_b[r] or too_slow(p, "pipeline")
+                            if slow[r]:
+                                continue
+                        p = p or group._plan(z, r, b, m, v, sched)
+                        if too_slow is not None and too_slow(p, "exact"):
+                            continue
+                        mem = plan_memory(st, p)
+                        if mem["total"] <= st.capacity:
+                            yield p, mem
+                        elif sched == "1f1b":
+                            too_big.add((z, r))
+
+
+class _Best:
+    """The ``k`` highest tokens/s seen so far (a min-heap). A plan whose tokens/s cannot reach the k-th of them
+    ranks below ``k`` plans already found, so it cannot be among the ``k`` best."""
+
+    def __init__(self, k: int):
+        self.k, self.heap = k, []
+
+    def add(self, tokens_per_s: float) -> None:
+        (heapq.heappush if len(self.heap) < self.k else heapq.heappushpop)(self.heap, tokens_per_s)
+
+    def beats(self, tokens_per_s_bound: float) -> bool:
+        return len(self.heap) == self.k and tokens_per_s_bound < self.heap[0]
+
+
+def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80gb", num_gpus: int = 8,
+           cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
+           efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
+           fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
+           swiglu: str = "unfused", cp: int | None = None, ep: int = 1,
+           recompute: tuple[str, ...] | None = None) -> SearchResult:
+    """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
+    ranked by tokens/s (fastest first; ties: less memory, then search order).
+
+    Parameters: ``model`` a preset name or ModelConfig; ``global_batch`` sequences per step; ``seq_len`` tokens per
+    sequence; ``precision``/``optimizer`` recipes of :mod:`distlearn.memory.formulas`; ``efficiency`` share of peak FLOP/s
+    the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``swiglu`` the Llama
+    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planning.formulas.make_setting`); ``cp`` fixes the
+    context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
+    (:func:`candidate_groups`); ``recompute`` limits the recomputation modes searched (``None``: all of
+    :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`; e.g. ``("none", "selective", "full")`` for a framework without
+    norm-act; a single mode may be given by name); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
+    would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
+    whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
+
+    Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes,
+    non-positive sizes or a ``top`` below 1.
+    """
+    if top is not None:
+        top = check_int("top", top, minimum=1)
+    model, cluster = resolve(model, gpu, num_gpus, cluster)
+    if cp is not None:
+        cp = check_int("cp", cp, minimum=1)
+    ep = check_int("ep", ep, minimum=1)
+    if isinstance(recompute, str):  # one mode by name
+        recompute = (recompute,)
+    if recompute is not None and not isinstance(recompute, (tuple, list, set, frozenset)):
+        raise DistlearnValueError("recompute", f"recompute must be a tuple of modes from {', '.join(RECOMPUTE)}; got "
+                                               f"{recompute!r}.",
+                                  f"recompute 必须是由 {'、'.join(RECOMPUTE)} 中的方式组成的元组；收到 {recompute!r}。")
+    modes = RECOMPUTE if recompute is None else tuple(check_choice("recompute", r, RECOMPUTE) for r in recompute)
+    if not modes:
+        raise DistlearnValueError("recompute", f"recompute must name at least one of {', '.join(RECOMPUTE)}.",
+                                  f"recompute 至少要包含以下之一：{'、'.join(RECOMPUTE)}。")
+    if ep > 1:
+        if not model.is_moe:
+            raise DistlearnValueError("ep", f"ep = {ep} needs a mixture-of-experts model; {model.name} is dense "
+                                            f"(use ep = 1).",
+                                      f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
+        check_divisible("num_experts", model.num_experts, "ep", ep)
+    st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
+                      fragmentation, swiglu)
+    fits, count = [], 0
+    best = _Best(top) if top is not None else None
+    # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
+    def too_slow(p, bound):
+        """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
+        (:func:`~distlearn.planning.formulas.microbatch_lower_bound`, for every chunk count and schedule),
+        "pipeline" (:func:`~distlearn.planning.formulas.step_seconds_lower_bound`, every ZeRO stage) or "exact"
+        (its step time)."""
+        seconds = (microbatch_lower_bound(st, p) if bound == "microbatch" else
+                   step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
+        return best.beats(st.B * st.s / seconds)
+    too_slow = None if best is None else too_slow
+    for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
+        count += group.size // len(RECOMPUTE) * len(set(modes))
+        for p, mem in _fitting_plans(st, group, too_slow, modes):
+            # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
+            fits.append((st.B * st.s / plan_seconds(st, p), mem["total"], len(fits), p, mem))
+            if best is not None:
+                best.add(fits[-1][0])
+    fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
+    if top is not None:
+        fits = fits[:top]
+    result = SearchResult([estimate(st, p, mem) for _, _, _, p, mem in fits], count)
+    if count == 0 and (cp is not None or ep > 1):
+        result.message = bi(f"no layout has cp = {cp or 1} and ep = {ep} for {cluster.world_size} GPUs, sequence "
+                            f"{seq_len} and a global batch of {global_batch}: cp must divide the sequence and the "
+                            f"GPUs of a tensor-parallel group, ep must divide dp × cp. Try a smaller cp or ep.",
+                            f"在 {cluster.world_size} 块 GPU、序列长度 {seq_len}、全局批量 {global_batch} 下，没有 "
+                            f"cp = {cp or 1}、ep = {ep} 的布局：cp 必须整除序列长度和一个张量并行组之外的 GPU 数，"
+                            f"ep 必须整除 dp × cp。请减小 cp 或 ep。", sep="\n")
+    elif count == 0:
+        result.message = no_layout_message(model, cluster, global_batch)
+    elif not fits:
+        result.message = bi(f"no plan fits: {model.name} with seq_len {seq_len} on {cluster.world_size} × "
+                            f"{cluster.gpu.name}", f"没有可行方案：{model.name}（序列长度 {seq_len}）放不进 "
+                            f"{cluster.world_size} 块 {cluster.gpu.name}", sep="\n")
+        if suggest:
+            result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
+                                            precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
+                                            fragmentation=fragmentation)
+    return result
+
+
+def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -> str:
+    """Why no plan can be formed at all (in the reader's language): every layout's data-parallel degree dp = GPUs / (tp·pp) is
+    larger than the global batch, or none of them divides it (each replica must get the same whole number of
+    sequences). Names the possible dp values and the smallest global batch that would work."""
+    n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
+    tps = [tp for tp in _divisors(node) if model.num_heads % tp == 0 and model.kv_heads % tp == 0 and n % tp == 0]
+    dps = sorted({n // (tp * pp) for tp in tps for pp in _divisors(n // tp) if pp <= l})
+    shown = ", ".join(str(d) for d in dps[:5]) + (", …" if len(dps) > 5 else "")
+    head_en = (f"no plan can be formed for {n} GPUs: the data-parallel degree dp = GPUs / (tp × pp), with tp ≤ "
+               f"{max(tps)} inside a node and pp ≤ {l} layers, is at least {dps[0]}")
+    head_zh = (f"{n} 块 GPU 无法组成任何方案：数据并行度 dp = GPU 数 / (tp × pp)（tp 在节点内、至多 {max(tps)}，"
+               f"pp 至多为层数 {l}）至少是 {dps[0]}")
+    if global_batch < dps[0]:
+        return bi(f"{head_en}, more than the global batch of {global_batch} sequences: every data-parallel replica "
+                  f"needs at least one sequence. Use fewer GPUs or a global batch of at least {dps[0]}.",
+                  f"{head_zh}，比全局批量的 {global_batch} 条序列还多：每个数据并行副本至少要分到一条序列。"
+                  f"请减少 GPU 数，或把全局批量增大到至少 {dps[0]}。", sep="\n")
+    better = min(-(-global_batch // d) * d for d in dps)
+    return bi(f"{head_en}, and none of the possible dp ({shown}) divides the global batch of {global_batch} sequences: "
+              f"every data-parallel replica must get the same whole number of sequences. Use a global batch that a "
+              f"possible dp divides (e.g. {better}) or another number of GPUs.",
+              f"{head_zh}，而可能的 dp（{shown}）都不能整除全局批量的 {global_batch} 条序列：每个数据并行副本必须分到"
+              f"相同的整数条序列。请改用能被某个 dp 整除的全局批量（例如 {better}），或改用别的 GPU 数。", sep="\n")
+
+
+def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
+                  optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES,
+                  fragmentation: float = FRAGMENTATION, shared: dict | None = None) -> bool:
+    """Whether some valid plan fits in memory — the same answer as ``bool(search(...).plans)``, found by looking
+    at each group's memory-minimal plans only (module docstring). ``shared``: a memo that calls for the same
+    model and recipe may share (:class:`~distlearn.planning.formulas.Setting`)."""
+    st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
+                      reserve_bytes, fragmentation, shared=shared)
+    for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
+        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective, norm-act or full
+        # recomputation (the orderings of _kept): the other pairs cannot fit where these do not
+        stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
+        modes = _least_memory_modes(st, group)
+        for z in stages:
+            for r in modes:
+                mem = memory_total(st, group.smallest(z, r))
+                if mem <= st.capacity:
+                    return True
+                if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
+                    whole = next(g for g in candidate_groups(model, cluster, global_batch, seq_len)
+                                 if (g.tp, g.cp, g.pp) == (group.tp, group.cp, group.pp))
+                    if next(_fitting_plans(st, whole), None) is not None:
+                        return True
+    return False
+
+
+def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
+    """The recomputation modes among which a memory-minimal plan of ``group`` is: "full" (it keeps the least per
+    layer but adds one layer's full set), and of "selective" and "norm-act" the one whose layers keep fewer
+    bytes (both when neither keeps fewer in every kind of layer). A plan's memory grows with the bytes per layer
+    alone when the mode is not "full" (everything else is the same), so the mode left out never fits where the
+    one kept does not. Selective keeps less with the scores stored, norm-act with flash attention."""
+    def make():
+        per = _per_layer_bytes(st, group)
+        if _keeps_no_more(per["selective"], per["norm-act"]):
+            return ("selective", "full")
+        if _keeps_no_more(per["norm-act"], per["selective"]):
+            return ("norm-act", "full")
+        return ("selective", "norm-act", "full")
+    return st._cached(("least_modes", group.batching[0][0], group.tp, group.cp), make)
+
+
+def _longest_fitting(lengths: list[int], fits) -> int | None:
+    """The first (longest) of ``lengths`` (descending) for which ``fits`` holds, given that ``fits`` holds for every
+    length after the first one that fits (memory grows with the sequence length); bisection."""
+    if not lengths or not fits(lengths[-1]):
+        return None
+    lo, hi = -1, len(lengths) - 1  # lengths[lo] does not fit (lo = -1: none known), lengths[hi] fits
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if fits(lengths[mid]):
+            hi = mid
+        else:
+            lo = mid
+    return lengths[hi]
+
+
+def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
+                optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
+                max_factor: int = 64) -> dict:
+    """The smallest single change that makes some plan fit, for each kind of change:
+
+    ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
+    ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
+    seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
+    """
+    model = get_preset(model) if isinstance(model, str) else model
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
+    out = {"num_gpus": None, "seq_len": None, "gpu": None}
+    node = cluster.gpus_per_node
+    full = GPUS.get(cluster.gpu.name)
+    node_size = full.gpus_per_node if full is not None else node
+    if cluster.num_nodes == 1 and node < node_size:  # part of a node: try 2×, 4×, … GPUs up to a whole node
+        k = node * 2
+        while k <= node_size and out["num_gpus"] is None:
+            if any_plan_fits(model, make_cluster(cluster.gpu.with_(gpus_per_node=node_size), k), *args):
+                out["num_gpus"] = k
+            k *= 2
+        grow = Cluster(cluster.gpu.with_(gpus_per_node=node_size), 1)
+        node = node_size
+    else:
+        grow = cluster
+    # lo: known not to fit; double the nodes, then bisect (whether some plan fits grows with the GPU count)
+    lo, hi = grow.num_nodes, None
+    nodes = grow.num_nodes * 2
+    while out["num_gpus"] is None and nodes <= grow.num_nodes * max_factor:
+        if any_plan_fits(model, Cluster(grow.gpu, nodes), *args):
+            hi = nodes
+            break
+        lo, nodes = nodes, nodes * 2
+    while hi is not None and hi - lo > 1:
+        mid = (lo + hi) // 2
+        if any_plan_fits(model, Cluster(grow.gpu, mid), *args):
+            hi = mid
+        else:
+            lo = mid
+    if hi is not None:
+        out["num_gpus"] = hi * node
+    lengths, s = [], seq_len // 2
+    while s >= 1:
+        lengths.append(s)
+        s //= 2
+    out["seq_len"] = _longest_fitting(lengths, lambda s: any_plan_fits(model, cluster, global_batch, s, *args[2:]))
+    for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes):
+        if g.memory_bytes > cluster.gpu.memory_bytes:
+            c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
+            if any_plan_fits(model, c, *args):
+                out["gpu"] = g.name
+                break
+    en, zh = [], []
+    if out["num_gpus"]:
+        en.append(f"use {out['num_gpus']} GPUs")
+        zh.append(f"使用 {out['num_gpus']} 块 GPU")
+    if out["seq_len"]:
+        en.append(f"shorten seq_len to {out['seq_len']}")
+        zh.append(f"把序列长度缩短到 {out['seq_len']}")
+    if out["gpu"]:
+        en.append(f"use {out['gpu']} GPUs")
+        zh.append(f"改用 {out['gpu']}")
+    out["message"] = bi(("Smallest changes that fit: " + "; or ".join(en) + ".") if en else
+                        "No single change tried (more GPUs, shorter sequences, a larger GPU) fits.",
+                        ("能放下的最小改动：" + "；或".join(zh) + "。") if zh else
+                        "尝试的单项改动（更多 GPU、更短序列、更大显存）都放不下。", sep="\n")
+    return out

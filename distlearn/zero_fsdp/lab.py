@@ -1,0 +1,299 @@
+"""Real FSDP2 (``torch.distributed.fsdp.fully_shard``) on a tiny GPT over gloo, checked against one process.
+
+``train_fsdp(rank, world_size, ...)`` builds the same model on every rank (same seed), applies ``fully_shard`` to
+each transformer block and then to the root (which takes the embeddings, final norm and LM head, tied or not),
+trains a few AdamW steps on this rank's slice of a fixed global batch, and returns the global losses, the local
+shard shape of every parameter, and what FSDP did around forward. :func:`train_reference` trains the same model in
+one process on the whole batch.
+
+Run alone: ``torchrun --nproc-per-node 2 -m distlearn.zero_fsdp.lab`` (prints rank 0's result).
+Mesh: ``init_device_mesh("cpu", (world_size,))`` under gloo; ``"cuda"`` under NCCL.
+"""
+from __future__ import annotations
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+
+from distlearn.core.launch import device, torchrun_main
+from distlearn.core.models import ModelConfig, build_model
+
+# dims chosen so sharding is uneven: vocab 61 on 4 ranks → 16, 16, 16, 13 rows; 5 positions on 4 ranks → 2, 2, 1, 0
+TINY = dict(arch="gpt", vocab_size=61, hidden_size=16, num_layers=2, num_heads=2, ffn_hidden_size=40, max_seq_len=5)
+
+
+def tiny_config(tied: bool = False) -> ModelConfig:
+    """The lab's model: a 2-block GPT with hidden size 16 (tied or untied embeddings)."""
+    return ModelConfig(name="tiny-gpt-tied" if tied else "tiny-gpt", tied_embeddings=tied, **TINY)
+
+
+def make_batches(config: ModelConfig, steps: int, global_batch: int, seed: int = 0) -> torch.Tensor:
+    """Token ids of shape (steps, global_batch, max_seq_len + 1): input = [..., :-1], target = [..., 1:]."""
+    g = torch.Generator().manual_seed(seed + 1)
+    return torch.randint(0, config.vocab_size, (steps, global_batch, config.max_seq_len + 1), generator=g)
+
+
+def _loss(model, tokens):
+    logits = model(tokens[:, :-1])
+    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
+
+
+def train_reference(tied: bool = False, steps: int = 4, global_batch: int = 8, lr: float = 1e-2, seed: int = 0):
+    """Single-process training on the whole batch: the losses FSDP must reproduce (list of floats)."""
+    cfg = tiny_config(tied)
+    torch.manual_seed(seed)
+    model = build_model(cfg, device="cpu")
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    losses = []
+    for tokens in make_batches(cfg, steps, global_batch, seed):
+        loss = _loss(model, tokens)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return losses
+
+
+def train_fsdp(rank: int, world_size: int, tied: bool = False, steps: int = 4, global_batch: int = 8,
+               lr: float = 1e-2, reshard_after_forward: bool = True, bf16: bool = False, seed: int = 0) -> dict:
+    """FSDP2 training on this rank's ``global_batch // world_size`` rows. Returns a dict:
+
+    ``losses`` (global mean loss per step), ``local_shapes`` {param name: local shard shape on this rank},
+    ``local_numel`` (their total), ``dtensor_after_forward`` (is blocks.0's weight a sharded DTensor between
+    forward and backward? True with reshard_after_forward), ``param_bytes`` / ``optim_bytes`` (bytes of this rank's
+    parameter shards and AdamW moments, measured on the tensors), ``compute_dtype`` (dtype of the weight a block's linear
+    sees in forward), ``stored_dtype`` (dtype of the sharded parameter the optimizer updates), ``tied`` (is the LM
+    head still the embedding's parameter after sharding?).
+    """
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+    from torch.distributed.tensor import DTensor
+
+    if global_batch % world_size:
+        raise ValueError(f"global_batch {global_batch} must be divisible by world_size {world_size}")
+    dev = device()
+    cfg = tiny_config(tied)
+    torch.manual_seed(seed)
+    model = build_model(cfg, device=str(dev))
+    mesh = init_device_mesh(dev.type, (world_size,))
+    mp = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) if bf16 else MixedPrecisionPolicy()
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp)
+    fully_shard(model, mesh=mesh, reshard_after_forward=reshard_after_forward, mp_policy=mp)
+
+    seen = {}
+    probe = model.blocks[0].mlp.up
+
+    def record_dtype(module, args):                # a pre-hook must return None (or new inputs)
+        seen.setdefault("dtype", str(module.weight.dtype))
+
+    hook = probe.register_forward_pre_hook(record_dtype)
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    b = global_batch // world_size
+    losses, dtensor_after_forward = [], None
+    for tokens in make_batches(cfg, steps, global_batch, seed):
+        loss = _loss(model, tokens[rank * b:(rank + 1) * b].to(dev))
+        if dtensor_after_forward is None:
+            dtensor_after_forward = isinstance(model.blocks[0].mlp.up.weight, DTensor)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        total = loss.detach().float().clone()
+        dist.all_reduce(total)                     # sum of equal-sized local means → global mean
+        losses.append(total.item() / world_size)
+    hook.remove()
+    local_shapes = {name: tuple(p.to_local().shape) for name, p in model.named_parameters()}
+    param_bytes = sum(p.to_local().numel() * p.to_local().element_size() for p in model.parameters())
+    optim_bytes = sum(t.to_local().numel() * t.to_local().element_size() for st in opt.state.values()
+                      for k, t in st.items() if k in ("exp_avg", "exp_avg_sq"))
+    return {"rank": rank, "losses": losses, "local_shapes": local_shapes,
+            "local_numel": sum(p.to_local().numel() for p in model.parameters()),
+            "dtensor_after_forward": dtensor_after_forward, "compute_dtype": seen.get("dtype"),
+            "stored_dtype": str(next(model.parameters()).dtype),
+            "tied": model.lm_head.weight is model.embed.weight,
+            "param_bytes": param_bytes, "optim_bytes": optim_bytes}
+
+
+def split_tie(rank: int, world_size: int) -> str:
+    """Wrap the embedding in its own unit while the tied LM head stays in the root: run one forward and report
+    what happens (the error's type and first line, or "ok")."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    cfg = tiny_config(tied=True)
+    torch.manual_seed(0)
+    model = build_model(cfg, device=str(dev))
+    mesh = init_device_mesh(dev.type, (world_size,))
+    fully_shard(model.embed, mesh=mesh)
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    try:
+        loss = _loss(model, make_batches(cfg, 1, world_size, 0)[0][rank:rank + 1].to(dev))
+        loss.backward()
+        return "ok"
+    except Exception as exc:  # noqa: BLE001 - the point is to show it
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+
+
+def count_collectives(rank: int, world_size: int, num_layers: int = 4, reshard_after_forward: bool = True) -> dict:
+    """Count the all-gathers and reduce-scatters FSDP2 issues in one training step (after a warm-up step) of the
+    tiny GPT with ``num_layers`` blocks, each block (with ``reshard_after_forward``) and the root (default, which
+    FSDP2 does not reshard after forward: ``_fsdp_state.py``) a unit. Returns ``{"all_gather": n,
+    "reduce_scatter": n, "order": [...]}``; FSDP2 calls ``dist.all_gather_single`` / ``dist.reduce_scatter_single``
+    once per unit (``_fsdp_collectives.py``), which we wrap."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    cfg = tiny_config().with_(num_layers=num_layers)
+    torch.manual_seed(0)
+    model = build_model(cfg, device=str(dev))
+    mesh = init_device_mesh(dev.type, (world_size,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh)  # root left at the default: FSDP2 then keeps it unsharded after forward
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    tokens = make_batches(cfg, 2, world_size, 0)
+    order = []
+    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
+
+    def ag(*args, **kwargs):
+        order.append("all_gather")
+        return real_ag(*args, **kwargs)
+
+    def rs(*args, **kwargs):
+        order.append("reduce_scatter")
+        return real_rs(*args, **kwargs)
+
+    for step in range(2):
+        if step == 1:
+            dist.all_gather_single, dist.reduce_scatter_single = ag, rs
+        try:
+            _loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
+            opt.step()
+            opt.zero_grad()
+        finally:
+            dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
+    kinds = order
+    return {"all_gather": kinds.count("all_gather"), "reduce_scatter": kinds.count("reduce_scatter"),
+            "order": kinds}
+
+
+def collective_orders(rank: int, world_size: int, num_layers: int = 4) -> dict:
+    """:func:`count_collectives` with and without resharding after forward, in one launch: {True: [...], False:
+    [...]} (the kinds in issue order)."""
+    return {flag: count_collectives(rank, world_size, num_layers, flag)["order"] for flag in (True, False)}
+
+
+def fsdp1_flat_shards(rank: int, world_size: int) -> list[tuple[str, int, int, int]]:
+    """FSDP1 (``FullyShardedDataParallel``, FULL_SHARD, ``ModuleWrapPolicy({Block})``) on the tiny GPT: for every
+    unit, ``(name, unpadded numel, local flat-parameter numel, padding on this rank)``, read from its FlatParameter."""
+    import warnings
+    from torch.distributed.fsdp import FullyShardedDataParallel as FSDP
+    from torch.distributed.fsdp.wrap import ModuleWrapPolicy
+    from distlearn.core.models import Block
+
+    torch.manual_seed(0)
+    model = build_model(tiny_config(), device="cpu")
+    names = {id(m): n for n, m in model.named_modules()}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        wrapped = FSDP(model, auto_wrap_policy=ModuleWrapPolicy({Block}), device_id=device())
+    out = []
+    for unit in FSDP.fsdp_modules(wrapped):
+        fp = unit._flat_param
+        name = names.get(id(unit.module), "?")
+        out.append((name, int(fp._unpadded_unsharded_size.numel()), int(fp.numel()), int(fp._shard_numel_padded)))
+    return out
+
+
+def split_tie_and_orders(rank: int, world_size: int) -> dict:
+    """:func:`split_tie` and :func:`collective_orders` in one launch (used by the tests)."""
+    return {"split_tie": split_tie(rank, world_size), "orders": collective_orders(rank, world_size)}
+
+
+def demo(rank: int, world_size: int) -> dict:
+    """Everything the chapter shows, in one launch: fp32 (untied and tied), no reshard after forward, bf16."""
+    return {"fp32": train_fsdp(rank, world_size),
+            "tied": train_fsdp(rank, world_size, tied=True),
+            "no_reshard": train_fsdp(rank, world_size, reshard_after_forward=False, steps=2),
+            "bf16": train_fsdp(rank, world_size, bf16=True, steps=2)}
+
+
+def issue_order(rank: int, world_size: int, num_layers: int = 4, forward_prefetch: int = 0,
+                backward_prefetch: int = 1, reshard_after_forward: bool = True) -> list[tuple[str, int | None]]:
+    """What this rank's CPU issues, in order, in one training step (after a warm-up step) of the tiny GPT with
+    ``num_layers`` FSDP2 blocks and an FSDP2 root: ``("all_gather", None)`` / ``("reduce_scatter", None)`` for each
+    collective FSDP2 calls (``dist.all_gather_single`` / ``dist.reduce_scatter_single``, wrapped), and
+    ``("forward", i)`` / ``("backward", i)`` when block i's computation starts — a forward pre-hook and a hook on
+    the block output's gradient, both registered after ``fully_shard`` so that they run after FSDP2's own
+    pre-forward / pre-backward hooks, which issue the all-gathers.
+
+    ``forward_prefetch`` k: ``blocks[i].set_modules_to_forward_prefetch(blocks[i+1 : i+1+k])`` (FSDP2 prefetches
+    nothing in forward by default); ``backward_prefetch`` k ≥ 2: ``set_modules_to_backward_prefetch`` likewise
+    (1 is FSDP2's implicit default; an empty list also means the default, so 0 cannot be set)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    cfg = tiny_config().with_(num_layers=num_layers)
+    torch.manual_seed(0)
+    model = build_model(cfg, device=str(dev))
+    mesh = init_device_mesh(dev.type, (world_size,))
+    blocks = list(model.blocks)
+    for block in blocks:
+        fully_shard(block, mesh=mesh, reshard_after_forward=reshard_after_forward)
+    fully_shard(model, mesh=mesh)
+    if forward_prefetch:
+        for i, block in enumerate(blocks):
+            block.set_modules_to_forward_prefetch(blocks[i + 1:i + 1 + forward_prefetch])
+    if backward_prefetch > 1:
+        for i, block in enumerate(blocks):
+            block.set_modules_to_backward_prefetch(blocks[max(0, i - backward_prefetch):i][::-1])
+    events: list = []
+    recording = [False]
+
+    def mark(kind, i):
+        if recording[0]:
+            events.append((kind, i))
+
+    for i, block in enumerate(blocks):
+        block.register_forward_pre_hook(lambda _m, _a, i=i: mark("forward", i))
+        block.register_forward_hook(lambda _m, _a, out, i=i: out.register_hook(
+            lambda g, i=i: mark("backward", i)) and None)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
+    tokens = make_batches(cfg, 2, world_size, 0)
+    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
+
+    def ag(*args, **kwargs):
+        mark("all_gather", None)
+        return real_ag(*args, **kwargs)
+
+    def rs(*args, **kwargs):
+        mark("reduce_scatter", None)
+        return real_rs(*args, **kwargs)
+
+    dist.all_gather_single, dist.reduce_scatter_single = ag, rs
+    try:
+        for step in range(2):
+            recording[0] = step == 1
+            _loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
+    return events
+
+
+def issue_orders(rank: int, world_size: int, num_layers: int = 4, settings=((0, 1, True), (1, 1, True),
+                                                                           (2, 1, True), (1, 2, True),
+                                                                           (0, 1, False))) -> dict:
+    """:func:`issue_order` for each ``(forward_prefetch, backward_prefetch, reshard_after_forward)`` in one
+    launch: ``{setting: events}``."""
+    return {tuple(st): issue_order(rank, world_size, num_layers, *st) for st in settings}
+
+
+if __name__ == "__main__":
+    torchrun_main(train_fsdp)
