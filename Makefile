@@ -61,7 +61,7 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(call install,.[$(STAMP_EXTRAS)])
 	@echo "Compiling the installed packages to byte-code / 将已安装的包编译为字节码..."
 	@$(COMPILE)
-	@touch $(STAMP) $(if $(findstring site,$(STAMP_EXTRAS)),$(SITE_STAMP))
+	@touch $(STAMP) $(if $(findstring site,$(STAMP_EXTRAS)),$(SITE_STAMP)) $(if $(findstring teach,$(STAMP_EXTRAS)),$(TEACH_STAMP))
 
 # The website (authoring/website.py, website/conf.py): Sphinx + MyST-NB read the stored notebooks, nothing is run.
 # Its tools are the optional extra .[site], installed on first use (by `make site` or `make test`, which builds part
@@ -74,11 +74,19 @@ site-setup: $(SITE_STAMP)
 
 # A goal that needs the website tools (make test, make site) installs them with the rest, in one install and one
 # byte-compile (two took 38 s of a fresh set-up, one 33 s); the recipe below then finds its stamp already there.
-STAMP_EXTRAS := test$(if $(filter test site site-setup,$(MAKECMDGOALS)),$(comma)site)
+STAMP_EXTRAS := test$(if $(filter test site site-setup,$(MAKECMDGOALS)),$(comma)site)$(if $(filter test,$(MAKECMDGOALS)),$(comma)teach)
 $(SITE_STAMP): $(STAMP)
 	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
 	  echo "Installing the website tools (Sphinx, MyST-NB) / 安装网站构建工具（Sphinx、MyST-NB）..."; \
 	  $(call install,.[test$(comma)site]) || exit 1; $(COMPILE); touch $@; fi
+
+# make test also runs a whole nbgrader round (tests/test_teaching.py): the .[teach] extra, installed with the rest
+# on a fresh set-up, or here when .venv was set up by make lab / make site first.
+TEACH_STAMP := $(VENV)/.distlearn-teach-installed
+$(TEACH_STAMP): $(SITE_STAMP)
+	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
+	  echo "Installing nbgrader for the grading test / 安装 nbgrader（批改测试用）..."; \
+	  $(call install,.[test$(comma)site$(comma)teach]) || exit 1; $(COMPILE); touch $@; fi
 
 site: $(SITE_STAMP)
 	$(PY) -m authoring.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
@@ -109,7 +117,7 @@ audit-lang: $(STAMP)
 # tests) rewrote every test module again, ~3 s of CPU each. make test writes byte-code anyway, so pytest may too.
 PYTEST_ARGS ?=
 TEST_JOBS ?= 2
-test: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
+test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(LAB_OVERRIDES)
 	@$(PY) -m compileall -q distlearn tests benchmarks >/dev/null
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
 	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
