@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlearn.activation_memory import formulas as A
+from distlearn.seeds import activations as seeds
 from distlearn.memory.formulas import activation_bytes_per_layer, model_state_bytes, GB
 from distlearn.core.models import PRESETS
 from distlearn.core.validate import DistlearnValueError
@@ -134,7 +135,7 @@ def test_offload_traffic():
 
 def test_seed_grid_reproduces_seed_and_corrects_it():
     cfg = PRESETS["llama2-70b"]
-    rows = A.seed_grid(cfg)
+    rows = seeds.seed_grid(cfg)
     assert len(rows) == 8
     # the seed's own numbers (its formula evaluated by hand)
     base16, base8 = 70e9 * 16 / 8 / 1e9, 70e9 * 8 / 8 / 1e9
@@ -156,10 +157,10 @@ def test_seed_grid_reproduces_seed_and_corrects_it():
 
 def test_seed_activation_parts():
     # seed-a: 4 s b h bytes per layer undercounts Korthikanti's 34 s b h + 5 a s^2 b
-    seed = A.seed_activation_bytes(7, 2, 2048, 1, hidden_dim=4096, num_layers=32)
+    seed = seeds.seed_activation_bytes(7, 2, 2048, 1, hidden_dim=4096, num_layers=32)
     real = 32 * activation_bytes_per_layer(seq_len=2048, micro_batch_size=1, hidden_size=4096, num_heads=32)
     assert seed == 2048 * 4096 * 2 * 4 * 32 and real / seed > 10
-    assert A.seed_activation_bytes(7) == 7e9 * 2 * 0.5
+    assert seeds.seed_activation_bytes(7) == 7e9 * 2 * 0.5
 
 
 def test_explorer_compute_adds_up():
@@ -190,7 +191,7 @@ def test_seed_grid_figure_stacks_real_parts():
     matplotlib.use("Agg")
     from distlearn.activation_memory.plots import seed_grid_figure
 
-    rows = A.seed_grid(PRESETS["llama2-70b"])
+    rows = seeds.seed_grid(PRESETS["llama2-70b"])
     fig, ax = seed_grid_figure(rows)
     heights = [p.get_height() for p in ax.patches]
     assert len(heights) == 4 * len(rows)                       # seed bar + three stacked parts per row

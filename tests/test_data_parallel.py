@@ -7,6 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distlearn.data_parallel import simulation as dp
+from distlearn.seeds import parallelism as seeds
 from distlearn.core.validate import DistlearnValueError
 
 
@@ -45,11 +46,11 @@ def test_64_samples_on_3_ranks_seed_is_biased():
     r = dp.simulate_data_parallelism(x, 3, f)
     assert r.shard_sizes == [22, 21, 21]
     assert r.loss == pytest.approx(full_loss, rel=1e-13)
-    seed_loss, seed_grad = dp.seed_simulate_data_parallelism(x, 3, f)
+    seed_loss, seed_grad = seeds.seed_simulate_data_parallelism(x, 3, f)
     assert abs(seed_loss - full_loss) > 1e-4  # biased
     # the seed's mean of means equals the weighted one only for even shards
     for n in (1, 2, 4, 8):
-        s_loss, _ = dp.seed_simulate_data_parallelism(x, n, f)
+        s_loss, _ = seeds.seed_simulate_data_parallelism(x, n, f)
         assert s_loss == pytest.approx(full_loss, rel=1e-12)
 
 

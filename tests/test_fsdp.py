@@ -8,6 +8,7 @@ import torch
 from hypothesis import given, settings, strategies as st
 
 from distlearn.zero_fsdp import simulation as fsdp
+from distlearn.seeds import functions as seed_functions, parallelism as seeds
 from distlearn.overlap_prefetch import timeline as overlap
 from distlearn.core.comm import VirtualCluster
 from distlearn.memory.formulas import model_state_bytes
@@ -55,11 +56,11 @@ def test_shards_equal_fsdp1_get_shard_and_gather_restores(shapes, ws):
 
 def test_seed_flat_param_shard_keeps_padding():
     params = [torch.randn(100), torch.randn(200), torch.randn(301)]
-    seeds = [fsdp.SeedFlatParamShard(params, 2, r) for r in range(2)]
-    full = seeds[0].all_gather([s.shard for s in seeds])
+    shards = [seeds.SeedFlatParamShard(params, 2, r) for r in range(2)]
+    full = shards[0].all_gather([s.shard for s in shards])
     assert full.numel() == 602 and full[-1].item() == 0.0         # padded, one flat vector
     ours = fsdp.flatten_and_shard(params, 2)
-    back = ours.gather([s.shard.numpy() for s in seeds])            # same shards, padding dropped, shapes back
+    back = ours.gather([s.shard.numpy() for s in shards])           # same shards, padding dropped, shapes back
     assert [b.shape for b in back] == [(100,), (200,), (301,)]
     np.testing.assert_array_equal(back[2], params[2].numpy())
 
@@ -191,14 +192,14 @@ def test_sharded_training_uneven_batches():
 
 def test_seed_fake_all_gather_is_wrong():
     f = fsdp.flatten_and_shard([np.arange(8.0)], 4)
-    fake = fsdp.seed_fake_all_gather(f.shards[0], 4)
+    fake = seeds.seed_fake_all_gather(f.shards[0], 4)
     real = VirtualCluster(4).all_gather(f.shards)[0]
     assert fake.shape == real.shape and not np.array_equal(fake, real)
     np.testing.assert_array_equal(real, np.arange(8.0))
-    sim = fsdp.SeedFSDPCommunicationSim(1000, 4, 0)
+    sim = seeds.SeedFSDPCommunicationSim(1000, 4, 0)
     assert np.array_equal(sim.forward_step()[:250], sim.forward_step()[250:500])  # copies of its own shard
     assert np.all(sim.backward_step() == 1.0)
-    assert fsdp.SeedFSDPCommunicationSim(1001, 4, 0).shard_size * 4 == 1000      # one element lost
+    assert seeds.SeedFSDPCommunicationSim(1001, 4, 0).shard_size * 4 == 1000      # one element lost
 
 
 # ---------------------------------------------------------------- ZeRO stages
@@ -223,10 +224,10 @@ def test_step_traffic_measured_equals_formula(stage, ws):
 
 
 def test_seed_calc_memory():
-    assert fsdp.seed_calc_memory(7, 8, "ddp") == pytest.approx(112.0)
-    assert fsdp.seed_calc_memory(7, 8, "fsdp") == pytest.approx(14.0)
+    assert seed_functions.seed_calc_memory(7, 8, "ddp") == pytest.approx(112.0)
+    assert seed_functions.seed_calc_memory(7, 8, "fsdp") == pytest.approx(14.0)
     ours = model_state_bytes(7_000_000_000, dp=8, zero_stage=3, precision="fp32").total / 1e9
-    assert ours == pytest.approx(fsdp.seed_calc_memory(7, 8, "fsdp"))
+    assert ours == pytest.approx(seed_functions.seed_calc_memory(7, 8, "fsdp"))
     # with tp = 8 on the same 8 GPUs dp = 1: ZeRO-3 saves nothing against Ψ / tp (seed mistake 3)
     per_tp = model_state_bytes(7_000_000_000 // 8, dp=1, zero_stage=3, precision="fp32").total / 1e9
     assert per_tp == pytest.approx(14.0) and per_tp == model_state_bytes(7_000_000_000 // 8, dp=1).total * 1.0 / 1e9

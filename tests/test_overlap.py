@@ -3,6 +3,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlearn.overlap_prefetch import timeline as overlap
+from distlearn.seeds import parallelism as seeds
 from distlearn.core.validate import DistlearnValueError
 
 times = st.floats(0.01, 10.0, allow_nan=False)
@@ -21,7 +22,7 @@ def test_uniform_forward_prefetch_closed_form(n, f, g, k, limit):
 @settings(max_examples=40, deadline=None)
 @given(n=st.integers(1, 20), f=times, g=times)
 def test_seed_prefetch_simulator_agrees(n, f, g):
-    seed = overlap.SeedPrefetchSimulator(n, compute_time=f, comm_time=g)
+    seed = seeds.SeedPrefetchSimulator(n, compute_time=f, comm_time=g)
     assert overlap.uniform(n, f, g, include_backward=False).total_time == pytest.approx(seed.run_with_prefetch())
     no = overlap.uniform(n, f, g, include_backward=False, forward_prefetch=0)
     assert no.total_time == pytest.approx(seed.run_without_prefetch())

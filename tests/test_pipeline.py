@@ -6,6 +6,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from distlearn.pipeline_parallel import schedules as P
+from distlearn.seeds import parallelism as seeds
 from distlearn.core.validate import DistlearnValueError
 
 
@@ -32,7 +33,7 @@ def test_partition_errors():
 
 def test_seed_drops_layers():
     # the seed uses num_layers // num_stages = 7 layers per stage for 30 layers on 4 stages: 28 layers, 2 lost
-    _, total, _ = P.seed_simulate_pipeline_parallelism(30, 4, 4)
+    _, total, _ = seeds.seed_simulate_pipeline_parallelism(30, 4, 4)
     assert total == (4 + 4 - 1) * 2 * 7
     assert sum(P.partition_layers(30, 4)) == 30
 
@@ -40,7 +41,7 @@ def test_seed_drops_layers():
 def test_seed_agrees_with_gpipe_when_backward_equals_forward():
     # with bwd = fwd and divisible layers, the seed's GPipe is right: this isolates its mistakes to the others
     for m in [1, 4, 8, 16, 32]:
-        _, total, bubble = P.seed_simulate_pipeline_parallelism(32, 4, m)
+        _, total, bubble = seeds.seed_simulate_pipeline_parallelism(32, 4, m)
         r = P.simulate("gpipe", 4, m, fwd_time=8, bwd_time=8)
         assert total == pytest.approx(r.total_time) and bubble == pytest.approx(r.bubble_fraction)
 

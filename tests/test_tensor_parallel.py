@@ -7,6 +7,7 @@ import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
 from distlearn.tensor_parallel import simulation as T
+from distlearn.seeds import parallelism as seeds
 from distlearn.core.comm import VirtualCluster
 from distlearn.tensor_parallel.lab import MLP, Attention
 from distlearn.core.validate import DistlearnValueError
@@ -45,13 +46,13 @@ def _assert_grads(got, want, keys, tol=1e-10):
 def test_seed_column_only_and_counts_nothing():
     rng = _rng()
     x, w = rng.standard_normal((4, 32)), rng.standard_normal((32, 16))
-    out, err = T.seed_simulate_tensor_parallelism(x, w, 4)
+    out, err = seeds.seed_simulate_tensor_parallelism(x, w, 4)
     assert err < 1e-12 and out.shape == (4, 16)
     # the seed's concatenation applied to a row split is simply wrong: partial sums must be added
     parts = [xs @ ws for xs, ws in zip(np.split(x, 4, axis=1), np.split(w, 4, axis=0))]
     assert np.abs(np.concatenate(parts, -1)[:, :16] - x @ w).max() > 1e-3
     assert np.allclose(sum(parts), x @ w)
-    src = T.seed_source()
+    src = seeds.seed_source()
     assert src.startswith("def seed_simulate_tensor_parallelism(input_data, weight_matrix, num_gpus):")
     assert "np.concatenate(partial_results, axis=-1)" in src and "Do not use" not in src
 

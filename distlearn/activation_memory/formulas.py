@@ -570,28 +570,6 @@ def offload_step_time(num_params: int, *, dp: int, ranks_per_host: int = 8, zero
             "total_s": pcie + cpu_s}
 
 
-# ---------------------------------------------------------------- seed-b snippet 6, kept faithfully
-def seed_estimate_memory(params_b, seq_len, n_layers, n_gpus, use_bf16=False, use_offload=False, use_ckpt=False):
-    """The seed's ``estimate_memory`` (seed-b snippet 6), copied faithfully *to be criticised* (seed mistake 9).
-
-    Returns its "GB per GPU". What is wrong: bf16 model states are ``2 + 2 + 4`` B/param (one Adam moment and the
-    fp32 master weights are missing: the real recipe is 2 + 2 + 12 = 16 B); ``d_model = 4096`` is fixed whatever
-    the model; activations are ``s·h·L·4·2`` bytes (no micro-batch, no attention scores, no layer-internal
-    tensors; see Korthikanti); checkpointing is an invented ``× 0.1`` and offload an invented ``− 30 %``.
-    """
-    params = params_b * 1e9
-    if use_bf16:
-        base = (params * 2 + params * 2 + params * 4) / n_gpus / 1e9
-    else:
-        base = (params * 4 + params * 4 + params * 8) / n_gpus / 1e9
-    d_model = 4096
-    activation = seq_len * d_model * n_layers * 4 * 2 / 1e9
-    if use_ckpt:
-        activation *= 0.1
-    offload_save = base * 0.3 if use_offload else 0
-    return base + activation - offload_save
-
-
 def estimate_memory(config: ModelConfig, *, seq_len: int, n_gpus: int, use_bf16: bool, use_offload: bool,
                     use_ckpt: bool, micro_batch_size: int = 1) -> dict:
     """The seed's grid question answered with the real formulas: bytes per GPU for ``config`` trained with
@@ -619,45 +597,11 @@ def estimate_memory(config: ModelConfig, *, seq_len: int, n_gpus: int, use_bf16:
             "activations": activations, "gathered": gathered, "total": total, "cpu": states.cpu_total}
 
 
-def seed_grid(config: ModelConfig, *, seq_len: int = 2048, n_gpus: int = 8, seed_layers: int = 128,
-              params_b: float = 70.0) -> list[dict]:
-    """The 8 rows of the seed's grid (bf16 × offload × checkpointing): the seed's GB beside the real GB.
-
-    Each row: ``bf16, offload, ckpt, seed_gb`` (the seed's function, its own arguments) and ``real_gb`` (from
-    :func:`estimate_memory` with ``config``, GB = 1e9 bytes like the seed), plus ``real`` (the dict of bytes).
-    """
-    rows = []
-    for bf16 in (False, True):
-        for offload in (False, True):
-            for ckpt in (False, True):
-                real = estimate_memory(config, seq_len=seq_len, n_gpus=n_gpus, use_bf16=bf16, use_offload=offload,
-                                       use_ckpt=ckpt)
-                rows.append({"bf16": bf16, "offload": offload, "ckpt": ckpt,
-                             "seed_gb": seed_estimate_memory(params_b, seq_len, seed_layers, n_gpus, bf16, offload,
-                                                             ckpt),
-                             "real_gb": real["total"] / GB, "real": real})
-    return rows
-
-
-# ---------------------------------------------------------------- seed-a memory_calculator, activation parts
-def seed_activation_bytes(params_billions: float, precision_bytes: int = 2, sequence_length: int = 2048,
-                          batch_size_per_gpu: int = 1, hidden_dim: int | None = None,
-                          num_layers: int | None = None) -> float:
-    """The activation part of seed-a's ``memory_calculator`` (seed mistake 2), copied to be criticised.
-
-    With ``hidden_dim`` and ``num_layers``: ``s·b·h·bytes·4`` per layer (an undercount: Korthikanti's layer keeps
-    ``34·s·b·h + 5·a·s²·b`` bytes); without them an invented ``0.5 × params × bytes``. Returns bytes.
-    """
-    if hidden_dim and num_layers:
-        return sequence_length * batch_size_per_gpu * hidden_dim * precision_bytes * 4 * num_layers
-    return params_billions * 1e9 * precision_bytes * 0.5
-
-
 __all__ = ["RECOMPUTE_MODES", "layer_activation_terms", "layers_on_stage", "inflight_microbatches",
            "ActivationBytes",
            "model_activation_bytes", "gradient_accumulation_steps", "layer_forward_flops", "recompute_flops",
            "offload_traffic", "offload_step_time", "CPU_ADAM_PARAMS_PER_S", "CPU_ADAM_BYTES_PER_PARAM",
-           "seed_estimate_memory", "estimate_memory", "seed_grid", "seed_activation_bytes",
+           "estimate_memory",
            "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "layer_shape",
            "default_attention", "config_layer_bytes", "ATTENTION", "term_source"]
 

@@ -9,7 +9,7 @@ from distlearn.memory.formulas import GB
 
 
 def seed_grid_figure(rows: list[dict], gpu_gb: float = 80.0):
-    """Bars for :func:`distlearn.activation_memory.formulas.seed_grid` rows: the seed's single number (hatched) and the real
+    """Bars for :func:`distlearn.seeds.activations.seed_grid` rows: the seed's single number (hatched) and the real
     per-GPU bytes stacked as model states, activations and the gathered block, with the GPU size as a line.
     Returns ``(fig, ax)``; values in GB (1e9 bytes) like the seed."""
     fig, ax = plots.new_figure(10, 4)

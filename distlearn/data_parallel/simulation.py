@@ -4,8 +4,8 @@ DistributedSampler padding, synchronized BatchNorm, and gradient bucketing with 
 The corrected seed function :func:`simulate_data_parallelism` gives every rank its shard, lets it compute the mean
 loss and gradient of its shard, and combines them weighted by shard size — with a real all-reduce of
 ``(n_r · loss_r, n_r · grad_r, n_r)`` — so the result is the full-batch mean for any split, even an uneven one.
-The seed averaged the per-shard means (:func:`seed_simulate_data_parallelism`), which is biased when shards differ
-in size, e.g. 64 samples on 3 ranks (22, 21, 21).
+The seed averaged the per-shard means (:func:`distlearn.seeds.parallelism.seed_simulate_data_parallelism`), which
+is biased when shards differ in size, e.g. 64 samples on 3 ranks (22, 21, 21).
 """
 from __future__ import annotations
 
@@ -94,16 +94,6 @@ def simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> DP
     loss_sum, count, grad_sum = total[0], total[1], total[2:]
     return DPResult(float(loss_sum / count), (grad_sum / count).reshape(shape), sizes, losses, grads,
                     cluster.bytes_sent.copy())
-
-
-def seed_simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> tuple[float, np.ndarray]:
-    """The seed's version, kept to show its mistake: the plain mean of per-shard means (biased when shards are
-    uneven; NaN-free only if no shard is empty). Returns (loss, grad)."""
-    data = np.asarray(data)
-    sizes = shard_sizes(len(data), check_int("world_size", world_size, minimum=1))
-    offsets = np.cumsum([0] + sizes)
-    results = [model_fn(data[offsets[r]:offsets[r + 1]]) for r in range(world_size)]
-    return float(np.mean([l for l, _ in results])), np.mean([g for _, g in results], axis=0)
 
 
 # ---------------------------------------------------------------- loss reduction under DDP

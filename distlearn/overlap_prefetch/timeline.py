@@ -46,7 +46,7 @@ from typing import NamedTuple
 from distlearn.core.validate import DistlearnValueError, check_int, check_number
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
-           "closed_form_forward", "SeedPrefetchSimulator", "issue_order"]
+           "closed_form_forward", "issue_order"]
 
 
 @dataclass(frozen=True)
@@ -384,20 +384,3 @@ def closed_form_forward(num_units: int, compute: float, comm: float, prefetch: b
     if not prefetch:
         return n * (comm + compute)
     return comm + compute + (n - 1) * max(comm, compute)
-
-
-class SeedPrefetchSimulator:
-    """The seed's ``PrefetchSimulator`` (seed-b snippet 5), unchanged in behaviour (course seed mistake 14): forward
-    only, identical units, and no memory cost — prefetching looks free."""
-
-    def __init__(self, n_units, compute_time=0.1, comm_time=0.08):
-        self.n_units, self.compute_time, self.comm_time = n_units, compute_time, comm_time
-
-    def run_without_prefetch(self):
-        return sum(self.comm_time + self.compute_time for _ in range(self.n_units))
-
-    def run_with_prefetch(self):
-        total = self.comm_time + self.compute_time
-        for _ in range(1, self.n_units):
-            total += max(self.comm_time, self.compute_time)
-        return total

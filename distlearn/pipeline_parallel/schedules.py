@@ -33,7 +33,7 @@ from distlearn.core.validate import (DistlearnValueError, check_choice, check_di
 __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
     "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
-    "seed_simulate_pipeline_parallelism", "reference_1f1b_order", "reference_1f1b",
+    "reference_1f1b_order", "reference_1f1b",
     "microbatch_loss", "NORMALISATIONS", "peak_inflight_weighted",
 ]
 __all__ += ["ZERO_BUBBLE_SCHEDULES", "ALL_SCHEDULES", "KINDS"]
@@ -668,45 +668,3 @@ def microbatch_tradeoff(global_batch: int, num_stages: int, num_microbatches_opt
         rows.append({"num_microbatches": m, "micro_batch_size": b, "total_time": r.total_time,
                      "bubble_fraction": r.bubble_fraction, "peak_activation_samples": float(r.peak_inflight[0] * b)})
     return rows
-
-
-# ---------------------------------------------------------------------------------------------- the seed
-def seed_simulate_pipeline_parallelism(num_layers, num_stages, num_microbatches):
-    """A faithful copy of the seed's ``simulate_pipeline_parallelism`` (seed-a), kept to show its mistakes.
-
-    Mistakes (course outline, seed mistake 6): ``num_layers // num_stages`` silently drops the remainder layers;
-    backward costs the same as forward (it is about 2×); only GPipe is modelled (and it waits for *all* forwards
-    before any backward). Do not use it: use :func:`partition_layers` and :func:`simulate`.
-    """
-    layers_per_stage = num_layers // num_stages
-
-    timeline = {}
-    clock = 0
-
-    for mb in range(num_microbatches):
-        for stage in range(num_stages):
-            start_time = max(
-                timeline.get((stage, mb - 1, "fwd"), (0, 0))[1] if mb > 0 else 0,
-                timeline.get((stage - 1, mb, "fwd"), (0, 0))[1] if stage > 0 else 0,
-            )
-            end_time = start_time + layers_per_stage
-            timeline[(stage, mb, "fwd")] = (start_time, end_time)
-
-    last_fwd_end = max(v[1] for v in timeline.values())
-
-    for mb in range(num_microbatches - 1, -1, -1):
-        for stage in range(num_stages - 1, -1, -1):
-            deps = [last_fwd_end]
-            if mb < num_microbatches - 1 and (stage, mb + 1, "bwd") in timeline:
-                deps.append(timeline[(stage, mb + 1, "bwd")][1])
-            if stage < num_stages - 1 and (stage + 1, mb, "bwd") in timeline:
-                deps.append(timeline[(stage + 1, mb, "bwd")][1])
-            start_time = max(deps)
-            end_time = start_time + layers_per_stage
-            timeline[(stage, mb, "bwd")] = (start_time, end_time)
-
-    total_time = max(v[1] for v in timeline.values())
-    compute_time = num_microbatches * num_stages * layers_per_stage * 2
-    bubble_fraction = 1.0 - compute_time / (total_time * num_stages)
-
-    return timeline, total_time, bubble_fraction

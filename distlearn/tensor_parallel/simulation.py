@@ -29,50 +29,13 @@ from distlearn.core.i18n import bi
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int
 
 __all__ = [
-    "seed_simulate_tensor_parallelism", "seed_source", "simulate_tensor_parallelism", "shard_columns", "shard_rows",
+    "simulate_tensor_parallelism", "shard_columns", "shard_rows",
     "column_parallel_forward", "column_parallel_backward", "row_parallel_forward", "row_parallel_backward",
     "megatron_mlp", "reference_mlp", "parallel_attention", "reference_attention",
     "sequence_parallel_mlp_block", "reference_mlp_block", "block_comm", "layer_comm_bytes",
     "layer_weight_bytes", "layer_activation_bytes", "CommRecord", "TPResult", "gelu", "gelu_grad",
     "comm_counts", "sp_saved_bytes", "SP_SCHEMES",
 ]
-
-
-# ---------------------------------------------------------------- the seed, kept for the misconception box
-def seed_simulate_tensor_parallelism(input_data, weight_matrix, num_gpus):
-    """The seed's version, copied faithfully (seed-a, ``simulate_tensor_parallelism``). **Do not use.**
-
-    It shows only the column split and counts no communication: the ``np.concatenate`` *is* an all-gather that
-    moves (n−1)/n of the output to every rank, and the row split (the other half of every Megatron block) needs an
-    all-reduce of partial sums. See :func:`simulate_tensor_parallelism` for the corrected version.
-    """
-    d_in, d_out = weight_matrix.shape
-    assert d_out % num_gpus == 0, f"d_out {d_out} not divisible by num_gpus {num_gpus}"
-    shard_size = d_out // num_gpus
-
-    partial_results = []
-    for gpu_id in range(num_gpus):
-        start = gpu_id * shard_size
-        end = start + shard_size
-        weight_shard = weight_matrix[:, start:end]
-
-        partial = input_data @ weight_shard
-        partial_results.append(partial)
-
-    full_output = np.concatenate(partial_results, axis=-1)
-
-    direct_output = input_data @ weight_matrix
-    error = np.abs(full_output - direct_output).max()
-
-    return full_output, error
-
-
-def seed_source() -> str:
-    """The source code of :func:`seed_simulate_tensor_parallelism` as the seed wrote it (our docstring left out)."""
-    import inspect
-
-    lines = inspect.getsource(seed_simulate_tensor_parallelism).splitlines()
-    return "\n".join([lines[0]] + lines[lines.index('    """') + 1:])
 
 
 # ---------------------------------------------------------------- records

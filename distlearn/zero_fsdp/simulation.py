@@ -29,11 +29,10 @@ from distlearn.zero_fsdp.traffic import step_collectives
 
 __all__ = [
     "FlatParamShard", "flatten_and_shard", "gather_flat", "reference_flat_shard", "reference_flat_gather",
-    "SeedFlatParamShard",
     "chunk_sizes", "fsdp2_local_shape", "fsdp2_local_numel",
     "FSDPUnit", "wrap_units", "unit_table", "peak_unsharded_bytes", "tied_parameter_splits",
-    "MLPUnits", "ShardedTrainer", "train_unsharded", "seed_fake_all_gather", "SeedFSDPCommunicationSim",
-    "zero_stage_table", "step_traffic", "FSDP_STRATEGIES", "seed_calc_memory",
+    "MLPUnits", "ShardedTrainer", "train_unsharded",
+    "zero_stage_table", "step_traffic", "FSDP_STRATEGIES",
 ]
 
 
@@ -153,33 +152,6 @@ def reference_flat_gather(shards, shapes) -> list:
         params.append(flat[offset:offset + numel].view(shape))
         offset += numel                                # the padding at the end is never read / 末尾的填充不会被读取
     return params
-
-
-class SeedFlatParamShard:
-    """The seed's ``FlatParamShard`` (seed-b snippet 2), kept to show its mistake (course seed mistake 8).
-
-    Sharding is right (pad to a multiple of world_size, slice), but ``all_gather`` returns the *padded flat vector*:
-    the padding stays and no parameter gets its shape back. Compare :meth:`FlatParamShard.gather`.
-    """
-
-    def __init__(self, params, world_size, rank):
-        import torch
-
-        flat = torch.cat([torch.as_tensor(p).flatten() for p in params])
-        self.total_size = flat.numel()
-        self.shard_size = self.total_size // world_size
-        if self.total_size % world_size != 0:
-            pad = world_size - (self.total_size % world_size)
-            flat = torch.nn.functional.pad(flat, (0, pad))
-            self.total_size = flat.numel()
-            self.shard_size = self.total_size // world_size
-        start = rank * self.shard_size
-        self.shard = flat[start:start + self.shard_size].clone()
-
-    def all_gather(self, shards_list):
-        import torch
-
-        return torch.cat(shards_list)  # the mistake: padding kept, shapes lost
 
 
 # ====================================================================== FSDP2 per-parameter sharding
@@ -499,32 +471,6 @@ def train_unsharded(model: MLPUnits, xs, ys, steps: int, lr: float = 1e-2):
     return losses, params
 
 
-def seed_fake_all_gather(shard, world_size: int) -> np.ndarray:
-    """The seed's ``FSDPCommunicationSim`` "all-gather" (seed-b snippet 3, course seed mistake 7): its own shard
-    repeated ``world_size`` times. Right length, wrong values: every other rank's shard is missing."""
-    return np.tile(np.asarray(shard), check_int("world_size", world_size, minimum=1))
-
-
-class SeedFSDPCommunicationSim:
-    """The seed's single-rank simulation, rewritten in numpy without the prints (seed mistake 7).
-
-    ``forward_step`` "gathers" with :func:`seed_fake_all_gather`; ``backward_step`` keeps a slice of a gradient
-    of ones, so no gradient ever comes from another rank (there is no reduction at all).
-    """
-
-    def __init__(self, param_size, world_size, rank, seed=0):
-        self.world_size, self.rank = world_size, rank
-        self.shard_size = param_size // world_size   # also drops param_size % world_size elements
-        self.param_shard = np.random.default_rng(seed + rank).standard_normal(self.shard_size)
-
-    def forward_step(self):
-        return seed_fake_all_gather(self.param_shard, self.world_size)
-
-    def backward_step(self):
-        full_grad = np.ones(self.shard_size * self.world_size)
-        return full_grad[self.rank * self.shard_size:(self.rank + 1) * self.shard_size]
-
-
 # ====================================================================== ZeRO stages side by side
 FSDP_STRATEGIES = {
     0: "NO_SHARD (= DDP)",
@@ -594,12 +540,3 @@ def step_traffic(zero_stage: int, num_params: int, world_size: int, dtype=np.flo
         for _ in range(coll.times):
             run[coll.op]()
     return int(c.bytes_sent[0])
-
-
-def seed_calc_memory(params_billion, n_gpus, mode="ddp"):
-    """The seed's ``calc_memory`` (seed-b snippet 1), unchanged: fp32 4 + 4 + 8 bytes/param in GB (1e9), and
-    "fsdp" divides everything by ``n_gpus``. The sharded part is right for fp32 Adam under ZeRO-3, but it divides by
-    the number of GPUs instead of the data-parallel degree (seed mistake 3) and forgets the unsharded units."""
-    params = params_billion * 1e9
-    total = params * (4 + 4 + 8) / 1e9
-    return total if mode == "ddp" else total / n_gpus
