@@ -33,3 +33,45 @@ def test_seed_counts_every_figure_in_gb_of_1e9_and_chapter00_says_so():
     for line in row2:
         assert "GiB" not in line
     assert "Its units are consistent" in ch01 and "它的单位倒是一致的" in ch01
+
+
+# ---------------------------------------------------------------------------------------- item 4: DeepSeek-V3 on H800s
+def _ep_ratios(gpu):
+    """(DeepSeek-V3 ep=8, ep=64, Mixtral ep=8) forward all-to-all / expert-compute ratios at (100 %, 40 %) MFU, bf16
+    dispatch, 4096 tokens per GPU: the chapter 11 table."""
+    from distlearn.core.models import MOE_PRESETS
+    from distlearn.experts import simulation as X
+
+    def one(name, ep):
+        c = MOE_PRESETS[name]
+        cost = X.ep_layer_cost(tokens_per_gpu=4096, hidden_size=c.hidden_size, expert_ffn_hidden_size=c.expert_ffn,
+                               k=c.experts_per_token, ep=ep, dispatch_bytes=2)
+        return X.comm_compute_ratio(cost, gpu), X.comm_compute_ratio(cost, gpu, mfu=0.4)
+    return one("deepseek-v3", 8), one("deepseek-v3", 64), one("mixtral-8x7b", 8)
+
+
+def test_h800_preset_and_chapter11_ratios():
+    """DeepSeek-V3 technical report: trained on 2048 H800s (§3.1); "NVLink offers a bandwidth of 160 GB/s, roughly
+    3.2 times that of IB (50 GB/s)" (§3.2.2). H800 SXM datasheet: NVLink 400 GB/s in both directions, the H100 SXM's
+    989 TFLOP/s dense bf16."""
+    from distlearn.core.hardware import GPUS, H800_NVLINK_ACHIEVED_DEEPSEEK_V3, get_gpu
+
+    h800 = GPUS["h800"]
+    assert (h800.memory_bytes, h800.peak_flops, h800.nvlink_bw, h800.network_bw) == (80e9, 989e12, 400e9 / 2, 50e9)
+    assert "datasheet" in h800.source and "DeepSeek" in h800.source
+    assert H800_NVLINK_ACHIEVED_DEEPSEEK_V3 == 160e9
+    gpu = h800.with_(nvlink_bw=H800_NVLINK_ACHIEVED_DEEPSEEK_V3)          # what the chapter computes with
+    assert gpu.nvlink_bw / gpu.network_bw == pytest.approx(3.2)
+    (ds8, ds8_40), (ds64, ds64_40), (mx8, _) = _ep_ratios(gpu)
+    # ep = 64, network-bound: 2·(63/64)·(56/63)·2 B·F / (6·f·W) by hand, F = 989e12, f = 2048, W = 50e9
+    hand = 2 * 56 / 64 * 2 * 989e12 / (6 * 2048 * 50e9)
+    assert ds64 == pytest.approx(hand) and ds64_40 == pytest.approx(0.4 * hand)
+    assert round(ds64_40) == 2 and round(ds64) == 6                      # "2–6 × its expert compute"
+    assert ds8_40 < 1 < ds8 and mx8 < 0.5                               # the ep = 8 sentence
+    h100 = get_gpu("h100-80gb")
+    assert h100.nvlink_bw / h100.network_bw == 9
+    assert _ep_ratios(h100)[1] == pytest.approx((ds64, ds64_40))        # "the range is the same on an H100"
+    text = _chapter("11_experts.md")
+    assert "network is 3.2 × slower" in text and "网络比 NVLink 慢 3.2 倍" in text
+    assert "network is 9 × slower" not in text and "1/9" not in text
+    assert 'get_gpu("h800").with_(nvlink_bw=H800_NVLINK_ACHIEVED_DEEPSEEK_V3)' in text
