@@ -75,3 +75,21 @@ def test_h800_preset_and_chapter11_ratios():
     assert "network is 3.2 × slower" in text and "网络比 NVLink 慢 3.2 倍" in text
     assert "network is 9 × slower" not in text and "1/9" not in text
     assert 'get_gpu("h800").with_(nvlink_bw=H800_NVLINK_ACHIEVED_DEEPSEEK_V3)' in text
+
+
+# ------------------------------------------------------------------------------------ item 12: block scaling's range
+def test_blockwise_error_stays_at_3_7_percent_only_up_to_1e4():
+    """Chapter 08's table (256 tokens × 1024 channels, channel 7 scaled by the outlier, E4M3): 1 × 128 tiles keep the
+    error of the other channels at its outlier-free 3.7 % up to 10⁴, not beyond: 5.9 % at 10⁵ (per tensor: 45 %)."""
+    from distlearn.precision import scaling as P
+
+    w = P.gaussian_weights()
+    err = {o: {s: P.gemm_error(P.outlier_activations(outlier=float(o)), w, s, exclude_channels=(7,)).rest_error
+               for s in ("tensorwise", "blockwise")} for o in (1, 100, 1000, 10_000, 100_000)}
+    assert round(100 * err[1]["tensorwise"], 1) == 3.7
+    for o in (1, 100, 1000, 10_000):
+        assert round(100 * err[o]["blockwise"], 1) == 3.7
+    assert round(100 * err[100_000]["blockwise"], 1) == 5.9 and round(100 * err[100_000]["tensorwise"]) == 45
+    text = _chapter("08_activation_memory.md")
+    assert text.count("5.9 %") == 2 and text.count("5.9%") == 2      # body and summary, English and Chinese
+    assert "near its outlier-free 3.7 %" not in text and "3.7% 左右" not in text
