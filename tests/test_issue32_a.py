@@ -93,3 +93,24 @@ def test_blockwise_error_stays_at_3_7_percent_only_up_to_1e4():
     text = _chapter("08_activation_memory.md")
     assert text.count("5.9 %") == 2 and text.count("5.9%") == 2      # body and summary, English and Chinese
     assert "near its outlier-free 3.7 %" not in text and "3.7% 左右" not in text
+
+
+# ------------------------------------------------------------------------ item 13: DeepSeek-V3's backward FP8 all-to-all
+def test_deepseek_v3_communication_lists_the_backward_fp8_all_to_all():
+    """DeepSeek-V3 report §3.3.3: the activation before the MoE up-projection is quantized to FP8 before dispatch;
+    "A similar strategy is applied to the activation gradient before MoE down-projections"; "For both the forward and
+    backward combine components, we retain them in BF16". FP8 E4M3 (1 B) plus one fp32 scale per 1 × 128 tile."""
+    from distlearn.precision import fp8_recipes as R
+
+    ds = [c for c in R.COMMUNICATION if c.recipe == "deepseek-v3"]
+    assert all(c.collective == "all_to_all" and c.baseline_bytes == 2 for c in ds)
+    fp8 = [c for c in ds if c.fp8_bytes < c.baseline_bytes]
+    assert [c.fp8_bytes for c in fp8] == [1 + 4 / 128] * 2
+    assert any("up-projection" in c.what_en and "dispatch" in c.what_en for c in fp8)
+    backward = [c for c in fp8 if "backward" in c.what_en]
+    assert len(backward) == 1 and "down-projection" in backward[0].what_en and "反向" in backward[0].what_zh
+    assert "activation gradient before MoE down-projections" in backward[0].source
+    bf16 = [c for c in ds if c.fp8_bytes == c.baseline_bytes]
+    assert len(bf16) == 1 and "combine" in bf16[0].what_en and "backward" in bf16[0].what_en
+    text = _chapter("08_activation_memory.md")
+    assert "activation gradient before the down-projection" in text and "下投影之前的激活值梯度" in text
