@@ -114,3 +114,63 @@ def test_deepseek_v3_communication_lists_the_backward_fp8_all_to_all():
     assert len(bf16) == 1 and "combine" in bf16[0].what_en and "backward" in bf16[0].what_en
     text = _chapter("08_activation_memory.md")
     assert "activation gradient before the down-projection" in text and "下投影之前的激活值梯度" in text
+
+
+# ------------------------------------------------------------------------------------ item 11: surviving mutants
+def test_to_gib_divides_by_2_to_the_30():
+    """GiB = 2**30 bytes (IEC 80000-13); a 1e9 divisor is GB."""
+    from distlearn.memory.formulas import to_gib
+
+    assert to_gib(2 ** 30) == 1.0
+    assert to_gib(80e9) == 80e9 / 1073741824                      # the A100's 80 GB = 74.5 GiB
+    assert round(to_gib(81920 * 2 ** 20), 6) == 80.0                # nvidia-smi's 81,920 MiB
+
+
+def test_delayed_scaling_most_recent_reads_the_newest_amax():
+    """Transformer Engine's DelayedScaling: amax_compute_algo "most_recent" uses the amax of the last step, "max" the
+    largest in the window. Amaxes 1, 4, 2: most_recent → 448/2, max → 448/4 (the oldest would give 448/1)."""
+    import torch
+
+    from distlearn.precision.scaling import DelayedScaler
+
+    steps = [torch.tensor([1.0, -0.5]), torch.tensor([-4.0, 1.0]), torch.tensor([2.0, 0.0])]
+    recent, largest = DelayedScaler(algo="most_recent", history_len=8), DelayedScaler(algo="max", history_len=8)
+    expect_recent, expect_max = [448 / 1, 448 / 4, 448 / 2], [448 / 1, 448 / 4, 448 / 4]
+    for x, r, m in zip(steps, expect_recent, expect_max):
+        recent.quantize(x)
+        largest.quantize(x)
+        assert recent.scale == pytest.approx(r, rel=1e-6) and largest.scale == pytest.approx(m, rel=1e-6)
+    assert recent.history == [2.0, 4.0, 1.0]                         # newest first
+
+
+@pytest.mark.parametrize("zero_stage", [0, 1, 2, 3])
+def test_fp8_weight_copies_are_never_sharded(zero_stage):
+    """Transformer Engine's FP8 weight copies (row-wise for the forward, transposed for Dgrad: 1 + 1 B/param) are made
+    from each replica's gathered weights, so no ZeRO stage divides them by dp. Hand count for Ψ = 8e9, dp = 8:
+    bf16 params 2 B (÷ dp at stage 3), fp32 grads 4 B (÷ dp at ≥ 2), fp32 master + Adam 12 B (÷ dp at ≥ 1)."""
+    from distlearn.precision import fp8_recipes as R
+
+    psi, dp = 8_000_000_000, 8
+    r = R.recipe_state_bytes("te-fp8", psi, dp=dp, zero_stage=zero_stage)
+    assert r.fp8_weights == 2 * psi
+    assert r.params == 2 * psi / (dp if zero_stage >= 3 else 1)
+    assert r.grads == 4 * psi / (dp if zero_stage >= 2 else 1)
+    assert r.optimizer == 12 * psi / (dp if zero_stage >= 1 else 1)
+    ds = R.recipe_state_bytes("deepseek-v3", psi, dp=dp, zero_stage=zero_stage)
+    assert ds.fp8_weights == pytest.approx(psi * (1 + 4 / 128 ** 2))  # E4M3 + one fp32 scale per 128 × 128 block
+
+
+def test_a100_80gb_is_80e9_bytes_and_the_planner_uses_it():
+    """NVIDIA's "A100 80GB" read as 80 × 10⁹ bytes, the course's one convention (distlearn.core.hardware docstring), not
+    80 GiB = 85.9e9. The planner's capacity and reserve follow from it: 2e9 + FRAGMENTATION × 80e9."""
+    from distlearn import planning as P
+    from distlearn.core.hardware import GPUS, make_cluster
+    from distlearn.core.models import PRESETS
+
+    assert GPUS["a100-80gb"].memory_bytes == 80e9 == 80 * 10 ** 9
+    plan = P.Plan(dp=8, tp=1, pp=1, zero_stage=3, recompute="full", micro_batch_size=1, num_microbatches=1)
+    e = P.evaluate(PRESETS["llama3-8b"], plan, global_batch=8, seq_len=2048, gpu="a100-80gb",
+                   cluster=make_cluster("a100-80gb", 8))
+    assert e.capacity == 80e9
+    assert e.memory["reserve"] == pytest.approx(2e9 + P.FRAGMENTATION * 80e9)
+    assert P.RESERVE_BYTES == 2e9
