@@ -283,12 +283,28 @@ def test_two_regime_fit_recovers_a_synthetic_machine():
         cost.fit_two_regime(sizes[:3], t[:3], 2)
 
 
-def test_busbw_in_network_factor_and_algorithm_independence():
+def test_busbw_factor_is_nccl_tests_and_algorithm_independent():
+    import inspect
+    import re
+    from pathlib import Path
+
     from distlearn.core import cost
 
-    assert cost.busbw_factor("all_reduce", 8, in_network=True) == pytest.approx(7 / 9)   # nccl-tests all_reduce.cu
-    with pytest.raises(DistlearnValueError):
-        cost.busbw_factor("all_gather", 8, in_network=True)
+    # nccl-tests master (NCCL_TESTS_VERSION 2.19.6), AllReduceGetBw in src/all_reduce.cu: one factor, 2(n-1)/n, for
+    # every all-reduce, NVLS included. (n-1)/(n+1) exists only in the unmerged pull request NVIDIA/nccl-tests#239.
+    assert list(inspect.signature(cost.busbw_factor).parameters) == ["operation", "world_size"]
+    assert list(inspect.signature(cost.busbw).parameters) == ["operation", "nbytes", "seconds", "world_size"]
+    for n in (2, 3, 8, 64):
+        assert cost.busbw_factor("all_reduce", n) == 2.0 * (n - 1) / n
+    with pytest.raises(TypeError):
+        cost.busbw_factor("all_reduce", 8, in_network=True)
+    # the chapter may name (n-1)/(n+1) only as the unmerged pull request's, in both languages
+    text = (Path(__file__).resolve().parents[1] / "notebooks" / "02_collectives.md").read_text(encoding="utf-8")
+    paragraphs = re.split(r"\n\s*\n|\n\+\+\+", text)
+    quoting = [p for p in paragraphs if re.search(r"\(n\s*[-−]\s*1\)\s*/\s*\(n\s*\+\s*1\)", p)]
+    assert len(quoting) == 2
+    for p in quoting:
+        assert "239" in p and ("not merged" in p or "没有被合并" in p)
     # bandwidth-optimal algorithms reach the link speed, the others fall short
     for algo, reaches in (("ring_all_reduce", True), ("rabenseifner_all_reduce", True),
                           ("recursive_doubling_all_reduce", False), ("tree_all_reduce", False)):

@@ -26,10 +26,12 @@ reduce-scatter input); the *bus bandwidth* ``busbw = algbw × factor`` with fact
 least data each rank must move with *any* algorithm built from point-to-point transfers (ring, tree or other), so
 busbw is the per-rank bandwidth the measured time implies against that bound: comparable with the speed of the
 hardware bottleneck (NVLink, PCIe, network) whatever n and whatever algorithm NCCL picked; an algorithm that is not
-bandwidth-optimal shows up as a lower busbw. With in-network reduction (NVLink SHARP ``NVLS`` / ``NVLSTREE``,
-InfiniBand SHARP) the switch does the additions, the point-to-point bound no longer applies, and nccl-tests uses
-``(n−1)/(n+1)`` for all-reduce (``src/all_reduce.cu``, ``AllReduceGetBw``; ``doc/PERFORMANCE.md``, "AllReduce
-(In-Network Reduction)").
+bandwidth-optimal shows up as a lower busbw. nccl-tests applies the same ``2(n−1)/n`` to every all-reduce, in-network
+reduction (NVLink SHARP ``NCCL_ALGO=NVLS`` / ``NVLSTREE``, InfiniBand SHARP) included (``src/all_reduce.cu``,
+``AllReduceGetBw``, master at NCCL_TESTS_VERSION 2.19.6): there the switch does the additions, the point-to-point
+bound no longer applies, and the reported busbw is no longer capped by the link speed. The ``(n−1)/(n+1)`` factor
+sometimes quoted for in-network reduction exists only in an unmerged pull request (NVIDIA/nccl-tests#239), so this
+module does not offer it.
 
 One α-β line rarely fits measured times from kilobytes to tens of megabytes: small messages are dominated by a
 per-call cost and stay in the CPU caches, large ones stream from memory. :func:`fit_alpha_beta` fits one line;
@@ -88,17 +90,12 @@ def collective_time(algorithm: str, nbytes: float, world_size: int, *, alpha: fl
     return ka * alpha + kb * nbytes / bandwidth
 
 
-def busbw_factor(operation: str, world_size: int, in_network: bool = False) -> float:
-    """nccl-tests' factor from algorithm bandwidth to bus bandwidth (doc/PERFORMANCE.md). ``in_network``: the
-    all-reduce runs with in-network reduction (NCCL_ALGO NVLS / NVLSTREE), factor (n−1)/(n+1) (src/all_reduce.cu);
-    only meaningful for ``"all_reduce"``."""
+def busbw_factor(operation: str, world_size: int) -> float:
+    """nccl-tests' factor from algorithm bandwidth to bus bandwidth (doc/PERFORMANCE.md; ``*GetBw`` in src/*.cu).
+
+    nccl-tests uses the same factor whatever algorithm NCCL runs, in-network reduction (NVLS, SHARP) included."""
     check_choice("operation", operation, BUSBW_FACTOR_OPS)
     n = check_int("world_size", world_size, minimum=1)
-    if in_network:
-        if operation != "all_reduce":
-            raise DistlearnValueError("in_network", "in-network reduction changes the factor of all_reduce only.",
-                                      "网络内规约只改变 all_reduce 的系数。")
-        return (n - 1) / (n + 1)
     if operation == "all_reduce":
         return 2 * (n - 1) / n
     if operation in ("broadcast", "reduce"):
@@ -113,9 +110,9 @@ def algbw(nbytes: float, seconds: float) -> float:
     return nbytes / seconds
 
 
-def busbw(operation: str, nbytes: float, seconds: float, world_size: int, in_network: bool = False) -> float:
+def busbw(operation: str, nbytes: float, seconds: float, world_size: int) -> float:
     """Bus bandwidth = algbw × :func:`busbw_factor` in bytes per second (nccl-tests)."""
-    return algbw(nbytes, seconds) * busbw_factor(operation, world_size, in_network)
+    return algbw(nbytes, seconds) * busbw_factor(operation, world_size)
 
 
 @dataclass

@@ -13,6 +13,7 @@ V100-32GB      32 GB       125 TFLOP/s (fp16)  15.7 TFLOP/s (FP32)  150 GB/s (30
 A100-80GB      80 GB       312 TFLOP/s (bf16)  156 TFLOP/s (TF32)   300 GB/s (600 GB/s tot.)  25 GB/s (DGX A100)  2,039 GB/s
 H100-80GB      80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H100)  3.35 TB/s
 H200           141 GB      989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H200)  4.8 TB/s
+H800           80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 200 GB/s (400 GB/s tot.)  50 GB/s (DeepSeek)  3.35 TB/s
 =============  ==========  ==================  ===================  ========================  ==================  ==========
 
 The fp32 column is what fp32 training's matrix multiplies run at: TF32 tensor cores where the GPU has them
@@ -30,6 +31,12 @@ A100 multiplies fp32 matrices at 19.5 TFLOP/s and an H100 / H200 at 67 TFLOP/s (
   with sparsity → 494.5 dense; FP32 67 TFLOPS; NVLink 900 GB/s); DGX H100 (8 × 400 Gb/s ConnectX-7 NDR).
 - H200: NVIDIA H200 Tensor Core GPU datasheet (SXM: 141 GB HBM3e, BF16 1,979 TFLOPS with sparsity → 989 dense,
   TF32 989 with sparsity → 494.5 dense, FP32 67 TFLOPS, NVLink 900 GB/s); DGX H200 (8 × 400 Gb/s ConnectX-7).
+- H800: NVIDIA H800 Tensor Core GPU datasheet (SXM: the H100 SXM's tensor cores, 80 GB HBM3 at 3.35 TB/s, but
+  NVLink cut to 400 GB/s bidirectional); the GPU DeepSeek-V3 was trained on (DeepSeek-V3 technical report, §3.1:
+  2048 H800s, 8 per node, InfiniBand between nodes). Its network figure is the report's (§3.2.2: "IB (50 GB/s)" per
+  GPU). The same paragraph gives the NVLink bandwidth DeepSeek achieves, 160 GB/s, "roughly 3.2 times that of IB":
+  :data:`H800_NVLINK_ACHIEVED_DEEPSEEK_V3`. The preset keeps the datasheet's nominal 200 GB/s per direction, like
+  every other row.
 
 FP8 dense peak (``peak_fp8_flops``, used by FP8 recipes, :mod:`distlearn.precision.fp8_recipes`): H100 SXM and H200 SXM
 datasheets print "FP8 Tensor Core 3,958 TFLOPS*" with the footnote "* With sparsity" (the H100 datasheet:
@@ -52,6 +59,11 @@ from distlearn.core.validate import DistlearnValueError, check_choice, check_int
 
 GB_S = 1e9  # 1 GB/s in bytes/s
 TFLOPS = 1e12
+
+#: NVLink bandwidth per H800 that DeepSeek reports achieving, bytes/s (DeepSeek-V3 technical report, §3.2.2:
+#: "NVLink offers a bandwidth of 160 GB/s, roughly 3.2 times that of IB (50 GB/s)"). Below the datasheet's 200 GB/s
+#: per direction that the ``"h800"`` preset keeps.
+H800_NVLINK_ACHIEVED_DEEPSEEK_V3 = 160 * GB_S
 
 
 @dataclass(frozen=True)
@@ -106,6 +118,10 @@ GPUS: dict[str, GPU] = {g.name: g for g in [
     GPU("h200", 141e9, 989 * TFLOPS, 450 * GB_S, 400e9 / 8, peak_flops_fp32=494.5 * TFLOPS,
         source="NVIDIA H200 datasheet (SXM, 141 GB HBM3e; 989 TF32 sparse, / 2 dense); DGX H200: 8x400 Gb/s NDR; "
                "FP8 3958 sparse / 2; HBM3e 4.8 TB/s", peak_fp8_flops=1979 * TFLOPS, hbm_bw=4800 * GB_S),
+    GPU("h800", 80e9, 989 * TFLOPS, 200 * GB_S, 50 * GB_S, peak_flops_fp32=494.5 * TFLOPS,
+        source="NVIDIA H800 datasheet (SXM, as H100 SXM: 1979 TFLOPS BF16 and 989 TF32 sparse, / 2 dense; FP8 3958 "
+               "sparse / 2; HBM3 3.35 TB/s; NVLink 400 GB/s total); network: DeepSeek-V3 report §3.2.2, IB 50 GB/s "
+               "per GPU", peak_fp8_flops=1979 * TFLOPS, hbm_bw=3350 * GB_S),
 ]}
 
 PEAK_DTYPES = ("bf16", "fp32", "fp8")

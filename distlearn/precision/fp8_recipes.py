@@ -338,6 +338,11 @@ COMMUNICATION = (
              "MoE 分发（上投影之前的激活值）", dtype_bytes("e4m3") + 4 / TILE, dtype_bytes("bf16"), "bf16",
              "DeepSeek-V3 §3.3.3: 'we quantize the activation before MoE up-projections into FP8 and then apply "
              "dispatch components'"),
-    CommItem("deepseek-v3", "all_to_all", "MoE combine", "MoE 合并", dtype_bytes("bf16"), dtype_bytes("bf16"), "bf16",
+    CommItem("deepseek-v3", "all_to_all", "MoE backward: activation gradient before the down-projection",
+             "MoE 反向：下投影之前的激活值梯度", dtype_bytes("e4m3") + 4 / TILE, dtype_bytes("bf16"), "bf16",
+             "DeepSeek-V3 §3.3.3, right after the FP8 dispatch: 'A similar strategy is applied to the activation "
+             "gradient before MoE down-projections' (FP8, 1 × 128 tiles, power-of-2 scales)"),
+    CommItem("deepseek-v3", "all_to_all", "MoE combine (forward and backward)", "MoE 合并（前向与反向）",
+             dtype_bytes("bf16"), dtype_bytes("bf16"), "bf16",
              "DeepSeek-V3 §3.3.3: 'For both the forward and backward combine components, we retain them in BF16'"),
 )
