@@ -12,7 +12,7 @@ documented), so the chapter can show what it printed. It has four mistakes (cour
 3. "FSDP" divides by the number of GPUs: correct only because every GPU is a data-parallel rank here; with tensor or
    pipeline parallelism ZeRO divides by dp, not the GPU count.
 4. "Fits on 80 GB" compares with 80 GB and nothing held back: the CUDA context, NCCL buffers and the allocator's
-   fragmentation take several GB (and GB vs GiB are not distinguished).
+   fragmentation take several GB.
 
 :func:`corrected_memory_row` recomputes each row with :mod:`distlearn.memory.formulas` and the planner's reserve, and
 :func:`planner_row` asks the planner whether *any* plan (TP, PP, ZeRO, recomputation) fits on those GPUs.
