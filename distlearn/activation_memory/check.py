@@ -3,7 +3,7 @@ which the tests check against Korthikanti et al. 2022 and Narayanan et al. 2021.
 from __future__ import annotations
 
 from distlearn.activation_memory.formulas import (inflight_microbatches, layer_activation_bytes, offload_step_time, offload_traffic, recompute_flops)
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.memory.formulas import activation_bytes_per_layer
 from distlearn.core.models import ModelConfig
 

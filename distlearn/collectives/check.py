@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from distlearn.core import cost
-from distlearn.core.check import Case, Why, difference, verify
+from distlearn.core.check import Case, Why, difference, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.core.comm import VirtualCluster, ring_bytes_per_rank
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.context_parallel.simulation import (block_attention, layout_positions, merge_blocks, ring_overlap, work_matrix)
 
 

@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from distlearn.data_parallel import simulation as dp
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 
 
 def ex03_weighted_mean(fn):

@@ -2,7 +2,7 @@
 check against DeepSpeed 0.19.8's own functions."""
 from __future__ import annotations
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.deepspeed_fsdp.deepspeed import zero2_model_states_mem_needs, zero3_model_states_mem_needs
 
 

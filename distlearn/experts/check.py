@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.experts.simulation import Routing, aux_loss, route, router_logits, split_sizes
 from distlearn.core.models import MOE_PRESETS, ModelConfig
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import itertools
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.fault_tolerance.goodput import daly_interval, goodput, job_mtbf_hours, young_interval
 from distlearn.fault_tolerance.resume import OPTIMIZERS, required_state
 

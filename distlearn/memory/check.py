@@ -2,7 +2,7 @@
 :mod:`distlearn.core.models`, which tests pin to the ZeRO paper and to published parameter counts."""
 from __future__ import annotations
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.memory.formulas import bytes_per_param, model_state_bytes
 from distlearn.core.models import ModelConfig
 

@@ -3,7 +3,7 @@ groups the tests check against a loop reference and torch's own ``DeviceMesh``, 
 collectives a real dp × tp × pp run issues."""
 from __future__ import annotations
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.core.models import PRESETS
 from distlearn.nd_parallel.simulation import TOY_MODEL, Layout, group_of, group_traffic, nodes_spanned
 

@@ -2,7 +2,7 @@
 which the tests check against the closed forms."""
 from __future__ import annotations
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.overlap_prefetch.timeline import simulate, uniform
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-from distlearn.core.check import Case, Why, verify
+from distlearn.core.check import Case, Why, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.pipeline_parallel.schedules import partition_layers, simulate, stage_order
 
 

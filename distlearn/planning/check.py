@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from distlearn import planning as planner
 from distlearn.core.cost import collective_time
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.memory.formulas import model_state_bytes
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.memory.formulas import activation_bytes_per_layer
 from distlearn.tensor_parallel.simulation import layer_comm_bytes
 

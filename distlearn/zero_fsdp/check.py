@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from distlearn.core.check import Case, verify
+from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.zero_fsdp.simulation import chunk_sizes, flatten_and_shard, step_traffic
 from distlearn.memory.formulas import model_state_bytes
 
