@@ -10,8 +10,8 @@ from distlearn.core.hardware import GPUS, Cluster, make_cluster
 from distlearn.memory.formulas import activation_bytes_per_layer, model_state_bytes
 from distlearn.pipeline_parallel import schedules as pipeline
 from distlearn.core.models import PRESETS, get_preset
-from distlearn.planning import formulas as F
-from distlearn.planning import kernels as K
+from distlearn.planning import evaluation as EV, flops as FL, kernels as K, memory as MEM, setting as SET
+from distlearn.planning import step_time as STEP
 from distlearn.core.validate import DistlearnValueError
 
 
@@ -20,7 +20,6 @@ def test_collective_times_come_from_the_cost_module(monkeypatch):
     """The planner's TP and DP communication times are distlearn.core.cost's α-β ring times (no copy of its own):
     checked by value, then by replacing cost's function and seeing the planner's times follow."""
     from distlearn.core import cost
-    from distlearn.planning import formulas
     m = PRESETS["llama3-8b"]
     plan = P.Plan(dp=4, tp=2, pp=2, zero_stage=0, recompute="selective", micro_batch_size=1, num_microbatches=8)
     e = P.evaluate(m, plan, global_batch=32, seq_len=2048, gpu="h100-80gb", cluster=make_cluster("h100-80gb", 16))
@@ -35,7 +34,7 @@ def test_collective_times_come_from_the_cost_module(monkeypatch):
     tp_time = cost.collective_time("ring_all_reduce", 2 * 1 * 2048 * m.hidden_size, 2, alpha=P.ALPHA,
                                    bandwidth=g.nvlink_bw)
     assert e.time["tp_comm"] == pytest.approx(8 * first_layers * 4 * tp_time, rel=1e-12)
-    monkeypatch.setattr(formulas, "collective_time", lambda *a, **k: 1.0)
+    monkeypatch.setattr(SET, "collective_time", lambda *a, **k: 1.0)
     e2 = P.evaluate(m, plan, global_batch=32, seq_len=2048, cluster=make_cluster("h100-80gb", 16))
     assert e2.time["dp_comm"] == 16.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
 
@@ -190,11 +189,10 @@ def test_published_figures_are_the_papers():
 def test_a_broken_time_model_fails_the_published_check(monkeypatch):
     """The ±10 % check can fail: with the bubble charged as if there were no interleaving (v times) the Llama 3
     rows leave the band."""
-    from distlearn.planning import formulas
-    real = formulas.bubble_share
-    monkeypatch.setattr(formulas, "bubble_share", lambda st, p: p.num_chunks * real(st, p))
+    real = STEP.bubble_share
+    monkeypatch.setattr(STEP, "bubble_share", lambda st, p: p.num_chunks * real(st, p))
     assert not P.compare_published("llama3-405b-16k-gpus")["within"]
-    monkeypatch.setattr(formulas, "bubble_share", real)
+    monkeypatch.setattr(STEP, "bubble_share", real)
     assert P.compare_published("llama3-405b-16k-gpus")["within"]
 
 
@@ -409,13 +407,12 @@ def test_format_table_fits_100_columns_in_both_languages():
 # ---------------------------------------------------------------- the search's shortcuts change no result
 def _brute_force(model, cluster, batch, seq, **kw):
     """Every candidate evaluated, fitting ones ranked by the same stable sort: the search without shortcuts."""
-    from distlearn.planning import formulas as F
-    st = F.make_setting(model, cluster, batch, seq, **kw)
+    st = SET.make_setting(model, cluster, batch, seq, **kw)
     fits = []
     for p in P.candidate_plans(model, cluster, batch, seq):
-        mem = F.plan_memory(st, p)
+        mem = MEM.plan_memory(st, p)
         if mem["total"] <= st.capacity:
-            fits.append(F.estimate(st, p, mem))
+            fits.append(EV.estimate(st, p, mem))
     fits.sort(key=lambda e: (-e.tokens_per_s, e.memory["total"]))
     return fits
 
@@ -451,13 +448,13 @@ def test_search_equals_brute_force_with_experts_cp_and_uneven_stages(case, num_g
     if layers:
         m = m.with_(num_layers=int(layers))
     cluster = make_cluster(gpu, num_gpus)
-    stt = F.make_setting(m, cluster, batch, seq)
+    stt = SET.make_setting(m, cluster, batch, seq)
     brute = []
     for group in P.candidate_groups(m, cluster, batch, seq, cp, ep):
         for p in group.plans():
-            mem = F.plan_memory(stt, p)
+            mem = MEM.plan_memory(stt, p)
             if mem["total"] <= stt.capacity:
-                brute.append(F.estimate(stt, p, mem))
+                brute.append(EV.estimate(stt, p, mem))
     brute.sort(key=lambda e: (-e.tokens_per_s, e.memory["total"]))
     kw = dict(global_batch=batch, seq_len=seq, cluster=cluster, cp=cp, ep=ep, suggest=False)
     assert P.search(m, **kw).plans == brute
@@ -472,19 +469,18 @@ def test_search_equals_brute_force_with_experts_cp_and_uneven_stages(case, num_g
 def test_smallest_plan_of_each_group_has_the_least_memory(model, num_gpus, batch, seq):
     """The claim the search's memory shortcut rests on: in every (tp, pp, ZeRO, recomputation) group, b = 1 and
     v = 1 need the least memory."""
-    from distlearn.planning import formulas as F
     m, cluster = PRESETS[model], make_cluster("a100-80gb", num_gpus)
-    st_ = F.make_setting(m, cluster, batch, seq)
+    st_ = SET.make_setting(m, cluster, batch, seq)
     for group in P.candidate_groups(m, cluster, batch, seq):
         for z in group.zero_stages:
             for r in ("none", "selective", "norm-act", "full"):
-                least = F.plan_memory(st_, group.smallest(z, r))["total"]
-                others = [F.plan_memory(st_, p)["total"] for p in group.plans(lambda z2, r2: (z2, r2) == (z, r))]
+                least = MEM.plan_memory(st_, group.smallest(z, r))["total"]
+                others = [MEM.plan_memory(st_, p)["total"] for p in group.plans(lambda z2, r2: (z2, r2) == (z, r))]
                 assert least == pytest.approx(min(others), rel=1e-12)
         # the orderings the search's _kept and any_plan_fits rest on: ZeRO 0 ≥ 1 ≥ 2; none ≥ selective and
         # none ≥ norm-act; of two modes other than full, fewer bytes per layer is less memory
         modes = ("none", "selective", "norm-act", "full")
-        mem = {(z, r): F.plan_memory(st_, group.smallest(z, r))["total"] for z in group.zero_stages for r in modes}
+        mem = {(z, r): MEM.plan_memory(st_, group.smallest(z, r))["total"] for z in group.zero_stages for r in modes}
         per = P.plan_search._per_layer_bytes(st_, group)
         for r in modes:
             chain = [mem[(z, r)] for z in group.zero_stages if z <= 2]
@@ -684,9 +680,9 @@ def test_fp8_recipe_runs_linear_gemms_at_the_fp8_peak():
     assert flat.time["compute"] < 0.6 * P.evaluate(m, plan, efficiency=0.55, **kw).time["compute"]
     bf16, fp8 = P.evaluate(m, plan, **kw), P.evaluate(m, plan, precision="te-fp8", **kw)
     # the kernel model: only the linear GEMMs change (FP8 peak, 1-byte inputs): the rest is the bf16 plan's
-    st16 = F.make_setting(m, make_cluster("h100-80gb", 8), 64, 4096)
-    st8 = F.make_setting(m, make_cluster("h100-80gb", 8), 64, 4096, precision="te-fp8")
-    p16, p8 = F.kernel_stage_parts(st16, plan), F.kernel_stage_parts(st8, plan)
+    st16 = SET.make_setting(m, make_cluster("h100-80gb", 8), 64, 4096)
+    st8 = SET.make_setting(m, make_cluster("h100-80gb", 8), 64, 4096, precision="te-fp8")
+    p16, p8 = STEP.kernel_stage_parts(st16, plan), STEP.kernel_stage_parts(st8, plan)
     assert p8["attention"] == p16["attention"] and p8["elementwise"] == p16["elementwise"]
     assert p8["logits"] == p16["logits"] and p8["gemm"] / p16["gemm"] == pytest.approx(0.5, abs=0.01)
     assert fp8.compute_peak == 1979e12 and fp8.time["compute"] < 0.8 * bf16.time["compute"]
@@ -755,8 +751,7 @@ def test_roofline_thresholds_by_hand():
 
 
 def _no_latency(monkeypatch):
-    from distlearn.planning import formulas
-    monkeypatch.setattr(formulas, "ALPHA", 0.0)
+    monkeypatch.setattr(SET, "ALPHA", 0.0)
 
 
 @pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
@@ -868,7 +863,6 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     """Attention is 8 % of the model FLOPs at 8K and 57 % at 128K (non-causal count): the CP 16 row agrees when
     the count and the time use the same convention (0.96 causal, 0.93 not) and would read 1.34 with a causal
     kernel beside a non-causal count, as published.py states."""
-    from distlearn.planning import formulas
     for name, lo, hi in (("llama3-405b-8k-gpus", 0.07, 0.09), ("llama3-405b-16k-gpus-cp16", 0.55, 0.59)):
         run = P.PUBLISHED_RUNS[name]
         f = P.forward_flops(run["model"], 1, run["seq_len"])
@@ -877,8 +871,8 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
     f = P.forward_flops(run["model"], 1, run["seq_len"])
     causal_over_full = 1 - f["attention"] / 2 / sum(f.values())  # model FLOPs with half the scores
     full = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
-    real = formulas.attention_core_flops
-    monkeypatch.setattr(formulas, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
+    real = FL.attention_core_flops  # the count (distlearn.planning.flops) and the flash kernel's time (kernels)
+    monkeypatch.setattr(FL, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
     causal = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
     # the last: causal time, non-causal count
     assert (round(full, 2), round(causal, 2), round(causal / causal_over_full, 2)) == (0.93, 0.96, 1.34)
@@ -953,7 +947,7 @@ def test_weighted_peak_equals_the_simulation_and_the_closed_form_for_equal_chunk
     sim = pipeline.simulate(sched, p, m, num_chunks=v)
     assert list(weighted) == list(sim.peak_inflight_chunks.astype(float))
     for stage in range(p):
-        assert weighted[stage] == pytest.approx(v * F.interleaved_inflight(p, stage, v, m), rel=1e-12)
+        assert weighted[stage] == pytest.approx(v * MEM.interleaved_inflight(p, stage, v, m), rel=1e-12)
     three = pipeline.peak_inflight_weighted(sched, p, m, [[3.0] * v] * p)
     assert list(three) == [3 * x for x in weighted]
 
@@ -964,14 +958,14 @@ def test_llama3_chunks_and_their_peak_by_hand():
     through chunk 0, 1, …, 7): stage 0's warm-up of 2·15 + 7·16 = 142 chunk-forwards (+ 1) holds chunks 1–7 of 16
     micro-batches = 112 layers (its other forwards are on the empty chunk 0); stage 1's 2·14 + 112 + 1 = 141 are
     all one layer. With m = 16 = p every forward runs before any backward: 16 × 8 = 128 layers."""
-    chunks = F.chunk_layers(P.LLAMA3_405B_STAGES, 8)
+    chunks = MEM.chunk_layers(P.LLAMA3_405B_STAGES, 8)
     assert chunks[0] == (0,) + (1,) * 7 and chunks[-1] == (1,) * 7 + (0,) and chunks[1] == (1,) * 8
-    assert F.chunk_layers((7, 9, 8), 4) == ((1, 2, 2, 2), (3, 2, 2, 2), (2, 2, 2, 2))
-    peaks = F.stage_peak_layers(16, 32, 8, P.LLAMA3_405B_STAGES)
+    assert MEM.chunk_layers((7, 9, 8), 4) == ((1, 2, 2, 2), (3, 2, 2, 2), (2, 2, 2, 2))
+    peaks = MEM.stage_peak_layers(16, 32, 8, P.LLAMA3_405B_STAGES)
     assert peaks[:3] == (112.0, 141.0, 139.0) and max(peaks) == 141
-    assert max(F.stage_peak_layers(16, 16, 8, P.LLAMA3_405B_STAGES)) == 128 == 16 * 8
+    assert max(MEM.stage_peak_layers(16, 16, 8, P.LLAMA3_405B_STAGES)) == 128 == 16 * 8
     # the closed form without the empty chunk would have said (2·15 + 7·16 + 1)/8 × 7 = 125.1 on stage 0
-    assert F.interleaved_inflight(16, 0, 8, 32) * 7 == pytest.approx(143 / 8 * 7)
+    assert MEM.interleaved_inflight(16, 0, 8, 32) * 7 == pytest.approx(143 / 8 * 7)
 
 
 def test_only_the_end_stages_may_have_a_chunk_without_layers():
@@ -1025,12 +1019,12 @@ def test_the_peak_shortcut_is_exact():
     for p, v in [(4, 2), (8, 3), (16, 8), (6, 4), (16, 2)]:
         layers = (v - 1,) + (v + 1,) * (p - 2) + (v,)
         for m in range(p, 12 * p + 1, p):
-            full = pipeline.peak_inflight_weighted("interleaved-1f1b", p, m, F.chunk_layers(layers, v))
-            assert F.stage_peak_layers(p, m, v, layers) == tuple(float(x) for x in full), (p, v, m)
+            full = pipeline.peak_inflight_weighted("interleaved-1f1b", p, m, MEM.chunk_layers(layers, v))
+            assert MEM.stage_peak_layers(p, m, v, layers) == tuple(float(x) for x in full), (p, v, m)
 
 
 def test_candidate_stages_give_the_worst_stage_of_all(monkeypatch):
-    """plan_memory looks only at the stages _candidate_stages keeps (first, last, undominated middle ones; MoE:
+    """plan_memory looks only at the stages candidate_stages keeps (first, last, undominated middle ones; MoE:
     dense and MoE layers counted apart): the same worst stage as looking at every stage."""
     from distlearn.core.models import MOE_PRESETS
     for model, gpus, batch in [(MOE_PRESETS["deepseek-v3"], 256, 512), (get_preset("llama3.1-405b"), 1024, 512)]:
@@ -1038,9 +1032,9 @@ def test_candidate_stages_give_the_worst_stage_of_all(monkeypatch):
         plans = [p for g in P.candidate_groups(model, cluster, batch, 4096) for p in list(g.plans())[:24]
                  if p.stage_layers is not None]
         assert len(plans) > 100
-        fast = [F.plan_memory(F.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
-        monkeypatch.setattr(F, "_candidate_stages", lambda sizes, moe=None: list(range(len(sizes))))
-        every = [F.plan_memory(F.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
+        fast = [MEM.plan_memory(SET.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
+        monkeypatch.setattr(MEM, "candidate_stages", lambda sizes, moe=None: list(range(len(sizes))))
+        every = [MEM.plan_memory(SET.make_setting(model, cluster, batch, 4096), p)["total"] for p in plans]
         monkeypatch.undo()
         assert fast == pytest.approx(every, rel=1e-12)
 
@@ -1074,11 +1068,12 @@ def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
     plan = replace(run["plan"], recompute="selective", sequence_parallel=True)
     base = P.evaluate(run["model"], plan, **kw)
     zb = P.evaluate(run["model"], replace(plan, schedule="zb-h1"), **kw)
-    st = F.make_setting(run["model"], make_cluster("a100-80gb", 1024), run["global_batch"], run["seq_len"],
+    st = SET.make_setting(run["model"], make_cluster("a100-80gb", 1024), run["global_batch"], run["seq_len"],
                         run["precision"])
-    f, b, w = F.schedule_costs(st, "selective")
+    costs = STEP.schedule_costs(st, "selective")
+    f, b = costs.forward, costs.backward
     p, m = plan.pp, plan.num_microbatches
-    closed = zero_bubble.closed_form("zb-h1", p, m, fwd_time=f, bwd_time=b, wgrad_time=w)
+    closed = zero_bubble.closed_form("zb-h1", p, m, fwd_time=f, bwd_time=b, wgrad_time=costs.weight_grad)
     assert closed["exact"]
     t_mb = sum(base.time[k] for k in ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm")) / m
     assert base.time["bubble"] == pytest.approx((p - 1) * t_mb, rel=1e-12)
@@ -1090,7 +1085,7 @@ def test_zb_h1_plan_uses_chapter_05s_simulation_and_its_closed_form():
     # the first stage holds p micro-batches either way; the last one now holds p too (beside the logits)
     assert zb.memory["activations"] >= per_layer * layers * p and zb.memory["total"] >= base.memory["total"]
     # every stage holds p micro-batches: the last stage too (1F1B: 1)
-    assert F.schedule_simulation(st, replace(plan, schedule="zb-h1")).peak_inflight.min() == p
+    assert STEP.schedule_simulation(st, replace(plan, schedule="zb-h1")).peak_inflight.min() == p
     with pytest.raises(DistlearnValueError):
         P.evaluate(run["model"], replace(plan, schedule="zb-h1", num_chunks=2), **kw)
     with pytest.raises(DistlearnValueError):
@@ -1105,16 +1100,17 @@ def test_zero_bubble_closed_form_is_the_simulation_where_the_planner_uses_it(rec
     from dataclasses import replace
     from distlearn.pipeline_parallel import zero_bubble
     m = get_preset("llama3-8b")
-    st = F.make_setting(m, make_cluster("h100-80gb", 64), 512, 4096)
+    st = SET.make_setting(m, make_cluster("h100-80gb", 64), 512, 4096)
     for pp, mb in [(2, 2), (4, 4), (4, 12), (8, 8), (8, 30), (16, 16), (4, 3)]:
         plan = P.Plan(dp=1, tp=1, pp=pp, recompute=recompute, num_microbatches=mb, schedule="zb-h1")
-        ratio, peaks = F.zero_bubble_terms(st, plan)
-        sim = F.schedule_simulation(st, plan)
-        f, b, w = F.schedule_costs(st, recompute)
-        exact = zero_bubble.closed_form("zb-h1", pp, mb, fwd_time=f, bwd_time=b, wgrad_time=w)["exact"]
+        terms = STEP.zero_bubble_terms(st, plan)
+        sim = STEP.schedule_simulation(st, plan)
+        c = STEP.schedule_costs(st, recompute)
+        exact = zero_bubble.closed_form("zb-h1", pp, mb, fwd_time=c.forward, bwd_time=c.backward,
+                                        wgrad_time=c.weight_grad)["exact"]
         assert exact == (mb >= pp)
-        assert ratio == pytest.approx(sim.bubble_ratio, rel=1e-9, abs=1e-12), (pp, mb)
-        assert peaks == pytest.approx(tuple(sim.peak_inflight), rel=1e-12), (pp, mb)
+        assert terms.bubble_ratio == pytest.approx(sim.bubble_ratio, rel=1e-9, abs=1e-12), (pp, mb)
+        assert terms.inflight == pytest.approx(tuple(sim.peak_inflight), rel=1e-12), (pp, mb)
 
 
 def test_zb_h1_never_needs_less_memory_than_1f1b():
@@ -1123,12 +1119,12 @@ def test_zb_h1_never_needs_less_memory_than_1f1b():
     from dataclasses import replace
     for model, gpus, batch, seq in [("llama3-8b", 64, 256, 4096), ("gpt3-175b", 256, 512, 2048)]:
         cfg, cluster = get_preset(model), make_cluster("h100-80gb", gpus)
-        st = F.make_setting(cfg, cluster, batch, seq)
+        st = SET.make_setting(cfg, cluster, batch, seq)
         n = 0
         for p in P.candidate_plans(cfg, cluster, batch, seq):
             if p.schedule == "zb-h1":
                 twin = replace(p, schedule="1f1b")
-                assert F.plan_memory(st, p)["total"] >= F.plan_memory(st, twin)["total"] * (1 - 1e-12)
+                assert MEM.plan_memory(st, p)["total"] >= MEM.plan_memory(st, twin)["total"] * (1 - 1e-12)
                 n += 1
         assert n > 50
 
@@ -1151,7 +1147,7 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     assert (r8["none"]["peak_layers"], r16["none"]["peak_layers"]) == (141, 128)
     p, v = 16, 8
     assert 2 * (p - 2) + (v - 1) * p + 1 == 141 and round(141 / 8, 1) == 17.6 > p - 1
-    assert F.interleaved_inflight(p, 1, v, 32) * 8 == 141 and F.interleaved_inflight(p, 1, v, 16) * 8 == 128
+    assert MEM.interleaved_inflight(p, 1, v, 32) * 8 == 141 and MEM.interleaved_inflight(p, 1, v, 16) * 8 == 128
     assert round(r8["none"]["memory"]["activations"] / 1e9) == 91 and round(r8["none"]["layer_bytes"] / 1e9, 2) == 0.64
     cfg = get_preset("llama3.1-405b")
     unit = 8192 * cfg.hidden_size / 8 * 2
@@ -1222,10 +1218,10 @@ def test_a_shared_memo_changes_no_number():
     for model in (get_preset("llama3-8b"), MOE_PRESETS["deepseek-v3"]):
         for gpu, n in (("v100-32gb", 64), ("h100-80gb", 128), ("h200", 256)):
             cluster = make_cluster(gpu, n)
-            a = F.make_setting(model, cluster, 512, 4096, shared=shared)
-            b = F.make_setting(model, cluster, 512, 4096)
+            a = SET.make_setting(model, cluster, 512, 4096, shared=shared)
+            b = SET.make_setting(model, cluster, 512, 4096)
             plans = [p for g in P.candidate_groups(model, cluster, 512, 4096) for p in list(g.plans())[:6]]
-            assert plans and [F.plan_memory(a, p) for p in plans] == [F.plan_memory(b, p) for p in plans]
+            assert plans and [MEM.plan_memory(a, p) for p in plans] == [MEM.plan_memory(b, p) for p in plans]
             assert P.any_plan_fits(model, cluster, 512, 4096, shared=shared) == P.any_plan_fits(model, cluster, 512,
                                                                                                   4096)
     assert shared
@@ -1261,7 +1257,7 @@ def test_gemm_roofline_compute_bound_and_memory_bound_by_hand():
 @pytest.mark.parametrize("name,tp,ep", [("gpt3-175b", 8, 1), ("llama3-70b", 4, 1), ("deepseek-v3", 1, 8),
                                         ("mixtral-8x7b", 2, 4)])
 def test_layer_gemms_count_the_matmul_flops(name, tp, ep):
-    """The per-GPU GEMMs of one layer add up to 2·tokens·P_matmul / tp (formulas.matmul_params_per_layer; an MoE
+    """The per-GPU GEMMs of one layer add up to 2·tokens·P_matmul / tp (flops.matmul_params_per_layer; an MoE
     layer's experts with their routed tokens), whatever ep — except the router, which every tensor-parallel rank
     runs whole (Megatron-Core replicates it)."""
     from distlearn.core.models import get_moe_preset
@@ -1270,7 +1266,7 @@ def test_layer_gemms_count_the_matmul_flops(name, tp, ep):
     tokens = 4096
     flops = sum(g.flops for g in K.layer_gemms(m, tokens, tp, layer, ep))
     router = m.router_parameters() if m.is_moe else 0
-    expect = 2 * tokens * ((F.matmul_params_per_layer(m, layer) - router) / tp + router)
+    expect = 2 * tokens * ((FL.matmul_params_per_layer(m, layer) - router) / tp + router)
     assert flops == pytest.approx(expect, rel=1e-9)
 
 
@@ -1363,9 +1359,9 @@ def test_memory_bound_share_falls_as_the_model_grows():
     shares, rates = [], []
     for name in ("megatron-gpt-1.7b", "megatron-gpt-18.4b", "megatron-gpt-145.6b", "megatron-gpt-1t"):
         run = P.PUBLISHED_RUNS[name]
-        st = F.make_setting(run["model"], P.published._cluster(run), run["global_batch"], run["seq_len"],
+        st = SET.make_setting(run["model"], P.published._cluster(run), run["global_batch"], run["seq_len"],
                             run["precision"])
-        parts = F.kernel_stage_parts(st, run["plan"])
+        parts = STEP.kernel_stage_parts(st, run["plan"])
         shares.append(parts["elementwise"] / sum(parts.values()))
         rates.append(P.compare_published(name)["predicted_flops"])
     assert shares == sorted(shares, reverse=True) and shares[0] > 3 * shares[-1]
@@ -1394,11 +1390,11 @@ def test_kernel_parts_sum_to_the_compute_time():
     """kernel_stage_parts (the chapter's breakdown) adds up to the micro-batch's compute time, the unmodelled part
     being (1/END_TO_END − 1) of the rest."""
     run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
-    st = F.make_setting(run["model"], P.published._cluster(run), run["global_batch"], run["seq_len"])
-    parts = F.kernel_stage_parts(st, run["plan"])
+    st = SET.make_setting(run["model"], P.published._cluster(run), run["global_batch"], run["seq_len"])
+    parts = STEP.kernel_stage_parts(st, run["plan"])
     modelled = sum(v for k, v in parts.items() if k != "unmodelled")
     assert parts["unmodelled"] == pytest.approx(modelled * (1 / K.END_TO_END - 1))
-    assert sum(parts.values()) == pytest.approx(F.microbatch_compute_seconds(st, run["plan"]))
+    assert sum(parts.values()) == pytest.approx(STEP.microbatch_compute_seconds(st, run["plan"]))
     est = P.compare_published("llama3-405b-8k-gpus")["estimate"]
     assert est.time["compute"] == pytest.approx(run["plan"].num_microbatches * sum(parts.values()))
 

@@ -100,9 +100,9 @@ def test_planner_takes_its_schedule_from_step_collectives(monkeypatch):
     from distlearn.core.cost import collective_time
     from distlearn.core.hardware import get_gpu
     from distlearn.core.models import get_preset
-    from distlearn.planning import formulas
+    from distlearn.planning import setting
 
-    monkeypatch.setattr(formulas, "step_collectives", doubled)
+    monkeypatch.setattr(setting, "step_collectives", doubled)
     after = planner.evaluate("llama2-7b", plan, **kw).time["dp_comm"]
     cfg = get_preset("llama2-7b")
     g = get_gpu("a100-80gb")

@@ -76,7 +76,7 @@ def _speaking():
         argparse._, argparse.ngettext = saved
 
 
-class _Formatter(argparse.HelpFormatter):
+class WideHelpFormatter(argparse.HelpFormatter):
     """Help with room for a sub-command and its help on one line (argparse measures sub-commands without their
     extra indentation, so a long one such as "build-exercises" would stand alone on its line)."""
 
@@ -97,7 +97,7 @@ class ArgumentParser(argparse.ArgumentParser):
     def __init__(self, *args, **kwargs):
         # Wide enough that a command and its (translated) help share a line: a bare "build-exercises" line is
         # English to a Chinese reader.
-        kwargs.setdefault("formatter_class", _Formatter)
+        kwargs.setdefault("formatter_class", WideHelpFormatter)
         with _speaking():
             super().__init__(*args, **kwargs)
 

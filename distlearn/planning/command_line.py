@@ -5,15 +5,18 @@ from __future__ import annotations
 import argparse
 import unicodedata
 
-from distlearn.core.cli import ArgumentParser, _Formatter
+from distlearn.core.cli import ArgumentParser, WideHelpFormatter
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.core.hardware import GPUS, get_gpu
 from distlearn.core.i18n import bi, get_language
-from distlearn.memory.formulas import GB
+from distlearn.memory.formulas import GB, PRECISION_LABELS
 from distlearn.core.models import PRESETS
 from distlearn.core.validate import DistlearnValueError
-from distlearn.planning.formulas import (FP8_PRECISIONS, FRAGMENTATION, PLANNER_PRECISIONS, RESERVE_BYTES, Estimate, compute_peak)
+from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute_peak
+from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
 from distlearn.planning.plan_search import search
+from distlearn.planning.setting import FRAGMENTATION, RESERVE_BYTES
+from distlearn.precision.fp8_recipes import RECIPES
 
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
           "bubble", "comm")
@@ -41,9 +44,6 @@ def precision_label(precision: str) -> tuple[str, str]:
     """``(en, zh)`` label of a planner precision (:data:`PLANNER_PRECISIONS`): chapter 01's bytes per parameter for
     the 16/32-bit ones (:data:`distlearn.memory.formulas.PRECISION_LABELS`), the recipe's own title for the FP8 ones
     (:data:`distlearn.precision.fp8_recipes.RECIPES`). The explorer's drop-down and the command line's title use it."""
-    from distlearn.precision.fp8_recipes import RECIPES
-    from distlearn.memory.formulas import PRECISION_LABELS
-
     if precision in PRECISION_LABELS:
         return PRECISION_LABELS[precision]
     return RECIPES[precision].title_en, RECIPES[precision].title_zh
@@ -111,7 +111,7 @@ def share(text: str) -> float:
 DEFAULT = {"en": " (default: %(default)s)", "zh": "（默认：%(default)s）", "both": " (default / 默认: %(default)s)"}
 
 
-class _HelpFormatter(_Formatter, argparse.ArgumentDefaultsHelpFormatter):
+class _HelpFormatter(WideHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):
     """The course's help layout (:mod:`distlearn.core.cli`), with every option's default labelled in the reader's
     language."""
 
@@ -202,7 +202,6 @@ def cli(argv: list[str]) -> int:
     kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else (
         ("FP8 (linear layers)", "FP8（线性层）") if args.precision in FP8_PRECISIONS else ("16-bit", "16 位"))
     if args.efficiency is None:
-        from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
         e = GEMM_CEILING[gpu_family(g)]
         print(bi(f"kernel model: GEMMs as rooflines at {e:.1%} of the {kind} peak ({peak:g} TFLOP/s) or the HBM "
                  f"bandwidth, attention, memory-bound work; × {END_TO_END:.0%} end to end; reserve "

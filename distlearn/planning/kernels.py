@@ -63,6 +63,7 @@ from dataclasses import dataclass
 
 from distlearn.core.hardware import GPU
 from distlearn.core.models import ModelConfig
+from distlearn.planning import flops
 
 # Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table"
 # (bf16, best shape): A100 SXM 267.9/312, H100 SXM 792.1/989. The H200 has the H100's GH100 die, tensor cores and
@@ -131,7 +132,7 @@ def layer_gemms(model: ModelConfig, tokens: float, tp: int, layer: int | None = 
     grouped K/V (n = (h + 2·kv)/t), output, gate and up as one GEMM (n = 2f/t), down. MLA (DeepSeek): its
     projections as one GEMM of the same FLOPs (k = h). MoE layer (``layer``; balanced routing): the router
     (n = E), each of the E/ep local experts with tokens·k·ep/E tokens, the shared experts with every token.
-    FLOPs sum to 2·tokens·P_matmul/t (:func:`~distlearn.planning.formulas.matmul_params_per_layer`).
+    FLOPs sum to 2·tokens·P_matmul/t (:func:`~distlearn.planning.flops.matmul_params_per_layer`).
     """
     h, t = model.hidden_size, tp
     kv = model.kv_heads * model.head_dim
@@ -282,8 +283,7 @@ def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: in
     gemms = layer_gemms(model, tokens, tp, layer, ep)
     g_fwd = sum(gemm_seconds(g, gemm_peak, e, bw, gemm_bytes, act_bytes) for g in gemms)
     if attention == "flash":
-        from distlearn.planning.formulas import attention_core_flops
-        f_attn = micro_batch * attention_core_flops(model, seq_len) / (tp * cp)
+        f_attn = micro_batch * flops.attention_core_flops(model, seq_len) / (tp * cp)
         fwd_share, bwd_share = FLASH_SHARE[family]
         a_fwd = f_attn / (peak * fwd_share)
         a_bwd = FLASH_BACKWARD_FLOPS * f_attn / (peak * bwd_share)

@@ -12,14 +12,14 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
 - **the k best only.** With ``top = k`` a plan is skipped when its tokens/s computed from a lower bound on its
   step time is already below the k-th best found so far: its real tokens/s is lower still, so it cannot be among
   the k best. Three bounds, cheapest first, each checked before the memory: per micro-batch size, the compute
-  and tp/cp/ep terms (:func:`~distlearn.planning.formulas.microbatch_lower_bound`, for every chunk count and
+  and tp/cp/ep terms (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and
   schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself.
 - **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective or norm-act
   recomputation compared with none, and of two modes other than full the one keeping fewer bytes per layer never
   needs more (checked by tests/test_planner.py on every group): lower stages are only tried when a higher one
   fits, no recomputation only when selective and norm-act do, and "does any plan fit" looks at ZeRO 2–3 with
   full recomputation and whichever of selective and norm-act keeps less.
-- **memo tables** in :class:`~distlearn.planning.formulas.Setting` for what many plans share.
+- **memo tables** in :class:`~distlearn.planning.setting.Setting` for what many plans share.
 - **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
   that fits is found by bisection instead of trying every halving.
 """
@@ -34,7 +34,10 @@ from distlearn.core.i18n import bi
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES as RECOMPUTE
 from distlearn.core.models import ModelConfig, get_preset
 from distlearn.core.validate import DistlearnValueError, check_choice, check_divisible, check_int
-from distlearn.planning.formulas import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Estimate, Plan, Setting, estimate, make_setting, memory_total, microbatch_lower_bound, plan_memory, plan_seconds, resolve, step_seconds_lower_bound)
+from distlearn.planning.evaluation import Estimate, estimate
+from distlearn.planning.memory import memory_total, plan_memory
+from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Plan, Setting, make_setting, resolve)
+from distlearn.planning.step_time import microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -85,8 +88,8 @@ class Group:
 
     def schedules(self, num_chunks: int, num_microbatches: int) -> tuple[str, ...]:
         """1F1B (interleaved with v > 1); with a pipeline, v = 1 and m ≥ p also chapter 05's ZB-H1 (where its
-        closed form is exact, :func:`~distlearn.planning.formulas.zero_bubble_terms`; with fewer micro-batches
-        than stages :func:`~distlearn.planning.formulas.evaluate` still simulates it)."""
+        closed form is exact, :func:`~distlearn.planning.step_time.zero_bubble_terms`; with fewer micro-batches
+        than stages :func:`~distlearn.planning.evaluation.evaluate` still simulates it)."""
         if self.pp > 1 and num_chunks == 1 and num_microbatches >= self.pp:
             return ("1f1b", "zb-h1")
         return ("1f1b",)
@@ -178,7 +181,7 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
 
 
 def candidate_plans(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int | None = None):
-    """Yield every valid :class:`~distlearn.planning.formulas.Plan` (see :func:`candidate_groups`). Sequence
+    """Yield every valid :class:`~distlearn.planning.setting.Plan` (see :func:`candidate_groups`). Sequence
     parallelism is always on with tp > 1: it saves activation memory for the same communication time, so it never
     loses in this model."""
     for group in candidate_groups(model, cluster, global_batch, seq_len):
@@ -225,7 +228,7 @@ def _per_layer_bytes(st: Setting, group: Group) -> dict[str, tuple]:
             dense = st.act(b, tp, tp > 1, r, cp)
             return (dense, st.act_moe(b, tp, tp > 1, r, cp)) if st.model.is_moe else (dense,)
         return {r: one(r) for r in ("none", "selective", "norm-act")}
-    return st._cached(("per_layer_bytes", b, tp, cp), make)
+    return st.cached(("per_layer_bytes", b, tp, cp), make)
 
 
 def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, ...] = RECOMPUTE):
@@ -298,7 +301,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     Parameters: ``model`` a preset name or ModelConfig; ``global_batch`` sequences per step; ``seq_len`` tokens per
     sequence; ``precision``/``optimizer`` recipes of :mod:`distlearn.memory.formulas`; ``efficiency`` share of peak FLOP/s
     the kernels reach; ``reserve_bytes`` + ``fragmentation`` × memory held back per GPU; ``swiglu`` the Llama
-    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planning.formulas.make_setting`); ``cp`` fixes the
+    MLP's kernel (``"unfused"`` or ``"fused"``, :func:`~distlearn.planning.setting.make_setting`); ``cp`` fixes the
     context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
     (:func:`candidate_groups`); ``recompute`` limits the recomputation modes searched (``None``: all of
     :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`; e.g. ``("none", "selective", "full")`` for a framework without
@@ -338,8 +341,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
     def too_slow(p, bound):
         """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
-        (:func:`~distlearn.planning.formulas.microbatch_lower_bound`, for every chunk count and schedule),
-        "pipeline" (:func:`~distlearn.planning.formulas.step_seconds_lower_bound`, every ZeRO stage) or "exact"
+        (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and schedule),
+        "pipeline" (:func:`~distlearn.planning.step_time.step_seconds_lower_bound`, every ZeRO stage) or "exact"
         (its step time)."""
         seconds = (microbatch_lower_bound(st, p) if bound == "microbatch" else
                    step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
@@ -406,7 +409,7 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
                   fragmentation: float = FRAGMENTATION, shared: dict | None = None) -> bool:
     """Whether some valid plan fits in memory — the same answer as ``bool(search(...).plans)``, found by looking
     at each group's memory-minimal plans only (module docstring). ``shared``: a memo that calls for the same
-    model and recipe may share (:class:`~distlearn.planning.formulas.Setting`)."""
+    model and recipe may share (:class:`~distlearn.planning.setting.Setting`)."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation, shared=shared)
     for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
@@ -440,7 +443,7 @@ def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
         if _keeps_no_more(per["norm-act"], per["selective"]):
             return ("norm-act", "full")
         return ("selective", "norm-act", "full")
-    return st._cached(("least_modes", group.batching[0][0], group.tp, group.cp), make)
+    return st.cached(("least_modes", group.batching[0][0], group.tp, group.cp), make)
 
 
 def _longest_fitting(lengths: list[int], fits) -> int | None:

@@ -7,7 +7,7 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
 
 - Megatron-LM (Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using
   Megatron-LM", Table 1): GPT models, vocabulary 51,200, sequence 2048, A100 80 GB (312 TFLOP/s), activation
-  recomputation, FLOP/s per GPU counted with their eq. 3 (:func:`~distlearn.planning.formulas.megatron_flops`),
+  recomputation, FLOP/s per GPU counted with their eq. 3 (:func:`~distlearn.planning.flops.megatron_flops`),
   Megatron's 18 bytes per parameter (bf16 weights, fp32 gradient buffer, fp32 master and Adam moments:
   ``precision="mixed-fp32-grads"``). Micro-batch size 1, non-interleaved, is our reading of the setup.
   The GPT-3 175B row is the example of §5.1 / the Megatron-LM README (1024 GPUs, batch 1536, 138 TFLOP/s).
@@ -49,15 +49,21 @@ come from, ``reading`` says what the source does not give and we chose (micro-ba
   not modelled, the multi-token-prediction module left out (one block of 62).
 
 The ZeRO paper's Table 2 (model-state limits) is reproduced by
-:func:`~distlearn.planning.formulas.zero_max_params`.
+:func:`~distlearn.planning.memory.zero_max_params`.
 """
 from __future__ import annotations
+
+from dataclasses import replace
 
 from distlearn.core.hardware import GB_S, GPUS, Cluster, make_cluster
 from distlearn.core.i18n import bi, get_language
 from distlearn.core.models import MOE_PRESETS, ModelConfig, get_preset
 from distlearn.core.validate import check_choice
-from distlearn.planning.formulas import Plan, evaluate, megatron_flops, step_flops
+from distlearn.planning.command_line import display_width
+from distlearn.planning.evaluation import evaluate
+from distlearn.planning.flops import megatron_flops, step_flops
+from distlearn.planning.memory import plan_memory, stage_peak_layers
+from distlearn.planning.setting import Plan, make_setting
 from distlearn.planning.plan_search import balanced_stages
 
 TOLERANCE = 0.10  # predicted / published within ±10 % (issue 22), one set of constants for every run
@@ -188,7 +194,7 @@ def compare_published(name: str) -> dict:
     (``source`` and ``reading`` in English, ``*_zh`` the same in Chinese: :func:`run_source`, :func:`run_reading`
     show them in the reader's language). FLOP/s per GPU are counted
     the source's way: ``count="megatron"`` with eq. 3 (recomputation included), ``"model"`` with the model FLOPs
-    of :func:`~distlearn.planning.formulas.step_flops` (no recomputation; predicted MFU = predicted / 989e12), so
+    of :func:`~distlearn.planning.flops.step_flops` (no recomputation; predicted MFU = predicted / 989e12), so
     ``ratio = predicted / published`` compares like with like; ``within``: |ratio − 1| ≤ :data:`TOLERANCE`.
     Raises DistlearnValueError for an unknown name.
     """
@@ -235,8 +241,6 @@ def published_table() -> str:
     columns right-aligned by display width; a published
     value marked ``*`` was published as tokens/s per GPU and is converted (a footnote says so, in the current
     language: two lines when both are shown)."""
-    from distlearn.planning.command_line import display_width
-
     widths = (26, 6, 20, 9, 9, 6, 8, 8)  # 99 columns
 
     def row(cells):
@@ -277,16 +281,12 @@ def memory_readings(name: str) -> dict[str, dict]:
     SwiGLU keeping 3·f, chapter 08), ``"none-fused-swiglu-no-fragmentation"`` (the same without the allowance for
     the allocator's fragmentation, only the 2 GB reserve) and ``"norm-act"`` (the published table's reading: the
     norms' and the activation's outputs recomputed, not stored). All but the third with the reserve of
-    :data:`~distlearn.planning.formulas.RESERVE_BYTES` + :data:`~distlearn.planning.formulas.FRAGMENTATION` of the
-    device. Each value: ``{"memory"`` (the :func:`~distlearn.planning.formulas.plan_memory` dict), ``"fits"``,
+    :data:`~distlearn.planning.setting.RESERVE_BYTES` + :data:`~distlearn.planning.setting.FRAGMENTATION` of the
+    device. Each value: ``{"memory"`` (the :func:`~distlearn.planning.memory.plan_memory` dict), ``"fits"``,
     ``"layer_bytes"`` (one layer's activations of one micro-batch), ``"peak_layers"`` (the most
-    layer-micro-batches alive on the worst stage, :func:`~distlearn.planning.formulas.stage_peak_layers`) and
+    layer-micro-batches alive on the worst stage, :func:`~distlearn.planning.memory.stage_peak_layers`) and
     ``"layer_bytes_to_fit"`` (the per-layer activations at which the worst stage would just fit)``}``.
     Raises DistlearnValueError for a name that is not a Llama 3 run."""
-    from dataclasses import replace
-
-    from distlearn.planning.formulas import make_setting, plan_memory, stage_peak_layers
-
     run = PUBLISHED_RUNS[check_choice("name", name, LLAMA3_RUNS)]
     variants = {"none": ("none", "unfused", {}), "none-fused-swiglu": ("none", "fused", {}),
                 "none-fused-swiglu-no-fragmentation": ("none", "fused", dict(fragmentation=0.0)),

@@ -25,11 +25,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distlearn.context_parallel.simulation import ring_overlap
-from distlearn.core.hardware import GPU, get_gpu
-from distlearn.core.i18n import bi, text
-from distlearn.core.models import ModelConfig
-from distlearn.core.validate import check_choice, check_int, check_number
-from distlearn.planning.formulas import COMPUTE_EFFICIENCY
+from distlearn.core.hardware import GPU, get_gpu, peak_flops
+from distlearn.core.i18n import bi, table, text
+from distlearn.core.models import ModelConfig, get_preset
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.planning.setting import COMPUTE_EFFICIENCY
 
 KINDS = ("dp", "fsdp", "tp", "cp", "ep")
 LINKS = ("network", "nvlink")
@@ -59,7 +59,6 @@ class Roofline:
 
 def achieved_flops(gpu: str | GPU, efficiency: float = COMPUTE_EFFICIENCY, dtype: str = "bf16") -> float:
     """C = the GPU's dense ``dtype`` peak (:func:`distlearn.core.hardware.peak_flops`) × ``efficiency``, FLOP/s."""
-    from distlearn.core.hardware import peak_flops
     g = get_gpu(gpu) if isinstance(gpu, str) else gpu
     check_number("efficiency", efficiency, minimum=0, maximum=1, strict_min=True)
     return peak_flops(g, dtype) * efficiency
@@ -90,7 +89,6 @@ def roofline(kind: str, gpu: str | GPU, *, link: str | None = None, model: Model
         return Roofline(kind, f"hidden size h (tp = {t})", f"隐藏维度 h（tp = {t}）", (t - 1) * C / (3 * W), value)
     if kind == "cp":
         if model is None:
-            from distlearn.core.validate import DistlearnValueError
             raise DistlearnValueError("model", "the CP roofline needs a model (its K/V width over h).",
                                       "上下文并行 (CP) 的屋顶线需要一个模型（它的 K/V 宽度与 h 之比）。")
         # chapter 10's ring_overlap: c ≥ kv·p/(2a) · F/B, i.e. C·d_kv/(h·W) for 16-bit K and V
@@ -103,8 +101,6 @@ def roofline(kind: str, gpu: str | GPU, *, link: str | None = None, model: Model
 def roofline_table(gpus=("a100-80gb", "h100-80gb", "h200"), model: ModelConfig | None = None) -> str:
     """The thresholds of every kind for each GPU preset (``model`` for CP: default Llama 3.1 405B), in the current
     language (:func:`distlearn.core.i18n.table`: headers, quantities and links)."""
-    from distlearn.core.i18n import table
-    from distlearn.core.models import get_preset
     model = model or get_preset("llama3.1-405b")
     rows = []
     for kind in KINDS:

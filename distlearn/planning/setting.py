@@ -1,0 +1,270 @@
+"""What a plan is (:class:`Plan`), what does not depend on it (:class:`Setting`: model, cluster, batch, sequence,
+recipe, with memo tables for what many plans share), and the planner's stated constants.
+
+A *plan* fixes the tensor-parallel degree ``tp`` (inside one node), the context-parallel degree ``cp``, the
+pipeline degree ``pp`` (and, optionally, uneven ``stage_layers``), the data-parallel degree
+``dp = world_size / (tp·cp·pp)``, the expert-parallel degree ``ep`` of a mixture-of-experts model (inside dp·cp),
+the ZeRO stage, the recomputation mode, the micro-batch size ``b`` and number ``m = global_batch / (dp·b)``, the
+number of interleaved chunks ``v`` and the pipeline schedule. Ranks are ordered tp (innermost), dp, pp as in
+Megatron-LM.
+
+The constants are assumptions, each stated once: :data:`RESERVE_BYTES` and :data:`FRAGMENTATION` (memory held
+back per GPU), :data:`ALPHA` (latency per ring step of the α-β model of :mod:`distlearn.core.cost`, Thakur et al.
+2005) and :data:`COMPUTE_EFFICIENCY` (the flat time model's share of peak). :func:`make_setting` validates a
+setting's inputs once; the formulas that read a :class:`Setting` (:mod:`~distlearn.planning.memory`,
+:mod:`~distlearn.planning.step_time`) are arithmetic only.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from distlearn.activation_memory.formulas import SWIGLU, config_layer_bytes, default_attention
+from distlearn.core.cost import collective_time
+from distlearn.core.hardware import GPU, Cluster, make_cluster
+from distlearn.core.models import PRESETS, ModelConfig, get_preset
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_state_bytes
+from distlearn.pipeline_parallel.schedules import partition_layers
+from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, StageSums, flops_of_step,
+                                      forward_flops, matmul_peak, model_counts)
+from distlearn.precision.fp8_recipes import bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
+from distlearn.zero_fsdp.traffic import step_collectives
+
+COMPUTE_EFFICIENCY = 0.55  # the FLAT model's share of peak (efficiency= given, GPUs without hbm_bw, the rooflines'
+#                            C): an assumption; the default time model is distlearn.planning.kernels
+RESERVE_BYTES = 2e9        # bytes per GPU: CUDA context (~0.5-1 GB), cuBLAS workspaces, NCCL buffers (GB = 1e9)
+FRAGMENTATION = 0.10       # share of device memory lost to allocator fragmentation and temporary buffers
+ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude of NCCL's per-hop latency)
+# pipeline schedules of a plan: 1F1B (interleaved with num_chunks > 1), and chapter 05's ZB-H1 (Qi et al. 2023),
+# simulated by distlearn.pipeline_parallel.zero_bubble; the V-shaped and DualPipe schedules move the logits to
+# another rank and are not plan options yet
+PLAN_SCHEDULES = ("1f1b", "zb-h1")
+# Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU or the
+# cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share.
+# A shared memo names the model by its value (dataclasses.astuple), so an equal model built anew shares the
+# entries and a different one (even at the same address) never reads them
+SHAREABLE = frozenset({"act", "act_moe", "moe_as_dense", "stage", "states", "candidate_stages", "peak_layers",
+                       "zb_closed", "model_counts", "stage_acts", "stage_states", "per_layer_bytes", "least_modes"})
+
+
+@dataclass(frozen=True)
+class Plan:
+    """One way to run: degrees, ZeRO stage, recomputation, micro-batching and interleaving.
+
+    ``cp``: context-parallel degree (chapter 10; each rank keeps ``seq_len / cp`` tokens of every sequence, K and V
+    all-gathered per layer as in Llama 3 §3.3.2). ``stage_layers``: layers per pipeline stage when they are not
+    :func:`distlearn.pipeline_parallel.schedules.partition_layers`'s split, e.g. Llama 3 405B's 126 layers on 16
+    stages with one layer fewer on the first and the last (``(7,) + (8,) * 14 + (7,)``, Llama 3 §3.3.2); with
+    interleaving each stage's layers are cut into ``num_chunks`` chunks that may differ by one layer.
+    ``schedule``: one of :data:`PLAN_SCHEDULES`. GPUs = dp·tp·cp·pp. Built unchecked (a search builds thousands):
+    :func:`distlearn.planning.evaluation.validate_plan` checks one."""
+
+    dp: int
+    tp: int
+    pp: int
+    zero_stage: int = 0
+    recompute: str = "full"
+    micro_batch_size: int = 1
+    num_microbatches: int = 1
+    num_chunks: int = 1
+    sequence_parallel: bool = True
+    cp: int = 1
+    stage_layers: tuple[int, ...] | None = None
+    ep: int = 1
+    schedule: str = "1f1b"
+
+    @property
+    def world_size(self) -> int:
+        return self.dp * self.tp * self.cp * self.pp
+
+    def describe(self) -> str:
+        v = f" v={self.num_chunks}" if self.num_chunks > 1 else ""
+        cp = f" cp={self.cp}" if self.cp > 1 else ""
+        layers = f" stages={list(self.stage_layers)}" if self.stage_layers else ""
+        cp += f" ep={self.ep}" if self.ep > 1 else ""
+        v += f" {self.schedule}" if self.schedule != "1f1b" else ""
+        return (f"dp={self.dp} tp={self.tp}{cp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
+                f"b={self.micro_batch_size} m={self.num_microbatches}{layers}")
+
+
+class Setting:
+    """Everything about (model, cluster, batch, sequence, recipe) that does not depend on the plan, computed once,
+    and memo tables for the parts that many plans share (activations per layer, model states, collective times).
+
+    Build it with :func:`make_setting`, which validates the arguments. ``memo`` maps a key (a tuple whose first
+    item names the quantity) to its value; :meth:`cached` fills it. ``shared``: a dict that settings of the same
+    model, sequence and recipe (a search's suggestions) share for the keys of :data:`SHAREABLE`."""
+
+    def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
+                 optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
+                 swiglu: str = "unfused", shared: dict | None = None):
+        self.model, self.cluster = model, cluster
+        # memo entries that depend on the model, sequence and recipe only, not on the GPU or the cluster: settings
+        # built for the same model and recipe (the suggestions of a search) may share them, keyed by their values
+        self._shared = shared
+        self._shared_key = None if shared is None else (
+            type(model), dataclasses.astuple(model), seq_len, precision, optimizer, swiglu)
+        self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
+        self.B, self.s = global_batch, seq_len
+        self.precision, self.optimizer = precision, optimizer
+        self.gemm_peak = matmul_peak(cluster.gpu, precision)  # FLOP/s of the linear layers' GEMMs
+        self.fp8 = precision in FP8_PRECISIONS
+        if self.fp8:  # the recipe's own bytes per parameter (its optimizer is part of the recipe)
+            self.per = recipe_bytes_per_param(precision)
+        else:
+            self.per = bytes_per_param(precision, optimizer)
+        # attention core, logits and everything else: 16-bit (fp32 for the fp32 recipe); FP8 recipes keep them
+        # in bf16 (DeepSeek-V3 §3.3.1, Transformer Engine: only Linear layers run in FP8)
+        self.peak = matmul_peak(cluster.gpu, "mixed" if self.fp8 else precision)
+        self.act_bytes = 4 if precision == "fp32" else 2  # activations in the dtype the layers compute in
+        # time model: the kernel model of distlearn.planning.kernels unless a flat efficiency is given (or the GPU's
+        # HBM bandwidth is unknown: then the flat COMPUTE_EFFICIENCY)
+        self.kernel_model = efficiency is None and cluster.gpu.hbm_bw is not None
+        self.eff = COMPUTE_EFFICIENCY if efficiency is None else efficiency
+        self.alpha = ALPHA  # seconds per ring step of every collective and p2p message
+        self.attention = default_attention(model)
+        g = cluster.gpu
+        self.capacity = g.memory_bytes
+        self.reserve = reserve_bytes + fragmentation * g.memory_bytes
+        self.memo: dict = {}
+        # the model's parameter and FLOP counts (the same for every setting of one model, sequence and batch)
+        self.counts: ModelCounts = self.cached(("model_counts", global_batch),
+                                               lambda: model_counts(model, global_batch, seq_len))
+
+    def cached(self, key: tuple, make):
+        """``memo[key]``, computed by ``make()`` the first time (taken from the shared memo when ``key[0]`` is in
+        :data:`SHAREABLE` and another setting of the same model, sequence and recipe computed it)."""
+        try:
+            return self.memo[key]
+        except KeyError:
+            pass
+        if self._shared is not None and key[0] in SHAREABLE:
+            full = (key, self._shared_key)
+            try:
+                value = self._shared[full]
+            except KeyError:
+                value = self._shared[full] = make()
+        else:
+            value = make()
+        self.memo[key] = value
+        return value
+
+    def act(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
+        """Bytes of one layer's activations per GPU: :func:`~distlearn.activation_memory.formulas.config_layer_bytes`
+        for this model, sequence and recipe; with context parallelism the layer of ``seq_len / cp`` tokens with
+        flash-style attention (:func:`distlearn.context_parallel.simulation.cp_layer_activation_table` is the same
+        table)."""
+        hit = self.memo.get(("act", b, tp, sp, recompute, cp))
+        if hit is not None:
+            return hit
+        return self.cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
+            self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
+
+    def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
+        """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
+        experts a token uses, (k + shared) × expert width (each token's k routed and the shared experts keep
+        their SwiGLU tensors for its copy); the dispatch buffers and MLA's latent shapes are not modelled."""
+        hit = self.memo.get(("act_moe", b, tp, sp, recompute, cp))
+        if hit is not None:
+            return hit
+        m = self.model
+        dense = lambda: self.cached(("moe_as_dense",), lambda: m.with_(
+            num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
+            first_dense_layers=0, num_mtp_modules=0,
+            ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn))
+        return self.cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
+            dense(), seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
+
+    def stage_sums(self, start: int, n: int) -> StageSums:
+        """:meth:`~distlearn.planning.flops.ModelCounts.stage_sums` of the ``n`` layers from layer ``start``,
+        memoized."""
+        return self.cached(("stage", start, n), lambda: self.counts.stage_sums(start, n))
+
+    def states(self, psi: int, dp: int, zero_stage: int) -> ModelStateBytes:
+        """Per-GPU bytes of ``psi`` parameters' model states with this recipe:
+        :func:`~distlearn.memory.formulas.model_state_bytes` (FP8 recipes:
+        :func:`~distlearn.precision.fp8_recipes.recipe_state_bytes`, whose FP8 weight copies are counted with the
+        params)."""
+        def make():
+            if not self.fp8:
+                return model_state_bytes(psi, dp=dp, zero_stage=zero_stage, precision=self.precision,
+                                         optimizer=self.optimizer)
+            r = recipe_state_bytes(self.precision, psi, dp=dp, zero_stage=zero_stage)
+            return ModelStateBytes(r.params + r.fp8_weights, r.grads, r.optimizer)
+        return self.cached(("states", psi, dp, zero_stage), make)
+
+    def stages(self, pp: int, stage_layers: tuple[int, ...] | None = None) -> list[int]:
+        """Layers on each pipeline stage: ``stage_layers`` when given, else
+        :func:`distlearn.pipeline_parallel.schedules.partition_layers`."""
+        if stage_layers is not None:
+            return list(stage_layers)
+        return self.cached(("stages", pp), lambda: partition_layers(self.model.num_layers, pp))
+
+    def collective(self, algorithm: str, nbytes: float, n: int, bandwidth: float) -> float:
+        """Seconds of a ring collective of ``nbytes`` over ``n`` ranks at ``bandwidth`` bytes/s:
+        :func:`distlearn.core.cost.collective_time` with α = :data:`ALPHA`."""
+        key = ("coll", algorithm, nbytes, n, bandwidth)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        return self.cached(key, lambda: collective_time(algorithm, nbytes, n, alpha=self.alpha, bandwidth=bandwidth))
+
+    def dp_collectives(self, zero_stage: int, num_microbatches: int) -> list:
+        """``(phase, collectives)`` of one optimizer step: :func:`distlearn.zero_fsdp.traffic.step_collectives` by
+        phase."""
+        return self.cached(("zero_comm", zero_stage, num_microbatches), lambda: list(
+            step_collectives(zero_stage, num_microbatches).by_phase().items()))
+
+    def hardware_flops(self, recompute: str) -> float:
+        """FLOPs of one step with ``recompute``'s extra forward work (:func:`~distlearn.planning.flops.step_flops`)."""
+        return self.cached(("hw", recompute), lambda: flops_of_step(forward_flops(self.model, self.B, self.s),
+                                                                    recompute)["hardware"])
+
+
+def stage_starts(sizes: list[int]) -> list[int]:
+    """First layer of each stage of ``sizes`` layers."""
+    out, k = [], 0
+    for n in sizes:
+        out.append(k)
+        k += n
+    return out
+
+
+def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
+    """``model`` as a :class:`~distlearn.core.models.ModelConfig` (a preset name or one) and the cluster (``cluster``, or
+    ``num_gpus`` GPUs of type ``gpu``). Raises DistlearnValueError (bilingual) for anything else."""
+    if isinstance(model, str):
+        model = get_preset(model)
+    if not isinstance(model, ModelConfig):
+        raise DistlearnValueError("model", f"model must be a preset name ({', '.join(PRESETS)}) or a ModelConfig; "
+                                           f"got {type(model).__name__}.",
+                                  f"model 必须是预设名称（{', '.join(PRESETS)}）或 ModelConfig；收到 {type(model).__name__}。")
+    if cluster is None:
+        cluster = make_cluster(gpu, num_gpus)
+    return model, cluster
+
+
+def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
+                 efficiency=None, reserve_bytes=RESERVE_BYTES,
+                 fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None) -> Setting:
+    """A validated :class:`Setting`. ``global_batch`` sequences of ``seq_len`` tokens per step; ``efficiency``:
+    ``None`` for the kernel model of :mod:`distlearn.planning.kernels`, or a share of the peak for the flat model
+    (every FLOP at peak × efficiency, the planner before issue 22; :data:`COMPUTE_EFFICIENCY` was its default);
+    ``reserve_bytes`` (bytes) + ``fragmentation`` × the device's memory are held back per GPU. ``swiglu``: the Llama
+    MLP's kernel, ``"unfused"`` (the eager module keeps 4·f values per token) or ``"fused"`` (Megatron-Core's fused
+    SwiGLU keeps 3·f; chapter 08). Raises DistlearnValueError for non-positive sizes, an efficiency outside (0, 1],
+    a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe or SwiGLU kernel, fp32 on a GPU
+    without an fp32 peak, or FP8 on a GPU without FP8 tensor cores."""
+    check_int("global_batch", global_batch, minimum=1)
+    check_int("seq_len", seq_len, minimum=1)
+    if efficiency is not None:
+        check_number("efficiency", efficiency, minimum=0, maximum=1, strict_min=True)
+    check_number("reserve_bytes", reserve_bytes, minimum=0)
+    check_number("fragmentation", fragmentation, minimum=0, maximum=0.9)
+    check_choice("swiglu", swiglu, SWIGLU)
+    check_choice("precision", precision, PLANNER_PRECISIONS)
+    return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
+                   fragmentation, swiglu, shared)

@@ -1,0 +1,550 @@
+"""Time per step of one plan on its slowest pipeline stage (:func:`plan_time`): compute, tensor-, context-,
+expert- and pipeline-parallel communication, the pipeline bubble of its schedule, and the exposed part of the
+data-parallel / ZeRO collectives.
+
+Units: seconds; bytes; bandwidths in bytes/s.
+
+- compute: the kernel model of :mod:`distlearn.planning.kernels` (:func:`microbatch_compute_seconds`): each GEMM
+  of a layer as a roofline of its own shape at a measured matmul ceiling, the attention core (materialised batched
+  GEMMs, or a FlashAttention kernel at its published share of peak), the memory-bound elementwise work at the HBM
+  bandwidth, the output layer and its loss, all divided by one end-to-end constant
+  (:data:`~distlearn.planning.kernels.END_TO_END`); :func:`kernel_stage_parts` gives the breakdown. With
+  ``efficiency=`` given (or a GPU without ``hbm_bw``), the flat model of before: hardware FLOPs
+  (:mod:`distlearn.planning.flops`) / (peak × efficiency), the peak of the precision the matrix multiplies run in
+  (:func:`~distlearn.planning.flops.compute_peak`), divided by ``cp``.
+- tensor-parallel all-reduces: 2 in forward and 2 in backward per layer (+2 when the forward is recomputed), of
+  b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``), over NVLink (Shoeybi et al. 2019,
+  Fig. 4); on the critical path.
+- pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
+  gather optimisation, Narayanan et al. 2021 §4.1), once per chunk; counted as not overlapped.
+- context parallelism: per layer, all-gathers of K and V and a reduce-scatter of their gradients, exposed
+  (:func:`cp_seconds`); expert parallelism: per MoE layer, dispatch and combine all-to-alls in forward and backward,
+  exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
+- pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
+  (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
+  with uneven chunks the largest chunk sets it (:func:`bubble_share`). ``schedule="zb-h1"`` (chapter 05's
+  zero-bubble ZB-H1, Qi et al. 2023) takes its bubble and its micro-batches in flight from
+  :mod:`distlearn.pipeline_parallel.zero_bubble` (:func:`zero_bubble_terms`); ZB-V and DualPipe (which move the
+  loss to another rank, DualPipe with two copies of the weights) are not plan options yet.
+- data-parallel gradient synchronization, exposed part only (:func:`dp_seconds`): ZeRO 0 all-reduces the gradients
+  once per step, hidden behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed
+  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same
+  way and all-gathers the updated parameters after the step (exposed); ZeRO 2 reduce-scatters every micro-batch's
+  gradients (hidden behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and
+  backward of every micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their
+  phases come from :func:`distlearn.zero_fsdp.traffic.step_collectives` (engine ``"zero"``: DeepSpeed's default
+  all-reduce of the gradient buckets would double stages 1–2's gradient traffic). ZeRO 1–3 combine with pipeline
+  parallelism (FSDP + PP, as torchtitan and Llama 3; DeepSpeed's own pipeline engine refuses 2–3). Every
+  collective is issued **per layer** (an FSDP unit, a gradient bucket), so the ring's latency (n − 1)·α is paid
+  once per layer.
+- collectives: ring algorithms in the α-β model of :mod:`distlearn.core.cost` (Thakur et al. 2005; Patarasuk &
+  Yuan 2009) with α = :data:`~distlearn.planning.setting.ALPHA` per ring step. Ranks are ordered tp (innermost),
+  dp, pp as in Megatron-LM, so a dp or pp group that leaves a node runs at the network bandwidth (tp, cp, then
+  dp: a cp or dp group leaves the node once tp·cp·dp exceeds it).
+
+The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled (the kernel
+model's END_TO_END stands for them).
+"""
+from __future__ import annotations
+
+from typing import NamedTuple
+
+from distlearn.activation_memory.formulas import RECOMPUTE_MODES
+from distlearn.context_parallel.simulation import cp_comm_bytes
+from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
+from distlearn.planning import kernels
+from distlearn.planning.setting import Plan, Setting, stage_starts
+
+RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
+
+
+# ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
+def bubble_ratio(pp: int, num_microbatches: int, num_chunks: int = 1) -> float:
+    """Megatron's bubble ratio t_bubble / t_ideal = (p − 1)/(v·m); 0 when pp = 1.
+
+    Narayanan et al. 2021 §2.2.1 (1F1B and GPipe have the same bubble, (p−1)/m) and §2.2.2 (interleaving with v
+    chunks per GPU divides it by v). It exceeds 1 when m < p − 1: it is not a share of anything.
+    """
+    return (pp - 1) / (num_chunks * num_microbatches)
+
+
+def bubble_fraction(pp: int, num_microbatches: int, num_chunks: int = 1) -> float:
+    """Bubble fraction as chapter 05 and :mod:`distlearn.pipeline_parallel.schedules` define it: the idle share of all stage-time,
+    1 − busy / (p·T) = (p − 1)/(v·m + p − 1) for equal stages (0 when pp = 1, always below 1).
+
+    Equal to ``distlearn.pipeline_parallel.schedules.simulate(...).bubble_fraction`` for 1F1B, and for interleaved 1F1B when m is a
+    multiple of p (tests check both); ratio r = :func:`bubble_ratio` gives it as r / (1 + r).
+    """
+    return (pp - 1) / (num_chunks * num_microbatches + pp - 1)
+
+
+def bubble_share(st: Setting, p: Plan) -> float:
+    """The share of a micro-batch's stage time that each of the p − 1 warm-up / cool-down slots of the pipeline
+    costs: 1/v for 1F1B (v = 1) and interleaved 1F1B with equal chunks (Narayanan et al. 2021 §2.2.2: bubble
+    (p − 1)/v micro-batch times); with uneven chunks (``stage_layers``) the largest chunk sets the pace:
+    ⌈L_max/v⌉ / L_max of the most loaded stage's L_max layers."""
+    if p.stage_layers is None or p.num_chunks == 1:
+        return 1 / p.num_chunks
+    most = max(p.stage_layers)
+    return -(-most // p.num_chunks) / most
+
+
+# ---------------------------------------------------------------- zero-bubble schedules (chapter 05)
+class ScheduleCosts(NamedTuple):
+    """Durations of one micro-batch's passes through a stage, in units of its forward."""
+
+    forward: float        # t_f = 1
+    backward: float       # t_b: input and weight gradients together (t_I = t_b − t_W)
+    weight_grad: float    # t_W: the weight-gradient part of the backward
+
+
+class ZeroBubbleTerms(NamedTuple):
+    """What a zero-bubble schedule costs (:func:`zero_bubble_terms`)."""
+
+    bubble_ratio: float            # t_bubble / t_ideal
+    inflight: tuple[float, ...]    # micro-batches whose activations each stage holds at its peak
+
+
+def schedule_costs(st: Setting, recompute: str) -> ScheduleCosts:
+    """:class:`ScheduleCosts` of one micro-batch: the backward is twice the forward (three times with full
+    recomputation: the forward runs again), and its weight-gradient part is the linear layers' share of the
+    forward FLOPs (the attention core has no weights; Qi et al. 2023 §2)."""
+    c = st.counts
+    w = c.gemm_flops / (c.gemm_flops + c.attention_flops)
+    return ScheduleCosts(1.0, (3.0 if recompute == "full" else 2.0), w)
+
+
+def schedule_simulation(st: Setting, p: Plan):
+    """:func:`distlearn.pipeline_parallel.schedules.simulate` (split-backward schedules:
+    :mod:`distlearn.pipeline_parallel.zero_bubble`) of the plan's schedule with :func:`schedule_costs`, memoized;
+    its ``bubble_ratio`` and ``peak_inflight`` are what the planner charges for a zero-bubble schedule (W passes
+    keep their activations, ``w_memory = 1``, as torch does)."""
+    def make():
+        c = schedule_costs(st, p.recompute)
+        return pipeline.simulate(p.schedule, p.pp, p.num_microbatches, fwd_time=c.forward, bwd_time=c.backward,
+                                 wgrad_time=c.weight_grad)
+    return st.cached(("schedule_sim", p.schedule, p.pp, p.num_microbatches, p.recompute), make)
+
+
+def zero_bubble_terms(st: Setting, p: Plan) -> ZeroBubbleTerms:
+    """:class:`ZeroBubbleTerms` of a zero-bubble plan: chapter 05's
+    :func:`distlearn.pipeline_parallel.zero_bubble.closed_form` where that module's tests establish it is exact
+    (ZB-H1: t_W ≤ t_f, t_W ≤ t_I and m ≥ p, always true of :func:`schedule_costs` when m ≥ p; bubble
+    (p − 1)(t_f + t_I − t_W), p micro-batches on every stage), else :func:`schedule_simulation`.
+    tests/test_planner.py checks that both agree wherever the closed form is used."""
+    c = schedule_costs(st, p.recompute)
+    # the closed form at m = p: exact there and for every larger m (its condition is m ≥ p), its bubble time
+    # (p − 1)(t_f + t_I − t_W) does not depend on m, its peak is min(p, m) = p
+    closed = st.cached(("zb_closed", p.schedule, p.pp, p.recompute), lambda: zero_bubble.closed_form(
+        p.schedule, p.pp, p.pp, fwd_time=c.forward, bwd_time=c.backward, wgrad_time=c.weight_grad))
+    if closed["exact"] and p.num_microbatches >= p.pp:
+        return ZeroBubbleTerms(closed["bubble_time"] / (p.num_microbatches * (c.forward + c.backward)),
+                               (closed["peak_inflight"],) * p.pp)
+
+    def simulated():
+        sim = schedule_simulation(st, p)
+        return ZeroBubbleTerms(float(sim.bubble_ratio), tuple(float(x) for x in sim.peak_inflight))
+    return st.cached(("zb_sim_terms", p.schedule, p.pp, p.num_microbatches, p.recompute), simulated)
+
+
+def schedule_bubble_ratio(st: Setting, p: Plan) -> float:
+    """t_bubble / t_ideal of the plan's pipeline schedule: (p − 1)/(v·m) for 1F1B and interleaved 1F1B
+    (:func:`bubble_ratio`, with uneven chunks :func:`bubble_share`), :func:`zero_bubble_terms` for a
+    zero-bubble schedule."""
+    if p.schedule == "1f1b":
+        return (p.pp - 1) * bubble_share(st, p) / p.num_microbatches
+    return zero_bubble_terms(st, p).bubble_ratio
+
+
+# ---------------------------------------------------------------- compute
+def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
+    """Seconds of one micro-batch's forward and backward (recomputation included) on the slowest stage.
+
+    Kernel model (the default, :mod:`distlearn.planning.kernels`): per layer its GEMMs as rooflines, its attention
+    core and its memory-bound elementwise work (:func:`~distlearn.planning.kernels.layer_seconds`), the output
+    layer on the last stage (:func:`~distlearn.planning.kernels.logits_seconds`), all divided by
+    :data:`~distlearn.planning.kernels.END_TO_END`. Flat model (``Setting(efficiency=...)`` given, or a GPU
+    without ``hbm_bw``): hardware FLOPs / (peak × efficiency), the linear layers' GEMMs at the recipe's GEMM peak
+    (FP8 for the FP8 recipes), the attention core and the logits at the 16-bit peak, divided by ``cp``. Depends on
+    b, tp, cp, ep, sequence parallelism, the stages and the recomputation only."""
+    key = ("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers, p.sequence_parallel,
+           p.ep)
+    hit = st.memo.get(key)
+    if hit is not None:
+        return hit
+    if st.kernel_model:
+        return st.cached(key, lambda: sum(kernel_stage_parts(st, p).values()))
+    return st.cached(key, lambda: flat_compute_seconds(st, p))
+
+
+class StageKind(NamedTuple):
+    """What sets a pipeline stage's compute time in the kernel model (:func:`stage_kinds`)."""
+
+    layers: int       # transformer layers on the stage
+    moe_layers: int   # how many of them are MoE layers
+    is_last: bool     # whether it is the last stage (it also runs the output layer and the loss)
+
+
+def stage_kinds(st: Setting, sizes: list[int]) -> list[StageKind]:
+    """The :class:`StageKind` of the pipeline stages of ``sizes``, each distinct one once, in the order of the
+    stages (stages alike cost the same: the first of them is the slowest whenever one is)."""
+    kinds = []
+    for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
+        kind = StageKind(n, st.stage_sums(start, n).moe_layers, i == len(sizes) - 1)
+        if kind not in kinds:
+            kinds.append(kind)
+    return kinds
+
+
+def layer_parts(ls: kernels.LayerSeconds, n: int, recompute: str) -> dict[str, float]:
+    """Seconds of ``n`` layers of :class:`~distlearn.planning.kernels.LayerSeconds` ``ls`` by part (``"gemm"``,
+    ``"attention"``, ``"elementwise"``): forward, backward and what ``recompute`` runs again."""
+    f = 2.0 if recompute == "full" else 1.0  # forward passes of the linear layers
+    attn_extra = ls.attention_forward if recompute == "selective" else 0.0
+    elem_extra = {"selective": ls.attention_elementwise_forward, "norm-act": ls.norm_act_forward}.get(recompute, 0.0)
+    return {"gemm": n * (f * ls.gemm_forward + ls.gemm_backward),
+            "attention": n * (f * ls.attention_forward + ls.attention_backward + attn_extra),
+            "elementwise": n * (f * ls.elementwise_forward + ls.elementwise_backward + elem_extra)}
+
+
+def layer_units(st: Setting, p: Plan):
+    """One layer's parts per recomputation mode, ``{mode: (parts, their sum)}`` (:func:`layer_parts`), for a dense
+    and for an MoE layer (``None`` for a kind the model lacks), memoized: the same for every pp."""
+    m, g = st.model, st.cluster.gpu
+    b, tp = p.micro_batch_size, p.tp
+
+    def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
+        return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.layer_seconds(
+            m, g, micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
+            attention=st.attention if p.cp == 1 else "flash", swiglu=st.swiglu, gemm_peak=st.gemm_peak,
+            peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes, act_bytes=st.act_bytes, layer=index,
+            ep=p.ep))
+
+    def every_mode(ls):
+        out = {}
+        for rc in RECOMPUTE_MODES:
+            parts = layer_parts(ls, 1, rc)
+            out[rc] = parts, sum(parts.values())
+        return out
+
+    def make():
+        if not m.is_moe:
+            return every_mode(layer(None)), None
+        kinds = st.counts.moe_layer  # one layer of each kind stands for all
+        moe_layer = kinds.index(True) if True in kinds else None
+        dense_layer = kinds.index(False) if False in kinds else None
+        return (every_mode(layer(dense_layer)) if dense_layer is not None else None,
+                every_mode(layer(moe_layer)) if moe_layer is not None else None)
+    return st.cached(("unit_parts", b, tp, p.cp, p.sequence_parallel, p.ep), make)
+
+
+def with_unmodelled(parts: dict[str, float]) -> dict[str, float]:
+    """``parts`` with ``"unmodelled"`` added: what :data:`~distlearn.planning.kernels.END_TO_END` adds,
+    sum / END_TO_END − sum."""
+    modelled = sum(parts.values())
+    parts["unmodelled"] = modelled / kernels.END_TO_END - modelled
+    return parts
+
+
+def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
+    """Seconds of one micro-batch on the slowest stage by part, in the kernel model: ``{"gemm", "attention",
+    "elementwise", "logits", "unmodelled"}`` (forward + backward + recomputation; ``unmodelled`` is what
+    :data:`~distlearn.planning.kernels.END_TO_END` adds: the parts / END_TO_END − the parts). Their sum is
+    :func:`microbatch_compute_seconds`. Computed for every recomputation mode at once (the search asks for them
+    all), each mode's numbers with the same operations as alone."""
+    key = ("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.cp, p.stage_layers, p.sequence_parallel, p.ep)
+    hit = st.memo.get(key)
+    if hit is not None:
+        return hit[p.recompute]
+    return st.cached(key, lambda: (dense_stage_parts if not st.model.is_moe else moe_stage_parts)(st, p))[p.recompute]
+
+
+def logit_seconds(st: Setting, p: Plan) -> float:
+    """Forward + backward seconds of the output layer and its loss for one micro-batch
+    (:func:`~distlearn.planning.kernels.logits_seconds`), memoized."""
+    b, tp = p.micro_batch_size, p.tp
+    return st.cached(("logit_s", b, tp, p.cp), lambda: kernels.logits_seconds(
+        st.model, st.cluster.gpu, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes))
+
+
+def dense_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
+    """:func:`kernel_stage_parts` of a dense model for every recomputation mode: every layer costs the same, so
+    the slowest stage is the largest one, or the last with the logits."""
+    sizes = st.stages(p.pp, p.stage_layers)
+    dense_units, _ = layer_units(st, p)
+    logit = logit_seconds(st, p)
+    last = sizes[-1]
+    biggest = max(sizes[:-1]) if p.pp > 1 else 0
+    out = {}
+    for rc in RECOMPUTE_MODES:
+        one, one_total = dense_units[rc]
+        if p.pp > 1 and biggest * one_total > last * one_total + logit:
+            best = {k: biggest * v for k, v in one.items()}
+            best["logits"] = 0.0
+        else:
+            best = {k: last * v for k, v in one.items()}
+            best["logits"] = logit
+        out[rc] = with_unmodelled(best)
+    return out
+
+
+def moe_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
+    """:func:`kernel_stage_parts` of a mixture-of-experts model for every recomputation mode: the slowest of the
+    distinct :func:`stage_kinds` (its layer counts, then its parts)."""
+    sizes = st.stages(p.pp, p.stage_layers)
+    dense_units, moe_units = layer_units(st, p)
+    logit = logit_seconds(st, p)
+    zero = ({"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}, 0.0)
+    kinds = st.cached(("stage_kinds", p.pp, p.stage_layers), lambda: stage_kinds(st, sizes))
+    out = {}
+    for rc in RECOMPUTE_MODES:
+        dense_unit, dense_total = dense_units[rc] if dense_units is not None else zero
+        moe_unit, moe_total = moe_units[rc] if moe_units is not None else zero
+        worst, worst_total = None, -1.0
+        for kind in kinds:
+            total = ((kind.layers - kind.moe_layers) * dense_total + kind.moe_layers * moe_total
+                     + (logit if kind.is_last else 0.0))
+            if total > worst_total:
+                worst, worst_total = kind, total
+        n_dense = worst.layers - worst.moe_layers
+        best = {k: n_dense * dense_unit[k] + worst.moe_layers * moe_unit[k] for k in zero[0]}
+        best["logits"] = logit if worst.is_last else 0.0
+        out[rc] = with_unmodelled(best)
+    return out
+
+
+def flat_compute_seconds(st: Setting, p: Plan) -> float:
+    """The flat model of :func:`microbatch_compute_seconds`: every FLOP at peak × ``st.eff``."""
+    b, tp, pp, c = p.micro_batch_size, p.tp, p.pp, st.counts
+    factor = 4.0 if p.recompute == "full" else 3.0  # "norm-act" recomputes only element-wise work
+    attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
+    logit_seconds = 3 * b * c.logits_flops / tp / st.peak
+    sizes = st.stages(pp, p.stage_layers)
+
+    def seconds(start, n):
+        sums = st.stage_sums(start, n)
+        return b * (factor * sums.gemm_flops / st.gemm_peak + attn_factor * sums.attention_flops / st.peak) / tp
+
+    if not st.model.is_moe:  # every layer costs the same: the largest stage is the slowest
+        layer_seconds = seconds(0, 1)
+        if pp == 1:
+            stage_seconds = sizes[0] * layer_seconds + logit_seconds
+        else:
+            stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
+    else:  # per sequence and tensor-parallel rank (everything scales with b / tp): memoized per stage split
+        def per_sequence():
+            starts = stage_starts(sizes)
+            unit = lambda a, n: (factor * st.stage_sums(a, n).gemm_flops / st.gemm_peak
+                                 + attn_factor * st.stage_sums(a, n).attention_flops / st.peak)
+            return max(unit(a, n) + (3 * c.logits_flops / st.peak if i == pp - 1 else 0.0)
+                       for i, (a, n) in enumerate(zip(starts, sizes)))
+        stage_seconds = b * st.cached(("moe_stage_unit", pp, p.stage_layers, p.recompute), per_sequence) / tp
+    return stage_seconds / (st.eff * p.cp)
+
+
+# ---------------------------------------------------------------- communication of one micro-batch
+def ep_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds of one micro-batch's expert-parallel all-to-alls on the stage with the most MoE layers:
+    per MoE layer, forward dispatch (FP8 with an FP8 recipe, DeepSeek-V3 §3.3.2, else 16-bit) and combine
+    (16-bit), and in backward the same two in 16-bit (again when the forward is recomputed), of the
+    b·(s/cp)/tp tokens × k copies × h values each rank holds. An all-to-all of M bytes per rank over n ranks
+    costs (n − 1)·α + (n − 1)/n·M/bw — :func:`distlearn.core.cost.collective_time`'s ring all-gather coefficients
+    (each rank sends n − 1 messages of M/n). On NVLink when tp·ep fits a node, else the network. Not overlapped:
+    DeepSeek-V3 hides it behind compute with DualPipe (§3.2.1), a schedule this planner does not model yet."""
+    m = st.model
+    if p.ep == 1 or not m.is_moe:
+        return 0.0
+    sizes = st.stages(p.pp, p.stage_layers)
+    moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts(sizes), sizes))
+    g = st.cluster.gpu
+    bw = g.nvlink_bw if p.tp * p.ep <= st.cluster.gpus_per_node else g.network_bw
+    values = p.micro_batch_size * (st.s // p.cp) / p.tp * m.experts_per_token * m.hidden_size
+    dispatch = 1 if st.fp8 else st.act_bytes
+    a2a = lambda nbytes: st.collective("ring_all_gather", nbytes, p.ep, bw)
+    forward = a2a(values * dispatch) + a2a(values * st.act_bytes)
+    backward = 2 * a2a(values * st.act_bytes)
+    return moe_layers * (forward * (2 if p.recompute == "full" else 1) + backward)
+
+
+def cp_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds of one micro-batch's context-parallel communication on the slowest stage: per layer, the
+    forward all-gather of K and V, and in backward the all-gather again plus the reduce-scatter of dK and dV
+    (fp32), as :func:`distlearn.context_parallel.simulation.cp_comm_bytes` counts them (``"all-gather"``, Llama 3 §3.3.2:
+    exposed, not overlapped); a recomputed forward gathers once more. Ring collectives of
+    :func:`distlearn.core.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
+    if p.cp == 1:
+        return 0.0
+    layers = max(st.stages(p.pp, p.stage_layers))
+    return layers * st.cached(("cp_layer_s", p.micro_batch_size, p.tp, p.cp, p.recompute),
+                              lambda: cp_layer_seconds(st, p))
+
+
+def cp_layer_seconds(st: Setting, p: Plan) -> float:
+    """:func:`cp_seconds` of one layer (it depends on b, tp, cp and the recomputation only)."""
+    m, g = st.model, st.cluster.gpu
+    kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
+              micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)
+    fwd = cp_comm_bytes("all-gather", pass_="forward", **kw).bytes_per_rank      # (cp−1)·B_kv sent by each rank
+    bwd = cp_comm_bytes("all-gather", pass_="backward", **kw).bytes_per_rank     # (cp−1)·B_kv·(p + 4)/p
+    bw = g.nvlink_bw if p.tp * p.cp <= st.cluster.gpus_per_node else g.network_bw
+    full = p.cp / (p.cp - 1)  # collective_time takes the whole gathered buffer: (cp−1)/cp of it is sent
+    gathers = 3 if p.recompute == "full" else 2
+    t_gather = st.collective("ring_all_gather", fwd * full, p.cp, bw)
+    t_scatter = st.collective("ring_reduce_scatter", (bwd - fwd) * full, p.cp, bw)
+    return gathers * t_gather + t_scatter
+
+
+class MicrobatchTerms(NamedTuple):
+    """Seconds of one micro-batch on the slowest stage that depend neither on interleaving nor on the number of
+    micro-batches (:func:`microbatch_terms`)."""
+
+    compute: float   # forward + backward (+ recomputation): :func:`microbatch_compute_seconds`
+    tp_comm: float   # tensor-parallel all-reduces on the critical path
+    cp_comm: float   # context-parallel K/V gathers and gradient reduce-scatters (:func:`cp_seconds`)
+    ep_comm: float   # expert-parallel all-to-alls (:func:`ep_seconds`)
+
+
+def microbatch_terms(st: Setting, p: Plan) -> MicrobatchTerms:
+    """:class:`MicrobatchTerms` of plan ``p``: the parts of :func:`pipeline_terms` that depend neither on
+    interleaving nor on the number of micro-batches, memoized."""
+    key = ("mb_terms", p.micro_batch_size, p.tp, p.pp, p.cp, p.recompute, p.stage_layers, p.sequence_parallel,
+           p.ep)
+    hit = st.memo.get(key)  # the search asks for it thousands of times: the memo first, without a closure
+    if hit is not None:
+        return hit
+
+    def make():
+        most_layers = max(st.stages(p.pp, p.stage_layers))
+        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
+        # time)
+        n_ar = 6 if p.recompute == "full" else 4
+        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * p.micro_batch_size
+                                                  * (st.s // p.cp) * st.model.hidden_size, p.tp,
+                                                  st.cluster.gpu.nvlink_bw)
+        return MicrobatchTerms(microbatch_compute_seconds(st, p), t_tp, cp_seconds(st, p), ep_seconds(st, p))
+    return st.cached(key, make)
+
+
+def microbatch_lower_bound(st: Setting, p: Plan) -> float:
+    """A lower bound on :func:`step_seconds_lower_bound` for every interleaving and schedule of the plan's
+    micro-batches: the compute, tp, cp and ep terms of :func:`pipeline_terms`, the same products added in the
+    same order (the pp_comm and bubble terms it leaves out are ≥ 0, and adding a number ≥ 0 never lowers a
+    floating-point sum)."""
+    mb = p.num_microbatches
+    t = microbatch_terms(st, p)
+    return mb * t.compute + mb * t.tp_comm + mb * t.cp_comm + mb * t.ep_comm
+
+
+# ---------------------------------------------------------------- the step
+class PipelineTerms(NamedTuple):
+    """:func:`pipeline_terms` of a plan and the seconds of one micro-batch through its slowest stage."""
+
+    terms: dict[str, float]      # compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble: seconds per step
+    microbatch_seconds: float    # one micro-batch: compute + tp + cp + ep + p2p seconds
+
+
+def pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
+    """compute, tp_comm, cp_comm, ep_comm, pp_comm and bubble seconds of :func:`plan_time` (everything but the
+    data-parallel collectives; they do not depend on the ZeRO stage nor on dp), memoized."""
+    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
+           p.stage_layers, p.sequence_parallel, p.ep)
+    if p.schedule == "1f1b":
+        hit = st.memo.get(key)
+        if hit is not None:
+            return hit.terms
+        return st.cached(key, lambda: one_f_one_b_terms(st, p)).terms
+
+    def zero_bubble():  # the same micro-batch, another bubble
+        terms, t_mb = st.cached(key, lambda: one_f_one_b_terms(st, p))
+        return {**terms, "bubble": schedule_bubble_ratio(st, p) * p.num_microbatches * t_mb}
+    return st.cached(key + (p.schedule,), zero_bubble)
+
+
+def one_f_one_b_terms(st: Setting, p: Plan) -> PipelineTerms:
+    """:class:`PipelineTerms` of plan ``p`` under (interleaved) 1F1B: m micro-batches of
+    :func:`microbatch_terms` and p2p sends, and (p − 1)·:func:`bubble_share` micro-batch times of bubble."""
+    g, cl = st.cluster.gpu, st.cluster
+    b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
+    t = microbatch_terms(st, p)
+    # pipeline p2p: activation forward + gradient back, per chunk
+    pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
+    t_p2p = (2 * v * (st.act_bytes * b * (st.s // cp) * st.model.hidden_size / tp / pp_bw + st.alpha)
+             if pp > 1 else 0.0)
+    t_mb = t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t_p2p
+    return PipelineTerms({"compute": mb * t.compute, "tp_comm": mb * t.tp_comm, "cp_comm": mb * t.cp_comm,
+                          "ep_comm": mb * t.ep_comm, "pp_comm": mb * t_p2p,
+                          "bubble": (pp - 1) * bubble_share(st, p) * t_mb}, t_mb)
+
+
+def partial_sum(terms: dict[str, float]) -> float:
+    """The values of ``terms`` added one by one in their order (the order every total of this module uses)."""
+    total = 0.0
+    for value in terms.values():
+        total += value
+    return total
+
+
+def step_seconds_lower_bound(st: Setting, p: Plan) -> float:
+    """A lower bound on ``plan_time(st, p)["total"]``: all its terms but the data-parallel one (which is ≥ 0),
+    added in the same order from the same numbers, so the bound holds exactly in floating point too. It does not
+    depend on the ZeRO stage."""
+    return partial_sum(pipeline_terms(st, p))
+
+
+def plan_time(st: Setting, p: Plan) -> dict[str, float]:
+    """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm
+    (exposed parts) and their total (formulas in the module docstring)."""
+    time = dict(pipeline_terms(st, p))
+    time["dp_comm"] = dp_term(st, p)
+    time["total"] = partial_sum(time)
+    return time
+
+
+def plan_seconds(st: Setting, p: Plan) -> float:
+    """``plan_time(st, p)["total"]``, the same number (the same additions in the same order), without building the
+    breakdown: the search asks for it thousands of times."""
+    return step_seconds_lower_bound(st, p) + dp_term(st, p)
+
+
+def dp_term(st: Setting, p: Plan) -> float:
+    """:func:`dp_seconds`, memoized per ZeRO stage, batching, layout and recomputation."""
+    key = ("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp, p.cp, p.ep, p.recompute,
+           p.stage_layers)
+    dp = st.memo.get(key)
+    return dp if dp is not None else st.cached(key, lambda: dp_seconds(st, p))
+
+
+def dp_seconds(st: Setting, p: Plan) -> float:
+    """Exposed seconds per step of the data-parallel / ZeRO collectives (they do not depend on interleaving)."""
+    g, cl, counts = st.cluster.gpu, st.cluster, st.counts
+    tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
+    sizes = st.stages(pp, p.stage_layers)
+    t_compute = microbatch_compute_seconds(st, p)
+    # data parallel / ZeRO over dp·cp ranks (the cp ranks of a replica hold the same weights): gradient bytes of
+    # this GPU's shard of the model (the first stage's)
+    first = st.stage_sums(0, sizes[0])
+    first_params = (first.dense_params + counts.embedding_params + (counts.last_stage_params if pp == 1 else 0)) / tp
+    dp_n = dp * cp
+    dp_bw = g.nvlink_bw if tp * dp_n <= cl.gpus_per_node else g.network_bw
+    # (shard params, group size, bandwidth): the dense part over dp·cp; routed experts over dp·cp/ep
+    groups = [(first_params, dp_n, dp_bw)]
+    if first.expert_params:
+        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, g.network_bw))
+    t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
+    t_fwd = t_compute - t_bwd
+    window = t_bwd if pp == 1 else 0.0
+    # one optimizer step's collectives from distlearn.zero_fsdp.traffic (the ZeRO design, reduce-scatter for stages
+    # 1–2); each phase's collectives hide behind that phase's compute, the rest is exposed
+    # per-unit counts: one collective per layer of the stage (an FSDP unit, a gradient bucket), so the latency of
+    # the dp_n-way ring, α·(steps), is paid once per layer
+    units = sizes[0]
+    t_dp = 0.0
+    if dp_n > 1:
+        hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
+        for phase, colls in st.dp_collectives(p.zero_stage, mb):
+            reps = mb if phase in ("forward", "backward") else 1
+            busy = sum(c.times / reps * units * st.collective(
+                RING[c.op], params * st.per["grads" if c.what == "gradients" else "params"] / units, n, bw)
+                for c in colls for params, n, bw in groups if n > 1)
+            t_dp += reps * max(0.0, busy - hide[phase])
+    return t_dp
