@@ -1,7 +1,7 @@
 """distlearn: the helper package of a bilingual (English / 中文) course on scaling deep-learning training.
 
-One folder per topic a chapter teaches, over a small shared ``core``. ``CHAPTER_FOLDERS`` below is the same map
-as code::
+One folder per topic a chapter teaches, over a small shared ``core``. ``CHAPTER_FOLDERS`` and ``SHARED_FOLDERS``
+below are the same map as code::
 
     core/               language, validation, launch, simulated cluster and collectives, cost model, hardware,
                         models and the transformer, shared plotting, the checker and explorer frameworks (ch. 00)
@@ -34,5 +34,8 @@ CHAPTER_FOLDERS = {
     "14": "planning",
 }
 
+#: topic folders next to the chapter folders that more than one chapter teaches -> those chapters' numbers
+SHARED_FOLDERS = {"precision": ("01", "08")}
+
 __all__ = ["set_language", "get_language", "normalize_language", "language_switch", "CHAPTER_FOLDERS",
-           "__version__"]
+           "SHARED_FOLDERS", "__version__"]

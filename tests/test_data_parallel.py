@@ -1,5 +1,7 @@
 """Data-parallel simulation against the full-batch computation, torch's DistributedSampler, torch's BatchNorm1d,
 torch autograd, and DDP's own bucket assignment."""
+import dataclasses
+
 import numpy as np
 import pytest
 import torch
@@ -96,12 +98,18 @@ def test_sync_batchnorm_equals_torch_batchnorm(sizes):
     rng = np.random.default_rng(1)
     x = rng.standard_normal((sum(sizes), 3)) * 2 + 0.5
     shards = np.split(x, np.cumsum(sizes)[:-1])
-    outs, mean, var, rm, rv = dp.sync_batchnorm(shards)
+    synced = dp.sync_batchnorm(shards)
     bn = torch.nn.BatchNorm1d(3, affine=False, dtype=torch.float64).train()
     ref = bn(torch.tensor(x)).detach().numpy()
-    np.testing.assert_allclose(np.concatenate(outs), ref, rtol=1e-10, atol=1e-12)
-    np.testing.assert_allclose(rm, bn.running_mean.numpy(), rtol=1e-12)
-    np.testing.assert_allclose(rv, bn.running_var.numpy(), rtol=1e-12)
+    assert [o.shape for o in synced.outputs] == [(n, 3) for n in sizes]
+    assert synced.mean.shape == synced.var.shape == synced.running_mean.shape == synced.running_var.shape == (3,)
+    np.testing.assert_allclose(np.concatenate(synced.outputs), ref, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(synced.mean, x.mean(0), rtol=1e-12)
+    np.testing.assert_allclose(synced.var, x.var(0), rtol=1e-12)
+    np.testing.assert_allclose(synced.running_mean, bn.running_mean.numpy(), rtol=1e-12)
+    np.testing.assert_allclose(synced.running_var, bn.running_var.numpy(), rtol=1e-12)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        synced.mean = np.zeros(3)
 
 
 def test_bucket_assignment_matches_ddp():
@@ -224,9 +232,9 @@ def test_dp_explorer_numbers():
        seed=st.integers(0, 1000))
 def test_sync_batchnorm_any_split(sizes, seed):
     x = np.random.default_rng(seed).standard_normal((sum(sizes), 2)) * 5 - 1
-    outs, *_ = dp.sync_batchnorm(np.split(x, np.cumsum(sizes)[:-1]))
+    outputs = dp.sync_batchnorm(np.split(x, np.cumsum(sizes)[:-1])).outputs
     ref = torch.nn.BatchNorm1d(2, affine=False, dtype=torch.float64).train()(torch.tensor(x)).detach().numpy()
-    np.testing.assert_allclose(np.concatenate(outs), ref, rtol=1e-9, atol=1e-9)
+    np.testing.assert_allclose(np.concatenate(outputs), ref, rtol=1e-9, atol=1e-9)
 
 
 def test_bad_inputs_raise_bilingual_errors():

@@ -39,7 +39,7 @@ def test_pipeline_matches_single_process(world_size):
 
 
 def test_reference_gradients_are_not_trivial():
-    loss, grads = L._reference(8)
+    loss, grads = L.single_process_reference(8)
     assert loss > 0 and all(float(g.abs().max()) > 1e-6 for g in grads)
 
 
@@ -52,7 +52,7 @@ def test_stage_slices_cover_every_block():
 def _per_sample_losses(batch_size):
     x, y = L.make_batch(batch_size)
     with torch.no_grad():
-        return L._per_sample(L.build_model()(x), y).numpy()
+        return L.per_sample_loss(L.build_model()(x), y).numpy()
 
 
 @pytest.mark.slow

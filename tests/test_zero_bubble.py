@@ -223,7 +223,7 @@ def test_gantt_and_explorer_draw_split_schedules():
     from distlearn.pipeline_parallel import plots as PP
     from distlearn.pipeline_parallel import explorer as W
 
-    for schedule in P.ZERO_BUBBLE_SCHEDULES:
+    for schedule in Z.ZERO_BUBBLE_SCHEDULES:
         out = W.compute(schedule=schedule, num_stages=4, num_microbatches=8)
         assert "error" not in out, out
         PP.gantt(out["result"])

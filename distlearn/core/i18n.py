@@ -8,7 +8,8 @@ The language shown is chosen by :func:`set_language` or by the environment varia
 at import: ``"en"``, ``"zh"`` or ``"both"`` (the default), written as people write them — ``zh_CN``, ``zh-CN``,
 ``zh_Hans``, ``zh_CN.UTF-8``, ``en_US``, ``en-GB``, ``English``, ``中文`` … (see :func:`normalize_language`). A value
 that names no language the course has is a bilingual :class:`~distlearn.core.validate.DistlearnValueError`, never a
-silent fallback; an empty ``DISTLEARN_LANG`` counts as unset.
+silent fallback; an empty ``DISTLEARN_LANG`` counts as unset. The value itself lives in
+:mod:`distlearn.core.current_language`, below :mod:`distlearn.core.validate`, whose errors read it too.
 
 The rule every printed line follows (checked by ``tests/test_language_outputs.py`` with :mod:`authoring.lang_audit`):
 under ``en`` no line has a Chinese character; under ``zh`` every line that has English words also has Chinese
@@ -22,7 +23,10 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Callable
 
-LANGUAGES = ("both", "en", "zh")
+from distlearn.core import current_language
+from distlearn.core.current_language import get_language
+from distlearn.core.validate import DistlearnValueError
+
 _CJK = re.compile(r"[\u4e00-\u9fff]")
 
 # How people write each language: ISO 639-1 codes with any region, script or encoding (zh_CN, zh-Hans-CN,
@@ -54,8 +58,6 @@ def normalize_language(value, param: str = "lang") -> str:
         m = _LOCALE.match(text_value)
         lang = m.group(1) if m else None
     if lang is None or not isinstance(value, str):
-        from distlearn.core.validate import DistlearnValueError
-
         raise DistlearnValueError(
             param, f"{param} = {value!r} is not a language of this course: use {ACCEPTED}.",
             f"{param} = {value!r} 不是本课程支持的语言：请使用 en（英文）、zh（中文）或 both（中英双语），"
@@ -68,7 +70,7 @@ def _from_environment() -> str:
     return normalize_language(raw, "DISTLEARN_LANG") if raw.strip() else "both"
 
 
-_language = _from_environment()
+current_language.store(_from_environment())
 _listeners: list[Callable[[str], None]] = []
 
 
@@ -82,7 +84,7 @@ class Text:
 
     def render(self, lang: str | None = None, sep: str = " / ", **fmt) -> str:
         """Render in ``lang`` (default: the current language); ``fmt`` fills ``{placeholders}`` in both."""
-        lang = normalize_language(lang) if lang else _language
+        lang = normalize_language(lang) if lang else get_language()
         en, zh = self.en.format(**fmt), self.zh.format(**fmt)
         if lang == "en":
             return en
@@ -122,31 +124,24 @@ def set_language(lang: str) -> None:
     """Choose what prose, widgets, plots, messages, errors and checker feedback show: ``"en"``, ``"zh"`` or
     ``"both"``, written as people write them (``"zh_CN"``, ``"en-GB"``, ``"中文"`` …: :func:`normalize_language`).
 
-    In a notebook this also shows only that language's prose cells (``lang-en`` / ``lang-zh``) in JupyterLab and
-    Notebook 7, through the language switch (:mod:`distlearn.core.language`), and re-renders the explorers on screen.
-    Raises DistlearnValueError (bilingual) for a value that names no language of the course.
+    Every listener registered with :func:`on_change` follows: in a notebook the language switch
+    (:mod:`distlearn.core.language`, which registers itself when imported, as importing :mod:`distlearn` does) shows
+    only that language's prose cells (``lang-en`` / ``lang-zh``) in JupyterLab and Notebook 7, and the explorers on
+    screen re-render. :func:`get_language` (from :mod:`distlearn.core.current_language`, where the value lives)
+    reads it back. Raises DistlearnValueError (bilingual) for a value that names no language of the course.
     """
-    global _language
     value = normalize_language(lang)
-    changed = value != _language
-    _language = value
+    current_language.store(value)
     for listener in list(_listeners):
         try:
             listener(value)
         except Exception:  # a closed widget must not break the switch
             pass
-    from distlearn.core import language
-
-    language.on_set_language(value, changed)
-
-
-def get_language() -> str:
-    """The current language: ``"en"``, ``"zh"`` or ``"both"``."""
-    return _language
 
 
 def on_change(listener: Callable[[str], None]) -> Callable[[], None]:
-    """Call ``listener(lang)`` after every :func:`set_language`; returns a function that unregisters it."""
+    """Call ``listener(lang)`` after every :func:`set_language`, in the order registered, with the new language
+    (``"en"``, ``"zh"`` or ``"both"``); returns a function that unregisters it."""
     _listeners.append(listener)
 
     def remove() -> None:
@@ -158,9 +153,10 @@ def on_change(listener: Callable[[str], None]) -> Callable[[], None]:
 
 def bi(en: str, zh: str, sep: str = " / ") -> str:
     """Render an ad-hoc (unregistered) bilingual string in the current language, for dynamic content."""
-    if _language == "en":
+    lang = get_language()
+    if lang == "en":
         return en
-    if _language == "zh":
+    if lang == "zh":
         return zh
     return f"{en}{sep}{zh}"
 
@@ -168,7 +164,7 @@ def bi(en: str, zh: str, sep: str = " / ") -> str:
 def named(name: str, zh: str) -> str:
     """An identifier the reader types (``"mixed"``, ``"all_reduce"``) with its Chinese gloss: ``name`` under
     ``en``; ``name（zh）`` under ``zh`` and ``both`` (the Chinese form already holds the English name)."""
-    return name if _language == "en" else f"{name}（{zh}）"
+    return name if get_language() == "en" else f"{name}（{zh}）"
 
 
 def source(obj) -> str:
@@ -178,32 +174,33 @@ def source(obj) -> str:
     import inspect
 
     lines = inspect.getsource(obj).splitlines()
-    if _language == "both":
+    lang = get_language()
+    if lang == "both":
         return "\n".join(lines)
-    lines = _without_foreign_docstring(lines)
+    lines = _without_foreign_docstring(lines, lang)
     comment_only = [ln.lstrip().startswith("#") for ln in lines]
     chinese = [bool(_CJK.search(ln.split("#", 1)[1])) if "#" in ln else False for ln in lines]
     out = []
     for i, line in enumerate(lines):
         m = re.match(r"^(.*?#\s*)(.*?)\s+/\s+(.*)$", line)
         if m and _CJK.search(m.group(3)) and not _CJK.search(m.group(2)):  # "# English / 中文" on one line
-            out.append((m.group(1) + (m.group(2) if _language == "en" else m.group(3))).rstrip())
+            out.append((m.group(1) + (m.group(2) if lang == "en" else m.group(3))).rstrip())
             continue
         if comment_only[i]:  # a comment line in one language: an English line and its Chinese twin below it
-            if chinese[i] and _language == "en":
+            if chinese[i] and lang == "en":
                 continue
             pair_below = i + 1 < len(lines) and comment_only[i + 1] and chinese[i + 1]
-            if not chinese[i] and _language == "zh" and pair_below:
+            if not chinese[i] and lang == "zh" and pair_below:
                 continue
-        elif chinese[i] and _language == "en":
+        elif chinese[i] and lang == "en":
             line = line.split("#", 1)[0].rstrip()
         out.append(line)
     return "\n".join(out)
 
 
-def _without_foreign_docstring(lines: list[str]) -> list[str]:
-    """``lines`` (a function's or class's source) without its docstring when that is not in the reader's language:
-    an English docstring under ``zh``, one with Chinese under ``en``. The chapter's prose says what it said."""
+def _without_foreign_docstring(lines: list[str], lang: str) -> list[str]:
+    """``lines`` (a function's or class's source) without its docstring when that is not in the reader's language
+    ``lang`` (``"en"`` or ``"zh"``): an English docstring under ``zh``, one with Chinese under ``en``. The chapter's prose says what it said."""
     import ast
     import textwrap
 
@@ -215,7 +212,7 @@ def _without_foreign_docstring(lines: list[str]) -> list[str]:
     if not (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant) and isinstance(first.value.value, str)):
         return lines
     has_chinese = bool(_CJK.search(first.value.value))
-    if has_chinese == (_language == "zh"):
+    if has_chinese == (lang == "zh"):
         return lines
     return lines[:first.lineno - 1] + lines[first.end_lineno:]
 
@@ -255,10 +252,11 @@ def table(header: list, rows: list[list], align: str | None = None, gap: int = 2
     in the current language, and under ``"both"`` the header takes two lines, English above Chinese (narrow columns
     instead of ``"English / 中文"`` in every cell)."""
     pairs = [h if isinstance(h, tuple) else (str(h), str(h)) for h in header]
-    if _language == "both" and any(isinstance(h, tuple) for h in header):
+    lang = get_language()
+    if lang == "both" and any(isinstance(h, tuple) for h in header):
         heads = [[en for en, _ in pairs], [zh for _, zh in pairs]]
     else:
-        heads = [[en if _language == "en" else zh if _language == "zh" else (f"{en} / {zh}" if en != zh else en)
+        heads = [[en if lang == "en" else zh if lang == "zh" else (f"{en} / {zh}" if en != zh else en)
                   for en, zh in pairs]]
     cells = heads + [[str(c) for c in r] for r in rows]
     ncol = max(len(r) for r in cells)

@@ -13,7 +13,8 @@ How it works, with no front-end code of the course's own:
   ``set_language`` call), so all views always show the same choice and there is only ever one rule.
 
 Choosing a language in the switch calls :func:`distlearn.set_language`; calling ``set_language`` in a cell moves the
-switch. Without a kernel (a stored notebook just opened) both languages show until the first cell runs; ``make lab
+switch, through the listener this module registers with :func:`distlearn.core.i18n.on_change` when it is imported
+(``import distlearn`` imports it), so that i18n never imports this module. Without a kernel (a stored notebook just opened) both languages show until the first cell runs; ``make lab
 COURSE_LANG=zh`` and the monolingual copies (``python -m authoring.course split``) open in one language from the start.
 """
 from __future__ import annotations
@@ -100,10 +101,11 @@ def _on_toggle(change) -> None:
         _busy = False
 
 
-def on_set_language(lang: str, changed: bool = True) -> None:
-    """Called by :func:`distlearn.set_language`: move the switch and the CSS rule to ``lang``; in a notebook cell
-    (not from the switch itself) also show the rule in the cell's output, so prose follows even with no switch
-    on the page. Does nothing outside a Jupyter kernel."""
+def on_set_language(lang: str) -> None:
+    """Called after every :func:`distlearn.set_language` (an :func:`~distlearn.core.i18n.on_change` listener,
+    registered below) with the new ``lang`` (``"en"``, ``"zh"`` or ``"both"``): move the switch and the CSS rule to
+    it; in a notebook cell (not from the switch itself) also show the rule in the cell's output, so prose follows
+    even with no switch on the page. Does nothing outside a Jupyter kernel."""
     if not _in_kernel():
         return
     toggle, style = _widgets()
@@ -114,6 +116,9 @@ def on_set_language(lang: str, changed: bool = True) -> None:
         from IPython.display import display
 
         display(style)
+
+
+i18n.on_change(on_set_language)
 
 
 def switch():

@@ -4,6 +4,10 @@ This module imports torch; :mod:`distlearn.core.models` (configs, closed-form co
 classes lazily: ``from distlearn.core.models import TransformerLM`` imports torch only then. The classes are top-level,
 so they pickle, show in ``help()`` and ``inspect.getsource`` finds them.
 
+Every ``c`` below is a :class:`distlearn.core.models.ModelConfig`. The annotations name it without importing it
+(they are strings: ``from __future__ import annotations``), so the dependency runs one way, models → transformer,
+and the import graph stays acyclic (``tests/test_layout.py``).
+
 Shapes: ``tokens`` (batch, seq) int64 → logits (batch, seq, vocab_size); inside a block (batch, seq, hidden_size).
 Architectures (``ModelConfig.arch``): ``"gpt"`` = learned positions, LayerNorm with bias, biased linears, GELU MLP
 (Radford et al. 2019); ``"llama"`` = RMSNorm, no biases, SwiGLU MLP, grouped-query attention (Touvron et al. 2023).
@@ -21,7 +25,6 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distlearn.core.models import ModelConfig
 from distlearn.core.moe import GroupedExperts, MoE
 
 __all__ = ["RMSNorm", "Attention", "MLAttention", "MLP", "GroupedExperts", "MoE", "MTPModule", "Block",

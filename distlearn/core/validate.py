@@ -11,6 +11,8 @@ import math
 import numbers
 from typing import Iterable
 
+from distlearn.core.current_language import get_language
+
 
 class DistlearnValueError(ValueError):
     """A ValueError written in English (``.en``) and Chinese (``.zh``), shown in the current language (both on two
@@ -26,12 +28,9 @@ class DistlearnValueError(ValueError):
         super().__init__(en if lang == "en" else zh if lang == "zh" else f"{en}\n{zh}")
 
     def _language(self) -> str:
-        """The language the message is shown in now: ``"both"`` with ``bilingual=True``, else the reader's (i18n is
-        imported only then: its own start-up raises bilingual errors while it is half imported)."""
-        if self.bilingual:
-            return "both"
-        from distlearn.core.i18n import get_language
-        return get_language()
+        """The language the message is shown in now: ``"both"`` with ``bilingual=True`` (the errors about the
+        language setting itself), else the reader's (:mod:`distlearn.core.current_language`)."""
+        return "both" if self.bilingual else get_language()
 
     def _render_traceback_(self) -> list[str]:
         """What IPython shows instead of a traceback through :mod:`distlearn.core.validate`: the message in the

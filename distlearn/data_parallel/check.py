@@ -48,8 +48,8 @@ def ex03_global_bn_stats(fn):
         shards = np.split(x, np.cumsum(sizes)[:-1])
         sums = [s.sum(0) for s in shards]
         sumsqs = [(s ** 2).sum(0) for s in shards]
-        _, mean, var, _, _ = dp.sync_batchnorm(shards)
-        cases.append(Case(args=(sums, sumsqs, list(sizes)), expected=(mean, var), rtol=1e-9, atol=1e-12,
+        bn = dp.sync_batchnorm(shards)
+        cases.append(Case(args=(sums, sumsqs, list(sizes)), expected=(bn.mean, bn.var), rtol=1e-9, atol=1e-12,
                           parts=(("mean", "均值"), ("variance", "方差")),
                           hint_en="all-reduce (sum) the three, then mean = Σx / N and var = Σx² / N − mean² "
                                   "(biased, as BatchNorm normalizes with).",

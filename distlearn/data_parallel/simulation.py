@@ -151,14 +151,26 @@ def sampler_accuracy(correct, world_size: int) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------- synchronized BatchNorm
-def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1):
+@dataclass(frozen=True)
+class SyncBatchNormResult:
+    """What :func:`sync_batchnorm` returns for shards of ``n_r`` samples on each of ``R`` ranks, ``C`` features and
+    ``N = Σ n_r`` samples in all (float64 arrays; ``mean`` in the units of the input, ``var`` in their square)."""
+
+    outputs: list[np.ndarray]  # R arrays, shape (n_r, C): each rank's shard normalized with the batch statistics
+    mean: np.ndarray           # shape (C,): the mean over all N samples, Σx / N
+    var: np.ndarray            # shape (C,): the biased variance Σx² / N − mean² over all N samples, used to normalize
+    running_mean: np.ndarray   # shape (C,): running mean after one update from 0, momentum · mean
+    running_var: np.ndarray    # shape (C,): running variance after one update from 1, with the unbiased N/(N−1)·var
+
+
+def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1) -> SyncBatchNormResult:
     """Training-mode BatchNorm over the union of all ranks' shards, from one all-reduce of
     (Σx, Σx², count) per feature.
 
-    ``shards``: list (one per rank) of (n_r, C) arrays (n_r may be 0). Returns ``(outputs, mean, var,
-    running_mean, running_var)``: per-rank normalized shards, the batch mean and biased variance used to
-    normalize, and the running statistics after one update from zeros/ones with ``momentum`` (the unbiased
-    variance N/(N−1)·var, as ``nn.BatchNorm1d``). Equals single-process BatchNorm on the concatenated batch.
+    ``shards``: list (one per rank) of (n_r, C) arrays (n_r may be 0). Returns a :class:`SyncBatchNormResult`: the
+    per-rank normalized shards (``outputs``), the batch ``mean`` and biased ``var`` used to normalize, and the
+    running statistics after one update from zeros/ones with ``momentum`` (the unbiased variance N/(N−1)·var, as
+    ``nn.BatchNorm1d``). Equals single-process BatchNorm on the concatenated batch.
     (``nn.SyncBatchNorm`` gathers per-rank mean/invstd and counts instead — numerically steadier in fp16 — and
     refuses CPU tensors.) Raises DistlearnValueError if the total count is < 2."""
     shards = [np.asarray(s, dtype=float).reshape(len(s), -1) if len(s) else np.zeros((0, np.shape(s)[-1]))
@@ -175,7 +187,7 @@ def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1):
     outputs = [(s - mean) / np.sqrt(var + eps) for s in shards]
     running_mean = momentum * mean
     running_var = (1 - momentum) * 1.0 + momentum * var * count / (count - 1)
-    return outputs, mean, var, running_mean, running_var
+    return SyncBatchNormResult(outputs, mean, var, running_mean, running_var)
 
 
 # ---------------------------------------------------------------- gradient bucketing and overlap

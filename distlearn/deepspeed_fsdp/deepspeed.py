@@ -182,8 +182,10 @@ def mapping_rows(lang: str = "en") -> list[tuple[str, str, str, str]]:
     return [(zh(z), zh(f1), zh(f2), en if lang == "en" else cn) for z, f1, f2, en, cn in ZERO_FSDP_MAPPING]
 
 
-def _prepare_deepspeed() -> None:
-    """Tell DeepSpeed to use its CPU accelerator when there is no GPU (it would otherwise log a warning on import)."""
+def prepare_deepspeed() -> None:
+    """Tell DeepSpeed to use its CPU accelerator when there is no GPU (it would otherwise log a warning on import):
+    sets ``DS_ACCELERATOR=cpu`` unless already set. Call it before ``import deepspeed``, as the labs and
+    :mod:`distlearn.deepspeed_fsdp.lab_preload` do."""
     import torch
 
     if not torch.cuda.is_available():
@@ -204,10 +206,10 @@ class DeepSpeedMissingError(ImportError):
         super().__init__(f"{INSTALL_HINT_EN}{detail}\n{INSTALL_HINT_ZH}", name="deepspeed")
 
 
-def _require_deepspeed():
+def require_deepspeed():
     """Prepare and import DeepSpeed; raise :class:`DeepSpeedMissingError` (an ImportError, bilingual, with the
     install command) when it is not installed."""
-    _prepare_deepspeed()
+    prepare_deepspeed()
     try:
         import deepspeed
     except ImportError as exc:
@@ -294,7 +296,7 @@ def verify_claims() -> dict[str, bool]:
     """Run every code-checkable claim against the installed torch and DeepSpeed. Returns ``{check: passed}``.
 
     Raises :class:`DeepSpeedMissingError` (an ImportError) when DeepSpeed is not installed."""
-    _require_deepspeed()
+    require_deepspeed()
     return {name: bool(fn()) for name, fn in _VERIFIERS.items()}
 
 
@@ -302,7 +304,7 @@ def installed_versions() -> dict[str, str]:
     """``{"torch": ..., "deepspeed": ...}`` as installed (DeepSpeed: ``"not installed"`` if missing)."""
     import torch
 
-    _prepare_deepspeed()
+    prepare_deepspeed()
     try:
         import deepspeed
         ds = deepspeed.__version__
@@ -405,7 +407,7 @@ def validate_config(config: dict, dp: int = 1):
     """
     from unittest import mock
 
-    _require_deepspeed()
+    require_deepspeed()
     import deepspeed.runtime.config as ds_config  # absolute import of the real package
 
     dp = check_int("dp", dp)
@@ -515,7 +517,7 @@ def deepspeed_estimate_output(total_params: int, largest_layer_params: int | Non
                               num_gpus_per_node: int = 1, num_nodes: int = 1) -> str:
     """What DeepSpeed's own ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints (captured).
     Raises :class:`DeepSpeedMissingError` (an ImportError) when DeepSpeed is not installed."""
-    _require_deepspeed()
+    require_deepspeed()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         if zero_stage == 2:
@@ -559,4 +561,5 @@ def largest_layer_params(module) -> int:
 __all__ = ["COMPARISON", "Claim", "FEATURES", "FRAMEWORKS", "ZERO_FSDP_MAPPING", "SOURCES", "verify_claims",
            "installed_versions", "comparison_table", "deepspeed_config", "validate_config",
            "zero2_model_states_mem_needs", "zero3_model_states_mem_needs", "estimator_rows", "format_rows",
-           "deepspeed_estimate_output", "printed_numbers", "largest_layer_params", "largest_layer_params_of_config"]
+           "deepspeed_estimate_output", "printed_numbers", "largest_layer_params", "largest_layer_params_of_config",
+           "prepare_deepspeed", "require_deepspeed", "DeepSpeedMissingError"]

@@ -49,24 +49,28 @@ def batch(seed: int = 0, step: int = 0):
     return data[:, :-1], data[:, 1:]
 
 
-def _model(seed: int):
+def tiny_model(seed: int):
+    """:data:`TINY` as a real ``nn.Module`` on the CPU, initialized from ``torch.manual_seed(seed)``: the same
+    weights in every process and in :func:`reference_losses`."""
     torch.manual_seed(seed)
     return build_model(TINY, device="cpu")
 
 
-def _loss(logits, targets):
+def token_loss(logits, targets):
+    """Mean cross-entropy over every token: ``logits`` (batch, seq, vocab_size) float, ``targets`` (batch, seq)
+    int64 token ids. Returns a scalar tensor."""
     return F.cross_entropy(logits.reshape(-1, logits.shape[-1]), targets.reshape(-1))
 
 
 def reference_losses(steps: int = 3, seed: int = 0) -> list[float]:
     """Plain PyTorch in one process: full batch, AdamW, the same initial weights. Returns one loss per step."""
     torch.set_num_threads(1)
-    model = _model(seed)
+    model = tiny_model(seed)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     losses = []
     for step in range(steps):
         tokens, targets = batch(seed, step)
-        loss = _loss(model(tokens), targets)
+        loss = token_loss(model(tokens), targets)
         opt.zero_grad()
         loss.backward()
         opt.step()
@@ -84,14 +88,18 @@ def ds_config(zero_stage: int, world_size: int) -> dict:
                                                                  "steps_per_print": 10_000})
 
 
-def _quiet_deepspeed(build_shm_op: bool):
-    from distlearn.deepspeed_fsdp.deepspeed import _prepare_deepspeed, _require_deepspeed
+def quiet_deepspeed(build_shm_op: bool):
+    """Import DeepSpeed for a lab worker (:func:`~distlearn.deepspeed_fsdp.deepspeed.require_deepspeed`: CPU
+    accelerator without a GPU, a bilingual install hint when it is missing) with its logging and torch's
+    deprecation warnings silenced; ``build_shm_op=False`` keeps it from compiling its shared-memory all-reduce
+    kernel (``deepspeed_shm_comm``, ~20 s of g++: see the module doc). Returns the ``deepspeed`` module."""
+    from distlearn.deepspeed_fsdp.deepspeed import prepare_deepspeed, require_deepspeed
 
-    _prepare_deepspeed()
+    prepare_deepspeed()
     # torch 2.13 deprecates the *_tensor collectives DeepSpeed 0.19.8 calls; the warnings say nothing about ZeRO
     warnings.filterwarnings("ignore", category=FutureWarning)
     warnings.filterwarnings("ignore", category=UserWarning, module="deepspeed")
-    deepspeed = _require_deepspeed()  # the real package; a bilingual install hint if it is missing
+    deepspeed = require_deepspeed()  # the real package; a bilingual install hint if it is missing
 
     for name in ("DeepSpeed", "deepspeed"):
         logging.getLogger(name).setLevel(logging.ERROR)
@@ -113,10 +121,10 @@ def train_zero(rank: int, world_size: int, zero_stage: int, steps: int = 3, seed
     ``"zero_stage"}``. Partitions may be padded so that every rank holds the same number of elements.
     """
     torch.set_num_threads(1)
-    deepspeed = _quiet_deepspeed(build_shm_op)
+    deepspeed = quiet_deepspeed(build_shm_op)
     import torch.distributed as dist
 
-    model = _model(seed)
+    model = tiny_model(seed)
     num_params = count_parameters(model)
     opt = torch.optim.AdamW(model.parameters(), lr=LR)
     engine, optimizer, _, _ = deepspeed.initialize(model=model, optimizer=opt,
@@ -126,7 +134,7 @@ def train_zero(rank: int, world_size: int, zero_stage: int, steps: int = 3, seed
     for step in range(steps):
         tokens, targets = batch(seed, step)
         sl = slice(rank * per_rank, (rank + 1) * per_rank)
-        loss = _loss(engine(tokens[sl].to(engine.device)), targets[sl].to(engine.device))
+        loss = token_loss(engine(tokens[sl].to(engine.device)), targets[sl].to(engine.device))
         engine.backward(loss)
         engine.step()
         mean = loss.detach().clone()

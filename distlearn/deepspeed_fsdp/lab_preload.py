@@ -13,10 +13,10 @@ with CUDA it does nothing (DeepSpeed must find the GPU there).
 """
 import torch
 
-from distlearn.deepspeed_fsdp.deepspeed import _prepare_deepspeed
+from distlearn.deepspeed_fsdp.deepspeed import prepare_deepspeed
 
 if not torch.cuda.is_available():
-    _prepare_deepspeed()
+    prepare_deepspeed()
     try:
         import deepspeed  # noqa: F401
         import deepspeed.runtime.zero.muon.muon_optimizer  # noqa: F401

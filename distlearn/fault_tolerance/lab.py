@@ -47,7 +47,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from distlearn.core.launch import device, torchrun_main
-from distlearn.zero_fsdp.lab import _loss, make_batches, tiny_config
+from distlearn.zero_fsdp.lab import make_batches, next_token_loss, tiny_config
 from distlearn.core.models import build_model
 from distlearn.fault_tolerance.resume import lr_at
 from distlearn.core.validate import DistlearnValueError
@@ -73,7 +73,7 @@ def _sharded_gpt(world_size: int, seed: int):
 def _train_gpt(model, opt, rank, world_size, batches):
     b = GLOBAL_BATCH // world_size
     for tokens in batches:
-        _loss(model, tokens[rank * b:(rank + 1) * b].to(device())).backward()
+        next_token_loss(model, tokens[rank * b:(rank + 1) * b].to(device())).backward()
         opt.step()
         opt.zero_grad()
 

@@ -80,10 +80,10 @@ def _deepspeed_two_steps(rank: int, world_size: int, zero_stage: int, extra: dic
     ``padding`` (elements), ``step_peak``, ``optimizer_class`` and ``loss_before`` / ``loss_after``.
     """
     from distlearn.deepspeed_fsdp.deepspeed import deepspeed_config
-    from distlearn.deepspeed_fsdp.lab import _quiet_deepspeed
+    from distlearn.deepspeed_fsdp.lab import quiet_deepspeed
 
     torch.set_num_threads(1)
-    deepspeed = _quiet_deepspeed(False)
+    deepspeed = quiet_deepspeed(False)
     torch.manual_seed(seed)
     model = build_model(TINY, device="cpu")
     num_params = sum(p.numel() for p in model.parameters())

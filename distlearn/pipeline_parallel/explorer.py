@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from distlearn.core.i18n import bi, text
 from distlearn.pipeline_parallel import zero_bubble
-from distlearn.pipeline_parallel.schedules import ALL_SCHEDULES, ZERO_BUBBLE_SCHEDULES, closed_form, simulate
+from distlearn.pipeline_parallel.schedules import ALL_SCHEDULES, closed_form, simulate
+from distlearn.pipeline_parallel.zero_bubble import ZERO_BUBBLE_SCHEDULES
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
 

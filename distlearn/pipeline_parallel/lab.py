@@ -69,12 +69,16 @@ def stage_slices(num_stages: int) -> list[tuple[int, int]]:
     return out
 
 
-def _submodule(model: nn.Sequential, start: int, end: int) -> nn.Sequential:
+def stage_module(model: nn.Sequential, start: int, end: int) -> nn.Sequential:
+    """Blocks ``[start, end)`` of :func:`build_model`'s model (each block a Linear and its Tanh) as one
+    ``nn.Sequential`` sharing the model's parameters: the part one pipeline stage runs (:func:`stage_slices`)."""
     return nn.Sequential(*list(model)[2 * start:2 * end])
 
 
-def _reference(batch_size: int):
-    """Single-process loss and per-block gradients on the whole batch."""
+def single_process_reference(batch_size: int):
+    """What one process computes on the whole batch of :func:`make_batch` (``batch_size`` samples): ``(loss,
+    grads)``, the MSE loss as a float and the gradient of every parameter of :func:`build_model`, in
+    ``parameters()`` order (float64 tensors shaped like the parameters). The labs compare each pipeline with it."""
     model = build_model()
     x, y = make_batch(batch_size)
     loss = nn.MSELoss()(model(x), y)
@@ -102,7 +106,7 @@ def run_pipeline(rank: int, world_size: int, schedule: str = "1f1b", num_microba
     x, y = make_batch(batch_size)
     x, y = x.to(dev), y.to(dev)
     my_stages = [rank + c * world_size for c in range(chunks)]  # stage i lives on rank i % world_size
-    mods = [_submodule(model, *slices[i]) for i in my_stages]
+    mods = [stage_module(model, *slices[i]) for i in my_stages]
     stages = [PipelineStage(mod, i, num_stages, dev) for mod, i in zip(mods, my_stages)]
     trace = _record_order(mods)
     loss_fn = nn.MSELoss()
@@ -124,7 +128,7 @@ def run_pipeline(rank: int, world_size: int, schedule: str = "1f1b", num_microba
     else:
         sched.step()
 
-    ref_loss, ref_grads = _reference(batch_size)
+    ref_loss, ref_grads = single_process_reference(batch_size)
     diff = _stage_grad_diff(my_stages, mods, slices, ref_grads)
     loss = float(torch.stack([torch.as_tensor(l).detach() for l in losses]).mean()) if losses else None
     blocks = [list(range(*slices[i])) for i in my_stages]
@@ -204,7 +208,9 @@ def sample_weights(batch_size: int, num_microbatches: int) -> torch.Tensor:
     return torch.tensor(out, dtype=torch.float64)
 
 
-def _per_sample(out, y):
+def per_sample_loss(out, y):
+    """Squared error per sample: ``out`` and ``y`` (batch, WIDTH) → (batch,), the mean over features. Its mean over
+    the batch is ``nn.MSELoss()(out, y)``."""
     return ((out - y) ** 2).mean(-1)
 
 
@@ -212,7 +218,7 @@ def masked_loss(out, target):
     """Mean over the counted samples of *this* micro-batch: ``target`` is ``(b, WIDTH + 1)``, targets then the
     0/1 weight (what ``F.mse_loss`` or ``F.cross_entropy(ignore_index=…)`` compute per call)."""
     w = target[:, -1]
-    return (w * _per_sample(out, target[:, :-1])).sum() / w.sum()
+    return (w * per_sample_loss(out, target[:, :-1])).sum() / w.sum()
 
 
 class GlobalCountLoss:
@@ -225,13 +231,13 @@ class GlobalCountLoss:
 
     def __call__(self, out, target):
         w = target[:, -1]
-        return (w * _per_sample(out, target[:, :-1])).sum() / self.num_counted
+        return (w * per_sample_loss(out, target[:, :-1])).sum() / self.num_counted
 
 
 def _masked_reference(batch_size: int, weights):
     model = build_model()
     x, y = make_batch(batch_size)
-    loss = (weights * _per_sample(model(x), y)).sum() / weights.sum()
+    loss = (weights * per_sample_loss(model(x), y)).sum() / weights.sum()
     loss.backward()
     return loss.item(), [p.grad.clone() for p in model.parameters()]
 
@@ -266,7 +272,7 @@ def run_loss_normalisation(rank: int, world_size: int, mode: str = "global", num
     x, y = make_batch(batch_size)
     weights = sample_weights(batch_size, num_microbatches)
     target = torch.cat([y, weights[:, None]], dim=1).to(dev)
-    mod = _submodule(model, *slices[rank])
+    mod = stage_module(model, *slices[rank])
     stage = PipelineStage(mod, rank, world_size, dev)
     if mode == "mean":
         sched = ScheduleGPipe(stage, num_microbatches, loss_fn=masked_loss, scale_grads=True)
@@ -310,7 +316,7 @@ def run_uneven(rank: int, world_size: int, batch_size: int = 10, num_microbatche
     slices = stage_slices(world_size)
     model = build_model().to(dev)
     x, y = make_batch(batch_size)
-    stage = PipelineStage(_submodule(model, *slices[rank]), rank, world_size, dev)
+    stage = PipelineStage(stage_module(model, *slices[rank]), rank, world_size, dev)
     sched = ScheduleGPipe(stage, num_microbatches, loss_fn=nn.MSELoss())
     split = [a[0].shape[0] for a in split_args_kwargs_into_chunks((x,), {}, num_microbatches)[0]]
     losses: list = []
@@ -322,7 +328,7 @@ def run_uneven(rank: int, world_size: int, batch_size: int = 10, num_microbatche
             sched.step(x.to(dev))
         else:
             sched.step(target=y.to(dev), losses=losses)
-    ref_loss, ref_grads = _reference(batch_size)
+    ref_loss, ref_grads = single_process_reference(batch_size)
     mb = [float(l.detach()) for l in losses]
     return {"split": split, "microbatch_losses": mb, "loss": sum(mb) / len(mb) if mb else None,
             "ref_loss": ref_loss, "max_grad_diff": _stage_grad_diff([rank], [stage.submod], slices, ref_grads)}

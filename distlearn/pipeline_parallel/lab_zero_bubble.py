@@ -25,7 +25,8 @@ import torch
 import torch.distributed as dist
 import torch.nn as nn
 
-from distlearn.pipeline_parallel.lab import _reference, _submodule, build_model, make_batch, stage_slices
+from distlearn.pipeline_parallel.lab import (build_model, make_batch, single_process_reference, stage_module,
+                                            stage_slices)
 from distlearn.core.launch import device, torchrun_main
 from distlearn.pipeline_parallel.schedules import stage_order
 from distlearn.pipeline_parallel.zero_bubble import virtual_stage
@@ -82,7 +83,7 @@ def run_schedule(rank: int, world_size: int, schedule: str = "zb-h1", num_microb
     model = build_model().to(dev)
     x, y = make_batch(batch_size)
     mine = stages_of(schedule, rank, world_size)
-    mods = [_submodule(model, *slices[i]) for i in mine]
+    mods = [stage_module(model, *slices[i]) for i in mine]
     stages = [PipelineStage(mod, i, num_stages, dev) for mod, i in zip(mods, mine)]
     trace: list = []
     _record(stages, trace)
@@ -96,7 +97,7 @@ def run_schedule(rank: int, world_size: int, schedule: str = "zb-h1", num_microb
     args = (kwargs.pop("x"),) if "x" in kwargs else ()
     sched.step(*args, **kwargs)
 
-    ref_loss, ref_grads = _reference(batch_size)
+    ref_loss, ref_grads = single_process_reference(batch_size)
     names = [n for n, _ in build_model().named_parameters()]
     ref = dict(zip(names, ref_grads))
     diff = 0.0

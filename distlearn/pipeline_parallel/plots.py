@@ -9,7 +9,8 @@ from matplotlib.patches import Patch
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi, text
-from distlearn.pipeline_parallel.schedules import KINDS, PipelineResult, closed_form, simulate
+from distlearn.pipeline_parallel.schedules import closed_form, simulate
+from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult
 
 T_STAGE = text("pipeline.stage", "stage", "阶段")
 T_TIME = text("pipeline.time", "time", "时间")

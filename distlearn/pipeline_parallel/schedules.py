@@ -23,26 +23,26 @@ layers (with ``v`` chunks each chunk takes ``fwd_time / v``).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import NamedTuple, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from distlearn.core.validate import (DistlearnValueError, check_choice, check_divisible, check_int, check_number, check_positive)
+from distlearn.pipeline_parallel import zero_bubble
+from distlearn.pipeline_parallel.timeline import Event, PipelineResult, per_stage_costs
+from distlearn.pipeline_parallel.zero_bubble import ZERO_BUBBLE_SCHEDULES
 
 __all__ = [
     "SCHEDULES", "partition_layers", "partition_by_cost", "stage_costs", "microbatch_sizes", "split_microbatches",
-    "stage_order", "interleaved_group_size", "simulate", "PipelineResult", "Event", "closed_form", "microbatch_tradeoff",
+    "stage_order", "interleaved_group_size", "simulate", "closed_form", "microbatch_tradeoff",
     "reference_1f1b_order", "reference_1f1b",
     "microbatch_loss", "NORMALISATIONS", "peak_inflight_weighted",
 ]
-__all__ += ["ZERO_BUBBLE_SCHEDULES", "ALL_SCHEDULES", "KINDS"]
+__all__ += ["ALL_SCHEDULES"]
 
 SCHEDULES = ("gpipe", "1f1b", "interleaved-1f1b")
-# schedules that split the backward into input- and weight-gradient passes: distlearn.pipeline_parallel.zero_bubble
-ZERO_BUBBLE_SCHEDULES = ("zb-h1", "zb-h2", "interleaved-zb", "zbv", "dualpipev", "dualpipe")
+# with the schedules that split the backward into input- and weight-gradient passes (zero_bubble), all simulate runs
 ALL_SCHEDULES = SCHEDULES + ZERO_BUBBLE_SCHEDULES
-KINDS = ("F", "B", "I", "W", "F&B")  # PipelineResult.ev_kind codes 0..4
 MAX_OPS = 20_000_000  # about 1 GB of working arrays
 
 
@@ -275,10 +275,8 @@ def stage_order(schedule: str, stage: int, num_stages: int, num_microbatches: in
     Raises DistlearnValueError for an unknown schedule or out-of-range numbers.
     """
     if schedule in ZERO_BUBBLE_SCHEDULES:
-        from distlearn.pipeline_parallel.zero_bubble import rank_ops
-
         out = []
-        for op in rank_ops(schedule, stage, num_stages, num_microbatches, num_chunks):
+        for op in zero_bubble.rank_ops(schedule, stage, num_stages, num_microbatches, num_chunks):
             if op.kind == "F&B":
                 out += [("F", op.microbatch, op.chunk), ("B", op.bwd_microbatch, op.bwd_chunk)]
             else:
@@ -336,80 +334,6 @@ def _check_args(schedule, num_stages, num_microbatches, num_chunks):
 
 
 # ---------------------------------------------------------------------------------------------- simulation
-class Event(NamedTuple):
-    """One operation on the timeline: ``kind`` "F" or "B", on ``stage``, for ``microbatch`` and model ``chunk``."""
-
-    stage: int
-    kind: str
-    microbatch: int
-    chunk: int
-    start: float
-    end: float
-
-
-@dataclass
-class PipelineResult:
-    """What :func:`simulate` returns. Times in the units of ``fwd_time``.
-
-    - ``total_time``: from the first forward's start to the last backward's end (one training step, no optimizer).
-    - ``busy``: per-stage compute time, ``m · (t_f,s + t_b,s)``.
-    - ``bubble_fraction``: idle share of all stage-time, ``1 − Σ busy / (p · total_time)``.
-    - ``ideal_time``: ``m · max_s (t_f,s + t_b,s)``, the time of the busiest stage with no bubble at all.
-    - ``bubble_ratio``: the Megatron ratio ``t_bubble / t_ideal = (total_time − ideal_time) / ideal_time``.
-    - ``peak_inflight``: per stage, the most micro-batches whose activations are alive at once, in units of one
-      micro-batch's activations for the whole stage (with ``v`` chunks, one chunk's activations count ``1/v``).
-    - ``peak_inflight_chunks``: the same as a count of (micro-batch, chunk) pairs.
-    - arrays ``ev_stage, ev_kind (0 = F, 1 = B, 2 = I, 3 = W, 4 = F&B: see KINDS), ev_microbatch, ev_chunk,
-      ev_start, ev_end``; ``events`` lists them as :class:`Event`.
-    - split-backward schedules only (:mod:`distlearn.pipeline_parallel.zero_bubble`): ``span_idle`` (per stage, idle time between
-      its first and last operation), ``ev_bwd_microbatch`` (the backward's micro-batch of an F&B block, else −1),
-      ``param_copies`` (parameters per rank in units of one stage: 2 for DualPipe).
-    """
-
-    schedule: str
-    num_stages: int
-    num_microbatches: int
-    num_chunks: int
-    total_time: float
-    busy: np.ndarray
-    bubble_fraction: float
-    ideal_time: float
-    bubble_ratio: float
-    peak_inflight: np.ndarray
-    peak_inflight_chunks: np.ndarray
-    ev_stage: np.ndarray = field(repr=False)
-    ev_kind: np.ndarray = field(repr=False)
-    ev_microbatch: np.ndarray = field(repr=False)
-    ev_chunk: np.ndarray = field(repr=False)
-    ev_start: np.ndarray = field(repr=False)
-    ev_end: np.ndarray = field(repr=False)
-    span_idle: np.ndarray | None = None
-    ev_bwd_microbatch: np.ndarray | None = field(default=None, repr=False)
-    param_copies: float = 1.0
-
-    @property
-    def bubble_time(self) -> float:
-        """``total_time − ideal_time``."""
-        return self.total_time - self.ideal_time
-
-    @property
-    def events(self) -> list[Event]:
-        """Every operation as an :class:`Event`, sorted by stage then start time."""
-        idx = np.lexsort((self.ev_start, self.ev_stage))
-        return [Event(int(self.ev_stage[i]), KINDS[self.ev_kind[i]], int(self.ev_microbatch[i]),
-                      int(self.ev_chunk[i]), float(self.ev_start[i]), float(self.ev_end[i])) for i in idx]
-
-
-def _per_stage(name, value, p) -> np.ndarray:
-    if np.ndim(value) == 0:
-        return np.full(p, check_number(name, value, minimum=0, strict_min=True))
-    vals = list(value)
-    if len(vals) != p:
-        raise DistlearnValueError(name, f"{name} must be one number or {p} numbers (one per stage), got {len(vals)}.",
-                                  f"{name} 必须是一个数或 {p} 个数（每个阶段一个），收到 {len(vals)} 个。")
-    return np.array([check_number(f"{name}[{i}]", x, minimum=0, strict_min=True) for i, x in enumerate(vals)])
-
-
 def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_time=2.0,
              num_chunks: int = 1, p2p_time: float = 0.0, **split) -> PipelineResult:
     """Event simulation of one training step of a pipeline schedule.
@@ -431,12 +355,10 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
     has arrived: forward of virtual stage ``k`` needs the forward of ``k − 1``, backward of ``k`` needs the
     backward of ``k + 1`` (the last virtual stage's backward needs its own forward).
 
-    Returns a :class:`PipelineResult`. Raises DistlearnValueError for bad arguments; RuntimeError if the
-    schedule deadlocks (never hangs).
+    Returns a :class:`~distlearn.pipeline_parallel.timeline.PipelineResult`. Raises DistlearnValueError for bad
+    arguments; RuntimeError if the schedule deadlocks (never hangs).
     """
     if schedule in ZERO_BUBBLE_SCHEDULES:
-        from distlearn.pipeline_parallel import zero_bubble
-
         return zero_bubble.simulate(schedule, num_stages, num_microbatches, fwd_time=fwd_time, bwd_time=bwd_time,
                                     num_chunks=num_chunks, p2p_time=p2p_time, **split)
     if split:
@@ -445,8 +367,8 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
                         f"{schedule!r} runs each backward whole.",
             f"{', '.join(sorted(split))} 只用于拆分反向的调度 {ZERO_BUBBLE_SCHEDULES}；{schedule!r} 的反向是整体执行的。")
     schedule, p, m, v = _check_args(schedule, num_stages, num_microbatches, num_chunks)
-    f = _per_stage("fwd_time", fwd_time, p)
-    b = _per_stage("bwd_time", bwd_time, p)
+    f = per_stage_costs("fwd_time", fwd_time, p)
+    b = per_stage_costs("bwd_time", bwd_time, p)
     comm = check_number("p2p_time", p2p_time, minimum=0)
     n = 2 * m * v  # ops per stage
     V = p * v  # virtual stages
@@ -576,11 +498,11 @@ def reference_1f1b(num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_
     the forward of micro-batch j on stage s needs stage s − 1's forward of j, its backward needs stage s + 1's
     backward of j (the last stage's backward needs its own forward); an input from another stage arrives
     ``p2p_time`` after it was computed. ``fwd_time``/``bwd_time``: one number or one per stage. Returns every op
-    as an :class:`Event`, sorted by stage then start (the same list as ``simulate("1f1b", …).events``). Raises
-    DistlearnValueError for bad arguments.
+    as an :class:`~distlearn.pipeline_parallel.timeline.Event`, sorted by stage then start (the same list as
+    ``simulate("1f1b", …).events``). Raises DistlearnValueError for bad arguments.
     """
     _, p, m, _ = _check_args("1f1b", num_stages, num_microbatches, 1)
-    fwd, bwd = _per_stage("fwd_time", fwd_time, p), _per_stage("bwd_time", bwd_time, p)
+    fwd, bwd = per_stage_costs("fwd_time", fwd_time, p), per_stage_costs("bwd_time", bwd_time, p)
     comm = check_number("p2p_time", p2p_time, minimum=0)
     orders = [reference_1f1b_order(s, p, m) for s in range(p)]
     finished: dict[tuple[str, int, int], float] = {}   # (kind, stage, micro-batch) -> end time / 结束时间

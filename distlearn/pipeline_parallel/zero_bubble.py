@@ -53,12 +53,14 @@ from typing import NamedTuple
 
 import numpy as np
 
-from distlearn.pipeline_parallel.schedules import KINDS, ZERO_BUBBLE_SCHEDULES, PipelineResult, _per_stage
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult, per_stage_costs
 
-__all__ = ["ZERO_BUBBLE_SCHEDULES", "KINDS", "Op", "chunks_per_rank", "virtual_stage", "rank_ops", "greedy_orders",
+__all__ = ["ZERO_BUBBLE_SCHEDULES", "Op", "chunks_per_rank", "virtual_stage", "rank_ops", "greedy_orders",
            "simulate", "closed_form", "reference_zb_h1_order", "check_costs"]
 
+# the schedule names this module simulates (distlearn.pipeline_parallel.schedules.simulate hands them over)
+ZERO_BUBBLE_SCHEDULES = ("zb-h1", "zb-h2", "interleaved-zb", "zbv", "dualpipev", "dualpipe")
 _CODE = {k: i for i, k in enumerate(KINDS)}
 MAX_OPS = 400_000
 
@@ -497,22 +499,23 @@ def greedy_orders(num_stages: int, num_microbatches: int, fwd_time: float, input
 def check_costs(fwd_time, bwd_time, wgrad_time, overlap_time, p):
     """Per-rank arrays (t_f, t_b, t_W, t_F&B): t_W defaults to t_b / 2 and must be below t_b; t_F&B defaults to
     t_f + t_b. Raises DistlearnValueError."""
-    f = _per_stage("fwd_time", fwd_time, p)
-    b = _per_stage("bwd_time", bwd_time, p)
-    w = b / 2 if wgrad_time is None else _per_stage("wgrad_time", wgrad_time, p)
+    f = per_stage_costs("fwd_time", fwd_time, p)
+    b = per_stage_costs("bwd_time", bwd_time, p)
+    w = b / 2 if wgrad_time is None else per_stage_costs("wgrad_time", wgrad_time, p)
     if np.any(w >= b):
         raise DistlearnValueError(
             "wgrad_time", "wgrad_time is the weight-gradient part of the backward: it must be smaller than bwd_time "
                           f"(got {w.tolist()} vs {b.tolist()}).",
             f"wgrad_time 是反向中计算权重梯度的部分：必须小于 bwd_time（收到 {w.tolist()} 与 {b.tolist()}）。")
-    fb = f + b if overlap_time is None else _per_stage("overlap_time", overlap_time, p)
+    fb = f + b if overlap_time is None else per_stage_costs("overlap_time", overlap_time, p)
     return f, b, w, fb
 
 
 def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=1.0, bwd_time=2.0,
              wgrad_time=None, overlap_time=None, num_chunks: int = 1, p2p_time: float = 0.0,
              w_memory: float = 1.0):
-    """Event simulation of one step of a split-backward schedule; returns a :class:`~distlearn.pipeline_parallel.schedules.PipelineResult`.
+    """Event simulation of one step of a split-backward schedule; returns a
+    :class:`~distlearn.pipeline_parallel.timeline.PipelineResult`.
 
     Each rank runs :func:`rank_ops` in order; an operation starts when the rank is free and its inputs have
     arrived: F of stage k needs F of stage k − 1 (nothing on a first stage); I or B of stage k needs I (or B) of

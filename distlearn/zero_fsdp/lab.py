@@ -33,7 +33,10 @@ def make_batches(config: ModelConfig, steps: int, global_batch: int, seed: int =
     return torch.randint(0, config.vocab_size, (steps, global_batch, config.max_seq_len + 1), generator=g)
 
 
-def _loss(model, tokens):
+def next_token_loss(model, tokens):
+    """Next-token cross-entropy of ``model`` on ``tokens`` (batch, max_seq_len + 1) int64, as :func:`make_batches`
+    gives them: input ``tokens[:, :-1]``, target ``tokens[:, 1:]``, logits upcast to float32. Returns a scalar
+    tensor (the mean over every predicted token)."""
     logits = model(tokens[:, :-1])
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
@@ -46,7 +49,7 @@ def train_reference(tied: bool = False, steps: int = 4, global_batch: int = 8, l
     opt = torch.optim.AdamW(model.parameters(), lr=lr)
     losses = []
     for tokens in make_batches(cfg, steps, global_batch, seed):
-        loss = _loss(model, tokens)
+        loss = next_token_loss(model, tokens)
         loss.backward()
         opt.step()
         opt.zero_grad()
@@ -92,7 +95,7 @@ def train_fsdp(rank: int, world_size: int, tied: bool = False, steps: int = 4, g
     b = global_batch // world_size
     losses, dtensor_after_forward = [], None
     for tokens in make_batches(cfg, steps, global_batch, seed):
-        loss = _loss(model, tokens[rank * b:(rank + 1) * b].to(dev))
+        loss = next_token_loss(model, tokens[rank * b:(rank + 1) * b].to(dev))
         if dtensor_after_forward is None:
             dtensor_after_forward = isinstance(model.blocks[0].mlp.up.weight, DTensor)
         loss.backward()
@@ -130,7 +133,7 @@ def split_tie(rank: int, world_size: int) -> str:
         fully_shard(block, mesh=mesh)
     fully_shard(model, mesh=mesh)
     try:
-        loss = _loss(model, make_batches(cfg, 1, world_size, 0)[0][rank:rank + 1].to(dev))
+        loss = next_token_loss(model, make_batches(cfg, 1, world_size, 0)[0][rank:rank + 1].to(dev))
         loss.backward()
         return "ok"
     except Exception as exc:  # noqa: BLE001 - the point is to show it
@@ -171,7 +174,7 @@ def count_collectives(rank: int, world_size: int, num_layers: int = 4, reshard_a
         if step == 1:
             dist.all_gather_single, dist.reduce_scatter_single = ag, rs
         try:
-            _loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
+            next_token_loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
             opt.step()
             opt.zero_grad()
         finally:
@@ -279,7 +282,7 @@ def issue_order(rank: int, world_size: int, num_layers: int = 4, forward_prefetc
     try:
         for step in range(2):
             recording[0] = step == 1
-            _loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
+            next_token_loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
             opt.step()
             opt.zero_grad()
     finally:

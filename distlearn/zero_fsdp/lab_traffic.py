@@ -130,11 +130,11 @@ def deepspeed_collectives(rank: int, world_size: int, zero_stage: int, num_micro
     """One recorded optimizer step of DeepSpeed ZeRO ``zero_stage`` with ``num_microbatches`` micro-batches of one
     sequence each (after a warm-up step); ``hpz_partition_size`` > 1 turns on ZeRO++ hpZ (stage 3). Returns ``{"num_params", "elements": {op: total elements},
     "counts": {op: calls}, "calls": [(op, numel, group_size), ...], "other": [...]}``."""
-    from distlearn.deepspeed_fsdp.lab import TINY, _loss, _model, _quiet_deepspeed
+    from distlearn.deepspeed_fsdp.lab import TINY, quiet_deepspeed, tiny_model, token_loss
 
     torch.set_num_threads(1)
-    deepspeed = _quiet_deepspeed(build_shm_op=False)
-    model = _model(seed)
+    deepspeed = quiet_deepspeed(build_shm_op=False)
+    model = tiny_model(seed)
     num_params = sum(p.numel() for p in model.parameters())
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     cfg = _ds_config(zero_stage, world_size, num_microbatches, 1, multi_rank_bucket_allreduce, hpz_partition_size)
@@ -145,7 +145,7 @@ def deepspeed_collectives(rank: int, world_size: int, zero_stage: int, num_micro
         data = torch.randint(0, TINY.vocab_size, (num_microbatches, 1, TINY.max_seq_len + 1), generator=g)
         with (rec if step == 1 else _Null()):
             for mb in data:
-                loss = _loss(engine(mb[:, :-1].to(engine.device)), mb[:, 1:].to(engine.device))
+                loss = token_loss(engine(mb[:, :-1].to(engine.device)), mb[:, 1:].to(engine.device))
                 engine.backward(loss)
                 engine.step()   # DeepSpeed steps the optimizer only at the accumulation boundary
     engine.destroy()
@@ -202,11 +202,11 @@ def fsdp2_collectives(rank: int, world_size: int, num_microbatches: int, reshard
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
-    from distlearn.deepspeed_fsdp.lab import TINY, _loss, _model
+    from distlearn.deepspeed_fsdp.lab import TINY, tiny_model, token_loss
 
     torch.set_num_threads(1)
     dev = device()
-    model = _model(seed).to(dev)
+    model = tiny_model(seed).to(dev)
     num_params = sum(p.numel() for p in model.parameters())
     block_params = sum(p.numel() for b in model.blocks for p in b.parameters())
     if hsdp_shard_size:
@@ -226,7 +226,7 @@ def fsdp2_collectives(rank: int, world_size: int, num_microbatches: int, reshard
             for i, mb in enumerate(data):
                 last = i == num_microbatches - 1
                 model.set_requires_gradient_sync(grad_sync_every_microbatch or last)
-                (_loss(model(mb[:, :-1].to(dev)), mb[:, 1:].to(dev)) / num_microbatches).backward()
+                (token_loss(model(mb[:, :-1].to(dev)), mb[:, 1:].to(dev)) / num_microbatches).backward()
             opt.step()
             opt.zero_grad()
     return {"num_params": num_params, "root_params": num_params - block_params, "elements": rec.elements(),
