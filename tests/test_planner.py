@@ -140,7 +140,7 @@ def test_every_published_layout_fits_and_llama3_needs_norm_act():
         if name.startswith("llama3") or name == "deepseek-v3":
             assert run["plan"].recompute == "norm-act" and "norm-act" in run["reading"]
             stored = P.evaluate(run["model"], replace(run["plan"], recompute="none"), global_batch=run["global_batch"],
-                                seq_len=run["seq_len"], cluster=P.published._cluster(run), precision=run["precision"])
+                                seq_len=run["seq_len"], cluster=P.published.run_cluster(run), precision=run["precision"])
             assert not stored.fits and stored.memory["total"] < 1.4 * stored.capacity, name
             assert stored.time["total"] < r["estimate"].time["total"] < 1.01 * stored.time["total"]  # 0.6 % slower
     run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
@@ -157,7 +157,7 @@ def test_the_planners_best_llama3_plan_is_at_most_ten_percent_faster_than_the_pu
     for name, rank in (("llama3-405b-16k-gpus", 0), ("llama3-405b-8k-gpus", 1)):
         run = P.PUBLISHED_RUNS[name]
         res = P.search(run["model"], global_batch=run["global_batch"], seq_len=run["seq_len"],
-                       cluster=P.published._cluster(run), precision=run["precision"], top=3)
+                       cluster=P.published.run_cluster(run), precision=run["precision"], top=3)
         own = P.compare_published(name)["estimate"]
         assert res.best.tokens_per_s <= 1.10 * own.tokens_per_s
         assert res.plans[rank].plan == run["plan"], (name, [e.plan.describe() for e in res.plans])
@@ -1186,7 +1186,7 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     assert 0.45 < zb.time["bubble"] / one.time["bubble"] < 0.55
     run = P.PUBLISHED_RUNS["deepseek-v3"]
     r = P.compare_published("deepseek-v3")
-    ds = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=P.published._cluster(run),
+    ds = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=P.published.run_cluster(run),
               precision=run["precision"])
     zb = P.evaluate(run["model"], replace(run["plan"], schedule="zb-h1"), **ds)
     assert round(r["ratio"] * r["estimate"].time["total"] / zb.time["total"], 2) == 0.60
@@ -1345,7 +1345,7 @@ def test_kernel_model_without_its_memory_bound_parts_is_the_flat_model(monkeypat
     monkeypatch.setattr(K, "FLASH_SHARE", {k: (e, 1.25 * e) for k in K.FLASH_SHARE})
     monkeypatch.setattr(K, "END_TO_END", 1.0)
     run = P.PUBLISHED_RUNS[name]
-    cluster = P.published._cluster(run)
+    cluster = P.published.run_cluster(run)
     cluster = Cluster(cluster.gpu.with_(hbm_bw=1e40), cluster.num_nodes)
     plan = replace(run["plan"], recompute=recompute)
     kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=cluster, precision=run["precision"])
@@ -1359,7 +1359,7 @@ def test_memory_bound_share_falls_as_the_model_grows():
     shares, rates = [], []
     for name in ("megatron-gpt-1.7b", "megatron-gpt-18.4b", "megatron-gpt-145.6b", "megatron-gpt-1t"):
         run = P.PUBLISHED_RUNS[name]
-        st = SET.make_setting(run["model"], P.published._cluster(run), run["global_batch"], run["seq_len"],
+        st = SET.make_setting(run["model"], P.published.run_cluster(run), run["global_batch"], run["seq_len"],
                             run["precision"])
         parts = STEP.kernel_stage_parts(st, run["plan"])
         shares.append(parts["elementwise"] / sum(parts.values()))
@@ -1390,7 +1390,7 @@ def test_kernel_parts_sum_to_the_compute_time():
     """kernel_stage_parts (the chapter's breakdown) adds up to the micro-batch's compute time, the unmodelled part
     being (1/END_TO_END − 1) of the rest."""
     run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
-    st = SET.make_setting(run["model"], P.published._cluster(run), run["global_batch"], run["seq_len"])
+    st = SET.make_setting(run["model"], P.published.run_cluster(run), run["global_batch"], run["seq_len"])
     parts = STEP.kernel_stage_parts(st, run["plan"])
     modelled = sum(v for k, v in parts.items() if k != "unmodelled")
     assert parts["unmodelled"] == pytest.approx(modelled * (1 / K.END_TO_END - 1))

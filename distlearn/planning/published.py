@@ -179,7 +179,8 @@ KNOWN_MISSES = {
 }
 
 
-def _cluster(run) -> Cluster:
+def run_cluster(run) -> Cluster:
+    """The cluster a published run used: ``run["num_gpus"]`` GPUs of ``run["gpu"]`` (a preset name or a :class:`GPU`)."""
     gpu = run["gpu"]
     if isinstance(gpu, str):
         return make_cluster(gpu, run["num_gpus"])
@@ -199,7 +200,7 @@ def compare_published(name: str) -> dict:
     Raises DistlearnValueError for an unknown name.
     """
     run = PUBLISHED_RUNS[check_choice("name", name, tuple(PUBLISHED_RUNS))]
-    cluster = _cluster(run)
+    cluster = run_cluster(run)
     est = evaluate(run["model"], run["plan"], global_batch=run["global_batch"], seq_len=run["seq_len"],
                    cluster=cluster, precision=run["precision"])
     if run["count"] == "megatron":
@@ -295,7 +296,7 @@ def memory_readings(name: str) -> dict[str, dict]:
     for key, (recompute, swiglu, extra) in variants.items():
         p = replace(run["plan"], recompute=recompute)
         peaks = stage_peak_layers(p.pp, p.num_microbatches, p.num_chunks, p.stage_layers)
-        st = make_setting(run["model"], _cluster(run), run["global_batch"], run["seq_len"], run["precision"],
+        st = make_setting(run["model"], run_cluster(run), run["global_batch"], run["seq_len"], run["precision"],
                           swiglu=swiglu, **extra)
         mem = plan_memory(st, p)
         per_layer = st.act(p.micro_batch_size, p.tp, p.sequence_parallel, p.recompute, p.cp)
