@@ -264,3 +264,12 @@ def test_a_real_kernel_survives_an_hour_long_sleep():
     assert "✓ ex01_bytes_per_param: all 7 hidden cases pass" in text, after
     took = float(text.split("took ")[1].split(" s")[0])
     assert took < 1.0, f"a right check took {took:.3f} s in the kernel"
+
+
+def test_the_teaching_guide_states_the_limits_the_checkers_use():
+    """docs/teaching.md promises the per-case limit and the output cut, in both languages, as the code has them."""
+    with open(os.path.join(ROOT, "docs", "teaching.md"), encoding="utf-8") as f:
+        guide = f.read()
+    limit, shown = f"{check.DEFAULT_TIMEOUT:g}", f"{sandbox.OUTPUT_LIMIT:,}"
+    assert f"runs past {limit} s" in guide and f"超过 {limit} 秒的用例" in guide
+    assert f"up to {shown} characters per check" in guide and f"最多显示 {shown} 个字符" in guide
