@@ -131,6 +131,14 @@ def test_a_table_changed_by_the_answer_fails_every_time_and_stays_unchanged(caps
     assert bytes_per_param("mixed", "adam")["total"] == 16
 
 
+def test_chapter_01s_tables_are_read_only():
+    """A notebook cell (outside any check) cannot change the bytes every later cell computes."""
+    with pytest.raises(TypeError):
+        formulas.PRECISIONS["mixed"] = (0, 0, 0)
+    with pytest.raises(TypeError):
+        formulas.OPTIMIZERS["adam"] = 0
+
+
 @pytest.mark.timeout(60)
 def test_sys_exit_and_keyboard_interrupt_are_lines_not_crashes(capsys):
     out = fails_within(lambda precision, optimizer: sys.exit(3), capsys)
@@ -214,10 +222,11 @@ def test_without_fork_a_python_loop_is_stopped_and_tables_are_put_back(short_lim
     start = time.monotonic()
     out = fails_within(spins, capsys)
     assert time.monotonic() - start < 2 * LIMIT + 3 and "stopped at hidden case 1 of 7" in out
-    before = dict(formulas.OPTIMIZERS)
+    optimizers, labels = formulas.OPTIMIZERS, dict(formulas.PRECISION_LABELS)
 
     def tampers(precision, optimizer):
-        formulas.OPTIMIZERS["adam"] = 0
+        vars(formulas)["OPTIMIZERS"] = {**optimizers, "adam": 0}    # rebound
+        formulas.PRECISION_LABELS["fp32"] = ("?", "?")                # changed in place
         vars(formulas)["GB"] = 1
         print("y" * 30_000)
         return right(precision, optimizer)
@@ -225,7 +234,7 @@ def test_without_fork_a_python_loop_is_stopped_and_tables_are_put_back(short_lim
     for _ in range(2):
         out = fails_within(tampers, capsys)
         assert "returned 8, expected 16" in out and out.splitlines()[0] == "y" * sandbox.OUTPUT_LIMIT
-    assert dict(formulas.OPTIMIZERS) == before and formulas.GB == 1e9
+    assert formulas.OPTIMIZERS is optimizers and formulas.PRECISION_LABELS == labels and formulas.GB == 1e9
 
 
 @pytest.mark.slow
