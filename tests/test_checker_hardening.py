@@ -12,7 +12,6 @@ import threading
 import time
 
 import nbformat
-import numpy as np
 import pytest
 import torch
 from nbclient import NotebookClient

@@ -65,7 +65,8 @@ class Case:
     ``rtol``/``atol`` apply to numbers and arrays; ``hint_en``/``hint_zh`` are shown when this case fails.
     ``compare(got, expected)`` replaces the default comparison; it returns True, False, or a :class:`Why`.
     ``parts`` names the items of an expected tuple, as (English, Chinese) pairs, for the feedback.
-    ``timeout``: seconds the call may take (None: :data:`DEFAULT_TIMEOUT`).
+    ``timeout``: seconds the call and the comparison may take (None: :data:`DEFAULT_TIMEOUT`); a case past it ends
+    the check.
     """
 
     args: tuple = ()
@@ -271,18 +272,18 @@ def _judge(fn: Callable, case: Case):
     except sandbox.Stopped:
         raise
     except BaseException as exc:  # noqa: BLE001 — an answer whose __eq__ or __float__ raises
-        return Why(f"your answer could not be compared: {sandbox._describe(exc)}",
-                   f"无法比较你的答案：{sandbox._describe(exc)}")
+        return Why(f"your answer could not be compared: {sandbox.describe(exc)}",
+                   f"无法比较你的答案：{sandbox.describe(exc)}")
 
 
 def _raised(exc: BaseException) -> Why:
     """What the student's code raised (SystemExit: what it exited with), and where in their code."""
     if isinstance(exc, SystemExit):
-        code = "" if exc.code is None else repr(exc.code)
+        code = "" if exc.code is None else _short(exc.code)
         return Why(f"called sys.exit({code}) (SystemExit): a check needs your function to return its answer, "
                    "not to end the program",
                    f"调用了 sys.exit({code})（SystemExit）：检查需要函数返回答案，而不是结束程序")
-    text = sandbox._describe(exc)
+    text = sandbox.describe(exc)
     en, zh = f"raised {text}", f"抛出 {text.replace(': ', '：', 1)}"
     where = _where_in_student_code(exc)
     if where:
