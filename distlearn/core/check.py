@@ -15,21 +15,21 @@ and reported.
 """
 from __future__ import annotations
 
-import ctypes
 import importlib
 import math
 import numbers
 import os
 import re
-import threading
+import signal
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
 
+from distlearn.core import sandbox
 from distlearn.core.i18n import bi, get_language
 
-DEFAULT_TIMEOUT = 20.0   # seconds one hidden case may run
+DEFAULT_TIMEOUT = 20.0   # seconds one hidden case may run (its call and the comparison); the first case past it ends the check
 SHOWN = 3                # failing cases printed in full
 
 
@@ -42,11 +42,6 @@ class CheckFailed(AssertionError):
 
     def _render_traceback_(self):  # IPython's hook for custom error display
         return [f"CheckFailed: {self}"]
-
-
-class CaseTimeout(BaseException):
-    """Raised inside a student's function that ran past its case's time limit (a BaseException, so that an
-    ``except Exception`` in the student's code cannot swallow it)."""
 
 
 @dataclass(frozen=True)
@@ -70,7 +65,8 @@ class Case:
     ``rtol``/``atol`` apply to numbers and arrays; ``hint_en``/``hint_zh`` are shown when this case fails.
     ``compare(got, expected)`` replaces the default comparison; it returns True, False, or a :class:`Why`.
     ``parts`` names the items of an expected tuple, as (English, Chinese) pairs, for the feedback.
-    ``timeout``: seconds the call may take (None: :data:`DEFAULT_TIMEOUT`).
+    ``timeout``: seconds the call and the comparison may take (None: :data:`DEFAULT_TIMEOUT`); a case past it ends
+    the check.
     """
 
     args: tuple = ()
@@ -256,29 +252,57 @@ def _close(got, expected, rtol, atol) -> bool:
 
 
 # ---------------------------------------------------------------- running one case
-def _raise_in(thread_id: int) -> None:
-    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread_id), ctypes.py_object(CaseTimeout))
+_NOT_SOLVED = "distlearn.check: not implemented"   # what a case returns when the answer raised NotImplementedError
 
 
-def _call(fn: Callable, case: Case):
-    """``fn(*case.args, **case.kwargs)``, stopped with :class:`CaseTimeout` after ``case.timeout`` seconds (the
-    exception is raised in this thread as soon as it runs Python code again)."""
-    tid, lock, state = threading.get_ident(), threading.Lock(), {"running": True}
-
-    def expire():
-        with lock:
-            if state["running"]:
-                _raise_in(tid)
-
-    timer = threading.Timer(case.timeout or DEFAULT_TIMEOUT, expire)
-    timer.daemon = True
-    timer.start()
+def _judge(fn: Callable, case: Case):
+    """Call ``fn`` on ``case`` and compare its answer: None (right), a :class:`Why`, or :data:`_NOT_SOLVED`. Runs
+    in the worker of :func:`distlearn.core.sandbox.run`, so the comparison sees what the call changed (a
+    VirtualCluster's byte counts) and an answer's odd ``__eq__`` cannot hang the kernel."""
     try:
-        return fn(*case.args, **case.kwargs)
-    finally:
-        with lock:
-            state["running"] = False
-        timer.cancel()
+        got = fn(*case.args, **case.kwargs)
+    except sandbox.Stopped:
+        raise
+    except NotImplementedError:
+        return _NOT_SOLVED
+    except BaseException as exc:  # noqa: BLE001 — the student's code raised, exited or was interrupted: feedback
+        return _raised(exc)
+    try:
+        return _compare(got, case)
+    except sandbox.Stopped:
+        raise
+    except BaseException as exc:  # noqa: BLE001 — an answer whose __eq__ or __float__ raises
+        return Why(f"your answer could not be compared: {sandbox.describe(exc)}",
+                   f"无法比较你的答案：{sandbox.describe(exc)}")
+
+
+def _raised(exc: BaseException) -> Why:
+    """What the student's code raised (SystemExit: what it exited with), and where in their code."""
+    if isinstance(exc, SystemExit):
+        code = "" if exc.code is None else _short(exc.code)
+        return Why(f"called sys.exit({code}) (SystemExit): a check needs your function to return its answer, "
+                   "not to end the program",
+                   f"调用了 sys.exit({code})（SystemExit）：检查需要函数返回答案，而不是结束程序")
+    text = sandbox.describe(exc)
+    en, zh = f"raised {text}", f"抛出 {text.replace(': ', '：', 1)}"
+    where = _where_in_student_code(exc)
+    if where:
+        line, source = where
+        en += f" (line {line} of your code: {source})" if source else f" (line {line} of your code)"
+        zh += f"（你的代码第 {line} 行：{source}）" if source else f"（你的代码第 {line} 行）"
+    return Why(en, zh)
+
+
+def _compare(got, case: Case) -> Why | None:
+    if case.compare is not None:
+        ok = case.compare(got, case.expected)
+        if isinstance(ok, Why):
+            return ok
+        if ok:
+            return None
+        why = difference(got, case.expected, case.rtol, case.atol, case.parts)   # a Why is falsy: no `or` here
+        return why if why is not None else Why("the answer does not pass this case", "答案未通过这个用例")
+    return difference(got, case.expected, case.rtol, case.atol, case.parts)
 
 
 def _where_in_student_code(exc: BaseException) -> tuple[int, str] | None:
@@ -295,59 +319,116 @@ def _where_in_student_code(exc: BaseException) -> tuple[int, str] | None:
     return where
 
 
-def _run_case(fn: Callable, case: Case) -> Why | None:
-    try:
-        got = _call(fn, case)
-    except NotImplementedError:
-        raise
-    except CaseTimeout:
-        limit = case.timeout or DEFAULT_TIMEOUT
+def _limit(case: Case) -> float:
+    return case.timeout or DEFAULT_TIMEOUT
+
+
+def _run_case(fn: Callable, case: Case, output_limit: int = sandbox.OUTPUT_LIMIT) -> tuple[Why | None, sandbox.Outcome]:
+    """(why the case fails or None, how its run ended), showing up to ``output_limit`` characters of what the
+    answer prints. Raises NotImplementedError when the answer is still the exercise's ``raise NotImplementedError``."""
+    outcome = sandbox.run(lambda: _judge(fn, case), _limit(case), output_limit, notice=False)
+    return _why(outcome, case), outcome
+
+
+def _why(outcome: sandbox.Outcome, case: Case) -> Why | None:
+    if outcome.status == "timeout":
+        limit = _limit(case)
         return Why(f"did not finish within {limit:g} s: an endless loop? (a `while` whose condition never "
-                   "changes, or a loop over the wrong variable)",
-                   f"{limit:g} 秒内没有结束：是不是死循环？（`while` 的条件从不改变，或循环变量用错了）")
-    except Exception as exc:  # the student's code raised: show it as feedback, not as a crash of the checker
-        en, zh = f"raised {type(exc).__name__}: {exc}", f"抛出 {type(exc).__name__}：{exc}"
-        where = _where_in_student_code(exc)
-        if where:
-            line, source = where
-            en += f" (line {line} of your code: {source})" if source else f" (line {line} of your code)"
-            zh += f"（你的代码第 {line} 行：{source}）" if source else f"（你的代码第 {line} 行）"
-        return Why(en, zh)
-    if case.compare is not None:
-        ok = case.compare(got, case.expected)
-        if isinstance(ok, Why):
-            return ok
-        if ok:
-            return None
-        why = difference(got, case.expected, case.rtol, case.atol, case.parts)   # a Why is falsy: no `or` here
-        return why if why is not None else Why("the answer does not pass this case", "答案未通过这个用例")
-    return difference(got, case.expected, case.rtol, case.atol, case.parts)
+                   "changes, a loop over the wrong variable, or a call that waits: time.sleep, input)",
+                   f"{limit:g} 秒内没有结束：是不是死循环？（`while` 的条件从不改变、循环变量用错了，"
+                   "或调用了会等待的函数：time.sleep、input）")
+    if outcome.status == "ended":
+        code = "?" if outcome.exit_code is None else outcome.exit_code
+        signal_name = _signal_name(-code) if isinstance(code, int) and code < 0 else ""
+        how_en, how_zh = (f", {signal_name}", f"，{signal_name}") if signal_name else ("", "")
+        return Why(f"your code ended the process (exit code {code}{how_en}): os._exit, or a crash in C code? "
+                   "A check needs your function to return its answer",
+                   f"你的代码结束了进程（退出码 {code}{how_zh}）：是 os._exit，还是 C 代码崩溃了？检查需要函数返回答案")
+    if outcome.status == "failed":
+        return Why(f"the check could not run this case: {outcome.error}",
+                   f"检查无法运行这个用例：{outcome.error}")
+    if isinstance(outcome.value, str) and outcome.value == _NOT_SOLVED:
+        raise NotImplementedError
+    return outcome.value
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 # ---------------------------------------------------------------- verify
 def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
-    """Run ``cases`` against the student's ``fn``; print bilingual feedback; raise CheckFailed on any failure."""
+    """Run ``cases`` against the student's ``fn``; print bilingual feedback; raise CheckFailed on any failure.
+
+    Each case runs in its own worker (:func:`distlearn.core.sandbox.run`): at most ``case.timeout`` or
+    :data:`DEFAULT_TIMEOUT` seconds (20 s), and the first case past its limit ends the check, so an endless loop or
+    ``time.sleep(3600)`` costs one limit, not one per case; what the answer prints is shown up to
+    :data:`distlearn.core.sandbox.OUTPUT_LIMIT` characters (10,000) in all the check's cases together; nothing
+    the answer changes (a course table, a global) outlives its case."""
     if not callable(fn):
         print(bi(f"✗ {exercise}: expected a function, got {type(fn).__name__}.",
                  f"✗ {exercise}：需要传入一个函数，收到的是 {type(fn).__name__}。", sep="\n  "))
         raise CheckFailed(exercise)
     name = getattr(fn, "__name__", "fn")
-    failures = []
+    failures, stopped_at, output = [], None, _Output()
     for i, case in enumerate(cases, 1):
         try:
-            why = _run_case(fn, case)
+            why, outcome = _run_case(fn, case, output.left)
         except NotImplementedError:
             print(bi(f"✗ {exercise}: not solved yet — replace the `raise NotImplementedError` with your code.",
                      f"✗ {exercise}：尚未作答——请把 `raise NotImplementedError` 换成你的代码。", sep="\n  "))
             raise CheckFailed(bi(f"{exercise}: not implemented", f"{exercise}：尚未作答")) from None
         if why is not None:
             failures.append((i, case, why))
+        output.add(outcome)
+        if outcome.status == "timeout":
+            stopped_at = i
+            break
+    output.close()
     if not failures:
         print(bi(f"✓ {exercise}: all {len(cases)} hidden cases pass.",
                  f"✓ {exercise}：全部 {len(cases)} 个隐藏测试用例通过。"))
         return
-    print(bi(f"✗ {exercise}: {len(failures)} of {len(cases)} hidden cases fail.",
-             f"✗ {exercise}：{len(cases)} 个隐藏测试用例中有 {len(failures)} 个未通过。"))
+    if stopped_at is None:
+        print(bi(f"✗ {exercise}: {len(failures)} of {len(cases)} hidden cases fail.",
+                 f"✗ {exercise}：{len(cases)} 个隐藏测试用例中有 {len(failures)} 个未通过。"))
+    else:
+        print(_stopped_line(exercise, stopped_at, len(cases), _limit(cases[stopped_at - 1])))
+    _print_failures(name, failures)
+    raise CheckFailed(bi(f"{exercise}: {len(failures)} case(s) fail", f"{exercise}：{len(failures)} 个用例未通过"))
+
+
+class _Output:
+    """What a check has shown of the answer's printed output: at most :data:`distlearn.core.sandbox.OUTPUT_LIMIT`
+    characters over all its cases, then one line saying how much was cut."""
+
+    def __init__(self):
+        self.left, self.cut, self.hidden = sandbox.OUTPUT_LIMIT, False, 0
+
+    def add(self, outcome: sandbox.Outcome) -> None:
+        self.left = max(self.left - outcome.shown, 0)
+        if outcome.cut:
+            self.cut = True
+            self.hidden = None if self.hidden is None or outcome.hidden is None else self.hidden + outcome.hidden
+
+    def close(self) -> None:
+        if self.cut:
+            print(sandbox.cut_notice(self.hidden), end="")
+
+
+def _stopped_line(exercise: str, i: int, n: int, limit: float) -> str:
+    """The headline of a check that stopped at case ``i`` of ``n``, which ran past ``limit`` seconds."""
+    rest_en = f"; the {n - i} after it were not run" if i < n else ""
+    rest_zh = f"；后面 {n - i} 个用例没有运行" if i < n else ""
+    return bi(f"✗ {exercise}: stopped at hidden case {i} of {n}: it ran past {limit:g} s{rest_en}.",
+              f"✗ {exercise}：在第 {i} 个隐藏测试用例（共 {n} 个）处停止：它超过了 {limit:g} 秒{rest_zh}。")
+
+
+def _print_failures(name: str, failures: list) -> None:
+    """The first :data:`SHOWN` failing cases: the call, the first difference, the hint once."""
     hints_shown = set()
     for i, case, why in failures[:SHOWN]:
         # the call is code, shown once; a Chinese reader gets a Chinese word in front of it
@@ -360,7 +441,6 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
     if len(failures) > SHOWN:
         print("  " + bi(f"(showing the first {SHOWN} of {len(failures)} failing cases)",
                         f"（只显示 {len(failures)} 个未通过用例中的前 {SHOWN} 个）"))
-    raise CheckFailed(bi(f"{exercise}: {len(failures)} case(s) fail", f"{exercise}：{len(failures)} 个用例未通过"))
 
 
 _EX = re.compile(r"^ex(\d\d)_\w+$")

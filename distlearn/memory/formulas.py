@@ -17,32 +17,34 @@ no scores) use :func:`distlearn.activation_memory.formulas.layer_activation_byte
 from __future__ import annotations
 
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int
 
 GB = 1e9
 GiB = 2 ** 30
 
-# bytes per parameter: (weights, gradients, master weights kept by the optimizer)
-PRECISIONS = {
+# bytes per parameter: (weights, gradients, master weights kept by the optimizer); read-only (a mappingproxy), so that
+# a notebook cell cannot change what every later cell computes
+PRECISIONS = MappingProxyType({
     "fp32": (4, 4, 0),               # everything in fp32
     "mixed": (2, 2, 4),              # ZeRO paper: fp16/bf16 weights and grads, fp32 master copy in the optimizer
     "mixed-fp32-grads": (2, 4, 4),   # Megatron-LM bf16 style: fp32 main_grad buffer (18 B with Adam; torch.autocast
                                      # is not this: it keeps fp32 weights and grads, the "fp32" row)
-}
+})
 # each of PRECISIONS as a reader reads it, (English, Chinese): the bytes per parameter of weights + grads + master
 PRECISION_LABELS = {
     "fp32": ("fp32 (4+4 B)", "fp32（4+4 字节）"),
     "mixed": ("bf16/fp16 + fp32 master (2+2+4 B)", "bf16/fp16 + fp32 主权重（2+2+4 字节）"),
     "mixed-fp32-grads": ("bf16 + fp32 grads + master (2+4+4 B)", "bf16 + fp32 梯度 + 主权重（2+4+4 字节）"),
 }
-# bytes per parameter of optimizer state beyond the master weights
-OPTIMIZERS = {
+# bytes per parameter of optimizer state beyond the master weights; read-only, like PRECISIONS
+OPTIMIZERS = MappingProxyType({
     "adam": 8,           # fp32 momentum + variance (AdamW likewise)
     "adam-8bit": 2,      # bitsandbytes 8-bit Adam: two 1-byte states (block-wise scales, ~0.03 B/param, ignored)
     "sgd-momentum": 4,   # one fp32 momentum buffer
     "sgd": 0,            # plain SGD keeps no state
-}
+})
 
 
 @dataclass(frozen=True)
