@@ -95,7 +95,7 @@ def test_a_line_printed_in_two_pieces_is_read_as_one():
 @pytest.mark.slow
 def test_the_audit_catches_english_in_zh_and_chinese_in_en(tmp_path):
     """A kernel really runs: the plot hook records titles and tick labels; a bad line is reported in each language."""
-    code = ("import matplotlib.pyplot as plt\nfrom distlearn import plots\nfrom distlearn.core.i18n import bi\nprint(bi('total', '合计'))\n"
+    code = ("import matplotlib.pyplot as plt\nfrom distlearn.core import plots\nfrom distlearn.core.i18n import bi\nprint(bi('total', '合计'))\n"
             "print('params grads')\nfig, ax = plt.subplots()\nax.set_title(bi('Memory', '显存'))\n"
             "ax.set_xlabel('seconds')\nplt.show()")
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(code)])
