@@ -217,6 +217,29 @@ def test_a_simulation_that_prefetches_the_wrong_unit_fails_the_order_check():
     assert old(bad) == old(good)
 
 
+def test_prefetch_time_hint_guides_without_the_formula(capsys):
+    """Issue 32 item 14: the hint after a wrong try (here the no-prefetch answer) must not state the closed form
+    comm + compute + (n − 1)·max(comm, compute), in words or symbols, in either language."""
+    from distlearn.core.check import CheckFailed
+    from distlearn.core.i18n import get_language, set_language
+    from distlearn.overlap_prefetch import check
+
+    before = get_language()
+    set_language("both")
+    try:
+        with pytest.raises(CheckFailed):
+            check.ex07_prefetch_time(lambda n, compute, comm: n * (compute + comm))
+    finally:
+        set_language(before)
+    out = capsys.readouterr().out
+    hint = out[out.index("Hint:"):]
+    assert "提示：" in hint
+    leaked = ["max", "slower", "larger of", "greater of", "exposed", "n − 1", "n - 1", "(n", "num_units",
+              "comm + compute", "compute + comm", "in between each unit",
+              "较慢", "较大的", "取两者", "无法被隐藏", "中间每个单元"]
+    assert not [s for s in leaked if s in hint], hint
+
+
 def test_chapter07_stored_fsdp2_run_matches_the_simulation_unit_by_unit():
     """The stored run of chapter 07's real-FSDP2 cell: for every setting it printed, the real issue order, every
     collective with its unit, is the simulation's, written out again here from overlap.fsdp2_issue_order."""
