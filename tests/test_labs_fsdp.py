@@ -1,6 +1,8 @@
 """Real FSDP2 on gloo: local shards equal the simulated ones, losses equal one process, tied embeddings handled,
 reshard_after_forward and MixedPrecisionPolicy do what the chapter says, a split tie is refused as simulated, the
 collective order is the simulated one, and real FSDP1 FlatParameters have the simulated sizes and padding."""
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -61,9 +63,9 @@ def test_split_tie_refused_and_collective_order_as_simulated():
     assert fsdp.tied_parameter_splits(meta, units)                 # the simulation flags the same split
     for reshard in (True, False):
         sim = overlap.uniform(4, 1.0, 0.5, reshard_after_forward=reshard)   # 4 blocks, backward prefetch 1
-        expected = ["all_gather"] + [o.kind for o in sim.ops if o.stream == "comm"] + ["reduce_scatter"]  # + root
+        expected = [e for e in overlap.fsdp2_issue_order(sim) if e[0] in ("all_gather", "reduce_scatter")]  # + root
         for o in out:
-            assert o["orders"][reshard] == expected
+            assert o["orders"][reshard] == expected     # each collective with the unit it belongs to
 
 
 def test_fsdp1_flat_parameters_equal_simulated_units_and_padding():
@@ -79,23 +81,33 @@ def test_fsdp1_flat_parameters_equal_simulated_units_and_padding():
 
 
 def _sim_issue_order(kf, kb, reshard):
-    sim = overlap.issue_order(overlap.uniform(4, 1.0, 0.5, forward_prefetch=kf, backward_prefetch=kb,
-                                              reshard_after_forward=reshard))
-    body = [(k, u if k in ("forward", "backward") else None) for k, u in sim]
-    return [("all_gather", None)] + body + [("reduce_scatter", None)]        # the root unit around the blocks
+    return overlap.fsdp2_issue_order(overlap.uniform(4, 1.0, 0.5, forward_prefetch=kf, backward_prefetch=kb,
+                                                     reshard_after_forward=reshard))
 
 
 @pytest.mark.slow
 def test_issue_order_with_forward_and_backward_prefetch_as_simulated():
-    """Real FSDP2: all-gathers interleaved with the blocks' computations for forward prefetch 0, 1, 2 and backward
-    prefetch 1, 2 equal the simulation's issue order. The collective sequence alone cannot tell the depths apart."""
+    """Real FSDP2: every all-gather and reduce-scatter, named by the unit it belongs to, interleaved with the
+    blocks' computations for forward prefetch 0, 1, 2 and backward prefetch 1, 2, equals the simulation's issue
+    order event by event. The collective sequence alone cannot tell the depths apart."""
     out = launch.run(lab.issue_orders, 2, 4, timeout=300)
     for setting, real in out[0].items():
         assert out[1][setting] == real
         assert real == _sim_issue_order(*setting), setting
+        assert all(unit is not None for _, unit in real)         # every collective was traced to its unit
     # broken on purpose: a simulation with the wrong forward depth fails the interleaving check ...
     assert out[0][(1, 1, True)] != _sim_issue_order(0, 1, True)
     assert out[0][(2, 1, True)] != _sim_issue_order(1, 1, True)
-    # ... but would pass a check of the collectives' order only (what the chapter checked before)
-    kinds = lambda seq: [k for k, _ in seq if k in ("all_gather", "reduce_scatter")]
-    assert kinds(out[0][(0, 1, True)]) == kinds(out[0][(1, 1, True)]) == kinds(out[0][(2, 1, True)])
+    # ... and one that prefetches the wrong unit fails too, though it issues the same kinds at the same places
+    # (the check before issue 32 named only the computations and passed it)
+    good = overlap.uniform(4, 1.0, 0.5, forward_prefetch=2)
+    swap = {2: 3, 3: 2}
+    ops = [replace(o, unit=swap.get(o.unit, o.unit)) if (o.kind, o.phase) == ("all_gather", "forward") else o
+           for o in good.ops]
+    bad = overlap.OverlapResult(ops, good.total_time, good.compute_time, good.comm_time)
+    assert out[0][(2, 1, True)] != overlap.fsdp2_issue_order(bad)
+    unnamed = lambda seq: [(k, u if k in ("forward", "backward") else None) for k, u in seq]
+    assert unnamed(out[0][(2, 1, True)]) == unnamed(overlap.fsdp2_issue_order(bad))
+    # the collectives alone (with their units) are the same for every forward depth
+    colls = lambda seq: [e for e in seq if e[0] in ("all_gather", "reduce_scatter")]
+    assert colls(out[0][(0, 1, True)]) == colls(out[0][(1, 1, True)]) == colls(out[0][(2, 1, True)])

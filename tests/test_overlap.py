@@ -174,3 +174,86 @@ def test_prefetch_defaults_are_the_engines_defaults_not_depth_zero():
     r0 = overlap.uniform(6, 1.0, 0.6, **overlap.PREFETCH_MODES["cpu_bound"].kwargs())
     r1 = overlap.uniform(6, 1.0, 0.6, **fsdp2.kwargs())
     assert r0.exposed_comm > r1.exposed_comm
+
+
+# ---------------------------------------------------------------- issue 32: the order check names every unit
+def _wrong_unit(result, a, b):
+    """The same simulation with the units of the forward all-gathers for units ``a`` and ``b`` swapped: a simulator
+    that prefetched the wrong unit. Kinds, times and computations are untouched."""
+    from dataclasses import replace
+
+    swap = {a: b, b: a}
+    return overlap.OverlapResult(
+        [replace(o, unit=swap.get(o.unit, o.unit)) if (o.kind, o.phase) == ("all_gather", "forward") else o
+         for o in result.ops], result.total_time, result.compute_time, result.comm_time)
+
+
+def test_fsdp2_issue_order_names_every_collective_by_its_unit():
+    """What the real FSDP2 lab records for 2 blocks, forward prefetch 1, written down from FSDP2's hooks
+    (``_fully_shard/_fsdp_state.py``): the root's all-gather first, block 1's prefetch issued before block 0
+    computes, backward all-gathers of blocks 1 and 0 (prefetch 1), each reduce-scatter after its block's backward,
+    the root's reduce-scatter last."""
+    sim = overlap.fsdp2_issue_order(overlap.uniform(2, 1.0, 0.5, forward_prefetch=1))
+    assert sim == [("all_gather", ""), ("all_gather", "blocks.0"), ("all_gather", "blocks.1"),
+                   ("forward", "blocks.0"), ("forward", "blocks.1"),
+                   ("all_gather", "blocks.1"), ("all_gather", "blocks.0"), ("backward", "blocks.1"),
+                   ("reduce_scatter", "blocks.1"), ("backward", "blocks.0"), ("reduce_scatter", "blocks.0"),
+                   ("reduce_scatter", "")]
+    assert overlap.issue_order_text(sim) == "AGR AG0 AG1 F0 F1 AG1 AG0 B1 RS1 B0 RS0 RSR"
+    assert overlap.issue_order_text([("all_gather", None)]) == "AG?"
+    named = overlap.fsdp2_issue_order(overlap.uniform(2, 1.0, 0.5), unit_names=["layers.0", "layers.1"], root="m")
+    assert named[0] == ("all_gather", "m") and ("forward", "layers.1") in named and named[-1] == ("reduce_scatter", "m")
+    with pytest.raises(DistlearnValueError, match="unit_names"):
+        overlap.fsdp2_issue_order(overlap.uniform(2, 1.0, 0.5), unit_names=["a"])
+
+
+def test_a_simulation_that_prefetches_the_wrong_unit_fails_the_order_check():
+    """Broken on purpose: swap which unit two forward all-gathers gather. The check on (kind, unit) per event fails;
+    the chapter's old check, which named only the computations, passes the broken simulation."""
+    good = overlap.uniform(4, 1.0, 0.5, forward_prefetch=2)
+    bad = _wrong_unit(good, 2, 3)
+    assert overlap.fsdp2_issue_order(bad) != overlap.fsdp2_issue_order(good)
+    old = lambda r: [(k, u if k in ("forward", "backward") else None) for k, u in overlap.issue_order(r)]
+    assert old(bad) == old(good)
+
+
+def test_prefetch_time_hint_guides_without_the_formula(capsys):
+    """Issue 32 item 14: the hint after a wrong try (here the no-prefetch answer) must not state the closed form
+    comm + compute + (n − 1)·max(comm, compute), in words or symbols, in either language."""
+    from distlearn.core.check import CheckFailed
+    from distlearn.core.i18n import get_language, set_language
+    from distlearn.overlap_prefetch import check
+
+    before = get_language()
+    set_language("both")
+    try:
+        with pytest.raises(CheckFailed):
+            check.ex07_prefetch_time(lambda n, compute, comm: n * (compute + comm))
+    finally:
+        set_language(before)
+    out = capsys.readouterr().out
+    hint = out[out.index("Hint:"):]
+    assert "提示：" in hint
+    leaked = ["max", "slower", "larger of", "greater of", "exposed", "n − 1", "n - 1", "(n", "num_units",
+              "comm + compute", "compute + comm", "in between each unit",
+              "较慢", "较大的", "取两者", "无法被隐藏", "中间每个单元"]
+    assert not [s for s in leaked if s in hint], hint
+
+
+def test_chapter07_stored_fsdp2_run_matches_the_simulation_unit_by_unit():
+    """The stored run of chapter 07's real-FSDP2 cell: for every setting it printed, the real issue order, every
+    collective with its unit, is the simulation's, written out again here from overlap.fsdp2_issue_order."""
+    import re
+
+    from stored_outputs import stored_text
+
+    text = stored_text("07_overlap_prefetch", "lab.issue_orders")
+    settings_ = re.findall(r"forward prefetch (\d), backward prefetch (\d), reshard_after_forward=(True|False)", text)
+    real = re.findall(r"real FSDP2[^:]*: (.*)", text)
+    assert len(settings_) == len(real) == 5
+    for (kf, kb, reshard), line in zip(settings_, real):
+        sim = overlap.fsdp2_issue_order(overlap.uniform(4, 1.0, 0.5, forward_prefetch=int(kf),
+                                                        backward_prefetch=int(kb),
+                                                        reshard_after_forward=reshard == "True"))
+        assert line.strip() == overlap.issue_order_text(sim), (kf, kb, reshard)
+        assert "AGR" in line and "AG3" in line and "RS0" in line and "?" not in line

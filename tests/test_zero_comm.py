@@ -206,3 +206,44 @@ def test_hpz_fsdp2_int_reshard_and_hsdp_on_the_real_engines():
     assert hs == pytest.approx({("all_gather", 2): 2.0, ("reduce_scatter", 2): 1.0, ("all_reduce", 2): 0.5},
                                rel=1e-3)
     assert set(hs) != set(hpz)
+
+
+# ---------------------------------------------------------------- issue 32: chapter 06's verdict column
+def test_verdict_is_a_check_mark_only_when_every_count_agrees_exactly():
+    from distlearn.zero_fsdp.traffic import element_differences, verdict
+
+    psi = 2488
+    want = step_collectives(3, 3, engine="fsdp2").elements(psi)
+    assert want == {"all_gather": 6 * psi, "reduce_scatter": 3 * psi}            # 2m and m, derived by hand
+    assert verdict(dict(want), want) == "✓" and element_differences(dict(want), want) == {}
+    assert verdict({**want, "all_reduce": 0}, want) == "✓"                     # counted zero = not issued
+    assert verdict({"all_gather": 6 * psi - 1, "reduce_scatter": 3 * psi}, want) == "✗"   # one element short:
+    assert round((6 * psi - 1) / psi, 3) == 6.0                                 # the rounded column would hide it
+    assert verdict({**want, "all_reduce": psi}, want) == "✗"                  # an extra kind of collective
+    assert verdict({"all_gather": 6 * psi}, want) == "✗"                      # a kind missing
+    assert element_differences({"all_gather": 6 * psi}, want) == {"reduce_scatter": (0, 3 * psi)}
+    assert verdict({}, {}) == "✓"
+    with pytest.raises(DistlearnValueError):
+        verdict({"all_gather": 1.5}, want)                                     # counts are whole elements
+    with pytest.raises(DistlearnValueError):
+        verdict([("all_gather", 6 * psi)], want)
+
+
+def test_chapter06_stored_fsdp2_table_has_the_right_verdicts():
+    """The stored run of chapter 06's FSDP2 table: the verdict column exists, each row's mark agrees with its own
+    measured and predicted columns, and only the default-root row (which the prediction does not model) is ✗."""
+    import ast
+    import re
+
+    from stored_outputs import stored_text
+
+    text = stored_text("06_zero_fsdp", "zlab.fsdp2_grid")
+    assert "verdict" in text or "判定" in text
+    rows = [re.search(r"(\{[^}]*\})\s+(\{[^}]*\})\s+([✓✗])\s*$", line) for line in text.splitlines() if "{" in line]
+    assert len(rows) == 5 and all(rows)
+    marks = []
+    for m in rows:
+        got, exp = ast.literal_eval(m.group(1)), ast.literal_eval(m.group(2))
+        assert (m.group(3) == "✓") == (got == exp)
+        marks.append(m.group(3))
+    assert marks == ["✓"] * 4 + ["✗"]

@@ -9,9 +9,14 @@ from distlearn.overlap_prefetch.timeline import simulate, uniform
 def ex07_prefetch_time(fn):
     """``fn(num_units, compute, comm)`` → forward time of uniform units with prefetch."""
     cases = [Case((n, f, g), expected=uniform(n, f, g, include_backward=False).total_time, rtol=1e-9,
-                  hint_en="The first all-gather is exposed, the last compute too; in between each unit costs the "
-                          "slower of the two.",
-                  hint_zh="第一次 AllGather 和最后一次计算无法被隐藏；中间每个单元耗时取两者中较慢的一个。")
+                  hint_en="Draw two rows for 3 units, all-gathers above and computations below. Unit i computes "
+                          "once its all-gather is done and unit i − 1 has finished; the channel runs one "
+                          "all-gather at a time. Then try comm much smaller than compute, and much larger: which "
+                          "row sets the pace, and which pieces stay uncovered at the two ends?",
+                  hint_zh="画出 3 个单元的两行时间线：上面一行是 AllGather，下面一行是计算。单元 i 要等自己的 "
+                          "AllGather 完成、并且单元 i − 1 算完，才能开始计算；通信通道一次只执行一个 AllGather。"
+                          "再分别试试 comm 远小于 compute 和远大于 compute：哪一行决定了节奏？两端各有哪一段没有被"
+                          "遮住？")
              for n, f, g in [(12, 0.1, 0.08), (5, 1.0, 3.0), (1, 2.0, 1.0), (8, 1.0, 1.0), (3, 0.5, 0.75)]]
     verify("ex07_prefetch_time", fn, cases)
 

@@ -46,7 +46,7 @@ from typing import NamedTuple
 from distlearn.core.validate import DistlearnValueError, check_int, check_number
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
-           "closed_form_forward", "issue_order"]
+           "closed_form_forward", "issue_order", "fsdp2_issue_order", "issue_order_text"]
 
 
 @dataclass(frozen=True)
@@ -368,6 +368,35 @@ def issue_order(result: OverlapResult) -> list[tuple[str, int]]:
     (``_fully_shard/_fsdp_state.py``)."""
     events = [(o.issue if o.stream == "comm" else o.start, _TIE[o.kind], o.kind, o.unit) for o in result.ops]
     return [(kind, unit) for _, _, kind, unit in sorted(events, key=lambda e: (e[0], e[1]))]
+
+
+def fsdp2_issue_order(result: OverlapResult, unit_names=None, root: str = "") -> list[tuple[str, str]]:
+    """:func:`issue_order` as a real FSDP2 run records it (``distlearn.zero_fsdp.lab.issue_order``): every event,
+    collectives included, named by the module FQN of its unit, ``unit_names[i]`` (default ``"blocks.i"``), and the
+    simulated units wrapped by a root unit named ``root`` (FQN ``""``), which the simulation leaves out: its
+    all-gather comes first (issued in the root's pre-forward, before any block) and its reduce-scatter last (issued
+    in the final post-backward callback: ``_fully_shard/_fsdp_state.py``). The root is left at FSDP2's default,
+    which keeps it unsharded from forward to backward, so it has no backward all-gather."""
+    units = sorted({o.unit for o in result.ops})
+    names = [f"blocks.{i}" for i in range(len(units))] if unit_names is None else list(unit_names)
+    if len(names) != len(units):
+        raise DistlearnValueError("unit_names", f"unit_names needs one name per unit ({len(units)}), got "
+                                  f"{len(names)}.", f"unit_names 需要每个单元一个名字（共 {len(units)} 个），"
+                                  f"收到 {len(names)} 个。")
+    body = [(kind, names[unit]) for kind, unit in issue_order(result)]
+    return [("all_gather", root)] + body + [("reduce_scatter", root)]
+
+
+_SHORT = {"all_gather": "AG", "reduce_scatter": "RS", "forward": "F", "backward": "B"}
+
+
+def issue_order_text(events) -> str:
+    """One line for an issue order of ``(kind, module FQN)`` events (:func:`fsdp2_issue_order` or the real run):
+    AG / RS / F / B for all-gather, reduce-scatter, forward, backward, followed by the last part of the FQN (the
+    block's number) or R for the root (``""``); ``?`` for a collective of no known unit (None)."""
+    def unit(fqn):
+        return "?" if fqn is None else "R" if fqn == "" else fqn.rsplit(".", 1)[-1]
+    return " ".join(_SHORT[kind] + unit(fqn) for kind, fqn in events)
 
 
 def uniform(num_units: int, compute: float, comm: float, **kwargs) -> OverlapResult:

@@ -11,6 +11,8 @@ Mesh: ``init_device_mesh("cpu", (world_size,))`` under gloo; ``"cuda"`` under NC
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -140,12 +142,58 @@ def split_tie(rank: int, world_size: int) -> str:
         return f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
 
 
+@contextmanager
+def collectives_by_unit(model, mark):
+    """While inside, call ``mark(kind, fqn)`` for every collective FSDP2 issues for ``model``'s units: ``kind``
+    ``"all_gather"`` or ``"reduce_scatter"``, ``fqn`` the module FQN of the unit it belongs to (``""`` for the root
+    unit, ``"blocks.2"`` for a block), or None for a collective issued outside any unit's all-gather or
+    post-backward (none is expected).
+
+    FSDP2 calls ``dist.all_gather_single`` / ``dist.reduce_scatter_single`` once per unit
+    (``_fully_shard/_fsdp_collectives.py``); the unit is the param group whose ``unshard`` (its own pre-forward /
+    pre-backward, or a prefetch issued by another unit) or ``post_backward`` is running at that moment
+    (``_fully_shard/_fsdp_param_group.py``), named by FSDP2's own ``_module_fqn``. Both are wrapped on each group
+    instance and restored on exit, with the two collectives."""
+    from torch.distributed.fsdp import FSDPModule
+
+    running: list = []            # FQNs of the units whose unshard / post_backward is running (innermost last)
+    groups = [g for m in model.modules() if isinstance(m, FSDPModule) for g in m._get_fsdp_state()._fsdp_param_groups]
+
+    def within(group, method):
+        def wrapped(*args, **kwargs):
+            running.append(group._module_fqn)
+            try:
+                return method(*args, **kwargs)
+            finally:
+                running.pop()
+        return wrapped
+
+    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
+
+    def ag(*args, **kwargs):
+        mark("all_gather", running[-1] if running else None)
+        return real_ag(*args, **kwargs)
+
+    def rs(*args, **kwargs):
+        mark("reduce_scatter", running[-1] if running else None)
+        return real_rs(*args, **kwargs)
+
+    for g in groups:
+        g.unshard, g.post_backward = within(g, g.unshard), within(g, g.post_backward)
+    dist.all_gather_single, dist.reduce_scatter_single = ag, rs
+    try:
+        yield
+    finally:
+        dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
+        for g in groups:
+            del g.unshard, g.post_backward          # the class's methods again
+
+
 def count_collectives(rank: int, world_size: int, num_layers: int = 4, reshard_after_forward: bool = True) -> dict:
     """Count the all-gathers and reduce-scatters FSDP2 issues in one training step (after a warm-up step) of the
     tiny GPT with ``num_layers`` blocks, each block (with ``reshard_after_forward``) and the root (default, which
     FSDP2 does not reshard after forward: ``_fsdp_state.py``) a unit. Returns ``{"all_gather": n,
-    "reduce_scatter": n, "order": [...]}``; FSDP2 calls ``dist.all_gather_single`` / ``dist.reduce_scatter_single``
-    once per unit (``_fsdp_collectives.py``), which we wrap."""
+    "reduce_scatter": n, "order": [(kind, unit FQN), ...]}`` (:func:`collectives_by_unit`)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -159,34 +207,27 @@ def count_collectives(rank: int, world_size: int, num_layers: int = 4, reshard_a
     fully_shard(model, mesh=mesh)  # root left at the default: FSDP2 then keeps it unsharded after forward
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     tokens = make_batches(cfg, 2, world_size, 0)
-    order = []
-    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
+    order: list = []
+    recording = [False]
 
-    def ag(*args, **kwargs):
-        order.append("all_gather")
-        return real_ag(*args, **kwargs)
+    def mark(kind, fqn):
+        if recording[0]:
+            order.append((kind, fqn))
 
-    def rs(*args, **kwargs):
-        order.append("reduce_scatter")
-        return real_rs(*args, **kwargs)
-
-    for step in range(2):
-        if step == 1:
-            dist.all_gather_single, dist.reduce_scatter_single = ag, rs
-        try:
+    with collectives_by_unit(model, mark):
+        for step in range(2):
+            recording[0] = step == 1
             next_token_loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
             opt.step()
             opt.zero_grad()
-        finally:
-            dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
-    kinds = order
+    kinds = [k for k, _ in order]
     return {"all_gather": kinds.count("all_gather"), "reduce_scatter": kinds.count("reduce_scatter"),
-            "order": kinds}
+            "order": order}
 
 
 def collective_orders(rank: int, world_size: int, num_layers: int = 4) -> dict:
     """:func:`count_collectives` with and without resharding after forward, in one launch: {True: [...], False:
-    [...]} (the kinds in issue order)."""
+    [...]} (``(kind, unit FQN)`` in issue order)."""
     return {flag: count_collectives(rank, world_size, num_layers, flag)["order"] for flag in (True, False)}
 
 
@@ -226,13 +267,14 @@ def demo(rank: int, world_size: int) -> dict:
 
 
 def issue_order(rank: int, world_size: int, num_layers: int = 4, forward_prefetch: int = 0,
-                backward_prefetch: int = 1, reshard_after_forward: bool = True) -> list[tuple[str, int | None]]:
+                backward_prefetch: int = 1, reshard_after_forward: bool = True) -> list[tuple[str, str | None]]:
     """What this rank's CPU issues, in order, in one training step (after a warm-up step) of the tiny GPT with
-    ``num_layers`` FSDP2 blocks and an FSDP2 root: ``("all_gather", None)`` / ``("reduce_scatter", None)`` for each
-    collective FSDP2 calls (``dist.all_gather_single`` / ``dist.reduce_scatter_single``, wrapped), and
-    ``("forward", i)`` / ``("backward", i)`` when block i's computation starts — a forward pre-hook and a hook on
-    the block output's gradient, both registered after ``fully_shard`` so that they run after FSDP2's own
-    pre-forward / pre-backward hooks, which issue the all-gathers.
+    ``num_layers`` FSDP2 blocks and an FSDP2 root, each event as ``(kind, module FQN)``: ``("all_gather", fqn)`` /
+    ``("reduce_scatter", fqn)`` for each collective FSDP2 calls, named by the unit it belongs to (``""`` = the root,
+    ``"blocks.i"`` = block i; :func:`collectives_by_unit`), and ``("forward", "blocks.i")`` /
+    ``("backward", "blocks.i")`` when block i's computation starts — a forward pre-hook and a hook on the block
+    output's gradient, both registered after ``fully_shard`` so that they run after FSDP2's own pre-forward /
+    pre-backward hooks, which issue the all-gathers.
 
     ``forward_prefetch`` k: ``blocks[i].set_modules_to_forward_prefetch(blocks[i+1 : i+1+k])`` (FSDP2 prefetches
     nothing in forward by default); ``backward_prefetch`` k ≥ 2: ``set_modules_to_backward_prefetch`` likewise
@@ -258,35 +300,24 @@ def issue_order(rank: int, world_size: int, num_layers: int = 4, forward_prefetc
     events: list = []
     recording = [False]
 
-    def mark(kind, i):
+    def mark(kind, fqn):
         if recording[0]:
-            events.append((kind, i))
+            events.append((kind, fqn))
 
-    for i, block in enumerate(blocks):
-        block.register_forward_pre_hook(lambda _m, _a, i=i: mark("forward", i))
-        block.register_forward_hook(lambda _m, _a, out, i=i: out.register_hook(
-            lambda g, i=i: mark("backward", i)) and None)
+    names = {id(m): name for name, m in model.named_modules()}
+    for block in blocks:
+        fqn = names[id(block)]
+        block.register_forward_pre_hook(lambda _m, _a, fqn=fqn: mark("forward", fqn))
+        block.register_forward_hook(lambda _m, _a, out, fqn=fqn: out.register_hook(
+            lambda g, fqn=fqn: mark("backward", fqn)) and None)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-2)
     tokens = make_batches(cfg, 2, world_size, 0)
-    real_ag, real_rs = dist.all_gather_single, dist.reduce_scatter_single
-
-    def ag(*args, **kwargs):
-        mark("all_gather", None)
-        return real_ag(*args, **kwargs)
-
-    def rs(*args, **kwargs):
-        mark("reduce_scatter", None)
-        return real_rs(*args, **kwargs)
-
-    dist.all_gather_single, dist.reduce_scatter_single = ag, rs
-    try:
+    with collectives_by_unit(model, mark):
         for step in range(2):
             recording[0] = step == 1
             next_token_loss(model, tokens[step][rank:rank + 1].to(dev)).backward()
             opt.step()
             opt.zero_grad()
-    finally:
-        dist.all_gather_single, dist.reduce_scatter_single = real_ag, real_rs
     return events
 
 

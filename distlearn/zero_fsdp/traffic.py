@@ -197,4 +197,28 @@ def step_collectives(zero_stage: int, num_microbatches: int = 1, *, engine: str 
                                    Collective("reduce_scatter", "gradients", grad_phase, grad_times)))
 
 
-__all__ = ["ENGINES", "OPS", "PHASES", "VOLUME", "Collective", "StepComm", "step_collectives"]
+def element_differences(measured: dict, predicted: dict) -> dict[str, tuple[int, int]]:
+    """Where a real engine's count differs from a prediction: ``{op: (measured, predicted)}`` for every op whose
+    total message elements differ, an op missing on one side counting 0. ``measured`` is what a collective counter
+    read (``distlearn.zero_fsdp.lab_traffic``: ``{"all_gather": 3 * Ψ, ...}``), ``predicted`` typically
+    ``step_collectives(...).elements(Ψ)``. Empty when they agree exactly; the counts are whole numbers of elements,
+    so there is no tolerance. Raises DistlearnValueError for a count that is not a whole number ≥ 0."""
+    counts = []
+    for name, side in (("measured", measured), ("predicted", predicted)):
+        if not isinstance(side, dict):
+            raise DistlearnValueError(name, f"{name} must be a dict {{op: elements}}, got {type(side).__name__}.",
+                                      f"{name} 必须是字典 {{op: 元素数}}，收到的是 {type(side).__name__}。")
+        counts.append({op: check_int(f"{name}[{op!r}]", n, minimum=0) for op, n in side.items()})
+    got, want = counts
+    return {op: (got.get(op, 0), want.get(op, 0)) for op in sorted(set(got) | set(want))
+            if got.get(op, 0) != want.get(op, 0)}
+
+
+def verdict(measured: dict, predicted: dict) -> str:
+    """"✓" when the engine moved exactly the predicted elements in every kind of collective
+    (:func:`element_differences` is empty), else "✗": the verdict column of chapter 06's FSDP2 table."""
+    return "✗" if element_differences(measured, predicted) else "✓"
+
+
+__all__ = ["ENGINES", "OPS", "PHASES", "VOLUME", "Collective", "StepComm", "step_collectives",
+           "element_differences", "verdict"]
