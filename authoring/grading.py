@@ -27,7 +27,8 @@ from pathlib import Path
 
 import nbformat
 
-from authoring.course import BEGIN, PLACEHOLDER, ROOT, SOLUTION_ONLY
+from authoring.exercises import SOLUTION_ONLY
+from authoring.paths import BEGIN, PLACEHOLDER, ROOT
 
 CHECK_CALL = re.compile(r"^\s*check\.ex\d\d_(\w+)\(", re.M)
 # For nbgrader 0.9 (pyproject's [teach]): CourseDirectory.root must be an absolute path (a relative one draws

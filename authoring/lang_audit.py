@@ -27,7 +27,7 @@ that language.
 Command line: ``python -m authoring.course audit-lang --lang zh [NAMES]`` (see :mod:`authoring.course`).
 
 Without running anything: :func:`stored_report` audits a stored monolingual copy (``courses/<lang>/``) from the file —
-its outputs, and the figure texts and widget labels its run recorded (:func:`authoring.course.execute_copy`).
+its outputs, and the figure texts and widget labels its run recorded (:func:`authoring.copies.execute_copy`).
 """
 from __future__ import annotations
 
@@ -41,6 +41,7 @@ from pathlib import Path
 
 import nbformat
 
+from authoring.paths import ROOT, course_notebooks
 from distlearn.core.i18n import QUOTE, normalize_language
 from distlearn.core.language import SWITCH_CLASS
 
@@ -355,7 +356,7 @@ def audit(path: str | Path, lang: str, name: str | None = None, allow_errors: bo
 
 
 def stored_lines(nb) -> list[Line]:
-    """Everything a reader of a stored monolingual copy (``courses/<lang>/``, :func:`authoring.course.execute_copy`)
+    """Everything a reader of a stored monolingual copy (``courses/<lang>/``, :func:`authoring.copies.execute_copy`)
     sees besides its prose, read from the file: the stored outputs, and the figure texts and widget labels its run
     recorded in ``metadata.distlearn.shown`` (the figures are stored as pictures, the widget state not at all)."""
     shown = nb.metadata.get("distlearn", {}).get("shown", {})
@@ -389,7 +390,6 @@ def audit_course(lang: str, names: list[str] | None = None, root: Path | None = 
     """:func:`audit` every chapter, solution and exercise notebook of the course (or those whose stem or relative
     path is in ``names``) under ``lang``; exercises run as shipped, so their checks fail and show their feedback.
     Notebooks run in their folder; the stored files are not changed."""
-    from authoring.course import ROOT, course_notebooks
 
     root = Path(root or ROOT)
     reports = []

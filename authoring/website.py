@@ -10,7 +10,7 @@ What a build does, for each language ``en`` and ``zh``:
 
 1. write every page's notebook under ``build/site-work/<lang>/src/`` with the same layout as the repository
    (``notebooks/``, ``exercises/``, ``solutions/``), from the stored monolingual copy ``courses/<lang>/`` of that
-   notebook (:func:`authoring.course.update_copies`: that language's prose only, executed under
+   notebook (:func:`authoring.copies.update_copies`: that language's prose only, executed under
    ``DISTLEARN_LANG=<lang>``, so its printed lines, tables, figures and explorer pictures are in that language too);
    links to pages that are not built are rewritten (:func:`relink`), and an explorer output with no stored static
    picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
@@ -24,7 +24,7 @@ refuses the snippet fetches from ``file://``); served (``python -m http.server -
 
 Nothing is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
 current and ``make check`` checks. A build stops, naming them, if a page's stored copy is missing or not current
-(:func:`authoring.course.copy_problems`): it would show outputs of other code, or of both languages.
+(:func:`authoring.copies.copy_problems`): it would show outputs of other code, or of both languages.
 
 Command line::
 
@@ -46,9 +46,9 @@ from pathlib import Path
 
 import nbformat
 
-from authoring import course, lang_audit
+from authoring import lang_audit, copies, parity, paths
 
-ROOT = course.ROOT
+ROOT = paths.ROOT
 CONF_DIR = ROOT / "website"
 OUT = ROOT / "build" / "site"
 REPOSITORY = "https://github.com/distlearn/distlearn"
@@ -242,7 +242,7 @@ def prose_in(nb, lang: str):
     stored outputs (a stored copy ``courses/<lang>/`` has only ``lang``'s prose already; this keeps
     :func:`monolingual` right for any notebook)."""
     out = nbformat.from_dict(nb)
-    out.cells = [c for c in out.cells if c.cell_type != "markdown" or course._lang(c) in (lang, None)]
+    out.cells = [c for c in out.cells if c.cell_type != "markdown" or parity.cell_language(c) in (lang, None)]
     return out
 
 
@@ -264,7 +264,7 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
         elif cell.cell_type == "code":
             # The notebook's language switch, or the copy's cell that sets its language (its output is the hidden
             # style widget that hides the other language's prose in Jupyter): the site has its own toggle.
-            if course.SWITCH_CALL in cell.source or cell.source == course.language_cell_source(lang):
+            if copies.SWITCH_CALL in cell.source or cell.source == copies.language_cell_source(lang):
                 cell.outputs = []
             # One printed line flushed in two pieces is one line, as in Jupyter (MyST-NB's own merge would put a
             # line break between the pieces).
@@ -282,7 +282,7 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
 def title_of(nb, lang: str) -> str:
     """The first ``# heading`` of the notebook's ``lang`` prose (or of any markdown cell)."""
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and course._lang(cell) in (lang, None):
+        if cell.cell_type == "markdown" and parity.cell_language(cell) in (lang, None):
             m = _H1.search(cell.source)
             if m:
                 return m.group(1)
@@ -323,7 +323,7 @@ def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, so
     built = {p.docname for p in pages}
     titles = {}
     for p in pages:
-        nb = nbformat.read(course.copy_path(p.path, lang, root), as_version=course.NB_VERSION)
+        nb = nbformat.read(copies.copy_path(p.path, lang, root), as_version=paths.NB_VERSION)
         titles[p.docname] = title_of(nb, lang)
         target = src / p.path
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -393,7 +393,7 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
     out = Path(out)
     work = out.parent / (out.name + "-work")
     pages = course_pages(root, chapters, solutions)
-    stale = course.copy_problems(root, tuple(languages), [p.path for p in pages])
+    stale = copies.copy_problems(root, tuple(languages), [p.path for p in pages])
     if stale:
         raise RuntimeError("the stored monolingual copies of these pages are not current; run `make notebooks` "
                            "/ 这些页面保存的单语副本不是最新的；请运行 `make notebooks`:\n" + "\n".join(stale))

@@ -36,7 +36,7 @@ import nbformat
 import pytest
 
 import browser_harness as bh
-from authoring import course
+from authoring import pairing, parity
 
 pytestmark = pytest.mark.slow
 CHAPTERS = bh.chapter_notebooks()
@@ -120,8 +120,8 @@ def _selftest_notebooks() -> dict[str, Path]:
     paths = {}
     for name, text in notebooks.items():
         paths[name] = SELFTEST / f"{name}.ipynb"
-        nbformat.write(course.from_myst(text), paths[name])
-    course.execute(paths["good"])  # stored as chapters are: executed, with the explorer's static picture
+        nbformat.write(pairing.from_myst(text), paths[name])
+    pairing.execute(paths["good"])  # stored as chapters are: executed, with the explorer's static picture
     stale = nbformat.read(paths["stale"], as_version=4)
     stale.cells[0].outputs, stale.cells[0].execution_count = [nbformat.from_dict(OLD_STORED_OUTPUT)], 1
     nbformat.write(stale, paths["stale"])
@@ -162,7 +162,7 @@ def session():
 
 
 def test_explorer_cells_are_found():
-    nb = course.from_myst("".join(_myst_code(src) for src in ("def explorer():\n    pass",
+    nb = pairing.from_myst("".join(_myst_code(src) for src in ("def explorer():\n    pass",
                                                               "from distlearn.core.explorer import x\nx.explorer()",
                                                               "explorer( )", "print(1)")))
     path = SELFTEST / "find.ipynb"
@@ -253,7 +253,7 @@ _JS_INSERT_AND_RUN = """async ([i, src]) => { const app = window.jupyterapp; con
 
 
 def _prose_counts(nb) -> dict:
-    return {lang: sum(course._lang(c) == lang for c in nb.cells) for lang in ("en", "zh")}
+    return {lang: sum(parity.cell_language(c) == lang for c in nb.cells) for lang in ("en", "zh")}
 
 
 def _switch_cell(nb) -> int:
@@ -326,7 +326,7 @@ def _language_selftest_notebook() -> Path:
             + _myst_pair("Data parallelism copies the model.", "数据并行复制模型。")
             + _myst_pair("## Summary", "## 小结"))
     path.parent.mkdir(parents=True, exist_ok=True)
-    nbformat.write(course.from_myst(text), path)
+    nbformat.write(pairing.from_myst(text), path)
     return path
 
 

@@ -7,7 +7,7 @@ import jupytext
 import nbformat
 import pytest
 
-from authoring.course import ROOT
+from authoring.paths import ROOT
 
 CHAPTERS = sorted(p for p in (ROOT / "notebooks").glob("[0-9][0-9]_*.md") if not p.name.startswith("00"))
 

@@ -14,7 +14,7 @@ from hypothesis import given, settings, strategies as st
 
 from distlearn.context_parallel import simulation as C
 from distlearn.activation_memory.formulas import layer_activation_table, layer_shape
-from authoring.course import ROOT
+from authoring.paths import ROOT
 from distlearn.core.hardware import GPUS
 from distlearn.core.models import PRESETS
 from distlearn.core.validate import DistlearnValueError

@@ -11,8 +11,8 @@ import jupytext
 import nbformat
 import pytest
 
-from authoring import course
-from authoring.course import ROOT
+from authoring import copies, exercises, lab, pairing, parity, paths, course
+from authoring.paths import ROOT
 
 PAIR = '+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'
 CODE = "```{{code-cell}} ipython3\n{src}\n```\n\n"
@@ -20,26 +20,26 @@ CODE = "```{{code-cell}} ipython3\n{src}\n```\n\n"
 
 # ------------------------------------------------------------------ the real course
 def test_every_md_source_in_sync_and_every_notebook_fully_executed():
-    problems = course.stored_problems()
+    problems = pairing.stored_problems()
     assert not problems, "\n".join(problems)
 
 
 def test_every_stored_monolingual_copy_is_current():
     """courses/en/ and courses/zh/: one copy per chapter, solution and exercise, as split() makes it, executed in its
     language from the current code (`make notebooks` keeps them so)."""
-    problems = course.copy_problems()
+    problems = copies.copy_problems()
     assert not problems, "\n".join(problems)
 
 
 def test_every_chapter_and_solution_has_a_myst_source():
-    stored = {p.with_suffix("").relative_to(ROOT) for p in course.paired_notebooks()}
-    sources = {p.with_suffix("").relative_to(ROOT) for d in course.PAIRED_DIRS for p in (ROOT / d).glob("*.md")}
+    stored = {p.with_suffix("").relative_to(ROOT) for p in pairing.paired_notebooks()}
+    sources = {p.with_suffix("").relative_to(ROOT) for d in paths.PAIRED_DIRS for p in (ROOT / d).glob("*.md")}
     assert stored == sources
     assert not list((ROOT / "exercises").glob("*.md")), "exercises are generated: no .md sources there"
 
 
 def test_exercises_in_sync_with_solutions():
-    stale = course.build_exercises(check=True)
+    stale = exercises.build_exercises(check=True)
     assert not stale, f"run `make notebooks`: {stale}"
 
 
@@ -50,7 +50,7 @@ def test_exercises_are_not_paired_and_not_marked_executed():
 
 
 def test_every_notebook_is_bilingual():
-    problems = course.parity()
+    problems = parity.parity()
     assert not problems, "\n".join(problems)
 
 
@@ -62,7 +62,7 @@ def test_every_chapter_has_exercise_and_solution_pairs():
 
 
 def test_no_stored_notebook_shows_nbval_comments_to_students():
-    for path in course.course_notebooks():
+    for path in paths.course_notebooks():
         for cell in nbformat.read(path, as_version=4).cells:
             assert "# NBVAL_" not in cell.source, f"{path.name}: use the cell tag, not the comment"
 
@@ -77,8 +77,8 @@ def pair_copy(tmp_path):
 
 
 def test_the_copy_is_clean(pair_copy):
-    assert course.sync_problems(pair_copy) == []
-    assert course.execution_problems(nbformat.read(pair_copy, as_version=4), "copy") == []
+    assert pairing.sync_problems(pair_copy) == []
+    assert pairing.execution_problems(nbformat.read(pair_copy, as_version=4), "copy") == []
 
 
 def _code_cells(nb):
@@ -89,19 +89,19 @@ def test_a_cell_never_executed_is_found(pair_copy):
     nb = nbformat.read(pair_copy, as_version=4)
     cell = _code_cells(nb)[3]
     cell.execution_count, cell.outputs = None, []
-    assert any("never executed" in p for p in course.execution_problems(nb, "copy"))
+    assert any("never executed" in p for p in pairing.execution_problems(nb, "copy"))
 
 
 def test_a_cell_rerun_out_of_order_is_found(pair_copy):
     nb = nbformat.read(pair_copy, as_version=4)
     _code_cells(nb)[2].execution_count = 40  # re-run by hand after the rest
-    assert any("not 1, 2, 3" in p for p in course.execution_problems(nb, "copy"))
+    assert any("not 1, 2, 3" in p for p in pairing.execution_problems(nb, "copy"))
 
 
 def test_code_changed_without_a_rerun_is_found(pair_copy):
     nb = nbformat.read(pair_copy, as_version=4)
     _code_cells(nb)[1].source += "\nprint('new')"
-    assert any("code changed" in p for p in course.execution_problems(nb, "copy"))
+    assert any("code changed" in p for p in pairing.execution_problems(nb, "copy"))
 
 
 def test_an_unexecuted_notebook_is_found(pair_copy):
@@ -109,7 +109,7 @@ def test_an_unexecuted_notebook_is_found(pair_copy):
     for c in nb.cells:
         if c.cell_type == "code":
             c.execution_count, c.outputs = None, []
-    assert course.execution_problems(nb, "copy")
+    assert pairing.execution_problems(nb, "copy")
 
 
 @pytest.mark.parametrize("edit, what", [
@@ -119,11 +119,11 @@ def test_an_unexecuted_notebook_is_found(pair_copy):
     (lambda t: t + "\n+++ {\"tags\": [\"lang-en\"]}\n\nOne more cell.\n", "cell count"),
 ])
 def test_md_and_ipynb_out_of_sync_is_found(pair_copy, edit, what):
-    md = course.source_of(pair_copy)
+    md = pairing.source_of(pair_copy)
     text = md.read_text(encoding="utf-8")
     assert edit(text) != text, "the edit did not apply"
     md.write_text(edit(text), encoding="utf-8")
-    problems = course.sync_problems(pair_copy)
+    problems = pairing.sync_problems(pair_copy)
     assert len(problems) == 1 and f"({what}" in problems[0], problems
 
 
@@ -131,39 +131,39 @@ def test_cells_swapped_are_found(pair_copy):
     nb = nbformat.read(pair_copy, as_version=4)
     nb.cells[0], nb.cells[1] = nb.cells[1], nb.cells[0]
     nbformat.write(nb, pair_copy)
-    assert course.sync_problems(pair_copy)
+    assert pairing.sync_problems(pair_copy)
 
 
 def test_missing_md_source_is_found(pair_copy):
-    course.source_of(pair_copy).unlink()
-    assert "no MyST source" in course.sync_problems(pair_copy)[0]
+    pairing.source_of(pair_copy).unlink()
+    assert "no MyST source" in pairing.sync_problems(pair_copy)[0]
 
 
 def test_a_prose_fix_in_the_md_is_a_one_line_change_in_the_ipynb(pair_copy):
     """Edit one line of Chinese prose in the .md, run the sync that `make notebooks` runs: the .ipynb changes by
     exactly that line, keeps its outputs and cell ids, and needs no re-execution."""
-    md = course.source_of(pair_copy)
+    md = pairing.source_of(pair_copy)
     before_nb = pair_copy.read_text(encoding="utf-8").splitlines()
     old_nb = nbformat.read(pair_copy, as_version=4)
     text = md.read_text(encoding="utf-8")
     md.write_text(text.replace("单位：字节；", "单位为字节；", 1), encoding="utf-8")
-    course.sync(md)
+    pairing.sync(md)
     after_nb = pair_copy.read_text(encoding="utf-8").splitlines()
     changed = [(a, b) for a, b in zip(before_nb, after_nb) if a != b]
     assert len(before_nb) == len(after_nb) and len(changed) == 1 and "单位为字节" in changed[0][1], changed
     new_nb = nbformat.read(pair_copy, as_version=4)
     assert [c.id for c in new_nb.cells] == [c.id for c in old_nb.cells]
-    assert course.execution_problems(new_nb, "copy") == [] and course.sync_problems(pair_copy) == []
+    assert pairing.execution_problems(new_nb, "copy") == [] and pairing.sync_problems(pair_copy) == []
 
 
 def test_cell_ids_survive_an_inserted_cell(pair_copy):
-    md = course.source_of(pair_copy)
+    md = pairing.source_of(pair_copy)
     old_ids = [c.id for c in nbformat.read(pair_copy, as_version=4).cells]
     text = md.read_text(encoding="utf-8")
     marker = "```{code-cell} ipython3"
     at = text.index(marker)
     md.write_text(text[:at] + CODE.format(src="x = 1") + text[at:], encoding="utf-8")
-    course.sync(md)
+    pairing.sync(md)
     new_ids = [c.id for c in nbformat.read(pair_copy, as_version=4).cells]
     assert len(new_ids) == len(old_ids) + 1 and set(old_ids) <= set(new_ids)
 
@@ -209,10 +209,10 @@ def copies_root(tmp_path):
         rel = f"{d}/{COPIED}.ipynb"
         (tmp_path / d).mkdir()
         shutil.copy(ROOT / rel, tmp_path / rel)
-        for lang in course.COPY_LANGS:
-            target = course.copy_path(rel, lang, tmp_path)
+        for lang in paths.COPY_LANGS:
+            target = copies.copy_path(rel, lang, tmp_path)
             target.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copy(course.copy_path(rel, lang), target)
+            shutil.copy(copies.copy_path(rel, lang), target)
     return tmp_path
 
 
@@ -227,7 +227,7 @@ def _prose(nb, lang):
 
 
 def test_the_copies_are_clean(copies_root):
-    assert course.copy_problems(copies_root) == []
+    assert copies.copy_problems(copies_root) == []
 
 
 def _untag(nb):
@@ -247,20 +247,20 @@ def _untag(nb):
 ])
 def test_a_copy_out_of_line_with_the_course_is_found(copies_root, where, change, found):
     rel = f"notebooks/{COPIED}.ipynb"
-    _edit(copies_root / rel if where == "source" else course.copy_path(rel, "zh", copies_root), change)
-    problems = course.copy_problems(copies_root)
+    _edit(copies_root / rel if where == "source" else copies.copy_path(rel, "zh", copies_root), change)
+    problems = copies.copy_problems(copies_root)
     assert problems and all(f"courses/zh/{rel}" in p for p in problems), problems
     assert any(found in p for p in problems), problems
 
 
 def test_a_missing_extra_or_executed_exercise_copy_is_found(copies_root):
-    course.copy_path(f"solutions/{COPIED}.ipynb", "en", copies_root).unlink()
-    shutil.copy(course.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root),
+    copies.copy_path(f"solutions/{COPIED}.ipynb", "en", copies_root).unlink()
+    shutil.copy(copies.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root),
                 copies_root / "courses" / "en" / "notebooks" / "99_gone.ipynb")
-    exercise = course.copy_path(f"exercises/{COPIED}.ipynb", "zh", copies_root)
+    exercise = copies.copy_path(f"exercises/{COPIED}.ipynb", "zh", copies_root)
     _edit(exercise, lambda nb: _code_cells(nb)[0].__setitem__(
         "outputs", [nbformat.v4.new_output("stream", name="stdout", text="x\n")]))
-    problems = course.copy_problems(copies_root)
+    problems = copies.copy_problems(copies_root)
     assert len(problems) == 3, problems
     for found in ("no stored en copy", "stores outputs", "99_gone.ipynb: no such notebook"):
         assert sum(found in p for p in problems) == 1, (found, problems)
@@ -270,12 +270,12 @@ def test_a_prose_fix_updates_the_copies_without_executing(copies_root):
     """A Chinese prose edit (as `make notebooks` sees it after syncing the pair): the zh copies change by that
     prose only and keep their outputs, the en copies do not change at all, nothing is executed."""
     rel = f"notebooks/{COPIED}.ipynb"
-    zh_copy, en_copy = (course.copy_path(rel, lang, copies_root) for lang in ("zh", "en"))
+    zh_copy, en_copy = (copies.copy_path(rel, lang, copies_root) for lang in ("zh", "en"))
     before_zh, before_en = zh_copy.read_text(encoding="utf-8"), en_copy.read_text(encoding="utf-8")
     _edit(copies_root / rel, lambda nb: _prose(nb, "zh").__setitem__("source", _prose(nb, "zh").source + "\n新句子。"))
-    assert course.copy_problems(copies_root)
-    assert course.update_copies(copies_root, log=lambda *_: None) == []
-    assert course.copy_problems(copies_root) == []
+    assert copies.copy_problems(copies_root)
+    assert copies.update_copies(copies_root, log=lambda *_: None) == []
+    assert copies.copy_problems(copies_root) == []
     assert en_copy.read_text(encoding="utf-8") == before_en
     import difflib
 
@@ -283,21 +283,21 @@ def test_a_prose_fix_updates_the_copies_without_executing(copies_root):
                                               lineterm="", n=0) if ln[:1] in "+-" and ln[:3] not in ("+++", "---")]
     # the cell's last source line gains its "\n" and the new line follows: nothing else of the copy changes
     assert len(diff) == 3 and "新句子" in diff[-1], diff
-    assert course.execution_problems(nbformat.read(zh_copy, as_version=4), "copy") == []
+    assert pairing.execution_problems(nbformat.read(zh_copy, as_version=4), "copy") == []
 
 
 def test_lab_in_one_language_opens_the_stored_copy_when_current(copies_root, monkeypatch):
     """`make lab COURSE_LANG=zh`: a current stored copy is copied to build/course-zh/ (no execution); a copy that is
     not current falls back to writing and executing the course in that language (split_course)."""
     executed = []
-    monkeypatch.setattr(course, "split_course", lambda lang, out, root, **kw: executed.append((lang, out)))
-    out = course.open_lab("zh", root=copies_root, start=False)
+    monkeypatch.setattr(lab, "split_course", lambda lang, out, root, **kw: executed.append((lang, out)))
+    out = lab.open_lab("zh", root=copies_root, start=False)
     assert out == copies_root / "build" / "course-zh" and executed == []
     for d in ("notebooks", "solutions", "exercises"):
         rel = f"{d}/{COPIED}.ipynb"
-        assert (out / rel).read_bytes() == course.copy_path(rel, "zh", copies_root).read_bytes()
-    course.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root).unlink()  # the en copy is not current
-    out_en = course.open_lab("en", root=copies_root, start=False)
+        assert (out / rel).read_bytes() == copies.copy_path(rel, "zh", copies_root).read_bytes()
+    copies.copy_path(f"notebooks/{COPIED}.ipynb", "en", copies_root).unlink()  # the en copy is not current
+    out_en = lab.open_lab("en", root=copies_root, start=False)
     assert executed == [("en", out_en)]
 
 
@@ -309,53 +309,53 @@ def test_lab_in_one_language_speaks_it_in_jupyterlabs_own_menus(tmp_path):
 
     from jupyterlab_server.translation_utils import get_language_pack
 
-    env = course.lab_environment("zh", tmp_path)
+    env = lab.lab_environment("zh", tmp_path)
     settings = Path(env["JUPYTERLAB_SETTINGS_DIR"])
-    assert settings == tmp_path / course.LAB_SETTINGS_DIR and env["DISTLEARN_LANG"] == "zh"
-    assert json.loads((settings / course.TRANSLATION_SETTINGS).read_text()) == {"locale": "zh_CN"}
+    assert settings == tmp_path / lab.LAB_SETTINGS_DIR and env["DISTLEARN_LANG"] == "zh"
+    assert json.loads((settings / lab.TRANSLATION_SETTINGS).read_text()) == {"locale": "zh_CN"}
     assert get_language_pack("zh_CN")[0]["jupyterlab"]["Edit"] == ["编辑"]
-    en = course.lab_environment("en", tmp_path / "en")
-    assert json.loads((Path(en["JUPYTERLAB_SETTINGS_DIR"]) / course.TRANSLATION_SETTINGS).read_text()) == {
+    en = lab.lab_environment("en", tmp_path / "en")
+    assert json.loads((Path(en["JUPYTERLAB_SETTINGS_DIR"]) / lab.TRANSLATION_SETTINGS).read_text()) == {
         "locale": "en"}
-    assert course.lab_environment("both", tmp_path / "both") == {"DISTLEARN_LANG": "both"}
+    assert lab.lab_environment("both", tmp_path / "both") == {"DISTLEARN_LANG": "both"}
     assert not (tmp_path / "both").exists()
 
 
 # ------------------------------------------------------------------ tools on small notebooks
 def test_strip_solutions_keeps_signature_and_indent():
     src = "def f(x):\n    ### BEGIN SOLUTION\n    return 2 * x\n    ### END SOLUTION\n\nanswer = 1"
-    out = course.strip_solutions(src)
-    assert out == f"def f(x):\n    {course.PLACEHOLDER}\n\nanswer = 1"
+    out = exercises.strip_solutions(src)
+    assert out == f"def f(x):\n    {paths.PLACEHOLDER}\n\nanswer = 1"
 
 
 @pytest.mark.parametrize("src", ["### BEGIN SOLUTION\nx", "x\n### END SOLUTION", "### BEGIN SOLUTION\n### BEGIN SOLUTION"])
 def test_strip_solutions_rejects_bad_markers(src):
     with pytest.raises(ValueError):
-        course.strip_solutions(src)
+        exercises.strip_solutions(src)
 
 
 def test_parity_finds_a_missing_partner_and_heading_mismatch():
-    nb = course.from_myst(PAIR.format(en="# A\n## B", zh="# 甲") + CODE.format(src="1")
+    nb = pairing.from_myst(PAIR.format(en="# A\n## B", zh="# 甲") + CODE.format(src="1")
                           + '+++ {"tags": ["lang-en"]}\n\norphan\n')
-    problems = course.parity_problems(nb, "x")
+    problems = parity.parity_problems(nb, "x")
     assert any("headings" in p for p in problems)
     assert any("no Chinese partner" in p for p in problems)
 
 
 def test_split_keeps_one_language_and_all_code():
-    nb = course.from_myst(PAIR.format(en="Hello", zh="你好") + CODE.format(src="x = 1"))
-    zh = course.split(nb, "zh")
-    assert [c.source for c in zh.cells] == ["你好", course.language_cell_source("zh"), "x = 1"]
+    nb = pairing.from_myst(PAIR.format(en="Hello", zh="你好") + CODE.format(src="x = 1"))
+    zh = copies.split(nb, "zh")
+    assert [c.source for c in zh.cells] == ["你好", copies.language_cell_source("zh"), "x = 1"]
     assert zh.metadata["distlearn"]["language"] == "zh"
-    assert course.split(nb, "zh_CN").metadata["distlearn"]["language"] == "zh"  # as people write it
+    assert copies.split(nb, "zh_CN").metadata["distlearn"]["language"] == "zh"  # as people write it
     with pytest.raises(ValueError):
-        course.split(nb, "fr")
+        copies.split(nb, "fr")
 
 
 def test_myst_keeps_tags_of_code_cells():
-    nb = course.from_myst("```{code-cell} ipython3\n:tags: [nbval-ignore-output]\n\nx = 1\n```\n")
+    nb = pairing.from_myst("```{code-cell} ipython3\n:tags: [nbval-ignore-output]\n\nx = 1\n```\n")
     assert nb.cells[0].metadata["tags"] == ["nbval-ignore-output"] and nb.cells[0].source == "x = 1"
-    assert "nbval-ignore-output" in jupytext.writes(nb, fmt=course.MYST)
+    assert "nbval-ignore-output" in jupytext.writes(nb, fmt=paths.MYST)
 
 
 def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch):
@@ -369,13 +369,13 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch
                   "  language: python\n  name: python3\n---\n\n" + PAIR.format(en="# New", zh="# 新")
                   + CODE.format(src="from distlearn.core.i18n import bi\nprint(bi('answer', '答案'), 6 * 7)"),
                   encoding="utf-8")
-    assert any("no stored notebook" in p for p in course.stored_problems(tmp_path))
+    assert any("no stored notebook" in p for p in pairing.stored_problems(tmp_path))
     ran = course.update_notebooks(root=tmp_path, log=lambda *_: None)
     rel = "notebooks/99_new.ipynb"
-    assert ran == [tmp_path / rel] + [course.copy_path(rel, lang, tmp_path) for lang in course.COPY_LANGS]
-    assert course.stored_problems(tmp_path) == [] and course.copy_problems(tmp_path) == []
+    assert ran == [tmp_path / rel] + [copies.copy_path(rel, lang, tmp_path) for lang in paths.COPY_LANGS]
+    assert pairing.stored_problems(tmp_path) == [] and copies.copy_problems(tmp_path) == []
     nb = nbformat.read(ran[0], as_version=4)
-    assert nb.cells[-1].outputs[0].text == "answer / 答案 42\n" and nb.metadata.jupytext.formats == course.FORMATS
+    assert nb.cells[-1].outputs[0].text == "answer / 答案 42\n" and nb.metadata.jupytext.formats == paths.FORMATS
     for path, printed in zip(ran[1:], ("answer 42\n", "答案 42\n")):  # each copy executed in its own language
         assert nbformat.read(path, as_version=4).cells[-1].outputs[0].text == printed
     # From here on an "execution" records the path and puts back what the real one stored, as a re-run of
@@ -388,7 +388,7 @@ def test_a_new_chapter_source_becomes_an_executed_notebook(tmp_path, monkeypatch
         Path(path).write_bytes(stored[Path(path).resolve()])
 
     monkeypatch.setattr(course, "execute", fake)
-    monkeypatch.setattr(course, "execute_copy", fake)
+    monkeypatch.setattr(copies, "execute_copy", fake)
     resolved = list(stored)  # the paths of ran, resolved, in its order
     assert course.update_notebooks(root=tmp_path, log=lambda *_: None) == []  # nothing changed: nothing runs
     assert executed == []

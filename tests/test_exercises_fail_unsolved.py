@@ -10,7 +10,7 @@ from jupyter_client.manager import AsyncKernelManager
 from nbclient import NotebookClient
 from nbclient.util import run_sync
 
-from authoring.course import ROOT
+from authoring.paths import ROOT
 
 CHECK_CALL = re.compile(r"^\s*check\.ex\d\d_\w+\(", re.M)
 EXERCISES = sorted((ROOT / "exercises").glob("*.ipynb"))

@@ -458,7 +458,7 @@ def test_torchrun_runs_the_lab():
     import subprocess
     import sys
 
-    from authoring.course import ROOT
+    from authoring.paths import ROOT
 
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2",
                           "-m", "distlearn.experts.lab"], cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"},

@@ -15,7 +15,7 @@ import pytest
 
 import distlearn
 from distlearn.core.explorer import explorer_modules
-from authoring import course
+from authoring import copies, pairing, parity, paths, course
 from distlearn.core import i18n
 
 PAIR = '+++ {{"tags": ["lang-en"]}}\n\n{en}\n\n+++ {{"tags": ["lang-zh"]}}\n\n{zh}\n\n'  # one MyST prose pair
@@ -43,7 +43,7 @@ def _import_everything():
 
 # ------------------------------------------------------------------ glossary parsing and matching
 def test_glossary_is_parsed():
-    terms = {t.en: t for t in course.glossary_terms()}
+    terms = {t.en: t for t in parity.glossary_terms()}
     assert len(terms) >= 60
     assert {"AllReduce", "全规约"} <= set(terms["all-reduce"].zh)
     assert terms["weak scaling"].zh == ("弱扩展",) and terms["strong scaling"].zh == ("强扩展",)
@@ -65,7 +65,7 @@ def test_glossary_is_parsed():
     ("See [the guide](https://example.com/all-reduce).", "见指南。"),  # link targets ignored
 ])
 def test_glossary_match_accepts(en, zh):
-    assert course.glossary_problems(en, zh) == []
+    assert parity.glossary_problems(en, zh) == []
 
 
 @pytest.mark.parametrize("en, zh, missing", [
@@ -78,7 +78,7 @@ def test_glossary_match_accepts(en, zh):
     ("Every rank waits.", "每个进程都在等待。", "rank"),
 ])
 def test_glossary_match_reports(en, zh, missing):
-    assert missing in [t.en for t in course.glossary_problems(en, zh)]
+    assert missing in [t.en for t in parity.glossary_problems(en, zh)]
 
 
 @pytest.mark.parametrize("zh, found", [
@@ -87,24 +87,24 @@ def test_glossary_match_reports(en, zh, missing):
     ("bf16 只有 8 位有效数字", "8 位有效数字"), ("Adam 的两个矩", "两个矩"), ("**下一章 / Next:**", "下一章 / Next"),
     ("见本地图", "本地图")])
 def test_forbidden_forms_are_found(zh, found):
-    assert found in [hit for hit, _ in course.forbidden_problems(zh)]
+    assert found in [hit for hit, _ in parity.forbidden_problems(zh)]
 
 
 @pytest.mark.parametrize("zh", ["随机种子 0", "每个 GPU 进程", "8 块 GPU", "每步时间", "未被隐藏的通信", "是原来的 8 倍",
                                 "一阶矩和二阶矩", "预热期、稳定期和收尾期", "流水线阶段", "`seed_*` 函数",
                                 "每个 rank 在开始一步时发出发送", "固定随机种子的生成器"])
 def test_glossary_forms_are_allowed(zh):
-    assert course.forbidden_problems(zh) == []
+    assert parity.forbidden_problems(zh) == []
 
 
 def test_a_longer_term_is_matched_before_a_shorter_one():
-    assert course.glossary_problems("The batch size grows.", "批量大小变大。") == []  # not also "batch" → 批次
-    assert "batch" in [t.en for t in course.glossary_problems("Each batch is split.", "每个批量被切分。")]
+    assert parity.glossary_problems("The batch size grows.", "批量大小变大。") == []  # not also "batch" → 批次
+    assert "batch" in [t.en for t in parity.glossary_problems("Each batch is split.", "每个批量被切分。")]
 
 
 def test_parity_reports_a_missing_glossary_term():
-    nb = course.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每块 GPU 一份副本。"))
-    problems = course.parity_problems(nb, "x")
+    nb = pairing.from_myst(PAIR.format(en="## Data parallelism\nEach GPU holds a copy.", zh="## 并行\n每块 GPU 一份副本。"))
+    problems = parity.parity_problems(nb, "x")
     assert len(problems) == 1 and "data parallelism" in problems[0] and "数据并行" in problems[0]
 
 
@@ -123,9 +123,9 @@ def test_every_registered_text_is_bilingual_and_consistent():
         if fields(t.en) != fields(t.zh):
             bad.append(f"{key}: placeholders differ: {sorted(fields(t.en))} vs {sorted(fields(t.zh))}")
         bad += [f"{key}: glossary term {g.en!r} has none of {g.zh} in {t.zh!r}"
-                for g in course.glossary_problems(t.en, t.zh)]
+                for g in parity.glossary_problems(t.en, t.zh)]
         bad += [f"{key}: {hit!r} is ruled out by the glossary, write {rule.use}: {t.zh!r}"
-                for hit, rule in course.forbidden_problems(t.zh)]
+                for hit, rule in parity.forbidden_problems(t.zh)]
     assert not bad, "\n".join(bad)
 
 
@@ -234,7 +234,7 @@ def _split_cli(lang, out, root=None, subprocess_run=False):
     args = ["split", "--lang", lang, "--out", str(out), "--no-execute"] + (["--root", str(root)] if root else [])
     if subprocess_run:
         subprocess.run([sys.executable, "-m", "authoring.course", *args], check=True, capture_output=True,
-                       cwd=course.ROOT)
+                       cwd=paths.ROOT)
     else:
         assert course.main(args) in (0, None)
 
@@ -247,13 +247,13 @@ def _check_split(src_paths, out, lang):
         tags = [t for c in copy.cells for t in c.metadata.get("tags", [])]
         assert f"lang-{other}" not in tags, src
         code = [c.source for c in original.cells if c.cell_type == "code"]
-        setter = course.language_cell_source(lang)
-        expected = ([setter if course.SWITCH_CALL in s else s for s in code] if any(course.SWITCH_CALL in s for s in code)
+        setter = copies.language_cell_source(lang)
+        expected = ([setter if copies.SWITCH_CALL in s else s for s in code] if any(copies.SWITCH_CALL in s for s in code)
                     else [setter] + code)  # the switch becomes the copy's own language, or that cell is added
         assert [c.source for c in copy.cells if c.cell_type == "code"] == expected, src
         assert all(not c.get("outputs") for c in copy.cells if c.cell_type == "code"), src  # stored in both: cleared
         prose = [c.source for c in copy.cells if c.cell_type == "markdown"]
-        assert len(prose) == sum(course._lang(c) == lang for c in original.cells), src
+        assert len(prose) == sum(parity.cell_language(c) == lang for c in original.cells), src
         if lang == "zh":
             assert all(CJK.search(p) for p in prose), src
 
@@ -261,37 +261,37 @@ def _check_split(src_paths, out, lang):
 @pytest.mark.parametrize("lang", ["zh", "en"])
 def test_split_cli_on_the_real_notebooks(tmp_path, lang):
     _split_cli(lang, tmp_path, subprocess_run=lang == "zh")
-    paths = course.course_notebooks()
-    _check_split(paths, tmp_path, lang)
-    assert len(list(tmp_path.rglob("*.ipynb"))) == len(paths)
+    notebooks = paths.course_notebooks()
+    _check_split(notebooks, tmp_path, lang)
+    assert len(list(tmp_path.rglob("*.ipynb"))) == len(notebooks)
 
 
 def test_split_cli_on_a_small_course(tmp_path):
     root = tmp_path / "course"
     (root / "notebooks").mkdir(parents=True)
-    nb = course.from_myst(PAIR.format(en="# One\nData parallelism.", zh="# 一\n数据并行。") + "```{code-cell} ipython3\nx = 1\n```\n"
+    nb = pairing.from_myst(PAIR.format(en="# One\nData parallelism.", zh="# 一\n数据并行。") + "```{code-cell} ipython3\nx = 1\n```\n"
                           + PAIR.format(en="More.", zh="更多。"))
     nbformat.write(nb, root / "notebooks" / "01_x.ipynb")
     for lang in ("zh", "en"):
         _split_cli(lang, tmp_path / lang, root)
         _check_split([root / "notebooks" / "01_x.ipynb"], tmp_path / lang, lang)
     zh = nbformat.read(tmp_path / "zh" / "notebooks" / "01_x.ipynb", as_version=4)
-    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", course.language_cell_source("zh"), "x = 1", "更多。"]
+    assert [c.source for c in zh.cells] == ["# 一\n数据并行。", copies.language_cell_source("zh"), "x = 1", "更多。"]
 
 
 def test_the_chinese_readme_is_complete_and_linked():
     """README.md links README.zh-CN.md at its top; the Chinese README lists every chapter with its notebook and
     exercises, documents the language switch and the one-language course, and uses the glossary's forms."""
-    readme, zh = (course.ROOT / "README.md").read_text(encoding="utf-8"), \
-        (course.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
+    readme, zh = (paths.ROOT / "README.md").read_text(encoding="utf-8"), \
+        (paths.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
     assert "README.zh-CN.md" in "\n".join(readme.splitlines()[:6])
-    chapters = sorted(p.name for p in (course.ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
+    chapters = sorted(p.name for p in (paths.ROOT / "notebooks").glob("[0-9][0-9]_*.ipynb"))
     missing = [c for c in chapters if f"notebooks/{c}" not in zh]
     missing += [c for c in chapters[1:] if f"exercises/{c}" not in zh]
     assert not missing, missing
     for needed in ("set_language", "DISTLEARN_LANG", "COURSE_LANG=zh", "split", "docs/glossary.md", "docs/teaching.md"):
         assert needed in zh, needed
-    assert course.forbidden_problems(zh) == []
+    assert parity.forbidden_problems(zh) == []
 
 
 def test_chinese_string_literals_in_the_package_use_the_glossary_forms():
@@ -300,7 +300,7 @@ def test_chinese_string_literals_in_the_package_use_the_glossary_forms():
     import ast
 
     found = []
-    for path in sorted((course.ROOT / "distlearn").rglob("*.py")):
+    for path in sorted((paths.ROOT / "distlearn").rglob("*.py")):
         for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
             if isinstance(node, ast.JoinedStr):  # an f-string: its literal parts joined, placeholders as "0"
                 value = "".join(v.value if isinstance(v, ast.Constant) else "0" for v in node.values)
@@ -309,6 +309,6 @@ def test_chinese_string_literals_in_the_package_use_the_glossary_forms():
             else:
                 continue
             if re.search(r"[\u4e00-\u9fff]", value):
-                found += [f"{path.relative_to(course.ROOT)}:{node.lineno}: {hit!r} → {rule.use}"
-                          for hit, rule in course.forbidden_problems(value)]
+                found += [f"{path.relative_to(paths.ROOT)}:{node.lineno}: {hit!r} → {rule.use}"
+                          for hit, rule in parity.forbidden_problems(value)]
     assert not found, "\n".join(found)

@@ -13,7 +13,7 @@ import pytest
 from distlearn.context_parallel import simulation as C
 from distlearn.core import launch
 from distlearn.activation_memory.measure import extra_terms, measure_block
-from authoring.course import ROOT
+from authoring.paths import ROOT
 from distlearn.context_parallel.lab import MEMORY_SHAPE as M, cp_check, cp_memory, lab_config
 
 pytestmark = pytest.mark.slow

@@ -11,7 +11,7 @@ import pytest
 
 from distlearn.core import launch
 from distlearn.tensor_parallel import simulation as T
-from authoring.course import ROOT
+from authoring.paths import ROOT
 from distlearn.tensor_parallel.lab import attention_without_shared_input, tp_check
 
 pytestmark = pytest.mark.slow

@@ -24,7 +24,7 @@ import sys
 import nbformat
 import pytest
 
-from authoring import course, lang_audit as A
+from authoring import copies as copy_tools, lang_audit as A, pairing, parity, paths
 from distlearn.core.i18n import QUOTE
 
 CJK = A.CJK
@@ -118,7 +118,7 @@ def copies(tmp_path_factory):
     for lang in ("zh", "en"):
         cmd = [sys.executable, "-m", "authoring.course", "split", "--lang", lang, "--out", str(base / lang),
                "--report", str(base / f"{lang}.json")]
-        procs[lang] = subprocess.Popen(cmd, cwd=course.ROOT, env=env, stdout=subprocess.PIPE,
+        procs[lang] = subprocess.Popen(cmd, cwd=paths.ROOT, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True)
     out = {}
     for lang, proc in procs.items():
@@ -135,7 +135,7 @@ def copies(tmp_path_factory):
 def test_every_chapter_is_readable_in_one_language(copies, lang):
     root, reports = copies[lang]
     names = {r.name for r in reports}
-    assert {p.relative_to(course.ROOT).with_suffix("").as_posix() for p in course.course_notebooks()} == names
+    assert {p.relative_to(paths.ROOT).with_suffix("").as_posix() for p in paths.course_notebooks()} == names
     bad = [r.summary(limit=20) for r in reports if r.bad]
     print("\n".join(f"{r.name} [{lang}]: {r.share:.1%} of {len(r.worded)} lines" for r in reports))
     assert not bad, "\n".join(bad)
@@ -147,7 +147,7 @@ def test_every_chapter_is_readable_in_one_language(copies, lang):
 def test_chinese_output_uses_the_glossary_forms(copies):
     _, reports = copies["zh"]
     found = [f"{r.name} {ln.where}: {hit!r} → {rule.use}: {ln.text[:100]}"
-             for r in reports for ln in r.lines for hit, rule in course.forbidden_problems(ln.text)]
+             for r in reports for ln in r.lines for hit, rule in parity.forbidden_problems(ln.text)]
     assert not found, "\n".join(found)
 
 
@@ -157,45 +157,45 @@ def test_chinese_output_uses_the_glossary_forms(copies):
 def test_monolingual_copies_set_their_language_and_store_its_outputs(copies, lang):
     root, _ = copies[lang]
     other = "en" if lang == "zh" else "zh"
-    for src in course.course_notebooks():
+    for src in paths.course_notebooks():
         copy = nbformat.read(root / src.parent.name / src.name, as_version=4)
         assert not [c for c in copy.cells if f"lang-{other}" in c.metadata.get("tags", [])], src
         first_code = next(c for c in copy.cells if c.cell_type == "code")
-        assert first_code.source == course.language_cell_source(lang), src
+        assert first_code.source == copy_tools.language_cell_source(lang), src
         if src.parent.name == "exercises":
             assert all(not c.get("outputs") for c in copy.cells if c.cell_type == "code"), src
             continue
-        assert course.execution_problems(copy, str(src)) == [], src
+        assert pairing.execution_problems(copy, str(src)) == [], src
         if lang == "en":
             shown = [ln.text for ln in A.notebook_lines(copy)]
             assert not [t for t in shown if CJK.search(t)], src
 
 
 # ------------------------------------------------------------------ the stored copies, without running them
-STORED = [(lang, p.relative_to(course.ROOT).with_suffix("").as_posix())
-          for lang in course.COPY_LANGS for p in course.paired_notebooks()]
+STORED = [(lang, p.relative_to(paths.ROOT).with_suffix("").as_posix())
+          for lang in paths.COPY_LANGS for p in pairing.paired_notebooks()]
 
 
 @pytest.mark.parametrize("lang, name", STORED, ids=[f"{lang}:{name}" for lang, name in STORED])
 def test_stored_copy_is_readable_in_its_language(lang, name):
-    path = course.copy_path(f"{name}.ipynb", lang)
+    path = copy_tools.copy_path(f"{name}.ipynb", lang)
     assert path.exists(), f"no stored copy {path}: run `make notebooks`"
     report = A.stored_report(path, name=name)
     assert report.lang == lang
     assert not report.bad, report.summary(limit=40)
     if lang == "zh":
         found = [f"{ln.where}: {hit!r} → {rule.use}: {ln.text[:100]}"
-                 for ln in report.lines for hit, rule in course.forbidden_problems(ln.text)]
+                 for ln in report.lines for hit, rule in parity.forbidden_problems(ln.text)]
         assert not found, "\n".join(found)
 
 
-@pytest.mark.parametrize("lang", course.COPY_LANGS)
+@pytest.mark.parametrize("lang", paths.COPY_LANGS)
 def test_the_stored_audit_sees_the_whole_course(lang):
     """Not an empty pass: the stored copies hold > 1000 worded lines, and a figure's texts for every figure stored
     as a picture (the run records them as it draws; explorers' pictures are drawn the same way)."""
     worded, missing = 0, []
-    for p in course.paired_notebooks():
-        copy = course.copy_path(p, lang)
+    for p in pairing.paired_notebooks():
+        copy = copy_tools.copy_path(p, lang)
         nb = nbformat.read(copy, as_version=4)
         worded += len(A.stored_report(copy).worded)
         pictures = sum(1 for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
@@ -211,8 +211,8 @@ def test_the_stored_audit_fails_on_a_copy_broken_on_purpose(tmp_path):
     rel = "notebooks/13_fault_tolerance.ipynb"
     for lang, where, bad in (("en", "stdout", "故障率 0.43"), ("zh", "plots", "failures per day"),
                              ("zh", "widgets", "Checkpoint interval")):
-        assert not A.stored_report(course.copy_path(rel, lang)).bad, "the unbroken copy must pass"
-        nb = nbformat.read(course.copy_path(rel, lang), as_version=4)
+        assert not A.stored_report(copy_tools.copy_path(rel, lang)).bad, "the unbroken copy must pass"
+        nb = nbformat.read(copy_tools.copy_path(rel, lang), as_version=4)
         if where == "stdout":
             cell = next(c for c in nb.cells if c.cell_type == "code" and c.get("outputs"))
             cell.outputs.append(nbformat.v4.new_output("stream", name="stdout", text=bad + "\n"))
@@ -223,7 +223,7 @@ def test_the_stored_audit_fails_on_a_copy_broken_on_purpose(tmp_path):
         path = tmp_path / f"{lang}-{where}.ipynb"
         nbformat.write(nb, path)
         assert [ln.text for ln in A.stored_report(path).bad] == [bad], (lang, where)
-    nb = nbformat.read(course.ROOT / rel, as_version=4)  # the bilingual notebook is no stored copy
+    nb = nbformat.read(paths.ROOT / rel, as_version=4)  # the bilingual notebook is no stored copy
     nbformat.write(nb, tmp_path / "both.ipynb")
     with pytest.raises(ValueError, match="not an executed monolingual copy"):
         A.stored_report(tmp_path / "both.ipynb")
@@ -232,7 +232,7 @@ def test_the_stored_audit_fails_on_a_copy_broken_on_purpose(tmp_path):
 # ------------------------------------------------------------------ command lines
 def _run(args, lang):
     env = dict(os.environ, DISTLEARN_LANG=lang)
-    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, cwd=course.ROOT)
+    return subprocess.run([sys.executable, "-m", *args], capture_output=True, text=True, env=env, cwd=paths.ROOT)
 
 
 @pytest.mark.parametrize("lang", ["zh", "en"])

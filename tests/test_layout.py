@@ -160,8 +160,9 @@ def test_reader_sees_imports_inside_functions_and_submodules(tmp_path):
     assert cycles(graph) == [["pkg.sub.high", "pkg.sub.low", "pkg.sub.high"]]
 
 
-def test_the_import_graph_of_distlearn_is_acyclic():
-    found = cycles(import_graph(module_files()))
+@pytest.mark.parametrize("package", ["distlearn", "authoring"])
+def test_the_import_graph_is_acyclic(package):
+    found = cycles(import_graph(module_files(ROOT / package)))
     assert not found, "import cycles (top-level and function-level imports), break each by moving the shared " \
                       "piece to the lower module or a small new one:\n" + "\n".join(" → ".join(c) for c in found)
 
@@ -217,8 +218,11 @@ def test_private_name_finder_sees_both_forms():
 
 def test_no_private_name_crosses_a_module_boundary():
     files = module_files()
-    found = [f"{path.relative_to(ROOT)} {use}" for name, path in files.items()
-             for use in private_uses(parsed(path), name, files)]
+    tools = module_files(ROOT / "authoring")
+    found = [f"{path.relative_to(ROOT)} {use}" for name, path in tools.items()
+             for use in private_uses(parsed(path), name, tools)]
+    found += [f"{path.relative_to(ROOT)} {use}" for name, path in files.items()
+              for use in private_uses(parsed(path), name, files)]
     found += [f"{path.relative_to(ROOT)} (code cells) {use}" for path in SOURCES
               for use in private_uses(parsed(path), "__main__", files)]
     assert not found, "private names used outside their module: make each public (rename, docstring) or move " \

@@ -54,7 +54,7 @@ def test_every_published_run_has_its_source_and_reading_in_chinese(name):
 
 
 def test_chinese_run_texts_use_the_glossary_forms():
-    from authoring.course import forbidden_problems
+    from authoring.parity import forbidden_problems
 
     texts = [run[f] for run in P.PUBLISHED_RUNS.values() for f in ("source_zh", "reading_zh")]
     assert not [(t, hit) for t in texts for hit, _ in forbidden_problems(t)]

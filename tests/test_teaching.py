@@ -12,9 +12,9 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from authoring import course, grading
+from authoring import grading, paths
 
-ROOT = course.ROOT
+ROOT = paths.ROOT
 GUIDE = ROOT / "docs" / "teaching.md"
 
 
@@ -66,7 +66,7 @@ def test_nbgrader_source_marks_answers_checks_and_read_only_cells():
     meta = [c.metadata["nbgrader"] for c in nb.cells]
     answers = [c for c in nb.cells if c.metadata["nbgrader"]["solution"]]
     checks = [c for c in nb.cells if c.metadata["nbgrader"]["grade"]]
-    assert answers and all(course.BEGIN in c.source for c in answers)
+    assert answers and all(paths.BEGIN in c.source for c in answers)
     assert len(checks) == len(re.findall(r"check\.ex14_", "".join(c.source for c in nb.cells if c.cell_type == "code")))
     assert all(m["points"] == 1 and m["locked"] for m in (c.metadata["nbgrader"] for c in checks))
     assert all(m["locked"] for m in meta if not m["solution"])
@@ -141,7 +141,7 @@ def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
                    capture_output=True, timeout=600)
     release = tmp_path / "release" / name / f"{name}.ipynb"
     released = nbformat.read(release, as_version=4)
-    assert course.PLACEHOLDER in "".join(c.source for c in released.cells)
+    assert paths.PLACEHOLDER in "".join(c.source for c in released.cells)
     assert "### BEGIN SOLUTION" not in "".join(c.source for c in released.cells)
 
     source = nbformat.read(tmp_path / "source" / name / f"{name}.ipynb", as_version=4)

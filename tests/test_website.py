@@ -31,7 +31,7 @@ import nbformat
 import pytest
 
 import browser_harness as bh
-from authoring import course, lang_audit as A, website
+from authoring import lang_audit as A, website, copies, parity
 from distlearn.core.validate import DistlearnValueError
 
 CHAPTERS = ["05_pipeline_parallel", "06_zero_fsdp"]
@@ -62,7 +62,7 @@ def source_headings(stem: str, lang: str) -> list[str]:
     nb = nbformat.read(bh.ROOT / "notebooks" / f"{stem}.ipynb", as_version=4)
     out = []
     for cell in nb.cells:
-        if cell.cell_type == "markdown" and course._lang(cell) == lang:
+        if cell.cell_type == "markdown" and parity.cell_language(cell) == lang:
             text = re.sub(r"```.*?```", "", cell.source, flags=re.S)
             out += [_plain(m.group(1)) for m in re.finditer(r"^#{1,6}\s+(.+?)\s*$", text, re.M)]
     return out
@@ -198,11 +198,11 @@ def test_monolingual_page_and_toggle_url():
                  if website.WIDGET_VIEW in o.get("data", {})]
         assert views and all("text/html" in o["data"] for o in views)  # a picture or a note, never VBox(...)
     for lang in ("en", "zh"):  # a stored copy: its language cell shows nothing (the site has its own toggle)
-        copy = nbformat.read(course.copy_path("notebooks/10_context_parallel.ipynb", lang), as_version=4)
-        setter = next(c for c in copy.cells if c.get("id") == course.LANGUAGE_CELL_ID)
+        copy = nbformat.read(copies.copy_path("notebooks/10_context_parallel.ipynb", lang), as_version=4)
+        setter = next(c for c in copy.cells if c.get("id") == copies.LANGUAGE_CELL_ID)
         assert setter.outputs  # Jupyter shows the style widget that hides the other prose
         out = website.monolingual(copy, lang, "notebooks/10_context_parallel", {"notebooks/10_context_parallel"})
-        assert next(c for c in out.cells if c.get("id") == course.LANGUAGE_CELL_ID).outputs == []
+        assert next(c for c in out.cells if c.get("id") == copies.LANGUAGE_CELL_ID).outputs == []
     assert website.other_language_url("index", "zh") == "../en/index.html"
     assert website.other_language_url("notebooks/05_pipeline_parallel", "en") == \
         "../../zh/notebooks/05_pipeline_parallel.html"
@@ -239,7 +239,7 @@ def test_explorer_caption_on_the_site_says_defaults_and_links_binder():
     """The stored note ("Run this cell …") is for Jupyter; the site's caption says what the picture is and where
     it is live, in the page's language. The site reads each language's stored copy (courses/<lang>/)."""
     for lang, says, note in (("en", "default settings", "Run this cell"), ("zh", "默认设置", "运行本单元格")):
-        nb = nbformat.read(course.copy_path(f"notebooks/{CHAPTERS[0]}.ipynb", lang), as_version=4)
+        nb = nbformat.read(copies.copy_path(f"notebooks/{CHAPTERS[0]}.ipynb", lang), as_version=4)
         stored = [o["data"]["text/html"] for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                   if website.WIDGET_VIEW in o.get("data", {}) and "text/html" in o["data"]]
         assert stored and all(note in "".join(h) for h in stored)

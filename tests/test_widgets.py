@@ -589,7 +589,7 @@ def test_stored_explorers_carry_a_static_picture_and_no_warning():
     import json
     import re
 
-    from authoring.course import ROOT
+    from authoring.paths import ROOT
 
     found = 0
     for path in sorted((ROOT / "notebooks").glob("*.ipynb")):

@@ -1,0 +1,100 @@
+"""JupyterLab on a monolingual copy (``make lab COURSE_LANG=zh``): its locale, its settings folder, and the server."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+
+from authoring.copies import copy_problems, split_course
+from authoring.paths import COPIES_DIR, ROOT, course_notebooks
+
+def _copy_is_stale(out_root: Path, root: Path) -> bool:
+    sources = [p for p in course_notebooks(root)]
+    copies = [Path(out_root) / p.parent.name / p.name for p in sources]
+    if not all(c.exists() for c in copies):
+        return True
+    return max(p.stat().st_mtime for p in sources) > min(c.stat().st_mtime for c in copies)
+
+
+_LANG_ZH = {"en": "英文", "zh": "中文"}
+
+
+# JupyterLab's own interface language for a course in one language: the language pack
+# jupyterlab-language-pack-zh-CN (a dependency) and the translation extension's "locale" setting
+LAB_LOCALES = {"en": "en", "zh": "zh_CN"}
+LAB_SETTINGS_DIR = ".jupyterlab-settings"
+TRANSLATION_SETTINGS = Path("@jupyterlab", "translation-extension", "plugin.jupyterlab-settings")
+
+
+def lab_environment(lang: str, out_root: Path) -> dict[str, str]:
+    """Environment variables JupyterLab starts with for the course in ``lang`` (``"en"``, ``"zh"`` or ``"both"``):
+    ``DISTLEARN_LANG``; for one language also ``JUPYTERLAB_SETTINGS_DIR`` = ``out_root/.jupyterlab-settings``,
+    where this writes the translation extension's setting ``{"locale": "zh_CN"}`` (or ``"en"``), so that
+    JupyterLab's menus, dialogs and status bar speak the course's language too (the bilingual course keeps the
+    user's own JupyterLab settings). Your other JupyterLab settings for that copy are kept there as well."""
+    env = {"DISTLEARN_LANG": lang}
+    if lang in LAB_LOCALES:
+        settings = Path(out_root) / LAB_SETTINGS_DIR
+        path = settings / TRANSLATION_SETTINGS
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"locale": LAB_LOCALES[lang]}, indent=2) + "\n", encoding="utf-8")
+        env["JUPYTERLAB_SETTINGS_DIR"] = str(settings)
+    return env
+
+
+def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
+             lab_args: str = "", start: bool = True) -> Path:
+    """What ``make lab COURSE_LANG=zh`` runs: start JupyterLab with ``DISTLEARN_LANG=<lang>`` on the course in one
+    language, in ``build/course-<lang>/`` (your edits and runs stay there, out of the repository's files).
+
+    If that folder is missing it is filled from the stored copy ``courses/<lang>/`` when that one is current
+    (:func:`copy_problems` empty: a file copy, no execution), else by :func:`split_course` (written and executed in
+    that language, a few minutes). An existing folder is kept (it may hold your own edits); a note says how to
+    refresh it when the course is newer. ``lab_args``: more JupyterLab options as one shell string
+    (``make lab LAB_ARGS="--no-browser --ip=0.0.0.0"``). ``start=False``: prepare the folder, return it, start
+    nothing (tests)."""
+    import shlex
+    import shutil
+
+    from distlearn.core.i18n import bi, normalize_language
+
+    lang = normalize_language(lang, "COURSE_LANG")
+    if lang not in ("en", "zh"):  # both languages: the course itself
+        out_root, lang_env = root, "both"
+    else:
+        out_root, lang_env = Path(out_root or root / "build" / f"course-{lang}"), lang
+        stored = Path(root) / COPIES_DIR / lang
+        if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
+            problems = copy_problems(root, (lang,))
+            if not problems:
+                print(bi(f"Opening the stored {lang} copy of the course, {stored.relative_to(root)}/ (executed in "
+                         f"{lang}), copied to {out_root} so that your edits stay out of the repository ...",
+                         f"打开课程保存好的{_LANG_ZH[lang]}副本 {stored.relative_to(root)}/（已用{_LANG_ZH[lang]}"
+                         f"执行），复制到 {out_root}，你的修改不会改动仓库里的文件……"), flush=True)
+                shutil.copytree(stored, out_root, copy_function=shutil.copy, dirs_exist_ok=True)
+            else:
+                print(bi(f"The stored {lang} copy {stored.relative_to(root)}/ is not current ({len(problems)} "
+                         f"problem(s); `make notebooks` refreshes it). Writing the {lang} copy of the course to "
+                         f"{out_root} and executing it in {lang} (once, a few minutes) ...",
+                         f"保存的{_LANG_ZH[lang]}副本 {stored.relative_to(root)}/ 不是最新的（{len(problems)} 个问题；"
+                         f"`make notebooks` 可更新它）。正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，"
+                         f"并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
+                split_course(lang, out_root, root)
+        elif _copy_is_stale(out_root, root):
+            print(bi(f"Note: {out_root} is older than the course. To start again from the stored copy (this "
+                     f"deletes your edits there): rm -r {out_root}, then make lab COURSE_LANG={lang}",
+                     f"注意：{out_root} 比课程本身旧。如需从保存的副本重新开始（会删除你在其中的修改）：rm -r {out_root}，"
+                     f"再运行 make lab COURSE_LANG={lang}"), flush=True)
+    env = lab_environment(lang_env, Path(out_root))
+    if not start:
+        return Path(out_root)
+    cmd = [sys.executable, "-m", "jupyterlab", "--port", str(port), f"--ServerApp.root_dir={out_root}",
+           str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
+    if hasattr(os, "geteuid") and os.geteuid() == 0:
+        cmd.append("--allow-root")
+    cmd += shlex.split(lab_args or "")
+    os.environ.update(env)
+    os.execv(sys.executable, cmd)
+    return Path(out_root)  # not reached
