@@ -72,7 +72,7 @@ def test_h800_preset_and_chapter11_ratios():
     assert h100.nvlink_bw / h100.network_bw == 9
     assert _ep_ratios(h100)[1] == pytest.approx((ds64, ds64_40))        # "the range is the same on an H100"
     text = _chapter("11_experts.md")
-    assert "network is 3.2 × slower" in text and "网络比 NVLink 慢 3.2 倍" in text
+    assert "network is 3.2 × slower" in text and "网络带宽只有 NVLink 的 1/3.2" in text
     assert "network is 9 × slower" not in text and "1/9" not in text
     assert 'get_gpu("h800").with_(nvlink_bw=H800_NVLINK_ACHIEVED_DEEPSEEK_V3)' in text
 
