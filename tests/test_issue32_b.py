@@ -53,3 +53,18 @@ def test_the_exercise_states_the_finite_fp32_rule_in_both_languages():
     text = (ROOT / "solutions" / "01_memory.md").read_text(encoding="utf-8")
     exercise = text[text.index("## Exercise 6"):text.index("def update_loss_scale")]
     assert "finite fp32 number" in exercise and "有限的 fp32 数" in exercise
+
+
+# ---------------------------------------------------------------------------------------------- item 14, ch02
+@pytest.mark.parametrize("exercise, wrong", [
+    ("ex02_bus_bandwidth", lambda nbytes, seconds, world_size: nbytes / seconds),
+    ("ex02_ring_time", lambda nbytes, world_size, alpha, bandwidth: alpha + nbytes / bandwidth)])
+def test_chapter02_hints_guide_without_giving_the_formula(exercise, wrong, capsys):
+    from distlearn.collectives import check as ch02
+
+    with pytest.raises(ch02.CheckFailed):
+        getattr(ch02, exercise)(wrong)
+    out = capsys.readouterr().out
+    assert "Hint" in out or "提示" in out
+    for formula in ("2(n−1)", "2(n-1)", "2 (n−1)", "2·(n−1)", "2 * (n - 1)"):
+        assert formula not in out, f"{exercise}'s hint gives the formula away: {formula}"

@@ -87,9 +87,13 @@ def ex02_all_reduce_bytes(fn):
 def ex02_bus_bandwidth(fn):
     """``bus_bandwidth(nbytes, seconds, world_size)`` → all-reduce bus bandwidth in bytes/s (nccl-tests)."""
     cases = [Case(args=(m, t, n), expected=cost.busbw("all_reduce", m, t, n), rtol=1e-12,
-                  hint_en="algbw = nbytes / seconds; busbw = algbw × 2(n−1)/n (nccl-tests doc/PERFORMANCE.md).",
-                  hint_zh="算法带宽 algbw = nbytes / seconds；总线带宽 busbw = algbw × 2(n−1)/n"
-                          "（nccl-tests 的 doc/PERFORMANCE.md）。")
+                  hint_en="Start from the algorithm bandwidth, nbytes / seconds. Bus bandwidth rescales it to what "
+                          "each rank's link really carried in a ring all-reduce: how many n-ths of the data does "
+                          "a rank send in the reduce-scatter, and how many in the all-gather? With one rank, "
+                          "nothing moves (nccl-tests doc/PERFORMANCE.md).",
+                  hint_zh="先算算法带宽 nbytes / seconds。总线带宽把它换算成环形 AllReduce 中每个 rank 的链路实际"
+                          "传输的量：ReduceScatter 阶段一个 rank 发送几份 1/n 的数据？AllGather 阶段又发送几份？只有"
+                          "一个 rank 时什么也不传（nccl-tests 的 doc/PERFORMANCE.md）。")
              for m, t, n in [(1e9, 0.01, 8), (2**30, 0.5, 2), (1e6, 1e-3, 1), (8e6, 2e-3, 16)]]
     verify("ex02_bus_bandwidth", fn, cases)
 
@@ -98,7 +102,10 @@ def ex02_ring_time(fn):
     """``ring_all_reduce_time(nbytes, world_size, alpha, bandwidth)`` → seconds (α-β model)."""
     cases = [Case(args=(m, n, a, b), expected=cost.collective_time("ring_all_reduce", m, n, alpha=a, bandwidth=b),
                   rtol=1e-12,
-                  hint_en="2(n−1) messages, each costing α, plus 2(n−1)/n × nbytes / bandwidth.",
-                  hint_zh="2(n−1) 条消息，每条花费 α，再加 2(n−1)/n × nbytes / bandwidth。")
+                  hint_en="Count the ring's steps: the reduce-scatter and the all-gather each take one step per "
+                          "other rank. Every step pays the latency α once and sends one n-th of the data over "
+                          "the bandwidth. Add up both phases.",
+                  hint_zh="数一数环上的步数：ReduceScatter 和 AllGather 各需要的步数等于其他 rank 的个数。每一步付一次"
+                          "延迟 α，并以该带宽发送 1/n 的数据。把两个阶段加起来。")
              for m, n, a, b in [(1e9, 8, 1e-5, 1e11), (1e3, 64, 5e-6, 1e10), (1e6, 2, 0.0, 1e9), (5e5, 1, 1e-5, 1e9)]]
     verify("ex02_ring_time", fn, cases)
