@@ -83,3 +83,65 @@ def test_uneven_microbatches_crash_two_stages_and_bias_one():
     assert one["split"] == [3, 3, 2, 2]
     assert one["loss"] == pytest.approx(microbatch_loss(_per_sample_losses(10), 4), abs=1e-12)
     assert abs(one["loss"] - one["ref_loss"]) > 1e-4 and one["max_grad_diff"] > 1e-4
+
+
+# ------------------------------------------------------------------------- the global-count loss with data parallelism
+def _flat(grads: dict, names) -> torch.Tensor:
+    return torch.cat([grads[n].flatten() for n in names])
+
+
+@pytest.mark.slow
+def test_global_count_loss_under_data_parallel_averaging():
+    """Issue 32 item 3. Sum over counted samples / N of the whole batch, with DDP's or FSDP2's default averaging,
+    leaves the gradient at the full-batch gradient / dp; summing instead (FSDP2 ``set_gradient_divide_factor(1.0)``)
+    or a loss dp times larger gives it exactly. Here dp = 3, one stage (the chapter runs dp = 2 × 2 stages and
+    ``test_chapter05_stored_dp_run`` checks what it printed). A DDP comm hook that sums counts micro-batch 0 dp
+    times inside torch's pipelining: its metadata forward leaves DDP expecting a backward, so DDP reduces micro-batch
+    0 on its own first."""
+    dp, m, batch = 3, 4, 24
+    per_rank = launch.run(L.run_dp_modes, dp, L.DP_MODES, dp, m, batch, timeout=240)
+    weights = L.sample_weights(batch, dp * m)
+    n = float(weights.sum())
+    names = L.stage_names(1, 0)
+    full = _flat(L.masked_reference_grads(batch, weights, n), names)
+    first_mbs = [L.dp_rows(batch, dp, d).start + j for d in range(dp) for j in range(batch // (dp * m))]
+    mb0 = _flat(L.masked_reference_grads(batch, weights, n, rows=first_mbs), names)
+    assert [r["num_counted"] for r in per_rank[0]] == [n] * len(L.DP_MODES)
+    assert sum(r[0]["num_counted_local"] for r in per_rank) == n
+    assert len({r[0]["num_counted_local"] for r in per_rank}) > 1      # the replicas count different numbers
+    for rank_results in per_rank:
+        by_mode = {r["mode"]: r for r in rank_results}
+        for mode in ("fsdp", "ddp"):                                       # the default averaging: mean / dp
+            g = by_mode[mode]["grad"]
+            assert torch.allclose(by_mode[mode]["ref"], full, rtol=0, atol=0)
+            assert torch.allclose(g, full / dp, rtol=1e-12, atol=1e-15), mode
+            assert not torch.allclose(g, full, rtol=1e-3, atol=1e-6)
+            assert by_mode[mode]["scale"] == pytest.approx(1 / dp, abs=1e-12)
+        for mode in ("fsdp-sum", "fsdp-loss-x-dp", "ddp-loss-x-dp"):      # the fixes: the full-batch gradient
+            assert torch.allclose(by_mode[mode]["grad"], full, rtol=1e-12, atol=1e-15), mode
+            assert by_mode[mode]["scale"] == pytest.approx(1.0, abs=1e-12)
+        g = by_mode["ddp-sum"]["grad"]                                     # micro-batch 0 counted dp times
+        assert torch.allclose(g, full + (dp - 1) * mb0, rtol=1e-12, atol=1e-15)
+        assert not torch.allclose(g, full, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_ddp_inside_the_pipeline_fails_on_the_second_step_fsdp2_does_not():
+    """What the chapter's aside says of torch 2.13: DDP inside ``torch.distributed.pipelining`` stops on the
+    second step (its bucket rebuild finds every gradient recorded twice); FSDP2 gives the same exact gradient on
+    the second step as on the first."""
+    with pytest.raises(launch.WorkerError, match="rebuilt parameter indices size is not same"):
+        launch.run(L.run_dp_normalisation, 2, "ddp", 2, 4, 16, 2, timeout=120)
+    again = launch.run(L.run_dp_normalisation, 2, "fsdp-sum", 2, 4, 16, 2, timeout=120)
+    for r in again:
+        assert torch.allclose(r["grad"], r["ref"], rtol=1e-12, atol=1e-15)
+
+
+def test_fsdp2_names_the_divide_factor_as_the_chapter_does():
+    """The chapter names ``set_gradient_divide_factor`` (torch 2.13) and calls ``set_reduce_scatter_divide_factor``
+    its deprecated older name."""
+    from torch.distributed.fsdp import FSDPModule
+
+    assert callable(FSDPModule.set_gradient_divide_factor)
+    assert "set_gradient_divide_factor" in getattr(FSDPModule.set_reduce_scatter_divide_factor, "__deprecated__", "")
+
