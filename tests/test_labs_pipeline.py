@@ -145,3 +145,64 @@ def test_fsdp2_names_the_divide_factor_as_the_chapter_does():
     assert callable(FSDPModule.set_gradient_divide_factor)
     assert "set_gradient_divide_factor" in getattr(FSDPModule.set_reduce_scatter_divide_factor, "__deprecated__", "")
 
+
+# what chapter 05 prints for each data-parallel setting: (s of stage 0, s of stage 1, = full, = full / dp)
+DP_TABLE = {"FSDP2, defaults: average": ("0.500", "0.500", "✗", "✓"),
+            "FSDP2, set_gradient_divide_factor(1.0)": ("1.000", "1.000", "✓", "✗"),
+            "FSDP2, loss divided by N / dp": ("1.000", "1.000", "✓", "✗"),
+            "DDP, defaults: average": ("0.500", "0.500", "✗", "✓"),
+            "DDP, loss divided by N / dp": ("1.000", "1.000", "✓", "✗"),
+            "DDP, a communication hook that sums": (None, None, "✗", "✗")}
+
+
+def _check_dp_table(text: str) -> None:
+    """Chapter 05's stored run of ``lab.run_dp_modes`` (2 stages × dp 2, 16 samples): the count it printed is the
+    one :func:`L.sample_weights` gives, and every setting's row says what the tests above establish at dp = 3."""
+    import re
+
+    weights = L.sample_weights(16, 8)
+    local = [float(weights[L.dp_rows(16, 2, d)].sum()) for d in range(2)]
+    assert f"N = {sum(local):g} counted samples in the whole batch ({local[0]:g} + {local[1]:g} on" in text
+    for label, (s0, s1, full, over_dp) in DP_TABLE.items():
+        rows = [line for line in text.splitlines() if line.startswith(label + " / ")]
+        assert len(rows) == 1, label
+        m = re.search(r"([0-9.]+) / ([0-9.]+)\s+([✓✗])\s+([✓✗])\s*$", rows[0])
+        assert m, rows[0]
+        assert (m[3], m[4]) == (full, over_dp), label
+        if s0 is None:                                   # micro-batch 0 counted twice: more than the full gradient
+            assert float(m[1]) > 1.01 and float(m[2]) > 1.01, label
+        else:
+            assert (m[1], m[2]) == (s0, s1), label
+
+
+def test_chapter05_stored_dp_run():
+    """Issue 32 item 3, what the chapter shows: with the default averaging the gradient is exactly half the
+    full-batch gradient (dp = 2), with each fix exactly the full-batch gradient. Fed a broken copy, the check fails."""
+    from stored_outputs import stored_text
+
+    text = stored_text("05_pipeline_parallel", "lab.run_dp_modes")
+    _check_dp_table(text)
+    broken = [text.replace("0.500 / 0.500", "1.000 / 1.000", 1),
+              text.replace("N = 9 counted", "N = 8 counted"),
+              text.replace("✓                    ✗", "✓                    ✓", 1)]
+    for copy in broken:
+        assert copy != text
+        with pytest.raises(AssertionError):
+            _check_dp_table(copy)
+
+
+def test_chapter05_says_how_to_turn_the_averaging_off_in_both_languages():
+    """The sentence on dividing by the whole batch's count no longer stops at the all-reduce of N: both languages
+    say that DDP and FSDP average again and name the three ways out."""
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parent.parent / "notebooks" / "05_pipeline_parallel.md").read_text()
+    en = src[src.index("### With data parallelism, the wrapper averages again"):]
+    en = en[:en.index('+++ {"tags": ["lang-zh"]}')]
+    zh = src[src.index("### 有数据并行时，包装器还会再求一次平均"):]
+    zh = zh[:zh.index("```{code-cell}")]
+    for text in (en, zh):
+        for needed in ("set_gradient_divide_factor(1.0)", "calculate_per_token_loss", r"$N/\mathrm{dp}$", "DDP",
+                       "FSDP"):
+            assert needed in text, needed
+    assert "divided by dp" in en and "整批梯度除以 dp" in zh

@@ -328,3 +328,28 @@ def test_step_time_closed_form_cites_the_paper_in_both_languages():
     with pytest.raises(DistlearnValueError):
         Z.simulate_steps("zb-h2", 4, 8, 0)
 
+
+def test_chapter05_stored_step_table():
+    """What chapter 05 prints for 4 steps in a row (p = 4, m = 8, equal costs): ZB-H2 takes 27 per step with a
+    synchronous optimizer step, 24 with post-validation; ZB-H1 27 either way; every row equals the closed form."""
+    import re
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from stored_outputs import stored_text
+
+    text = stored_text("05_pipeline_parallel", "Z.simulate_steps")
+    kw = dict(fwd_time=1.0, bwd_time=2.0, wgrad_time=1.0)
+    want = {("ZB-H1 / ZB-H1", "synchronous"): ("27, 54, 81, 108", 27),
+            ("ZB-H1 / ZB-H1", "post-validation"): ("27, 54, 81, 108", 27),
+            ("ZB-H2 (greedy", "synchronous"): ("27, 54, 81, 108", 27),
+            ("ZB-H2 (greedy", "post-validation"): ("27, 51, 75, 99", 24)}
+    for (name, sync), (ends, per_step) in want.items():
+        rows = [line for line in text.splitlines() if line.startswith(name) and f" {sync} / " in line]
+        assert len(rows) == 1, (name, sync)
+        m = re.search(r"([0-9, ]+?)\s{2,}([0-9.]+)\s+([0-9.]+)\s*$", rows[0])
+        assert m and m[1].strip() == ends and float(m[2]) == float(m[3]) == per_step, rows[0]
+        sch = "zb-h1" if name.startswith("ZB-H1") else "zb-h2"
+        cf = Z.step_time_closed_form(sch, 4, 8, optimizer_sync=sync == "synchronous", **kw)
+        assert cf["step_time"] == per_step

@@ -760,7 +760,7 @@ def step_time_closed_form(schedule: str, num_stages: int, num_microbatches: int,
     when the optimizer step needs nothing from the other ranks (Qi et al. §4, post-validation):
 
     - ZB-H1: m(t_f + t_b) + (p − 1)(t_f + t_I − t_W), with or without a synchronous optimizer step: rank 0 starts
-      the step first and ends it last, so its span already is the whole step;
+      the step first and finishes with the last rank, so its span already is the whole step;
     - ZB-H2 without synchronisation: m(t_f + t_b) + (p − 1)(t_f + t_I − 2t_W), m(t_f + t_b) at equal costs;
     - ZB-H2 with a synchronous optimizer step: the same plus (p − 1)·t_f, the start-up stagger (the last stage's
       first input arrives after p − 1 forwards) that the parallelogram's slanted edges add to the step.
