@@ -84,3 +84,38 @@ def test_partition_feedback_names_the_mistake(capsys):
     out = capsys.readouterr().out
     assert "the sizes sum to 9, but there are 10 layers to place" in out
     assert "differ by more than one" in out
+
+
+# ---------------------------------------------------------------- ZB-H1's bubble (issue 32 item 14)
+def _zb_h1(p, f, b, w):                     # Qi et al. 2023 Table 2, their T_B = t_b − t_W
+    return (p - 1) * (f + (b - w) - w)
+
+
+ZB_WRONG = [lambda p, f, b, w: (p - 1) * (f + b),                  # 1F1B's bubble: nothing filled
+            lambda p, f, b, w: (p - 1) * (f + b - w),              # the full backward travels, W subtracted once
+            lambda p, f, b, w: p * (f + (b - w) - w)]              # one hop too many
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_zb_h1_hint_guides_without_the_formula(capsys, lang):
+    """The hint printed after a wrong try names no piece of (p − 1)(t_f + t_I − t_W), in either language, and
+    still points at the method (the split backward, a drawing with 2 and then 3 stages)."""
+    before = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        ch05.ex05_zb_h1_bubble(_zb_h1)
+        assert capsys.readouterr().out.startswith("✓")
+        for wrong in ZB_WRONG:
+            with pytest.raises(check.CheckFailed):
+                ch05.ex05_zb_h1_bubble(wrong)
+    finally:
+        i18n.set_language(before)
+    out = capsys.readouterr().out
+    hint = out[out.index("Hint:" if lang == "en" else "提示："):]
+    for piece in ("p − 1", "p - 1", "p−1", "(p", "t_f", "t_I", "t_W", "t_b", "+ t", "− t", "- t", "fills part of",
+                  "填充每段空闲的一部分", "num_stages - 1"):
+        assert piece not in hint, piece
+    want = (["which part can wait", "F, I and W", "2 stages", "3 stages"] if lang == "en"
+            else ["哪一部分可以推迟", "F、I、W", "2 个阶段", "3 个阶段"])
+    for phrase in want:
+        assert phrase in hint, phrase

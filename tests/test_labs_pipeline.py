@@ -83,3 +83,126 @@ def test_uneven_microbatches_crash_two_stages_and_bias_one():
     assert one["split"] == [3, 3, 2, 2]
     assert one["loss"] == pytest.approx(microbatch_loss(_per_sample_losses(10), 4), abs=1e-12)
     assert abs(one["loss"] - one["ref_loss"]) > 1e-4 and one["max_grad_diff"] > 1e-4
+
+
+# ------------------------------------------------------------------------- the global-count loss with data parallelism
+def _flat(grads: dict, names) -> torch.Tensor:
+    return torch.cat([grads[n].flatten() for n in names])
+
+
+@pytest.mark.slow
+def test_global_count_loss_under_data_parallel_averaging():
+    """Issue 32 item 3. Sum over counted samples / N of the whole batch, with DDP's or FSDP2's default averaging,
+    leaves the gradient at the full-batch gradient / dp; summing instead (FSDP2 ``set_gradient_divide_factor(1.0)``)
+    or a loss dp times larger gives it exactly. Here dp = 3, one stage (the chapter runs dp = 2 × 2 stages and
+    ``test_chapter05_stored_dp_run`` checks what it printed). A DDP comm hook that sums counts micro-batch 0 dp
+    times inside torch's pipelining: its metadata forward leaves DDP expecting a backward, so DDP reduces micro-batch
+    0 on its own first."""
+    dp, m, batch = 3, 4, 24
+    per_rank = launch.run(L.run_dp_modes, dp, L.DP_MODES, dp, m, batch, timeout=240)
+    weights = L.sample_weights(batch, dp * m)
+    n = float(weights.sum())
+    names = L.stage_names(1, 0)
+    full = _flat(L.masked_reference_grads(batch, weights, n), names)
+    first_mbs = [L.dp_rows(batch, dp, d).start + j for d in range(dp) for j in range(batch // (dp * m))]
+    mb0 = _flat(L.masked_reference_grads(batch, weights, n, rows=first_mbs), names)
+    assert [r["num_counted"] for r in per_rank[0]] == [n] * len(L.DP_MODES)
+    assert sum(r[0]["num_counted_local"] for r in per_rank) == n
+    assert len({r[0]["num_counted_local"] for r in per_rank}) > 1      # the replicas count different numbers
+    for rank_results in per_rank:
+        by_mode = {r["mode"]: r for r in rank_results}
+        for mode in ("fsdp", "ddp"):                                       # the default averaging: mean / dp
+            g = by_mode[mode]["grad"]
+            assert torch.allclose(by_mode[mode]["ref"], full, rtol=0, atol=0)
+            assert torch.allclose(g, full / dp, rtol=1e-12, atol=1e-15), mode
+            assert not torch.allclose(g, full, rtol=1e-3, atol=1e-6)
+            assert by_mode[mode]["scale"] == pytest.approx(1 / dp, abs=1e-12)
+        for mode in ("fsdp-sum", "fsdp-loss-x-dp", "ddp-loss-x-dp"):      # the fixes: the full-batch gradient
+            assert torch.allclose(by_mode[mode]["grad"], full, rtol=1e-12, atol=1e-15), mode
+            assert by_mode[mode]["scale"] == pytest.approx(1.0, abs=1e-12)
+        g = by_mode["ddp-sum"]["grad"]                                     # micro-batch 0 counted dp times
+        assert torch.allclose(g, full + (dp - 1) * mb0, rtol=1e-12, atol=1e-15)
+        assert not torch.allclose(g, full, rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.slow
+def test_ddp_inside_the_pipeline_fails_on_the_second_step_fsdp2_does_not():
+    """What the chapter's aside says of torch 2.13: DDP inside ``torch.distributed.pipelining`` stops on the
+    second step (its bucket rebuild finds every gradient recorded twice); FSDP2 gives the same exact gradient on
+    the second step as on the first."""
+    with pytest.raises(launch.WorkerError, match="rebuilt parameter indices size is not same"):
+        launch.run(L.run_dp_normalisation, 2, "ddp", 2, 4, 16, 2, timeout=120)
+    again = launch.run(L.run_dp_normalisation, 2, "fsdp-sum", 2, 4, 16, 2, timeout=120)
+    for r in again:
+        assert torch.allclose(r["grad"], r["ref"], rtol=1e-12, atol=1e-15)
+
+
+def test_fsdp2_names_the_divide_factor_as_the_chapter_does():
+    """The chapter names ``set_gradient_divide_factor`` (torch 2.13) and calls ``set_reduce_scatter_divide_factor``
+    its deprecated older name."""
+    from torch.distributed.fsdp import FSDPModule
+
+    assert callable(FSDPModule.set_gradient_divide_factor)
+    assert "set_gradient_divide_factor" in getattr(FSDPModule.set_reduce_scatter_divide_factor, "__deprecated__", "")
+
+
+# what chapter 05 prints for each data-parallel setting: (s of stage 0, s of stage 1, = full, = full / dp)
+DP_TABLE = {"FSDP2, defaults: average": ("0.500", "0.500", "✗", "✓"),
+            "FSDP2, set_gradient_divide_factor(1.0)": ("1.000", "1.000", "✓", "✗"),
+            "FSDP2, loss divided by N / dp": ("1.000", "1.000", "✓", "✗"),
+            "DDP, defaults: average": ("0.500", "0.500", "✗", "✓"),
+            "DDP, loss divided by N / dp": ("1.000", "1.000", "✓", "✗"),
+            "DDP, a communication hook that sums": (None, None, "✗", "✗")}
+
+
+def _check_dp_table(text: str) -> None:
+    """Chapter 05's stored run of ``lab.run_dp_modes`` (2 stages × dp 2, 16 samples): the count it printed is the
+    one :func:`L.sample_weights` gives, and every setting's row says what the tests above establish at dp = 3."""
+    import re
+
+    weights = L.sample_weights(16, 8)
+    local = [float(weights[L.dp_rows(16, 2, d)].sum()) for d in range(2)]
+    assert f"N = {sum(local):g} counted samples in the whole batch ({local[0]:g} + {local[1]:g} on" in text
+    for label, (s0, s1, full, over_dp) in DP_TABLE.items():
+        rows = [line for line in text.splitlines() if line.startswith(label + " / ")]
+        assert len(rows) == 1, label
+        m = re.search(r"([0-9.]+) / ([0-9.]+)\s+([✓✗])\s+([✓✗])\s*$", rows[0])
+        assert m, rows[0]
+        assert (m[3], m[4]) == (full, over_dp), label
+        if s0 is None:                                   # micro-batch 0 counted twice: more than the full gradient
+            assert float(m[1]) > 1.01 and float(m[2]) > 1.01, label
+        else:
+            assert (m[1], m[2]) == (s0, s1), label
+
+
+def test_chapter05_stored_dp_run():
+    """Issue 32 item 3, what the chapter shows: with the default averaging the gradient is exactly half the
+    full-batch gradient (dp = 2), with each fix exactly the full-batch gradient. Fed a broken copy, the check fails."""
+    from stored_outputs import stored_text
+
+    text = stored_text("05_pipeline_parallel", "lab.run_dp_modes")
+    _check_dp_table(text)
+    broken = [text.replace("0.500 / 0.500", "1.000 / 1.000", 1),
+              text.replace("N = 9 counted", "N = 8 counted"),
+              text.replace("✓                    ✗", "✓                    ✓", 1)]
+    for copy in broken:
+        assert copy != text
+        with pytest.raises(AssertionError):
+            _check_dp_table(copy)
+
+
+def test_chapter05_says_how_to_turn_the_averaging_off_in_both_languages():
+    """The sentence on dividing by the whole batch's count no longer stops at the all-reduce of N: both languages
+    say that DDP and FSDP average again and name the three ways out."""
+    from pathlib import Path
+
+    src = (Path(__file__).resolve().parent.parent / "notebooks" / "05_pipeline_parallel.md").read_text()
+    en = src[src.index("### With data parallelism, the wrapper averages again"):]
+    en = en[:en.index('+++ {"tags": ["lang-zh"]}')]
+    zh = src[src.index("### 有数据并行时，包装器还会再求一次平均"):]
+    zh = zh[:zh.index("```{code-cell}")]
+    for text in (en, zh):
+        for needed in ("set_gradient_divide_factor(1.0)", "calculate_per_token_loss", r"$N/\mathrm{dp}$", "DDP",
+                       "FSDP"):
+            assert needed in text, needed
+    assert "divided by dp" in en and "整批梯度除以 dp" in zh

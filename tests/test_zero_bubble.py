@@ -258,3 +258,98 @@ def test_every_closed_form_cites_its_source_in_both_languages(schedule):
         return sorted(re.findall(r"\b20[0-9]{2}\b", s))
 
     assert years(c["source"]) == years(c["source_zh"])  # the same papers cited in both
+
+
+# ---------------------------------------------------------------- step after step: the optimizer step (issue 32 item 6)
+STEP_CASES = [(p, m, t) for p in (2, 3, 4, 6, 8) for m in (2 * p - 1, 2 * p, 3 * p) for t in (1.0, 0.5, 2.0)]
+
+
+@pytest.mark.parametrize("p,m,t", STEP_CASES)
+def test_zb_h2_fills_the_bubble_into_throughput_only_without_optimizer_sync(p, m, t):
+    """Equal costs t: ZB-H2's per-rank bubble is zero (Qi et al. 2023, Table 2), yet with a synchronous optimizer
+    step every step lasts m·3t + (p − 1)t, ZB-H1's length at these costs; with the post-validation of §4 the
+    parallelograms fit into each other and a step takes m·3t."""
+    kw = dict(fwd_time=t, bwd_time=2 * t, wgrad_time=t)
+    sync = Z.simulate_steps("zb-h2", p, m, 4, optimizer_sync=True, **kw)
+    free = Z.simulate_steps("zb-h2", p, m, 4, optimizer_sync=False, **kw)
+    for simulated, sync_flag in ((sync, True), (free, False)):
+        c = Z.step_time_closed_form("zb-h2", p, m, optimizer_sync=sync_flag, **kw)
+        assert c["exact"]
+        assert simulated["steady_step"] == pytest.approx(c["step_time"], abs=1e-9)
+    assert sync["steady_step"] == pytest.approx(3 * m * t + (p - 1) * t, abs=1e-9)
+    assert free["steady_step"] == pytest.approx(3 * m * t, abs=1e-9)
+    # a synchronous step is exactly one step of simulate(), repeated
+    one = P.simulate("zb-h2", p, m, **kw)
+    assert sync["step_ends"] == pytest.approx([(k + 1) * one.total_time for k in range(4)], abs=1e-9)
+    assert sync["first_step"] == free["first_step"] == pytest.approx(one.total_time)
+    zb_h1 = Z.step_time_closed_form("zb-h1", p, m, optimizer_sync=True, **kw)["step_time"]
+    assert sync["steady_step"] == pytest.approx(zb_h1, abs=1e-9)
+
+
+@pytest.mark.parametrize("f,b,w", [(1.0, 2.0, 1.0), (1.0, 2.5, 0.5), (2.0, 3.0, 1.0), (1.5, 2.0, 0.8)])
+@pytest.mark.parametrize("p,m", [(2, 4), (3, 6), (4, 8), (6, 12), (4, 5)])
+def test_zb_h1_gains_nothing_from_skipping_the_sync(f, b, w, p, m):
+    """ZB-H1's rank 0 starts the step first and ends it last: with or without a synchronous optimizer step, a
+    step takes m(t_f + t_b) + (p − 1)(t_f + t_I − t_W) (Qi et al. 2023, Table 2)."""
+    kw = dict(fwd_time=f, bwd_time=b, wgrad_time=w)
+    for sync in (True, False):
+        c = Z.step_time_closed_form("zb-h1", p, m, optimizer_sync=sync, **kw)
+        assert c["exact"]
+        got = Z.simulate_steps("zb-h1", p, m, 3, optimizer_sync=sync, **kw)["steady_step"]
+        assert got == pytest.approx(m * (f + b) + (p - 1) * (f + (b - w) - w), abs=1e-9)
+        assert got == pytest.approx(c["step_time"], abs=1e-9)
+
+
+def test_steps_keep_every_dependency_and_the_sync_barrier():
+    """In the multi-step run every operation keeps its inputs (as in one step), and with a synchronous optimizer
+    step no operation of step k starts before every operation of step k − 1 has ended; without it some do."""
+    for sync in (True, False):
+        out = Z.simulate_steps("zb-h2", 4, 8, 3, optimizer_sync=sync, fwd_time=1, bwd_time=2, wgrad_time=1)
+        r = out["result"]
+        step = r.ev_microbatch // 8
+        first_start = [r.ev_start[step == k].min() for k in range(3)]
+        overlaps = [first_start[k] < out["step_ends"][k - 1] - 1e-12 for k in (1, 2)]
+        assert not any(overlaps) if sync else all(overlaps)
+        for rank in range(4):
+            s = r.ev_start[r.ev_stage == rank]
+            e = r.ev_end[r.ev_stage == rank]
+            assert np.all(s[1:] >= e[:-1] - 1e-12)          # one operation at a time on a rank
+        assert len(r.ev_kind) == 3 * 3 * 8 * 4                 # F, I and W of 8 micro-batches, 4 ranks, 3 steps
+
+
+def test_step_time_closed_form_cites_the_paper_in_both_languages():
+    from authoring import lang_audit as A
+
+    c = Z.step_time_closed_form("zb-h2", 4, 8, optimizer_sync=False, fwd_time=1, bwd_time=2, wgrad_time=1)
+    assert "§4" in c["source"] and "§4" in c["source_zh"] and "Qi" in c["source"] and "Qi" in c["source_zh"]
+    assert A.readable(c["source_zh"], "zh") and A.CJK.search(c["source_zh"])
+    with pytest.raises(DistlearnValueError):
+        Z.step_time_closed_form("zbv", 4, 8, optimizer_sync=False)
+    with pytest.raises(DistlearnValueError):
+        Z.simulate_steps("zb-h2", 4, 8, 0)
+
+
+def test_chapter05_stored_step_table():
+    """What chapter 05 prints for 4 steps in a row (p = 4, m = 8, equal costs): ZB-H2 takes 27 per step with a
+    synchronous optimizer step, 24 with post-validation; ZB-H1 27 either way; every row equals the closed form."""
+    import re
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from stored_outputs import stored_text
+
+    text = stored_text("05_pipeline_parallel", "Z.simulate_steps")
+    kw = dict(fwd_time=1.0, bwd_time=2.0, wgrad_time=1.0)
+    want = {("ZB-H1 / ZB-H1", "synchronous"): ("27, 54, 81, 108", 27),
+            ("ZB-H1 / ZB-H1", "post-validation"): ("27, 54, 81, 108", 27),
+            ("ZB-H2 (greedy", "synchronous"): ("27, 54, 81, 108", 27),
+            ("ZB-H2 (greedy", "post-validation"): ("27, 51, 75, 99", 24)}
+    for (name, sync), (ends, per_step) in want.items():
+        rows = [line for line in text.splitlines() if line.startswith(name) and f" {sync} / " in line]
+        assert len(rows) == 1, (name, sync)
+        m = re.search(r"([0-9, ]+?)\s{2,}([0-9.]+)\s+([0-9.]+)\s*$", rows[0])
+        assert m and m[1].strip() == ends and float(m[2]) == float(m[3]) == per_step, rows[0]
+        sch = "zb-h1" if name.startswith("ZB-H1") else "zb-h2"
+        cf = Z.step_time_closed_form(sch, 4, 8, optimizer_sync=sync == "synchronous", **kw)
+        assert cf["step_time"] == per_step

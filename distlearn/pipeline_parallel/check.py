@@ -129,8 +129,12 @@ def ex05_zb_h1_bubble(fn) -> None:
                        (6, 2.0, 3.0, 1.0)]:
         want = float(zb_simulate("zb-h1", p, 2 * p, fwd_time=f, bwd_time=b, wgrad_time=w).span_idle.max())
         cases.append(Case(args=(p, f, b, w), expected=want, rtol=1e-9, atol=1e-9,
-                          hint_en="1F1B idles (p − 1)(t_f + t_b); ZB-H1 fills part of each gap with a weight-gradient "
-                                  "pass: (p − 1)(t_f + t_I − t_W), with t_I = t_b − t_W.",
-                          hint_zh="1F1B 空闲 (p − 1)(t_f + t_b)；ZB-H1 用权重梯度填充每段空闲的一部分："
-                                  "(p − 1)(t_f + t_I − t_W)，其中 t_I = t_b − t_W。"))
+                          hint_en="Start from the idle time of 1F1B's worst stage. Which part of the backward "
+                                  "does the previous stage wait for, and which part can wait until later, in time "
+                                  "that would otherwise be idle? Draw 2 stages and 4 micro-batches with F, I and W "
+                                  "as separate boxes, read off the first stage's idle time, then draw 3 stages: "
+                                  "what does each extra stage add?",
+                          hint_zh="从 1F1B 中最差阶段的空闲时间出发。反向中的哪一部分是前一个阶段在等的？哪一部分可以"
+                                  "推迟，放进原本空闲的时间里？画出 2 个阶段、4 个微批次的调度，F、I、W 各画成单独的"
+                                  "方块，读出第一个阶段的空闲时间；再画 3 个阶段：每多一个阶段，空闲时间增加多少？"))
     verify("ex05_zb_h1_bubble", fn, cases)

@@ -25,6 +25,10 @@ Two more experiments show what the engine does with micro-batches that differ:
   divides the accumulated gradients by m) the step optimises the **mean of the micro-batch means**, which is not
   the mean over the batch when the counts differ; a loss that sums and divides by the count of the *whole* batch,
   with ``scale_grads=False``, gives the full-batch gradient exactly.
+- :func:`run_dp_normalisation`: the same loss with data parallelism too (a ``(pp, dp)`` mesh). DDP and FSDP2
+  **average** the gradients over the dp replicas, so a loss already divided by the whole batch's count leaves
+  the gradient at the full-batch gradient / dp, unless the averaging is turned into a sum (FSDP2
+  ``set_gradient_divide_factor(1.0)``) or the loss is dp times larger.
 
 Run alone: ``torchrun --nproc-per-node 2 -m distlearn.pipeline_parallel.lab`` (or 4).
 """
@@ -224,7 +228,8 @@ def masked_loss(out, target):
 class GlobalCountLoss:
     """Sum over the counted samples divided by ``num_counted``, the count of the **whole** batch (all
     micro-batches; with data parallelism, all-reduced over ranks too): the micro-batch losses then add up to the
-    full-batch mean, and with ``scale_grads=False`` so do the gradients."""
+    full-batch mean, and with ``scale_grads=False`` so do the gradients. With data parallelism, DDP and FSDP2
+    then average the gradients over the replicas: :func:`run_dp_normalisation` shows the factor 1/dp and the fixes."""
 
     def __init__(self, num_counted: float):
         self.num_counted = float(num_counted)
@@ -332,6 +337,136 @@ def run_uneven(rank: int, world_size: int, batch_size: int = 10, num_microbatche
     mb = [float(l.detach()) for l in losses]
     return {"split": split, "microbatch_losses": mb, "loss": sum(mb) / len(mb) if mb else None,
             "ref_loss": ref_loss, "max_grad_diff": _stage_grad_diff([rank], [stage.submod], slices, ref_grads)}
+
+
+# ---------------------------------------------------------------------------------------------- with data parallelism
+# how the data-parallel gradient reduction is set up in run_dp_normalisation / 数据并行的梯度规约方式
+DP_MODES = ("fsdp", "fsdp-sum", "fsdp-loss-x-dp", "ddp", "ddp-loss-x-dp", "ddp-sum")
+
+
+def _sum_hook(group, bucket):
+    """A DDP communication hook that all-reduces each bucket with a plain sum (DDP's own reduction divides by the
+    group's size, and so does the built-in ``allreduce_hook``)."""
+    fut = dist.all_reduce(bucket.buffer(), group=group, async_op=True).get_future()
+    return fut.then(lambda f: f.value()[0])
+
+
+def dp_rows(batch_size: int, dp: int, dp_rank: int) -> slice:
+    """The rows of the global batch that data-parallel replica ``dp_rank`` of ``dp`` takes: a contiguous block."""
+    return slice(dp_rank * batch_size // dp, (dp_rank + 1) * batch_size // dp)
+
+
+def masked_reference_grads(batch_size: int, weights, divisor: float, rows=None) -> dict:
+    """One process: the gradient of ``Σ_{i in rows} w_i·ℓ_i / divisor`` (all rows by default) for every parameter
+    of :func:`build_model`, by name. With ``divisor = Σ w`` and all rows it is the full-batch gradient of the
+    counted samples' mean."""
+    model = build_model()
+    x, y = make_batch(batch_size)
+    keep = torch.zeros(batch_size, dtype=torch.float64)
+    keep[rows if rows is not None else slice(None)] = 1.0
+    ((keep * weights * per_sample_loss(model(x), y)).sum() / divisor).backward()
+    return {n: p.grad.clone() for n, p in model.named_parameters()}
+
+
+def stage_names(pp: int, pp_rank: int) -> list[str]:
+    """Names in :func:`build_model` of the parameters stage ``pp_rank`` of ``pp`` holds, in its ``parameters()``
+    order."""
+    start, end = stage_slices(pp)[pp_rank]
+    return [f"{2 * blk}.{kind}" for blk in range(start, end) for kind in ("weight", "bias")]
+
+
+def run_dp_normalisation(rank: int, world_size: int, mode: str = "fsdp", dp: int = 2, num_microbatches: int = 4,
+                         batch_size: int = 16, steps: int = 1) -> dict:
+    """One GPipe step of ``world_size // dp`` stages on each of ``dp`` data-parallel replicas, with the
+    global-count loss of :class:`GlobalCountLoss` and ``scale_grads=False`` (``steps`` such steps on the same
+    batch, the gradients cleared before each, no optimizer: the gradients are those of the last).
+
+    The ranks form a ``(pp, dp)`` device mesh. Replica d takes rows :func:`dp_rows` of the batch and the same rows
+    of :func:`sample_weights` ``(batch_size, dp·num_microbatches)``. The count N of counted samples of the
+    **whole** batch is all-reduced over the data-parallel group; every micro-batch's loss is its sum over counted
+    samples divided by N. The stage module is then wrapped for data parallelism:
+
+    - ``"fsdp"``: FSDP2 ``fully_shard`` over the dp group, defaults: the gradients are **averaged** over dp;
+    - ``"fsdp-sum"``: the same with ``set_gradient_divide_factor(1.0)``: summed;
+    - ``"fsdp-loss-x-dp"``: FSDP2 defaults, the loss divided by N / dp instead of N (dp times larger);
+    - ``"ddp"``: ``DistributedDataParallel`` over the dp group, defaults: averaged;
+    - ``"ddp-loss-x-dp"``: DDP defaults, the loss divided by N / dp;
+    - ``"ddp-sum"``: DDP with :func:`_sum_hook` as its communication hook. Inside ``torch.distributed.pipelining``
+      (torch 2.13) this counts micro-batch 0 dp times: the stage's metadata-inference forward runs the DDP module
+      with gradients on and outside ``no_sync``, so DDP reduces micro-batch 0's gradient during its backward, and
+      again, accumulated with the others, at the last backward. An average of an average is harmless; a sum of a
+      sum is not. (With DDP in either mode, a second step then fails: DDP rebuilds its buckets after the first
+      step from the order in which gradients arrived, and it recorded them twice.)
+
+    Returns ``{"mode", "rank", "pp_rank", "dp_rank", "dp", "num_counted_local", "num_counted", "grad"`` (this
+    rank's stage gradient, flattened, float64), ``"ref"`` (one process's full-batch gradient of the same
+    parameters), ``"scale"`` (the least-squares s with grad ≈ s · ref), ``"max_diff"`` (max |grad − ref|),
+    ``"max_diff_over_dp"`` (max |grad − ref / dp|)}."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.pipelining import PipelineStage, ScheduleGPipe
+
+    if mode not in DP_MODES:
+        raise ValueError(f"mode must be one of {DP_MODES}, got {mode!r}")
+    if world_size % dp or batch_size % (dp * num_microbatches):
+        raise ValueError(f"world_size = {world_size} must be a multiple of dp = {dp}, and batch_size = {batch_size} "
+                         f"of dp · num_microbatches = {dp * num_microbatches}")
+    pp = world_size // dp
+    dev = device()
+    mesh = init_device_mesh(dev.type, (pp, dp), mesh_dim_names=("pp", "dp"))
+    pp_rank, dp_rank = mesh.get_local_rank("pp"), mesh.get_local_rank("dp")
+    dp_group = mesh["dp"].get_group()
+    model = build_model().to(dev)
+    x, y = make_batch(batch_size)
+    weights = sample_weights(batch_size, dp * num_microbatches)
+    rows = dp_rows(batch_size, dp, dp_rank)
+    x, y, w = x[rows].to(dev), y[rows].to(dev), weights[rows].to(dev)
+    count = w.sum().reshape(1).clone()
+    dist.all_reduce(count, group=dp_group)   # N: the whole batch's count / 整批的计数
+    mod = stage_module(model, *stage_slices(pp)[pp_rank])
+    if mode.startswith("fsdp"):
+        from torch.distributed.fsdp import fully_shard
+
+        wrapped = fully_shard(mod, mesh=mesh["dp"])
+        if mode == "fsdp-sum":
+            wrapped.set_gradient_divide_factor(1.0)
+    else:
+        wrapped = nn.parallel.DistributedDataParallel(mod, process_group=dp_group)
+        if mode == "ddp-sum":
+            wrapped.register_comm_hook(dp_group, _sum_hook)
+    divisor = float(count) / dp if mode.endswith("loss-x-dp") else float(count)
+    stage = PipelineStage(wrapped, pp_rank, pp, dev, group=mesh["pp"].get_group())
+    sched = ScheduleGPipe(stage, num_microbatches, loss_fn=GlobalCountLoss(divisor), scale_grads=False)
+    target = torch.cat([y, w[:, None]], dim=1)
+    first, last = pp_rank == 0, pp_rank == pp - 1
+    for _ in range(steps):
+        for prm in mod.parameters():
+            prm.grad = None
+        if first and last:
+            sched.step(x, target=target)
+        elif first:
+            sched.step(x)
+        elif last:
+            sched.step(target=target)
+        else:
+            sched.step()
+    grads = [p.grad.full_tensor() if hasattr(p.grad, "full_tensor") else p.grad for p in mod.parameters()]
+    got = torch.cat([g.detach().cpu().flatten() for g in grads])
+    full = masked_reference_grads(batch_size, weights, float(weights.sum()))
+    ref = torch.cat([full[n].flatten() for n in stage_names(pp, pp_rank)])
+    return {"mode": mode, "rank": rank, "pp_rank": pp_rank, "dp_rank": dp_rank, "dp": dp,
+            "num_counted_local": float(w.sum()), "num_counted": float(count), "grad": got, "ref": ref,
+            "scale": float(got @ ref / (ref @ ref)), "max_diff": float((got - ref).abs().max()),
+            "max_diff_over_dp": float((got - ref / dp).abs().max())}
+
+
+def run_dp_modes(rank: int, world_size: int, modes=DP_MODES, dp: int = 2, num_microbatches: int = 4,
+                 batch_size: int = 16) -> list[dict]:
+    """:func:`run_dp_normalisation` for each of ``modes`` in turn, in one launch."""
+    out = []
+    for mode in modes:
+        out.append(run_dp_normalisation(rank, world_size, mode, dp, num_microbatches, batch_size))
+        dist.barrier()
+    return out
 
 
 if __name__ == "__main__":

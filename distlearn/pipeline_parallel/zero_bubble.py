@@ -57,7 +57,8 @@ from distlearn.core.validate import DistlearnValueError, check_choice, check_int
 from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult, per_stage_costs
 
 __all__ = ["ZERO_BUBBLE_SCHEDULES", "Op", "chunks_per_rank", "virtual_stage", "rank_ops", "greedy_orders",
-           "simulate", "closed_form", "reference_zb_h1_order", "check_costs"]
+           "simulate", "simulate_steps", "closed_form", "step_time_closed_form", "reference_zb_h1_order",
+           "check_costs"]
 
 # the schedule names this module simulates (distlearn.pipeline_parallel.schedules.simulate hands them over)
 ZERO_BUBBLE_SCHEDULES = ("zb-h1", "zb-h2", "interleaved-zb", "zbv", "dualpipev", "dualpipe")
@@ -561,12 +562,20 @@ def simulate(schedule: str, num_stages: int, num_microbatches: int, *, fwd_time=
         param_copies=2.0 if schedule == "dualpipe" else 1.0)
 
 
-def _run(schedule, orders, p, first, last, rank_of, dur, comm):
-    """Run the orders; returns events (kind code, chunk, micro-batch, backward micro-batch, start, end, rank)."""
+def _run(schedule, orders, p, first, last, rank_of, dur, comm, step_of=None):
+    """Run the orders; returns events (kind code, chunk, micro-batch, backward micro-batch, start, end, rank).
+
+    ``step_of`` (optional, one list per rank, parallel to ``orders``): the training step of each operation. An
+    operation of step k > 0 then starts only once every operation of step k − 1, on every rank, has ended — a
+    synchronous optimizer step between them (taking no time)."""
     done: dict = {}   # ("F" | "I", stage, micro-batch) -> end time; a B ends both its I and W
     ptr, free = [0] * p, [0.0] * p
     events = []
     remaining = sum(len(o) for o in orders)
+    if step_of is not None:
+        steps = 1 + max(max(x) for x in step_of)
+        left = [sum(x.count(k) for x in step_of) for k in range(steps)]   # operations of each step not yet run
+        step_end = [0.0] * steps
 
     def need(kind, stage, j):
         if kind == "F":
@@ -589,7 +598,10 @@ def _run(schedule, orders, p, first, last, rank_of, dur, comm):
                 needs = [need(*x) for x in parts]
                 if any(n is not None and n not in done for n in needs):
                     break
-                start = free[r]
+                k = step_of[r][ptr[r]] if step_of is not None else 0
+                if k and left[k - 1]:
+                    break                 # the optimizer step waits for every rank / 优化器更新要等所有 rank
+                start = max(free[r], step_end[k - 1]) if k else free[r]
                 for n in needs:
                     if n is not None:
                         start = max(start, done[n] + (comm if rank_of[n[1]] != r else 0.0))
@@ -598,12 +610,70 @@ def _run(schedule, orders, p, first, last, rank_of, dur, comm):
                 for kind, stage, j in parts:
                     done[("I" if kind == "B" else kind, stage, j)] = end
                 events.append((_CODE[op.kind], op.chunk, op.microbatch, op.bwd_microbatch, start, end, r))
+                if step_of is not None:
+                    left[k] -= 1
+                    step_end[k] = max(step_end[k], end)
                 ptr[r] += 1
                 remaining -= 1
                 progressed = True
         if not progressed:
             raise RuntimeError("pipeline schedule deadlocked / 流水线调度死锁")
     return events
+
+
+def simulate_steps(schedule: str, num_stages: int, num_microbatches: int, num_steps: int = 4, *,
+                   optimizer_sync: bool = True, fwd_time=1.0, bwd_time=2.0, wgrad_time=None, overlap_time=None,
+                   num_chunks: int = 1, p2p_time: float = 0.0) -> dict:
+    """Event simulation of ``num_steps`` training steps in a row, each one :func:`simulate`'s step (same orders,
+    the micro-batches renumbered per step), with the optimizer step between them taking no time.
+
+    - ``optimizer_sync=True``: the optimizer step is synchronous across the pipeline — a global gradient norm for
+      clipping, a NaN/INF check — so no rank starts step k before **every** rank has finished step k − 1.
+    - ``optimizer_sync=False``: each rank updates its own stage as soon as its own last W is done and goes on; the
+      global checks are validated afterwards and rolled back in the rare step that needs it (Qi et al. 2023, §4,
+      "optimizer post-validation"). A rank's next step then waits only for its own previous operations and for
+      its inputs.
+
+    Returns ``{"step_ends"``: the time each step's last operation ends, ``"total_time"``, ``"first_step"`` (the
+    first step's end), ``"steady_step"`` (the time per step once running: ``(T_n − T_1)/(n − 1)``, or the first
+    step's when ``num_steps`` is 1), ``"result"`` (the :class:`PipelineResult` of the whole run)}.
+    """
+    schedule, p, m, v = _check(schedule, num_stages, num_microbatches, num_chunks)
+    n = check_int("num_steps", num_steps, minimum=1, maximum=64)
+    if 3 * p * m * n * chunks_per_rank(schedule, v) > MAX_OPS:
+        raise DistlearnValueError(
+            "num_steps", f"about {3 * p * m * n * chunks_per_rank(schedule, v):,} operations: more than this "
+                         f"simulator handles ({MAX_OPS:,}).",
+            f"约 {3 * p * m * n * chunks_per_rank(schedule, v):,} 个操作，超过了本模拟器的上限（{MAX_OPS:,}）。")
+    f, b, w, fb = check_costs(fwd_time, bwd_time, wgrad_time, overlap_time, p)
+    comm = check_number("p2p_time", p2p_time, minimum=0)
+    d = time_divisor(schedule, v)
+    one = _orders(schedule, p, m, v, costs=(f, b - w, w))
+    orders = [[op._replace(microbatch=op.microbatch + k * m,
+                           bwd_microbatch=op.bwd_microbatch + k * m if op.bwd_microbatch >= 0 else -1)
+               for k in range(n) for op in order] for order in one]
+    step_of = [[k for k in range(n) for _ in order] for order in one]
+    first, last, _ = _pipelines(schedule, p, v)
+    dur = {"F": f / d, "B": b / d, "I": (b - w) / d, "W": w / d, "F&B": fb / d}
+    ev = _run(schedule, orders, p, first, last, _rank_of(schedule, p, v), dur, comm,
+              step_of=step_of if optimizer_sync else None)
+    kinds, chunks, mbs, bmbs, starts, ends, ranks = (np.array(x) for x in zip(*ev))
+    step = mbs // m
+    ends_by_step = [float(ends[step == k].max()) for k in range(n)]
+    busy = np.bincount(ranks, weights=ends - starts, minlength=p)
+    total = float(ends.max())
+    span = np.array([ends[ranks == r].max() - starts[ranks == r].min() for r in range(p)])
+    peak_chunks, peak = _peaks(orders, 1.0, d)
+    result = PipelineResult(
+        schedule=schedule, num_stages=p, num_microbatches=m * n, num_chunks=chunks_per_rank(schedule, v),
+        total_time=total, busy=busy, bubble_fraction=max(0.0, 1.0 - float(busy.sum()) / (p * total)),
+        ideal_time=float(busy.max()), bubble_ratio=max(0.0, (total - float(busy.max())) / float(busy.max())),
+        peak_inflight=peak, peak_inflight_chunks=peak_chunks, ev_stage=ranks, ev_kind=kinds, ev_microbatch=mbs,
+        ev_chunk=chunks, ev_start=starts, ev_end=ends, span_idle=np.maximum(span - busy, 0.0),
+        ev_bwd_microbatch=bmbs, param_copies=2.0 if schedule == "dualpipe" else 1.0)
+    steady = (ends_by_step[-1] - ends_by_step[0]) / (n - 1) if n > 1 else ends_by_step[0]
+    return {"step_ends": ends_by_step, "total_time": total, "first_step": ends_by_step[0], "steady_step": steady,
+            "result": result}
 
 
 def _peaks(orders, keep: float, d: int):
@@ -677,3 +747,32 @@ def closed_form(schedule: str, num_stages: int, num_microbatches: int, *, fwd_ti
     return {"bubble_time": (p / 2 - 1) * (fb + b - 3 * w), "exact": bool(equal and np.isclose(fb, f + b)),
             "peak_inflight": float(p + 1), "param_copies": 2.0, "source": "DeepSeek-V3 Technical Report, Table 2",
             "source_zh": "DeepSeek-V3 技术报告，表 2"}
+
+
+def step_time_closed_form(schedule: str, num_stages: int, num_microbatches: int, *, optimizer_sync: bool,
+                          fwd_time: float = 1.0, bwd_time: float = 2.0, wgrad_time: float | None = None) -> dict:
+    """Time per training step, once training runs step after step, for ZB-H1 and ZB-H2 (uniform costs, no p2p
+    time): ``{"step_time", "exact"`` (whether :func:`simulate_steps` reproduces it exactly: the condition of
+    :func:`closed_form`), ``"source"``, ``"source_zh"}``.
+
+    Each rank computes for m(t_f + t_b) per step, and the bubble of :func:`closed_form` (Qi et al. 2023,
+    Table 2) is its idle time between its first and last operation. Its steps then follow each other with no gap
+    when the optimizer step needs nothing from the other ranks (Qi et al. §4, post-validation):
+
+    - ZB-H1: m(t_f + t_b) + (p − 1)(t_f + t_I − t_W), with or without a synchronous optimizer step: rank 0 starts
+      the step first and finishes with the last rank, so its span already is the whole step;
+    - ZB-H2 without synchronisation: m(t_f + t_b) + (p − 1)(t_f + t_I − 2t_W), m(t_f + t_b) at equal costs;
+    - ZB-H2 with a synchronous optimizer step: the same plus (p − 1)·t_f, the start-up stagger (the last stage's
+      first input arrives after p − 1 forwards) that the parallelogram's slanted edges add to the step.
+    """
+    schedule = check_choice("schedule", schedule, ("zb-h1", "zb-h2"))
+    c = closed_form(schedule, num_stages, num_microbatches, fwd_time=fwd_time, bwd_time=bwd_time,
+                    wgrad_time=wgrad_time)
+    p, m = int(num_stages), int(num_microbatches)
+    f, b, _, _ = (float(x[0]) for x in check_costs(fwd_time, bwd_time, wgrad_time, None, 1))
+    t = m * (f + b) + c["bubble_time"]
+    if schedule == "zb-h2" and optimizer_sync:
+        t += (p - 1) * f
+    return {"step_time": t, "exact": c["exact"],
+            "source": "Qi et al. 2023, Table 2 (bubble) and §4 (optimizer post-validation)",
+            "source_zh": "Qi 等 2023，表 2（气泡）和 §4（优化器事后验证）"}
