@@ -8,6 +8,7 @@ from pathlib import Path
 import nbformat
 
 from authoring import lang_audit
+from authoring.comments import code_in
 from authoring.pairing import cell_key, code_fingerprint, execution_problems, first_difference, strip_volatile
 from authoring.parity import cell_language
 from authoring.paths import COPIES_DIR, COPY_LANGS, NB_VERSION, PAIRED_DIRS, ROOT, course_notebooks
@@ -26,7 +27,8 @@ def split(nb, lang: str) -> nbformat.NotebookNode:
     """A monolingual copy: the prose cells of ``lang`` (``"en"``, ``"zh"`` or any form :func:`distlearn.core.i18n.
     normalize_language` accepts) and every code cell, the chapter's language switch replaced by a cell that sets
     ``lang`` (inserted after the first prose cell when the notebook has no switch), stored outputs cleared (they
-    were computed in both languages: :func:`split_course` re-executes the copy)."""
+    were computed in both languages: :func:`split_course` re-executes the copy), and each bilingual code comment
+    ``# English / 中文`` cut to ``lang``'s half (:func:`code_in`)."""
     from distlearn.core.i18n import normalize_language
 
     lang = normalize_language(lang)
@@ -51,6 +53,7 @@ def split(nb, lang: str) -> nbformat.NotebookNode:
     for cell in out.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+            cell.source = code_in(cell.source, lang)
     out.metadata.pop("jupytext", None)  # a copy is not paired with the course's sources
     out.metadata.setdefault("distlearn", {}).pop("executed_code", None)
     out.metadata["distlearn"]["language"] = lang

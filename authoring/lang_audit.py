@@ -4,7 +4,9 @@
 The rule (also in README and docs/authoring.md):
 
 - under ``en`` no line has a Chinese character (CJK ideographs or full-width CJK punctuation);
-- under ``zh`` every line that has an English word also has Chinese. Not English words: numbers, units (GB, GiB,
+- under ``zh`` every line that has an English word also has Chinese, and a line with three or more English words
+  of four letters or more has at least one Chinese character per four English letters (one Chinese character does
+  not make an English sentence readable). Not English words: numbers, units (GB, GiB,
   ms, µs, FLOPs …), acronyms and names written with capitals (GPU, FSDP, ZeRO-3, AllReduce, DeepSpeed, Llama, Adam,
   True), identifiers with a digit, a dot or a slash (fp32, bf16, llama3-8b, authoring.course, notebooks/01.ipynb),
   code (a name followed by ``(`` or ``=``, a value right after ``=``, a ``--option``, anything in backticks), the parameter
@@ -18,7 +20,8 @@ The rule (also in README and docs/authoring.md):
 
 What is checked, per code cell: stream output line by line; ``text/markdown``, ``text/html`` (tags removed) or
 ``text/plain`` of displayed results (not the text fallback of a widget or a figure, which a reader never sees);
-``ename: evalue`` of errors; every text artist of every figure drawn (titles, axis labels, tick labels, legends,
+``ename: evalue`` of errors; every code comment (a bilingual ``# English / 中文`` comment cut to the reader's half,
+as the monolingual copies show it); every text artist of every figure drawn (titles, axis labels, tick labels, legends,
 annotations), recorded in the kernel by :data:`KERNEL_HOOK` when the figure is rendered; and, from the widget state
 nbclient stores, each widget's description, option labels, HTML/label value, tooltips and the outputs its Output
 areas captured (an explorer's first render). The language switch itself is exempt: its buttons name each language in
@@ -41,6 +44,7 @@ from pathlib import Path
 
 import nbformat
 
+from authoring.comments import code_in, comments
 from authoring.paths import ROOT, course_notebooks
 from distlearn.core.i18n import QUOTE, normalize_language
 from distlearn.core.language import SWITCH_CLASS
@@ -75,6 +79,8 @@ def english_words(line: str) -> list[str]:
     line = _PHRASES.sub(" ", _CODE.sub(" ", line))
     words = []
     for m in _TOKEN.finditer(line):
+        if m.group(0).endswith("/"):  # a folder: solutions/, courses/zh/
+            continue
         tok = m.group(0).rstrip(".'-/+")
         after = line[m.end():].lstrip()[:1]
         before = line[:m.start()].rstrip()[-1:]
@@ -108,7 +114,16 @@ def readable(line: str, lang: str) -> bool:
         return not CJK.search(line)
     if line.lstrip().startswith(QUOTE.strip()):
         return True
-    return bool(CJK.search(line)) or not english_words(line)
+    words = english_words(line)
+    if not words:
+        return True
+    chinese = len(CJK.findall(line))
+    if not chinese:
+        return False
+    # One Chinese character does not make an English sentence Chinese (issue 34): a line with three or more English
+    # words of four letters or more needs at least one Chinese character per four English letters.
+    long_words = [w for w in words if len(w) >= 4]
+    return len(long_words) < 3 or chinese * 4 >= sum(len(w) for w in words)
 
 
 def split_listing(text: str) -> tuple[str, str, str]:
@@ -251,13 +266,27 @@ def plot_lines(records: list[dict]) -> list[Line]:
     return found
 
 
-def notebook_lines(nb, plot_records: list[dict] = ()) -> list[Line]:
-    """Everything a reader of the executed notebook ``nb`` sees besides its prose cells."""
+def comment_lines(nb, lang: str | None = None) -> list[Line]:
+    """The code comments of ``nb`` as a reader of ``lang`` sees them: a bilingual comment ``# English / 中文`` cut to
+    that language's half (:func:`authoring.comments.code_in`; a monolingual copy is cut already, ``lang=None``).
+    The language switch's own cell is left out: every copy replaces it."""
+    found = []
+    for i, cell in enumerate(nb.cells):
+        if cell.cell_type != "code" or "language_switch()" in cell.source:
+            continue
+        source = code_in(cell.source, lang) if lang else cell.source
+        found += [Line(f"cell {i} comment", c.lstrip("#").strip()) for c in comments(source)]
+    return found
+
+
+def notebook_lines(nb, plot_records: list[dict] = (), lang: str | None = None) -> list[Line]:
+    """Everything a reader of the executed notebook ``nb`` sees besides its prose cells: outputs, widget labels,
+    figure texts and code comments (:func:`comment_lines`, cut to ``lang`` when the notebook is bilingual)."""
     found = []
     for i, cell in enumerate(nb.cells):
         if cell.cell_type == "code":
             found += output_lines(cell.get("outputs", []), f"cell {i}")
-    return found + widget_lines(nb) + plot_lines(list(plot_records))
+    return found + widget_lines(nb) + plot_lines(list(plot_records)) + comment_lines(nb, lang)
 
 
 @dataclass
@@ -352,7 +381,8 @@ def execute_audited(path: str | Path, lang: str, timeout: int = 600, write: bool
 def audit(path: str | Path, lang: str, name: str | None = None, allow_errors: bool = False) -> Report:
     """Execute ``path`` under ``lang`` (nothing is written) and audit what it shows."""
     nb, records = execute_audited(path, lang, write=False, allow_errors=allow_errors)
-    return Report(name or Path(path).stem, normalize_language(lang), notebook_lines(nb, records))
+    lang = normalize_language(lang)
+    return Report(name or Path(path).stem, lang, notebook_lines(nb, records, lang if lang in ("en", "zh") else None))
 
 
 def stored_lines(nb) -> list[Line]:

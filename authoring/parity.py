@@ -70,6 +70,7 @@ ALSO_ACCEPT = {
     "latency": ("时延",),
     "bubble fraction": ("气泡占比", "气泡比例"),
     "pipeline stage": ("阶段",),
+    "ZeRO stage": ("级 ZeRO", "ZeRO 级别", "zero_stage"),  # the generic "which ZeRO stage": 哪一级 ZeRO
     "interleaved schedule": ("交错",),
     "cool-down phase": ("收尾",),
     "shard": ("切分",),                             # the verb: 切分 is as clear as 分片

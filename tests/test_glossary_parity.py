@@ -15,6 +15,7 @@ import pytest
 
 import distlearn
 from distlearn.core.explorer import explorer_modules
+from authoring.comments import code_in
 from authoring import copies, pairing, parity, paths, course
 from distlearn.core import i18n
 
@@ -248,6 +249,7 @@ def _check_split(src_paths, out, lang):
         assert f"lang-{other}" not in tags, src
         code = [c.source for c in original.cells if c.cell_type == "code"]
         setter = copies.language_cell_source(lang)
+        code = [code_in(s, lang) for s in code]  # each bilingual comment cut to the copy's language
         expected = ([setter if copies.SWITCH_CALL in s else s for s in code] if any(copies.SWITCH_CALL in s for s in code)
                     else [setter] + code)  # the switch becomes the copy's own language, or that cell is added
         assert [c.source for c in copy.cells if c.cell_type == "code"] == expected, src
