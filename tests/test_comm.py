@@ -252,16 +252,33 @@ def test_mean_is_ncclavg_premultiplied_not_sum_then_divide():
 # chapter 02's stored run before this fix (sizes in bytes, median seconds): one α-β line missed 32 MB by 44 %
 STORED_SIZES = [4096, 65536, 1 << 20, 8 << 20, 32 << 20]
 STORED_TIMES = [0.401e-3, 0.340e-3, 0.640e-3, 10.536e-3, 37.465e-3]
+# a later stored run of chapter 02 (4 KB … 64 MB, medians of 7): there the two bandwidths were 1.1× apart
+RUN_SIZES = [4096 * 4 ** k for k in range(8)]
+RUN_TIMES = [0.567e-3, 0.586e-3, 0.494e-3, 0.910e-3, 1.554e-3, 3.306e-3, 17.833e-3, 54.723e-3]
 
 
-def test_two_regime_fit_holds_across_sizes_where_one_line_fails():
+def test_one_line_can_miss_a_measured_run_by_tens_of_percent():
     from distlearn.core import cost
 
     one = cost.fit_alpha_beta(STORED_SIZES, STORED_TIMES, 2)
-    two = cost.fit_two_regime(STORED_SIZES, STORED_TIMES, 2)
-    assert np.max(np.abs(cost.relative_errors(one, STORED_SIZES, STORED_TIMES))) > 0.4      # the old fit fails
-    assert np.max(np.abs(cost.relative_errors(two, STORED_SIZES, STORED_TIMES))) < 0.15
-    assert 1 << 20 < two.breakpoint < 8 << 20
+    assert np.max(np.abs(cost.relative_errors(one, STORED_SIZES, STORED_TIMES))) > 0.4
+
+
+def test_two_regime_segments_hold_at_least_three_points():
+    """Issue 32, item 5: a line through 2 points fits them exactly, so a 2-point segment gives 0 % error and a
+    meaningless α. The fit refuses ``min_points`` < 3, needs 6 points, and on a real 8-point run never isolates
+    two sizes."""
+    from distlearn.core import cost
+
+    with pytest.raises(DistlearnValueError, match="min_points"):
+        cost.fit_two_regime(RUN_SIZES, RUN_TIMES, 2, min_points=2)
+    with pytest.raises(DistlearnValueError, match="nbytes"):
+        cost.fit_two_regime(STORED_SIZES, STORED_TIMES, 2)            # 5 points: no split with 3 on each side
+    two = cost.fit_two_regime(RUN_SIZES, RUN_TIMES, 2)
+    below = sum(m < two.breakpoint for m in RUN_SIZES)
+    assert 3 <= below <= len(RUN_SIZES) - 3
+    errors = cost.relative_errors(two, RUN_SIZES, RUN_TIMES)
+    assert np.max(np.abs(errors)) > 0.01                              # no segment fitted exactly
 
 
 def test_two_regime_fit_recovers_a_synthetic_machine():
@@ -280,7 +297,7 @@ def test_two_regime_fit_recovers_a_synthetic_machine():
     one = cost.fit_two_regime(sizes, t1, 2)
     assert one.small.bandwidth == pytest.approx(2e9, rel=1e-6) == one.large.bandwidth
     with pytest.raises(DistlearnValueError):
-        cost.fit_two_regime(sizes[:3], t[:3], 2)
+        cost.fit_two_regime(sizes[:5], t[:5], 2)
 
 
 def test_busbw_factor_is_nccl_tests_and_algorithm_independent():

@@ -199,6 +199,28 @@ def test_required_state_is_what_the_experiment_needs(setup):
         assert (not r.exact) == (r.omit[0] in need), (setup, r.omit, r.max_abs_diff)
 
 
+def test_forgetting_the_samplers_shuffle_generator_is_caught(monkeypatch):
+    """Issue 32, item 7: a restore that brings back the sampler's epoch, position and order but not its shuffle
+    generator must change the losses after the restart. The crash comes one step into the second epoch, so the
+    generator has drawn two permutations; with the old crash (step 5 of a 6-batch epoch) a fresh generator was in
+    the same state and deleting its restore passed every check."""
+    full = resume.resume_experiment(resume.Setup("sgd", dropout=False, lr_schedule=False, full_batch=False))
+    assert full.exact
+    load = resume.Trainer.load
+
+    def load_without_generator(self, state, items=resume.ITEMS):
+        generator = self.gen.get_state()
+        load(self, state, items)
+        self.gen.set_state(generator)  # the restore of the shuffle generator, deleted
+
+    monkeypatch.setattr(resume.Trainer, "load", load_without_generator)
+    broken = resume.resume_experiment(resume.Setup("sgd", dropout=False, lr_schedule=False, full_batch=False))
+    assert not broken.exact and broken.max_abs_diff > 1e-3, broken.max_abs_diff
+    # the first step that differs is the first step of the third epoch (6 batches per epoch)
+    first = next(i for i, (a, b) in enumerate(zip(broken.resumed, broken.reference[7:])) if a != b)
+    assert 7 + first + 1 == 13
+
+
 def test_resume_experiment_validates():
     with pytest.raises(DistlearnValueError):
         resume.resume_experiment(omit=("weights",))

@@ -68,3 +68,21 @@ def test_chapter02_hints_guide_without_giving_the_formula(exercise, wrong, capsy
     assert "Hint" in out or "提示" in out
     for formula in ("2(n−1)", "2(n-1)", "2 (n−1)", "2·(n−1)", "2 * (n - 1)"):
         assert formula not in out, f"{exercise}'s hint gives the formula away: {formula}"
+
+
+# ---------------------------------------------------------------------------------------------- item 14, ch04
+@pytest.mark.parametrize("exercise, wrong, formulas", [
+    ("ex04_sp_activation_saving", lambda s, b, h, a, tp: s * b * h,
+     ("10 + 24/t", "34/t", "10·s·b·h", "5as/(ht)")),
+    ("ex04_layer_comm_bytes", lambda s, b, h, tp, nb: s * b * h * nb,
+     ("2(t−1)/t", "2(t-1)/t", "s·b·h·dtype_bytes")),
+])
+def test_chapter04_hints_guide_without_giving_the_formula(exercise, wrong, formulas, capsys):
+    from distlearn.tensor_parallel import check as ch04
+
+    with pytest.raises(ch04.CheckFailed):
+        getattr(ch04, exercise)(wrong)
+    out = capsys.readouterr().out
+    assert "Hint" in out or "提示" in out
+    for formula in formulas:
+        assert formula not in out, f"{exercise}'s hint gives the formula away: {formula}"

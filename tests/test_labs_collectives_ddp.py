@@ -103,6 +103,22 @@ def test_ddp_bucket_layouts_with_find_unused_parameters_on_two_ranks():
                                                  find_unused_parameters=unused, iteration=it), (unused, cap, it)
 
 
+def test_chapter03s_reducer_check_exercises_the_first_bucket_rule():
+    """Issue 32, item 9: chapter 03's model is larger than DDP's 1 MiB first bucket, so with the default caps the
+    real reducer holds two buckets, the first closed just past 1 MiB, and a simulation without the first-bucket rule
+    (25 MiB for every bucket) disagrees with it. The old 0.5 MiB model fitted in one bucket either way."""
+    from distlearn.data_parallel import simulation as dp
+
+    real = launch.run(ddp.ddp_bucket_layouts, 1, ddp.BUCKET_DEMO_CONFIG, (None,), timeout=180)[0]
+    lay, nbytes = real["layouts"][None], real["param_bytes"]
+    sizes = [sum(nbytes[i] for i in b) for b in lay["rebuilt"]]
+    assert len(sizes) == 2 and 2**20 <= sizes[0] < 25 * 2**20, sizes
+    assert lay["rebuilt"] == dp.ddp_buckets(nbytes, lay["ready"], iteration="rebuilt")
+    ready_bytes = [nbytes[i] for i in lay["ready"]]
+    without_rule = dp.bucket_assignment(ready_bytes, None, first_bucket_mb=25)
+    assert len(without_rule) == 1 and len(without_rule) != len(lay["rebuilt"])
+
+
 @pytest.mark.slow
 def test_gradient_as_bucket_view_puts_every_grad_in_the_bucket():
     # ch03: by default each .grad has its own storage (DDP's bucket holds a second copy); with

@@ -163,3 +163,25 @@ def test_sequence_parallel_block_equals_simulation(results):
         np.testing.assert_array_equal(blk["local"]["mlp.fc1.weight"], sim.local[rank]["w1"].T)
         np.testing.assert_allclose(blk["local_grads"]["mlp.fc1.weight"], sim.local[rank]["grad_w1"].T, atol=1e-12)
         np.testing.assert_allclose(blk["local_grads"]["mlp.fc2.weight"], sim.local[rank]["grad_w2"].T, atol=1e-12)
+
+
+def test_simulation_equals_dtensor_value_by_value_for_every_block(results):
+    """Issue 32, item 8: the chapter compares the simulation's numbers with DTensor's for the attention and the
+    sequence-parallel block too, not only collective counts; a simulated attention without the causal mask (or an
+    SP block that skipped the LayerNorm) fails."""
+    from distlearn.tensor_parallel import lab
+
+    tp = len(results)
+    sims = lab.simulate_blocks(results[0], tp)
+    agree = lab.agreement_with_simulation(results, sims)
+    assert all(all(v.values()) for v in agree.values()), agree
+    f = results[0]["attention"]["full"]
+    sims["attention"] = T.parallel_attention(results[0]["x"], *[f[f"{n}.weight"].T for n in "qkvo"], 4,
+                                             results[0]["grad_out"], tp, causal=False)
+    broken = lab.agreement_with_simulation(results, sims)["attention"]
+    assert not any(broken.values()), broken
+    f = results[0]["sp_block"]["full"]
+    sims["sp_block"] = T.sequence_parallel_mlp_block(  # the LayerNorm's gain doubled: a wrong simulation
+        results[0]["x"], 2 * f["ln.weight"], f["ln.bias"], f["mlp.fc1.weight"].T, f["mlp.fc1.bias"],
+        f["mlp.fc2.weight"].T, f["mlp.fc2.bias"], results[0]["grad_out"], tp, scheme="pytorch")
+    assert not lab.agreement_with_simulation(results, sims)["sp_block"]["output"]

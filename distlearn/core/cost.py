@@ -169,18 +169,23 @@ class TwoRegimeFit:
 
 
 def fit_two_regime(nbytes, seconds, world_size: int, algorithm: str = "ring_all_reduce",
-                   min_points: int = 2) -> TwoRegimeFit:
+                   min_points: int = 3) -> TwoRegimeFit:
     """Fit :func:`fit_alpha_beta` separately to the smaller and the larger messages.
 
-    The sizes are sorted; every split leaving at least ``min_points`` (≥ 2) points on each side is tried, and the
+    The sizes are sorted; every split leaving at least ``min_points`` (≥ 3) points on each side is tried, and the
     one with the smallest worst relative error over all points wins; ``breakpoint`` is the geometric mean of the
-    two sizes around the split. Needs ≥ 2·min_points points. Raises DistlearnValueError otherwise."""
+    two sizes around the split. At least 3 points per side: a line through 2 points fits them exactly whatever they
+    are, so a 2-point segment would report 0 % error and a meaningless α (issue 32, item 5). Needs ≥ 2·min_points
+    points. Raises DistlearnValueError otherwise."""
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
-    k_min = check_int("min_points", min_points, minimum=2)
+    k_min = check_int("min_points", min_points, minimum=3)
     if x.ndim != 1 or x.shape != t.shape or len(x) < 2 * k_min:
-        raise DistlearnValueError("nbytes", f"need at least {2 * k_min} (nbytes, seconds) pairs for two regimes.",
-                                  f"两段拟合至少需要 {2 * k_min} 组 (nbytes, seconds)。")
+        raise DistlearnValueError(
+            "nbytes", f"nbytes: two regimes need at least {2 * k_min} (nbytes, seconds) pairs, {k_min} on each "
+                      f"side of the split (a line through 2 points fits anything); got {len(x)}.",
+            f"nbytes：两段拟合至少需要 {2 * k_min} 组 (nbytes, seconds)，分界两侧各 {k_min} 组（过两点的直线总能完全拟合）；"
+            f"收到 {len(x)} 组。")
     order = np.argsort(x)
     x, t = x[order], t[order]
     best = None
@@ -194,6 +199,6 @@ def fit_two_regime(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
         if best is None or worst < best[0]:
             best = (worst, fit)
     if best is None:
-        raise DistlearnValueError("nbytes", "need at least two distinct sizes on each side of a split.",
-                                  "分界两侧都至少需要两个不同的消息大小。")
+        raise DistlearnValueError("nbytes", f"nbytes: need at least {k_min} distinct sizes on each side of a split.",
+                                  f"nbytes：分界两侧都至少需要 {k_min} 个不同的消息大小。")
     return best[1]

@@ -24,6 +24,7 @@ from torch import nn
 
 from distlearn.data_parallel.simulation import shard_sizes
 from distlearn.core.launch import device, torchrun_main
+from distlearn.core.models import ModelConfig
 
 IN_FEATURES, HIDDEN = 8, 16
 
@@ -86,6 +87,14 @@ def sync_batchnorm_lab(rank: int, world_size: int, num_samples: int = 10, num_fe
     mean = stats[:num_features] / count
     var = stats[num_features:2 * num_features] / count - mean ** 2
     return ((local - mean) / torch.sqrt(var + eps)).cpu().numpy()
+
+
+# Chapter 03's real-reducer check: a 2-layer GPT with a tied embedding, 2.5 MiB of fp32 gradients. Larger than DDP's
+# 1 MiB first bucket and smaller than its 25 MiB later ones, so with the default caps the first-bucket rule shows:
+# the first bucket closes at 1 MiB and the rest goes into one 25 MiB bucket (issue 32, item 9; the 0.5 MiB model
+# used before fitted in the first bucket, and a simulation without the rule passed).
+BUCKET_DEMO_CONFIG = ModelConfig("gpt-small-tied", "gpt", 2048, 128, 2, 4, 512, 16, tied_embeddings=True)
+BUCKET_DEMO_CAPS = (None, 0.25, 0.5)
 
 
 def ddp_bucket_layouts(rank: int, world_size: int, config=None, caps=(None,),

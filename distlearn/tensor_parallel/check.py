@@ -50,11 +50,13 @@ def ex04_layer_comm_bytes(fn) -> None:
                             (512, 2, 1024, 1, 2), (2048, 8, 5120, 8, 2)]:
         expected = layer_comm_bytes(seq_len=s, micro_batch_size=b, hidden_size=h, tp=tp, dtype_bytes=nb)["total"]
         cases.append(Case(args=(s, b, h, tp, nb), expected=expected, rtol=1e-9,
-                          hint_en="A layer has two blocks (attention, MLP); each has one all-reduce in forward and "
-                                  "one in backward, of s·b·h·dtype_bytes bytes; a ring all-reduce sends 2(t−1)/t of "
-                                  "that per rank. tp = 1 sends nothing.",
-                          hint_zh="一层有两个块（注意力、MLP）；每块前向一次、反向一次 AllReduce，数据量 s·b·h·dtype_bytes "
-                                  "字节；环形 AllReduce 每个 rank 发送其中的 2(t−1)/t。tp = 1 时不通信。"))
+                          hint_en="Count first: how many blocks does a layer have, and how many all-reduces does "
+                                  "each run in forward and in backward? Then the size of one (the activation "
+                                  "tensor, in bytes), and what share of it a ring all-reduce sends per rank "
+                                  "(chapter 02). With tp = 1 nothing is sent.",
+                          hint_zh="先数一数：一层有几个块？每个块在前向和反向各做几次 AllReduce？再算一次 AllReduce "
+                                  "的数据量（激活张量的字节数），以及环形 AllReduce 每个 rank 发送其中的多少（第 02 章）。"
+                                  "tp = 1 时不通信。"))
     verify("ex04_layer_comm_bytes", fn, cases)
 
 
@@ -67,10 +69,14 @@ def ex04_sp_activation_saving(fn) -> None:
         kw = dict(seq_len=s, micro_batch_size=b, hidden_size=h, num_heads=a, tp=tp)
         expected = activation_bytes_per_layer(**kw) - activation_bytes_per_layer(**kw, sequence_parallel=True)
         cases.append(Case(args=(s, b, h, a, tp), expected=expected, rtol=1e-9,
-                          hint_en="Without SP: s·b·h·(10 + 24/t + 5as/(ht)); with SP: s·b·h·(34/t + 5as/(ht)). "
-                                  "Only the 10·s·b·h kept by LayerNorm, dropout and residual is divided by t.",
-                          hint_zh="无 SP：s·b·h·(10 + 24/t + 5as/(ht))；有 SP：s·b·h·(34/t + 5as/(ht))。"
-                                  "只有 LayerNorm、dropout 和残差保存的 10·s·b·h 被 t 整除。"))
+                          hint_en="Table 2 has a row for tensor parallelism and one for tensor plus sequence "
+                                  "parallelism. Which activations of a layer are already split over the t ranks "
+                                  "without SP, and which are kept whole on every rank (think of LayerNorm, dropout "
+                                  "and the residual)? SP splits those too: the saving is what they cost, minus "
+                                  "what they cost split t ways.",
+                          hint_zh="表 2 中有一行是张量并行，一行是张量并行加序列并行。没有序列并行时，一层的哪些激活值"
+                                  "已经分到 t 个 rank 上，哪些在每个 rank 上都完整保存（想想 LayerNorm、dropout 和残差）？"
+                                  "序列并行把后者也切分了：节省的就是它们原来的大小减去切成 t 份后的大小。"))
     verify("ex04_sp_activation_saving", fn, cases)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import copy
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn as nn
@@ -241,6 +242,8 @@ def tp_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidde
       ``reduce_comm``: an explicit ``redistribute(placements=[Replicate()])`` of each Partial gradient (counted)
       compared with the full reference gradient, and ``partial_vs_full``: how far the unreduced local share is
       from it (large: a check that skipped the reduction would fail);
+    - ``output`` and ``x_grad``: this rank's output and input gradient (numpy; its sequence shard for
+      ``"sp_block"``), compared value by value with the simulation by :func:`agreement_with_simulation`;
     - ``local`` / ``local_grads`` (this rank's ``to_local()`` weights and gradients, numpy), ``local_numel``,
       ``out_shape``, ``full`` (unsharded weights).
 
@@ -290,6 +293,8 @@ def tp_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidde
             "x_grad_err": (float((x_tp.grad.cpu() - mine(x_ref.grad).cpu()).abs().max())
                            if input_requires_grad else None),
             "out_shape": tuple(out_tp.shape),
+            "output": _storage_tensor(out_tp).detach().cpu().double().numpy().copy(),
+            "x_grad": x_tp.grad.cpu().double().numpy().copy() if input_requires_grad else None,
             "grad_err": grad_err,
             "grad_placements": {k: str(tuple(p.grad.placements)) if hasattr(p.grad, "placements") else "plain"
                                 for k, p in block.named_parameters()},
@@ -298,6 +303,7 @@ def tp_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidde
             "local_numel": sum(p.to_local().numel() if hasattr(p, "to_local") else p.numel()
                                for p in block.parameters()),
             "full": full,
+            "num_heads": num_heads,
         }
         if sp:  # the reduction the engine left for later, done explicitly and counted
             with CommDebugMode() as reduce_mode:
@@ -321,6 +327,55 @@ def tp_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidde
     results["sp_layer"] = _sp_layer_saved(layer.double().to(dev), mesh, x.to(dev), world_size, rank)
     dist.barrier()
     return {"rank": rank, "world_size": world_size, "x": x.numpy(), "grad_out": grad_out.numpy(), **results}
+
+
+def simulate_blocks(result: dict, world_size: int) -> dict:
+    """The simulation (:mod:`distlearn.tensor_parallel.simulation`) of the three blocks of :func:`tp_check`, run on
+    the same weights, input and upstream gradient as rank 0's ``result``: ``{"mlp", "attention", "sp_block":
+    TPResult}``. The attention is causal, as the lab's; the SP block follows PyTorch's scheme."""
+    from distlearn.tensor_parallel import simulation as sim
+
+    x, g = result["x"], result["grad_out"]
+    full = result["mlp"]["full"]
+    sims = {"mlp": sim.megatron_mlp(x, full["fc1.weight"].T, full["fc1.bias"], full["fc2.weight"].T,
+                                    full["fc2.bias"], g, world_size)}
+    full = result["attention"]["full"]
+    sims["attention"] = sim.parallel_attention(x, *[full[f"{n}.weight"].T for n in "qkvo"],
+                                               result["attention"]["num_heads"], g, world_size)
+    full = result["sp_block"]["full"]
+    sims["sp_block"] = sim.sequence_parallel_mlp_block(
+        x, full["ln.weight"], full["ln.bias"], full["mlp.fc1.weight"].T, full["mlp.fc1.bias"],
+        full["mlp.fc2.weight"].T, full["mlp.fc2.bias"], g, world_size, scheme="pytorch")
+    return sims
+
+
+# Which simulated gradient each DTensor parameter's local gradient is (transposed: nn.Linear stores (out, in)).
+_GRAD_NAMES = {"mlp": {"fc1.weight": "grad_w1", "fc2.weight": "grad_w2"},
+               "attention": {"q.weight": "grad_wq", "k.weight": "grad_wk", "v.weight": "grad_wv",
+                             "o.weight": "grad_wo"},
+               "sp_block": {"mlp.fc1.weight": "grad_w1", "mlp.fc2.weight": "grad_w2"}}
+
+
+def agreement_with_simulation(results: list[dict], sims: dict, atol: float = 1e-12) -> dict:
+    """Compare, value by value, what DTensor computed on every rank (``results``: :func:`tp_check` per rank) with
+    the simulation (:func:`simulate_blocks`): ``{block: {"output": bool, "input_grad": bool, "weight_grads":
+    bool}}``. Output and input gradient: the rank's own (its sequence shard for ``"sp_block"``); weight gradients:
+    each rank's local shard of every weight against the simulated rank's shard. ``atol`` in the blocks' float64."""
+    world_size = len(results)
+    out = {}
+    for block, names in _GRAD_NAMES.items():
+        res = sims[block]
+        split = block == "sp_block"
+        mine = (lambda a, r: np.split(a, world_size, axis=0)[r]) if split else (lambda a, r: a)
+        out[block] = {
+            "output": all(np.allclose(r[block]["output"], mine(res.output, k), rtol=0, atol=atol)
+                          for k, r in enumerate(results)),
+            "input_grad": all(np.allclose(r[block]["x_grad"], mine(res.grads["x"], k), rtol=0, atol=atol)
+                              for k, r in enumerate(results)),
+            "weight_grads": all(np.allclose(r[block]["local_grads"][p], res.local[k][g].T, rtol=0, atol=atol)
+                                for k, r in enumerate(results) for p, g in names.items()),
+        }
+    return out
 
 
 def _grad_check_param(p, ref_param, world_size: int, rank: int) -> float:

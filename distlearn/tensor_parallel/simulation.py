@@ -115,6 +115,16 @@ def comm_counts(records) -> dict:
     return out
 
 
+def comm_text(counts: dict) -> str:
+    """``{phase: {op: count}}`` (:func:`comm_counts`, or what the lab counted) as one line in the current
+    language, e.g. ``forward: 1 × all_reduce; backward: 1 × all_reduce`` / ``前向：1 次 all_reduce；反向：1 次 all_reduce``."""
+    parts_en, parts_zh = [], []
+    for phase, ops in counts.items():
+        parts_en.append(f"{phase}: " + ", ".join(f"{n} × {op}" for op, n in ops.items()))
+        parts_zh.append(f"{LABELS_ZH.get(phase, phase)}：" + "，".join(f"{n} 次 {op}" for op, n in ops.items()))
+    return bi("; ".join(parts_en) or "none", "；".join(parts_zh) or "无")
+
+
 def _traced(cluster: VirtualCluster, log: list | None, label: str, phase: str, op: str, *args, **kw):
     before = int(cluster.bytes_sent[0])
     result = getattr(cluster, op)(*args, **kw)
