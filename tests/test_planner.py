@@ -1455,7 +1455,7 @@ def test_cli_limits_the_recomputation_modes(capsys, lang, monkeypatch):
         out = capsys.readouterr().out
         rows = [r for r in (line.split() for line in out.splitlines()) if len(r) == len(P.HEADER) and r[0].isdigit()]
         col = P.HEADER.index("recompute")
-        assert rows and {r[col] for r in rows} <= ({"none", "full"} if lang == "en" else {"不重算", "完全"})
+        assert rows and {r[col] for r in rows} <= ({"none", "full"} if lang == "en" else {"不重计算", "完全"})
         assert P.cli(["--recompute", "nope"]) == 2
         err = capsys.readouterr().err
         assert "--recompute" in err and "norm-act" in err and ("必须" in err) == (lang == "zh")

@@ -35,6 +35,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distlearn.memory.formulas import GB, model_state_bytes, RECOMPUTE
+from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_positive
 
@@ -96,9 +97,52 @@ TERM_SOURCES["up_output"]["norm-act"] = _DISCARD + "keeps up(x) to recompute sil
 TERM_SOURCES["swiglu_input"]["norm-act"] = _DISCARD + "keeps [gate(x), up(x)] to recompute the SwiGLU output"
 
 
-def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none") -> str:
-    """The source of term ``name`` for this architecture, attention kernel and recomputation mode."""
-    options = TERM_SOURCES[name]
+# The same sources for a Chinese reader (the table's 出处 column under zh): K22 = Korthikanti 等 2022 §4.1.
+_K22_ZH = "Korthikanti 等 2022 §4.1"
+TERM_SOURCES_ZH = {
+    "norm_inputs": {"gpt": f"{_K22_ZH}：两个 LayerNorm 的输入 (4sbh)",
+                    "llama": "Llama 模块：每个 RMSNorm 保存自己的输入（另有每行一个 fp32 的 1/rms；torch "
+                             "_fused_rms_norm_backward(grad, input, shape, rstd, weight)）"},
+    "qkv_input": {"any": f"{_K22_ZH}：QKV 投影的输入 (2sbh)，Q、K、V 三个投影共用一个张量"},
+    "q": {"materialised": f"{_K22_ZH}：用于 QKᵀ 的 Q", "flash": "FlashAttention（Dao 等 2022）保存 Q"},
+    "k": {"materialised": f"{_K22_ZH}：用于 QKᵀ 的 K（GQA 先复制到所有头，与 Megatron 和 HF 的 repeat_kv 相同）",
+          "flash": "FlashAttention 保存 K，不复制（k 个 K/V 头）",
+          "selective": "重计算的注意力核心的检查点输入（k 个 K/V 头）"},
+    "v": {"materialised": f"{_K22_ZH}：用于 ·V 的 V（GQA 先复制到所有头）",
+          "flash": "FlashAttention 保存 V，不复制（k 个 K/V 头）",
+          "selective": "重计算的注意力核心的检查点输入（k 个 K/V 头）"},
+    "softmax_output": {"any": f"{_K22_ZH}：softmax 的输出 (2as²b)；没有 dropout 时它也是 ·V 的输入"},
+    "attn_dropout_mask": {"any": f"{_K22_ZH}：注意力 dropout 掩码（as²b，每个 1 字节）"},
+    "attn_dropout_output": {"any": f"{_K22_ZH}：dropout 之后的概率，即 ·V 的输入 (2as²b)"},
+    "softmax_lse": {"any": "FlashAttention：每行每头一个 fp32 的 log-sum-exp（torch 对 "
+                           "_scaled_dot_product_flash_attention 的 meta 注册：logsumexp (b, a, s) float32）"},
+    "out_proj_input": {"materialised": f"{_K22_ZH}：输出投影的输入 (2sbh)",
+                       "flash": "注意力核的输出 O：FlashAttention 和输出投影保存的是同一个张量"},
+    "mlp_input": {"any": f"{_K22_ZH}：MLP 第一个线性层的输入 (2sbh)；Llama 中 gate 和 up 共用"},
+    "gelu_input": {"any": f"{_K22_ZH}：GeLU 的输入（f = 4h 时为 8sbh）"},
+    "fc2_input": {"any": f"{_K22_ZH}：第二个线性层的输入（f = 4h 时为 8sbh）"},
+    "silu_input": {"any": "Llama 模块 down(silu(gate(x))·up(x))：F.silu 保存它的输入 gate(x)"},
+    "silu_output": {"any": "Llama 模块：乘法保存 silu(gate(x))，用于求 up(x) 的梯度"},
+    "up_output": {"any": "Llama 模块：乘法保存 up(x)，用于求 silu(gate(x)) 的梯度"},
+    "swiglu_input": {"any": "融合的 SwiGLU（Megatron-Core fused_bias_swiglu）：只保存 [gate(x), up(x)]，"
+                            "SiLU 重计算"},
+    "down_proj_input": {"any": "Llama 模块：下投影保存它的输入 silu(gate(x))·up(x)"},
+    "dropout_masks": {"any": f"{_K22_ZH}：注意力输出和 MLP 输出的 dropout 掩码（各 sbh，每个 1 字节）"},
+    "layer_input": {"any": "Korthikanti 等 2022 §5 表 2：完全重计算只保存层的输入"},
+}
+_DISCARD_ZH = "丢弃输出的检查点（Megatron-Core CheckpointWithoutOutput）："
+TERM_SOURCES_ZH["norm_inputs"]["norm-act"] = _DISCARD_ZH + "保存每个归一化层的输入，用来重计算它的输出"
+TERM_SOURCES_ZH["gelu_input"]["norm-act"] = _DISCARD_ZH + "保存 GeLU 的输入，用来重计算 fc2 的输入"
+TERM_SOURCES_ZH["silu_input"]["norm-act"] = _DISCARD_ZH + "保存 gate(x)，用来重计算 silu(gate(x))·up(x)"
+TERM_SOURCES_ZH["up_output"]["norm-act"] = _DISCARD_ZH + "保存 up(x)，用来重计算 silu(gate(x))·up(x)"
+TERM_SOURCES_ZH["swiglu_input"]["norm-act"] = _DISCARD_ZH + "保存 [gate(x), up(x)]，用来重计算 SwiGLU 的输出"
+
+
+def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none",
+                lang: str = "en") -> str:
+    """The source of term ``name`` for this architecture, attention kernel and recomputation mode, in English
+    (``lang="en"``) or Chinese (``lang="zh"``). Raises KeyError for an unknown term."""
+    options = (TERM_SOURCES_ZH if lang == "zh" else TERM_SOURCES)[name]
     for key in (recompute if recompute in ("selective", "norm-act") else None, attention, arch, "any"):
         if key in options:
             return options[key]
@@ -111,7 +155,8 @@ class ActivationTerm:
 
     ``elements`` per GPU after parallelism, ``bytes_per_element`` (activation dtype, 1 for masks, 4 for the fp32
     log-sum-exp), ``split``: ``"tp"`` (always divided by the tensor-parallel degree), ``"sp"`` (divided only with
-    sequence parallelism) or ``"none"``; ``source``: where the term comes from (:func:`term_source`).
+    sequence parallelism) or ``"none"``; ``source``: where the term comes from (:func:`term_source`), in English;
+    ``source_zh``: the same in Chinese (``""`` when not given). :attr:`shown_source` is the one to print.
     """
 
     name: str
@@ -119,6 +164,12 @@ class ActivationTerm:
     bytes_per_element: int
     split: str
     source: str
+    source_zh: str = ""
+
+    @property
+    def shown_source(self) -> str:
+        """The source in the reader's language (:func:`distlearn.core.i18n.bi`)."""
+        return bi(self.source, self.source_zh or self.source)
 
     @property
     def nbytes(self) -> float:
@@ -215,8 +266,9 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
 
     def term(name, elements, nbytes, split):
         div = t if split == "tp" else sp_div if split == "sp" else 1
-        return ActivationTerm(name, elements / div, nbytes, split,
-                              term_source(name, arch=arch, attention=attention, recompute=recompute))
+        where = dict(arch=arch, attention=attention, recompute=recompute)
+        return ActivationTerm(name, elements / div, nbytes, split, term_source(name, **where),
+                              term_source(name, **where, lang="zh"))
 
     if recompute == "full":
         return [term("layer_input", sbh, p, "sp")]
@@ -617,7 +669,7 @@ TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV �
            "down_proj_input": "down 投影的输入", "silu_input": "SiLU 的输入", "silu_output": "SiLU 的输出",
            "softmax_lse": "softmax 的 log-sum-exp（fp32）", "up_output": "up 投影的输出"}
 RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算",
-                "norm-act": "重算归一化与激活函数"}
+                "norm-act": "重计算归一化与激活函数"}
 
 
 def term_label(name: str) -> str:

@@ -292,6 +292,26 @@ _VERIFIERS = {"fsdp1_strategies": _v_fsdp1_strategies, "cpu_offload_apis": _v_cp
               "stage12_reduction": _v_stage12_reduction}
 
 
+# What each check of :func:`verify_claims` confirms, in English and Chinese (printed in the reader's language).
+VERIFIER_LABELS = {
+    "fsdp1_strategies": ("FSDP1 has the sharding strategies of the table (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
+                         "HYBRID_SHARD)", "FSDP1 有表中的各种分片策略（FULL_SHARD、SHARD_GRAD_OP、NO_SHARD、HYBRID_SHARD）"),
+    "cpu_offload_apis": ("both libraries have the CPU offload options of the table",
+                         "两个库都有表中的 CPU 卸载选项"),
+    "nvme_stage3_only": ("DeepSpeed offloads to NVMe, and only in ZeRO-3", "DeepSpeed 能卸载到 NVMe，而且只在 ZeRO-3 中"),
+    "pipeline_support": ("DeepSpeed's pipeline engine refuses ZeRO-2 and ZeRO-3",
+                         "DeepSpeed 的流水线引擎拒绝 ZeRO-2 和 ZeRO-3"),
+    "apis_exist": ("the entry points of the table exist (deepspeed.initialize, zero.Init, FSDP, fully_shard)",
+                   "表中的入口都存在（deepspeed.initialize、zero.Init、FSDP、fully_shard）"),
+    "fsdp2_defaults": ("FSDP2's defaults are as stated (reshard after forward except the root, Shard(0))",
+                       "FSDP2 的默认值与正文一致（除根模块外前向后重新分片，Shard(0)）"),
+    "hpz_and_mics": ("ZeRO++'s hpZ is there; MiCS's config key was removed",
+                     "ZeRO++ 的 hpZ 仍在；MiCS 的配置项已被移除"),
+    "stage12_reduction": ("ZeRO-1 and 2 all-reduce the gradients by default, never reduce-scatter",
+                          "ZeRO-1 和 ZeRO-2 默认对梯度做 AllReduce，从不调用 ReduceScatter"),
+}
+
+
 def verify_claims() -> dict[str, bool]:
     """Run every code-checkable claim against the installed torch and DeepSpeed. Returns ``{check: passed}``.
 

@@ -18,7 +18,7 @@ from distlearn.core import explorer as base
 L_MODEL = text("dse.model", "Model", "模型")
 L_GPN = text("dse.gpn", "GPUs per node", "每节点 GPU 数")
 L_NODES = text("dse.nodes", "Nodes", "节点数")
-L_STAGE = text("dse.stage", "ZeRO stage", "ZeRO 阶段")
+L_STAGE = text("dse.stage", "ZeRO stage", "ZeRO 级别")
 L_OFF = text("dse.offload", "Offload", "卸载")
 L_INIT = text("dse.zero_init", "zero.Init (stage 3)", "zero.Init（阶段 3）")
 
@@ -41,7 +41,7 @@ def compute(model="llama2-7b", gpus_per_node=8, num_nodes=1, zero_stage=3, offlo
     cfg = PRESETS[model]
     n, g = cfg.num_parameters(), gpus_per_node * num_nodes
     if offload == "optimizer+params" and zero_stage != 3:
-        return {"error": bi("Parameter offload needs ZeRO stage 3.", "参数卸载需要 ZeRO 阶段 3。")}
+        return {"error": bi("Parameter offload needs ZeRO stage 3.", "参数卸载需要 ZeRO-3。")}
     if zero_stage == 2:
         cpu, gpu = zero2_model_states_mem_needs(n, gpus_per_node, num_nodes, offload != "none")
         largest = 0

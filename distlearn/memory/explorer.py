@@ -42,7 +42,7 @@ T = {
     "precision": text("widgets.memory.precision", "Precision recipe", "精度方案"),
     "optimizer": text("widgets.memory.optimizer", "Optimizer", "优化器"),
     "dp": text("widgets.memory.dp", "Data-parallel degree dp", "数据并行度 dp"),
-    "zero": text("widgets.memory.zero", "ZeRO stage", "ZeRO 阶段"),
+    "zero": text("widgets.memory.zero", "ZeRO stage", "ZeRO 级别"),
     "off_opt": text("widgets.memory.off_opt", "Offload optimizer to CPU", "将优化器状态卸载到 CPU"),
     "off_par": text("widgets.memory.off_par", "Offload parameters to CPU (stage 3)", "将参数卸载到 CPU（需阶段 3）"),
     "gpu": text("widgets.memory.gpu", "GPU", "GPU 型号"),

@@ -590,7 +590,7 @@ def layout_from_plan(plan) -> Layout:
     if not _lab_runs(plan):
         raise DistlearnValueError("plan", f"the lab runs no recomputation, one chunk per stage, ZeRO 0/2/3, 1F1B; "
                                           f"got {plan.describe()}.",
-                                  f"实验只运行不重算、每段一个块、ZeRO 0/2/3、1F1B 调度的方案；收到 {plan.describe()}。")
+                                  f"实验只运行不重计算、每段一个块、ZeRO 0/2/3、1F1B 调度的方案；收到 {plan.describe()}。")
     return Layout(pp=plan.pp, dp=plan.dp, tp=plan.tp, zero_stage=plan.zero_stage,
                   micro_batch_size=plan.micro_batch_size, num_microbatches=plan.num_microbatches,
                   sequence_parallel=plan.sequence_parallel)

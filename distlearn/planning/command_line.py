@@ -34,9 +34,9 @@ LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
              "张量一栏的“8c16”：张量并行 8，上下文并行 cp = 16；交错一栏的“1zb”：ZB-H1 调度；\n"
              "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
-             "重计算一栏的“归一+激活”即 norm-act：只重算归一化层和 MLP 的激活函数，不保存它们的输出（第 14 章）；\n"
+             "重计算一栏的“归一+激活”即 norm-act：只重计算归一化层和 MLP 的激活函数，不保存它们的输出（第 14 章）；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
-RECOMPUTE_ZH = {"none": "不重算", "selective": "选择性", "full": "完全",
+RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性", "full": "完全",
                 "norm-act": "归一+激活"}   # the recompute column under zh
 
 

@@ -119,7 +119,7 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
                         "stored the layout does not fit, chapter 14); FSDP sharding gradients and optimizer "
                         "state, weights not resharded after forward = ZeRO-2; attention FLOPs without the "
                         "causal mask",
-                reading_zh="微批次大小 1，每个 rank 8 个模型块（v = 8）；归一化层和 SwiGLU 的输出不保存，反向时重算"
+                reading_zh="微批次大小 1，每个 rank 8 个模型块（v = 8）；归一化层和 SwiGLU 的输出不保存，反向时重计算"
                            "（norm-act。论文说“不使用激活检查点”，但把所有张量都存下来时这个布局放不下，见第 14 章）；"
                            "FSDP 对梯度和优化器状态分片，前向之后不再对权重重新分片，即 ZeRO-2；注意力的 FLOPs 按不加"
                            "因果掩码统计")
@@ -163,8 +163,8 @@ PUBLISHED_RUNS = {
                                 "(§3.3.3) = norm-act, its inputs stored in 16 bits, not FP8 (MLA's up-projection "
                                 "recomputation is not modelled)",
                         reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信；RMSNorm 的输出"
-                                   "在反向时重算（§3.2.3），MoE 中 SwiGLU 的输出由缓存的输入重算（§3.3.3），即 norm-act，"
-                                   "这些输入按 16 位而不是 FP8 保存（MLA 上投影的重算没有建模）"),
+                                   "在反向时重计算（§3.2.3），MoE 中 SwiGLU 的输出由缓存的输入重计算（§3.3.3），即 norm-act，"
+                                   "这些输入按 16 位而不是 FP8 保存（MLA 上投影的重计算没有建模）"),
     "llama3-405b-8k-gpus": _llama3(8192, 64, 1, 8192, 430e12, 0.43),
     "llama3-405b-16k-gpus": _llama3(16384, 128, 1, 8192, 400e12, 0.41),
     "llama3-405b-16k-gpus-cp16": _llama3(16384, 8, 16, 131072, 380e12, 0.38),

@@ -21,7 +21,7 @@ T = {
     "recipe": text("widgets.fp8_recipes.recipe", "recipe", "方案"),
     "model": text("widgets.fp8_recipes.model", "model", "模型"),
     "dp": text("widgets.fp8_recipes.dp", "data-parallel degree dp", "数据并行度 dp"),
-    "zero": text("widgets.fp8_recipes.zero", "ZeRO stage", "ZeRO 阶段"),
+    "zero": text("widgets.fp8_recipes.zero", "ZeRO stage", "ZeRO 级别"),
     "ylabel": text("widgets.fp8_recipes.ylabel", "GB (1e9 B) per GPU", "每块 GPU 的 GB（1e9 字节）"),
 }
 PARTS = {"params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),

@@ -174,7 +174,7 @@ RECIPES: dict[str, Recipe] = {r.key: r for r in [
     Recipe("deepseek-v3", "DeepSeek-V3 FP8 (report §3.3)", "DeepSeek-V3 FP8（技术报告 §3.3）", "fp8",
            (KeptTensor("fp32 master weights", "fp32 主权重", "optimizer", "fp32", _DS_FP32),
             KeptTensor("fp32 gradients (accumulation)", "fp32 梯度（累加）", "grads", "fp32", _DS_FP32),
-            KeptTensor("bf16 gradients (Playbook only)", "bf16 梯度（仅 Playbook 计入）", "grads", "bf16",
+            KeptTensor("bf16 gradients (Playbook only)", "bf16 梯度（仅《超大规模训练手册》计入）", "grads", "bf16",
                        _PB + ": 'Gradients BF16'; not in the report", kept=False),
             KeptTensor("AdamW first moment, bf16", "AdamW 一阶矩，bf16", "optimizer", "bf16", _DS_OPT),
             KeptTensor("AdamW second moment, bf16", "AdamW 二阶矩，bf16", "optimizer", "bf16", _DS_OPT),

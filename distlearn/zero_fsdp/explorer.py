@@ -33,7 +33,7 @@ from distlearn.core import explorer as base
 
 L_MODEL = text("zero.model", "model", "模型")
 L_DP = text("zero.dp", "data-parallel degree dp", "数据并行度 dp")
-L_STAGE = text("zero.stage", "ZeRO stage", "ZeRO 阶段")
+L_STAGE = text("zero.stage", "ZeRO stage", "ZeRO 级别")
 L_BPU = text("zero.bpu", "blocks per FSDP unit", "每个 FSDP 单元的层数")
 L_PREFETCH = text("zero.prefetch", "prefetch depth", "预取深度")
 L_MB = text("zero.microbatches", "micro-batches per step m", "每步微批次数 m")
