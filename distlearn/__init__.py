@@ -18,8 +18,9 @@ Inside a topic folder, the same names mean the same job everywhere: ``explorer.p
 ``compute`` plus its view), ``plots.py`` (its figures), ``lab.py`` / ``lab_<name>.py`` (real-engine workers for
 :func:`distlearn.core.launch.run`, also runnable with torchrun), ``check.py`` (the exercise checkers, ``exNN_<name>``);
 the other modules are the topic's reference, simulation and formulas, named for what they model (``schedules``,
-``simulation``, ``formulas``, ``traffic`` …). The authoring tools (notebook pairing, exercises, parity, the website,
-grading) are the separate top-level package ``authoring``, which no chapter imports.
+``simulation``, ``formulas``, ``traffic`` …). The authoring tools (notebook pairing and execution, exercises, parity,
+monolingual copies, bilingual code comments, the language audit, mutation tests, the website, grading) are the
+separate top-level package ``authoring``, which no chapter imports.
 """
 from distlearn.core.i18n import get_language, normalize_language, set_language
 from distlearn.core.language import switch as language_switch

@@ -357,7 +357,7 @@ def test_cli_prints_table(capsys):
     out = capsys.readouterr().out
     assert rc == 0 and "tokens/s" in out and "词元/秒" in out and "MFU" in out
     assert P.cli(["--model", "llama3-8b", "--gpus", "12"]) == 2
-    assert "整数个节点" in capsys.readouterr().out
+    assert "整数个节点" in capsys.readouterr().err
     assert P.cli(["--model", "llama3.1-405b", "--gpus", "8", "--seq-len", "8192", "--global-batch", "8"]) == 1
     assert "no plan fits" in capsys.readouterr().out
 

@@ -128,7 +128,8 @@ def test_one_evaluate_checks_each_input_once_at_its_boundary(monkeypatch, plan, 
     assert {c[:2] for c in ours} <= BOUNDARY, sorted({c[:2] for c in ours} - BOUNDARY)
     checks = [c[2:] for c in ours]  # (parameter, check): global_batch is both a whole number and divisible by dp·b
     assert len(checks) == len(set(checks)), sorted(c for c in checks if checks.count(c) > 1)  # each input once
-    assert 15 <= len(ours) <= 25 and len(calls) <= 90, (len(ours), len(calls))
+    # the other chapters' functions also check their booleans since issue 33: about 100 checks, none repeated per stage
+    assert 15 <= len(ours) <= 25 and len(calls) <= 110, (len(ours), len(calls))
 
 
 def test_the_number_of_checks_does_not_grow_with_the_pipeline(monkeypatch):
@@ -140,7 +141,7 @@ def test_the_number_of_checks_does_not_grow_with_the_pipeline(monkeypatch):
         calls = _count_checks(monkeypatch, lambda: P.evaluate("llama3-70b", plan, global_batch=256, seq_len=4096,
                                                               gpu="h100-80gb"))
         counts.add(len(calls))
-    assert len(counts) == 1 and counts.pop() < 90
+    assert len(counts) == 1 and counts.pop() < 110
 
 
 def test_the_count_sees_a_check_in_an_inner_formula(monkeypatch):

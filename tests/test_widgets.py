@@ -644,7 +644,7 @@ def test_checked_raises_the_error_of_a_setting_compute_cannot_compute():
 
     good = memory.compute(dp=8)
     assert checked(good) is good
-    with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1") as info:
+    with pytest.raises(DistlearnValueError, match=r"dp must be an integer in \[1, 65536\]") as info:
         checked(memory.compute(dp=0))
     assert isinstance(info.value, SettingsError)
     shown = "\n".join(info.value._render_traceback_())
@@ -666,7 +666,7 @@ def test_chapter_00_example_with_dp_0_shows_why_not_a_key_error():
     (cell,) = [c for c in _code_cells(md) if "memory.compute(" in c]
     assert "dp=8" in cell
     code = "\n".join(line for line in cell.replace("dp=8", "dp=0").splitlines() if not line.startswith(":tags:"))
-    with pytest.raises(DistlearnValueError, match="dp must be an integer ≥ 1"):
+    with pytest.raises(DistlearnValueError, match=r"dp must be an integer in \[1, 65536\]"):
         exec(code, {"memory": importlib.import_module("distlearn.memory.explorer")})
 
 

@@ -67,6 +67,7 @@ def controls() -> dict:
     }
 
 
+@base.within_controls(lambda: controls())
 def compute(model="llama2-7b", seq_len=4096, micro_batch_size=1, tp=1, sequence_parallel=False, recompute="none",
             dp=8, zero_stage=3, offload="none", gpu_gb=80, attention="default") -> dict:
     """Per-GPU bytes by part, the total against ``gpu_gb`` (datasheet GB = 1e9 bytes, the planner's convention)

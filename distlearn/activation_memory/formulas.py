@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from distlearn.memory.formulas import GB, model_state_bytes, RECOMPUTE
 from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_positive
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_positive
 
 SCHEDULES = ("none", "gpipe", "1f1b")
 # memory.RECOMPUTE (Korthikanti's three modes) plus output-discarding recomputation of the norms and the MLP
@@ -240,6 +240,9 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
     needs it. Llama, flash: ``p·sbh·(4 + 2k/a + 2f/h) + 4asb`` bytes, fused or not. Raises DistlearnValueError
     (bad sizes, t not dividing a or k).
     """
+    if dropout is not None:
+        dropout = check_bool("dropout", dropout)
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
     h = check_int("hidden_size", hidden_size)
@@ -312,6 +315,8 @@ def layer_activation_terms(*, seq_len: int, micro_batch_size: int, hidden_size: 
     ``sbh·(34 + 5·a·s/h)``, exactly :func:`distlearn.memory.formulas.activation_bytes_per_layer`; ``dropout=False`` gives
     ``sbh·(32 + 2·a·s/h)``·(activation_bytes / 2). Raises DistlearnValueError.
     """
+    if dropout is not None:
+        dropout = check_bool("dropout", dropout)
     table = layer_activation_table(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
                                    num_heads=num_heads, activation_bytes=activation_bytes, mask_bytes=mask_bytes,
                                    dropout=dropout, **layer)
@@ -335,6 +340,7 @@ def layer_activation_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: 
     over random shapes). For a model use ``**layer_shape(config), attention=default_attention(config)``.
     Returns bytes. Raises DistlearnValueError like the contract function.
     """
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     table = layer_activation_table(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size,
                                    num_heads=num_heads, tp=tp, sequence_parallel=sequence_parallel,
                                    recompute=recompute, activation_bytes=activation_bytes, **layer)
@@ -346,6 +352,7 @@ def config_layer_bytes(config: ModelConfig, *, seq_len: int, micro_batch_size: i
                        activation_bytes: int = 2, swiglu: str = "unfused") -> float:
     """:func:`layer_activation_bytes` for one layer of ``config`` (its architecture, GQA and MLP width), with
     ``attention`` defaulting to :func:`default_attention`. Returns bytes per GPU."""
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     return layer_activation_bytes(seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp,
                                   sequence_parallel=sequence_parallel, recompute=recompute,
                                   activation_bytes=activation_bytes, swiglu=swiglu,
@@ -429,6 +436,7 @@ def model_activation_bytes(config: ModelConfig, *, seq_len: int, micro_batch_siz
 
     Returns :class:`ActivationBytes` in bytes. Raises DistlearnValueError for bad sizes.
     """
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
     check_choice("recompute", recompute, RECOMPUTE_MODES)
@@ -541,6 +549,10 @@ def offload_traffic(num_params: int, *, dp: int = 1, zero_stage: int = 2, offloa
     Transfers are assumed not to overlap with compute (an upper bound on added time).
     Returns ``{"pcie_bytes", "nvme_bytes", "pcie_s", "nvme_s", "total_s"}``. Raises DistlearnValueError.
     """
+    nvme = check_bool("nvme", nvme)
+    offload_optimizer = check_bool("offload_optimizer", offload_optimizer)
+    offload_params = check_bool("offload_params", offload_params)
+    recompute_full = check_bool("recompute_full", recompute_full)
     n = check_int("num_params", num_params)
     dp = check_int("dp", dp)
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
@@ -672,10 +684,16 @@ RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full
                 "norm-act": "重计算归一化与激活函数"}
 
 
+def _check_label_name(name) -> None:
+    if not isinstance(name, str):
+        raise DistlearnValueError("name", f"name must be a string, got {name!r}.", f"name 必须是字符串，收到 {name!r}。")
+
+
 def term_label(name: str) -> str:
     """An activation term (or a recomputation mode) with its Chinese gloss in the current language."""
     from distlearn.core.i18n import named
 
+    _check_label_name(name)
     gloss = TERM_ZH.get(name) or RECOMPUTE_ZH.get(name)
     return named(name, gloss) if gloss else name
 
@@ -687,4 +705,5 @@ def attention_label(name: str) -> str:
     """An attention kernel name (``"flash"``, ``"materialised"``) with its Chinese gloss in the current language."""
     from distlearn.core.i18n import named
 
+    _check_label_name(name)
     return named(name, ATTENTION_ZH[name]) if name in ATTENTION_ZH else name

@@ -63,6 +63,7 @@ def run_steps(operation: str, world_size: int):
     return c, xs[0].nbytes
 
 
+@base.within_controls(lambda: controls())
 def compute(operation: str = "all_reduce", world_size: int = 4, step: int = 0, message_mb: int = 64) -> dict:
     """State of ``operation`` after ``step`` steps (clamped to the last) for a message of ``message_mb`` MB
     (1e6 bytes): holdings (world_size, chunks), the step's transfers, cumulative bytes sent per rank (bytes) and

@@ -27,6 +27,7 @@ TITLE = text("cp_widget.title", "Context parallelism: one layer's attention per 
              "上下文并行：每块 GPU 上一层的注意力")
 
 
+@base.within_controls(lambda: controls())
 def compute(model: str = "llama3-8b", seq_len: int = 131072, cp: int = 8, layout: str = "zigzag",
             variant: str = "ring", tp: int = 1, gpu: str = "h100-80gb", link: str = "network") -> dict:
     """One layer of ``model`` with ``cp``-way context parallelism (and ``tp``-way tensor + sequence parallelism),

@@ -36,7 +36,7 @@ import numpy as np
 from distlearn.activation_memory.formulas import ActivationTerm, layer_activation_table, layer_shape
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number, check_positive
+from distlearn.core.validate import MAX_ELEMENTS, check_bool, DistlearnValueError, check_choice, check_int, check_number, check_positive
 
 LAYOUTS = ("contiguous", "zigzag", "striped")
 VARIANTS = ("ring", "all-gather", "all-to-all")
@@ -182,7 +182,7 @@ def reference_online_attention(q, k, v, causal=False, scale=None):
 
 # ---------------------------------------------------------------- layouts: which tokens a rank holds
 def _check_layout(seq_len: int, cp: int, layout: str) -> tuple[int, int]:
-    s = check_int("seq_len", seq_len)
+    s = check_int("seq_len", seq_len, maximum=MAX_ELEMENTS)
     cp = check_int("cp", cp, maximum=4096)
     check_choice("layout", layout, LAYOUTS)
     parts = 2 * cp if layout == "zigzag" else cp
@@ -429,7 +429,12 @@ def ulysses_heads(num_heads: int, num_kv_heads: int, cp: int, tp: int = 1) -> Ul
 
 def max_ulysses_cp(num_heads: int, num_kv_heads: int, tp: int = 1) -> int:
     """The largest ``cp`` :func:`ulysses_heads` accepts (the query heads per tensor-parallel rank, ``a/tp``)."""
-    at = check_int("num_heads", num_heads) // check_int("tp", tp)
+    at = check_int("num_heads", num_heads, maximum=4096) // check_int("tp", tp)
+    check_int("num_kv_heads", num_kv_heads, maximum=num_heads)
+    if at < 1 or not _ulysses_ok(num_heads, num_kv_heads, 1, tp):
+        raise DistlearnValueError("tp", f"tp = {tp} must divide num_heads = {num_heads} and num_kv_heads = "
+                                        f"{num_kv_heads}.",
+                                  f"tp = {tp} 必须整除 num_heads = {num_heads} 和 num_kv_heads = {num_kv_heads}。")
     return max(c for c in range(1, at + 1) if _ulysses_ok(num_heads, num_kv_heads, c, tp))
 
 
@@ -508,6 +513,7 @@ def work_matrix(seq_len: int, cp: int, layout: str = "contiguous", causal: bool 
     later one not at all; striped (``n = s/cp`` tokens per rank): ``n(n+1)/2`` from ranks ≤ r, ``n(n−1)/2`` from
     ranks > r. Without ``causal`` every entry is ``(s/cp)²``. Every layout sums to ``s(s+1)/2`` under ``causal``.
     """
+    causal = check_bool("causal", causal)
     s, cp = _check_layout(seq_len, cp, layout)
     n = s // cp
     if not causal:
@@ -694,6 +700,7 @@ def cp_layer_activation_table(config: ModelConfig, *, seq_len: int, cp: int = 1,
     kernel: it keeps the log-sum-exp, never the s × s scores). ``attention="materialised"`` is accepted only for
     ``cp = 1`` (the single-GPU baseline whose scores grow as s²). Raises DistlearnValueError.
     """
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     s, cp = _check_layout(seq_len, cp, "contiguous")
     check_choice("attention", attention, ("flash", "materialised"))
     if attention == "materialised" and cp > 1:

@@ -169,13 +169,92 @@ class SettingsError(DistlearnValueError):
 def checked(result: dict) -> dict:
     """``result`` of an explorer's ``compute`` as it is, or its ``"error"`` raised as :class:`SettingsError`
     (a :class:`~distlearn.core.validate.DistlearnValueError`), so that a cell reading ``result["total_gb"]`` shows the
-    reason ("dp must be an integer ≥ 1 …") instead of ``KeyError: 'total_gb'``::
+    reason ("dp must be an integer in [1, 65536] …") instead of ``KeyError: 'total_gb'``::
 
-        r = checked(memory.compute(dp=0))      # SettingsError: dp must be an integer ≥ 1 …
+        r = checked(memory.compute(dp=0))      # SettingsError: dp must be an integer in [1, 65536] …
     """
     if isinstance(result, dict) and "error" in result:
         raise SettingsError(str(result["error"]))
     return result
+
+
+# ---------------------------------------------------------------- compute() called by hand
+BEYOND = 64   # how far past a slider's end compute() accepts a value typed by hand
+
+
+def _check_float(name: str, value, low: float, high: float) -> None:
+    """A slider of real numbers: a positive range accepts any positive value (a model of 10⁻⁹ B parameters is a
+    formula's business, not the slider's), otherwise from the slider's minimum; at most BEYOND × its maximum."""
+    from distlearn.core.validate import check_number
+
+    if low > 0:
+        check_number(name, value, minimum=0, strict_min=True, maximum=high * BEYOND)
+    else:
+        check_number(name, value, minimum=low, maximum=high * BEYOND)
+
+
+def control_problem(name: str, control, value) -> str | None:
+    """Why ``value`` is not something ``control`` could send (``None`` when it could), in the reader's language.
+
+    A check box sends True or False; a drop-down or a slider of named options one of its options; an integer or
+    float slider, or a slider of numeric options (a log₂ slider), a number of the same kind from its minimum up to
+    :data:`BEYOND` times its maximum (a slider's end is a teaching range, not a limit of the formula, but a typo
+    such as 10**12 must not start an endless computation)."""
+    from distlearn.core.validate import check_bool, check_choice, check_int, check_number
+
+    try:
+        if isinstance(control, W.Checkbox):
+            check_bool(name, value)
+        elif isinstance(control, W.IntSlider):
+            check_int(name, value, minimum=min(control.min, 1) if control.min > 0 else control.min,
+                      maximum=control.max * BEYOND)
+        elif isinstance(control, W.FloatSlider):
+            _check_float(name, value, control.min, control.max)
+        elif isinstance(control, (W.SelectionSlider, W.Dropdown, W.ToggleButtons, W.RadioButtons)):
+            options = _options(control)
+            numeric = all(isinstance(o, (int, float)) and not isinstance(o, bool) for o in options)
+            if numeric and all(isinstance(o, int) for o in options):
+                check_int(name, value, minimum=min(min(options), 1) if min(options) > 0 else min(options),
+                          maximum=max(options) * BEYOND)
+            elif numeric:
+                _check_float(name, value, min(options), max(options))
+            else:
+                check_choice(name, value, options)
+    except DistlearnValueError as e:
+        return str(e)
+    return None
+
+
+def within_controls(controls: Callable[[], dict]):
+    """Decorate an explorer's ``compute``: a value that none of its controls could send (a typo, ``None``, a
+    string for a number, 0 where the slider starts at 1, a model that is not in the list …) returns ``{"error":
+    message}`` — what the explorer shows in place of its plot — before ``compute`` runs (issue 33). ``controls``:
+    the module's ``controls`` function (read once, on the first call)."""
+    import functools
+    import inspect
+
+    def wrap(compute):
+        sig = inspect.signature(compute)
+        cache: dict = {}
+
+        @functools.wraps(compute)
+        def inner(*args, **kwargs):
+            try:
+                bound = sig.bind(*args, **kwargs)
+            except TypeError as e:
+                return {"error": str(e)}
+            if "controls" not in cache:
+                cache["controls"] = controls()
+            for name, value in bound.arguments.items():
+                control = cache["controls"].get(name)
+                problem = control_problem(name, control, value) if control is not None else None
+                if problem:
+                    return {"error": problem}
+            return compute(*args, **kwargs)
+
+        return inner
+
+    return wrap
 
 
 # ---------------------------------------------------------------- capturing what render shows

@@ -346,6 +346,14 @@ def build_model(config: ModelConfig, device: str = "meta"):
 
     from distlearn.core.transformer import TransformerLM
 
+    try:
+        torch.device(device)
+        if torch.device(device).type not in ("meta", "cpu") and not torch.accelerator.is_available():
+            raise RuntimeError("no accelerator")
+    except (RuntimeError, TypeError) as e:
+        raise DistlearnValueError("device", f"device must be 'meta', 'cpu' or an available accelerator, got {device!r} "
+                                            f"({e}).",
+                                  f"device 必须是 'meta'、'cpu' 或可用的加速器，收到 {device!r}（{e}）。") from None
     with torch.device(device):
         return TransformerLM(config)
 

@@ -34,13 +34,17 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distlearn.core.validate import check_choice, check_divisible
+from distlearn.core.validate import check_choice, check_divisible, check_int, check_number
 
 __all__ = ["TorchRouting", "route", "capacity", "GroupedExperts", "SwiGLU", "MoE"]
 
 
 def capacity(capacity_factor: float, k: int, tokens: int, num_experts: int) -> int:
-    """Assignments one expert takes per group: ``ceil(capacity_factor · k · tokens / num_experts)``."""
+    """Assignments one expert takes per group: ``ceil(capacity_factor · k · tokens / num_experts)``. Raises
+    DistlearnValueError for a non-positive factor or count."""
+    check_number("capacity_factor", capacity_factor, minimum=0, strict_min=True)
+    k, tokens = check_int("k", k), check_int("tokens", tokens)
+    num_experts = check_int("num_experts", num_experts)
     return math.ceil(capacity_factor * k * tokens / num_experts)
 
 

@@ -128,6 +128,44 @@ def check_number(name: str, value, *, minimum: float | None = None, maximum: flo
     return value
 
 
+# Upper bounds on what a student can ask a function to allocate or loop over (issue 33): generous for every
+# teaching use, small enough that a typo (10**12) is refused at once instead of hanging or exhausting memory.
+MAX_ELEMENTS = 2 ** 26       # elements of one generated tensor or array (256 MiB in fp32)
+MAX_STEPS = 100_000          # steps, runs or iterations of a simulated loop
+MAX_SEED = 2 ** 32 - 1       # numpy's and torch's seeds both accept [0, 2**32 − 1]
+MAX_WORLD_SIZE = 2 ** 20     # ranks in a simulated or counted group (about a million GPUs)
+
+
+def check_bool(name: str, value) -> bool:
+    """Return ``value`` if it is ``True`` or ``False`` (numpy's bool too); anything else, a string such as
+    ``"False"`` included, raises DistlearnValueError (a non-empty string would otherwise count as True)."""
+    if value is True or value is False:
+        return value
+    if type(value).__name__ == "bool_":  # numpy.bool_
+        return bool(value)
+    raise DistlearnValueError(
+        name,
+        f"{name} must be True or False, got {value!r} ({type(value).__name__}).",
+        f"{name} 必须是 True 或 False，收到 {value!r}（{type(value).__name__}）。",
+    )
+
+
+def check_seed(name: str, value) -> int:
+    """A random seed: an integer in [0, 2**32 − 1]. Raises DistlearnValueError."""
+    return check_int(name, value, minimum=0, maximum=MAX_SEED)
+
+
+def check_elements(name: str, count, cap: int = MAX_ELEMENTS) -> int:
+    """Raise DistlearnValueError if a tensor of ``count`` elements (sizes already checked) is larger than ``cap``."""
+    if count > cap:
+        raise DistlearnValueError(
+            name,
+            f"{name}: {count:,} elements is more than this course generates (at most {cap:,}).",
+            f"{name}：{count:,} 个元素超出了本课程生成的上限（最多 {cap:,} 个）。",
+        )
+    return count
+
+
 def check_positive(name: str, value) -> float:
     """A finite number > 0 (sizes, times, bandwidths). Raises DistlearnValueError."""
     return check_number(name, value, minimum=0, strict_min=True)

@@ -29,6 +29,7 @@ DATA, WEIGHT = _rng.standard_normal((128, 32)), _rng.standard_normal((32, 16))
 MODEL = dp.linear_mse_model(WEIGHT)
 
 
+@base.within_controls(lambda: controls())
 def compute(world_size: int = 3, batch_size: int = 64, split: str = "contiguous", reduction: str = "mean_of_means",
             params_b: float = 7.0, bandwidth_gbs: float = 100.0) -> dict:
     """Loss reported vs full-batch loss for the seed's model on the first ``batch_size`` of 128 fixed samples,

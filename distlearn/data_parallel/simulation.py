@@ -17,7 +17,7 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.cost import collective_time
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import MAX_ELEMENTS, MAX_WORLD_SIZE, check_bool, DistlearnValueError, check_choice, check_int, check_number
 
 MiB = 2**20
 
@@ -27,7 +27,7 @@ def shard_sizes(num_samples: int, world_size: int) -> list[int]:
     """Sizes of ``num_samples`` split over ``world_size`` ranks as contiguous shards, like ``np.array_split`` and
     the seed: the first ``num_samples mod world_size`` ranks get one sample more; ranks may get 0 samples."""
     num_samples = check_int("num_samples", num_samples, minimum=0)
-    world_size = check_int("world_size", world_size, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     base, extra = divmod(num_samples, world_size)
     return [base + (1 if r < extra else 0) for r in range(world_size)]
 
@@ -72,7 +72,7 @@ def simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> DP
     no samples contribute zeros (they must still join the all-reduce). Raises DistlearnValueError if data is empty.
     """
     data = np.asarray(data)
-    world_size = check_int("world_size", world_size, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     if data.ndim == 0 or len(data) == 0:
         raise DistlearnValueError("data", "data must hold at least one sample.", "data 至少要有一个样本。")
     sizes = shard_sizes(len(data), world_size)
@@ -106,7 +106,7 @@ def ddp_gradient(per_sample_grads: np.ndarray, world_size: int, reduction: str =
     full-batch sum divided by world_size — neither the single-process sum nor the mean. Source: PyTorch DDP docs
     ("gradients are averaged across processes"), torch/csrc/distributed/c10d/reducer.cpp (div_factor)."""
     g = np.asarray(per_sample_grads, dtype=float)
-    world_size = check_int("world_size", world_size, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     check_choice("reduction", reduction, ("mean", "sum"))
     if g.ndim == 0 or len(g) % world_size:
         raise DistlearnValueError("per_sample_grads", f"need N ({len(g) if g.ndim else 0}) divisible by "
@@ -125,8 +125,9 @@ def distributed_sampler_indices(num_samples: int, world_size: int, *, drop_last:
     indices (10 samples on 3 ranks: 12 indices, samples 0 and 1 twice). With ``drop_last`` the tail is dropped to
     ⌊N/world_size⌋ per rank (when N isn't divisible). Rank r takes every world_size-th index from r.
     Source: torch/utils/data/distributed.py."""
-    n = check_int("num_samples", num_samples, minimum=1)
-    ws = check_int("world_size", world_size, minimum=1)
+    drop_last = check_bool("drop_last", drop_last)
+    n = check_int("num_samples", num_samples, minimum=1, maximum=MAX_ELEMENTS)
+    ws = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     per_rank = math.ceil((n - ws) / ws) if drop_last and n % ws else math.ceil(n / ws)
     total = per_rank * ws
     indices = list(range(n))
@@ -373,7 +374,7 @@ def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap
     if len(pb) != len(bt) or not pb:
         raise DistlearnValueError("backward_times", "param_bytes and backward_times need the same, non-zero length.",
                                   "param_bytes 与 backward_times 的长度必须相同且不为零。")
-    world_size = check_int("world_size", world_size, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     ready = np.cumsum(bt)
     events = [("compute", float(ready[i] - bt[i]), float(ready[i]), f"grad {i}") for i in range(len(pb))]
     buckets = [list(range(len(pb)))] if first_iteration else bucket_assignment(pb, bucket_cap_mb, first_bucket_mb)
@@ -399,8 +400,8 @@ def split_indices(num_samples: int, world_size: int, split: str = "contiguous") 
     ``"drop_remainder"``: ⌊N/world_size⌋ each, the rest unused; ``"sampler_pad"``: DistributedSampler without
     drop_last (:func:`distributed_sampler_indices`, repeats samples)."""
     check_choice("split", split, SPLITS)
-    num_samples = check_int("num_samples", num_samples, minimum=1)
-    world_size = check_int("world_size", world_size, minimum=1)
+    num_samples = check_int("num_samples", num_samples, minimum=1, maximum=MAX_ELEMENTS)
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     if split == "sampler_pad":
         return distributed_sampler_indices(num_samples, world_size)
     sizes = shard_sizes(num_samples, world_size)

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from distlearn.memory.formulas import GiB
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_positive
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_number, check_positive
 
 TORCH_VERSION = "2.13.0"
 DEEPSPEED_VERSION = "0.19.8"
@@ -368,6 +368,10 @@ def deepspeed_config(*, micro_batch_size: int, gradient_accumulation_steps: int 
 
     Raises DistlearnValueError for impossible combinations. Validate the result with :func:`validate_config`.
     """
+    if nvme_path is not None and not isinstance(nvme_path, str):
+        raise DistlearnValueError("nvme_path", f"nvme_path must be a folder name (a string), got {nvme_path!r}.",
+                                  f"nvme_path 必须是目录名（字符串），收到 {nvme_path!r}。")
+    overlap_comm = check_bool("overlap_comm", overlap_comm)
     b = check_int("micro_batch_size", micro_batch_size)
     gas = check_int("gradient_accumulation_steps", gradient_accumulation_steps)
     dp = check_int("dp", dp)
@@ -451,6 +455,10 @@ def zero2_model_states_mem_needs(total_params: int, num_gpus_per_node: int = 1, 
 
     Both are truncated to int, in bytes; DeepSpeed prints them divided by 2**30 as "GB" (they are GiB).
     """
+    total_params = check_int("total_params", total_params)
+    num_gpus_per_node, num_nodes = check_int("num_gpus_per_node", num_gpus_per_node), check_int("num_nodes", num_nodes)
+    cpu_offload = check_bool("cpu_offload", cpu_offload)
+    additional_buffer_factor = check_number("additional_buffer_factor", additional_buffer_factor, minimum=1, maximum=100)
     total_gpus = num_nodes * num_gpus_per_node
     if cpu_offload:
         gpu = 2 * total_params

@@ -36,6 +36,7 @@ def controls() -> dict:
     }
 
 
+@base.within_controls(lambda: controls())
 def compute(model="llama2-7b", gpus_per_node=8, num_nodes=1, zero_stage=3, offload="none", zero_init=True) -> dict:
     """DeepSpeed's ``(cpu, gpu)`` bytes and the paper's GPU bytes for the setting; ``{"error": msg}`` if impossible."""
     cfg = PRESETS[model]

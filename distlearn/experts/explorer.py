@@ -33,6 +33,7 @@ TITLE = text("experts.title", "Mixture of experts: routing, capacity and expert 
              "混合专家：路由、容量与专家并行")
 
 
+@base.within_controls(lambda: controls())
 def compute(model: str = "deepseek-v3", num_experts: int = 256, k: int = 8, capacity_factor: float = 1.25,
             ep: int = 64, skew: float = 0.25, dp: int = 2048) -> dict:
     """One MoE layer of ``model``'s shape with ``num_experts`` experts, top-``k``. ``capacity_factor`` 0 means no

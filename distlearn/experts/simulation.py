@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import (DistlearnValueError, check_choice, check_elements, check_int, check_number,
+                                     check_seed)
 
 SCORES = ("softmax", "sigmoid")
 PRIORITIES = ("choice", "token")
@@ -96,7 +97,8 @@ def router_logits(num_tokens: int, num_experts: int, *, skew: float = 0.0, seed:
     t = check_int("num_tokens", num_tokens, minimum=1)
     e = check_int("num_experts", num_experts, minimum=1)
     skew = check_number("skew", skew, minimum=0)
-    return _standard_normal(t, e, seed) - skew * np.log(np.arange(1, e + 1))
+    check_elements("num_tokens × num_experts", t * e)
+    return _standard_normal(t, e, check_seed("seed", seed)) - skew * np.log(np.arange(1, e + 1))
 
 
 @functools.lru_cache(maxsize=4)
@@ -161,6 +163,9 @@ def capacity(capacity_factor: float, k: int, tokens: int, num_experts: int, min_
     """Expert capacity ``max(ceil(capacity_factor · k · tokens / num_experts), min_capacity)`` (Switch eq. 3 with
     k assignments per token; DeepSpeed ``_capacity``). Example: 1.25 · 2 · 4096 / 8 = 1280."""
     check_number("capacity_factor", capacity_factor, minimum=0, strict_min=True)
+    k, tokens = check_int("k", k), check_int("tokens", tokens)
+    num_experts = check_int("num_experts", num_experts)
+    min_capacity = check_int("min_capacity", min_capacity, minimum=0)
     return max(math.ceil(capacity_factor * k * tokens / num_experts), min_capacity)
 
 
@@ -418,8 +423,13 @@ def simulate_bias_balancing(*, num_experts: int = 16, k: int = 2, num_tokens: in
     """Route a fresh batch of skewed tokens (:func:`router_logits`) with sigmoid scores every step, updating the
     selection bias by :func:`update_bias` after each step. Returns the history; with ``gamma = 0`` nothing is
     balanced. The gate weights never see the bias (checked: ``weights_unbiased``)."""
-    check_int("steps", steps, minimum=1)
+    check_int("steps", steps, minimum=1, maximum=10_000)
     check_number("gamma", gamma, minimum=0)
+    num_experts = check_int("num_experts", num_experts, minimum=2, maximum=4096)
+    check_int("k", k, minimum=1, maximum=num_experts)
+    num_tokens = check_int("num_tokens", num_tokens, maximum=2 ** 16)
+    check_number("skew", skew, minimum=0)
+    seed = check_int("seed", seed, minimum=0, maximum=2 ** 32 // 100_003 - 10_000)  # seeds seed·100003 + step
     bias = np.zeros(num_experts)
     biases, loads, ratio, unbiased = [bias.copy()], [], [], True
     for step in range(steps):
@@ -617,6 +627,7 @@ def tp_ffn_layer_cost(*, tokens: int, hidden_size: int, ffn_hidden_size: int, tp
     f = check_int("ffn_hidden_size", ffn_hidden_size, minimum=1)
     tp = check_int("tp", tp, minimum=1)
     g = check_int("gpus_per_node", gpus_per_node, minimum=1)
+    dtype_bytes = check_number("dtype_bytes", dtype_bytes, minimum=0, strict_min=True, maximum=8)
     intra = (min(tp, g) - 1) / (tp - 1) if tp > 1 else 0.0
     return LayerCost(2 * (tp - 1) / tp * t * h * dtype_bytes, 0.0, 6.0 * t * h * f / tp, intra,
                      (1 - intra) if tp > 1 else 0.0)

@@ -24,6 +24,7 @@ LLAMA3_RATE = ft.rate_per_unit_day(419, 54, 16384)   # Llama 3 405B: 419 unexpec
 RATES = [1e-4, 2e-4, LLAMA3_RATE, 1e-3, 2e-3, 5e-3]
 
 
+@base.within_controls(lambda: controls())
 def compute(num_gpus: int = 16384, failures_per_gpu_day: float = LLAMA3_RATE, checkpoint_s: float = 60.0,
             restart_min: float = 10.0, interval_min: float = 30.0) -> dict:
     """The job's MTBF (hours), restarts per day, the three intervals (minutes), goodput at ``interval_min`` and

@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_seed
 
 ITEMS = ("model", "optimizer", "sampler", "rng", "step")
 OPTIMIZERS = ("sgd", "momentum", "adamw")
@@ -56,6 +56,8 @@ def required_state(optimizer: str = "adamw", dropout: bool = True, lr_schedule: 
     it has state (not plain SGD); the sampler unless every step sees the whole data set; the RNG when dropout draws
     from it; the step when the learning rate depends on it."""
     check_choice("optimizer", optimizer, OPTIMIZERS)
+    dropout, lr_schedule = check_bool("dropout", dropout), check_bool("lr_schedule", lr_schedule)
+    full_batch = check_bool("full_batch", full_batch)
     need = {"model"}
     if optimizer != "sgd":
         need.add("optimizer")
@@ -173,7 +175,8 @@ def resume_experiment(setup: Setup = Setup(), omit=(), steps: int = 16, crash_at
     The defaults crash one step into the second epoch (6 batches per epoch) and train into the third: by the crash
     the sampler's shuffle generator has drawn two permutations, a fresh one only one, so a restart that forgets the
     generator repeats an old order at step 13. A crash inside the first epoch could not tell (issue 32, item 7)."""
-    steps = check_int("steps", steps, minimum=2)
+    steps = check_int("steps", steps, minimum=2, maximum=1000)
+    seed = check_seed("seed", seed)
     crash_at = check_int("crash_at", crash_at, minimum=1, maximum=steps - 1)
     omit = tuple(omit)
     for item in omit:

@@ -61,6 +61,7 @@ OPTIMIZER_LABELS = {
 }
 
 
+@base.within_controls(lambda: controls())
 def compute(model: str = "llama3-8b", custom_billions: float = 7, precision: str = "mixed",
             optimizer: str = "adam", dp: int = 8, zero_stage: int = 0, offload_optimizer: bool = False,
             offload_params: bool = False, gpu: str = "A100 80GB") -> dict:

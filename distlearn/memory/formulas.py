@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int
 
 GB = 1e9
 GiB = 2 ** 30
@@ -100,6 +100,8 @@ def model_state_bytes(num_params: int, *, dp: int = 1, zero_stage: int = 0, prec
     Raises DistlearnValueError for non-integer or non-positive sizes, an unknown stage or recipe, or
     ``offload_params`` without stage 3.
     """
+    offload_optimizer = check_bool("offload_optimizer", offload_optimizer)
+    offload_params = check_bool("offload_params", offload_params)
     num_params = check_int("num_params", num_params, minimum=1, whole_float=True)  # 7.5e9 is fine
     dp = check_int("dp", dp, minimum=1)
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
@@ -145,6 +147,7 @@ def activation_bytes_per_layer(*, seq_len: int, micro_batch_size: int, hidden_si
     Raises DistlearnValueError for non-positive sizes, a ``tp`` that does not divide ``num_heads``, or an
     unknown ``recompute`` mode.
     """
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     s = check_int("seq_len", seq_len, minimum=1)
     b = check_int("micro_batch_size", micro_batch_size, minimum=1)
     h = check_int("hidden_size", hidden_size, minimum=1)
@@ -182,5 +185,7 @@ def recipe_label(name: str) -> str:
     """A precision or optimizer name with its Chinese gloss in the current language (``mixed（混合精度）``)."""
     from distlearn.core.i18n import named
 
+    if not isinstance(name, str):
+        raise DistlearnValueError("name", f"name must be a string, got {name!r}.", f"name 必须是字符串，收到 {name!r}。")
     zh = RECIPE_ZH.get(name)
     return name if zh is None or zh.lower() == name else named(name, zh)

@@ -26,6 +26,7 @@ TITLE = text("nd_widget.title", "N-D parallelism: groups, traffic and memory of 
              "N 维并行：一个 rank 的组、通信量与显存")
 
 
+@base.within_controls(lambda: controls())
 def compute(model: str = "toy-nd", tp: int = 2, cp: int = 1, pp: int = 2, dp: int = 2, gpus_per_node: int = 4,
             rank: int = 0, num_microbatches: int = 2) -> dict:
     """The mesh ``(pp, dp, cp, tp)``, ZeRO-3, micro-batch 1, fp32: ``rank``'s ``coords``, its ``groups`` by

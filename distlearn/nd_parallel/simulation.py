@@ -44,7 +44,7 @@ from distlearn.core.comm import ring_bytes_per_rank
 from distlearn.core.hardware import GPU, Cluster
 from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import MAX_STEPS, DistlearnValueError, check_choice, check_int
 
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
            "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "llama3_layout", "stage_layers", "one_f_one_b_order",
@@ -220,6 +220,9 @@ def stage_parameter_shapes(config: ModelConfig, pp: int, stage: int, tp: int = 1
     RMSNorm weights are replicated. Llama blocks only. Raises DistlearnValueError when tp does not divide the
     heads, the vocabulary or the MLP width."""
     _llama_only(config)
+    tp = check_int("tp", tp)
+    pp = check_int("pp", pp, maximum=config.num_layers)
+    check_int("stage", stage, minimum=0, maximum=pp - 1)
     h, f, V = config.hidden_size, config.ffn_hidden_size, config.vocab_size
     kv = config.kv_heads * config.head_dim
     for name, n in (("num_heads", config.num_heads), ("num_kv_heads", config.kv_heads), ("vocab_size", V),
@@ -266,7 +269,7 @@ def one_f_one_b_order(pp: int, stage: int, num_microbatches: int) -> str:
     backwards (Narayanan et al. 2021 §2.2). ``(2, 0, 3)`` → ``"FFBFBB"``."""
     pp = check_int("pp", pp, minimum=1)
     stage = check_int("stage", stage, minimum=0, maximum=pp - 1)
-    m = check_int("num_microbatches", num_microbatches, minimum=1)
+    m = check_int("num_microbatches", num_microbatches, minimum=1, maximum=MAX_STEPS)
     warm = min(m, pp - stage)
     order, f, b = "F" * warm, warm, 0
     while f < m:

@@ -25,6 +25,7 @@ L_RESHARD = text("overlap.reshard", "reshard after forward (FULL_SHARD)", "前�
 L_TITLE = text("overlap.title", "One FSDP step: timeline and memory", "一次 FSDP 迭代：时间线与显存")
 
 
+@base.within_controls(lambda: controls())
 def compute(ratio: float = 0.6, depth: int = 1, limit: int = 0, units: int = 6, reshard: bool = True) -> dict:
     """Simulate ``units`` identical units (forward 1, backward 2, all-gather = reduce-scatter = ``ratio``), both
     phases with prefetch ``depth`` (1 = what FSDP2 and FSDP1 do by default, 0 = the CPU-bound worst case, ≥ 2 =

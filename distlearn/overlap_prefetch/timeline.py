@@ -43,7 +43,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from distlearn.core.validate import DistlearnValueError, check_int, check_number
+from distlearn.core.validate import check_bool, DistlearnValueError, check_int, check_number
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
            "closed_form_forward", "issue_order", "fsdp2_issue_order", "issue_order_text"]
@@ -402,14 +402,16 @@ def issue_order_text(events) -> str:
 def uniform(num_units: int, compute: float, comm: float, **kwargs) -> OverlapResult:
     """:func:`simulate` with ``num_units`` identical units: forward ``compute``, all-gather ``comm`` (backward
     2 × compute and reduce-scatter = comm unless given in ``kwargs``)."""
-    n = check_int("num_units", num_units, minimum=1)
+    n = check_int("num_units", num_units, minimum=1, maximum=10_000)
     return simulate([compute] * n, [comm] * n, **kwargs)
 
 
 def closed_form_forward(num_units: int, compute: float, comm: float, prefetch: bool = True) -> float:
     """The seed's closed form for the forward pass with uniform units: comm + compute + (n − 1)·max(comm, compute)
     with prefetch, n·(comm + compute) without."""
+    prefetch = check_bool("prefetch", prefetch)
     n = check_int("num_units", num_units, minimum=1)
+    compute, comm = check_number("compute", compute, minimum=0), check_number("comm", comm, minimum=0)
     if not prefetch:
         return n * (comm + compute)
     return comm + compute + (n - 1) * max(comm, compute)

@@ -38,6 +38,7 @@ def controls() -> dict:
     }
 
 
+@base.within_controls(lambda: controls())
 def compute(schedule="1f1b", num_stages=4, num_microbatches=8, num_chunks=2, bwd_ratio=2.0, p2p_time=0.0,
             wgrad_share=0.5) -> dict:
     """Simulate one step (forward time 1 per micro-batch per stage). ``num_chunks`` only applies to the

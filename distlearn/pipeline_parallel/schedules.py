@@ -29,7 +29,7 @@ import numpy as np
 
 from distlearn.core.validate import (DistlearnValueError, check_choice, check_divisible, check_int, check_number, check_positive)
 from distlearn.pipeline_parallel import zero_bubble
-from distlearn.pipeline_parallel.timeline import Event, PipelineResult, per_stage_costs
+from distlearn.pipeline_parallel.timeline import Event, PipelineResult, check_stage_args, per_stage_costs
 from distlearn.pipeline_parallel.zero_bubble import ZERO_BUBBLE_SCHEDULES
 
 __all__ = [
@@ -197,7 +197,7 @@ def interleaved_group_size(num_stages: int, num_microbatches: int) -> int:
     when ``m < p``). Raises DistlearnValueError when ``m`` is not a multiple of ``rounds`` (torch's
     ``ScheduleInterleaved1F1B`` refuses it too; with uneven groups the order can deadlock).
     """
-    p, m = num_stages, num_microbatches
+    p, m = check_int("num_stages", num_stages), check_int("num_microbatches", num_microbatches)
     rounds = max(1, m // p)
     if m % rounds:
         raise DistlearnValueError(
@@ -472,7 +472,7 @@ def reference_1f1b_order(stage: int, num_stages: int, num_microbatches: int) -> 
     ``train_step_pipeline_1f1b``. Returns ``[("F", 0), ("F", 1), ("B", 0), …]``: kind and micro-batch. The fast
     :func:`stage_order` computes the same list with array arithmetic (a test checks that they agree).
     """
-    p, m = num_stages, num_microbatches
+    stage, p, m = check_stage_args(stage, num_stages, num_microbatches)  # or a clear error / 否则给出清楚的错误
     warmup = min(p - stage - 1, m)    # forwards before the first backward comes back / 第一个反向传回前的前向数
     steady = m - warmup               # rounds of one forward + one backward / “一前一反”的轮数
     order, next_f, next_b = [], 0, 0

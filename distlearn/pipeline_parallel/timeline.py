@@ -100,3 +100,14 @@ def per_stage_costs(name: str, value, p: int) -> np.ndarray:
         raise DistlearnValueError(name, f"{name} must be one number or {p} numbers (one per stage), got {len(vals)}.",
                                   f"{name} 必须是一个数或 {p} 个数（每个阶段一个），收到 {len(vals)} 个。")
     return np.array([check_number(f"{name}[{i}]", x, minimum=0, strict_min=True) for i, x in enumerate(vals)])
+
+
+def check_stage_args(stage: int, num_stages: int, num_microbatches: int) -> tuple[int, int, int]:
+    """``(stage, num_stages, num_microbatches)`` as ints if ``1 ≤ num_stages ≤ 4096``, ``1 ≤ num_microbatches ≤
+    100,000`` and ``0 ≤ stage < num_stages``; raises DistlearnValueError naming the parameter otherwise. The
+    readable per-stage orders call it first, so their loops stay plain arithmetic."""
+    from distlearn.core.validate import MAX_STEPS, check_int
+
+    p = check_int("num_stages", num_stages, maximum=4096)
+    m = check_int("num_microbatches", num_microbatches, maximum=MAX_STEPS)
+    return check_int("stage", stage, minimum=0, maximum=p - 1), p, m

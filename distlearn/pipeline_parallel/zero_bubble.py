@@ -54,7 +54,7 @@ from typing import NamedTuple
 import numpy as np
 
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
-from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult, per_stage_costs
+from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult, check_stage_args, per_stage_costs
 
 __all__ = ["ZERO_BUBBLE_SCHEDULES", "Op", "chunks_per_rank", "virtual_stage", "rank_ops", "greedy_orders",
            "simulate", "simulate_steps", "closed_form", "step_time_closed_form", "reference_zb_h1_order",
@@ -82,7 +82,10 @@ class Op(NamedTuple):
 # ---------------------------------------------------------------------------------------------- layout
 def chunks_per_rank(schedule: str, num_chunks: int = 1) -> int:
     """Model chunks each rank holds: 1 (ZB-H1, ZB-H2), ``num_chunks`` (interleaved-zb), 2 (ZB-V, DualPipeV,
-    DualPipe: for DualPipe the two chunks are whole stages of the two pipelines)."""
+    DualPipe: for DualPipe the two chunks are whole stages of the two pipelines). Raises DistlearnValueError for
+    an unknown schedule or a chunk count below 1."""
+    check_choice("schedule", schedule, ZERO_BUBBLE_SCHEDULES)
+    num_chunks = check_int("num_chunks", num_chunks)
     if schedule in ("zb-h1", "zb-h2"):
         return 1
     if schedule == "interleaved-zb":
@@ -93,7 +96,8 @@ def chunks_per_rank(schedule: str, num_chunks: int = 1) -> int:
 def time_divisor(schedule: str, num_chunks: int = 1) -> int:
     """How many chunk ops make one micro-batch's pass through a rank: a chunk op takes ``t / divisor``. DualPipe's
     chunks are whole stages of two different pipelines, each micro-batch visits one of them: divisor 1."""
-    return 1 if schedule == "dualpipe" else chunks_per_rank(schedule, num_chunks)
+    per_rank = chunks_per_rank(schedule, num_chunks)   # validates both
+    return 1 if schedule == "dualpipe" else per_rank
 
 
 def virtual_stage(schedule: str, rank: int, chunk: int, num_ranks: int) -> int:
@@ -167,7 +171,7 @@ def reference_zb_h1_order(stage: int, num_stages: int, num_microbatches: int) ->
     steps: every stage then holds up to p micro-batches). Cool-down: the remaining I passes, each with a W once
     past the delay; then the Ws still owed. Returns ``[("F", 0), …, ("I", 0), ("W", 0), …]``.
     """
-    p, m, s = num_stages, num_microbatches, stage
+    s, p, m = check_stage_args(stage, num_stages, num_microbatches)  # or a clear error / 否则给出清楚的错误
     warmup = min(p - s - 1, m)
     order, f, i, owed = [], 0, 0, []   # owed: micro-batches whose W is still to do / 还欠着 W 的微批次
     for _ in range(warmup):            # warm-up: forwards only / 预热期：只做前向

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import sys
 import unicodedata
 
 from distlearn.core.cli import ArgumentParser, WideHelpFormatter
@@ -11,7 +12,7 @@ from distlearn.core.hardware import GPUS, get_gpu
 from distlearn.core.i18n import bi, get_language
 from distlearn.memory.formulas import GB, PRECISION_LABELS
 from distlearn.core.models import PRESETS
-from distlearn.core.validate import DistlearnValueError
+from distlearn.core.validate import DistlearnValueError, check_choice
 from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute_peak
 from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
 from distlearn.planning.plan_search import search
@@ -34,7 +35,7 @@ LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
              "张量一栏的“8c16”：张量并行 8，上下文并行 cp = 16；交错一栏的“1zb”：ZB-H1 调度；\n"
              "气泡率：流水线时间中的空闲占比 (p−1)/(v·m+p−1)，即第 05 章的 bubble_fraction；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
-             "重计算一栏的“归一+激活”即 norm-act：只重计算归一化层和 MLP 的激活函数，不保存它们的输出（第 14 章）；\n"
+             "重计算一栏的“归一+激活”即 norm-act：只重计算归一化层和 MLP 的激活函数，不存其输出（第 14 章）；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
 RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性", "full": "完全",
                 "norm-act": "归一+激活"}   # the recompute column under zh
@@ -44,6 +45,7 @@ def precision_label(precision: str) -> tuple[str, str]:
     """``(en, zh)`` label of a planner precision (:data:`PLANNER_PRECISIONS`): chapter 01's bytes per parameter for
     the 16/32-bit ones (:data:`distlearn.memory.formulas.PRECISION_LABELS`), the recipe's own title for the FP8 ones
     (:data:`distlearn.precision.fp8_recipes.RECIPES`). The explorer's drop-down and the command line's title use it."""
+    check_choice("precision", precision, PLANNER_PRECISIONS)
     if precision in PRECISION_LABELS:
         return PRECISION_LABELS[precision]
     return RECIPES[precision].title_en, RECIPES[precision].title_zh
@@ -82,7 +84,10 @@ def table_legend() -> str:
 
 # ---------------------------------------------------------------- command line
 def positive_int(name: str):
-    """An argparse ``type`` for an integer ≥ 1 whose error (ArgumentTypeError) is in the reader's language."""
+    """An argparse ``type`` for an integer ≥ 1 whose error (ArgumentTypeError) is in the reader's language.
+    ``name``: the option's name, shown in the error. Raises DistlearnValueError for a ``name`` that is not a string."""
+    if not isinstance(name, str):
+        raise DistlearnValueError("name", f"name must be a string, got {name!r}.", f"name 必须是字符串，收到 {name!r}。")
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -180,8 +185,8 @@ def cli(argv: list[str]) -> int:
         res = search(args.model, global_batch=args.global_batch, seq_len=args.seq_len, gpu=args.gpu,
                      num_gpus=args.gpus, precision=args.precision, efficiency=args.efficiency,
                      recompute=args.recompute)
-    except DistlearnValueError as exc:
-        print(str(exc))
+    except DistlearnValueError as exc:  # argparse's convention: the error on stderr, exit status 2
+        print(f"python -m distlearn plan: {bi('error', '错误')}: {exc}", file=sys.stderr)
         return 2
     g = get_gpu(args.gpu)
     print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch} · "

@@ -59,6 +59,7 @@ def controls() -> dict:
     }
 
 
+@base.within_controls(lambda: controls())
 def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, precision="mixed",
             cp=1, ep=1, rank=1) -> dict:
     """Search and return ``{"table", "plans", "chosen", "num_evaluated"}`` or ``{"error"}`` / ``{"no_fit"}``.

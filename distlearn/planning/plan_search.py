@@ -33,7 +33,7 @@ from distlearn.core.hardware import GPU, GPUS, Cluster, make_cluster
 from distlearn.core.i18n import bi
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES as RECOMPUTE
 from distlearn.core.models import ModelConfig, get_preset
-from distlearn.core.validate import DistlearnValueError, check_choice, check_divisible, check_int
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_divisible, check_int
 from distlearn.planning.evaluation import Estimate, estimate
 from distlearn.planning.memory import memory_total, plan_memory
 from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Plan, Setting, make_setting, resolve)
@@ -140,6 +140,7 @@ def candidate_groups(model: ModelConfig, cluster: Cluster, global_batch: int, se
     ``ep`` (a mixture-of-experts model's expert-parallel degree, dividing its experts) keeps the layouts whose
     dp·cp it divides. ``smallest_only``: each group's batching holds b = 1 only, for :meth:`Group.smallest` alone
     (its ``size`` and ``plans`` then leave the other micro-batch sizes out)."""
+    smallest_only = check_bool("smallest_only", smallest_only)
     n, node, l = cluster.world_size, cluster.gpus_per_node, model.num_layers
     for tp in _divisors(node):
         if model.num_heads % tp or model.kv_heads % tp or n % tp:
@@ -312,6 +313,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes,
     non-positive sizes or a ``top`` below 1.
     """
+    suggest = check_bool("suggest", suggest)
     if top is not None:
         top = check_int("top", top, minimum=1)
     model, cluster = resolve(model, gpu, num_gpus, cluster)

@@ -30,6 +30,7 @@ SCHEME_LABELS = {"bf16": ("bf16", "bf16"), "tensorwise": ("per-tensor FP8", "逐
 _W = precision.gaussian_weights()
 
 
+@base.within_controls(lambda: controls())
 def compute(outlier: float = 10000, fmt: str = "e4m3", tile: int = 128) -> dict:
     """Errors of the three schemes for one setting: ``{"rows": [GemmError, ...], ...}``."""
     x = precision.outlier_activations(outlier=float(outlier))

@@ -29,6 +29,7 @@ PARTS = {"params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "
 COLORS = {"params": plots.COLORS["params"], "grads": "#DD8452", "optimizer": "#55A868", "fp8_weights": "#C44E52"}
 
 
+@base.within_controls(lambda: controls())
 def compute(recipe: str = "te-fp8", model: str = "llama3-8b", dp: int = 8, zero_stage: int = 1) -> dict:
     psi = PRESETS[model].num_parameters() if model in PRESETS else None
     if psi is None:

@@ -51,7 +51,8 @@ import numpy as np
 import torch
 
 from distlearn.precision.formats import FP8_FORMATS, FORMATS, FloatFormat, decode_all, get_format, reference_decode  # noqa: F401
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, DistlearnValueError, check_choice, check_elements, check_int,
+                                     check_number, check_seed)
 
 
 # ---------------------------------------------------------------- number formats: distlearn.precision.formats
@@ -300,7 +301,8 @@ def outlier_activations(tokens: int = 256, channels: int = 1024, *, outlier: flo
     c = check_int("channels", channels)
     k = check_int("outlier_channel", outlier_channel, minimum=0, maximum=c - 1)
     check_number("outlier", outlier, minimum=0, strict_min=True)
-    g = torch.Generator().manual_seed(seed)
+    check_elements("tokens × channels", t * c)
+    g = torch.Generator().manual_seed(check_seed("seed", seed))
     x = torch.randn(t, c, generator=g)
     x[:, k] *= outlier
     return x
@@ -308,9 +310,10 @@ def outlier_activations(tokens: int = 256, channels: int = 1024, *, outlier: flo
 
 def gaussian_weights(out_features: int = 512, in_features: int = 1024, seed: int = 1) -> torch.Tensor:
     """Weights ``N(0, 1/in_features)`` (out × in), deterministic in ``seed``."""
-    g = torch.Generator().manual_seed(seed)
-    return torch.randn(check_int("out_features", out_features), check_int("in_features", in_features),
-                       generator=g) / in_features ** 0.5
+    out_features, in_features = check_int("out_features", out_features), check_int("in_features", in_features)
+    check_elements("out_features × in_features", out_features * in_features)
+    g = torch.Generator().manual_seed(check_seed("seed", seed))
+    return torch.randn(out_features, in_features, generator=g) / in_features ** 0.5
 
 
 # ---------------------------------------------------------------- delayed scaling (amax history)
@@ -365,11 +368,21 @@ def drifting_tensors(num_steps: int = 12, *, size: int = 4096, growth: float = 1
                      spike: float = 20.0, seed: int = 0) -> list[torch.Tensor]:
     """A stream of activations whose magnitude grows by ``growth`` per step, with a ``spike``× jump at
     ``spike_step`` (a loss spike): the case where a scale from the history is stale. Deterministic."""
-    n = check_int("num_steps", num_steps)
-    g = torch.Generator().manual_seed(seed)
+    n = check_int("num_steps", num_steps, maximum=MAX_STEPS)
+    size = check_int("size", size, maximum=MAX_ELEMENTS)
+    check_elements("num_steps × size", n * size)
+    growth = check_number("growth", growth, minimum=0, strict_min=True)
+    spike = check_number("spike", spike, minimum=0, strict_min=True)
+    check_int("spike_step", spike_step, minimum=0)
+    if (n - 1) * math.log10(max(growth, 1.0)) + math.log10(max(spike, 1.0)) > 30:
+        raise DistlearnValueError("growth", f"growth = {growth:g} over {n} steps (and a {spike:g}× spike) would "
+                                            f"overflow fp32; keep growth ** num_steps × spike below 1e30.",
+                                  f"growth = {growth:g}、{n} 步（外加 {spike:g} 倍的尖峰）会使 fp32 上溢；"
+                                  f"请让 growth ** num_steps × spike 小于 1e30。")
+    g = torch.Generator().manual_seed(check_seed("seed", seed))
     out = []
     for t in range(n):
-        x = torch.randn(check_int("size", size), generator=g) * growth ** t
+        x = torch.randn(size, generator=g) * growth ** t
         if t == spike_step:
             x = x * spike
         out.append(x)
@@ -452,9 +465,20 @@ def gradient_stream(num_steps: int = 6000, *, size: int = 512, log2_median: floa
     activation gradients of their SSD run lie below 2⁻²⁴). ``spikes``: ``{step: factor}`` multiplies that step's
     gradient (a loss spike, which overflows fp16 once scaled). Deterministic in ``seed``.
     """
-    n = check_int("num_steps", num_steps)
-    k = check_int("size", size)
-    spikes = spikes or {}
+    n = check_int("num_steps", num_steps, maximum=MAX_STEPS)
+    k = check_int("size", size, maximum=MAX_ELEMENTS)
+    check_number("log2_median", log2_median, minimum=-150, maximum=128)
+    check_number("log2_spread", log2_spread, minimum=0)
+    spikes = dict(spikes or {})
+    for step, factor in spikes.items():
+        check_int("spikes (step)", step, minimum=0)
+        check_number("spikes (factor)", factor, minimum=0, strict_min=True)
+    return _gradient_stream(n, k, log2_median, log2_spread, spikes, check_seed("seed", seed))
+
+
+def _gradient_stream(n, k, log2_median, log2_spread, spikes, seed):
+    """The generator behind :func:`gradient_stream`, whose arguments are validated when it is called, not at the
+    first ``next`` (a generator function runs no code until then)."""
     g = torch.Generator().manual_seed(seed)
     base = torch.randn(k, generator=g) * log2_spread + log2_median
     signs = torch.where(torch.rand(k, generator=g) < 0.5, -1.0, 1.0)

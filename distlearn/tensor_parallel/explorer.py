@@ -25,6 +25,7 @@ TITLE = text("tp_widget.title", "Tensor parallelism: one transformer layer per G
              "张量并行：每块 GPU 上的一个 Transformer 层")
 
 
+@base.within_controls(lambda: controls())
 def compute(tp: int = 4, hidden_size: int = 4096, seq_len: int = 2048, micro_batch_size: int = 1,
             sequence_parallel: bool = True, sp_scheme: str = "megatron") -> dict:
     """Per-GPU bytes for one GPT-style layer (heads of width 128, ffn = 4h, bf16 weights and activations).

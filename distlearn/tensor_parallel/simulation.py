@@ -26,7 +26,7 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.i18n import bi
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int
 
 __all__ = [
     "simulate_tensor_parallelism", "shard_columns", "shard_rows",
@@ -587,6 +587,9 @@ def block_comm(*, seq_len: int, micro_batch_size: int, hidden_size: int, tp: int
     ``LinearWithGradAccumulationAndAsyncCommunication`` (forward saves the sequence-sharded input, backward
     all-gathers it again, overlapped with the input-gradient GEMM).
     """
+    layernorm_grad_allreduce = check_bool("layernorm_grad_allreduce", layernorm_grad_allreduce)
+    regather_in_backward = check_bool("regather_in_backward", regather_in_backward)
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     s = check_int("seq_len", seq_len)
     b = check_int("micro_batch_size", micro_batch_size)
     h = check_int("hidden_size", hidden_size)
@@ -619,6 +622,8 @@ def layer_comm_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: int, t
     ``dtype_bytes`` bytes in total; with SP and no re-gather exactly the same; Megatron's re-gather adds
     2(t−1)/t·s·b·h·``dtype_bytes``. Zero for tp = 1. See :func:`block_comm`.
     """
+    regather_in_backward = check_bool("regather_in_backward", regather_in_backward)
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     recs = block_comm(seq_len=seq_len, micro_batch_size=micro_batch_size, hidden_size=hidden_size, tp=tp,
                       sequence_parallel=sequence_parallel, dtype_bytes=dtype_bytes,
                       regather_in_backward=regather_in_backward)
@@ -661,6 +666,7 @@ def layer_activation_bytes(*, seq_len: int, micro_batch_size: int, hidden_size: 
     those two inputs **all-gathered**, so they are not divided by t: s·b·h·(4 + 30/t + 5as/(ht)), i.e.
     ``(1 − 1/t)·4·sbh`` more than Megatron (measured on DTensor by :func:`distlearn.tensor_parallel.lab.tp_check`,
     see :func:`sp_saved_bytes`)."""
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
     from distlearn.memory.formulas import activation_bytes_per_layer
 
     check_choice("sp_scheme", sp_scheme, SP_SCHEMES)

@@ -53,6 +53,7 @@ def block_units(model: str, blocks_per_unit: int) -> tuple[int, list[int]]:
     return cfg.num_parameters() - n * layer, sizes
 
 
+@base.within_controls(lambda: controls())
 def compute(model: str = "llama2-7b", dp: int = 8, zero_stage: int = 3, blocks_per_unit: int = 1,
             prefetch: int = 1, num_microbatches: int = 1, engine: str = "zero") -> dict:
     """Bytes per GPU over one step. Returns ``{"times", "bytes", "states", "transient_peak", "peak",

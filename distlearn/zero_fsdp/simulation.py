@@ -24,7 +24,7 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.memory.formulas import model_state_bytes
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import check_elements, MAX_WORLD_SIZE, DistlearnValueError, check_choice, check_int, check_number
 from distlearn.zero_fsdp.traffic import step_collectives
 
 __all__ = [
@@ -44,7 +44,7 @@ def chunk_sizes(n: int, world_size: int) -> list[int]:
     10 on 4 → [3, 3, 3, 1], 6 on 4 → [2, 2, 2, 0]. Raises DistlearnValueError for n < 0 or world_size < 1.
     """
     n = check_int("n", n, minimum=0)
-    world_size = check_int("world_size", world_size, minimum=1)
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     if n == 0:
         return [0] * world_size
     c = math.ceil(n / world_size)
@@ -502,6 +502,7 @@ def zero_stage_table(num_params: int, dp: int, precision: str = "mixed", comm_by
     """
     num_params = check_int("num_params", num_params, minimum=1)
     dp = check_int("dp", dp, minimum=1)
+    comm_bytes_per_elem = check_int("comm_bytes_per_elem", comm_bytes_per_elem, minimum=1, maximum=8)
     rows = []
     for stage in range(4):
         m = model_state_bytes(num_params, dp=dp, zero_stage=stage, precision=precision)
@@ -526,9 +527,11 @@ def step_traffic(zero_stage: int, num_params: int, world_size: int, dtype=np.flo
     elements (Ψ must be divisible by world_size)."""
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
     num_params = check_int("num_params", num_params, minimum=1)
+    check_int("num_microbatches", num_microbatches, maximum=1000)
     comm = step_collectives(zero_stage, num_microbatches, engine=engine)
     c = VirtualCluster(world_size)
     n = c.world_size
+    check_elements("num_params × world_size", num_params * n)   # real arrays: one of Ψ elements per rank
     if num_params % n:
         raise DistlearnValueError("num_params", f"num_params ({num_params}) must be divisible by world_size ({n}).",
                                   f"num_params（{num_params}）必须能被 world_size（{n}）整除。")

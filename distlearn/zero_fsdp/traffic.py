@@ -59,7 +59,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distlearn.core.i18n import bi
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_number
 
 ENGINES = ("zero", "deepspeed", "fsdp2")
 OPS = ("all_reduce", "reduce_scatter", "all_gather")
@@ -166,6 +166,7 @@ def step_collectives(zero_stage: int, num_microbatches: int = 1, *, engine: str 
     Raises DistlearnValueError for stage 1 under FSDP2 (no counterpart) and for a gradient-sync setting the engine
     does not have (ZeRO-1 always reduces once, at the boundary; ZeRO-2/3 in DeepSpeed on every micro-batch).
     """
+    multi_rank_bucket_allreduce = check_bool("multi_rank_bucket_allreduce", multi_rank_bucket_allreduce)
     zero_stage = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
     m = check_int("num_microbatches", num_microbatches, minimum=1)
     check_choice("engine", engine, ENGINES)
