@@ -1,0 +1,77 @@
+"""Chapter 06's two diagrams (what each rank holds under DDP / ZeRO-1/2/3, and the FSDP unit lifecycle): they draw
+without error in English and in Chinese, every label is in the reader's language, and what they draw is the
+package's own numbers (per-rank bytes from the memory formulas, the collectives in the simulated trainer's order)."""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import matplotlib
+import numpy as np
+import pytest
+
+from authoring import lang_audit as A
+from distlearn.core import i18n
+from distlearn.core.comm import VirtualCluster
+from distlearn.zero_fsdp import plots as zp
+from distlearn.zero_fsdp import simulation as fsdp
+
+matplotlib.use("Agg")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@contextlib.contextmanager
+def language(lang):
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        yield
+    finally:
+        i18n.set_language(old)
+
+
+def _texts(ax):
+    legend = ax.get_legend()
+    return ([ax.get_title()] + [t.get_text() for t in ax.texts] + [t.get_text() for t in ax.get_yticklabels()]
+            + ([t.get_text() for t in legend.get_texts()] if legend else []))
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("draw", [zp.zero_stages, zp.fsdp_lifecycle])
+def test_diagrams_draw_in_the_readers_language(draw, lang):
+    import matplotlib.pyplot as plt
+
+    with language(lang):
+        ax = draw()
+        ax.figure.canvas.draw()
+        texts = [t for t in _texts(ax) if t]
+    plt.close(ax.figure)
+    assert texts
+    for t in texts:
+        assert A.readable(t, lang), t
+    if lang == "en":
+        assert not any(CJK.search(t) for t in texts)
+    else:
+        assert CJK.search(texts[0])                                   # the title is Chinese
+        assert sum(bool(CJK.search(t)) for t in texts) >= 5           # and so are the labels
+
+
+def test_zero_stages_totals_are_the_memory_formula():
+    import matplotlib.pyplot as plt
+
+    with language("en"):
+        ax = zp.zero_stages(dp=4)
+        totals = [t.get_text() for t in ax.texts if t.get_text().endswith("Ψ bytes")]
+    plt.close(ax.figure)
+    assert totals == ["16Ψ bytes", "7Ψ bytes", "5.5Ψ bytes", "4Ψ bytes"]  # 16, 4 + 12/4, 2 + 14/4, 16/4
+
+
+@pytest.mark.parametrize("num_units", [1, 3])
+def test_lifecycle_follows_the_simulated_trainer(num_units):
+    widths = [4, 3, 5, 2][: num_units + 1]
+    trainer = fsdp.ShardedTrainer(fsdp.MLPUnits(widths, seed=0), VirtualCluster(2), lr=1e-2)
+    rng = np.random.default_rng(0)
+    trainer.step([rng.standard_normal((2, widths[0])) for _ in range(2)],
+                 [rng.standard_normal((2, widths[-1])) for _ in range(2)])
+    drawn = [(ph, u, e) for ph, u, e in zp.lifecycle_events(num_units) if e in ("all_gather", "reduce_scatter")]
+    assert drawn == [(ph, u, k) for ph, u, k, _ in trainer.log]
