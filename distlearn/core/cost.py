@@ -33,10 +33,11 @@ bound no longer applies, and the reported busbw is no longer capped by the link 
 sometimes quoted for in-network reduction exists only in an unmerged pull request (NVIDIA/nccl-tests#239), so this
 module does not offer it.
 
-One α-β line rarely fits measured times from kilobytes to tens of megabytes: small messages are dominated by a
-per-call cost and stay in the CPU caches, large ones stream from memory. :func:`fit_alpha_beta` fits one line;
-:func:`fit_two_regime` fits one line to the small messages and one to the large, splitting where the worst
-relative error over all points is smallest.
+One α-β line may not fit measured times from kilobytes to tens of megabytes: small messages are dominated by a
+per-call cost and can stay in the CPU caches, large ones stream from memory. :func:`fit_alpha_beta` fits one line;
+:func:`fit_two_regime` fits one line to the small messages and one to the large (at least three sizes each: a line
+passes through any two points), splitting where the worst relative error over all points is smallest;
+:func:`compare_fits` says at each size which of the two is closer to the measurement.
 
 Units: seconds, bytes, bytes per second (GB/s = 1e9 B/s).
 """
@@ -117,12 +118,17 @@ def busbw(operation: str, nbytes: float, seconds: float, world_size: int) -> flo
 
 @dataclass
 class AlphaBetaFit:
-    """A fitted α-β model: ``alpha`` seconds per message, ``bandwidth`` bytes/s per link (1/β)."""
+    """A fitted α-β model: ``alpha`` seconds per message, ``bandwidth`` bytes/s per link (1/β; ``math.inf`` for a
+    flat line, times that did not grow with size).
+
+    ``alpha_clipped``: the fit wanted a negative α (a line through the points would cross the time axis below 0), so
+    α was held at 0 and only β fitted; such an α says nothing about the machine's latency."""
 
     algorithm: str
     world_size: int
     alpha: float
     bandwidth: float
+    alpha_clipped: bool = False
 
     def predict(self, nbytes) -> np.ndarray:
         """Predicted seconds for each size in ``nbytes``."""
@@ -131,10 +137,13 @@ class AlphaBetaFit:
 
 
 def fit_alpha_beta(nbytes, seconds, world_size: int, algorithm: str = "ring_all_reduce") -> AlphaBetaFit:
-    """Least-squares fit of ``seconds ≈ k_α·α + k_β·nbytes·β`` (α, β ≥ 0) to measured times.
+    """Least-squares fit of ``seconds ≈ k_α·α + k_β·nbytes·β`` with α ≥ 0 and β ≥ 0 to measured times.
 
     ``nbytes``, ``seconds``: 1-D sequences of equal length ≥ 2 (bytes, seconds). The fit minimizes relative error
-    (each row divided by its time) so that small and large messages count alike. Raises DistlearnValueError."""
+    (each row divided by its time) so that small and large messages count alike. When the best line has α < 0,
+    the constrained optimum lies on α = 0: β is then fitted alone and ``alpha_clipped`` is set. When the times do
+    not grow with size (β ≤ 0), β is held at 0 and α fitted alone: ``bandwidth`` is then ``math.inf``, a flat line.
+    Raises DistlearnValueError."""
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
     if x.ndim != 1 or x.shape != t.shape or len(x) < 2 or np.any(t <= 0) or np.any(x < 0):
@@ -143,9 +152,16 @@ def fit_alpha_beta(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
     n = check_int("world_size", world_size, minimum=2)
     ka, kb = coefficients(algorithm, n)
     A = np.stack([np.full_like(x, ka), kb * x], axis=1) / t[:, None]
-    (alpha, beta), *_ = np.linalg.lstsq(A, np.ones_like(t), rcond=None)
-    alpha, beta = max(alpha, 0.0), max(beta, 1e-30)
-    return AlphaBetaFit(algorithm, n, float(alpha), float(1.0 / beta))
+    ones = np.ones_like(t)
+    (alpha, beta), *_ = np.linalg.lstsq(A, ones, rcond=None)
+    clipped = False
+    if alpha < 0:          # a convex quadratic: the optimum over α ≥ 0 is then on α = 0; refit β alone
+        alpha, clipped = 0.0, True
+        beta = float(A[:, 1] @ ones / (A[:, 1] @ A[:, 1])) if np.any(A[:, 1]) else 0.0
+    if beta <= 0:          # times that do not grow with size: β = 0 (bandwidth ∞), α fitted alone
+        beta, clipped = 0.0, False
+        alpha = float(A[:, 0] @ ones / (A[:, 0] @ A[:, 0]))
+    return AlphaBetaFit(algorithm, n, float(alpha), math.inf if beta == 0 else float(1.0 / beta), clipped)
 
 
 def relative_errors(fit, nbytes, seconds) -> np.ndarray:
@@ -172,25 +188,31 @@ def fit_two_regime(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
                    min_points: int = 3) -> TwoRegimeFit:
     """Fit :func:`fit_alpha_beta` separately to the smaller and the larger messages.
 
-    The sizes are sorted; every split leaving at least ``min_points`` (≥ 3) points on each side is tried, and the
-    one with the smallest worst relative error over all points wins; ``breakpoint`` is the geometric mean of the
-    two sizes around the split. At least 3 points per side: a line through 2 points fits them exactly whatever they
-    are, so a 2-point segment would report 0 % error and a meaningless α (issue 32, item 5). Needs ≥ 2·min_points
-    points. Raises DistlearnValueError otherwise."""
+    The sizes are sorted; every split leaving at least ``min_points`` (≥ 3) distinct sizes on each side is tried,
+    and the one with the smallest worst relative error over all points wins; ``breakpoint`` is the geometric mean
+    of the two sizes around the split. Two points per side are refused: a line (α, β) passes through any two
+    points exactly, so such a segment shows 0 % error whatever the machine does, and its α and β mean nothing.
+    Needs ≥ 2·min_points distinct sizes. Raises DistlearnValueError otherwise."""
     x = np.asarray(nbytes, dtype=float)
     t = np.asarray(seconds, dtype=float)
-    k_min = check_int("min_points", min_points, minimum=3)
-    if x.ndim != 1 or x.shape != t.shape or len(x) < 2 * k_min:
+    if not isinstance(min_points, (int, np.integer)) or isinstance(min_points, bool) or min_points < 3:
         raise DistlearnValueError(
-            "nbytes", f"nbytes: two regimes need at least {2 * k_min} (nbytes, seconds) pairs, {k_min} on each "
-                      f"side of the split (a line through 2 points fits anything); got {len(x)}.",
-            f"nbytes：两段拟合至少需要 {2 * k_min} 组 (nbytes, seconds)，分界两侧各 {k_min} 组（过两点的直线总能完全拟合）；"
-            f"收到 {len(x)} 组。")
-    order = np.argsort(x)
+            "min_points", f"min_points must be an integer ≥ 3, got {min_points!r}: a line passes exactly through "
+                          "any two points, so a two-point segment says nothing about the machine.",
+            f"min_points 必须是不小于 3 的整数，收到的是 {min_points!r}：任意两个点都恰好落在一条直线上，"
+            "只有两个点的一段说明不了机器的任何性质。")
+    k_min = int(min_points)
+    distinct = len(np.unique(x)) if x.ndim == 1 else 0
+    if x.ndim != 1 or x.shape != t.shape or distinct < 2 * k_min:
+        raise DistlearnValueError(
+            "nbytes", f"need at least {2 * k_min} distinct message sizes for two regimes of {k_min} points each, "
+                      f"got {distinct}.",
+            f"两段拟合每段至少 {k_min} 个点，共需至少 {2 * k_min} 个不同的消息大小，实际只有 {distinct} 个。")
+    order = np.argsort(x, kind="stable")
     x, t = x[order], t[order]
     best = None
-    for k in range(k_min, len(x) - k_min + 1):
-        if x[k - 1] == x[k]:
+    for k in range(1, len(x)):
+        if x[k - 1] == x[k] or len(np.unique(x[:k])) < k_min or len(np.unique(x[k:])) < k_min:
             continue
         small = fit_alpha_beta(x[:k], t[:k], world_size, algorithm)
         large = fit_alpha_beta(x[k:], t[k:], world_size, algorithm)
@@ -198,7 +220,59 @@ def fit_two_regime(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
         worst = float(np.max(np.abs(relative_errors(fit, x, t))))
         if best is None or worst < best[0]:
             best = (worst, fit)
-    if best is None:
-        raise DistlearnValueError("nbytes", f"nbytes: need at least {k_min} distinct sizes on each side of a split.",
-                                  f"nbytes：分界两侧都至少需要 {k_min} 个不同的消息大小。")
     return best[1]
+
+
+@dataclass
+class FitComparison:
+    """One α-β line against two regimes on the same measured times (:func:`compare_fits`).
+
+    ``err_one``, ``err_two``: (predicted − measured) / measured per size, sizes in ascending order; ``closer``: per
+    size ``"one"``, ``"two"`` or ``"tie"`` (the two |errors| within ``tie`` of each other)."""
+
+    nbytes: np.ndarray
+    one: AlphaBetaFit
+    two: TwoRegimeFit
+    err_one: np.ndarray
+    err_two: np.ndarray
+    closer: tuple
+
+    @property
+    def worst_one(self) -> float:
+        """Largest |relative error| of the single line."""
+        return float(np.max(np.abs(self.err_one)))
+
+    @property
+    def worst_two(self) -> float:
+        """Largest |relative error| of the two regimes."""
+        return float(np.max(np.abs(self.err_two)))
+
+    @property
+    def bandwidth_ratio(self) -> float:
+        """Bandwidth of the small-message line over that of the large-message line (1: the same bandwidth; ``inf``
+        when only the small-message line is flat, ``nan`` when both are)."""
+        return self.two.small.bandwidth / self.two.large.bandwidth
+
+    def count(self, which: str) -> int:
+        """At how many sizes ``which`` (``"one"``, ``"two"``, ``"tie"``) is closer."""
+        return sum(c == which for c in self.closer)
+
+
+def compare_fits(nbytes, seconds, world_size: int, algorithm: str = "ring_all_reduce", tie: float = 0.01,
+                 min_points: int = 3) -> FitComparison:
+    """Fit one α-β line (:func:`fit_alpha_beta`) and two regimes (:func:`fit_two_regime`) to the same times, and
+    say at each size which one is closer to the measurement. ``tie``: |errors| closer than this (a fraction,
+    0.01 = one percentage point) count as a tie. The two regimes have twice the parameters, so they usually
+    lower the errors somewhat even on one-regime data; a real second regime shows as much smaller errors at most
+    sizes and clearly different bandwidths. Raises DistlearnValueError."""
+    tie = check_number("tie", tie, minimum=0.0)
+    x = np.asarray(nbytes, dtype=float)
+    t = np.asarray(seconds, dtype=float)
+    two = fit_two_regime(x, t, world_size, algorithm, min_points)
+    one = fit_alpha_beta(x, t, world_size, algorithm)
+    order = np.argsort(x, kind="stable")
+    x, t = x[order], t[order]
+    e1, e2 = relative_errors(one, x, t), relative_errors(two, x, t)
+    closer = tuple("tie" if abs(abs(a) - abs(b)) <= tie else "one" if abs(a) < abs(b) else "two"
+                   for a, b in zip(e1, e2))
+    return FitComparison(x, one, two, e1, e2, closer)
