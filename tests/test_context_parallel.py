@@ -521,6 +521,27 @@ def test_ring_diagram_draws_in_the_readers_language(lang):
         plt.close("all")
 
 
+def test_chapter_prints_the_ring_loop_before_running_it():
+    """Issue 34: the hand-written ring attention on real processes was only described in prose. The chapter now
+    prints RingAttention.forward right before the lab runs, with its comments in the reader's language."""
+    from distlearn.context_parallel.lab import RingAttention
+    from distlearn.core.i18n import get_language, set_language, source
+
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    listing, run = md.find("source(RingAttention.forward)"), md.find("launch.run(cp_check")
+    assert 0 < listing < run
+    old = get_language()
+    try:
+        for lang in ("en", "zh"):
+            set_language(lang)
+            comments = re.findall(r"#\s*(.*)", source(RingAttention.forward))
+            assert len(comments) >= 5
+            cjk = [bool(re.search(r"[\u4e00-\u9fff]", c)) for c in comments]
+            assert all(cjk) if lang == "zh" else not any(cjk), comments
+    finally:
+        set_language(old)
+
+
 def test_overlap_assumptions_are_stated():
     md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
     assert "no latency term" in md and "NCCL's kernels occupy a few SMs" in md and "no contention" in md
