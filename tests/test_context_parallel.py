@@ -458,6 +458,90 @@ def test_figures_state_their_setup():
     plt.close("all")
 
 
+@pytest.mark.parametrize("lang", ["en", "zh", "both"])
+def test_ring_timeline_titles_side_by_side_do_not_overlap(lang):
+    """Issue 34: the chapter's two ring timelines (contiguous, zig-zag) side by side printed their long titles over
+    each other (11 × 3 inches, as in the notebook). ring_gantt now breaks each title line to its axes' width."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from distlearn.context_parallel.plots import ring_gantt
+    from distlearn.core.hardware import GPUS
+    from distlearn.core.i18n import get_language, set_language
+
+    h100, old = GPUS["h100-80gb"], get_language()
+    set_language(lang)
+    try:
+        fig, axes = plt.subplots(1, 2, figsize=(11, 3), layout="constrained")
+        for ax, lay in zip(axes, ("contiguous", "zigzag")):
+            c = C.attention_cost("ring", seq_len=131072, num_heads=32, num_kv_heads=8, head_dim=128, cp=4,
+                                 flops=h100.peak_flops, bandwidth=h100.network_bw, layout=lay)
+            ring_gantt(c.timeline, ax=ax, setup=(f"Llama 3 8B, s = 131,072, cp = 4, {lay}, forward, H100 989 TFLOP/s, 50 GB/s",
+                                                f"Llama 3 8B，s = 131,072，cp = 4，{lay}（之字形），前向，H100 989 TFLOP/s，50 GB/s"))
+        fig.canvas.draw()
+        left, right = (ax.title.get_window_extent(fig.canvas.get_renderer()) for ax in axes)
+        assert left.x1 < right.x0, (left, right)
+        text = axes[0].get_title().replace("\n", " ")
+        assert ("Ring steps" in text) == (lang != "zh") and ("环形各步" in text) == (lang != "en")
+        assert "H100 989" in text and "50 GB/s" in text        # broken into lines, nothing lost
+    finally:
+        set_language(old)
+        plt.close("all")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_ring_diagram_draws_in_the_readers_language(lang):
+    """The chapter's picture of ring attention: one panel per step, ranks as boxes, K/V blocks coloured by origin,
+    arrows for the messages; every label in the reader's language."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from distlearn.context_parallel.plots import ring_diagram
+    from distlearn.core.i18n import get_language, set_language
+
+    old = get_language()
+    set_language(lang)
+    try:
+        fig = ring_diagram(4)
+        fig.canvas.draw()
+        texts = [fig._suptitle.get_text(), fig._supxlabel.get_text()]
+        texts += [t.get_text() for ax in fig.axes for t in ax.texts] + [ax.get_title() for ax in fig.axes]
+        words = " ".join(texts)
+        assert len(fig.axes) == 4 and sum(len(ax.patches) for ax in fig.axes) == 4 * 4 * 3
+        assert sum(1 for ax in fig.axes for c in ax.get_children() if type(c).__name__ == "Annotation") == 3 * 4
+        cjk = re.search(r"[\u4e00-\u9fff]", words)
+        if lang == "en":
+            assert "step 3" in words and "Ring attention" in words and not cjk, words
+        else:
+            assert "第 3 步" in words and "环形注意力" in words and "step" not in words and "Ring" not in words, words
+        held = [t.get_text() for t in fig.axes[1].texts if t.get_text().startswith("K/V")]
+        assert held == ["K/V3", "K/V0", "K/V1", "K/V2"]       # step 1: rank r holds the block of rank r − 1
+    finally:
+        set_language(old)
+        plt.close("all")
+
+
+def test_chapter_prints_the_ring_loop_before_running_it():
+    """Issue 34: the hand-written ring attention on real processes was only described in prose. The chapter now
+    prints RingAttention.forward right before the lab runs, with its comments in the reader's language."""
+    from distlearn.context_parallel.lab import RingAttention
+    from distlearn.core.i18n import get_language, set_language, source
+
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    listing, run = md.find("source(RingAttention.forward)"), md.find("launch.run(cp_check")
+    assert 0 < listing < run
+    old = get_language()
+    try:
+        for lang in ("en", "zh"):
+            set_language(lang)
+            comments = re.findall(r"#\s*(.*)", source(RingAttention.forward))
+            assert len(comments) >= 5
+            cjk = [bool(re.search(r"[\u4e00-\u9fff]", c)) for c in comments]
+            assert all(cjk) if lang == "zh" else not any(cjk), comments
+    finally:
+        set_language(old)
+
+
 def test_overlap_assumptions_are_stated():
     md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
     assert "no latency term" in md and "NCCL's kernels occupy a few SMs" in md and "no contention" in md

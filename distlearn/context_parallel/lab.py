@@ -142,19 +142,20 @@ class RingAttention(torch.autograd.Function):
         cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
         scale = 1.0 / math.sqrt(q.shape[-1])
         qc = q.to(cdt)
-        kv = torch.cat([k.reshape(-1), v.reshape(-1)])
+        kv = torch.cat([k.reshape(-1), v.reshape(-1)])     # K and V: one message / K、V 合成一条消息
         out = lse = None
         for t in range(cp):
-            if t < cp - 1:
+            if t < cp - 1:       # post the transfer first: send to r+1, receive from r−1 / 先发起传输：发给 r+1，从 r−1 收
                 incoming = torch.empty_like(kv)
                 reqs = _exchange(kv, incoming, group, traffic)
-            src = (rank - t) % cp
+            src = (rank - t) % cp                            # whose K/V block we hold / 当前持有哪个 rank 的 K/V 块
             mask = _mask(positions[rank], positions[src]) if causal else None
-            if mask is None or bool(mask.any()):
+            if mask is None or bool(mask.any()):             # skip a fully masked block / 整块都被掩码时跳过
                 kb, vb = kv[:k.numel()].view_as(k).to(cdt), kv[k.numel():].view_as(v).to(cdt)
                 bo, bl = _block_forward(qc, kb, vb, mask, scale)
+                # merge with the log-sum-exp (online softmax) / 用 log-sum-exp 合并（在线 softmax）
                 out, lse = (bo, bl) if out is None else _merge(out, lse, bo, bl)
-            if t < cp - 1:
+            if t < cp - 1:                                   # wait for the next block / 等下一个 K/V 块到达
                 for req in reqs:
                     req.wait()
                 kv = incoming
