@@ -36,7 +36,7 @@ def zero_stages(dp: int = 4, ax=None, precision: str = "mixed"):
     replicated state is a full bar; a sharded one is an empty outline with only this rank's 1/dp filled. Right of
     each row: the bytes per rank in units of Ψ, from :func:`model_state_bytes`. Returns the axes."""
     if ax is None:
-        _, ax = plots.new_figure(8.0, 4.6)
+        _, ax = plots.new_figure(9.0, 6.0)
     per = bytes_per_param(precision, "adam")
     kinds = ("params", "grads", "optimizer")
     longest = max(per[k] for k in kinds)
@@ -64,12 +64,12 @@ def zero_stages(dp: int = 4, ax=None, precision: str = "mixed"):
     for kind in kinds:
         ax.bar(0, 0, color=plots.COLORS[kind], label=bi(f"{STATE_NAMES[kind][0]} ({per[kind]:g} bytes per parameter)",
                                                      f"{STATE_NAMES[kind][1]}（每个参数 {per[kind]:g} 字节）"))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncols=3, fontsize=8, frameon=False)
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncols=1, fontsize=8, frameon=False)
     ax.set_xlim(-1.3, dp * (box_w + gap) + 1.0)
     ax.set_ylim(-0.1, 4 * 1.25 + 0.1)
     ax.set_axis_off()
-    plots.title(ax, f"What each of {dp} ranks holds (dashed: sharded, the rank keeps 1/{dp}; right: bytes per rank)",
-                f"{dp} 个 rank 各自保存什么（虚线框表示已分片，每个 rank 只留 1/{dp}；右侧为每个 rank 的字节数）")
+    plots.title(ax, f"What each of {dp} ranks holds\n(dashed: sharded, the rank keeps 1/{dp}; right: bytes per rank)",
+                f"{dp} 个 rank 各自保存什么\n（虚线框表示已分片，每个 rank 只留 1/{dp}；右侧为每个 rank 的字节数）")
     return ax
 
 
