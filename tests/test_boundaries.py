@@ -210,9 +210,9 @@ def probe(fn) -> tuple[list[str], int, str | None]:
 def test_public_function_boundaries(module, name):
     fn = getattr(importlib.import_module(module), name)
     problems, calls, skipped = probe(fn)
-    if skipped:
-        pytest.skip(skipped)
-    assert not problems, "\n".join(problems)
+    # a function without a valid example call is not probed; test_the_property_run_covers_most_public_functions
+    # counts them (a pytest skip each would print 240 lines at the end of make test)
+    assert skipped or not problems, "\n".join(problems)
 
 
 # ------------------------------------------------------------------ explorers
