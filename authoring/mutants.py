@@ -175,8 +175,8 @@ def report(outcomes: list[Outcome], seconds: float) -> tuple[str, float]:
 
 
 # ---------------------------------------------------------------- proposing new entries
-_SWAPS = {ast.Add: " - ", ast.Sub: " + ", ast.Mult: " / ", ast.Div: " * ", ast.FloorDiv: " / ",
-          ast.Lt: " <= ", ast.LtE: " < ", ast.Gt: " >= ", ast.GtE: " > "}
+_SWAPS = {ast.Add: (" + ", " - "), ast.Sub: (" - ", " + "), ast.Mult: (" * ", " / "), ast.Div: (" / ", " * "),
+          ast.Lt: (" < ", " <= "), ast.LtE: (" <= ", " < "), ast.Gt: (" > ", " >= "), ast.GtE: (" >= ", " > ")}
 
 
 def propose(module: str, root: Path = ROOT) -> list[tuple[int, str]]:
@@ -187,20 +187,15 @@ def propose(module: str, root: Path = ROOT) -> list[tuple[int, str]]:
     lines = text.splitlines()
     seen, out = set(), []
     for node in ast.walk(ast.parse(text)):
-        ops = [(node.op, node)] if isinstance(node, ast.BinOp) else (
-            [(node.ops[0], node)] if isinstance(node, ast.Compare) else [])
-        for op, n in ops:
-            swap = _SWAPS.get(type(op))
-            line = lines[n.lineno - 1]
-            if swap is None or n.lineno in seen or line.lstrip().startswith(("#", '"', "raise")):
-                continue
-            sym = {" - ": " + ", " + ": " - ", " / ": " * ", " * ": " / ", " <= ": " < ", " < ": " <= ",
-                   " >= ": " > ", " > ": " >= "}
-            original = next((s for s in sym if sym[s] == swap and s in line), None)
-            if original is None:
-                continue
-            seen.add(n.lineno)
-            out.append((n.lineno, line.strip() + "   →   " + line.strip().replace(original, swap, 1)))
+        op = node.op if isinstance(node, ast.BinOp) else node.ops[0] if isinstance(node, ast.Compare) else None
+        swap = _SWAPS.get(type(op))
+        if swap is None or node.lineno in seen:
+            continue
+        line = lines[node.lineno - 1].strip()
+        if line.startswith(("#", '"', "raise")) or swap[0] not in line:
+            continue
+        seen.add(node.lineno)
+        out.append((node.lineno, line + "   →   " + line.replace(swap[0], swap[1], 1)))
     return sorted(out)
 
 

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 from distlearn.memory.formulas import GB, model_state_bytes, RECOMPUTE
 from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_positive
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_positive, check_text
 
 SCHEDULES = ("none", "gpipe", "1f1b")
 # memory.RECOMPUTE (Korthikanti's three modes) plus output-discarding recomputation of the norms and the MLP
@@ -684,16 +684,11 @@ RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full
                 "norm-act": "重计算归一化与激活函数"}
 
 
-def _check_label_name(name) -> None:
-    if not isinstance(name, str):
-        raise DistlearnValueError("name", f"name must be a string, got {name!r}.", f"name 必须是字符串，收到 {name!r}。")
-
-
 def term_label(name: str) -> str:
     """An activation term (or a recomputation mode) with its Chinese gloss in the current language."""
     from distlearn.core.i18n import named
 
-    _check_label_name(name)
+    check_text("name", name)
     gloss = TERM_ZH.get(name) or RECOMPUTE_ZH.get(name)
     return named(name, gloss) if gloss else name
 
@@ -705,5 +700,5 @@ def attention_label(name: str) -> str:
     """An attention kernel name (``"flash"``, ``"materialised"``) with its Chinese gloss in the current language."""
     from distlearn.core.i18n import named
 
-    _check_label_name(name)
+    check_text("name", name)
     return named(name, ATTENTION_ZH[name]) if name in ATTENTION_ZH else name

@@ -182,6 +182,14 @@ def checked(result: dict) -> dict:
 BEYOND = 64   # how far past a slider's end compute() accepts a value typed by hand
 
 
+def _check_whole(name: str, value, low: int, high: int) -> None:
+    """A slider of whole numbers: from 1 when its range is positive (else from its minimum), at most BEYOND × its
+    maximum."""
+    from distlearn.core.validate import check_int
+
+    check_int(name, value, minimum=1 if low > 0 else low, maximum=high * BEYOND)
+
+
 def _check_float(name: str, value, low: float, high: float) -> None:
     """A slider of real numbers: a positive range accepts any positive value (a model of 10⁻⁹ B parameters is a
     formula's business, not the slider's), otherwise from the slider's minimum; at most BEYOND × its maximum."""
@@ -200,22 +208,20 @@ def control_problem(name: str, control, value) -> str | None:
     float slider, or a slider of numeric options (a log₂ slider), a number of the same kind from its minimum up to
     :data:`BEYOND` times its maximum (a slider's end is a teaching range, not a limit of the formula, but a typo
     such as 10**12 must not start an endless computation)."""
-    from distlearn.core.validate import check_bool, check_choice, check_int, check_number
+    from distlearn.core.validate import check_bool, check_choice
 
     try:
         if isinstance(control, W.Checkbox):
             check_bool(name, value)
         elif isinstance(control, W.IntSlider):
-            check_int(name, value, minimum=min(control.min, 1) if control.min > 0 else control.min,
-                      maximum=control.max * BEYOND)
+            _check_whole(name, value, control.min, control.max)
         elif isinstance(control, W.FloatSlider):
             _check_float(name, value, control.min, control.max)
         elif isinstance(control, (W.SelectionSlider, W.Dropdown, W.ToggleButtons, W.RadioButtons)):
             options = _options(control)
             numeric = all(isinstance(o, (int, float)) and not isinstance(o, bool) for o in options)
             if numeric and all(isinstance(o, int) for o in options):
-                check_int(name, value, minimum=min(min(options), 1) if min(options) > 0 else min(options),
-                          maximum=max(options) * BEYOND)
+                _check_whole(name, value, min(options), max(options))
             elif numeric:
                 _check_float(name, value, min(options), max(options))
             else:

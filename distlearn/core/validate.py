@@ -150,6 +150,14 @@ def check_bool(name: str, value) -> bool:
     )
 
 
+def check_text(name: str, value) -> str:
+    """Return ``value`` if it is a string (a label, an option's name); anything else raises DistlearnValueError."""
+    if isinstance(value, str):
+        return value
+    raise DistlearnValueError(name, f"{name} must be a string, got {value!r}.",
+                              f"{name} 必须是字符串，收到 {value!r}。")
+
+
 def check_seed(name: str, value) -> int:
     """A random seed: an integer in [0, 2**32 − 1]. Raises DistlearnValueError."""
     return check_int(name, value, minimum=0, maximum=MAX_SEED)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_text
 
 GB = 1e9
 GiB = 2 ** 30
@@ -185,7 +185,6 @@ def recipe_label(name: str) -> str:
     """A precision or optimizer name with its Chinese gloss in the current language (``mixed（混合精度）``)."""
     from distlearn.core.i18n import named
 
-    if not isinstance(name, str):
-        raise DistlearnValueError("name", f"name must be a string, got {name!r}.", f"name 必须是字符串，收到 {name!r}。")
+    check_text("name", name)
     zh = RECIPE_ZH.get(name)
     return name if zh is None or zh.lower() == name else named(name, zh)

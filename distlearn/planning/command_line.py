@@ -12,7 +12,7 @@ from distlearn.core.hardware import GPUS, get_gpu
 from distlearn.core.i18n import bi, get_language
 from distlearn.memory.formulas import GB, PRECISION_LABELS
 from distlearn.core.models import PRESETS
-from distlearn.core.validate import DistlearnValueError, check_choice
+from distlearn.core.validate import DistlearnValueError, check_choice, check_text
 from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute_peak
 from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
 from distlearn.planning.plan_search import search
@@ -86,8 +86,7 @@ def table_legend() -> str:
 def positive_int(name: str):
     """An argparse ``type`` for an integer ≥ 1 whose error (ArgumentTypeError) is in the reader's language.
     ``name``: the option's name, shown in the error. Raises DistlearnValueError for a ``name`` that is not a string."""
-    if not isinstance(name, str):
-        raise DistlearnValueError("name", f"name must be a string, got {name!r}.", f"name 必须是字符串，收到 {name!r}。")
+    check_text("name", name)
     def parse(text: str) -> int:
         try:
             value = int(text)
