@@ -97,9 +97,13 @@ def test_activation_term_sources_have_a_chinese_form():
     from distlearn.activation_memory import formulas as F
     from distlearn.core.i18n import get_language, set_language
 
-    assert set(F.TERM_SOURCES) == set(F.TERM_SOURCES_ZH)
-    for name, options in F.TERM_SOURCES.items():
-        assert set(options) == set(F.TERM_SOURCES_ZH[name]), name
+    # one table of (en, zh) pairs; the per-language views are read from it
+    for name, options in F.TERM_SOURCE_TEXTS.items():
+        for key, pair in options.items():
+            assert isinstance(pair, tuple) and len(pair) == 2 and all(pair), (name, key)
+            assert A.readable(pair[0], "en") and A.readable(pair[1], "zh"), pair
+            assert F.TERM_SOURCES[name][key] == pair[0] and F.TERM_SOURCES_ZH[name][key] == pair[1]
+    assert set(F.TERM_SOURCES) == set(F.TERM_SOURCES_ZH) == set(F.TERM_SOURCE_TEXTS)
     before = get_language()
     try:
         set_language("zh")

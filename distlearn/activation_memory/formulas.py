@@ -5,7 +5,7 @@ backward (:func:`layer_activation_table`). Units: **bytes** and **FLOPs**; secon
 **GB/s = 1e9 bytes/s** (vendors quote PCIe and NVMe that way). Convert bytes with ``memory.to_gb`` (1e9) or
 ``memory.to_gib`` (2**30); never mix them.
 
-Per-layer terms, tensor by tensor, each with its source (:data:`TERM_SOURCES`):
+Per-layer terms, tensor by tensor, each with its source (:data:`TERM_SOURCE_TEXTS`, (en, zh) pairs):
 
 - **GPT block, attention scores materialised** (Korthikanti et al. 2022, §4.1 and Table 2): with s = seq_len,
   b = micro-batch size, h = hidden size, a = heads, ``s·b·h·(34 + 5·a·s/h)`` bytes — 16-bit tensors of
@@ -51,101 +51,135 @@ RECOMPUTE_MODES = RECOMPUTE + ("norm-act",)
 ATTENTION = ("materialised", "flash")
 SWIGLU = ("unfused", "fused")
 
-# Where each term comes from. K22 = Korthikanti et al. 2022, "Reducing Activation Recomputation in Large
-# Transformer Models", §4.1 (the per-tensor count behind Table 2); FA = Dao et al. 2022, "FlashAttention", §3.1
-# (the backward recomputes the probabilities from Q, K, V, O and the row log-sum-exp); "Llama module": derived
-# here from the module's code, term by term (distlearn.activation_memory.measure.LlamaBlock measures each). Keys: the
-# term, then the variant ("gpt" / "llama" for the architecture, "flash" / "materialised" for the attention).
-_K22 = "Korthikanti et al. 2022 §4.1"
-TERM_SOURCES = {
-    "norm_inputs": {"gpt": f"{_K22}: the two LayerNorm inputs (4sbh)",
-                    "llama": "Llama module: each RMSNorm keeps its input (+ fp32 1/rms per row; torch "
-                             "_fused_rms_norm_backward(grad, input, shape, rstd, weight))"},
-    "qkv_input": {"any": f"{_K22}: QKV input (2sbh), one tensor shared by the Q, K, V projections"},
-    "q": {"materialised": f"{_K22}: Q for QKᵀ", "flash": "FlashAttention (Dao et al. 2022) keeps Q"},
-    "k": {"materialised": f"{_K22}: K for QKᵀ (with GQA repeated to all heads first, as Megatron and HF repeat_kv)",
-          "flash": "FlashAttention keeps K, not repeated (k K/V heads)",
-          "selective": "checkpoint input of the recomputed attention core (k K/V heads)"},
-    "v": {"materialised": f"{_K22}: V for ·V (with GQA repeated to all heads first)",
-          "flash": "FlashAttention keeps V, not repeated (k K/V heads)",
-          "selective": "checkpoint input of the recomputed attention core (k K/V heads)"},
-    "softmax_output": {"any": f"{_K22}: softmax output (2as²b); without dropout also the ·V input"},
-    "attn_dropout_mask": {"any": f"{_K22}: attention dropout mask (as²b, 1 byte)"},
-    "attn_dropout_output": {"any": f"{_K22}: dropped probabilities, the ·V input (2as²b)"},
-    "softmax_lse": {"any": "FlashAttention: fp32 log-sum-exp per row and head (torch meta registration of "
-                           "_scaled_dot_product_flash_attention: logsumexp (b, a, s) float32)"},
-    "out_proj_input": {"materialised": f"{_K22}: output projection input (2sbh)",
-                       "flash": "the kernel's output O, kept by FlashAttention and by the output projection: one tensor"},
-    "mlp_input": {"any": f"{_K22}: the first MLP linear's input (2sbh); Llama: shared by gate and up"},
-    "gelu_input": {"any": f"{_K22}: GeLU input (8sbh for f = 4h)"},
-    "fc2_input": {"any": f"{_K22}: second linear's input (8sbh for f = 4h)"},
-    "silu_input": {"any": "Llama module down(silu(gate(x))·up(x)): F.silu keeps its input gate(x)"},
-    "silu_output": {"any": "Llama module: the product keeps silu(gate(x)) for the gradient of up(x)"},
-    "up_output": {"any": "Llama module: the product keeps up(x) for the gradient of silu(gate(x))"},
-    "swiglu_input": {"any": "fused SwiGLU (Megatron-Core fused_bias_swiglu): keeps only [gate(x), up(x)], "
-                            "recomputes SiLU"},
-    "down_proj_input": {"any": "Llama module: the down projection keeps its input silu(gate(x))·up(x)"},
-    "dropout_masks": {"any": f"{_K22}: attention-output and MLP-output dropout masks (sbh each, 1 byte)"},
-    "layer_input": {"any": "Korthikanti et al. 2022 §5, Table 2: full recomputation keeps the layer input"},
-}
+# Where each term comes from, in English and in Chinese: one table of (en, zh) pairs, so the two languages cannot
+# drift apart. K22 = Korthikanti et al. 2022, "Reducing Activation Recomputation in Large Transformer Models", §4.1
+# (the per-tensor count behind Table 2); FA = Dao et al. 2022, "FlashAttention", §3.1 (the backward recomputes the
+# probabilities from Q, K, V, O and the row log-sum-exp); "Llama module": derived here from the module's code, term
+# by term (distlearn.activation_memory.measure.LlamaBlock measures each). Keys: the term, then the variant ("gpt" /
+# "llama" for the architecture, "flash" / "materialised" for the attention, "selective" / "norm-act" for the
+# recomputation mode, "any" otherwise).
+_K22 = ("Korthikanti et al. 2022 §4.1: ", "Korthikanti 等 2022 §4.1：")
 # With "norm-act" the kept inputs of the recomputed functions (Megatron-Core CheckpointWithoutOutput saves them)
-_DISCARD = "output-discarding checkpoint (Megatron-Core CheckpointWithoutOutput): "
-TERM_SOURCES["norm_inputs"]["norm-act"] = _DISCARD + "keeps each norm's input to recompute its output"
-TERM_SOURCES["gelu_input"]["norm-act"] = _DISCARD + "keeps the GeLU input to recompute the fc2 input"
-TERM_SOURCES["silu_input"]["norm-act"] = _DISCARD + "keeps gate(x) to recompute silu(gate(x))·up(x)"
-TERM_SOURCES["up_output"]["norm-act"] = _DISCARD + "keeps up(x) to recompute silu(gate(x))·up(x)"
-TERM_SOURCES["swiglu_input"]["norm-act"] = _DISCARD + "keeps [gate(x), up(x)] to recompute the SwiGLU output"
+_DISCARD = ("output-discarding checkpoint (Megatron-Core CheckpointWithoutOutput): ",
+            "丢弃输出的检查点（Megatron-Core CheckpointWithoutOutput）：")
 
 
-# The same sources for a Chinese reader (the table's 出处 column under zh): K22 = Korthikanti 等 2022 §4.1.
-_K22_ZH = "Korthikanti 等 2022 §4.1"
-TERM_SOURCES_ZH = {
-    "norm_inputs": {"gpt": f"{_K22_ZH}：两个 LayerNorm 的输入 (4sbh)",
-                    "llama": "Llama 模块：每个 RMSNorm 保存自己的输入（另有每行一个 fp32 的 1/rms；torch "
-                             "_fused_rms_norm_backward(grad, input, shape, rstd, weight)）"},
-    "qkv_input": {"any": f"{_K22_ZH}：QKV 投影的输入 (2sbh)，Q、K、V 三个投影共用一个张量"},
-    "q": {"materialised": f"{_K22_ZH}：用于 QKᵀ 的 Q", "flash": "FlashAttention（Dao 等 2022）保存 Q"},
-    "k": {"materialised": f"{_K22_ZH}：用于 QKᵀ 的 K（GQA 先复制到所有头，与 Megatron 和 HF 的 repeat_kv 相同）",
-          "flash": "FlashAttention 保存 K，不复制（k 个 K/V 头）",
-          "selective": "重计算的注意力核心的检查点输入（k 个 K/V 头）"},
-    "v": {"materialised": f"{_K22_ZH}：用于 ·V 的 V（GQA 先复制到所有头）",
-          "flash": "FlashAttention 保存 V，不复制（k 个 K/V 头）",
-          "selective": "重计算的注意力核心的检查点输入（k 个 K/V 头）"},
-    "softmax_output": {"any": f"{_K22_ZH}：softmax 的输出 (2as²b)；没有 dropout 时它也是 ·V 的输入"},
-    "attn_dropout_mask": {"any": f"{_K22_ZH}：注意力 dropout 掩码（as²b，每个 1 字节）"},
-    "attn_dropout_output": {"any": f"{_K22_ZH}：dropout 之后的概率，即 ·V 的输入 (2as²b)"},
-    "softmax_lse": {"any": "FlashAttention：每行每头一个 fp32 的 log-sum-exp（torch 对 "
-                           "_scaled_dot_product_flash_attention 的 meta 注册：logsumexp (b, a, s) float32）"},
-    "out_proj_input": {"materialised": f"{_K22_ZH}：输出投影的输入 (2sbh)",
-                       "flash": "注意力核的输出 O：FlashAttention 和输出投影保存的是同一个张量"},
-    "mlp_input": {"any": f"{_K22_ZH}：MLP 第一个线性层的输入 (2sbh)；Llama 中 gate 和 up 共用"},
-    "gelu_input": {"any": f"{_K22_ZH}：GeLU 的输入（f = 4h 时为 8sbh）"},
-    "fc2_input": {"any": f"{_K22_ZH}：第二个线性层的输入（f = 4h 时为 8sbh）"},
-    "silu_input": {"any": "Llama 模块 down(silu(gate(x))·up(x))：F.silu 保存它的输入 gate(x)"},
-    "silu_output": {"any": "Llama 模块：乘法保存 silu(gate(x))，用于求 up(x) 的梯度"},
-    "up_output": {"any": "Llama 模块：乘法保存 up(x)，用于求 silu(gate(x)) 的梯度"},
-    "swiglu_input": {"any": "融合的 SwiGLU（Megatron-Core fused_bias_swiglu）：只保存 [gate(x), up(x)]，"
-                            "SiLU 重计算"},
-    "down_proj_input": {"any": "Llama 模块：下投影保存它的输入 silu(gate(x))·up(x)"},
-    "dropout_masks": {"any": f"{_K22_ZH}：注意力输出和 MLP 输出的 dropout 掩码（各 sbh，每个 1 字节）"},
-    "layer_input": {"any": "Korthikanti 等 2022 §5 表 2：完全重计算只保存层的输入"},
+def _k22(en: str, zh: str) -> tuple[str, str]:
+    return _K22[0] + en, _K22[1] + zh
+
+
+def _discard(en: str, zh: str) -> tuple[str, str]:
+    return _DISCARD[0] + en, _DISCARD[1] + zh
+
+
+TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
+    "norm_inputs": {
+        "gpt": _k22("the two LayerNorm inputs (4sbh)", "两个 LayerNorm 的输入 (4sbh)"),
+        "llama": ("Llama module: each RMSNorm keeps its input (+ fp32 1/rms per row; torch "
+                  "_fused_rms_norm_backward(grad, input, shape, rstd, weight))",
+                  "Llama 模块：每个 RMSNorm 保存自己的输入（另有每行一个 fp32 的 1/rms；torch "
+                  "_fused_rms_norm_backward(grad, input, shape, rstd, weight)）"),
+        "norm-act": _discard("keeps each norm's input to recompute its output", "保存每个归一化层的输入，用来重计算它的输出"),
+    },
+    "qkv_input": {
+        "any": _k22("QKV input (2sbh), one tensor shared by the Q, K, V projections",
+                    "QKV 投影的输入 (2sbh)，Q、K、V 三个投影共用一个张量"),
+    },
+    "q": {
+        "materialised": _k22("Q for QKᵀ", "用于 QKᵀ 的 Q"),
+        "flash": ("FlashAttention (Dao et al. 2022) keeps Q", "FlashAttention（Dao 等 2022）保存 Q"),
+    },
+    "k": {
+        "materialised": _k22("K for QKᵀ (with GQA repeated to all heads first, as Megatron and HF repeat_kv)",
+                             "用于 QKᵀ 的 K（GQA 先复制到所有头，与 Megatron 和 HF 的 repeat_kv 相同）"),
+        "flash": ("FlashAttention keeps K, not repeated (k K/V heads)", "FlashAttention 保存 K，不复制（k 个 K/V 头）"),
+        "selective": ("checkpoint input of the recomputed attention core (k K/V heads)",
+                      "重计算的注意力核心的检查点输入（k 个 K/V 头）"),
+    },
+    "v": {
+        "materialised": _k22("V for ·V (with GQA repeated to all heads first)", "用于 ·V 的 V（GQA 先复制到所有头）"),
+        "flash": ("FlashAttention keeps V, not repeated (k K/V heads)", "FlashAttention 保存 V，不复制（k 个 K/V 头）"),
+        "selective": ("checkpoint input of the recomputed attention core (k K/V heads)",
+                      "重计算的注意力核心的检查点输入（k 个 K/V 头）"),
+    },
+    "softmax_output": {
+        "any": _k22("softmax output (2as²b); without dropout also the ·V input",
+                    "softmax 的输出 (2as²b)；没有 dropout 时它也是 ·V 的输入"),
+    },
+    "attn_dropout_mask": {
+        "any": _k22("attention dropout mask (as²b, 1 byte)", "注意力 dropout 掩码（as²b，每个 1 字节）"),
+    },
+    "attn_dropout_output": {
+        "any": _k22("dropped probabilities, the ·V input (2as²b)", "dropout 之后的概率，即 ·V 的输入 (2as²b)"),
+    },
+    "softmax_lse": {
+        "any": ("FlashAttention: fp32 log-sum-exp per row and head (torch meta registration of "
+                "_scaled_dot_product_flash_attention: logsumexp (b, a, s) float32)",
+                "FlashAttention：每行每头一个 fp32 的 log-sum-exp（torch 对 "
+                "_scaled_dot_product_flash_attention 的 meta 注册：logsumexp (b, a, s) float32）"),
+    },
+    "out_proj_input": {
+        "materialised": _k22("output projection input (2sbh)", "输出投影的输入 (2sbh)"),
+        "flash": ("the kernel's output O, kept by FlashAttention and by the output projection: one tensor",
+                  "注意力核的输出 O：FlashAttention 和输出投影保存的是同一个张量"),
+    },
+    "mlp_input": {
+        "any": _k22("the first MLP linear's input (2sbh); Llama: shared by gate and up",
+                    "MLP 第一个线性层的输入 (2sbh)；Llama 中 gate 和 up 共用"),
+    },
+    "gelu_input": {
+        "any": _k22("GeLU input (8sbh for f = 4h)", "GeLU 的输入（f = 4h 时为 8sbh）"),
+        "norm-act": _discard("keeps the GeLU input to recompute the fc2 input", "保存 GeLU 的输入，用来重计算 fc2 的输入"),
+    },
+    "fc2_input": {
+        "any": _k22("second linear's input (8sbh for f = 4h)", "第二个线性层的输入（f = 4h 时为 8sbh）"),
+    },
+    "silu_input": {
+        "any": ("Llama module down(silu(gate(x))·up(x)): F.silu keeps its input gate(x)",
+                "Llama 模块 down(silu(gate(x))·up(x))：F.silu 保存它的输入 gate(x)"),
+        "norm-act": _discard("keeps gate(x) to recompute silu(gate(x))·up(x)", "保存 gate(x)，用来重计算 silu(gate(x))·up(x)"),
+    },
+    "silu_output": {
+        "any": ("Llama module: the product keeps silu(gate(x)) for the gradient of up(x)",
+                "Llama 模块：乘法保存 silu(gate(x))，用于求 up(x) 的梯度"),
+    },
+    "up_output": {
+        "any": ("Llama module: the product keeps up(x) for the gradient of silu(gate(x))",
+                "Llama 模块：乘法保存 up(x)，用于求 silu(gate(x)) 的梯度"),
+        "norm-act": _discard("keeps up(x) to recompute silu(gate(x))·up(x)", "保存 up(x)，用来重计算 silu(gate(x))·up(x)"),
+    },
+    "swiglu_input": {
+        "any": ("fused SwiGLU (Megatron-Core fused_bias_swiglu): keeps only [gate(x), up(x)], recomputes SiLU",
+                "融合的 SwiGLU（Megatron-Core fused_bias_swiglu）：只保存 [gate(x), up(x)]，SiLU 重计算"),
+        "norm-act": _discard("keeps [gate(x), up(x)] to recompute the SwiGLU output",
+                             "保存 [gate(x), up(x)]，用来重计算 SwiGLU 的输出"),
+    },
+    "down_proj_input": {
+        "any": ("Llama module: the down projection keeps its input silu(gate(x))·up(x)",
+                "Llama 模块：下投影保存它的输入 silu(gate(x))·up(x)"),
+    },
+    "dropout_masks": {
+        "any": _k22("attention-output and MLP-output dropout masks (sbh each, 1 byte)",
+                    "注意力输出和 MLP 输出的 dropout 掩码（各 sbh，每个 1 字节）"),
+    },
+    "layer_input": {
+        "any": ("Korthikanti et al. 2022 §5, Table 2: full recomputation keeps the layer input",
+                "Korthikanti 等 2022 §5 表 2：完全重计算只保存层的输入"),
+    },
 }
-_DISCARD_ZH = "丢弃输出的检查点（Megatron-Core CheckpointWithoutOutput）："
-TERM_SOURCES_ZH["norm_inputs"]["norm-act"] = _DISCARD_ZH + "保存每个归一化层的输入，用来重计算它的输出"
-TERM_SOURCES_ZH["gelu_input"]["norm-act"] = _DISCARD_ZH + "保存 GeLU 的输入，用来重计算 fc2 的输入"
-TERM_SOURCES_ZH["silu_input"]["norm-act"] = _DISCARD_ZH + "保存 gate(x)，用来重计算 silu(gate(x))·up(x)"
-TERM_SOURCES_ZH["up_output"]["norm-act"] = _DISCARD_ZH + "保存 up(x)，用来重计算 silu(gate(x))·up(x)"
-TERM_SOURCES_ZH["swiglu_input"]["norm-act"] = _DISCARD_ZH + "保存 [gate(x), up(x)]，用来重计算 SwiGLU 的输出"
+# One language's view of the table (read-only use; the pairs above are the one place to edit).
+TERM_SOURCES = {name: {k: pair[0] for k, pair in options.items()} for name, options in TERM_SOURCE_TEXTS.items()}
+TERM_SOURCES_ZH = {name: {k: pair[1] for k, pair in options.items()} for name, options in TERM_SOURCE_TEXTS.items()}
 
 
 def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none",
                 lang: str = "en") -> str:
     """The source of term ``name`` for this architecture, attention kernel and recomputation mode, in English
     (``lang="en"``) or Chinese (``lang="zh"``). Raises KeyError for an unknown term."""
-    options = (TERM_SOURCES_ZH if lang == "zh" else TERM_SOURCES)[name]
+    options = TERM_SOURCE_TEXTS[name]
     for key in (recompute if recompute in ("selective", "norm-act") else None, attention, arch, "any"):
         if key in options:
-            return options[key]
+            return options[key][1 if lang == "zh" else 0]
     raise KeyError(name)
 
 
@@ -666,7 +700,7 @@ __all__ = ["RECOMPUTE_MODES", "layer_activation_terms", "layers_on_stage", "infl
            "model_activation_bytes", "gradient_accumulation_steps", "layer_forward_flops", "recompute_flops",
            "offload_traffic", "offload_step_time", "CPU_ADAM_PARAMS_PER_S", "CPU_ADAM_BYTES_PER_PARAM",
            "estimate_memory",
-           "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "layer_shape",
+           "layer_activation_bytes", "layer_activation_table", "ActivationTerm", "TERM_SOURCES", "TERM_SOURCES_ZH", "TERM_SOURCE_TEXTS", "layer_shape",
            "default_attention", "config_layer_bytes", "ATTENTION", "term_source"]
 
 
