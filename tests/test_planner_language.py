@@ -89,3 +89,37 @@ def test_roofline_plot_texts_follow_the_language(lang):
     assert all(t for t in texts[:2])
     for t in texts:
         assert A.readable(t, lang), t
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_plan_diagram_draws_in_the_readers_language(lang):
+    """Issue 34: chapter 14 had no picture of its core idea. plan_diagram draws a plan's GPUs as boxes (one block of
+    tp per stage, one row per replica, arrows for PP and DP), the busiest GPU's memory against the capacity and the
+    step time by part; every label follows the course language."""
+    import matplotlib.pyplot as plt
+    from distlearn.planning.plots import plan_diagram
+
+    plan = P.Plan(dp=4, tp=8, pp=2, zero_stage=2, recompute="selective", micro_batch_size=1, num_microbatches=128)
+    with language(lang):
+        try:
+            fig = plan_diagram(get_preset("llama3-70b"), plan, global_batch=512, seq_len=8192)
+            fig.canvas.draw()
+            layout = fig.axes[0]
+            assert sum(type(p).__name__ == "Rectangle" for p in layout.patches) == 4 * 2 * 8   # one box per GPU
+            arrows = [c for c in layout.get_children() if type(c).__name__ == "Annotation"]
+            assert len(arrows) == 4 * (2 - 1) + (4 - 1)                # PP sends per replica + DP links between them
+            est = P.evaluate(get_preset("llama3-70b"), plan, global_batch=512, seq_len=8192, gpu="h100-80gb")
+            heights = sum(p.get_height() for p in fig.axes[1].patches)
+            assert heights == pytest.approx(sum(v for k, v in est.memory.items() if k != "total") / 1e9)
+            texts = [fig._supxlabel.get_text()] + [ax.get_title() for ax in fig.axes] + [ax.get_ylabel() for ax in fig.axes]
+            texts += [t.get_text() for ax in fig.axes for t in ax.texts]
+            texts += [t.get_text() for ax in fig.axes if ax.get_legend() for t in ax.get_legend().get_texts()]
+            words = " ".join(texts)
+            cjk = re.search(r"[\u4e00-\u9fff]", words)
+            if lang == "en":
+                assert not cjk and "replica 3" in words and "stage 1" in words and "capacity" in words, words
+            else:
+                assert "副本 3" in words and "阶段 1" in words and "容量" in words and "激活值" in words, words
+                assert not re.search(r"\b(replica|stage|capacity|activations|seconds)\b", words), words
+        finally:
+            plt.close("all")

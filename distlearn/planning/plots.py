@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from distlearn.core import plots
-from distlearn.core.i18n import bi
+from distlearn.core.i18n import bi, get_language
 from distlearn.planning import rooflines as R
 
 KIND_LABELS = {"dp": ("DP", "数据并行"), "fsdp": ("FSDP", "FSDP"), "tp": ("TP", "张量并行"), "cp": ("CP", "上下文并行"),
@@ -32,4 +32,85 @@ def plot_rooflines(points: dict[str, tuple[float, str]], gpus=("a100-80gb", "h10
     ax.legend(fontsize=8)
     plots.title(ax, "Rooflines of parallelism: communication hidden above the bar (C = 55 % of peak)",
                 "各种并行的屋顶线：高于柱子时通信可被隐藏（C = 峰值的 55 %）")
+    return fig
+
+
+STAGE_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C")
+MEMORY_PARTS = {"params": ("weights", "权重"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
+                "activations": ("activations", "激活值"), "logits": ("logits", "logits（输出层）"),
+                "zero3_buffer": ("ZeRO-3 buffer", "ZeRO-3 缓冲区"), "reserve": ("reserve", "预留")}
+TIME_PARTS = {"compute": ("compute", "计算"), "tp_comm": ("TP comm.", "张量并行通信"), "cp_comm": ("CP comm.", "上下文并行通信"),
+              "ep_comm": ("EP comm.", "专家并行通信"), "pp_comm": ("PP comm.", "流水线通信"), "bubble": ("bubble", "气泡"),
+              "dp_comm": ("DP comm. (exposed)", "数据并行通信（未被隐藏）")}
+
+
+def plan_diagram(model, plan, *, global_batch: int, seq_len: int, gpu: str = "h100-80gb"):
+    """What a plan is, in one picture (chapter 14). Left: the GPUs as boxes, one row per data-parallel replica and
+    one block per pipeline stage, each block a tensor-parallel group of ``plan.tp`` GPUs; arrows for the messages
+    of each kind (TP inside a block, PP between stages, DP between replicas). Middle: the memory the busiest GPU
+    holds, stacked against the capacity. Right: the step time by part. Numbers from
+    :func:`distlearn.planning.evaluate`; every label in the course language. Returns the figure."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    from distlearn.planning.evaluation import evaluate
+
+    est = evaluate(model, plan, global_batch=global_batch, seq_len=seq_len, gpu=gpu)
+    dp, tp, pp = plan.dp, plan.tp, plan.pp
+    both = get_language() == "both"
+    fig, axes = plots.plt.subplots(1, 3, figsize=(14 if both else 11, 0.55 * dp + (3.6 if both else 2.9)),
+                                   layout="constrained",
+                                   gridspec_kw={"width_ratios": [3.2, 1, 1]})
+    ax = axes[0]
+    cell, gap = 1.0, 1.6                                     # one GPU box, the gap between stages / GPU 框宽、阶段间距
+    width = pp * tp * cell + (pp - 1) * gap
+    ax.set_xlim(-1.6, width + 0.6)
+    ax.set_ylim(-1.2 if both else -0.9, dp * 1.5 - 0.3)
+    ax.invert_yaxis()
+    ax.axis("off")
+    for r in range(dp):
+        y = r * 1.5
+        ax.text(-0.2, y + 0.45, bi(f"replica {r}", f"副本 {r}"), ha="right", va="center", fontsize=8)
+        for s in range(pp):
+            x0 = s * (tp * cell + gap)
+            ax.add_patch(FancyBboxPatch((x0 - 0.08, y - 0.08), tp * cell + 0.16, 1.06,
+                                        boxstyle="round,pad=0.02,rounding_size=0.1", facecolor="none",
+                                        edgecolor="#555555", lw=1))
+            for t in range(tp):
+                ax.add_patch(Rectangle((x0 + t * cell + 0.06, y + 0.06), cell - 0.12, 0.78,
+                                       color=STAGE_COLORS[s % len(STAGE_COLORS)], alpha=0.55))
+            if s < pp - 1:   # activations to the next stage / 激活值送往下一个阶段
+                ax.annotate("", xy=(x0 + tp * cell + gap - 0.12, y + 0.45), xytext=(x0 + tp * cell + 0.12, y + 0.45),
+                            arrowprops=dict(arrowstyle="->", color="#333333", lw=1.2))
+        if r < dp - 1:       # gradients between replicas / 副本之间同步梯度
+            ax.annotate("", xy=(width + 0.3, y + 1.55), xytext=(width + 0.3, y + 0.4),
+                        arrowprops=dict(arrowstyle="<->", color="#333333", lw=1.0))
+    for s in range(pp):
+        x0 = s * (tp * cell + gap)
+        ax.text(x0 + tp * cell / 2, -0.35, bi(f"stage {s}: {tp} GPUs (TP)", f"阶段 {s}：{tp} 块 GPU（张量并行）", sep="\n"),
+                ha="center", va="bottom", fontsize=8)
+    fig.supxlabel(bi("Inside a block: TP all-reduces every layer (NVLink).  →: PP sends activations.  "
+                     "↕: DP syncs gradients once a step.",
+                     "框内：张量并行每层做 AllReduce（NVLink）。→：流水线传激活值。↕：数据并行每步同步一次梯度。", sep="\n"),
+                  fontsize=8)
+    plots.title(ax, f"{dp} × {pp} × {tp} = {dp * pp * tp} GPUs: DP × PP × TP",
+                f"{dp} × {pp} × {tp} = {dp * pp * tp} 块 GPU：数据并行 × 流水线并行 × 张量并行")
+
+    def stack(ax, parts, names, scale, unit, limit=None, limit_label=None):
+        bottom = 0.0
+        for i, (key, value) in enumerate((k, v) for k, v in parts.items() if k in names and v > 0):
+            ax.bar(0, value / scale, bottom=bottom, width=0.6, color=STAGE_COLORS[i % len(STAGE_COLORS)], alpha=0.75,
+                   label=bi(*names[key]))
+            bottom += value / scale
+        if limit is not None:
+            ax.axhline(limit / scale, color="k", ls="--", lw=1)
+            ax.text(-0.45, limit / scale, limit_label, va="bottom", ha="left", fontsize=8)
+        ax.set_xlim(-0.5, 0.5)
+        ax.set_xticks([])
+        ax.set_ylabel(unit)
+        ax.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.02), frameon=False)
+
+    stack(axes[1], est.memory, MEMORY_PARTS, 1e9, "GB", est.capacity, bi("capacity", "容量"))
+    plots.title(axes[1], "Memory of the busiest GPU", "最吃紧的 GPU 的显存")
+    stack(axes[2], est.time, TIME_PARTS, 1.0, bi("seconds", "秒"))
+    plots.title(axes[2], "Time of one step", "每步时间")
     return fig
