@@ -118,11 +118,21 @@ def render(result: dict) -> None:
     ax2.axhline(result["formula_per_rank"] / 1e6, color="k", ls="--", lw=1)
     ax2.set_xlabel("rank")
     ax2.set_ylabel(bi("MB sent so far", "已发送 MB"))
-    plots.title(ax2, "Bytes sent per rank (dashed: closed form, whole collective)",
-                "每个 rank 已发送的字节（虚线：整个集合通信的公式值）")
+    plots.title(ax2, *formula_title(op))
     plt.show()
     moves = ", ".join(f"{s}→{d} [{c}]" for s, d, c in result["transfers"]) or "—"
     print(bi(f"messages in this step (src→dst [chunk]): {moves}", f"本步的消息（源→目的 [数据块]）：{moves}"))
+
+
+def formula_title(operation: str) -> tuple[str, str]:
+    """(English, Chinese) title of the bytes panel. The dashed line is the closed form per rank for the whole
+    collective; for broadcast and reduce that is (n−1)/n·M, the AVERAGE per rank (in the chain n−1 ranks each send
+    the whole message and the last one sends nothing), so it is labelled as such."""
+    if operation in ("broadcast", "reduce"):
+        return ("Bytes sent per rank (dashed: average per rank, whole collective)",
+                "每个 rank 已发送的字节（虚线：整个集合通信中每个 rank 的平均值）")
+    return ("Bytes sent per rank (dashed: closed form, whole collective)",
+            "每个 rank 已发送的字节（虚线：整个集合通信的公式值）")
 
 
 def controls() -> dict:

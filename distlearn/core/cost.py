@@ -37,7 +37,8 @@ One α-β line may not fit measured times from kilobytes to tens of megabytes: s
 per-call cost and can stay in the CPU caches, large ones stream from memory. :func:`fit_alpha_beta` fits one line;
 :func:`fit_two_regime` fits one line to the small messages and one to the large (at least three sizes each: a line
 passes through any two points), splitting where the worst relative error over all points is smallest;
-:func:`compare_fits` says at each size which of the two is closer to the measurement.
+:func:`compare_fits` says at each size which of the two is closer to the measurement, and
+:meth:`FitComparison.too_noisy` whether the times are too noisy for either fit to mean anything.
 
 Units: seconds, bytes, bytes per second (GB/s = 1e9 B/s).
 """
@@ -236,6 +237,47 @@ class FitComparison:
     err_one: np.ndarray
     err_two: np.ndarray
     closer: tuple
+    seconds: np.ndarray
+
+    def too_noisy(self, drop: float = 0.20, max_error: float = 0.30) -> tuple[str, str] | None:
+        """Why these times are too noisy to fit, as (English, Chinese), or ``None`` when they are not.
+
+        Too noisy when a larger message was timed faster than a smaller one by more than ``drop`` (a fraction: an
+        all-reduce never gets cheaper with size, so such a drop is a wait for the scheduler or another process,
+        not the machine), or when even the better of the two fits misses some size by more than ``max_error``
+        (neither one line nor two regimes describes the points). Raises DistlearnValueError."""
+        drop = check_number("drop", drop, minimum=0.0, maximum=1.0)
+        max_error = check_number("max_error", max_error, minimum=0.0, strict_min=True)
+        en, zh = [], []
+        t = self.seconds
+        for i in range(1, len(t)):
+            fall = 1.0 - t[i] / t[i - 1]
+            if fall > drop:
+                en.append(f"{_size(self.nbytes[i])} took {t[i] * 1e3:.3f} ms, {fall:.0%} less than "
+                          f"{_size(self.nbytes[i - 1])} ({t[i - 1] * 1e3:.3f} ms)")
+                zh.append(f"{_size(self.nbytes[i])} 用时 {t[i] * 1e3:.3f} ms，比 {_size(self.nbytes[i - 1])}"
+                          f"（{t[i - 1] * 1e3:.3f} ms）少 {fall:.0%}")
+        worst = min(self.worst_one, self.worst_two)
+        if worst > max_error:
+            en.append(f"even the better fit misses a size by {worst:.0%} (more than {max_error:.0%})")
+            zh.append(f"即使较好的拟合，在某个大小上也差了 {worst:.0%}（超过 {max_error:.0%}）")
+        if not en:
+            return None
+        return "; ".join(en), "；".join(zh)
+
+    def verdict(self, drop: float = 0.20, max_error: float = 0.30) -> tuple[str, str]:
+        """One line for the reader, (English, Chinese): "too noisy to fit: …" with the reasons of
+        :meth:`too_noisy`, or "clean enough to fit: …" with the checks that passed."""
+        noisy = self.too_noisy(drop, max_error)
+        if noisy is not None:
+            return (f"too noisy to fit: {noisy[0]}. The α and bandwidths above describe the noise, not the "
+                    "machine; rerun on an idle machine.",
+                    f"噪声太大，无法拟合：{noisy[1]}。上面的 α 和带宽反映的是噪声，而不是机器；请在空闲的机器上重新运行。")
+        worst = min(self.worst_one, self.worst_two)
+        return (f"clean enough to fit: no size was timed more than {drop:.0%} faster than a smaller one, and the "
+                f"better fit misses no size by more than {worst:.0%} (limit {max_error:.0%}).",
+                f"数据足够干净，可以拟合：没有哪个大小比更小的消息快 {drop:.0%} 以上，较好的拟合在每个大小上的误差都不超过 "
+                f"{worst:.0%}（上限 {max_error:.0%}）。")
 
     @property
     def worst_one(self) -> float:
@@ -275,4 +317,12 @@ def compare_fits(nbytes, seconds, world_size: int, algorithm: str = "ring_all_re
     e1, e2 = relative_errors(one, x, t), relative_errors(two, x, t)
     closer = tuple("tie" if abs(abs(a) - abs(b)) <= tie else "one" if abs(a) < abs(b) else "two"
                    for a, b in zip(e1, e2))
-    return FitComparison(x, one, two, e1, e2, closer)
+    return FitComparison(x, one, two, e1, e2, closer, t)
+
+
+def _size(nbytes: float) -> str:
+    """4096 → '4 KiB', 67108864 → '64 MiB' (binary units, as the sizes chapter 02 times)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:g} {unit}"
+    return f"{nbytes:g} B"

@@ -28,13 +28,17 @@ def ex03_weighted_mean(fn):
 
 
 def ex03_sampler_padding(fn):
-    """``sampler_padding(num_samples, world_size)`` → how many samples DistributedSampler repeats."""
+    """``sampler_padding(num_samples, world_size)`` → how many indices DistributedSampler adds as padding (not the
+    number of distinct samples repeated: 2 samples on 5 ranks get 3 padding indices, 2 distinct samples)."""
     cases = []
     for n, ws in [(10, 3), (12, 4), (7, 4), (2, 5), (1000, 64), (1, 1)]:
         expected = sum(len(i) for i in dp.distributed_sampler_indices(n, ws)) - n
         cases.append(Case(args=(n, ws), expected=expected,
-                          hint_en="every rank gets ⌈N / world_size⌉ indices; the padding is the total minus N.",
-                          hint_zh="每个 rank 得到 ⌈N / world_size⌉ 个索引；填充数 = 总数 − N。"))
+                          hint_en="every rank gets ⌈N / world_size⌉ indices; count the indices added as padding, "
+                                  "the total minus N (with N < world_size one sample's index can be added twice, "
+                                  "and each addition counts).",
+                          hint_zh="每个 rank 得到 ⌈N / world_size⌉ 个索引；要数的是为填充而添加的索引个数，即总数 − N"
+                                  "（N < world_size 时，同一个样本的索引可能被添加两次，每次都要算上）。"))
     verify("ex03_sampler_padding", fn, cases)
 
 
