@@ -45,7 +45,7 @@ def mlp_split(tp: int = 2, ax=None):
         raise ValueError(bi(f"tp must be between 1 and {len(RANK_COLORS)}, got {tp}",
                             f"tp 必须在 1 到 {len(RANK_COLORS)} 之间，收到 {tp}"))
     if ax is None:
-        _, ax = plots.new_figure(10.0, 0.8 * tp + 1.7)
+        _, ax = plots.new_figure(10.0, 0.8 * tp + 2.0)
     lane_h, bar_h = 1.0, 0.32
     for r in range(tp):
         color = RANK_COLORS[r]
@@ -77,7 +77,7 @@ def mlp_split(tp: int = 2, ax=None):
         px = bx + 1.1
         ax.add_patch(Rectangle((px, mid - bar_h / 2), 1.5, bar_h, facecolor=color, alpha=0.35, hatch="///",
                                edgecolor="#333333", lw=0.8))
-        ax.text(px + 0.75, mid - bar_h / 2 - 0.03, bi("partial Y", "Y 的部分和"), ha="center", va="bottom",
+        ax.text(px + 0.75, mid - bar_h / 2 - 0.03, bi("partial Y", "部分和"), ha="center", va="bottom",
                 fontsize=7)
         # a message into the all-reduce / 进入 AllReduce 的消息
         _arrow(ax, px + 1.55, mid, 11.75, mid, color="#C44E52")
@@ -88,21 +88,19 @@ def mlp_split(tp: int = 2, ax=None):
     top, bottom = -0.1, (tp - 1) * 1.15 + lane_h + 0.1
     ax.add_patch(FancyBboxPatch((11.8, top), 0.7, bottom - top, boxstyle="round,pad=0.02,rounding_size=0.1",
                                 facecolor="#F8D9D9", edgecolor="#C44E52", lw=1.2))
-    ax.text(12.15, (top + bottom) / 2, bi("g: all-reduce (sum)", "g：AllReduce（求和）"), rotation=90, ha="center",
+    ax.text(12.15, (top + bottom) / 2, bi("g: all-reduce (sum)", "g：AllReduce（求和）", sep="\n"), rotation=90, ha="center",
             va="center", fontsize=8)
     ax.text(1.1, top - 0.05, "f", ha="center", va="bottom", fontsize=10, fontweight="bold")
     ax.plot([1.1, 1.1], [top, bottom], color="#333333", lw=1.0, ls="--")
-    ax.text(0.0, bottom + 0.25, bi(
-        "f: identity in forward, all-reduce of ∂L/∂X in backward.   g: all-reduce of the partial Y in forward, "
-        "identity in backward.",
-        "f：前向原样传递，反向对 ∂L/∂X 做 AllReduce。   g：前向对 Y 的部分和做 AllReduce，反向原样传递。"),
-        ha="left", va="top", fontsize=8)
-    ax.text(0.0, bottom + 0.6, bi(
-        "Filled strip: the block of the weight this rank holds. Between A and B nothing is sent.",
-        "实心条：本 rank 持有的那一块权重。A 和 B 之间没有任何通信。"),
-        ha="left", va="top", fontsize=8, color="#444444")
+    footer = bi("f: identity in forward, all-reduce of ∂L/∂X in backward.\n"
+                "g: all-reduce of the partial Y in forward, identity in backward.\n"
+                "Filled strip: the block of the weight this rank holds. Between A and B nothing is sent.",
+                "f：前向原样传递，反向对 ∂L/∂X 做 AllReduce。\n"
+                "g：前向对 Y 的部分和做 AllReduce，反向原样传递。\n"
+                "实心条：本 rank 持有的那部分权重。A 和 B 之间没有任何通信。", sep="\n")
+    ax.text(0.0, bottom + 0.2, footer, ha="left", va="top", fontsize=8, color="#333333", linespacing=1.4)
     ax.set_xlim(-0.1, 14.7)
-    ax.set_ylim(bottom + 0.9, top - 0.35)
+    ax.set_ylim(bottom + 0.45 + 0.3 * (footer.count("\n") + 1), top - 0.35)
     ax.set_aspect("equal")
     ax.set_axis_off()
     plots.title(ax, f"The MLP on {tp} ranks: A split by columns, B by rows, one all-reduce",
