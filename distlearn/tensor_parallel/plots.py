@@ -90,7 +90,7 @@ def mlp_split(tp: int = 2, ax=None):
                                 facecolor="#F8D9D9", edgecolor="#C44E52", lw=1.2))
     ax.text(12.15, (top + bottom) / 2, bi("g: all-reduce (sum)", "g：AllReduce（求和）", sep="\n"), rotation=90, ha="center",
             va="center", fontsize=8)
-    ax.text(1.1, top - 0.05, "f", ha="center", va="bottom", fontsize=10, fontweight="bold")
+    ax.text(1.1, top - 0.05, "f", ha="center", va="bottom", fontsize=11)
     ax.plot([1.1, 1.1], [top, bottom], color="#333333", lw=1.0, ls="--")
     footer = bi("f: identity in forward, all-reduce of ∂L/∂X in backward.\n"
                 "g: all-reduce of the partial Y in forward, identity in backward.\n"
