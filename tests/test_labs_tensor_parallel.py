@@ -225,3 +225,21 @@ def test_hand_written_fg_shards_are_one_tp_th(fg_results):
     for r in fg_results:
         assert r["shapes"] == {"fc1.weight": (64 // t, 16), "fc1.bias": (64 // t,), "fc2.weight": (16, 64 // t),
                                "fc2.bias": (16,)}
+
+
+@pytest.mark.parametrize("broken", ["no_f_all_reduce", "no_g_all_reduce", "bias_before_g"])
+def test_hand_written_fg_checks_catch_each_break(broken):
+    """Broken on purpose (in the workers only): f without its backward all-reduce leaves ∂L/∂X one rank's share
+    and no backward collective; g without its forward all-reduce leaves the output a partial sum; the row bias
+    added before g is summed t times. Each is caught against one process and against DTensor."""
+    from distlearn.tensor_parallel.lab_fg import fg_check
+
+    res = launch.run(fg_check, 2, 8, 2, 16, 64, 0, broken, timeout=180)
+    for r in res:
+        if broken == "no_f_all_reduce":
+            assert r["x_grad_vs_one"] > 1e-3 and r["x_grad_vs_dtensor"] > 1e-3
+            assert r["comm"]["backward"] == {} != r["dtensor_comm"]["backward"]
+        else:
+            assert r["out_vs_one"] > 1e-3 and r["out_vs_dtensor"] > 1e-3
+        if broken == "no_g_all_reduce":
+            assert r["comm"]["forward"] == {} != r["dtensor_comm"]["forward"]

@@ -111,8 +111,22 @@ def _local(t) -> torch.Tensor:
     return (t.to_local() if hasattr(t, "to_local") else t).detach().cpu()
 
 
+def _break(how: str) -> None:
+    """Break the hand-written code on purpose, in this worker process only (the tests check that the checks then
+    fail): ``"no_f_all_reduce"`` (f's backward returns this rank's share), ``"no_g_all_reduce"`` (g's forward
+    returns this rank's partial sum), ``"bias_before_g"`` (the row-parallel bias summed ``world_size`` times)."""
+    if how == "no_f_all_reduce":
+        CopyToTP.backward = staticmethod(lambda ctx, grad: grad)
+    elif how == "no_g_all_reduce":
+        ReduceFromTP.forward = staticmethod(lambda ctx, x: x.clone())
+    elif how == "bias_before_g":
+        RowParallelLinear.forward = lambda self, x: ReduceFromTP.apply(F.linear(x, self.weight, self.bias))
+    else:
+        raise ValueError(f"unknown break {how!r}")
+
+
 def fg_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidden: int = 16, ffn: int = 64,
-             seed: int = 0) -> dict:
+             seed: int = 0, broken: str | None = None) -> dict:
     """The hand-written MLP (:class:`ParallelMLP`) against one process and against DTensor, on this rank.
 
     Every rank builds the same float64 MLP (``seed``), input ``x`` (``(seq_len, batch, hidden)``, requires grad)
@@ -121,12 +135,15 @@ def fg_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidde
     chunk of the unsharded gradient: fc1 rows, fc2 columns, fc2's bias whole); ``out_vs_dtensor``,
     ``x_grad_vs_dtensor``, ``grad_vs_dtensor`` (the same against DTensor's ``to_local()`` values);
     ``comm`` and ``dtensor_comm``: ``{"forward": {op: n}, "backward": {op: n}}`` for the hand-written MLP and for
-    DTensor; ``shapes``: this rank's local weight shapes."""
+    DTensor; ``shapes``: this rank's local weight shapes. ``broken``: run a version broken on purpose
+    (:func:`_break`)."""
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
     from distlearn.tensor_parallel.lab import MLP
 
+    if broken is not None:
+        _break(broken)
     dev = device()
     torch.manual_seed(seed)
     one = MLP(hidden, ffn).double().to(dev)
