@@ -255,3 +255,27 @@ def test_hand_written_1f1b_keeps_p_minus_s_microbatches(one_f_one_b):
     sim = simulate("1f1b", p, m).peak_inflight
     assert [r["peak_inflight"] for r in one_f_one_b] == [p - s for s in range(p)] == [int(v) for v in sim]
     assert max(r["peak_inflight"] for r in one_f_one_b) < m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", ["warmup_too_long", "newest_first", "loss_not_over_m", "backward_first"])
+def test_hand_written_1f1b_checks_catch_each_break(broken):
+    """Broken on purpose (lab_1f1b.BREAKS): one warm-up forward too many changes the order and keeps p − s + 1
+    micro-batches; backward on the newest micro-batch pairs a gradient with the wrong activation; a loss not divided
+    by m gives m times the gradients; backward before forward in the steady loop fails on the last stage, which has
+    nothing to differentiate yet."""
+    from distlearn.pipeline_parallel.lab_1f1b import run_1f1b_check
+    from distlearn.pipeline_parallel.schedules import stage_order
+
+    if broken == "backward_first":
+        with pytest.raises(launch.WorkerError, match="pop from empty list"):
+            launch.run(run_1f1b_check, 2, 4, 8, broken, timeout=120)
+        return
+    res = launch.run(run_1f1b_check, 2, 4, 8, broken, timeout=120)
+    if broken == "warmup_too_long":
+        assert res[0]["order"] != [(k, j) for k, j, _ in stage_order("1f1b", 0, 2, 4)]
+        assert res[0]["order"] != res[0]["torch_order"] and res[0]["peak_inflight"] == 3
+    else:
+        assert max(r["grad_vs_one"] for r in res) > 1e-6 and max(r["grad_vs_torch"] for r in res) > 1e-6
+    if broken == "loss_not_over_m":
+        assert res[-1]["loss"] == pytest.approx(4 * res[-1]["ref_loss"])

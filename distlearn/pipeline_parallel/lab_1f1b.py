@@ -83,6 +83,28 @@ def train_step_1f1b(stage: nn.Module, x_mbs, y_mbs, loss_fn=nn.MSELoss()) -> dic
 
 
 # ------------------------------------------------------------------------------------- the checks
+BREAKS = {  # mistakes made on purpose: the text of train_step_1f1b replaced / 故意犯的错：替换 train_step_1f1b 中的代码
+    "warmup_too_long": ("warmup = min(p - s - 1, m)", "warmup = min(p - s, m)"),
+    "newest_first": ("inflight.pop(0)", "inflight.pop()"),
+    "loss_not_over_m": ("out = loss_fn(out, y_mbs[j]) / m", "out = loss_fn(out, y_mbs[j])"),
+    "backward_first": ("        forward(warmup + j)\n        backward(j)", "        backward(j)\n        forward(warmup + j)"),
+}
+
+
+def _broken_step(how: str):
+    """:func:`train_step_1f1b` with one mistake of :data:`BREAKS`, compiled from its source (the tests check that
+    the checks then fail)."""
+    import inspect
+
+    old, new = BREAKS[how]
+    src = inspect.getsource(train_step_1f1b)
+    if src.count(old) != 1:
+        raise ValueError(f"break {how!r}: {old!r} must occur once in train_step_1f1b")
+    namespace: dict = {}
+    exec(compile(src.replace(old, new), __file__, "exec"), globals(), namespace)
+    return namespace["train_step_1f1b"]
+
+
 def _torch_1f1b(rank: int, world_size: int, num_microbatches: int, batch_size: int) -> tuple[list, list]:
     """The same step with PyTorch's ``Schedule1F1B`` on the same stage: ``(gradients, order)``."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
@@ -100,14 +122,16 @@ def _torch_1f1b(rank: int, world_size: int, num_microbatches: int, batch_size: i
     return [prm.grad.detach().cpu().clone() for prm in mod.parameters()], order
 
 
-def run_1f1b_check(rank: int, world_size: int, num_microbatches: int = 4, batch_size: int = 8) -> dict:
+def run_1f1b_check(rank: int, world_size: int, num_microbatches: int = 4, batch_size: int = 8,
+                   broken: str | None = None) -> dict:
     """:func:`train_step_1f1b` on this rank's stage of :func:`build_model`, checked against one process, PyTorch's
     ``Schedule1F1B`` and the simulation's order.
 
     Returns ``{"rank", "world_size", "num_microbatches", "loss"`` (last stage, else None), ``"ref_loss"`` (one
     process on the whole batch), ``"grad_vs_one"`` (max |Δ| of this stage's gradients against one process's),
     ``"grad_vs_torch"`` (against ``Schedule1F1B``'s), ``"order"`` (``[("F" | "B", j)]``), ``"torch_order"``,
-    ``"sim_order"`` (:func:`stage_order` of ``"1f1b"``, chunk dropped), ``"peak_inflight"``}."""
+    ``"sim_order"`` (:func:`stage_order` of ``"1f1b"``, chunk dropped), ``"peak_inflight"``}. ``broken``: a key
+    of :data:`BREAKS`, to run a version broken on purpose."""
     from distlearn.pipeline_parallel.lab import single_process_reference
     from distlearn.pipeline_parallel.schedules import stage_order
 
@@ -115,7 +139,8 @@ def run_1f1b_check(rank: int, world_size: int, num_microbatches: int = 4, batch_
     start, end = stage_slices(world_size)[rank]
     mod = stage_module(build_model().to(dev), start, end)
     x, y = make_batch(batch_size)
-    out = train_step_1f1b(mod, x.to(dev).chunk(num_microbatches), y.to(dev).chunk(num_microbatches))
+    step = train_step_1f1b if broken is None else _broken_step(broken)
+    out = step(mod, x.to(dev).chunk(num_microbatches), y.to(dev).chunk(num_microbatches))
     mine = [prm.grad.detach().cpu().clone() for prm in mod.parameters()]
     dist.barrier()
     theirs, torch_order = _torch_1f1b(rank, world_size, num_microbatches, batch_size)
