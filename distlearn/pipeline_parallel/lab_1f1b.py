@@ -22,8 +22,7 @@ import torch.distributed as dist
 import torch.nn as nn
 
 from distlearn.core.launch import device, torchrun_main
-from distlearn.pipeline_parallel.lab import (_number, _record_order, build_model, make_batch, stage_module,
-                                             stage_slices)
+from distlearn.pipeline_parallel.lab import build_model, make_batch, stage_module, stage_slices
 
 
 # ------------------------------------------------------------------------------------- the readable algorithm
@@ -106,19 +105,28 @@ def _broken_step(how: str):
 
 
 def _torch_1f1b(rank: int, world_size: int, num_microbatches: int, batch_size: int) -> tuple[list, list]:
-    """The same step with PyTorch's ``Schedule1F1B`` on the same stage: ``(gradients, order)``."""
+    """The same step with PyTorch's ``Schedule1F1B`` on the same stage: ``(gradients, order)``. The order is
+    recorded by a forward pre-hook ("F") and a hook on the gradient of the stage's first weight ("B", once per
+    micro-batch backward); torch's one shape-inference forward before the schedule is dropped."""
     from torch.distributed.pipelining import PipelineStage, Schedule1F1B
 
     dev = device()
     mod = stage_module(build_model().to(dev), *stage_slices(world_size)[rank])
-    trace = _record_order([mod])
+    trace: list = []
+    mod.register_forward_pre_hook(lambda _m, _args: trace.append("F"))
+    next(mod.parameters()).register_hook(lambda g: trace.append("B") or g)
     sched = Schedule1F1B(PipelineStage(mod, rank, world_size, dev), num_microbatches, loss_fn=nn.MSELoss())
     x, y = make_batch(batch_size)
     first, last = rank == 0, rank == world_size - 1
     args = (x.to(dev),) if first else ()
     kwargs = {"target": y.to(dev)} if last else {}
     sched.step(*args, **kwargs)
-    order = [(k, j) for k, j, _ in _number(trace, num_microbatches)]
+    if trace.count("F") == num_microbatches + 1:
+        trace.remove("F")  # the shape-inference forward / 推断形状的那次前向
+    order, seen = [], {"F": 0, "B": 0}
+    for kind in trace:  # micro-batches run in order within each kind / 同一种操作按微批次顺序执行
+        order.append((kind, seen[kind]))
+        seen[kind] += 1
     return [prm.grad.detach().cpu().clone() for prm in mod.parameters()], order
 
 

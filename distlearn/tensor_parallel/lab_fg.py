@@ -94,10 +94,14 @@ def _run_counted(module, x, grad_out) -> tuple[torch.Tensor, torch.Tensor, dict]
     ``(output, x.grad, {"forward": {op: n}, "backward": {op: n}})`` counted by ``CommDebugMode``."""
     from torch.distributed.tensor.debug import CommDebugMode
 
-    from distlearn.tensor_parallel.lab import _counts
+    def counted(mode) -> dict:  # c10d's allreduce_ and the functional all_reduce: one collective / 同一种集合通信
+        names = {"allreduce_": "all_reduce", "all_reduce": "all_reduce"}
+        out: dict = {}
+        for op, n in mode.get_comm_counts().items():
+            name = str(op).split(".")[-1].rstrip("')>")
+            out[names.get(name, name)] = out.get(names.get(name, name), 0) + n
+        return out
 
-    name = {"allreduce_": "all_reduce"}  # c10d's in-place op, DTensor's functional one: the same collective / 同一种集合通信
-    counted = lambda mode: {name.get(op, op): n for op, n in _counts(mode).items()}
     x = x.detach().clone().requires_grad_()
     with CommDebugMode() as fwd:
         out = module(x)
