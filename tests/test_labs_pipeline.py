@@ -206,3 +206,76 @@ def test_chapter05_says_how_to_turn_the_averaging_off_in_both_languages():
                        "FSDP"):
             assert needed in text, needed
     assert "divided by dp" in en and "整批梯度除以 dp" in zh
+
+
+# ------------------------------------------------------------------ the hand-written 1F1B (lab_1f1b)
+@pytest.fixture(scope="module", params=[(2, 4, 8), (4, 8, 16)], ids=["p2-m4", "p4-m8"])
+def one_f_one_b(request):
+    from distlearn.pipeline_parallel.lab_1f1b import run_1f1b_check
+
+    p, m, batch = request.param
+    return launch.run(run_1f1b_check, p, m, batch, timeout=180)
+
+
+@pytest.mark.slow
+def test_hand_written_1f1b_equals_one_process(one_f_one_b):
+    """The last stage's loss is the full-batch loss; every stage's gradients are the full-batch gradients."""
+    last = one_f_one_b[-1]
+    assert last["loss"] == pytest.approx(last["ref_loss"], abs=1e-12)
+    assert all(r["loss"] is None for r in one_f_one_b[:-1])
+    for r in one_f_one_b:
+        assert r["grad_vs_one"] < 1e-12, r
+        assert r["num_params"] == 2 * L.NUM_LAYERS // r["world_size"]
+
+
+@pytest.mark.slow
+def test_hand_written_1f1b_equals_torch_schedule1f1b(one_f_one_b):
+    for r in one_f_one_b:
+        assert r["grad_vs_torch"] < 1e-12, r
+
+
+@pytest.mark.slow
+def test_hand_written_1f1b_order_equals_simulation_and_torch(one_f_one_b):
+    """Each rank ran its forwards and backwards in the order of the simulation's stage_order, which is torch's."""
+    from distlearn.pipeline_parallel.schedules import stage_order
+
+    for r in one_f_one_b:
+        p, s, m = r["world_size"], r["rank"], r["num_microbatches"]
+        assert r["order"] == [(k, j) for k, j, _ in stage_order("1f1b", s, p, m)], r
+        assert r["order"] == r["torch_order"], r
+        assert r["order"] != [(k, j) for k, j, _ in stage_order("gpipe", s, p, m)]   # not all forwards first
+
+
+@pytest.mark.slow
+def test_hand_written_1f1b_keeps_p_minus_s_microbatches(one_f_one_b):
+    """Peak micro-batches in flight on stage s: p − s (m ≥ p), as the simulation says; GPipe would keep m."""
+    from distlearn.pipeline_parallel.schedules import simulate
+
+    p, m = one_f_one_b[0]["world_size"], one_f_one_b[0]["num_microbatches"]
+    sim = simulate("1f1b", p, m).peak_inflight
+    assert [r["peak_inflight"] for r in one_f_one_b] == [p - s for s in range(p)] == [int(v) for v in sim]
+    assert max(r["peak_inflight"] for r in one_f_one_b) < m
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("broken", ["warmup_too_long", "newest_first", "loss_not_over_m", "backward_first"])
+def test_hand_written_1f1b_checks_catch_each_break(broken):
+    """Broken on purpose (lab_1f1b.BREAKS): one warm-up forward too many changes the order and keeps p − s + 1
+    micro-batches; backward on the newest micro-batch pairs a gradient with the wrong activation; a loss not divided
+    by m gives m times the gradients; backward before forward in the steady loop fails on the last stage, which has
+    nothing to differentiate yet."""
+    from distlearn.pipeline_parallel.lab_1f1b import run_1f1b_check
+    from distlearn.pipeline_parallel.schedules import stage_order
+
+    if broken == "backward_first":
+        with pytest.raises(launch.WorkerError, match="pop from empty list"):
+            launch.run(run_1f1b_check, 2, 4, 8, broken, timeout=120)
+        return
+    res = launch.run(run_1f1b_check, 2, 4, 8, broken, timeout=120)
+    if broken == "warmup_too_long":
+        assert res[0]["order"] != [(k, j) for k, j, _ in stage_order("1f1b", 0, 2, 4)]
+        assert res[0]["order"] != res[0]["torch_order"] and res[0]["peak_inflight"] == 3
+    else:
+        assert max(r["grad_vs_one"] for r in res) > 1e-6 and max(r["grad_vs_torch"] for r in res) > 1e-6
+    if broken == "loss_not_over_m":
+        assert res[-1]["loss"] == pytest.approx(4 * res[-1]["ref_loss"])
