@@ -72,24 +72,24 @@ def ep_forward(local: MoE, x: torch.Tensor, rank: int, world_size: int,
     Returns ``(y, info)`` with this rank's split sizes and drops."""
     num_local = local.experts.num_experts
     num_experts = num_local * world_size
-    r = local.route(x, capacity_factor, tokens_per_group=len(x))                     # 1. route
+    r = local.route(x, capacity_factor, tokens_per_group=len(x))                     # 1. route / 1. 路由
     rows, slot = torch.where(r.kept)
     expert = r.index[rows, slot]
     order = torch.argsort(expert * x.shape[0] * r.index.shape[1] + rows * r.index.shape[1] + slot)
-    rows, slot, expert = rows[order], slot[order], expert[order]                     # by expert, token, choice
+    rows, slot, expert = rows[order], slot[order], expert[order]     # by expert, token, choice / 按专家、词元、选择排序
     counts = torch.bincount(expert, minlength=num_experts)
     input_split_sizes = counts.view(world_size, num_local).sum(1).tolist()
-    received = exchange_counts(counts, world_size)                                   # 2. split sizes
+    received = exchange_counts(counts, world_size)                                   # 2. split sizes / 2. 交换切分大小
     output_split_sizes = received.sum(1).tolist()
-    x_recv = AllToAll.apply(x[rows], output_split_sizes, input_split_sizes)         # 3. dispatch
+    x_recv = AllToAll.apply(x[rows], output_split_sizes, input_split_sizes)         # 3. dispatch / 3. 分发
     outs, start = [], 0
-    for src in range(world_size):                                                   # 4. local experts
+    for src in range(world_size):                                                   # 4. local experts / 4. 本地专家计算
         for e in range(num_local):
             n = int(received[src, e])
             outs.append(local.experts.expert(e, x_recv[start:start + n]))
             start += n
     y_recv = torch.cat(outs) if outs else x_recv
-    y_back = AllToAll.apply(y_recv, input_split_sizes, output_split_sizes)          # 5. combine
+    y_back = AllToAll.apply(y_recv, input_split_sizes, output_split_sizes)          # 5. combine / 5. 合并
     y = torch.zeros_like(x).index_add(0, rows, r.weights[rows, slot, None] * y_back)
     if local.shared_experts is not None:
         y = y + local.shared_experts(x)
