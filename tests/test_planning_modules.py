@@ -106,8 +106,8 @@ def _count_checks(monkeypatch, fn) -> list[tuple[str, str, str, str]]:
 
 
 BOUNDARY = {("distlearn.planning.evaluation", f) for f in ("validate_plan_fields", "validate_plan_layout",
-                                                           "_check_expert_parallel", "_check_stage_layers",
-                                                           "_check_interleaving")}
+                                                           "_check_layout", "_check_expert_parallel",
+                                                           "_check_stage_layers", "_check_interleaving")}
 BOUNDARY |= {("distlearn.planning.setting", "make_setting")}
 
 
@@ -146,10 +146,16 @@ def test_the_number_of_checks_does_not_grow_with_the_pipeline(monkeypatch):
 
 def test_the_count_sees_a_check_in_an_inner_formula(monkeypatch):
     """The test above fails when a formula checks its input again: with Setting taking its peaks from the checking
-    compute_peak (as before issue 31) instead of matmul_peak, the counter sees "precision" checked twice, in
-    distlearn.planning.flops."""
+    compute_peak (as before issue 31) instead of the unchecked Peaks.of, the counter sees "precision" checked
+    twice, in distlearn.planning.flops."""
     from distlearn.planning import flops, setting
-    monkeypatch.setattr(setting, "matmul_peak", flops.compute_peak)
+
+    class CheckingPeaks(flops.Peaks):
+        @classmethod
+        def of(cls, gpu, precision):
+            other = "mixed" if precision in flops.FP8_PRECISIONS else precision
+            return cls(flops.compute_peak(gpu, precision), flops.compute_peak(gpu, other))
+    monkeypatch.setattr(setting, "Peaks", CheckingPeaks)
     calls = _count_checks(monkeypatch, lambda: P.evaluate("llama3-8b", GOOD, **KW))
     inner = [c for c in calls if c[:2] == ("distlearn.planning.flops", "compute_peak")]
     assert [c[2:] for c in inner] == [("precision", "check_choice")] * 2

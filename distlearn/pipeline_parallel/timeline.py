@@ -15,7 +15,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_number
+from distlearn.core.validate import DistlearnValueError, check_int, check_number, check_text
 
 __all__ = ["KINDS", "Event", "PipelineResult", "per_stage_costs"]
 
@@ -92,7 +92,10 @@ class PipelineResult:
 def per_stage_costs(name: str, value, p: int) -> np.ndarray:
     """``value`` as an array of shape (p,) of costs > 0 per stage, in the units of ``fwd_time``: one number for
     every stage, or a sequence of ``p`` numbers. ``name`` names the argument in the error. Raises
-    DistlearnValueError for a non-positive or non-finite cost, or a sequence whose length is not ``p``."""
+    DistlearnValueError for a non-positive or non-finite cost, or a sequence whose length is not ``p`` (1 ≤ p ≤
+    4096, the stages :func:`check_stage_args` allows)."""
+    name = check_text("name", name)
+    p = check_int("p", p, maximum=4096)
     if np.ndim(value) == 0:
         return np.full(p, check_number(name, value, minimum=0, strict_min=True))
     vals = list(value)

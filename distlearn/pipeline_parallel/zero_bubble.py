@@ -53,7 +53,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_number
 from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult, check_stage_args, per_stage_costs
 
 __all__ = ["ZERO_BUBBLE_SCHEDULES", "Op", "chunks_per_rank", "virtual_stage", "rank_ops", "greedy_orders",
@@ -64,6 +64,7 @@ __all__ = ["ZERO_BUBBLE_SCHEDULES", "Op", "chunks_per_rank", "virtual_stage", "r
 ZERO_BUBBLE_SCHEDULES = ("zb-h1", "zb-h2", "interleaved-zb", "zbv", "dualpipev", "dualpipe")
 _CODE = {k: i for i, k in enumerate(KINDS)}
 MAX_OPS = 400_000
+MAX_GREEDY_STEPS = 4_000_000   # greedy_orders: 3·p²·m steps, a few seconds
 
 
 class Op(NamedTuple):
@@ -105,8 +106,20 @@ def virtual_stage(schedule: str, rank: int, chunk: int, num_ranks: int) -> int:
 
     Looped placement (ZB-H1, ZB-H2, interleaved-zb): ``chunk·p + rank``. V placement (ZB-V, DualPipeV):
     chunk 0 → ``rank``, chunk 1 → ``2p − 1 − rank``. DualPipe: chunk 0 is stage ``rank`` of the first pipeline
-    (indices 0…p − 1), chunk 1 stage ``p − 1 − rank`` of the second one, numbered ``p + (p − 1 − rank)``."""
-    p = num_ranks
+    (indices 0…p − 1), chunk 1 stage ``p − 1 − rank`` of the second one, numbered ``p + (p − 1 − rank)``.
+    Raises DistlearnValueError for an unknown schedule, ``num_ranks`` outside [1, 256], ``rank`` outside
+    [0, num_ranks − 1] or ``chunk`` outside the rank's chunks ([0, 7] looped, 0 or 1 for the V and DualPipe
+    placements)."""
+    schedule = check_choice("schedule", schedule, ZERO_BUBBLE_SCHEDULES)
+    p = check_int("num_ranks", num_ranks, minimum=1, maximum=256)
+    rank = check_int("rank", rank, minimum=0, maximum=p - 1)
+    looped = schedule in ("zb-h1", "zb-h2", "interleaved-zb")
+    chunk = check_int("chunk", chunk, minimum=0, maximum=7 if looped else 1)
+    return _virtual_stage(schedule, rank, chunk, p)
+
+
+def _virtual_stage(schedule: str, rank: int, chunk: int, p: int) -> int:
+    """:func:`virtual_stage` without the checks, for the event loop (its arguments come from validated orders)."""
     if schedule in ("zb-h1", "zb-h2", "interleaved-zb"):
         return chunk * p + rank
     return rank if chunk == 0 else 2 * p - 1 - rank
@@ -125,7 +138,7 @@ def _rank_of(schedule: str, p: int, v: int) -> dict:
     out = {}
     for r in range(p):
         for c in range(chunks_per_rank(schedule, v)):
-            out[virtual_stage(schedule, r, c, p)] = r
+            out[_virtual_stage(schedule, r, c, p)] = r
     assert len(out) == n
     return out
 
@@ -450,8 +463,22 @@ def greedy_orders(num_stages: int, num_microbatches: int, fwd_time: float, input
     held (forward done, W not yet), else the oldest pending W — W is always ready, so a stage never idles while it
     owes one. Nothing ready: it waits for the first I or F to arrive. This is the rule of Qi et al. 2023 §3
     (automatic scheduling) with the ZB-H2 memory limit. One pipeline, one chunk per stage; costs are the same on
-    every stage. Returns one list of :class:`Op` per stage."""
-    p, m = num_stages, num_microbatches
+    every stage. Returns one list of :class:`Op` per stage.
+
+    Raises DistlearnValueError for stages outside [1, 256], micro-batches outside [1, 4096] (the bounds of
+    :func:`simulate`), costs that are not finite numbers > 0, or more than :data:`MAX_GREEDY_STEPS` scheduler
+    steps (3·p·m operations, each choosing among the p stages: 3·p²·m)."""
+    p = check_int("num_stages", num_stages, minimum=1, maximum=256)
+    m = check_int("num_microbatches", num_microbatches, minimum=1, maximum=4096)
+    fwd_time = check_number("fwd_time", fwd_time, minimum=0, strict_min=True)
+    input_time = check_number("input_time", input_time, minimum=0, strict_min=True)
+    wgrad_time = check_number("wgrad_time", wgrad_time, minimum=0, strict_min=True)
+    if 3 * p * p * m > MAX_GREEDY_STEPS:
+        raise DistlearnValueError(
+            "num_microbatches", f"num_stages = {p} and num_microbatches = {m} make 3·p²·m = {3 * p * p * m:,} "
+                                f"greedy scheduler steps: more than this scheduler handles ({MAX_GREEDY_STEPS:,}).",
+            f"num_stages = {p}、num_microbatches = {m} 需要 3·p²·m = {3 * p * p * m:,} 步贪心调度，"
+            f"超过了本调度器的上限（{MAX_GREEDY_STEPS:,}）。")
     limit = 2 * p - 1 if memory_limit is None else check_int("memory_limit", memory_limit, minimum=1)
     dur = {"F": fwd_time, "I": input_time, "W": wgrad_time}
     f_end, i_end = {}, {}
@@ -595,10 +622,10 @@ def _run(schedule, orders, p, first, last, rank_of, dur, comm, step_of=None):
             while ptr[r] < len(order):
                 op = order[ptr[r]]
                 if op.kind == "F&B":
-                    parts = [("F", virtual_stage(schedule, r, op.chunk, p), op.microbatch),
-                             ("B", virtual_stage(schedule, r, op.bwd_chunk, p), op.bwd_microbatch)]
+                    parts = [("F", _virtual_stage(schedule, r, op.chunk, p), op.microbatch),
+                             ("B", _virtual_stage(schedule, r, op.bwd_chunk, p), op.bwd_microbatch)]
                 else:
-                    parts = [(op.kind, virtual_stage(schedule, r, op.chunk, p), op.microbatch)]
+                    parts = [(op.kind, _virtual_stage(schedule, r, op.chunk, p), op.microbatch)]
                 needs = [need(*x) for x in parts]
                 if any(n is not None and n not in done for n in needs):
                     break
@@ -644,6 +671,7 @@ def simulate_steps(schedule: str, num_stages: int, num_microbatches: int, num_st
     """
     schedule, p, m, v = _check(schedule, num_stages, num_microbatches, num_chunks)
     n = check_int("num_steps", num_steps, minimum=1, maximum=64)
+    optimizer_sync = check_bool("optimizer_sync", optimizer_sync)
     if 3 * p * m * n * chunks_per_rank(schedule, v) > MAX_OPS:
         raise DistlearnValueError(
             "num_steps", f"about {3 * p * m * n * chunks_per_rank(schedule, v):,} operations: more than this "
@@ -770,6 +798,7 @@ def step_time_closed_form(schedule: str, num_stages: int, num_microbatches: int,
       first input arrives after p − 1 forwards) that the parallelogram's slanted edges add to the step.
     """
     schedule = check_choice("schedule", schedule, ("zb-h1", "zb-h2"))
+    optimizer_sync = check_bool("optimizer_sync", optimizer_sync)
     c = closed_form(schedule, num_stages, num_microbatches, fwd_time=fwd_time, bwd_time=bwd_time,
                     wgrad_time=wgrad_time)
     p, m = int(num_stages), int(num_microbatches)

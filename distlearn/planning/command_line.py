@@ -12,7 +12,7 @@ from distlearn.core.hardware import GPUS, get_gpu
 from distlearn.core.i18n import bi, get_language
 from distlearn.memory.formulas import GB, PRECISION_LABELS
 from distlearn.core.models import PRESETS
-from distlearn.core.validate import DistlearnValueError, check_choice, check_text
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_text
 from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute_peak
 from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
 from distlearn.planning.plan_search import search
@@ -52,7 +52,9 @@ def precision_label(precision: str) -> tuple[str, str]:
 
 
 def display_width(text: str) -> int:
-    """Columns ``text`` takes in a terminal or notebook: East Asian wide / full-width characters count 2."""
+    """Columns ``text`` takes in a terminal or notebook: East Asian wide / full-width characters count 2. Raises
+    DistlearnValueError for a ``text`` that is not a string."""
+    text = check_text("text", text)
     return sum(2 if unicodedata.east_asian_width(c) in "WF" else 1 for c in text)
 
 
@@ -60,7 +62,8 @@ def format_table(plans, limit: int = 10) -> str:
     """Plain-text table of the first ``limit`` plans (a list of Estimates, or a search's result), with a header line
     in the reader's language (under ``both``: an English and a Chinese line), right-aligned by display width (a
     Chinese character takes two columns) so that every line is under 100 columns. The columns are explained by
-    :func:`table_legend`."""
+    :func:`table_legend`. Raises DistlearnValueError for a ``limit`` that is not an integer ≥ 1."""
+    limit = check_int("limit", limit, minimum=1)
     plans = getattr(plans, "plans", plans)  # planner.search(...) itself, or its .plans
     lang = get_language()
     rows = {"en": [HEADER], "zh": [HEADER_ZH]}.get(lang, [HEADER, HEADER_ZH])
@@ -101,7 +104,9 @@ def positive_int(name: str):
 
 
 def share(text: str) -> float:
-    """An argparse ``type`` for a share of peak in (0, 1], with an ArgumentTypeError in the reader's language."""
+    """An argparse ``type`` for a share of peak in (0, 1], with an ArgumentTypeError in the reader's language.
+    Raises DistlearnValueError for a ``text`` that is not a string (argparse always passes one)."""
+    text = check_text("text", text)
     try:
         value = float(text)
     except ValueError:
@@ -159,7 +164,9 @@ def parser() -> argparse.ArgumentParser:
 
 
 def recompute_modes(text: str) -> tuple[str, ...]:
-    """``--recompute``'s value: modes of :data:`distlearn.activation_memory.formulas.RECOMPUTE_MODES`, comma-separated."""
+    """``--recompute``'s value: modes of :data:`distlearn.activation_memory.formulas.RECOMPUTE_MODES`, comma-separated.
+    Raises DistlearnValueError for a ``text`` that is not a string (argparse always passes one)."""
+    text = check_text("text", text)
     modes = tuple(m.strip() for m in text.split(",") if m.strip())
     bad = [m for m in modes if m not in RECOMPUTE_MODES]
     if not modes or bad:

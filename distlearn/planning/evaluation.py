@@ -85,9 +85,9 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     """
     validate_plan_fields(plan)  # first: the GPU count dp·tp·cp·pp needs whole degrees
     model, cluster = resolve(model, gpu, plan.world_size, cluster)
-    validate_plan_layout(model, cluster, plan, global_batch, seq_len)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu)
+                      fragmentation, swiglu)  # checks global_batch and seq_len: the layout's checks take them as is
+    _check_layout(model, cluster, plan, global_batch, seq_len)
     return estimate(st, plan)
 
 
@@ -119,7 +119,17 @@ def validate_plan_layout(model: ModelConfig, cluster: Cluster, p: Plan, global_b
     """Check a plan (whose fields :func:`validate_plan_fields` accepted) against the model, the cluster and the
     batch: tp inside a node and dividing it and the (kv) heads, dp·tp·cp·pp GPUs, cp dividing ``seq_len``, ep on an
     MoE model dividing its experts and dp·cp, pp ≤ layers, ``stage_layers``, the micro-batches, the schedule's and
-    interleaving's conditions. Raises DistlearnValueError naming the field."""
+    interleaving's conditions. ``global_batch`` and ``seq_len`` (unless None) must be integers ≥ 1. Raises
+    DistlearnValueError naming the field."""
+    check_int("global_batch", global_batch, minimum=1)
+    if seq_len is not None:
+        check_int("seq_len", seq_len, minimum=1)
+    _check_layout(model, cluster, p, global_batch, seq_len)
+
+
+def _check_layout(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: int, seq_len: int | None) -> None:
+    """:func:`validate_plan_layout` once ``global_batch`` and ``seq_len`` are known to be whole numbers ≥ 1
+    (:func:`evaluate` has :func:`~distlearn.planning.setting.make_setting` check them: each input once)."""
     node = cluster.gpus_per_node
     if p.tp > node:
         raise DistlearnValueError("tp", f"tp = {p.tp} is larger than a node ({node} GPUs): tensor parallelism needs "

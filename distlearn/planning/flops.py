@@ -22,7 +22,7 @@ from typing import NamedTuple
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.core.hardware import GPU, peak_flops
 from distlearn.core.models import ModelConfig, build_model
-from distlearn.core.validate import DistlearnValueError, check_choice
+from distlearn.core.validate import DistlearnValueError, check_choice, check_elements, check_int, check_seed
 from distlearn.memory.formulas import PRECISIONS
 from distlearn.precision.fp8_recipes import RECIPES as FP8_RECIPES
 
@@ -62,9 +62,14 @@ def forward_flops(model: ModelConfig, num_sequences: int, seq_len: int) -> dict[
     layers: 2·B·s·Σ P_matmul (:func:`matmul_params_per_layer`, l·P_matmul for a dense model); attention
     (QKᵀ and scores·V, causal mask not exploited): :func:`attention_core_flops`, 4·B·s²·h·l for standard
     attention; logits: 2·B·s·h·V. For a GPT block P_matmul = 12h², giving Narayanan et al.'s 24·B·s·h² +
-    4·B·s²·h per layer.
+    4·B·s²·h per layer. Raises DistlearnValueError unless ``num_sequences`` and ``seq_len`` are integers ≥ 1.
     """
-    B, s, h, l = num_sequences, seq_len, model.hidden_size, model.num_layers
+    return _forward_flops(model, check_int("num_sequences", num_sequences), check_int("seq_len", seq_len))
+
+
+def _forward_flops(model: ModelConfig, B: int, s: int) -> dict[str, float]:
+    """:func:`forward_flops` of numbers already checked (:func:`model_counts`)."""
+    h, l = model.hidden_size, model.num_layers
     if model.is_moe:
         matmul = sum(matmul_params_per_layer(model, i) for i in range(l))
     else:
@@ -78,7 +83,7 @@ def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: 
     Raises DistlearnValueError for a ``recompute`` not in
     :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`."""
     check_choice("recompute", recompute, RECOMPUTE_MODES)
-    return flops_of_step(forward_flops(model, num_sequences, seq_len), recompute)
+    return _flops_of_step(forward_flops(model, num_sequences, seq_len), recompute)
 
 
 def flops_of_step(forward: dict[str, float], recompute: str) -> dict[str, float]:
@@ -86,8 +91,13 @@ def flops_of_step(forward: dict[str, float], recompute: str) -> dict[str, float]
 
     model = 3 × forward (what MFU counts); hardware adds what recomputation runs again: the layers' forward for
     ``"full"`` (→ Narayanan et al. 2021 eq. 3 for GPT), the attention core for ``"selective"``, no matrix
-    FLOPs for ``"norm-act"`` (it recomputes element-wise work only). ``recompute`` must be a mode (checked by
-    the callers' entry points)."""
+    FLOPs for ``"norm-act"`` (it recomputes element-wise work only). Raises DistlearnValueError for a
+    ``recompute`` not in :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`."""
+    return _flops_of_step(forward, check_choice("recompute", recompute, RECOMPUTE_MODES))
+
+
+def _flops_of_step(forward: dict[str, float], recompute: str) -> dict[str, float]:
+    """:func:`flops_of_step` for a ``recompute`` already checked (:func:`step_flops`, :class:`ModelCounts`)."""
     model_flops = 3 * (forward["layers"] + forward["attention"] + forward["logits"])
     extra = {"none": 0.0, "norm-act": 0.0, "selective": forward["attention"],
              "full": forward["layers"] + forward["attention"]}[recompute]
@@ -100,15 +110,23 @@ def measured_flops(model: ModelConfig, num_sequences: int, seq_len: int, seed: i
 
     Attention runs on SDPA's math backend so its matrix multiplies are visible to the counter (the fused CPU kernel
     is not counted). Compare with :func:`forward_flops` (equal) and with backward = 2 × forward. Imports torch
-    (about a second) only when called.
+    (about a second) only when called. Raises DistlearnValueError unless ``num_sequences`` ≥ 1, 1 ≤ ``seq_len`` ≤
+    ``model.max_seq_len``, ``seed`` is a seed (:func:`~distlearn.core.validate.check_seed`) and the largest
+    activation (tokens × the widest layer, or the attention scores) has at most
+    :data:`~distlearn.core.validate.MAX_ELEMENTS` elements.
     """
+    B = check_int("num_sequences", num_sequences)
+    s = check_int("seq_len", seq_len, maximum=model.max_seq_len)
+    seed = check_seed("seed", seed)
+    widest = max(model.hidden_size, model.ffn_hidden_size, model.vocab_size)
+    check_elements("num_sequences × seq_len", max(B * s * widest, B * model.num_heads * s * s))
     import torch
     from torch.nn.attention import SDPBackend, sdpa_kernel
     from torch.utils.flop_counter import FlopCounterMode
 
     torch.manual_seed(seed)
     net = build_model(model, device="cpu")
-    tokens = torch.randint(0, model.vocab_size, (num_sequences, seq_len))
+    tokens = torch.randint(0, model.vocab_size, (B, s))
     with sdpa_kernel(SDPBackend.MATH):
         with FlopCounterMode(display=False) as fwd:
             out = net(tokens)
@@ -121,8 +139,10 @@ def megatron_flops(model: ModelConfig, batch: int, seq_len: int) -> float:
     """Narayanan et al. 2021 eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per step (with recomputation).
 
     Valid for GPT blocks (4h MLP, multi-head attention); used to convert published TFLOP/s into tokens/s.
+    Raises DistlearnValueError unless ``batch`` and ``seq_len`` are integers ≥ 1.
     """
-    s, l, h, V = seq_len, model.num_layers, model.hidden_size, model.vocab_size
+    batch = check_int("batch", batch)
+    s, l, h, V = check_int("seq_len", seq_len), model.num_layers, model.hidden_size, model.vocab_size
     return 96 * batch * s * l * h * h * (1 + s / (6 * h) + V / (16 * l * h))
 
 
@@ -132,7 +152,7 @@ def compute_peak(gpu: GPU, precision: str) -> float:
     DistlearnValueError for an unknown precision, for fp32 on a GPU whose fp32 peak is unknown, or for FP8 on a
     GPU without FP8 tensor cores."""
     check_choice("precision", precision, PLANNER_PRECISIONS)
-    return matmul_peak(gpu, precision)
+    return _matmul_peak(gpu, precision)
 
 
 def matmul_peak(gpu: GPU, precision: str) -> float:
@@ -140,7 +160,29 @@ def matmul_peak(gpu: GPU, precision: str) -> float:
     (16-bit tensor cores) for the mixed-precision recipes, ``gpu.peak_flops_fp32`` (TF32 tensor cores, FP32 on a
     V100) for ``"fp32"``, the FP8 peak (:func:`distlearn.core.hardware.peak_flops` ``(gpu, "fp8")``) for the FP8
     recipes (:data:`FP8_PRECISIONS`: only their linear layers' GEMMs run in FP8). Raises DistlearnValueError for
-    fp32 on a GPU whose fp32 peak is unknown, or for FP8 on a GPU without FP8 tensor cores."""
+    a precision not in :data:`PLANNER_PRECISIONS`, for fp32 on a GPU whose fp32 peak is unknown, or for FP8 on a
+    GPU without FP8 tensor cores. (:class:`~distlearn.planning.setting.Setting` takes its peaks from
+    :meth:`Peaks.of`, with the precision :func:`~distlearn.planning.setting.make_setting` checked.)"""
+    check_choice("precision", precision, PLANNER_PRECISIONS)
+    return _matmul_peak(gpu, precision)
+
+
+class Peaks(NamedTuple):
+    """The FLOP/s a recipe's kernels run at on one GPU (:meth:`of`)."""
+
+    gemm: float    # the linear layers' GEMMs: :func:`matmul_peak` of the precision (FP8 for the FP8 recipes)
+    other: float   # the attention core and the logits: 16-bit (fp32 for "fp32"; FP8 recipes keep them in bf16)
+
+    @classmethod
+    def of(cls, gpu: GPU, precision: str) -> Peaks:
+        """The peaks of ``precision`` (one of :data:`PLANNER_PRECISIONS`, checked by the caller's boundary:
+        :func:`~distlearn.planning.setting.make_setting`) on ``gpu``."""
+        return cls(_matmul_peak(gpu, precision),
+                   _matmul_peak(gpu, "mixed" if precision in FP8_PRECISIONS else precision))
+
+
+def _matmul_peak(gpu: GPU, precision: str) -> float:
+    """:func:`matmul_peak` for a precision of :data:`PLANNER_PRECISIONS`."""
     if precision in FP8_PRECISIONS:
         return peak_flops(gpu, "fp8")
     if precision != "fp32":
@@ -182,6 +224,12 @@ class ModelCounts(NamedTuple):
     gemm_flops_by_layer: tuple[float, ...] | None  # per layer, for MoE models (None for dense ones)
     logits_flops: float                    # forward FLOPs of the output layer
     model_flops_step: float                # model FLOPs of a step of the global batch (3 × forward, no recompute)
+    step_forward: dict[str, float]         # forward FLOPs of the global batch (:func:`forward_flops`)
+
+    def hardware_flops(self, recompute: str) -> float:
+        """FLOPs of one step of the global batch with ``recompute``'s extra forward work (:func:`flops_of_step`;
+        ``recompute`` checked by the caller's entry point)."""
+        return _flops_of_step(self.step_forward, recompute)["hardware"]
 
     def stage_sums(self, start: int, n: int) -> StageSums:
         """Parameters, per-sequence forward FLOPs and MoE layers of the ``n`` layers from layer ``start``."""
@@ -207,7 +255,8 @@ def model_counts(model: ModelConfig, global_batch: int, seq_len: int) -> ModelCo
     else:
         moe, dense, experts = [False] * l, [model.layer_parameters()] * l, [0] * l
     tied_copy = model.vocab_size * h if model.tied_embeddings else 0  # Megatron keeps a copy on the last stage
-    f = forward_flops(model, 1, seq_len)  # per sequence
+    f = _forward_flops(model, 1, seq_len)  # per sequence
+    step = _forward_flops(model, global_batch, seq_len)  # the global batch
     by_layer = tuple(2 * seq_len * matmul_params_per_layer(model, i) for i in range(l)) if model.is_moe else None
     return ModelCounts(
         moe_layer=tuple(moe), dense_params=tuple(dense), expert_params=tuple(experts),
@@ -216,4 +265,4 @@ def model_counts(model: ModelConfig, global_batch: int, seq_len: int) -> ModelCo
         last_stage_params=model.norm_parameters() + (model.lm_head_parameters() or tied_copy),
         attention_flops=f["attention"] / l, gemm_flops=f["layers"] / l, gemm_flops_by_layer=by_layer,
         logits_flops=f["logits"],
-        model_flops_step=flops_of_step(forward_flops(model, global_batch, seq_len), "none")["model"])
+        model_flops_step=_flops_of_step(step, "none")["model"], step_forward=step)

@@ -61,8 +61,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distlearn.activation_memory.formulas import ATTENTION, SWIGLU
 from distlearn.core.hardware import GPU
 from distlearn.core.models import ModelConfig
+from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_int, check_number,
+                                     check_positive)
 from distlearn.planning import flops
 
 # Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table"
@@ -116,7 +119,19 @@ class Gemm:
 
 def gemm_seconds(g: Gemm, peak: float, ceiling: float, hbm_bw: float, in_bytes: float = 2,
                  out_bytes: float = 2) -> float:
-    """Roofline time of ``g``: max(FLOPs / (peak × ceiling), bytes / hbm_bw), seconds."""
+    """Roofline time of ``g``: max(FLOPs / (peak × ceiling), bytes / hbm_bw), seconds. Raises DistlearnValueError
+    unless ``peak``, ``hbm_bw``, ``in_bytes`` and ``out_bytes`` are finite numbers > 0 and ``ceiling`` is in
+    (0, 1]."""
+    check_positive("peak", peak)
+    check_number("ceiling", ceiling, minimum=0, maximum=1, strict_min=True)
+    check_positive("hbm_bw", hbm_bw)
+    check_positive("in_bytes", in_bytes)
+    check_positive("out_bytes", out_bytes)
+    return _gemm_seconds(g, peak, ceiling, hbm_bw, in_bytes, out_bytes)
+
+
+def _gemm_seconds(g: Gemm, peak: float, ceiling: float, hbm_bw: float, in_bytes: float, out_bytes: float) -> float:
+    """:func:`gemm_seconds` of checked numbers."""
     return max(g.flops / (peak * ceiling), g.bytes(in_bytes, out_bytes) / hbm_bw)
 
 
@@ -161,7 +176,14 @@ def layer_gemms(model: ModelConfig, tokens: float, tp: int, layer: int | None = 
 
 def attention_gemms(model: ModelConfig, micro_batch: int, seq_len: int, tp: int) -> list[Gemm]:
     """The materialised attention core's two batched GEMMs, b·a/t of each: QKᵀ (s × d)·(d × s) and
-    scores·V (s × s)·(s × d) (MLA: d_qk and d_v)."""
+    scores·V (s × s)·(s × d) (MLA: d_qk and d_v). Raises DistlearnValueError unless ``micro_batch``, ``seq_len``
+    and ``tp`` are integers ≥ 1."""
+    return _attention_gemms(model, check_int("micro_batch", micro_batch), check_int("seq_len", seq_len),
+                            check_int("tp", tp))
+
+
+def _attention_gemms(model: ModelConfig, micro_batch: int, seq_len: int, tp: int) -> list[Gemm]:
+    """:func:`attention_gemms` of checked numbers."""
     d_qk = model.mla.qk_head_dim if model.mla is not None else model.head_dim
     d_v = model.mla.v_head_dim if model.mla is not None else model.head_dim
     heads = micro_batch * model.num_heads / tp
@@ -204,7 +226,39 @@ def elementwise_ops(model: ModelConfig, micro_batch: int, tokens: float, tp: int
     ``rep``: backward is the gradient sum), SwiGLU fused (read gate, up, write out: 3 / 5 of T·f/t) or unfused
     (SiLU 2 / 3, then the product 3 / 5). Flash attention's own reads are inside its kernel (:data:`FLASH_SHARE`).
     An MoE layer's MLP is counted as a dense one as wide as the experts a token uses.
+
+    Raises DistlearnValueError unless ``micro_batch`` and ``tp`` are integers ≥ 1, ``tokens`` a finite number > 0,
+    ``sequence_parallel`` a bool, ``attention`` one of :data:`~distlearn.activation_memory.formulas.ATTENTION`
+    (``"materialised"`` needs ``seq_len``), ``swiglu`` one of :data:`~distlearn.activation_memory.formulas.SWIGLU`,
+    ``seq_len`` (unless None) an integer ≥ 1 and ``layer`` (unless None) a layer of the model.
     """
+    _check_layer_args(model, micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel,
+                      attention=attention, swiglu=swiglu, seq_len=seq_len, layer=layer)
+    check_positive("tokens", tokens)
+    return _elementwise_ops(model, micro_batch, tokens, tp, sequence_parallel, attention, swiglu, seq_len, layer)
+
+
+def _check_layer_args(model: ModelConfig, *, micro_batch, tp, sequence_parallel, attention, swiglu, seq_len,
+                      layer) -> None:
+    """The checks :func:`elementwise_ops` and :func:`layer_seconds` share (DistlearnValueError naming the
+    parameter)."""
+    check_int("micro_batch", micro_batch)
+    check_int("tp", tp)
+    check_bool("sequence_parallel", sequence_parallel)
+    check_choice("attention", attention, ATTENTION)
+    check_choice("swiglu", swiglu, SWIGLU)
+    if seq_len is not None:
+        check_int("seq_len", seq_len)
+    elif attention == "materialised":
+        raise DistlearnValueError("seq_len", "materialised attention needs seq_len (its scores are s × s).",
+                                  "存下注意力分数（materialised）时需要 seq_len（分数矩阵是 s × s）。")
+    if layer is not None:
+        check_int("layer", layer, minimum=0, maximum=model.num_layers - 1)
+
+
+def _elementwise_ops(model: ModelConfig, micro_batch: int, tokens: float, tp: int, sequence_parallel: bool,
+                     attention: str, swiglu: str, seq_len: int | None, layer: int | None) -> list[ElementwiseOp]:
+    """:func:`elementwise_ops` of checked arguments."""
     h, t, b = model.hidden_size, tp, micro_batch
     rep = tokens * h / (t if sequence_parallel else 1)
     inner = tokens * h / t
@@ -276,22 +330,84 @@ def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: in
 
     ``gemm_peak``: FLOP/s of the linear layers' GEMMs (FP8 for the FP8 recipes, TF32 for fp32), ``gemm_bytes`` their
     input bytes (1 for FP8; outputs in ``act_bytes``); ``peak``: the attention core's 16-bit (fp32) peak. With
-    ``cp`` > 1 each rank holds s/cp queries against all s keys (flash attention)."""
-    family = gpu_family(gpu)
-    e, bw = GEMM_CEILING[family], gpu.hbm_bw
-    tokens = micro_batch * seq_len / cp
-    gemms = layer_gemms(model, tokens, tp, layer, ep)
-    g_fwd = sum(gemm_seconds(g, gemm_peak, e, bw, gemm_bytes, act_bytes) for g in gemms)
-    if attention == "flash":
-        f_attn = micro_batch * flops.attention_core_flops(model, seq_len) / (tp * cp)
-        fwd_share, bwd_share = FLASH_SHARE[family]
-        a_fwd = f_attn / (peak * fwd_share)
-        a_bwd = FLASH_BACKWARD_FLOPS * f_attn / (peak * bwd_share)
-    else:
-        a_fwd = sum(gemm_seconds(g, peak, e, bw, act_bytes, act_bytes)
-                    for g in attention_gemms(model, micro_batch, seq_len, tp))
-        a_bwd = 2 * a_fwd
-    ops = elementwise_ops(model, micro_batch, tokens, tp, sequence_parallel, attention, swiglu, seq_len, layer)
+    ``cp`` > 1 each rank holds s/cp queries against all s keys (flash attention).
+
+    Raises DistlearnValueError for a GPU without ``hbm_bw``, or unless ``micro_batch``, ``seq_len``, ``tp``, ``cp``
+    and ``ep`` are integers ≥ 1, ``sequence_parallel`` a bool, ``attention`` and ``swiglu`` known names (see
+    :func:`elementwise_ops`), ``gemm_peak``, ``peak``, ``gemm_bytes`` and ``act_bytes`` finite numbers > 0 and
+    ``layer`` (unless None) a layer of the model. The planner calls :meth:`KernelModel.layer` with the values its
+    boundary checked."""
+    _check_gpu(gpu)
+    _check_layer_args(model, micro_batch=micro_batch, tp=tp, sequence_parallel=sequence_parallel,
+                      attention=attention, swiglu=swiglu, seq_len=seq_len, layer=layer)
+    check_int("cp", cp)
+    check_int("ep", ep)
+    for name, value in (("gemm_peak", gemm_peak), ("peak", peak), ("gemm_bytes", gemm_bytes),
+                        ("act_bytes", act_bytes)):
+        check_positive(name, value)
+    return KernelModel(model, gpu, gemm_peak=gemm_peak, peak=peak, gemm_bytes=gemm_bytes, act_bytes=act_bytes,
+                       swiglu=swiglu).layer(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
+                                            sequence_parallel=sequence_parallel, attention=attention, layer=layer,
+                                            ep=ep)
+
+
+def _check_gpu(gpu: GPU) -> None:
+    if gpu.hbm_bw is None:
+        raise DistlearnValueError("gpu", f"the kernel model needs GPU {gpu.name!r}'s HBM bandwidth: give GPU(..., "
+                                         f"hbm_bw=...) in bytes/s.",
+                                  f"内核模型需要 GPU {gpu.name!r} 的显存 (HBM) 带宽：请在 GPU(..., hbm_bw=...) 中给出，"
+                                  f"单位 bytes/s。")
+
+
+@dataclass(frozen=True)
+class KernelModel:
+    """The kernel model of one setting: the model, the GPU and the recipe's peaks and bytes. Its methods are the
+    planner's arithmetic (:mod:`distlearn.planning.step_time`), which runs on values the planner's boundary
+    (:func:`~distlearn.planning.evaluation.evaluate`, :func:`~distlearn.planning.setting.make_setting`) checked
+    once (issue 31); a reader calls :func:`layer_seconds` and :func:`logits_seconds`, which check theirs."""
+
+    model: ModelConfig
+    gpu: GPU
+    gemm_peak: float
+    peak: float
+    gemm_bytes: float = 2
+    act_bytes: float = 2
+    swiglu: str = "unfused"
+
+    def layer(self, *, micro_batch: int, seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = True,
+              attention: str = "materialised", layer: int | None = None, ep: int = 1) -> LayerSeconds:
+        """:func:`layer_seconds` of checked arguments."""
+        model, gpu, gemm_peak, peak = self.model, self.gpu, self.gemm_peak, self.peak
+        gemm_bytes, act_bytes, swiglu = self.gemm_bytes, self.act_bytes, self.swiglu
+        family = gpu_family(gpu)
+        e, bw = GEMM_CEILING[family], gpu.hbm_bw
+        tokens = micro_batch * seq_len / cp
+        gemms = layer_gemms(model, tokens, tp, layer, ep)
+        g_fwd = sum(_gemm_seconds(g, gemm_peak, e, bw, gemm_bytes, act_bytes) for g in gemms)
+        if attention == "flash":
+            f_attn = micro_batch * flops.attention_core_flops(model, seq_len) / (tp * cp)
+            fwd_share, bwd_share = FLASH_SHARE[family]
+            a_fwd = f_attn / (peak * fwd_share)
+            a_bwd = FLASH_BACKWARD_FLOPS * f_attn / (peak * bwd_share)
+        else:
+            a_fwd = sum(_gemm_seconds(g, peak, e, bw, act_bytes, act_bytes)
+                        for g in _attention_gemms(model, micro_batch, seq_len, tp))
+            a_bwd = 2 * a_fwd
+        ops = _elementwise_ops(model, micro_batch, tokens, tp, sequence_parallel, attention, swiglu, seq_len, layer)
+        return _layer_total(ops, act_bytes, bw, g_fwd, a_fwd, a_bwd)
+
+    def logits(self, *, tokens: float, tp: int) -> float:
+        """:func:`logits_seconds` of checked arguments (its ``peak`` and ``act_bytes``: this model's)."""
+        model, gpu = self.model, self.gpu
+        family = gpu_family(gpu)
+        g = Gemm("logits", tokens, model.vocab_size / tp, model.hidden_size)
+        t_gemm = 3 * _gemm_seconds(g, self.peak, GEMM_CEILING[family], gpu.hbm_bw, self.act_bytes, self.act_bytes)
+        loss_bytes = (9.5 + 3.5) * 4 * tokens * model.vocab_size / tp
+        return t_gemm + loss_bytes / gpu.hbm_bw
+
+
+def _layer_total(ops, act_bytes: float, bw: float, g_fwd: float, a_fwd: float, a_bwd: float) -> LayerSeconds:
+    """:class:`LayerSeconds` from the GEMM and attention seconds and the elementwise ``ops``."""
     fwd = bwd = attn_fwd = norm_act_fwd = 0.0
     for op in ops:
         f, b = op.bytes(act_bytes)
@@ -316,9 +432,12 @@ def logits_seconds(model: ModelConfig, gpu: GPU, *, tokens: float, tp: int, peak
     its two backward GEMMs through the roofline, and Megatron's vocab-parallel cross-entropy on fp32 logits
     (forward: cast to fp32, max, subtract, exp, sum, divide by the sum to keep the softmax for backward:
     1.5 + 1 + 2 + 2 + 1 + 2 = 9.5 passes of 4 bytes per logit; backward: scale by the loss gradient, cast back:
-    2 + 1.5 = 3.5 passes; 13 in all)."""
-    family = gpu_family(gpu)
-    g = Gemm("logits", tokens, model.vocab_size / tp, model.hidden_size)
-    t_gemm = 3 * gemm_seconds(g, peak, GEMM_CEILING[family], gpu.hbm_bw, act_bytes, act_bytes)
-    loss_bytes = (9.5 + 3.5) * 4 * tokens * model.vocab_size / tp
-    return t_gemm + loss_bytes / gpu.hbm_bw
+    2 + 1.5 = 3.5 passes; 13 in all). Raises DistlearnValueError for a GPU without ``hbm_bw``, or unless
+    ``tokens``, ``peak`` and ``act_bytes`` are finite numbers > 0 and ``tp`` an integer ≥ 1. The planner calls
+    :meth:`KernelModel.logits` with the values its boundary checked."""
+    _check_gpu(gpu)
+    check_positive("tokens", tokens)
+    check_int("tp", tp)
+    check_positive("peak", peak)
+    check_positive("act_bytes", act_bytes)
+    return KernelModel(model, gpu, gemm_peak=peak, peak=peak, act_bytes=act_bytes).logits(tokens=tokens, tp=tp)

@@ -81,7 +81,16 @@ def chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
     (its chunk 0 also holds the embedding), last on the last stage (its last chunk also holds the output layer),
     and last on the middle stages. Llama 3 405B (§3.3.2): 7 layers in 8 chunks on the first stage give
     (0, 1, …, 1), "the first model chunk on the first stage has only the embedding"; the last stage's last chunk
-    "only output projection and loss"."""
+    "only output projection and loss". Raises DistlearnValueError unless ``num_chunks`` is an integer in [1,
+    1024]."""
+    return _chunk_layers(stage_layers, check_int("num_chunks", num_chunks, maximum=MAX_CHUNKS))
+
+
+MAX_CHUNKS = 1024  # model chunks per pipeline stage (interleaving): far more than any stage has layers
+
+
+def _chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
+    """:func:`chunk_layers` of a checked chunk count."""
     out = []
     pp = len(stage_layers)
     for i, n in enumerate(stage_layers):
@@ -102,10 +111,20 @@ def stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_lay
     Exact shortcut: in the steady phase the layers alive after forward q, F(q) − B(q − w − 1), repeat with the
     period P = p·v of the chunk order (both sums grow by the same g·Σ layers per period), and the cool-down only
     frees; so the peak is reached within the warm-up and one period, and ``num_microbatches`` beyond
-    :func:`peak_microbatches` gives the same peak (tests check it)."""
+    :func:`peak_microbatches` gives the same peak (tests check it). Raises DistlearnValueError unless ``pp``,
+    ``num_microbatches`` and ``num_chunks`` are integers ≥ 1 (``num_chunks`` ≤ 1024)."""
+    pp = check_int("pp", pp)
+    num_microbatches = check_int("num_microbatches", num_microbatches)
+    num_chunks = check_int("num_chunks", num_chunks, maximum=MAX_CHUNKS)
+    return _stage_peak_layers(pp, num_microbatches, num_chunks, stage_layers, stages)
+
+
+def _stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_layers,
+                       stages=None) -> tuple[float, ...]:
+    """:func:`stage_peak_layers` of a plan's checked numbers (:func:`plan_memory`)."""
     schedule = "interleaved-1f1b" if num_chunks > 1 else "1f1b"
     m = min(num_microbatches, peak_microbatches(pp, num_chunks))
-    return tuple(float(x) for x in peak_inflight_weighted(schedule, pp, m, chunk_layers(stage_layers, num_chunks),
+    return tuple(float(x) for x in peak_inflight_weighted(schedule, pp, m, _chunk_layers(stage_layers, num_chunks),
                                                           stages))
 
 
@@ -234,7 +253,7 @@ def stage_activations(st: Setting, p: Plan, stages: list[CandidateStage]) -> lis
     # the layer-micro-batches of every candidate stage in one schedule walk
     peaks = lambda: st.cached(("peak_layers", pp, min(p.num_microbatches, peak_microbatches(pp, v)), v,
                                p.stage_layers, rows),
-                              lambda: dict(zip(rows, stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers,
+                              lambda: dict(zip(rows, _stage_peak_layers(pp, p.num_microbatches, v, p.stage_layers,
                                                                        list(rows)))))
     out = []
     for row in stages:

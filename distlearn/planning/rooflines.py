@@ -75,9 +75,12 @@ def roofline(kind: str, gpu: str | GPU, *, link: str | None = None, model: Model
     """The condition for ``kind`` (one of :data:`KINDS`) on ``gpu`` (module docstring). ``link``: default NVLink for
     TP, the network for the others. ``model``: needed for CP (the K/V width over h). ``tp``: TP's degree.
     ``value``: the setting's value of the quantity (tokens per GPU, hidden size, tokens per rank, expert width),
-    to say whether it is hidden. Raises DistlearnValueError for an unknown kind or link, CP without a model, tp < 2.
+    to say whether it is hidden. Raises DistlearnValueError for an unknown kind or link, CP without a model, tp < 2,
+    a ``value`` that is not a finite number ≥ 0.
     """
     check_choice("kind", kind, KINDS)
+    if value is not None:
+        check_number("value", value, minimum=0)
     link = link or ("nvlink" if kind == "tp" else "network")
     C, W = achieved_flops(gpu, efficiency), link_bandwidth(gpu, link)
     if kind in ("dp", "fsdp"):

@@ -26,8 +26,8 @@ from distlearn.core.models import PRESETS, ModelConfig, get_preset
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
 from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_state_bytes
 from distlearn.pipeline_parallel.schedules import partition_layers
-from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, StageSums, flops_of_step,
-                                      forward_flops, matmul_peak, model_counts)
+from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
+                                      model_counts)
 from distlearn.precision.fp8_recipes import bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
 from distlearn.zero_fsdp.traffic import step_collectives
 
@@ -108,15 +108,15 @@ class Setting:
         self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
-        self.gemm_peak = matmul_peak(cluster.gpu, precision)  # FLOP/s of the linear layers' GEMMs
+        # FLOP/s of the linear layers' GEMMs, and of the attention core, logits and everything else: 16-bit (fp32
+        # for the fp32 recipe); FP8 recipes keep them in bf16 (DeepSeek-V3 §3.3.1, Transformer Engine: only Linear
+        # layers run in FP8)
+        self.gemm_peak, self.peak = Peaks.of(cluster.gpu, precision)
         self.fp8 = precision in FP8_PRECISIONS
         if self.fp8:  # the recipe's own bytes per parameter (its optimizer is part of the recipe)
             self.per = recipe_bytes_per_param(precision)
         else:
             self.per = bytes_per_param(precision, optimizer)
-        # attention core, logits and everything else: 16-bit (fp32 for the fp32 recipe); FP8 recipes keep them
-        # in bf16 (DeepSeek-V3 §3.3.1, Transformer Engine: only Linear layers run in FP8)
-        self.peak = matmul_peak(cluster.gpu, "mixed" if self.fp8 else precision)
         self.act_bytes = 4 if precision == "fp32" else 2  # activations in the dtype the layers compute in
         # time model: the kernel model of distlearn.planning.kernels unless a flat efficiency is given (or the GPU's
         # HBM bandwidth is unknown: then the flat COMPUTE_EFFICIENCY)
@@ -220,8 +220,7 @@ class Setting:
 
     def hardware_flops(self, recompute: str) -> float:
         """FLOPs of one step with ``recompute``'s extra forward work (:func:`~distlearn.planning.flops.step_flops`)."""
-        return self.cached(("hw", recompute), lambda: flops_of_step(forward_flops(self.model, self.B, self.s),
-                                                                    recompute)["hardware"])
+        return self.cached(("hw", recompute), lambda: self.counts.hardware_flops(recompute))
 
 
 def stage_starts(sizes: list[int]) -> list[int]:

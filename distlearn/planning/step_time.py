@@ -51,6 +51,7 @@ from typing import NamedTuple
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.context_parallel.simulation import cp_comm_bytes
+from distlearn.core.validate import check_choice, check_int
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
 from distlearn.planning.setting import Plan, Setting, stage_starts
@@ -108,7 +109,13 @@ class ZeroBubbleTerms(NamedTuple):
 def schedule_costs(st: Setting, recompute: str) -> ScheduleCosts:
     """:class:`ScheduleCosts` of one micro-batch: the backward is twice the forward (three times with full
     recomputation: the forward runs again), and its weight-gradient part is the linear layers' share of the
-    forward FLOPs (the attention core has no weights; Qi et al. 2023 §2)."""
+    forward FLOPs (the attention core has no weights; Qi et al. 2023 §2). Raises DistlearnValueError for a
+    ``recompute`` not in :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`."""
+    return _schedule_costs(st, check_choice("recompute", recompute, RECOMPUTE_MODES))
+
+
+def _schedule_costs(st: Setting, recompute: str) -> ScheduleCosts:
+    """:func:`schedule_costs` of a plan's recomputation mode (checked by :func:`validate_plan_fields`)."""
     c = st.counts
     w = c.gemm_flops / (c.gemm_flops + c.attention_flops)
     return ScheduleCosts(1.0, (3.0 if recompute == "full" else 2.0), w)
@@ -120,7 +127,7 @@ def schedule_simulation(st: Setting, p: Plan):
     its ``bubble_ratio`` and ``peak_inflight`` are what the planner charges for a zero-bubble schedule (W passes
     keep their activations, ``w_memory = 1``, as torch does)."""
     def make():
-        c = schedule_costs(st, p.recompute)
+        c = _schedule_costs(st, p.recompute)
         return pipeline.simulate(p.schedule, p.pp, p.num_microbatches, fwd_time=c.forward, bwd_time=c.backward,
                                  wgrad_time=c.weight_grad)
     return st.cached(("schedule_sim", p.schedule, p.pp, p.num_microbatches, p.recompute), make)
@@ -132,7 +139,7 @@ def zero_bubble_terms(st: Setting, p: Plan) -> ZeroBubbleTerms:
     (ZB-H1: t_W ≤ t_f, t_W ≤ t_I and m ≥ p, always true of :func:`schedule_costs` when m ≥ p; bubble
     (p − 1)(t_f + t_I − t_W), p micro-batches on every stage), else :func:`schedule_simulation`.
     tests/test_planner.py checks that both agree wherever the closed form is used."""
-    c = schedule_costs(st, p.recompute)
+    c = _schedule_costs(st, p.recompute)
     # the closed form at m = p: exact there and for every larger m (its condition is m ≥ p), its bubble time
     # (p − 1)(t_f + t_I − t_W) does not depend on m, its peak is min(p, m) = p
     closed = st.cached(("zb_closed", p.schedule, p.pp, p.recompute), lambda: zero_bubble.closed_form(
@@ -198,7 +205,14 @@ def stage_kinds(st: Setting, sizes: list[int]) -> list[StageKind]:
 
 def layer_parts(ls: kernels.LayerSeconds, n: int, recompute: str) -> dict[str, float]:
     """Seconds of ``n`` layers of :class:`~distlearn.planning.kernels.LayerSeconds` ``ls`` by part (``"gemm"``,
-    ``"attention"``, ``"elementwise"``): forward, backward and what ``recompute`` runs again."""
+    ``"attention"``, ``"elementwise"``): forward, backward and what ``recompute`` runs again. Raises
+    DistlearnValueError unless ``n`` is an integer ≥ 0 and ``recompute`` one of
+    :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`."""
+    return _layer_parts(ls, check_int("n", n, minimum=0), check_choice("recompute", recompute, RECOMPUTE_MODES))
+
+
+def _layer_parts(ls: kernels.LayerSeconds, n: int, recompute: str) -> dict[str, float]:
+    """:func:`layer_parts` of checked numbers (:func:`layer_units`: one layer, every mode)."""
     f = 2.0 if recompute == "full" else 1.0  # forward passes of the linear layers
     attn_extra = ls.attention_forward if recompute == "selective" else 0.0
     elem_extra = {"selective": ls.attention_elementwise_forward, "norm-act": ls.norm_act_forward}.get(recompute, 0.0)
@@ -214,16 +228,16 @@ def layer_units(st: Setting, p: Plan):
     b, tp = p.micro_batch_size, p.tp
 
     def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
-        return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.layer_seconds(
-            m, g, micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
-            attention=st.attention if p.cp == 1 else "flash", swiglu=st.swiglu, gemm_peak=st.gemm_peak,
-            peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes, act_bytes=st.act_bytes, layer=index,
-            ep=p.ep))
+        return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.KernelModel(
+            m, g, gemm_peak=st.gemm_peak, peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes,
+            act_bytes=st.act_bytes, swiglu=st.swiglu).layer(
+            micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
+            attention=st.attention if p.cp == 1 else "flash", layer=index, ep=p.ep))
 
     def every_mode(ls):
         out = {}
         for rc in RECOMPUTE_MODES:
-            parts = layer_parts(ls, 1, rc)
+            parts = _layer_parts(ls, 1, rc)
             out[rc] = parts, sum(parts.values())
         return out
 
@@ -263,8 +277,9 @@ def logit_seconds(st: Setting, p: Plan) -> float:
     """Forward + backward seconds of the output layer and its loss for one micro-batch
     (:func:`~distlearn.planning.kernels.logits_seconds`), memoized."""
     b, tp = p.micro_batch_size, p.tp
-    return st.cached(("logit_s", b, tp, p.cp), lambda: kernels.logits_seconds(
-        st.model, st.cluster.gpu, tokens=b * st.s / p.cp, tp=tp, peak=st.peak, act_bytes=st.act_bytes))
+    return st.cached(("logit_s", b, tp, p.cp), lambda: kernels.KernelModel(
+        st.model, st.cluster.gpu, gemm_peak=st.gemm_peak, peak=st.peak, act_bytes=st.act_bytes).logits(
+        tokens=b * st.s / p.cp, tp=tp))
 
 
 def dense_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
