@@ -7,6 +7,7 @@ import numpy as np
 from distlearn.core import plots
 from distlearn.core.i18n import bi, get_language
 from distlearn.planning import rooflines as R
+from distlearn.planning.evaluation import evaluate
 
 KIND_LABELS = {"dp": ("DP", "数据并行"), "fsdp": ("FSDP", "FSDP"), "tp": ("TP", "张量并行"), "cp": ("CP", "上下文并行"),
                "ep": ("EP", "专家并行")}
@@ -51,8 +52,6 @@ def plan_diagram(model, plan, *, global_batch: int, seq_len: int, gpu: str = "h1
     holds, stacked against the capacity. Right: the step time by part. Numbers from
     :func:`distlearn.planning.evaluate`; every label in the course language. Returns the figure."""
     from matplotlib.patches import FancyBboxPatch, Rectangle
-
-    from distlearn.planning.evaluation import evaluate
 
     est = evaluate(model, plan, global_batch=global_batch, seq_len=seq_len, gpu=gpu)
     dp, tp, pp = plan.dp, plan.tp, plan.pp
