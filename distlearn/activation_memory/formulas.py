@@ -175,12 +175,29 @@ TERM_SOURCES_ZH = {name: {k: pair[1] for k, pair in options.items()} for name, o
 def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none",
                 lang: str = "en") -> str:
     """The source of term ``name`` for this architecture, attention kernel and recomputation mode, in English
-    (``lang="en"``) or Chinese (``lang="zh"``). Raises KeyError for an unknown term."""
+    (``lang="en"``) or Chinese (``lang="zh"``). Raises DistlearnValueError for an unknown term or option."""
+    check_choice("name", name, TERM_SOURCE_TEXTS)
+    check_choice("arch", arch, ("gpt", "llama"))
+    check_choice("attention", attention, ATTENTION)
+    check_choice("recompute", recompute, RECOMPUTE_MODES)
+    check_choice("lang", lang, ("en", "zh"))
+    source = _term_source(name, arch, attention, recompute, lang)
+    if source is None:
+        raise DistlearnValueError("name", f"term {name!r} has no source for arch={arch!r}, attention={attention!r}, "
+                                          f"recompute={recompute!r}.",
+                                  f"项 {name!r} 在 arch={arch!r}、attention={attention!r}、recompute={recompute!r} "
+                                  f"下没有来源。")
+    return source
+
+
+def _term_source(name: str, arch: str, attention: str, recompute: str, lang: str) -> str | None:
+    """:func:`term_source` without the checks (layer_activation_table validated its options already); None when
+    the term has no source for this variant."""
     options = TERM_SOURCE_TEXTS[name]
     for key in (recompute if recompute in ("selective", "norm-act") else None, attention, arch, "any"):
         if key in options:
             return options[key][1 if lang == "zh" else 0]
-    raise KeyError(name)
+    return None
 
 
 @dataclass(frozen=True)
@@ -303,9 +320,8 @@ def layer_activation_table(*, seq_len: int, micro_batch_size: int, hidden_size: 
 
     def term(name, elements, nbytes, split):
         div = t if split == "tp" else sp_div if split == "sp" else 1
-        where = dict(arch=arch, attention=attention, recompute=recompute)
-        return ActivationTerm(name, elements / div, nbytes, split, term_source(name, **where),
-                              term_source(name, **where, lang="zh"))
+        return ActivationTerm(name, elements / div, nbytes, split, _term_source(name, arch, attention, recompute, "en"),
+                              _term_source(name, arch, attention, recompute, "zh"))
 
     if recompute == "full":
         return [term("layer_input", sbh, p, "sp")]
@@ -683,6 +699,9 @@ def estimate_memory(config: ModelConfig, *, seq_len: int, n_gpus: int, use_bf16:
 
     Returns a dict of bytes: ``params, grads, optimizer, activations, gathered, total, cpu``.
     """
+    use_bf16 = check_bool("use_bf16", use_bf16)
+    use_offload = check_bool("use_offload", use_offload)
+    use_ckpt = check_bool("use_ckpt", use_ckpt)
     n = config.num_parameters()
     states = model_state_bytes(n, dp=n_gpus, zero_stage=3, precision="mixed" if use_bf16 else "fp32",
                                offload_optimizer=use_offload)

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from types import MappingProxyType
 
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_text
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_number, check_text
 
 GB = 1e9
 GiB = 2 ** 30
@@ -167,13 +167,15 @@ def activation_bytes_per_layer(*, seq_len: int, micro_batch_size: int, hidden_si
 
 
 def to_gb(num_bytes: float) -> float:
-    """Bytes → GB (1e9 bytes)."""
-    return num_bytes / GB
+    """Bytes → GB (1e9 bytes). Raises DistlearnValueError unless ``num_bytes`` is a finite number (a difference of
+    bytes may be negative)."""
+    return check_number("num_bytes", num_bytes) / GB
 
 
 def to_gib(num_bytes: float) -> float:
-    """Bytes → GiB (2**30 bytes)."""
-    return num_bytes / GiB
+    """Bytes → GiB (2**30 bytes). Raises DistlearnValueError unless ``num_bytes`` is a finite number (a difference
+    of bytes may be negative)."""
+    return check_number("num_bytes", num_bytes) / GiB
 
 
 # Chinese glosses of the recipe names, for tables and labels: distlearn.core.i18n.named(name, RECIPE_ZH[name]).

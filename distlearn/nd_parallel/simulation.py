@@ -44,7 +44,8 @@ from distlearn.core.comm import ring_bytes_per_rank
 from distlearn.core.hardware import GPU, Cluster
 from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import MAX_STEPS, DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import (MAX_STEPS, MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice,
+                                     check_int, check_text)
 
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
            "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "llama3_layout", "stage_layers", "one_f_one_b_order",
@@ -135,6 +136,7 @@ def groups(layout: Layout | tuple, dim: str) -> list[list[int]]:
 
 def group_of(rank: int, layout: Layout | tuple, dim: str) -> list[int]:
     """The ranks of ``rank``'s group along ``dim`` (``rank`` included), in coordinate order."""
+    check_choice("dim", dim, DIMS)
     c = coords(rank, layout)
     n = _shape(layout)[DIMS.index(dim)]
     return [rank_of({**c, dim: i}, layout) for i in range(n)]
@@ -142,8 +144,15 @@ def group_of(rank: int, layout: Layout | tuple, dim: str) -> list[int]:
 
 def reference_groups(shape: tuple, dim: str) -> list[list[int]]:
     """:func:`groups` written with loops (the readable reference): walk every rank, compute its coordinates by
-    repeated division (tp = rank mod tp, then cp, dp, pp), and put it in the group keyed by its *other* coordinates."""
-    pp, dp, cp, tp = shape
+    repeated division (tp = rank mod tp, then cp, dp, pp), and put it in the group keyed by its *other* coordinates.
+    Raises DistlearnValueError for an unknown ``dim``, a shape that is not four sizes ≥ 1, or more than
+    :data:`~distlearn.core.validate.MAX_WORLD_SIZE` ranks (the loop walks every rank)."""
+    check_choice("dim", dim, DIMS)
+    if not isinstance(shape, (tuple, list)) or len(shape) != 4:
+        raise DistlearnValueError("shape", f"shape must be the four sizes (pp, dp, cp, tp), got {shape!r}.",
+                                  f"shape 必须是四个维度大小 (pp, dp, cp, tp)，收到 {shape!r}。")
+    pp, dp, cp, tp = _shape(tuple(shape))
+    check_int("world size (pp·dp·cp·tp)", pp * dp * cp * tp, maximum=MAX_WORLD_SIZE)
     found: dict[tuple, list[int]] = {}
     for rank in range(pp * dp * cp * tp):
         rest = rank
@@ -283,8 +292,15 @@ def fsdp_all_gathers(order: str, zero_stage: int, pipelined: bool) -> int:
     of "F" and "B"). A pass gathers when the parameters are sharded; ZeRO-3 (``reshard_after_forward=True``) frees
     them after each forward, ZeRO-2 keeps them until the backward; after a backward they are freed, except under
     ``torch.distributed.pipelining``, which sets ``reshard_after_backward=False`` for every micro-batch
-    (``PipelineStage.backward_maybe_with_nosync``) and reshards once at the end of the step."""
+    (``PipelineStage.backward_maybe_with_nosync``) and reshards once at the end of the step. Raises
+    DistlearnValueError for an ``order`` that is not a string of "F" and "B", a ZeRO stage other than 2 or 3, or a
+    ``pipelined`` that is not a bool."""
+    check_text("order", order)
+    if set(order) - {"F", "B"}:
+        raise DistlearnValueError("order", f'order must be a string of "F" and "B", got {order!r}.',
+                                  f'order 必须是由 "F" 和 "B" 组成的字符串，收到 {order!r}。')
     check_choice("zero_stage", zero_stage, (2, 3))
+    pipelined = check_bool("pipelined", pipelined)
     gathered, count = False, 0
     for op in order:
         if not gathered:
@@ -375,6 +391,7 @@ def group_traffic(config: ModelConfig, layout: Layout, rank: int, *, seq_len: in
         raise DistlearnValueError("layout", "group_traffic models tp > 1 with sequence parallelism only.",
                                   "group_traffic 只建模带序列并行的 tp > 1。")
     p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    seq_len = check_int("seq_len", seq_len)
     c = coords(rank, layout)
     pp, dp, cp, tp, m, b = layout.pp, layout.dp, layout.cp, layout.tp, layout.num_microbatches, layout.micro_batch_size
     h, V, s = config.hidden_size, config.vocab_size, seq_len
@@ -486,9 +503,16 @@ def activation_corrections(config: ModelConfig, *, seq_len: int, micro_batch_siz
       input: 2 norms × p·(s·b·h + s·b), divided by t with sequence parallelism.
     - ``lse_dtype``: the CPU flash kernel keeps its log-sum-exp in the input dtype when it is wider than fp32
       (float64): a·s·b/t·(p − 4) when p > 4, else 0.
+
+    Raises DistlearnValueError for sizes that are not integers ≥ 1, ``activation_bytes`` outside [1, 8] or a
+    ``sequence_parallel`` that is not a bool.
     """
-    s, b, h, a = seq_len, micro_batch_size, config.hidden_size, config.num_heads
-    p = activation_bytes
+    s = check_int("seq_len", seq_len)
+    b = check_int("micro_batch_size", micro_batch_size)
+    tp = check_int("tp", tp)
+    sequence_parallel = check_bool("sequence_parallel", sequence_parallel)
+    p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    h, a = config.hidden_size, config.num_heads
     split = tp if sequence_parallel else 1
     gathered = 2 * p * s * b * h * (1 - 1 / tp) if sequence_parallel and tp > 1 else 0.0
     return {"gathered_inputs": gathered, "rmsnorm_product": 2 * p * (s * b * h + s * b) / split,
@@ -530,6 +554,7 @@ def predict_rank_memory(config: ModelConfig, layout: Layout, rank: int, *, seq_l
         raise DistlearnValueError("layout", "predict_rank_memory does not model context parallelism (cp > 1).",
                                   "predict_rank_memory 不包含上下文并行（cp > 1）的模型。")
     p = check_int("activation_bytes", activation_bytes, minimum=1, maximum=8)
+    corrections = check_bool("corrections", corrections)
     c = coords(rank, layout)
     n = stage_parameters(config, layout, rank)
     s, b, m, tp = seq_len, layout.micro_batch_size, layout.num_microbatches, layout.tp

@@ -43,7 +43,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from distlearn.core.validate import check_bool, DistlearnValueError, check_int, check_number
+from distlearn.core.validate import check_bool, DistlearnValueError, check_int, check_number, check_text
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
            "closed_form_forward", "issue_order", "fsdp2_issue_order", "issue_order_text"]
@@ -267,6 +267,8 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
     kf = check_int("forward_prefetch", forward_prefetch, minimum=0)
     kb = check_int("backward_prefetch", backward_prefetch, minimum=0)
     limit = float("inf") if max_inflight is None else check_int("max_inflight", max_inflight, minimum=1)
+    reshard_after_forward = check_bool("reshard_after_forward", reshard_after_forward)
+    include_backward = check_bool("include_backward", include_backward)
 
     seq = [_Computation("forward", i, fwd[i], True) for i in range(n)]
     if include_backward:
@@ -376,7 +378,9 @@ def fsdp2_issue_order(result: OverlapResult, unit_names=None, root: str = "") ->
     simulated units wrapped by a root unit named ``root`` (FQN ``""``), which the simulation leaves out: its
     all-gather comes first (issued in the root's pre-forward, before any block) and its reduce-scatter last (issued
     in the final post-backward callback: ``_fully_shard/_fsdp_state.py``). The root is left at FSDP2's default,
-    which keeps it unsharded from forward to backward, so it has no backward all-gather."""
+    which keeps it unsharded from forward to backward, so it has no backward all-gather. Raises
+    DistlearnValueError when ``root`` is not a string or ``unit_names`` has not one name per unit."""
+    check_text("root", root)
     units = sorted({o.unit for o in result.ops})
     names = [f"blocks.{i}" for i in range(len(units))] if unit_names is None else list(unit_names)
     if len(names) != len(units):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from distlearn.core.validate import DistlearnValueError, check_choice
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int
 
 # ---------------------------------------------------------------- number formats
 @dataclass(frozen=True)
@@ -106,8 +106,14 @@ def reference_decode(fmt: FloatFormat, code: int) -> float:
 
     Sign, exponent field, mantissa field; exponent 0 is subnormal; the all-ones exponent is inf/NaN for IEEE-like
     formats, and for E4M3fn only the all-ones mantissa is NaN. The tests compare it with torch's own decoding of
-    every fp8 and fp16/bf16 bit pattern.
+    every fp8 and fp16/bf16 bit pattern. Raises DistlearnValueError unless ``code`` is an integer in
+    [0, 2**fmt.bits − 1].
     """
+    return _decode(fmt, check_int("code", code, minimum=0, maximum=2 ** fmt.bits - 1))
+
+
+def _decode(fmt: FloatFormat, code: int) -> float:
+    """:func:`reference_decode` without the check (``decode_all`` walks every valid code)."""
     e, m = fmt.exponent_bits, fmt.mantissa_bits
     sign = -1.0 if (code >> (e + m)) & 1 else 1.0
     exponent = (code >> m) & (2 ** e - 1)
@@ -127,4 +133,4 @@ def decode_all(fmt: FloatFormat) -> list[float]:
     if fmt.bits > 16:
         raise DistlearnValueError("fmt", f"decode_all enumerates 8- and 16-bit formats, not {fmt.name}.",
                                   f"decode_all 只枚举 8 位和 16 位格式，不能用于 {fmt.name}。")
-    return [reference_decode(fmt, c) for c in range(2 ** fmt.bits)]
+    return [_decode(fmt, c) for c in range(2 ** fmt.bits)]

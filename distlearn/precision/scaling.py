@@ -51,8 +51,10 @@ import numpy as np
 import torch
 
 from distlearn.precision.formats import FP8_FORMATS, FORMATS, FloatFormat, decode_all, get_format, reference_decode  # noqa: F401
-from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, DistlearnValueError, check_choice, check_elements, check_int,
-                                     check_number, check_seed)
+from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, DistlearnValueError, check_bool, check_choice,
+                                     check_elements, check_int, check_number, check_seed)
+
+_FP32_MAX = float(np.finfo(np.float32).max)  # GradScaler's scale is an fp32 tensor
 
 
 # ---------------------------------------------------------------- number formats: distlearn.precision.formats
@@ -193,8 +195,11 @@ def quantize_blockwise(x: torch.Tensor, block: tuple[int, int] = (1, 128), fmt: 
 
 def reference_quantize_blockwise(x: torch.Tensor, block: tuple[int, int] = (1, 128), fmt: str = "e4m3",
                                  margin: int = 0) -> Quantized:
-    """:func:`quantize_blockwise` written as plain loops over the tiles (the readable reference)."""
+    """:func:`quantize_blockwise` written as plain loops over the tiles (the readable reference). Raises
+    DistlearnValueError (as :func:`quantize_blockwise`)."""
     r, c = _check_blocks(x, block)
+    margin = check_int("margin", margin, minimum=0, maximum=30)
+    check_choice("fmt", fmt, FP8_FORMATS)
     rows, cols = x.shape
     top = get_format(fmt).max
     data = torch.empty(rows, cols, dtype=fp8_dtype(fmt))
@@ -433,8 +438,12 @@ def update_scale(scale: float, growth_tracker: int, found_inf: bool, config: Sca
 
     found_inf → ``(scale · backoff_factor, 0)``; otherwise the tracker becomes ``growth_tracker + 1`` and, when
     that equals ``growth_interval``, the scale is multiplied by ``growth_factor`` (only if the product is finite
-    in fp32) and the tracker reset to 0. Returns ``(new_scale, new_growth_tracker)``.
+    in fp32) and the tracker reset to 0. Returns ``(new_scale, new_growth_tracker)``. Raises DistlearnValueError
+    unless ``scale`` is a finite fp32 number > 0, ``growth_tracker`` an integer ≥ 0 and ``found_inf`` a bool.
     """
+    scale = check_number("scale", scale, minimum=0, maximum=_FP32_MAX, strict_min=True)
+    growth_tracker = check_int("growth_tracker", growth_tracker, minimum=0)
+    found_inf = check_bool("found_inf", found_inf)
     s = float(np.float32(scale))          # the fp32 scale tensor; the factors are doubles, as in the kernel
     if found_inf:
         return float(np.float32(s * config.backoff_factor)), 0
@@ -491,7 +500,8 @@ def _gradient_stream(n, k, log2_median, log2_spread, spikes, seed):
 def fp16_gradients(grad: torch.Tensor, scale: float) -> torch.Tensor:
     """What an fp16 backward produces for true gradient ``grad`` with the loss scaled by ``scale``: the scaled
     values rounded to fp16 (underflow to 0 / subnormals, overflow to inf), returned as fp32 for the fp32 master
-    gradients GradScaler unscales."""
+    gradients GradScaler unscales. Raises DistlearnValueError unless ``scale`` is a finite number > 0."""
+    scale = check_number("scale", scale, minimum=0, strict_min=True)
     return (grad.to(torch.float32) * scale).to(torch.float16).to(torch.float32)
 
 

@@ -26,7 +26,7 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.i18n import bi
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_text
 
 __all__ = [
     "simulate_tensor_parallelism", "shard_columns", "shard_rows",
@@ -180,8 +180,10 @@ def shard_columns(w: np.ndarray, tp: int, name: str = "d_out") -> list[np.ndarra
     """Split ``w`` (shape ``(d_in, d_out)``, or a bias ``(d_out,)``) into ``tp`` blocks of columns (last axis).
 
     Rank r gets columns ``[r·d_out/tp, (r+1)·d_out/tp)``. Raises DistlearnValueError if tp does not divide d_out.
+    ``name`` is the size named in that error.
     """
     tp = _check_tp(tp)
+    check_text("name", name)
     w = np.asarray(w)
     _check_split(name, w.shape[-1], tp, "output features (columns)", "输出特征（列）")
     return [c.copy() for c in np.split(w, tp, axis=-1)]
@@ -189,8 +191,10 @@ def shard_columns(w: np.ndarray, tp: int, name: str = "d_out") -> list[np.ndarra
 
 def shard_rows(w: np.ndarray, tp: int, name: str = "d_in") -> list[np.ndarray]:
     """Split ``w`` (shape ``(d_in, d_out)``) into ``tp`` blocks of rows (axis 0): rank r gets rows
-    ``[r·d_in/tp, (r+1)·d_in/tp)``. Raises DistlearnValueError if tp does not divide d_in."""
+    ``[r·d_in/tp, (r+1)·d_in/tp)``. Raises DistlearnValueError if tp does not divide d_in (``name`` is the size
+    named in that error)."""
     tp = _check_tp(tp)
+    check_text("name", name)
     w = np.asarray(w)
     _check_split(name, w.shape[0], tp, "input features (rows)", "输入特征（行）")
     return [c.copy() for c in np.split(w, tp, axis=0)]
@@ -206,6 +210,7 @@ def column_parallel_forward(cluster: VirtualCluster, x: list, w_shards: list, b_
     ``(..., d_out)`` on every rank after an all-gather ((tp−1)/tp × output bytes per rank). Followed by a
     row-parallel layer, no gather is needed: that is the point of the Megatron MLP.
     """
+    gather_output = check_bool("gather_output", gather_output)
     out = [xi @ w + (0 if b_shards is None else b) for xi, w, b in
            zip(x, w_shards, b_shards if b_shards is not None else [None] * len(x))]
     if gather_output:
@@ -236,8 +241,9 @@ def row_parallel_forward(cluster: VirtualCluster, x_shards: list, w_shards: list
     ``(..., d_in/tp)`` and computes the partial sum ``x_r @ W_r`` (full shape ``(..., d_out)``). The partial sums
     must be added: an **all-reduce** (the g operator), 2(tp−1)/tp × output bytes per rank. The bias is added once,
     after the reduction. ``reduce="reduce_scatter"`` (sequence parallelism) instead leaves rank r with its block
-    of axis 0 (the sequence), (tp−1)/tp × output bytes per rank.
+    of axis 0 (the sequence), (tp−1)/tp × output bytes per rank. Raises DistlearnValueError for another ``reduce``.
     """
+    check_choice("reduce", reduce, ("all_reduce", "reduce_scatter"))
     partial = [xi @ w for xi, w in zip(x_shards, w_shards)]
     label = "g forward: all-reduce partial sums" if reduce == "all_reduce" else "ḡ forward: reduce-scatter"
     out = _traced(cluster, log, label, "forward", reduce, partial)
@@ -388,7 +394,14 @@ def _attention_rank(x, wq, wk, wv, wo, heads, causal, grad_out):
 
 def reference_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, causal: bool = True):
     """Unsharded multi-head self-attention (no biases): ``x (s, b, h)``, each weight ``(h, h)``; returns
-    ``(output (s, b, h), {"wq", "wk", "wv", "wo", "x"})``."""
+    ``(output (s, b, h), {"wq", "wk", "wv", "wo", "x"})``. Raises DistlearnValueError unless ``num_heads`` is an
+    integer ≥ 1 that divides h and ``causal`` a bool."""
+    num_heads = check_int("num_heads", num_heads, minimum=1)
+    causal = check_bool("causal", causal)
+    h = np.shape(x)[-1]
+    if h % num_heads:
+        raise DistlearnValueError("num_heads", f"hidden_size = {h} must be divisible by num_heads = {num_heads}.",
+                                  f"hidden_size = {h} 必须能被 num_heads = {num_heads} 整除。")
     return _attention_rank(x, wq, wk, wv, wo, num_heads, causal, grad_out)
 
 
@@ -402,6 +415,7 @@ def parallel_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, tp: int, cau
     """
     tp = _check_tp(tp)
     num_heads = check_int("num_heads", num_heads, minimum=1)
+    causal = check_bool("causal", causal)
     x = np.asarray(x)
     if x.ndim != 3:
         raise DistlearnValueError("x", f"x must have shape (s, b, h), got {x.shape}.",
@@ -505,7 +519,7 @@ def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: in
         raise DistlearnValueError("x", f"x must have shape (s, b, h), got {x.shape}.",
                                   f"x 的形状必须是 (s, b, h)，收到 {x.shape}。")
     _check_split("ffn_hidden_size", w1.shape[1], tp, "MLP hidden features", "MLP 隐藏层特征")
-    sp = bool(sequence_parallel)
+    sp = check_bool("sequence_parallel", sequence_parallel)
     scheme = check_choice("scheme", scheme, SP_SCHEMES)
     if sp:
         _check_split("seq_len", x.shape[0], tp, "sequence positions", "序列位置")

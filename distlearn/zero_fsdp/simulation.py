@@ -123,8 +123,11 @@ def reference_flat_shard(params, world_size: int, rank: int):
     Flatten and concatenate, ``torch.chunk`` into ``world_size`` pieces, right-pad this rank's piece to the size of
     the first one (``FlatParamHandle._get_shard`` in ``torch/distributed/fsdp/_flat_param.py``). ``params``:
     tensors of any shapes; returns a 1-D tensor of ⌈N / world_size⌉ elements. The readable reference for
-    :func:`flatten_and_shard` (a test checks they agree).
+    :func:`flatten_and_shard` (a test checks they agree). Raises DistlearnValueError unless ``world_size`` is in
+    [1, MAX_WORLD_SIZE] and ``rank`` in [0, world_size − 1].
     """
+    world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
+    rank = check_int("rank", rank, minimum=0, maximum=world_size - 1)
     import torch
     import torch.nn.functional as F
 
@@ -219,8 +222,7 @@ def wrap_units(model, policy: str = "module", module_classes=None, min_num_param
         from distlearn.core.models import Block
         module_classes = (Block,)
     module_classes = tuple(module_classes)
-    min_num_params = check_int("min_num_params", int(min_num_params) if isinstance(min_num_params, float)
-                               else min_num_params, minimum=1)
+    min_num_params = check_int("min_num_params", min_num_params, minimum=1, whole_float=True)  # 1e8 is fine
     owned: set[int] = set()
     units: list[FSDPUnit] = []
 
@@ -440,13 +442,16 @@ class ShardedTrainer:
 def train_unsharded(model: MLPUnits, xs, ys, steps: int, lr: float = 1e-2):
     """The reference: the same model trained on one device with the global batch (concatenated ``xs``) and one
     Adam over all parameters. ``xs``/``ys`` are lists of per-step lists of per-rank batches. Returns
-    (losses, params)."""
+    (losses, params). Raises DistlearnValueError unless ``steps`` is in [1, len(xs)] (one batch per step) and
+    ``lr`` a finite number > 0."""
+    steps = check_int("steps", steps, minimum=1, maximum=min(len(xs), len(ys)))
+    lr = check_number("lr", lr, minimum=0, strict_min=True)
     params = [[a.copy() for a in p] for p in model.params]
     flat = np.concatenate([a.reshape(-1) for p in params for a in p])
     opt = _Adam(flat.size, lr)
     shapes = [[a.shape for a in p] for p in params]
     losses = []
-    for t in range(check_int("steps", steps, minimum=1)):
+    for t in range(steps):
         x, y = np.concatenate(xs[t]), np.concatenate(ys[t])
         h, caches = x, []
         for i in range(model.num_units):
