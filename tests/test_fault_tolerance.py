@@ -278,3 +278,62 @@ def test_chapter_13_quoted_numbers():
     assert round(ft.optimal_interval(delta, m512) / 60, 1) == 23.7
     assert 5.5 < ft.optimal_interval(delta, m512) / p.optimum < 6                 # "almost six times"
     assert round(100 * r / m, 1) == 5.4 and round(100 * 60 / m, 1) == 0.5
+
+
+# ---------------------------------------------------------------- the chapter's picture (issue 34)
+def test_timeline_lays_out_checkpoints_failures_lost_work_and_restarts():
+    """The timeline of the chapter's picture: a failure turns everything since the last completed checkpoint into
+    lost work (a half-written checkpoint included) and costs R; the pieces tile the wall time without gaps."""
+    from distlearn.fault_tolerance.plots import tally, timeline
+
+    clean = timeline(16, 4, 1, 2)
+    assert [p.kind for p in clean] == ["work", "checkpoint"] * 4
+    assert tally(clean)["goodput"] == pytest.approx(4 / 5)                      # τ / (τ + δ) without failures
+    hit = timeline(16, 4, 1, 2, (12.5, 24.0))
+    assert all(a.end == pytest.approx(b.start) for a, b in zip(hit, hit[1:]))    # no gaps / 没有空隙
+    lost = [p for p in hit if p.kind == "lost"]
+    assert [(p.start, p.end) for p in lost] == [(10.0, 12.5), (19.5, 24.0)]     # the second one hits the checkpoint
+    t = tally(hit)
+    assert (t["work"], t["checkpoint"], t["lost"], t["restart"], t["wall"]) == (16, 4, 7, 4, 31)
+    assert t["work"] + t["checkpoint"] + t["lost"] + t["restart"] == t["wall"]
+    assert timeline(8, 4, 1, 2, (12.5, 20.0)) == timeline(8, 4, 1, 2)          # failures after the end are ignored
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_timeline_diagram_draws_in_the_readers_language(lang):
+    """Issue 34: chapter 13 had no picture of its core idea. timeline_diagram draws a failure-free run and one hit by
+    two failures as bars over wall time, one bar per piece (its kind as gid), and every label in the reader's
+    language."""
+    import re
+
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from authoring import lang_audit as A
+    from distlearn.core import i18n
+    from distlearn.fault_tolerance.plots import timeline, timeline_diagram
+
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        fig = timeline_diagram()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        bars = [p for p in ax.patches if p.get_gid()]
+        assert len(bars) == len(timeline(16, 4, 1, 2)) + len(timeline(16, 4, 1, 2, (12.5, 24.0)))
+        assert sum(p.get_width() for p in bars if p.get_gid() == "lost") == pytest.approx(7.0)
+        texts = [ax.get_title(), ax.get_xlabel()] + [t.get_text() for t in ax.get_yticklabels()]
+        texts += [t.get_text() for t in ax.texts] + [t.get_text() for t in fig.legends[0].get_texts()]
+        words = " ".join(texts)
+        for t in texts:
+            assert A.readable(t, lang), t
+        if lang == "en":
+            assert not re.search(r"[\u4e00-\u9fff]", words)
+            assert "lost work" in words and "failure" in words and "goodput 52%" in words, words
+        else:
+            assert "丢失的计算" in words and "故障" in words and "有效训练时间占比 52%" in words, words
+            assert not re.search(r"\b(lost|failure|goodput|restart|checkpoint)\b", words), words
+    finally:
+        i18n.set_language(old)
+        plt.close("all")
