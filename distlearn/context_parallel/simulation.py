@@ -28,6 +28,7 @@ Arrays: ``q`` of shape ``(b, a, s, d)`` (batch, heads, sequence, head dim); ``k`
 """
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -89,6 +90,11 @@ def _sum_groups(dx: np.ndarray, kv: int) -> np.ndarray:
     return dx.reshape(b, kv, a // kv, s, d).sum(axis=2)
 
 
+def _scale(scale, head_dim: int) -> float:
+    """The softmax scale: ``1/sqrt(head_dim)`` when None, else a finite number > 0 (checked)."""
+    return 1.0 / math.sqrt(head_dim) if scale is None else check_positive("scale", scale)
+
+
 def causal_mask(q_pos, k_pos) -> np.ndarray:
     """Boolean ``(len(q_pos), len(k_pos))``: True where query at position ``q_pos[i]`` may attend to the key at
     ``k_pos[j]``, i.e. ``k_pos[j] <= q_pos[i]``."""
@@ -103,7 +109,7 @@ def block_attention(q, k, v, *, mask=None, scale: float | None = None) -> Partia
     and ``out = 0`` (they contribute nothing when merged).
     """
     a = q.shape[1]
-    scale = 1.0 / math.sqrt(q.shape[-1]) if scale is None else scale
+    scale = _scale(scale, q.shape[-1])
     s = scale * (q @ np.swapaxes(_repeat_kv(k, a), -1, -2))
     if mask is not None:
         s = np.where(mask, s, -np.inf)
@@ -146,7 +152,8 @@ def averaging_merge(out_a, lse_a, out_b, lse_b) -> tuple[np.ndarray, np.ndarray]
 
 def full_attention(q, k, v, *, causal: bool = False, scale: float | None = None) -> Partial:
     """Attention over the whole sequence in one block (the unsharded reference). Returns :class:`Partial`."""
-    _, _, _, s, _ = _check_qkv(q, k, v)
+    _, _, _, s, d = _check_qkv(q, k, v)
+    causal, scale = check_bool("causal", causal), _scale(scale, d)
     pos = np.arange(s)
     return block_attention(np.asarray(q, float), np.asarray(k, float), np.asarray(v, float),
                            mask=causal_mask(pos, pos) if causal else None, scale=scale)
@@ -178,6 +185,21 @@ def reference_online_attention(q, k, v, causal=False, scale=None):
                     m = m_new
                 out[n, h, i], lse[n, h, i] = acc / l, m + math.log(l)
     return out, lse
+
+
+def _checked_reference(loops):
+    """:func:`reference_online_attention` with its flags checked at the boundary (issue 33). A wrapper, not two
+    lines in the loops, so that the listing chapter 10 prints (``inspect.getsource`` follows ``__wrapped__``) stays
+    the plain loops it teaches."""
+    @functools.wraps(loops)
+    def checked(q, k, v, causal=False, scale=None):
+        causal = check_bool("causal", causal)
+        scale = None if scale is None else check_positive("scale", scale)
+        return loops(q, k, v, causal, scale)
+    return checked
+
+
+reference_online_attention = _checked_reference(reference_online_attention)
 
 
 # ---------------------------------------------------------------- layouts: which tokens a rank holds
@@ -251,6 +273,7 @@ def ring_attention_forward(q, k, v, cp: int, *, causal: bool = False, layout: st
     Raises DistlearnValueError for bad shapes or a layout that does not divide the sequence.
     """
     b, a, kv, s, d = _check_qkv(q, k, v)
+    causal, scale = check_bool("causal", causal), _scale(scale, d)
     q, k, v = (np.asarray(x, dtype=float) for x in (q, k, v))
     pos = layout_positions(s, cp, layout)
     cluster = VirtualCluster(cp)
@@ -333,7 +356,7 @@ def ring_attention_backward(q, k, v, dout, cp: int, *, causal: bool = False, lay
     if dout.shape != q.shape:
         raise DistlearnValueError("dout", f"dout must have q's shape {q.shape}, got {dout.shape}.",
                                   f"dout 的形状必须与 q 相同 {q.shape}，收到 {dout.shape}。")
-    scale = 1.0 / math.sqrt(d) if scale is None else scale
+    causal, scale = check_bool("causal", causal), _scale(scale, d)
     fwd = forward or ring_attention_forward(q, k, v, cp, causal=causal, layout=layout, scale=scale)
     pos = fwd.positions
     if len(pos) != cp:
@@ -485,6 +508,7 @@ def ulysses_attention(q, k, v, cp: int, *, causal: bool = False, scale: float | 
     (:func:`ulysses_heads`).
     """
     b, a, kv, s, d = _check_qkv(q, k, v)
+    causal, scale = check_bool("causal", causal), _scale(scale, d)
     heads = ulysses_heads(a, kv, cp)
     q, k, v = (np.asarray(x, dtype=float) for x in (q, k, v))
     if heads.kv_replication > 1:

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
 
 OPS = ("sum", "mean", "max")
 OPERATIONS = ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -393,8 +393,7 @@ def ring_bytes_per_rank(operation: str, nbytes: float, world_size: int) -> float
     """
     check_choice("operation", operation, OPERATIONS)
     n = check_int("world_size", world_size, minimum=1)
-    if nbytes < 0:
-        raise DistlearnValueError("nbytes", f"nbytes must be ≥ 0, got {nbytes}.", f"nbytes 必须 ≥ 0，收到 {nbytes}。")
+    nbytes = check_number("nbytes", nbytes, minimum=0)
     if operation == "all_reduce":
         return 2 * (n - 1) / n * nbytes
     if operation in ("broadcast", "reduce"):

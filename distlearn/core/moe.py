@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distlearn.core.validate import check_choice, check_divisible, check_int, check_number
+from distlearn.core.validate import check_bool, check_choice, check_divisible, check_int, check_number
 
 __all__ = ["TorchRouting", "route", "capacity", "GroupedExperts", "SwiGLU", "MoE"]
 
@@ -89,6 +89,13 @@ def route(logits: torch.Tensor, k: int, *, score: str = "softmax", normalize: bo
           capacity_factor: float | None = None, tokens_per_group: int | None = None) -> TorchRouting:
     """Top-k routing of ``logits`` (T, E) with the rules of the module doc. Differentiable in ``weights``."""
     t, e = logits.shape
+    k = check_int("k", k, minimum=1, maximum=e)
+    normalize = check_bool("normalize", normalize)
+    scale = check_number("scale", scale, minimum=0, strict_min=True)
+    num_groups = check_int("num_groups", num_groups, minimum=1, maximum=e)
+    groups_per_token = check_int("groups_per_token", groups_per_token, minimum=1, maximum=num_groups)
+    if tokens_per_group is not None:
+        tokens_per_group = check_int("tokens_per_group", tokens_per_group, minimum=1)
     if score == "softmax":
         probs = logits.softmax(-1)
         sel = probs

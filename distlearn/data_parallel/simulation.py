@@ -174,6 +174,8 @@ def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1) -> SyncBatc
     ``nn.BatchNorm1d``). Equals single-process BatchNorm on the concatenated batch.
     (``nn.SyncBatchNorm`` gathers per-rank mean/invstd and counts instead — numerically steadier in fp16 — and
     refuses CPU tensors.) Raises DistlearnValueError if the total count is < 2."""
+    eps = check_number("eps", eps, minimum=0, strict_min=True)
+    momentum = check_number("momentum", momentum, minimum=0, maximum=1)
     shards = [np.asarray(s, dtype=float).reshape(len(s), -1) if len(s) else np.zeros((0, np.shape(s)[-1]))
               for s in shards]
     c = shards[0].shape[1]
@@ -258,6 +260,7 @@ def ddp_buckets(param_bytes, ready_order, *, bucket_cap_mb: float | None = None,
     Raises DistlearnValueError for a bad iteration, or a ``ready_order`` that is not a permutation.
     """
     check_choice("iteration", iteration, ITERATIONS)
+    find_unused_parameters = check_bool("find_unused_parameters", find_unused_parameters)
     pb = [int(b) for b in param_bytes]
     order = [int(i) for i in ready_order]
     if sorted(order) != list(range(len(pb))):
@@ -375,6 +378,7 @@ def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap
         raise DistlearnValueError("backward_times", "param_bytes and backward_times need the same, non-zero length.",
                                   "param_bytes 与 backward_times 的长度必须相同且不为零。")
     world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
+    first_iteration = check_bool("first_iteration", first_iteration)
     ready = np.cumsum(bt)
     events = [("compute", float(ready[i] - bt[i]), float(ready[i]), f"grad {i}") for i in range(len(pb))]
     buckets = [list(range(len(pb)))] if first_iteration else bucket_assignment(pb, bucket_cap_mb, first_bucket_mb)

@@ -20,7 +20,8 @@ import os
 from dataclasses import dataclass
 
 from distlearn.memory.formulas import GiB
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_number, check_positive
+from distlearn.core.validate import (MAX_WORLD_SIZE, check_bool, DistlearnValueError, check_choice, check_int,
+                                     check_number, check_positive, check_text)
 
 TORCH_VERSION = "2.13.0"
 DEEPSPEED_VERSION = "0.19.8"
@@ -434,7 +435,7 @@ def validate_config(config: dict, dp: int = 1):
     require_deepspeed()
     import deepspeed.runtime.config as ds_config  # absolute import of the real package
 
-    dp = check_int("dp", dp)
+    dp = check_int("dp", dp, maximum=MAX_WORLD_SIZE)
     quiet = io.StringIO()
     with mock.patch.object(ds_config.dist, "get_rank", lambda *a, **k: 0), \
             mock.patch.object(ds_config.dist, "get_world_size", lambda *a, **k: dp), \
@@ -443,6 +444,24 @@ def validate_config(config: dict, dp: int = 1):
 
 
 # ---------------------------------------------------------------- DeepSpeed's estimators, as formulas
+def _check_estimate(total_params, num_gpus_per_node, num_nodes, additional_buffer_factor=1.5):
+    """The arguments every estimator shares, checked: ``(Ψ, gpus per node, nodes, buffer factor)``."""
+    return (check_int("total_params", total_params),
+            check_int("num_gpus_per_node", num_gpus_per_node, maximum=MAX_WORLD_SIZE),
+            check_int("num_nodes", num_nodes, maximum=MAX_WORLD_SIZE),
+            check_number("additional_buffer_factor", additional_buffer_factor, minimum=1, maximum=100))
+
+
+def _check_largest(largest_layer_params, zero_stage: int):
+    """``largest_layer_params``: an int ≥ 1, required by ZeRO-3 (None allowed for ZeRO-2)."""
+    if largest_layer_params is not None:
+        return check_int("largest_layer_params", largest_layer_params)
+    if zero_stage == 3:
+        raise DistlearnValueError("largest_layer_params", "ZeRO-3's estimate needs largest_layer_params.",
+                                  "ZeRO-3 的估算需要 largest_layer_params。")
+    return None
+
+
 def zero2_model_states_mem_needs(total_params: int, num_gpus_per_node: int = 1, num_nodes: int = 1,
                                  cpu_offload: bool = True, additional_buffer_factor: float = 1.5) -> tuple[int, int]:
     """``(cpu_bytes, gpu_bytes)`` exactly as ``deepspeed.runtime.zero.stage_1_and_2.estimate_zero2_model_states_
@@ -455,10 +474,9 @@ def zero2_model_states_mem_needs(total_params: int, num_gpus_per_node: int = 1, 
 
     Both are truncated to int, in bytes; DeepSpeed prints them divided by 2**30 as "GB" (they are GiB).
     """
-    total_params = check_int("total_params", total_params)
-    num_gpus_per_node, num_nodes = check_int("num_gpus_per_node", num_gpus_per_node), check_int("num_nodes", num_nodes)
+    total_params, num_gpus_per_node, num_nodes, additional_buffer_factor = _check_estimate(
+        total_params, num_gpus_per_node, num_nodes, additional_buffer_factor)
     cpu_offload = check_bool("cpu_offload", cpu_offload)
-    additional_buffer_factor = check_number("additional_buffer_factor", additional_buffer_factor, minimum=1, maximum=100)
     total_gpus = num_nodes * num_gpus_per_node
     if cpu_offload:
         gpu = 2 * total_params
@@ -483,6 +501,12 @@ def zero3_model_states_mem_needs(total_params: int, largest_layer_params: int, n
     - optimizer + parameter offload: GPU ``4L``; CPU ``Ψ·18/nodes·1.5`` (zero_init) else
       ``Ψ·max(4·gpus_per_node, 18/nodes)·1.5``.
     """
+    total_params, num_gpus_per_node, num_nodes, additional_buffer_factor = _check_estimate(
+        total_params, num_gpus_per_node, num_nodes, additional_buffer_factor)
+    largest_layer_params = check_int("largest_layer_params", largest_layer_params)
+    cpu_offload, cpu_offload_params = check_bool("cpu_offload", cpu_offload), check_bool("cpu_offload_params",
+                                                                                          cpu_offload_params)
+    zero_init = check_bool("zero_init", zero_init)
     total_gpus = num_nodes * num_gpus_per_node
     per_node = 1 / num_nodes
     largest = 4 * largest_layer_params
@@ -510,7 +534,10 @@ def estimator_rows(total_params: int, largest_layer_params: int | None = None, *
                    num_gpus_per_node: int = 1, num_nodes: int = 1, additional_buffer_factor: float = 1.5) -> list:
     """The rows DeepSpeed's ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` print, in the same order:
     ``(cpu_gib, gpu_gib, options)`` with GiB = 2**30 bytes and ``options`` as DeepSpeed writes it."""
-    check_choice("zero_stage", zero_stage, (2, 3))
+    zero_stage = check_choice("zero_stage", check_int("zero_stage", zero_stage), (2, 3))
+    total_params, num_gpus_per_node, num_nodes, additional_buffer_factor = _check_estimate(
+        total_params, num_gpus_per_node, num_nodes, additional_buffer_factor)
+    largest_layer_params = _check_largest(largest_layer_params, zero_stage)
     rows = []
     if zero_stage == 2:
         for off in (True, False):
@@ -518,9 +545,6 @@ def estimator_rows(total_params: int, largest_layer_params: int | None = None, *
                                                     additional_buffer_factor)
             rows.append((cpu / GiB, gpu / GiB, f"offload_optimizer={'cpu ' if off else 'none'}"))
         return rows
-    if largest_layer_params is None:
-        raise DistlearnValueError("largest_layer_params", "ZeRO-3's estimate needs largest_layer_params.",
-                                  "ZeRO-3 的估算需要 largest_layer_params。")
     for off in (True, False):
         for off_p in (True, False):
             if not off and off_p:
@@ -545,6 +569,9 @@ def deepspeed_estimate_output(total_params: int, largest_layer_params: int | Non
                               num_gpus_per_node: int = 1, num_nodes: int = 1) -> str:
     """What DeepSpeed's own ``estimate_zero{2,3}_model_states_mem_needs_all_cold`` prints (captured).
     Raises :class:`DeepSpeedMissingError` (an ImportError) when DeepSpeed is not installed."""
+    zero_stage = check_choice("zero_stage", check_int("zero_stage", zero_stage), (2, 3))
+    total_params, num_gpus_per_node, num_nodes, _ = _check_estimate(total_params, num_gpus_per_node, num_nodes)
+    largest_layer_params = _check_largest(largest_layer_params, zero_stage)
     require_deepspeed()
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
@@ -577,7 +604,7 @@ def printed_numbers(text: str) -> list[float]:
     """The numbers in front of "GB" in an estimator printout (DeepSpeed's or :func:`format_rows`'), in order."""
     import re
 
-    return [float(x) for x in re.findall(r"([\d.]+)GB", text)]
+    return [float(x) for x in re.findall(r"([\d.]+)GB", check_text("text", text))]
 
 
 def largest_layer_params(module) -> int:

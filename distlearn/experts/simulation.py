@@ -50,10 +50,11 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlearn.core.validate import (DistlearnValueError, check_choice, check_elements, check_int, check_number,
-                                     check_seed)
+from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_elements, check_int,
+                                     check_number, check_seed)
 
 SCORES = ("softmax", "sigmoid")
+MAX_EXPERTS = 4096  # experts per layer this course simulates (DeepSeek-V3 has 256): caps the per-expert arrays
 PRIORITIES = ("choice", "token")
 
 
@@ -193,6 +194,7 @@ def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     ``np.argsort(-scores, axis=1, kind="stable")[:, :k]``, in O(T·E) instead of a full sort: a partition finds
     each row's k best, a sort orders just those; a row with a tie at the k-th place takes the full stable sort."""
     e = scores.shape[1]
+    k = check_int("k", k, minimum=1, maximum=e)
     if k >= e:
         return np.argsort(-scores, axis=1, kind="stable")[:, :k]
     part = np.argpartition(scores, e - k, axis=1)[:, e - k:]      # the k largest, in no particular order
@@ -223,6 +225,10 @@ def keep_within_capacity(index: np.ndarray, num_experts: int, cap: int, tokens_p
 
     In each group the assignments are put in priority order; an assignment's position is how many earlier ones
     chose the same expert (a stable sort by expert gives it without a (T·k, E) one-hot matrix)."""
+    check_int("num_experts", num_experts, maximum=MAX_EXPERTS)
+    cap = check_int("cap", cap, minimum=0)
+    tokens_per_group = check_int("tokens_per_group", tokens_per_group)
+    check_choice("priority", priority, PRIORITIES)
     t, k = index.shape
     kept = np.zeros((t, k), dtype=bool)
     for start in range(0, t, tokens_per_group):
@@ -256,6 +262,11 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
     check_choice("score", score, SCORES)
     check_choice("priority", priority, PRIORITIES)
     group = t if tokens_per_group is None else check_int("tokens_per_group", tokens_per_group, minimum=1)
+    normalize, renormalize_kept = check_bool("normalize", normalize), check_bool("renormalize_kept", renormalize_kept)
+    scale = check_number("scale", scale, minimum=0, strict_min=True)
+    num_groups = check_int("num_groups", num_groups, minimum=1, maximum=e)
+    groups_per_token = check_int("groups_per_token", groups_per_token, minimum=1, maximum=num_groups)
+    min_capacity = check_int("min_capacity", min_capacity, minimum=0)
     if bias is not None:
         if score != "sigmoid":
             raise DistlearnValueError("bias", "a selection bias is used only with score='sigmoid' (DeepSeek-V3).",
@@ -326,6 +337,26 @@ def reference_route(logits, k: int, capacity_factor: float | None = None) -> tup
     return experts, weights, kept
 
 
+def _checked_reference(loops):
+    """:func:`reference_route` with its arguments checked at the boundary (issue 33). A wrapper, not lines in the
+    loops, so that the listing chapter 11 prints (``inspect.getsource`` follows ``__wrapped__``) stays the plain
+    loops it teaches."""
+    @functools.wraps(loops)
+    def checked(logits, k, capacity_factor=None):
+        shape = np.shape(logits)
+        if len(shape) != 2:
+            raise DistlearnValueError("logits", f"logits must be 2-D (tokens, experts), got shape {shape}.",
+                                      f"logits 必须是二维的（词元，专家），收到形状 {shape}。")
+        k = check_int("k", k, minimum=1, maximum=shape[1])
+        if capacity_factor is not None:
+            capacity_factor = check_number("capacity_factor", capacity_factor, minimum=0, strict_min=True)
+        return loops(logits, k, capacity_factor)
+    return checked
+
+
+reference_route = _checked_reference(reference_route)
+
+
 # ---------------------------------------------------------------- the experts and the layer
 @dataclass
 class MoEWeights:
@@ -392,7 +423,11 @@ def aux_loss(probs, index, num_experts: int | None = None, *, first_choice_only:
     1.0 when both ``f`` and ``P`` are uniform; ``N`` when every token goes, with probability 1, to one expert."""
     probs = np.asarray(probs, dtype=float)
     index = np.asarray(index)
-    n = probs.shape[1] if num_experts is None else num_experts
+    first_choice_only = check_bool("first_choice_only", first_choice_only)
+    n = probs.shape[1]
+    if num_experts is not None and check_int("num_experts", num_experts, maximum=MAX_EXPERTS) != n:
+        raise DistlearnValueError("num_experts", f"num_experts = {num_experts} must equal the {n} columns of probs.",
+                                  f"num_experts = {num_experts} 必须等于 probs 的列数 {n}。")
     chosen = index[:, :1] if first_choice_only else index
     f = np.bincount(chosen.ravel(), minlength=n) / chosen.size
     return float(n * np.sum(f * probs.mean(axis=0)))
@@ -402,6 +437,7 @@ def update_bias(bias, load, gamma: float) -> np.ndarray:
     """DeepSeek-V3's auxiliary-loss-free update (§2.1.2): ``bᵢ ← bᵢ + γ·sign(mean(load) − loadᵢ)``: an overloaded
     expert's bias drops by γ, an underloaded one's rises by γ, an exactly average one keeps its bias (as
     Megatron-LM's ``get_updated_expert_bias``). DeepSeek-V3 used γ = 0.001 for its first 14.3 T tokens."""
+    gamma = check_number("gamma", gamma, minimum=0)
     load = np.asarray(load, dtype=float)
     return np.asarray(bias, dtype=float) + gamma * np.sign(load.mean() - load)
 
@@ -425,7 +461,7 @@ def simulate_bias_balancing(*, num_experts: int = 16, k: int = 2, num_tokens: in
     balanced. The gate weights never see the bias (checked: ``weights_unbiased``)."""
     check_int("steps", steps, minimum=1, maximum=10_000)
     check_number("gamma", gamma, minimum=0)
-    num_experts = check_int("num_experts", num_experts, minimum=2, maximum=4096)
+    num_experts = check_int("num_experts", num_experts, minimum=2, maximum=MAX_EXPERTS)
     check_int("k", k, minimum=1, maximum=num_experts)
     num_tokens = check_int("num_tokens", num_tokens, maximum=2 ** 16)
     check_number("skew", skew, minimum=0)
@@ -447,7 +483,7 @@ def simulate_bias_balancing(*, num_experts: int = 16, k: int = 2, num_tokens: in
 
 # ---------------------------------------------------------------- expert parallelism: who sends what to whom
 def _check_ep(num_experts: int, ep: int) -> tuple[int, int]:
-    e = check_int("num_experts", num_experts, minimum=1)
+    e = check_int("num_experts", num_experts, minimum=1, maximum=MAX_EXPERTS)
     ep = check_int("ep", ep, minimum=1)
     if e % ep:
         raise DistlearnValueError("ep", f"ep = {ep} must divide num_experts = {e} (each rank holds E/ep experts).",
@@ -609,6 +645,8 @@ def ep_layer_cost(*, tokens_per_gpu: int, hidden_size: int, expert_ffn_hidden_si
     k = check_int("k", k, minimum=1)
     ep = check_int("ep", ep, minimum=1)
     g = check_int("gpus_per_node", gpus_per_node, minimum=1)
+    dispatch_bytes = check_number("dispatch_bytes", dispatch_bytes, minimum=0, strict_min=True, maximum=8)
+    combine_bytes = check_number("combine_bytes", combine_bytes, minimum=0, strict_min=True, maximum=8)
     off = t * k * (ep - 1) / ep * h
     intra = (min(ep, g) - 1) / (ep - 1) if ep > 1 else 0.0
     return LayerCost(off * dispatch_bytes, off * combine_bytes, 6.0 * t * k * h * f, intra,
@@ -637,6 +675,7 @@ def all_to_all_seconds(nbytes: float, cost: LayerCost, gpu) -> float:
     """Time of ``nbytes`` of all-to-all traffic per GPU: the intra-node share over NVLink and the inter-node
     share over the network run at the same time, so the slower one sets the time (α latency ignored).
     ``gpu``: a :class:`distlearn.core.hardware.GPU` (bandwidths per direction)."""
+    nbytes = check_number("nbytes", nbytes, minimum=0)
     return max(nbytes * cost.intra_node_share / gpu.nvlink_bw, nbytes * cost.inter_node_share / gpu.network_bw)
 
 
@@ -732,4 +771,5 @@ def routed_activation_bytes(*, received_rows: float, hidden_size: int, expert_ff
     rows = check_number("received_rows", received_rows, minimum=0)
     h = check_int("hidden_size", hidden_size, minimum=1)
     f = check_int("expert_ffn_hidden_size", expert_ffn_hidden_size, minimum=1)
+    dtype_bytes = check_int("dtype_bytes", dtype_bytes, maximum=8)
     return rows * ((3 * h + 4 * f + 1) * dtype_bytes + 16)

@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_int, check_number, check_positive
+from distlearn.core.validate import (MAX_STEPS, DistlearnValueError, check_int, check_number, check_positive,
+                                     check_seed)
 
 HOURS_PER_DAY = 24.0
 
@@ -252,8 +253,8 @@ def simulate_goodput(work: float, interval: float, checkpoint_time: float, resta
                      runs: int = 200, seed: int = 0) -> tuple[float, float]:
     """Mean goodput (total work / total wall time) over ``runs`` replayed runs and its standard error
     (delta method over the runs' wall times). Deterministic for a given ``seed``."""
-    n = check_int("runs", runs, minimum=2)
-    rng = np.random.default_rng(seed)
+    n = check_int("runs", runs, minimum=2, maximum=MAX_STEPS)
+    rng = np.random.default_rng(check_seed("seed", seed))
     walls = np.array([simulate_run(work, interval, checkpoint_time, restart_time, mtbf, rng).wall_time
                       for _ in range(n)])
     mean = walls.mean()

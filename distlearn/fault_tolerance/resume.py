@@ -28,7 +28,7 @@ from dataclasses import dataclass
 
 import torch
 
-from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_seed
+from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_number, check_seed
 
 ITEMS = ("model", "optimizer", "sampler", "rng", "step")
 OPTIMIZERS = ("sgd", "momentum", "adamw")
@@ -80,7 +80,9 @@ def _data():
 def lr_at(step: int, lr_schedule: bool, base_lr: float = 0.05, warmup: int = 3) -> float:
     """Learning rate of step ``step`` (0-based): linear warm-up over ``warmup`` steps, then 1/sqrt decay; constant
     ``base_lr`` without a schedule."""
-    if not lr_schedule:
+    step, warmup = check_int("step", step, minimum=0), check_int("warmup", warmup)
+    base_lr = check_number("base_lr", base_lr, minimum=0, strict_min=True)
+    if not check_bool("lr_schedule", lr_schedule):
         return base_lr
     return base_lr * min((step + 1) / warmup, math.sqrt(warmup / (step + 1)))
 
