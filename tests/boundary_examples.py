@@ -302,7 +302,7 @@ CALLS = {
     f"{ND}.nodes_spanned": lambda: {"layout": _layout(), "dim": "dp", "gpus_per_node": 4},
     f"{ND}.llama3_layout": lambda: {"row": _llama3_row()},
     f"{ND}.stage_parameters": lambda: {"config": _model(), "layout": _layout(), "rank": 0},
-    f"{ND}.fsdp_all_gathers": lambda: {"order": "1f1b", "zero_stage": 3, "pipelined": True},
+    f"{ND}.fsdp_all_gathers": lambda: {"order": "FFFFBBBB", "zero_stage": 3, "pipelined": True},
     f"{ND}.group_traffic": lambda: {"config": _model(), "layout": _layout(), "rank": 0, "seq_len": 2048},
     f"{ND}.bytes_sent_per_step": lambda: {"traffic": _traffic()},
     f"{ND}.calls_by_op": lambda: {"traffic": _traffic()},
