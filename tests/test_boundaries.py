@@ -21,8 +21,8 @@ sandbox has its own tests), seed reproductions (they reproduce the seed's code, 
 launch helpers, and the planner's inner arithmetic (:data:`INNER`).
 
 Measured (2026-12-04, second run): 347 public functions, every one with a valid call (242 of them written out in
-tests/boundary_examples.py, the rest from defaults and the table by parameter name), 5,517 calls; the 16 explorers' ``compute``
-take 634 calls. 0 raw exceptions, 0 hangs, 0 invalid values accepted (the first run over all 347 found 765
+tests/boundary_examples.py, the rest from defaults and the table by parameter name), 5,517 calls; the 16
+explorers' ``compute`` take 634 calls. 0 raw exceptions, 0 hangs, 0 invalid values accepted (the first run over all 347 found 765
 problems in 82 functions; each was fixed at the function's boundary). About 35 s with two workers on 2 cores.
 """
 from __future__ import annotations
