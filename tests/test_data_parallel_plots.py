@@ -1,0 +1,70 @@
+"""Chapter 03's picture of its core idea (gradients all-reduced in buckets while backward runs): it draws without
+error in English and in Chinese, every label is in the reader's language, and it draws one box per rank, one
+backward block per layer and one all-reduce bar per bucket on every rank, with the last bucket finishing after
+backward ends (the exposed tail)."""
+from __future__ import annotations
+
+import contextlib
+import re
+
+import matplotlib
+import pytest
+
+from authoring import lang_audit as A
+from distlearn.core import i18n
+from distlearn.data_parallel import plots as dpp
+
+matplotlib.use("Agg")
+CJK = re.compile(r"[\u4e00-\u9fff]")
+
+
+@contextlib.contextmanager
+def language(lang):
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        yield
+    finally:
+        i18n.set_language(old)
+
+
+def _texts(ax):
+    return [ax.get_title()] + [t.get_text() for t in ax.texts]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+@pytest.mark.parametrize("world_size", [1, 2, 4, 8])
+def test_ddp_overlap_draws_in_the_readers_language(world_size, lang):
+    import matplotlib.pyplot as plt
+
+    with language(lang):
+        ax = dpp.ddp_overlap(world_size)
+        ax.figure.canvas.draw()
+        texts = [t for t in _texts(ax) if t]
+    plt.close(ax.figure)
+    for t in texts:
+        assert A.readable(t, lang), t
+    bucket = "bucket " if lang == "en" else "桶 "
+    layer = re.compile(r"^∇ layer \d$" if lang == "en" else r"^第 \d 层梯度$")
+    if lang == "en":
+        assert not any(CJK.search(t) for t in texts)
+        assert "bucket" in texts[0] and "backward" in texts[0]
+    else:
+        assert CJK.search(texts[0])                                          # the title is Chinese
+        assert sum(bool(CJK.search(t)) for t in texts) >= 6 + 6 * world_size  # and so are the labels
+    assert sum(t.startswith("rank ") for t in texts) == world_size           # one box per rank
+    assert sum(t.startswith(bucket) for t in texts) == len(dpp.BUCKETS) * world_size
+    assert sum(bool(layer.match(t)) for t in texts) == len(dpp.LAYERS) * world_size
+
+
+def test_the_last_bucket_is_exposed_and_the_first_overlaps():
+    compute, comm = dpp._timeline()
+    backward_end = max(e for _, e in compute.values())
+    assert comm[0][1] < backward_end          # the first bucket's all-reduce hides behind backward
+    assert comm[-1][0] >= backward_end        # the last one starts only after backward ends
+    assert all(b[0] >= a[1] for a, b in zip(comm, comm[1:]))   # one link: all-reduces do not overlap each other
+
+
+def test_ddp_overlap_refuses_a_world_size_it_cannot_colour():
+    with pytest.raises(ValueError, match="world_size"):
+        dpp.ddp_overlap(0)
