@@ -53,7 +53,7 @@ def mesh_figure(shape: tuple, rank: int, gpus_per_node: int):
 
 
 LINK_STYLE = {   # dim → colour, arc of the link (0 = straight), arrow head
-    "tp": ("#2ca02c", 0.0, "-"), "cp": ("#9467bd", 0.45, "-"), "dp": ("#1f77b4", -0.45, "-"),
+    "tp": ("#2ca02c", 0.0, "-"), "cp": ("#9467bd", 0.3, "-"), "dp": ("#1f77b4", 0.45, "-"),
     "pp": ("#ff7f0e", 0.0, "-|>")}
 LINK_LABEL = {
     "tp": ("tp group: talks in every layer, inside a node", "tp 组：每一层都通信，留在节点内"),
@@ -108,16 +108,17 @@ def mesh_picture(shape: tuple = (2, 2, 1, 2), gpus_per_node: int = 4, ax=None):
                 same_row = abs(ya - yb) < 1e-9
                 start = (xa + (w / 2 if xb > xa else -w / 2), ya) if same_row and not rad else (xa, ya + h / 2)
                 end = (xb - (w / 2 if xb > xa else -w / 2), yb) if same_row and not rad else (xb, yb - h / 2)
-                if same_row and rad:   # arcs leave from the top (dp) or the bottom (cp) of the boxes
-                    off = -h / 2 if rad < 0 else h / 2
+                if same_row and rad:   # arcs bulge away from the pp arrows: up, but down on the last of several nodes
+                    down = nodes > 1 and ya > (nodes - 1) * dy
+                    off, rad_dir = (h / 2, abs(rad)) if down else (-h / 2, -abs(rad))
                     start, end = (xa, ya + off), (xb, yb + off)
                 ax.annotate("", xy=end, xytext=start, gid=f"link-{dim}",
                             arrowprops=dict(arrowstyle=head, color=colour, lw=2.2, shrinkA=0, shrinkB=0,
-                                            connectionstyle=f"arc3,rad={rad if same_row else 0.0}"))
+                                            connectionstyle=f"arc3,rad={rad_dir if same_row and rad else 0.0}"))
         handles.append(Line2D([], [], color=colour, lw=2.2, label=bi(*LINK_LABEL[dim])))
     ax.legend(handles=handles, loc="upper center", bbox_to_anchor=(0.5, -0.02), ncol=1, fontsize=8, frameon=False)
     ax.set_xlim(-1.6, (gpus_per_node - 1) * dx + w + 0.4)
-    ax.set_ylim((nodes - 1) * dy + h + 0.6, -0.9)
+    ax.set_ylim((nodes - 1) * dy + h + (0.9 if nodes > 1 else 0.6), -0.9)
     ax.set_aspect("equal")
     ax.axis("off")
     desc = " × ".join(f"{d} {shape[DIMS.index(d)]}" for d in DIMS if shape[DIMS.index(d)] > 1) or "1 rank"
