@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -194,9 +195,52 @@ def test_required_state_is_what_the_experiment_needs(setup):
     is required, and restoring everything reproduces the uninterrupted run bit for bit."""
     need = resume.required_state(setup.optimizer, setup.dropout, setup.lr_schedule, setup.full_batch)
     full, *omitted = resume.omission_table(setup)
-    assert full.exact and full.max_abs_diff == 0.0
+    assert full.exact and full.max_abs_diff == 0.0 and full.first_diff is None
+    assert [r.omit for r in omitted] == [("model",), ("optimizer",), ("sampler",), ("sampler.generator",), ("rng",),
+                                         ("step",)]
     for r in omitted:
-        assert (not r.exact) == (r.omit[0] in need), (setup, r.omit, r.max_abs_diff)
+        item = r.omit[0].split(".")[0]                  # "sampler.generator" is needed when the sampler is
+        assert (not r.exact) == (item in need), (setup, r.omit, r.max_abs_diff)
+
+
+def test_resume_restores_the_samplers_shuffle_generator():
+    """After a crash in epoch 1, the restarted run's epoch-2 permutation is the third one the shuffle generator
+    draws, as torch.randperm draws it from a generator seeded seed + 1; a restart that leaves the generator as built
+    fresh draws the second one again (the permutation of epoch 1)."""
+    seed, per_epoch = 0, resume.NUM_SAMPLES // resume.BATCH
+    g = torch.Generator().manual_seed(seed + 1)
+    perms = [torch.randperm(resume.NUM_SAMPLES, generator=g) for _ in range(3)]
+    first = resume.Trainer(resume.Setup(), seed)
+    for _ in range(per_epoch + 1):                      # crash after the first step of epoch 1
+        first.train_step()
+    assert first.epoch == 1 and torch.equal(first.order, perms[1])
+    checkpoint = first.state()
+    for sampler_generator, expected in ((True, perms[2]), (False, perms[1])):
+        again = resume.Trainer(resume.Setup(), seed)
+        again.load(checkpoint, sampler_generator=sampler_generator)
+        assert torch.equal(again.order, perms[1])
+        for _ in range(per_epoch):                      # into epoch 2
+            again.train_step()
+        assert again.epoch == 2 and torch.equal(again.order, expected), sampler_generator
+
+
+def test_default_crash_shows_the_sampler_generator_is_needed():
+    """The chapter's defaults crash inside epoch 1 and cross the epoch-2 boundary after the restart. What the forward
+    reads (model, this epoch's batch, dropout masks) shows at the first step after the restart; what only the update
+    reads (optimizer state, the step's learning rate) one step later, since a step's loss is taken before its
+    update; the sampler's shuffle generator alone only at the first step of epoch 2, and then at every step."""
+    per_epoch = resume.NUM_SAMPLES // resume.BATCH
+    results = {r.omit: r for r in resume.omission_table()}
+    crash_at = len(results[()].reference) - len(results[()].resumed)
+    steps = len(results[()].reference)
+    assert per_epoch < crash_at < 2 * per_epoch < steps
+    expected = {"model": crash_at + 1, "sampler": crash_at + 1, "rng": crash_at + 1,
+                "optimizer": crash_at + 2, "step": crash_at + 2, "sampler.generator": 2 * per_epoch + 1}
+    assert {k[0]: r.first_diff for k, r in results.items() if k} == expected
+    r = results[("sampler.generator",)]
+    same = [a == b for a, b in zip(r.resumed, r.reference[crash_at:])]
+    assert same == [True] * (2 * per_epoch - crash_at) + [False] * (steps - 2 * per_epoch)
+    assert not r.exact and r.max_abs_diff > 0.1
 
 
 def test_forgetting_the_samplers_shuffle_generator_is_caught(monkeypatch):
@@ -208,9 +252,9 @@ def test_forgetting_the_samplers_shuffle_generator_is_caught(monkeypatch):
     assert full.exact
     load = resume.Trainer.load
 
-    def load_without_generator(self, state, items=resume.ITEMS):
+    def load_without_generator(self, state, items=resume.ITEMS, sampler_generator=True):
         generator = self.gen.get_state()
-        load(self, state, items)
+        load(self, state, items, sampler_generator)
         self.gen.set_state(generator)  # the restore of the shuffle generator, deleted
 
     monkeypatch.setattr(resume.Trainer, "load", load_without_generator)
@@ -224,6 +268,8 @@ def test_forgetting_the_samplers_shuffle_generator_is_caught(monkeypatch):
 def test_resume_experiment_validates():
     with pytest.raises(DistlearnValueError):
         resume.resume_experiment(omit=("weights",))
+    with pytest.raises(DistlearnValueError):
+        resume.resume_experiment(omit=("generator",))
     with pytest.raises(DistlearnValueError):
         resume.resume_experiment(steps=5, crash_at=5)
     with pytest.raises(DistlearnValueError):
