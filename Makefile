@@ -93,11 +93,7 @@ site: $(SITE_STAMP)
 	$(PY) -m authoring.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
 
 lab: $(STAMP) $(LAB_OVERRIDES)
-ifeq ($(strip $(COURSE_LANG)),)
-	$(VENV)/bin/jupyter lab --port $(PORT) --ServerApp.root_dir=. notebooks/00_welcome.ipynb $(if $(filter 0,$(shell id -u)),--allow-root) $(LAB_ARGS)
-else
-	$(PY) -m authoring.course lab --lang '$(COURSE_LANG)' --port $(PORT) --lab-args='$(LAB_ARGS)'
-endif
+	$(PY) -m authoring.course lab --lang '$(or $(strip $(COURSE_LANG)),both)' --port $(PORT) --lab-args='$(LAB_ARGS)'
 
 # Monolingual copies of the course, executed in that language: build/course-zh/ (COURSE_LANG=en: build/course-en/).
 split: $(STAMP)

@@ -44,10 +44,17 @@ def lab_environment(lang: str, out_root: Path) -> dict[str, str]:
     return env
 
 
+def port_given(args: list[str]) -> bool:
+    """Whether JupyterLab options ``args`` set the port themselves (``--port 8892``, ``--port=8892``,
+    ``--ServerApp.port=8892``)."""
+    return any(a == "--port" or a.startswith(("--port=", "--ServerApp.port")) for a in args)
+
+
 def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
              lab_args: str = "", start: bool = True) -> Path:
-    """What ``make lab COURSE_LANG=zh`` runs: start JupyterLab with ``DISTLEARN_LANG=<lang>`` on the course in one
-    language, in ``build/course-<lang>/`` (your edits and runs stay there, out of the repository's files).
+    """What ``make lab`` runs: start JupyterLab with ``DISTLEARN_LANG=<lang>`` on a copy of the course, in
+    ``build/course/`` for both languages, ``build/course-<lang>/`` for one (your edits and runs stay there, out of
+    the repository's files; the bilingual copy is a plain copy of the course's notebooks).
 
     If that folder is missing it is filled from the stored copy ``courses/<lang>/`` when that one is current
     (:func:`copy_problems` empty: a file copy, no execution), else by :func:`split_course` (written and executed in
@@ -61,8 +68,21 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
     from distlearn.core.i18n import bi, normalize_language
 
     lang = normalize_language(lang, "COURSE_LANG")
-    if lang not in ("en", "zh"):  # both languages: the course itself
-        out_root, lang_env = root, "both"
+    if lang not in ("en", "zh"):  # both languages: a copy of the course's notebooks, so running never rewrites them
+        out_root, lang_env = Path(out_root or root / "build" / "course"), "both"
+        if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
+            print(bi(f"Copying the course's notebooks to {out_root}, so that your edits and runs stay out of the "
+                     f"repository ...", f"正在把课程的笔记本复制到 {out_root}，你的修改和运行结果不会改动仓库里的文件……"),
+                  flush=True)
+            for src in course_notebooks(root):
+                dst = out_root / src.parent.name / src.name
+                dst.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy(src, dst)
+        elif _copy_is_stale(out_root, root):
+            print(bi(f"Note: {out_root} is older than the course. To start again from the course (this deletes your "
+                     f"edits there): rm -r {out_root}, then make lab",
+                     f"注意：{out_root} 比课程本身旧。如需从课程重新开始（会删除你在其中的修改）：rm -r {out_root}，"
+                     f"再运行 make lab"), flush=True)
     else:
         out_root, lang_env = Path(out_root or root / "build" / f"course-{lang}"), lang
         stored = Path(root) / COPIES_DIR / lang
@@ -90,11 +110,14 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
     env = lab_environment(lang_env, Path(out_root))
     if not start:
         return Path(out_root)
-    cmd = [sys.executable, "-m", "jupyterlab", "--port", str(port), f"--ServerApp.root_dir={out_root}",
+    extra = shlex.split(lab_args or "")
+    # a --port in lab_args wins (JupyterLab refuses two ports: "port only accepts one value")
+    own_port = [] if port_given(extra) else ["--port", str(port)]
+    cmd = [sys.executable, "-m", "jupyterlab", *own_port, f"--ServerApp.root_dir={out_root}",
            str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
-    cmd += shlex.split(lab_args or "")
+    cmd += extra
     os.environ.update(env)
     os.execv(sys.executable, cmd)
     return Path(out_root)  # not reached

@@ -416,3 +416,36 @@ def test_make_lab_in_one_language_passes_any_lab_args(monkeypatch, lab_args):
     monkeypatch.setattr(course, "open_lab", lambda lang, port, lab_args="": seen.update(lang=lang, lab_args=lab_args))
     assert course.main(argv[3:]) in (0, None)
     assert seen == {"lang": "zh", "lab_args": lab_args}
+
+
+def test_a_port_in_lab_args_wins_over_make_labs_own(monkeypatch, tmp_path):
+    """A new user ran `make lab LAB_ARGS="--no-browser --port 8892"` (the README's headless form with a port) and
+    JupyterLab refused to start: "port only accepts one value, got 2". JupyterLab gets one port: LAB_ARGS's if it
+    has one, else PORT."""
+    from authoring import lab
+
+    assert lab.port_given(["--no-browser", "--port", "8892"]) and lab.port_given(["--port=8892"])
+    assert lab.port_given(["--ServerApp.port=8892"]) and not lab.port_given(["--no-browser", "--ip=0.0.0.0"])
+    for args, ports in (("--no-browser --port 8892", ["8892"]), ("--no-browser", ["8888"])):
+        seen = {}
+        monkeypatch.setattr(lab.os, "execv", lambda exe, cmd: seen.update(cmd=cmd))
+        lab.open_lab("both", 8888, out_root=tmp_path / "course", lab_args=args)
+        cmd = seen["cmd"]
+        assert [cmd[i + 1] for i, w in enumerate(cmd) if w == "--port"] == ports, cmd
+
+
+def test_make_lab_in_both_languages_opens_a_copy_not_the_tracked_notebooks(tmp_path):
+    """The README's promise: running the course never rewrites tracked notebooks. A new user found that the plain
+    `make lab` opened notebooks/00_welcome.ipynb in the repository; it now opens a copy in build/course/."""
+    from authoring import lab
+    from authoring.paths import course_notebooks
+
+    root = Path(__file__).resolve().parents[1]
+    out = lab.open_lab("both", out_root=tmp_path / "course", start=False)
+    assert out == tmp_path / "course"
+    copied = sorted(p.relative_to(out) for p in out.glob("*/*.ipynb"))
+    assert copied == sorted(p.relative_to(root) for p in course_notebooks(root))
+    lines = subprocess.run(["make", "--no-print-directory", "-n", "lab"], cwd=root, capture_output=True, text=True,
+                           timeout=60).stdout.splitlines()
+    (line,) = [ln for ln in lines if "-m authoring.course lab" in ln]
+    assert "--lang 'both'" in line
