@@ -161,8 +161,8 @@ def test_os_exit_and_a_crash_end_only_the_worker(capsys):
 
 @pytest.mark.timeout(60)
 def test_interrupting_the_kernel_ends_the_whole_check_and_its_worker(short_limit, capsys):
-    """Interrupt Kernel (SIGINT to the kernel) during a case stops the check at once, not just that case, and
-    leaves no worker behind."""
+    """Interrupt Kernel (SIGINT to the kernel) during a case stops the check at once, not just that case, with a ✗
+    line and CheckFailed, and leaves no worker behind."""
     psutil = pytest.importorskip("psutil")
     monkey = pytest.MonkeyPatch()
     monkey.setattr(check, "DEFAULT_TIMEOUT", 20.0)
@@ -171,14 +171,14 @@ def test_interrupting_the_kernel_ends_the_whole_check_and_its_worker(short_limit
     start = time.monotonic()
     try:
         timer.start()
-        with pytest.raises(KeyboardInterrupt):
+        with pytest.raises(check.CheckFailed):   # one ✗ line, not KeyboardInterrupt's traceback
             ch01.ex01_bytes_per_param(lambda precision, optimizer: time.sleep(3600))
     finally:
         timer.cancel()
         monkey.undo()
     assert time.monotonic() - start < 5
     assert not [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
-    capsys.readouterr()
+    assert "you interrupted the kernel" in capsys.readouterr().out
     ch01.ex01_bytes_per_param(right)
     assert "✓" in capsys.readouterr().out
 
@@ -282,3 +282,20 @@ def test_the_teaching_guide_states_the_limits_the_checkers_use():
     limit, shown = f"{check.DEFAULT_TIMEOUT:g}", f"{sandbox.OUTPUT_LIMIT:,}"
     assert f"runs past {limit} s" in guide and f"超过 {limit} 秒的用例" in guide
     assert f"up to {shown} characters per check" in guide and f"最多显示 {shown} 个字符" in guide
+
+
+def test_interrupting_the_kernel_during_a_check_gives_a_cross_line_not_a_traceback(monkeypatch, capsys):
+    """A new user pressed the stop button while an endless answer was being checked and got a 40-line
+    KeyboardInterrupt traceback through the checker and multiprocessing. The check now ends with one ✗ line and
+    CheckFailed, in the reader's language."""
+    from distlearn.core import check as C
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(C, "_run_case", interrupted)
+    with pytest.raises(C.CheckFailed) as info:
+        C.verify("ex_demo", lambda x: x, [C.Case(args=(1,), expected=1), C.Case(args=(2,), expected=2)])
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+    out = capsys.readouterr().out
+    assert "stopped at hidden case 1 of 2: you interrupted the kernel" in out and "你中断了内核" in out

@@ -377,6 +377,11 @@ def verify(exercise: str, fn: Callable, cases: list[Case]) -> None:
     for i, case in enumerate(cases, 1):
         try:
             why, outcome = _run_case(fn, case, output.left)
+        except KeyboardInterrupt:  # the kernel's stop button while a case runs: a ✗ line, not a 40-line traceback
+            output.close()
+            print(bi(f"✗ {exercise}: stopped at hidden case {i} of {len(cases)}: you interrupted the kernel.",
+                     f"✗ {exercise}：在第 {i} 个隐藏测试用例（共 {len(cases)} 个）处停止：你中断了内核。", sep="\n  "))
+            raise CheckFailed(bi(f"{exercise}: interrupted", f"{exercise}：已中断")) from None
         except NotImplementedError:
             print(bi(f"✗ {exercise}: not solved yet — replace the `raise NotImplementedError` with your code.",
                      f"✗ {exercise}：尚未作答——请把 `raise NotImplementedError` 换成你的代码。", sep="\n  "))
