@@ -260,3 +260,105 @@ def test_planner_cli_errors_go_to_stderr_with_status_2(args):
     assert r.returncode == 2, (r.returncode, r.stdout, r.stderr)
     assert r.stdout == "" and r.stderr.strip()
     assert any("\u4e00" <= ch <= "\u9fff" for ch in r.stderr) and "error" in r.stderr.lower() or "usage" in r.stderr
+
+
+# ------------------------------------------------------------------ issue 33: what a new-user trial found
+@pytest.fixture
+def both_languages():
+    from distlearn.core.current_language import get_language, store
+
+    old = get_language()
+    store("both")
+    yield
+    store(old)
+
+
+def _cjk(text: str) -> bool:
+    return any("\u4e00" <= ch <= "\u9fff" for ch in text)
+
+
+def _error(result) -> str:
+    assert isinstance(result, dict) and "error" in result, result
+    return result["error"]
+
+
+def test_experts_explorer_names_its_own_parameters(both_languages):
+    from distlearn.experts import explorer as x
+
+    e = _error(x.compute(k=300))
+    assert "experts_per_token" not in e and "k = 300 must be ≤ num_experts = 256" in e and _cjk(e), e
+    e = _error(x.compute(num_experts=6, ep=4))
+    assert "experts_per_token" not in e, e
+    assert "k = 8" in e and "num_experts = 6" in e and "ep = 4" in e and "divide" in e and _cjk(e), e
+    assert "error" not in x.compute()
+
+
+def test_exact_slider_refuses_with_its_real_range(both_languages):
+    from distlearn.memory import explorer as m
+
+    for bad in (True, 7, -1):
+        e = _error(m.compute(zero_stage=bad))
+        assert "zero_stage" in e and "[0, 3]" in e and "192" not in e, e
+    assert "error" not in m.compute(zero_stage=3)
+
+
+def test_data_parallel_explorer_out_of_range_names_the_parameter(both_languages):
+    from distlearn.data_parallel import explorer as d
+
+    e = _error(d.compute(world_size=65, batch_size=64))
+    assert "world_size" in e and "64" in e and _cjk(e), e
+    e = _error(d.compute(world_size=4, batch_size=200))
+    assert "batch_size" in e and "128" in e, e
+
+
+def test_unknown_keyword_is_a_bilingual_course_error(both_languages):
+    from distlearn.memory import explorer as m
+
+    e = _error(m.compute(foo=1))
+    assert "foo" in e and "zero_stage" in e and "dp" in e and _cjk(e), e
+    e = _error(m.compute("llama3-8b", 7, "mixed", "adam", 8, 0, False, False, False, "h100-80gb", 1, 2, 3, 4, 5))
+    assert _cjk(e), e
+
+
+@pytest.mark.parametrize("call", [
+    lambda S, X: S.sync_batchnorm([]), lambda S, X: S.sync_batchnorm(None), lambda S, X: S.sync_batchnorm("abc"),
+    lambda S, X: S.data_parallel_loss([[1.0, 2.0]] * 8, 3, None),
+    lambda S, X: S.data_parallel_loss("abc", 3, lambda a: (float(a.sum()),)),
+    lambda S, X: X.route("abc", 1), lambda S, X: X.route([[float("nan")] * 4] * 3, 2),
+    lambda S, X: X.aux_loss(None, None), lambda S, X: X.aux_loss([[0.5, 0.5]] * 2, [[0], [5]]),
+    lambda S, X: X.MoEWeights.random(10 ** 9, 32, 64), lambda S, X: X.MoEWeights.random(0, 32, 64),
+    lambda S, X: X.straggler_factor([]),
+    lambda S, X: S.overlap_timeline([1] * 10 ** 7, [1e-6] * 10 ** 7, 8),
+], ids=["sbn-empty", "sbn-none", "sbn-str", "dpl-fn-none", "dpl-data-str", "route-str", "route-nan", "aux-none",
+        "aux-index", "moe-huge", "moe-zero", "straggler-empty", "overlap-huge"])
+def test_array_and_record_arguments_are_checked_at_the_boundary(call, both_languages):
+    import time
+
+    from distlearn.data_parallel import simulation as S
+    from distlearn.experts import simulation as X
+
+    start = time.perf_counter()
+    with pytest.raises(DistlearnValueError) as info:
+        call(S, X)
+    assert _cjk(str(info.value)) and time.perf_counter() - start < 3, str(info.value)
+
+
+def test_planning_refuses_a_plan_that_is_not_a_plan_and_a_huge_batch(both_languages):
+    from distlearn import planning
+    from distlearn.planning import plan_search
+
+    with pytest.raises(DistlearnValueError) as info:
+        planning.evaluate("llama3-8b", "dp=8", global_batch=64, seq_len=2048)
+    assert "plan" in str(info.value) and _cjk(str(info.value))
+    with pytest.raises(DistlearnValueError) as info:
+        plan_search.search("llama3-8b", global_batch=10 ** 12, seq_len=2048)
+    assert "global_batch" in str(info.value) and "262144" in str(info.value).replace(",", "")
+
+
+def test_ep_memory_of_a_dense_model_says_it_has_no_experts(both_languages):
+    from distlearn.core.models import get_preset
+    from distlearn.experts import simulation as X
+
+    with pytest.raises(DistlearnValueError) as info:
+        X.ep_model_state_bytes(get_preset("llama3-8b"), dp=8, ep=8)
+    assert "mixture-of-experts" in str(info.value) and "got 0" not in str(info.value)

@@ -58,7 +58,7 @@ def controls() -> dict:
                                               (("materialised s×s scores", "显式存储 s×s 分数"), "materialised")],
                                    "default"),
         "dp": base.log2_slider(L_DP, 8, 1, 64),
-        "zero_stage": base.int_slider(L_ZERO, 3, 0, 3),
+        "zero_stage": base.int_slider(L_ZERO, 3, 0, 3, exact=True),
         "offload": base.dropdown(L_OFF, [(("none", "不卸载"), "none"), (("optimizer → CPU", "优化器 → CPU"),
                                                                          "optimizer"),
                                          (("optimizer + params → CPU", "优化器 + 参数 → CPU"), "optimizer+params")],

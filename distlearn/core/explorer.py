@@ -97,10 +97,13 @@ def _option_labels(options) -> list:
     return [(render_label(o[0]), o[1]) if isinstance(o, tuple) else o for o in options]
 
 
-def int_slider(label: Label, value: int, min: int, max: int, step: int = 1) -> W.IntSlider:
-    """An integer slider that updates on release."""
-    return _labelled(W.IntSlider(value=value, min=min, max=max, step=step, description=render_label(label),
-                                 continuous_update=False, style=STYLE, layout=LAYOUT), label)
+def int_slider(label: Label, value: int, min: int, max: int, step: int = 1, exact: bool = False) -> W.IntSlider:
+    """An integer slider that updates on release. ``exact=True``: its range is the whole range of the value (a ZeRO
+    stage 0–3), so ``compute`` called by hand accepts no value beyond it (see :func:`control_problem`)."""
+    slider = _labelled(W.IntSlider(value=value, min=min, max=max, step=step, description=render_label(label),
+                                   continuous_update=False, style=STYLE, layout=LAYOUT), label)
+    slider._distlearn_exact = bool(exact)
+    return slider
 
 
 def float_slider(label: Label, value: float, min: float, max: float, step: float) -> W.FloatSlider:
@@ -208,11 +211,13 @@ def control_problem(name: str, control, value) -> str | None:
     float slider, or a slider of numeric options (a log₂ slider), a number of the same kind from its minimum up to
     :data:`BEYOND` times its maximum (a slider's end is a teaching range, not a limit of the formula, but a typo
     such as 10**12 must not start an endless computation)."""
-    from distlearn.core.validate import check_bool, check_choice
+    from distlearn.core.validate import check_bool, check_choice, check_int
 
     try:
         if isinstance(control, W.Checkbox):
             check_bool(name, value)
+        elif isinstance(control, W.IntSlider) and getattr(control, "_distlearn_exact", False):
+            check_int(name, value, minimum=control.min, maximum=control.max)
         elif isinstance(control, W.IntSlider):
             _check_whole(name, value, control.min, control.max)
         elif isinstance(control, W.FloatSlider):
@@ -231,6 +236,21 @@ def control_problem(name: str, control, value) -> str | None:
     return None
 
 
+def _call_problem(sig, args: tuple, kwargs: dict) -> str:
+    """Why ``compute(*args, **kwargs)`` does not fit ``sig`` (an unknown keyword, too many positional values), in
+    the reader's language, naming the accepted parameters."""
+    accepted = ", ".join(sig.parameters)
+    unknown = [k for k in kwargs if k not in sig.parameters]
+    if unknown:
+        names = ", ".join(repr(k) for k in unknown)
+        return bi(f"unknown parameter {names}; this explorer's compute accepts: {accepted}.",
+                  f"未知的参数 {names}；此探索器的 compute 接受：{accepted}。")
+    return bi(f"compute takes at most {len(sig.parameters)} values ({accepted}); got {len(args)} positional and "
+              f"{len(kwargs)} named ({', '.join(map(repr, kwargs))}), or a parameter given twice.",
+              f"compute 至多接受 {len(sig.parameters)} 个值（{accepted}）；收到 {len(args)} 个位置参数和 "
+              f"{len(kwargs)} 个关键字参数（{', '.join(map(repr, kwargs))}），或某个参数给了两次。")
+
+
 def within_controls(controls: Callable[[], dict]):
     """Decorate an explorer's ``compute``: a value that none of its controls could send (a typo, ``None``, a
     string for a number, 0 where the slider starts at 1, a model that is not in the list …) returns ``{"error":
@@ -247,8 +267,8 @@ def within_controls(controls: Callable[[], dict]):
         def inner(*args, **kwargs):
             try:
                 bound = sig.bind(*args, **kwargs)
-            except TypeError as e:
-                return {"error": str(e)}
+            except TypeError:
+                return {"error": _call_problem(sig, args, kwargs)}
             if "controls" not in cache:
                 cache["controls"] = controls()
             for name, value in bound.arguments.items():

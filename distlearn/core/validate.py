@@ -174,6 +174,49 @@ def check_elements(name: str, count, cap: int = MAX_ELEMENTS) -> int:
     return count
 
 
+def check_callable(name: str, value):
+    """Return ``value`` if it can be called (a model function, a loss …); anything else raises
+    DistlearnValueError."""
+    if callable(value):
+        return value
+    raise DistlearnValueError(name, f"{name} must be a function (callable), got {value!r} ({type(value).__name__}).",
+                              f"{name} 必须是函数（可调用对象），收到 {value!r}（{type(value).__name__}）。")
+
+
+def check_array(name: str, value, *, ndim: int | None = None, min_size: int = 0, finite: bool = True,
+                cap: int = MAX_ELEMENTS):
+    """Return ``value`` as a float numpy array if it is an array (or nested list) of real numbers with ``ndim``
+    dimensions (None: any), at least ``min_size`` elements, at most ``cap`` of them, all finite unless
+    ``finite=False``. A string, ``None``, ragged lists or a bool array raise DistlearnValueError."""
+    import numpy as np
+
+    def refuse(en_why: str, zh_why: str):
+        raise DistlearnValueError(name, f"{name} must be an array of {'finite ' if finite else ''}numbers"
+                                        f"{f' with {ndim} dimension(s)' if ndim is not None else ''}: {en_why}.",
+                                  f"{name} 必须是{f' {ndim} 维的' if ndim is not None else ''}"
+                                  f"{'有限' if finite else ''}数值数组：{zh_why}。")
+
+    if value is None or isinstance(value, (str, bytes, dict, set)):
+        refuse(f"got {value!r} ({type(value).__name__})", f"收到 {value!r}（{type(value).__name__}）")
+    if hasattr(value, "size") and not isinstance(value, np.ndarray) and isinstance(value.size, int):
+        check_elements(name, value.size, cap)  # a torch tensor: its size before converting it
+    try:
+        arr = np.asarray(value)
+    except (TypeError, ValueError) as e:
+        refuse(f"could not read it as an array ({e})", f"无法读取为数组（{e}）")
+    check_elements(name, arr.size, cap)
+    if arr.dtype == bool or arr.dtype.kind not in "iuf":
+        refuse(f"got elements of type {arr.dtype}", f"收到元素类型 {arr.dtype}")
+    arr = arr.astype(float, copy=False)
+    if ndim is not None and arr.ndim != ndim:
+        refuse(f"got shape {arr.shape}", f"收到形状 {arr.shape}")
+    if arr.size < min_size:
+        refuse(f"got {arr.size} elements, at least {min_size} needed", f"收到 {arr.size} 个元素，至少需要 {min_size} 个")
+    if finite and not np.isfinite(arr).all():
+        refuse("got NaN or infinity", "收到 NaN 或无穷大")
+    return arr
+
+
 def check_positive(name: str, value) -> float:
     """A finite number > 0 (sizes, times, bandwidths). Raises DistlearnValueError."""
     return check_number(name, value, minimum=0, strict_min=True)

@@ -35,8 +35,12 @@ def compute(world_size: int = 3, batch_size: int = 64, split: str = "contiguous"
     """Loss reported vs full-batch loss for the seed's model on the first ``batch_size`` of 128 fixed samples,
     and the ring all-reduce of ``params_b``·1e9 bf16 gradients: bytes per rank and α-β time (α = 0) at
     ``bandwidth_gbs`` GB/s."""
-    if not (1 <= world_size <= 64 and 1 <= batch_size <= len(DATA)):
-        return {"error": bi("out of range", "超出范围")}
+    problems = [(name, value, high) for name, value, high in (("world_size", world_size, 64),
+                                                              ("batch_size", batch_size, len(DATA)))
+                if not 1 <= value <= high]
+    if problems:  # the controls' check (within_controls) has made both whole numbers ≥ 1
+        return {"error": bi("; ".join(f"{n} must be an integer in [1, {h}], got {v}" for n, v, h in problems) + ".",
+                            "；".join(f"{n} 必须是整数（范围 [1, {h}]），收到 {v}" for n, v, h in problems) + "。")}
     data = DATA[:batch_size]
     full = MODEL(data)[0]
     loss, sizes = dp.data_parallel_loss(data, world_size, MODEL, split=split, reduction=reduction)

@@ -17,7 +17,8 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.cost import collective_time
-from distlearn.core.validate import MAX_ELEMENTS, MAX_WORLD_SIZE, check_bool, DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, MAX_WORLD_SIZE, DistlearnValueError, check_array, check_bool,
+                                     check_callable, check_choice, check_int, check_number)
 
 MiB = 2**20
 
@@ -176,9 +177,22 @@ def sync_batchnorm(shards, eps: float = 1e-5, momentum: float = 0.1) -> SyncBatc
     refuses CPU tensors.) Raises DistlearnValueError if the total count is < 2."""
     eps = check_number("eps", eps, minimum=0, strict_min=True)
     momentum = check_number("momentum", momentum, minimum=0, maximum=1)
-    shards = [np.asarray(s, dtype=float).reshape(len(s), -1) if len(s) else np.zeros((0, np.shape(s)[-1]))
-              for s in shards]
-    c = shards[0].shape[1]
+    if shards is None or isinstance(shards, (str, bytes, dict)) or not hasattr(shards, "__len__") or not len(shards):
+        raise DistlearnValueError("shards", f"shards must be a non-empty list of (n_r, C) arrays, one per rank; got "
+                                            f"{shards!r}.",
+                                  f"shards 必须是非空列表，每个 rank 一个形状为 (n_r, C) 的数组；收到 {shards!r}。")
+    shards = [check_array(f"shards[{r}]", s) for r, s in enumerate(shards)]
+    for r, s in enumerate(shards):
+        if s.ndim == 0:
+            raise DistlearnValueError(f"shards[{r}]", f"shards[{r}] must be an (n_r, C) array of samples; got the "
+                                                      f"number {float(s):g}.",
+                                      f"shards[{r}] 必须是形状为 (n_r, C) 的样本数组；收到数值 {float(s):g}。")
+    c = next((s.reshape(len(s), -1).shape[1] for s in shards if len(s)), shards[0].shape[-1])
+    shards = [s.reshape(len(s), -1) if len(s) else np.zeros((0, c)) for s in shards]
+    if any(s.shape[1] != c for s in shards if len(s)):
+        raise DistlearnValueError("shards", f"every shard needs the same number of features C; got "
+                                            f"{[s.shape[1] for s in shards]}.",
+                                  f"每个分片的特征数 C 必须相同；收到 {[s.shape[1] for s in shards]}。")
     stats = [np.concatenate([s.sum(0), (s ** 2).sum(0), [len(s)]]) for s in shards]
     total = VirtualCluster(len(shards)).all_reduce(stats)[0]
     count = total[-1]
@@ -372,8 +386,13 @@ def overlap_timeline(param_bytes, backward_times, world_size: int, *, bucket_cap
     ``find_unused_parameters``, where DDP holds all gradients in one bucket (:func:`ddp_buckets`).
 
     Small buckets pay α many times; one huge bucket cannot start before backward ends (nothing overlaps)."""
-    pb = [int(b) for b in param_bytes]
-    bt = [float(t) for t in backward_times]
+    for name, values in (("param_bytes", param_bytes), ("backward_times", backward_times)):
+        if hasattr(values, "__len__") and not isinstance(values, (str, bytes)) and len(values) > MAX_STEPS:
+            raise DistlearnValueError(name, f"{name}: {len(values):,} parameters is more than this timeline "
+                                            f"simulates (at most {MAX_STEPS:,}).",
+                                      f"{name}：{len(values):,} 个参数超出了此时间线模拟的上限（最多 {MAX_STEPS:,} 个）。")
+    pb = [int(b) for b in check_array("param_bytes", param_bytes, ndim=1, cap=MAX_STEPS)]
+    bt = [float(t) for t in check_array("backward_times", backward_times, ndim=1, cap=MAX_STEPS)]
     if len(pb) != len(bt) or not pb:
         raise DistlearnValueError("backward_times", "param_bytes and backward_times need the same, non-zero length.",
                                   "param_bytes 与 backward_times 的长度必须相同且不为零。")
@@ -422,7 +441,12 @@ def data_parallel_loss(data, world_size: int, model_fn, *, split: str = "contigu
     rank is empty). Returns (loss, shard sizes). Equals ``model_fn(data)[0]`` only for ``weighted`` with the
     ``contiguous`` split (or any split without dropped or repeated samples)."""
     check_choice("reduction", reduction, REDUCTIONS)
-    data = np.asarray(data)
+    model_fn = check_callable("model_fn", model_fn)
+    if not isinstance(data, np.ndarray):
+        data = check_array("data", data, finite=False)
+    if data.ndim == 0:
+        raise DistlearnValueError("data", f"data must be an array of samples (one row per sample); got a scalar "
+                                          f"{data!r}.", f"data 必须是样本数组（每行一个样本）；收到标量 {data!r}。")
     shards = split_indices(len(data), world_size, split)
     sizes = [len(s) for s in shards]
     losses = [model_fn(data[s])[0] if len(s) else np.nan for s in shards]

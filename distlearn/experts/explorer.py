@@ -38,6 +38,15 @@ def compute(model: str = "deepseek-v3", num_experts: int = 256, k: int = 8, capa
             ep: int = 64, skew: float = 0.25, dp: int = 2048) -> dict:
     """One MoE layer of ``model``'s shape with ``num_experts`` experts, top-``k``. ``capacity_factor`` 0 means no
     limit. Returns loads, drops, bytes and memory (bytes), or ``{"error": message}`` for an impossible setting."""
+    problems = []  # named by this function's parameters (the model config calls k experts_per_token)
+    if k > num_experts:
+        problems.append((f"k = {k} must be ≤ num_experts = {num_experts} (a token picks k distinct experts)",
+                         f"k = {k} 必须 ≤ num_experts = {num_experts}（每个词元选 k 个不同的专家）"))
+    if num_experts % ep:
+        problems.append((f"ep = {ep} must divide num_experts = {num_experts} (each GPU holds num_experts/ep experts)",
+                         f"ep = {ep} 必须整除 num_experts = {num_experts}（每块 GPU 持有 num_experts/ep 个专家）"))
+    if problems:
+        return {"error": bi("; ".join(en for en, _ in problems) + ".", "；".join(zh for _, zh in problems) + "。")}
     try:
         cfg = MOE_PRESETS[model].with_(num_experts=num_experts, experts_per_token=k)
         spec = X.router_spec(MOE_PRESETS[model])

@@ -50,8 +50,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_elements, check_int,
-                                     check_number, check_seed)
+from distlearn.core.validate import (MAX_ELEMENTS, DistlearnValueError, check_array, check_bool, check_choice,
+                                     check_elements, check_int, check_number, check_seed)
 
 SCORES = ("softmax", "sigmoid")
 MAX_EXPERTS = 4096  # experts per layer this course simulates (DeepSeek-V3 has 256): caps the per-expert arrays
@@ -253,7 +253,7 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
     > 0 or None (no limit);
     ``tokens_per_group`` divides the tokens into capacity groups (default: one group). Raises
     DistlearnValueError for bad arguments."""
-    logits = np.asarray(logits, dtype=float)
+    logits = check_array("logits", logits)  # finite numbers: a NaN logit would be routed silently
     if logits.ndim != 2:
         raise DistlearnValueError("logits", f"logits must be 2-D (tokens, experts), got shape {logits.shape}.",
                                   f"logits 必须是二维的（词元，专家），收到形状 {logits.shape}。")
@@ -376,6 +376,14 @@ class MoEWeights:
     def random(cls, num_experts: int, hidden_size: int, ffn_hidden_size: int, shared_ffn: int = 0,
                seed: int = 0) -> "MoEWeights":
         """Weights drawn uniformly in ±1/sqrt(fan_in) (as ``nn.Linear``), deterministic for ``seed``."""
+        num_experts = check_int("num_experts", num_experts, minimum=1, maximum=MAX_EXPERTS)
+        hidden_size = check_int("hidden_size", hidden_size, minimum=1)
+        ffn_hidden_size = check_int("ffn_hidden_size", ffn_hidden_size, minimum=1)
+        shared_ffn = check_int("shared_ffn", shared_ffn, minimum=0)
+        seed = check_seed("seed", seed)
+        check_elements("num_experts × hidden_size × ffn_hidden_size",
+                       3 * num_experts * hidden_size * ffn_hidden_size + num_experts * hidden_size
+                       + 3 * shared_ffn * hidden_size, MAX_ELEMENTS)
         rng = np.random.default_rng(seed)
         u = lambda shape, fan_in: rng.uniform(-1, 1, shape) / math.sqrt(fan_in)
         e, h, f = num_experts, hidden_size, ffn_hidden_size
@@ -421,10 +429,21 @@ def aux_loss(probs, index, num_experts: int | None = None, *, first_choice_only:
     - DeepSeek-V3's sequence-wise loss (eq. 17–20): normalized affinities, all k choices, T = one sequence.
 
     1.0 when both ``f`` and ``P`` are uniform; ``N`` when every token goes, with probability 1, to one expert."""
-    probs = np.asarray(probs, dtype=float)
-    index = np.asarray(index)
+    probs = check_array("probs", probs, ndim=2)
     first_choice_only = check_bool("first_choice_only", first_choice_only)
     n = probs.shape[1]
+    index_f = check_array("index", index, ndim=2)
+    if index_f.shape[0] != probs.shape[0] or not index_f.shape[1]:
+        raise DistlearnValueError("index", f"index must have shape ({probs.shape[0]}, k ≥ 1), one row per row of "
+                                           f"probs; got {index_f.shape}.",
+                                  f"index 的形状必须是 ({probs.shape[0]}, k ≥ 1)，与 probs 的行一一对应；收到 "
+                                  f"{index_f.shape}。")
+    if index_f.size and (index_f.min() < 0 or index_f.max() >= n or (index_f != np.round(index_f)).any()):
+        raise DistlearnValueError("index", f"index must hold expert numbers, whole numbers in [0, {n - 1}] (probs has "
+                                           f"{n} experts); got values from {index_f.min():g} to {index_f.max():g}.",
+                                  f"index 必须是专家编号，即范围 [0, {n - 1}] 内的整数（probs 有 {n} 个专家）；收到 "
+                                  f"{index_f.min():g} 到 {index_f.max():g} 的值。")
+    index = np.asarray(index) if np.asarray(index).dtype.kind in "iu" else index_f.astype(int)
     if num_experts is not None and check_int("num_experts", num_experts, maximum=MAX_EXPERTS) != n:
         raise DistlearnValueError("num_experts", f"num_experts = {num_experts} must equal the {n} columns of probs.",
                                   f"num_experts = {num_experts} 必须等于 probs 的列数 {n}。")
@@ -699,7 +718,10 @@ def nodes_per_token(routing: Routing, experts_per_node: int) -> np.ndarray:
 def straggler_factor(received) -> float:
     """max / mean of the expert work per GPU (rows received): the whole layer waits for the busiest GPU, so the
     expert phase takes this many times the balanced time."""
-    received = np.asarray(received, dtype=float)
+    received = check_array("received", received, min_size=1)
+    if (received < 0).any():
+        raise DistlearnValueError("received", f"received must hold rows per GPU (≥ 0); got {received.min():g}.",
+                                  f"received 必须是每块 GPU 收到的行数（≥ 0）；收到 {received.min():g}。")
     return float(received.max() / received.mean()) if received.mean() > 0 else 1.0
 
 
@@ -743,6 +765,12 @@ def ep_model_state_bytes(config, *, ep: int, dp: int, zero_stage: int = 1, preci
     Raises DistlearnValueError unless ``ep`` divides both the number of experts and ``dp``."""
     from distlearn.memory.formulas import model_state_bytes
 
+    if not getattr(config, "num_experts", 0):
+        name = getattr(config, "name", config)
+        raise DistlearnValueError("config", f"{name} is not a mixture-of-experts model (it has no routed experts): "
+                                            "expert parallelism needs one, e.g. get_preset('mixtral-8x7b').",
+                                  f"{name} 不是混合专家 (MoE) 模型（没有路由专家）：专家并行需要 MoE 模型，例如 "
+                                  "get_preset('mixtral-8x7b')。")
     _check_ep(config.num_experts, ep)
     dp = check_int("dp", dp, minimum=1)
     if dp % ep:

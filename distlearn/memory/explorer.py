@@ -107,7 +107,7 @@ def controls() -> dict:
         "precision": base.dropdown(T["precision"], [(PRECISION_LABELS[p], p) for p in PRECISIONS], "mixed"),
         "optimizer": base.dropdown(T["optimizer"], [(OPTIMIZER_LABELS[o], o) for o in OPTIMIZERS], "adam"),
         "dp": base.log2_slider(T["dp"], 8, 1, 1024),
-        "zero_stage": base.int_slider(T["zero"], 0, 0, 3),
+        "zero_stage": base.int_slider(T["zero"], 0, 0, 3, exact=True),
         "offload_optimizer": base.checkbox(T["off_opt"], False),
         "offload_params": base.checkbox(T["off_par"], False),
         "gpu": base.dropdown(T["gpu"], list(GPUS), "A100 80GB"),

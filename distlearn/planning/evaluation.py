@@ -103,7 +103,13 @@ def validate_plan_fields(p: Plan) -> None:
     """Check what a plan says by itself: whole degrees dp, tp, pp, cp, ep, micro-batch size and chunk count ≥ 1,
     a ZeRO stage in 0–3, a recomputation mode of
     :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES` and a schedule of
-    :data:`~distlearn.planning.setting.PLAN_SCHEDULES`. Raises DistlearnValueError naming the field."""
+    :data:`~distlearn.planning.setting.PLAN_SCHEDULES`. Raises DistlearnValueError naming the field (``plan`` when
+    ``p`` is not a :class:`~distlearn.planning.setting.Plan` at all, e.g. the string ``"dp=8"``)."""
+    if not isinstance(p, Plan):
+        raise DistlearnValueError("plan", f"plan must be a Plan, e.g. Plan(dp=8, tp=1, pp=1); got {p!r} "
+                                          f"({type(p).__name__}).",
+                                  f"plan 必须是 Plan 对象，例如 Plan(dp=8, tp=1, pp=1)；收到 {p!r}"
+                                  f"（{type(p).__name__}）。")
     for name in ("dp", "tp", "pp", "cp"):
         check_int(name, getattr(p, name), minimum=1)
     check_int("zero_stage", p.zero_stage, minimum=0, maximum=3)

@@ -43,6 +43,7 @@ MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batc
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
 MAX_CP = 32                # context parallelism: cp searched over powers of two up to this ...
 MIN_CP_TOKENS = 8192       # ... keeping at least this many tokens per rank (Llama 3: 131,072 / 16 = 8,192)
+MAX_GLOBAL_BATCH = 262_144  # sequences per step searched: 64 × the explorer's largest batch (Llama 3 405B used 2,048)
 ROUNDING_MARGIN = 1e-9     # a group is skipped only if its smallest plan exceeds the capacity by this share
 
 
@@ -310,10 +311,12 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
 
-    Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes,
+    Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes, a
+    ``global_batch`` above :data:`MAX_GLOBAL_BATCH`,
     non-positive sizes or a ``top`` below 1.
     """
     suggest = check_bool("suggest", suggest)
+    check_int("global_batch", global_batch, minimum=1, maximum=MAX_GLOBAL_BATCH)  # the search loops over its divisors
     if top is not None:
         top = check_int("top", top, minimum=1)
     model, cluster = resolve(model, gpu, num_gpus, cluster)

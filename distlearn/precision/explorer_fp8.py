@@ -72,7 +72,7 @@ def controls() -> dict:
     return {"recipe": base.dropdown(T["recipe"], recipes, "te-fp8"),
             "model": base.dropdown(T["model"], list(MODELS), "llama3-8b"),
             "dp": base.log2_slider(T["dp"], 8, 1, 512),
-            "zero_stage": base.int_slider(T["zero"], 1, 0, 3)}
+            "zero_stage": base.int_slider(T["zero"], 1, 0, 3, exact=True)}
 
 
 def explorer():

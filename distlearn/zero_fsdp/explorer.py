@@ -122,7 +122,7 @@ def render(res: dict) -> None:
 def controls() -> dict:
     return {"model": base.dropdown(L_MODEL, list(PRESETS), "llama2-7b"),
             "dp": base.log2_slider(L_DP, 8, 1, 1024),
-            "zero_stage": base.int_slider(L_STAGE, 3, 0, 3),
+            "zero_stage": base.int_slider(L_STAGE, 3, 0, 3, exact=True),
             "blocks_per_unit": base.log2_slider(L_BPU, 1, 1, 16),
             "prefetch": base.int_slider(L_PREFETCH, 1, 0, 3),
             "num_microbatches": base.int_slider(L_MB, 1, 1, 16),
