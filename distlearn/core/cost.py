@@ -242,7 +242,7 @@ class FitComparison:
     def too_noisy(self, drop: float = 0.20, max_error: float = 0.30) -> tuple[str, str] | None:
         """Why these times are too noisy to fit, as (English, Chinese), or ``None`` when they are not.
 
-        Too noisy when a larger message was timed faster than a smaller one by more than ``drop`` (a fraction: an
+        Too noisy when a larger message was timed faster than any smaller one by more than ``drop`` (a fraction: an
         all-reduce never gets cheaper with size, so such a drop is a wait for the scheduler or another process,
         not the machine), or when even the better of the two fits misses some size by more than ``max_error``
         (neither one line nor two regimes describes the points). Raises DistlearnValueError."""
@@ -251,12 +251,13 @@ class FitComparison:
         en, zh = [], []
         t = self.seconds
         for i in range(1, len(t)):
-            fall = 1.0 - t[i] / t[i - 1]
+            j = int(np.argmax(t[:i]))          # the slowest smaller size: a gradual fall adds up against it
+            fall = 1.0 - t[i] / t[j]
             if fall > drop:
                 en.append(f"{_size(self.nbytes[i])} took {t[i] * 1e3:.3f} ms, {fall:.0%} less than "
-                          f"{_size(self.nbytes[i - 1])} ({t[i - 1] * 1e3:.3f} ms)")
-                zh.append(f"{_size(self.nbytes[i])} 用时 {t[i] * 1e3:.3f} ms，比 {_size(self.nbytes[i - 1])}"
-                          f"（{t[i - 1] * 1e3:.3f} ms）少 {fall:.0%}")
+                          f"{_size(self.nbytes[j])} ({t[j] * 1e3:.3f} ms)")
+                zh.append(f"{_size(self.nbytes[i])} 用时 {t[i] * 1e3:.3f} ms，比 {_size(self.nbytes[j])}"
+                          f"（{t[j] * 1e3:.3f} ms）少 {fall:.0%}")
         worst = min(self.worst_one, self.worst_two)
         if worst > max_error:
             en.append(f"even the better fit misses a size by {worst:.0%} (more than {max_error:.0%})")
@@ -274,9 +275,9 @@ class FitComparison:
                     "machine; rerun on an idle machine.",
                     f"噪声太大，无法拟合：{noisy[1]}。上面的 α 和带宽反映的是噪声，而不是机器；请在空闲的机器上重新运行。")
         worst = min(self.worst_one, self.worst_two)
-        return (f"clean enough to fit: no size was timed more than {drop:.0%} faster than a smaller one, and the "
+        return (f"clean enough to fit: no size was timed more than {drop:.0%} faster than any smaller one, and the "
                 f"better fit misses no size by more than {worst:.0%} (limit {max_error:.0%}).",
-                f"数据足够干净，可以拟合：没有哪个大小比更小的消息快 {drop:.0%} 以上，较好的拟合在每个大小上的误差都不超过 "
+                f"数据足够干净，可以拟合：没有哪个大小比任何更小的消息快 {drop:.0%} 以上，较好的拟合在每个大小上的误差都不超过 "
                 f"{worst:.0%}（上限 {max_error:.0%}）。")
 
     @property
