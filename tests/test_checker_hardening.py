@@ -272,7 +272,9 @@ def test_a_real_kernel_survives_an_hour_long_sleep():
     text = "".join(o.get("text", "") for o in after if o.output_type == "stream")
     assert "✓ ex01_bytes_per_param: all 7 hidden cases pass" in text, after
     took = float(text.split("took ")[1].split(" s")[0])
-    assert took < 1.0, f"a right check took {took:.3f} s in the kernel"
+    # usable, not a speed goal (those live in make bench): a worker stuck on the kernel's threads would take the
+    # 3 s limit per case; 1.2 s was measured once under a loaded CI-like machine, 0.3 s idle
+    assert took < 5.0, f"a right check took {took:.3f} s in the kernel"
 
 
 def test_the_teaching_guide_states_the_limits_the_checkers_use():

@@ -45,8 +45,8 @@ def test_nbgrader_is_installed_with_the_course_venvs_pip():
 def test_make_lab_passes_lab_args_for_a_classroom_server():
     out = subprocess.run(["make", "-n", "lab", 'LAB_ARGS=--no-browser --ip=0.0.0.0'], cwd=ROOT,
                          capture_output=True, text=True, check=True).stdout
-    line = next(x for x in out.splitlines() if "jupyter lab" in x)
-    assert line.rstrip().endswith("--no-browser --ip=0.0.0.0"), line
+    line = next(x for x in out.splitlines() if "authoring.course lab" in x)  # opens build/course/, a copy
+    assert line.rstrip().endswith("--lab-args='--no-browser --ip=0.0.0.0'"), line
 
 
 def test_the_news_pop_up_is_switched_off_where_the_course_runs():
@@ -58,7 +58,7 @@ def test_the_news_pop_up_is_switched_off_where_the_course_runs():
     assert installed.exists() and json.loads(installed.read_text()) == settings, "run `make setup`"
     assert "jupyter-settings/overrides.json" in (ROOT / "binder" / "postBuild").read_text()
     make = subprocess.run(["make", "-n", "lab"], cwd=ROOT, capture_output=True, text=True, check=True).stdout
-    assert "overrides.json" in (ROOT / "Makefile").read_text() and "jupyter lab" in make
+    assert "overrides.json" in (ROOT / "Makefile").read_text() and "authoring.course lab" in make
 
 
 def test_nbgrader_source_marks_answers_checks_and_read_only_cells():
