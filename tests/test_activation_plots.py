@@ -3,7 +3,6 @@ without error in English, in Chinese and in both, every label is in the reader's
 are the contract function's (GPT-3 175B: 2736, 816 and 48 MiB per layer)."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
@@ -11,21 +10,12 @@ import pytest
 
 from authoring import lang_audit as A
 from distlearn.activation_memory import plots as P
-from distlearn.core import i18n
 from distlearn.memory.formulas import activation_bytes_per_layer
+
+from i18n_helpers import language
 
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _texts(ax):

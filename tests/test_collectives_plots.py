@@ -3,7 +3,6 @@ in English and in Chinese, every label is in the reader's language, one box per 
 are the messages VirtualCluster records for those steps."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
@@ -12,21 +11,12 @@ import pytest
 
 from authoring import lang_audit as A
 from distlearn.collectives import plots as cp
-from distlearn.core import i18n
 from distlearn.core.comm import VirtualCluster
+
+from i18n_helpers import language
 
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

@@ -4,28 +4,18 @@ backward block per layer and one all-reduce bar per bucket on every rank, with t
 backward ends (the exposed tail)."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.data_parallel import plots as dpp
+
+from i18n_helpers import language
 
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _texts(ax):

@@ -3,28 +3,18 @@ Chinese, every label is in the reader's language, and the process groups it draw
 (the same (operation, group size) pairs that tests/test_zero_comm.py measures on four processes)."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.deepspeed_fsdp import plots as dp
+
+from i18n_helpers import language
 
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _texts(ax):

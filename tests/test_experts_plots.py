@@ -4,7 +4,6 @@ lane per rank and one box per expert, and its red arrows (rows that leave the GP
 rows of the dispatch all-to-all's split sizes."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
@@ -12,22 +11,13 @@ import numpy as np
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.experts import plots as ep_plots
 from distlearn.experts import simulation as X
 
+from i18n_helpers import language
+
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _arrows(ax, gid):

@@ -2,29 +2,19 @@
 Chinese, every label is in the reader's language, and its bars are the memory formulas' bytes per parameter."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.memory import plots as mp
 from distlearn.memory.formulas import OPTIMIZERS, PRECISIONS, bytes_per_param
 
+from i18n_helpers import language
+
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _texts(ax):

@@ -3,7 +3,6 @@ dp and pp group linked): it draws without error in English and in Chinese, every
 it draws one box per rank, and a group of n ranks draws n − 1 links, so tp links stay inside a node."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
@@ -11,22 +10,13 @@ import numpy as np
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.nd_parallel import plots as nd_plots
 from distlearn.nd_parallel import simulation as N
 
+from i18n_helpers import language
+
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])

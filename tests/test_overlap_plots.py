@@ -3,29 +3,19 @@ and a compute stream, with the unsharded units below): it draws without error in
 is in the reader's language, and its bars, arrows and printed totals are the event simulation's."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.overlap_prefetch import plots as ov_plots
 from distlearn.overlap_prefetch import timeline as T
 
+from i18n_helpers import language
+
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _gid(ax, gid):

@@ -3,7 +3,6 @@ published-runs table, the rooflines table and plot (authoring.lang_audit's rule:
 line a Chinese reader needs English for)."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
@@ -15,17 +14,9 @@ from distlearn import planning as P
 from distlearn.core.models import get_preset
 from distlearn.planning import rooflines as R
 
+from i18n_helpers import language
+
 matplotlib.use("Agg")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _figures(s: str) -> list[str]:

@@ -3,7 +3,6 @@ without error in English and in Chinese, every label is in the reader's language
 package's own numbers (per-rank bytes from the memory formulas, the collectives in the simulated trainer's order)."""
 from __future__ import annotations
 
-import contextlib
 import re
 
 import matplotlib
@@ -11,23 +10,14 @@ import numpy as np
 import pytest
 
 from authoring import lang_audit as A
-from distlearn.core import i18n
 from distlearn.core.comm import VirtualCluster
 from distlearn.zero_fsdp import plots as zp
 from distlearn.zero_fsdp import simulation as fsdp
 
+from i18n_helpers import language
+
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
-
-
-@contextlib.contextmanager
-def language(lang):
-    old = i18n.get_language()
-    i18n.set_language(lang)
-    try:
-        yield
-    finally:
-        i18n.set_language(old)
 
 
 def _texts(ax):
