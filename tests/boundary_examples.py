@@ -595,7 +595,7 @@ def _layer_seconds():
 def _tp_records():
     from distlearn.tensor_parallel.simulation import megatron_mlp
 
-    return megatron_mlp(**_mlp_args(), tp=2).log if hasattr(megatron_mlp(**_mlp_args(), tp=2), "log") else []
+    return megatron_mlp(**_mlp_args(), tp=2).comm
 
 
 def _flat_shards(torch=False):
