@@ -18,6 +18,18 @@ def _copy_is_stale(out_root: Path, root: Path) -> bool:
     return max(p.stat().st_mtime for p in sources) > min(c.stat().st_mtime for c in copies)
 
 
+def _note_if_stale(out_root: Path, root: Path, again: str, origin: tuple[str, str]) -> None:
+    """Say how to start again when the copy ``out_root`` (kept: it may hold the reader's edits) is older than the
+    course: ``origin`` is what it would be refilled from (English, Chinese), ``again`` the command."""
+    from distlearn.core.i18n import bi
+
+    if _copy_is_stale(out_root, root):
+        print(bi(f"Note: {out_root} is older than the course. To start again from {origin[0]} (this deletes your "
+                 f"edits there): rm -r {out_root}, then {again}",
+                 f"注意：{out_root} 比课程本身旧。如需从{origin[1]}重新开始（会删除你在其中的修改）：rm -r {out_root}，"
+                 f"再运行 {again}"), flush=True)
+
+
 _LANG_ZH = {"en": "英文", "zh": "中文"}
 
 
@@ -78,11 +90,8 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
                 dst = out_root / src.parent.name / src.name
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(src, dst)
-        elif _copy_is_stale(out_root, root):
-            print(bi(f"Note: {out_root} is older than the course. To start again from the course (this deletes your "
-                     f"edits there): rm -r {out_root}, then make lab",
-                     f"注意：{out_root} 比课程本身旧。如需从课程重新开始（会删除你在其中的修改）：rm -r {out_root}，"
-                     f"再运行 make lab"), flush=True)
+        else:
+            _note_if_stale(out_root, root, "make lab", ("the course", "课程"))
     else:
         out_root, lang_env = Path(out_root or root / "build" / f"course-{lang}"), lang
         stored = Path(root) / COPIES_DIR / lang
@@ -102,11 +111,8 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
                          f"`make notebooks` 可更新它）。正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，"
                          f"并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
                 split_course(lang, out_root, root)
-        elif _copy_is_stale(out_root, root):
-            print(bi(f"Note: {out_root} is older than the course. To start again from the stored copy (this "
-                     f"deletes your edits there): rm -r {out_root}, then make lab COURSE_LANG={lang}",
-                     f"注意：{out_root} 比课程本身旧。如需从保存的副本重新开始（会删除你在其中的修改）：rm -r {out_root}，"
-                     f"再运行 make lab COURSE_LANG={lang}"), flush=True)
+        else:
+            _note_if_stale(out_root, root, f"make lab COURSE_LANG={lang}", ("the stored copy", "保存的副本"))
     env = lab_environment(lang_env, Path(out_root))
     if not start:
         return Path(out_root)
