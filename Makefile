@@ -118,7 +118,8 @@ test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(LAB_OVERRIDES)
 	@$(PY) -m compileall -q distlearn tests benchmarks >/dev/null
 	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
 	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
-	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
+	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg \
+	  --durations=25 $(PYTEST_ARGS)
 
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
 # of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test, which
