@@ -100,7 +100,7 @@ def seed_grid_figure(rows: list[dict], gpu_gb: float = 80.0):
     bottom = np.zeros(len(rows))
     for key, color, en, zh in [("states", plots.COLORS["optimizer"], "model states", "模型状态"),
                                ("activations", plots.COLORS["activations"], "activations", "激活值"),
-                               ("gathered", plots.COLORS["params"], "gathered block (ZeRO-3)", "AllGather 的块（ZeRO-3）")]:
+                               ("gathered", plots.COLORS["params"], "gathered block (ZeRO-3)", "AllGather 收集的层（ZeRO-3）")]:
         if key == "states":
             vals = np.array([(r["real"]["params"] + r["real"]["grads"] + r["real"]["optimizer"]) / GB for r in rows])
         else:
