@@ -133,7 +133,7 @@ def chapter_problems(text: str) -> list[str]:
         return [f"rows for ranks {[r for r, *_ in rows]}, not 0-3"]
     for r, n, loss, gmax in rows:
         r = int(r)
-        want_loss = "nan" if sizes[r] == 0 else f"{losses[r]:.4f}"
+        want_loss = "NaN" if sizes[r] == 0 else f"{losses[r]:.4f}"
         want_gmax = f"{max(np.abs(g).max() for g in shard_grads[r].values()):.4f}"
         if (int(n), loss, gmax) != (sizes[r], want_loss, want_gmax):
             problems.append(f"rank {r}: printed {n} {loss} {gmax}, torch gives {sizes[r]} {want_loss} {want_gmax}")
