@@ -545,7 +545,7 @@ def test_chapter02_prose_after_the_audit():
                 "it is exact only when n is a power of two", "只有 n 为 2 的幂时才精确", "in fp16 and bf16",
                 "fp16 和 bf16 下的部分和"):
         assert old not in md, old
-    # 1: Rabenseifner's latency is 2⌈log₂n⌉α, twice recursive doubling's; the chapter's own numbers say so
+    # 1: Rabenseifner's latency is 2·log₂n·α (n = 64), twice recursive doubling's; the chapter's own numbers say so
     t = {a: cost.collective_time(a, 1e3, 64, alpha=5e-6, bandwidth=25e9) for a in
          ("recursive_doubling_all_reduce", "rabenseifner_all_reduce")}
     assert f"{t['rabenseifner_all_reduce'] * 1e6:.1f} µs" == "60.1 µs" and f"{t['recursive_doubling_all_reduce'] * 1e6:.1f} µs" == "30.2 µs"

@@ -308,8 +308,8 @@ def test_bad_inputs_raise_bilingual_errors():
 
 
 def test_sum_of_squares_cancels_in_float32_and_torch_syncbn_merges_instead():
-    # ch03: the (Σx, Σx², n) triple is exact in float64 but cancels in float32 when the mean is large; torch's
-    # SyncBatchNorm all-gathers per-rank (mean, invstd, count) and merges them instead
+    # ch03: the (Σx, Σx², n) triple is accurate for the chapter's inputs but cancels in float32 when the mean is
+    # large; torch's SyncBatchNorm all-gathers per-rank (mean, invstd, count) and merges them instead
     import inspect
 
     from torch.nn.modules import _functions

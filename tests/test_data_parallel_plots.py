@@ -58,3 +58,59 @@ def test_the_last_bucket_is_exposed_and_the_first_overlaps():
 def test_ddp_overlap_refuses_a_world_size_it_cannot_colour():
     with pytest.raises(ValueError, match="world_size"):
         dpp.ddp_overlap(0)
+
+
+def _overlap(a, b, tol=0.5):
+    """Whether two display-space boxes share more than ``tol`` pixels each way."""
+    return min(a.x1, b.x1) - max(a.x0, b.x0) > tol and min(a.y1, b.y1) - max(a.y0, b.y0) > tol
+
+
+def _inside(a, b, tol=0.5):
+    return a.x0 >= b.x0 - tol and a.x1 <= b.x1 + tol and a.y0 >= b.y0 - tol and a.y1 <= b.y1 + tol
+
+
+def layout_problems(ax):
+    """Labels that collide in a drawn figure: two texts whose boxes overlap, a text crossing a drawn line (the
+    'backward ends' mark), or a text cut by the outline of a block, a batch bar or a rank box (a label must lie
+    wholly inside or wholly outside each). [] if none."""
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    renderer = ax.figure.canvas.get_renderer()
+    texts = [t for t in [ax.title, *ax.texts] if t.get_text().strip()]
+    boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    outlines = [p.get_window_extent(renderer) for p in ax.patches
+                if isinstance(p, (Rectangle, FancyBboxPatch)) and p.get_linewidth() > 0 and p.get_edgecolor()[3] > 0]
+    lines = [ln.get_window_extent(renderer) for ln in ax.lines]
+    problems = [f"{a!r} overlaps {b!r}" for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
+                if _overlap(ba, bb)]
+    problems += [f"{a!r} crosses a line" for a, ba in boxes for bl in lines if _overlap(ba, bl)]
+    problems += [f"{a!r} is cut by an outline" for a, ba in boxes for bo in outlines
+                 if _overlap(ba, bo) and not _inside(ba, bo)]
+    return problems
+
+
+@pytest.mark.parametrize("lang", ["en", "zh", "both"])
+@pytest.mark.parametrize("world_size", [1, 2, 4, 8])
+def test_ddp_overlap_labels_do_not_collide(world_size, lang):
+    """The fourth audit saw the bilingual figure's layer labels run into each other, 'same weights' into the first
+    block and the row names into 'backward ends': every label must have room in every language."""
+    import matplotlib.pyplot as plt
+
+    with language(lang):
+        ax = dpp.ddp_overlap(world_size)
+        ax.figure.canvas.draw()
+        problems = layout_problems(ax)
+    plt.close(ax.figure)
+    assert problems == []
+
+
+def test_layout_problems_sees_a_collision():
+    import matplotlib.pyplot as plt
+
+    with language("en"):
+        ax = dpp.ddp_overlap(2)
+        ax.text(dpp.STEP * 1.5 + 3.3, 0.32, "a label on the border of two blocks", ha="center", va="center")
+        ax.figure.canvas.draw()
+        problems = layout_problems(ax)
+    plt.close(ax.figure)
+    assert any("overlaps" in p for p in problems) and any("cut by an outline" in p for p in problems)

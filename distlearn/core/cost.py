@@ -12,12 +12,20 @@ algorithm                                  latency term                 bandwidt
 =========================================  ===========================  ====================
 ring all-reduce                            2(n−1)·α                     2(n−1)/n · M·β
 ring all-gather / ring reduce-scatter      (n−1)·α                      (n−1)/n · M·β
-recursive-doubling all-reduce              ⌈log₂n⌉·α                    ⌈log₂n⌉ · M·β
-Rabenseifner all-reduce (halving+doubling) 2⌈log₂n⌉·α                   2(n−1)/n · M·β
+recursive-doubling all-reduce              log₂n·α                      log₂n · M·β
+Rabenseifner all-reduce (halving+doubling) 2·log₂n·α                    2(n−1)/n · M·β
 tree all-reduce (binomial reduce + bcast)  2⌈log₂n⌉·α                   2⌈log₂n⌉ · M·β
 binomial-tree broadcast                    ⌈log₂n⌉·α                    ⌈log₂n⌉ · M·β
 pipelined chain broadcast, k chunks        (n−1+k−1)·α                  (n−1+k−1)/k · M·β
 =========================================  ===========================  ====================
+
+The binomial trees take ⌈log₂n⌉ steps for any n. Recursive doubling and Rabenseifner's algorithm pair ranks by
+XOR, which needs a power of two; for other n, Thakur et al. (§4, all-reduce) and MPICH
+(``allreduce_intra_recursive_doubling.c``, ``allreduce_intra_reduce_scatter_allgather.c``) first fold the
+r = n − p′ extra ranks into a neighbour (p′ = 2^⌊log₂n⌋: one step sending the whole message), run the algorithm on
+p′ ranks, and send the result back (one more whole-message step). Recursive doubling then takes ⌊log₂n⌋ + 2 steps
+of M bytes, one more than ⌈log₂n⌉; Rabenseifner's takes (2⌊log₂n⌋ + 2)·α and (2 + 2(p′−1)/p′)·M·β (MPICH's comment
+writes (p−1)/p; the halving and doubling run on p′ ranks). :func:`coefficients` counts these steps.
 
 Bandwidths reported by nccl-tests (NVIDIA/nccl-tests, ``doc/PERFORMANCE.md``): the *algorithm bandwidth* is
 ``algbw = S / t`` (``S`` = the operation's data size: the all-reduce buffer, the all-gather output, the
@@ -58,7 +66,9 @@ BUSBW_FACTOR_OPS = ("all_reduce", "all_gather", "reduce_scatter", "all_to_all", 
 
 
 def coefficients(algorithm: str, world_size: int, num_chunks: int = 1) -> tuple[float, float]:
-    """``(k_α, k_β)`` such that time = k_α·α + k_β·M·β for ``algorithm`` on ``world_size`` ranks (table above).
+    """``(k_α, k_β)`` such that time = k_α·α + k_β·M·β for ``algorithm`` on ``world_size`` ranks (table above;
+    recursive doubling and Rabenseifner's algorithm with the two extra steps of Thakur et al. when world_size is
+    not a power of two, e.g. 5 ranks: recursive doubling (4, 4), Rabenseifner (6, 3.5)).
 
     ``num_chunks`` only matters for ``chain_broadcast``. Raises DistlearnValueError for bad arguments."""
     check_choice("algorithm", algorithm, ALGORITHMS)
@@ -66,13 +76,16 @@ def coefficients(algorithm: str, world_size: int, num_chunks: int = 1) -> tuple[
     k = check_int("num_chunks", num_chunks, minimum=1)
     if n == 1:
         return 0.0, 0.0
-    lg = math.ceil(math.log2(n))
+    lg = math.ceil(math.log2(n))                     # binomial trees: ⌈log₂n⌉ steps for any n / 二项树：任何 n 都是 ⌈log₂n⌉ 步
+    pof2 = 1 << (n.bit_length() - 1)                  # p′, the largest power of two ≤ n / p′：不超过 n 的最大 2 的幂
+    fold = 0 if pof2 == n else 2                     # fold the extra ranks in, send the result back / 先并入多出的 rank，最后送回结果
+    lg2 = pof2.bit_length() - 1                      # ⌊log₂n⌋
     return {
         "ring_all_reduce": (2 * (n - 1), 2 * (n - 1) / n),
         "ring_all_gather": (n - 1, (n - 1) / n),
         "ring_reduce_scatter": (n - 1, (n - 1) / n),
-        "recursive_doubling_all_reduce": (lg, lg),
-        "rabenseifner_all_reduce": (2 * lg, 2 * (n - 1) / n),
+        "recursive_doubling_all_reduce": (lg2 + fold, lg2 + fold),
+        "rabenseifner_all_reduce": (2 * lg2 + fold, 2 * (pof2 - 1) / pof2 + fold),
         "tree_all_reduce": (2 * lg, 2 * lg),
         "tree_broadcast": (lg, lg),
         "chain_broadcast": (n - 1 + k - 1, (n - 1 + k - 1) / k),

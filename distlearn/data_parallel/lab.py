@@ -10,6 +10,9 @@
   ``reducer._get_zeros_like_grad_buckets()`` (a test-and-check tool, not an API to teach).
 - :func:`ddp_grad_storages` shows where the gradients live: their own tensors plus a copy in DDP's buckets, or,
   with ``gradient_as_bucket_view=True``, views into the buckets.
+- :func:`empty_rank_lab` gives ranks shards of sizes 1, 1, 0, 0: the empty ranks' mean loss is NaN but their
+  gradient is zero, so DDP's average is half the one-process gradient; a sum loss divided by the global count (times
+  world_size) fixes it. :func:`reference_shard_gradients` is the one-process side of that comparison.
 - :func:`sync_batchnorm_lab` normalizes each rank's (possibly uneven) shard with the global batch statistics
   from one all_reduce of (Σx, Σx², count): ``nn.SyncBatchNorm`` refuses CPU tensors.
 
@@ -25,6 +28,7 @@ from torch import nn
 from distlearn.data_parallel.simulation import shard_sizes
 from distlearn.core.launch import device, torchrun_main
 from distlearn.core.models import ModelConfig
+from distlearn.core.validate import DistlearnValueError
 
 IN_FEATURES, HIDDEN = 8, 16
 
@@ -69,6 +73,74 @@ def ddp_gradients(rank: int, world_size: int, num_samples: int = 32, seed: int =
     xs, ys = x[rank * k:(rank + 1) * k].to(dev), y[rank * k:(rank + 1) * k].to(dev)
     nn.functional.mse_loss(ddp(xs), ys, reduction=reduction).backward()
     return {name: p.grad.cpu().numpy().copy() for name, p in model.named_parameters()}
+
+
+def reference_shard_gradients(sizes=(1, 1, 0, 0), seed: int = 0) -> dict:
+    """One process, no DDP: the gradients of the mean MSE loss on each shard and on the whole batch.
+
+    ``sizes``: shard sizes, rank r gets the next ``sizes[r]`` rows of ``make_batch(sum(sizes), seed)``. Returns
+    ``{"full": name → gradient of the whole batch's mean loss, "shards": [name → gradient of shard r's mean loss]}``
+    (numpy float32 arrays shaped like the parameters). An empty shard's loss is NaN and its gradient zeros."""
+    starts = np.cumsum([0, *sizes])
+    x, y = make_batch(int(starts[-1]), seed)
+
+    def grads(rows):
+        model = make_model(seed)
+        nn.functional.mse_loss(model(x[rows]), y[rows]).backward()
+        return {name: p.grad.numpy().copy() for name, p in model.named_parameters()}
+
+    return {"full": grads(slice(None)),
+            "shards": [grads(slice(int(a), int(b))) for a, b in zip(starts[:-1], starts[1:])]}
+
+
+def empty_rank_lab(rank: int, world_size: int, sizes=(1, 1, 0, 0), seed: int = 0) -> dict:
+    """Real DDP with empty ranks: rank r trains on ``sizes[r]`` rows of ``make_batch(sum(sizes), seed)`` (default:
+    2 samples on 4 ranks, shards 1, 1, 0, 0). ``len(sizes)`` must equal ``world_size`` and ``sum(sizes)`` ≥ 1.
+
+    Two backward passes through the same DDP model, gradients zeroed in between:
+
+    - ``"mean"``: each rank's loss is ``mse_loss(..., reduction="mean")`` over its shard — NaN on an empty rank,
+      whose gradient autograd makes zero; DDP averages over all world_size ranks, so the result is
+      (1/world_size)·Σ_r g_r, g_r the mean gradient of shard r (zeros if empty). With shards 1, 1, 0, 0 that is
+      (g_0 + g_1)/4, half the one-process gradient (g_0 + g_1)/2.
+    - ``"fix"``: each rank's loss is its *sum* of squared errors times world_size / N, N = Σ n_r the global count
+      (one all_reduce of the local counts). DDP's average over world_size then gives Σ (sum loss) / N, the
+      one-process mean gradient, for any shard sizes, empty ones included.
+
+    Returns ``{"n": n_r, "loss_mean": this rank's mean loss (float, NaN if empty), "local_mean": name → this rank's
+    own gradient before DDP's all-reduce (taken under ``no_sync``), "ddp_mean": name → DDP's gradient with the mean
+    loss, "ddp_fix": name → DDP's gradient with the fix, "global_count": N}``; arrays float32 numpy, shaped like the
+    parameters. Compare with :func:`reference_shard_gradients`. Raises DistlearnValueError for sizes that do not fit."""
+    sizes = [int(n) for n in sizes]
+    if len(sizes) != world_size or min(sizes) < 0 or sum(sizes) < 1:
+        raise DistlearnValueError("sizes", f"sizes must be {world_size} shard sizes (one per rank), each >= 0, "
+                                           f"sum >= 1; got {sizes}.",
+                                  f"sizes 必须是 {world_size} 个分片大小（每个 rank 一个），每个 >= 0，总和 >= 1；"
+                                  f"收到 {sizes}。")
+    dev = device()
+    model = make_model(seed).to(dev)
+    ddp = nn.parallel.DistributedDataParallel(model, device_ids=[dev.index] if dev.type == "cuda" else None)
+    x, y = make_batch(sum(sizes), seed)
+    start = sum(sizes[:rank])
+    xs, ys = x[start:start + sizes[rank]].to(dev), y[start:start + sizes[rank]].to(dev)
+
+    def grads():
+        out = {name: p.grad.cpu().numpy().copy() for name, p in model.named_parameters()}
+        model.zero_grad(set_to_none=True)
+        return out
+
+    with ddp.no_sync():                                  # this rank's own gradient, no all-reduce / 本 rank 自己的梯度，不做 AllReduce
+        loss = nn.functional.mse_loss(ddp(xs), ys)
+        loss.backward()
+    local = grads()
+    nn.functional.mse_loss(ddp(xs), ys).backward()     # the usual mean loss; DDP averages / 通常的平均损失；DDP 求平均
+    ddp_mean = grads()
+    count = torch.tensor([float(len(xs))], device=dev)
+    dist.all_reduce(count)                               # N, the global number of samples / N：全局样本数
+    fix = nn.functional.mse_loss(ddp(xs), ys, reduction="sum") * world_size / count
+    fix.backward()                                       # sum / N, times world_size to undo DDP's average / sum / N，再乘 world_size 抵消 DDP 的平均
+    return {"n": len(xs), "loss_mean": loss.item(), "local_mean": local, "ddp_mean": ddp_mean, "ddp_fix": grads(),
+            "global_count": int(count.item())}
 
 
 def sync_batchnorm_lab(rank: int, world_size: int, num_samples: int = 10, num_features: int = 4,

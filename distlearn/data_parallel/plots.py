@@ -79,7 +79,8 @@ def ddp_overlap(world_size: int = 2, ax=None):
             ax.add_patch(Rectangle((0.15 + k * w, y + 0.68), w, 0.26, facecolor=color if k == r else "white",
                                    edgecolor="#777777", lw=0.6))
         ax.text(0.15, y + 1.12, bi("its slice of the batch", "自己那一份批次"), ha="left", va="center", fontsize=7)
-        ax.text(2.05, y + 0.32, bi("same\nweights", "相同\n权重"), ha="left", va="center", fontsize=7,
+        # one language per line, so that both fit left of the first block / 每行一种语言，两种都放得进第一块的左边
+        ax.text(2.05, y + 0.32, bi("same weights", "相同权重", sep="\n"), ha="left", va="center", fontsize=7,
                 color="#555555", linespacing=1.1)
         # backward: one block per layer, coloured by the bucket its gradients join / 反向：每层一块，颜色表示梯度进入哪个桶
         yb = y + 0.12
@@ -87,23 +88,23 @@ def ddp_overlap(world_size: int = 2, ax=None):
             s, e = compute[layer]
             ax.add_patch(Rectangle((x0 + s, yb), e - s, row_h, facecolor=BUCKET_COLORS[bucket_of[layer]], alpha=0.45,
                                    edgecolor="#333333", lw=0.6))
-            ax.text(x0 + (s + e) / 2, yb + row_h / 2, bi(f"∇ layer {layer}", f"第 {layer} 层梯度"), ha="center",
-                    va="center", fontsize=7)
+            ax.text(x0 + (s + e) / 2, yb + row_h / 2, bi(f"∇ layer {layer}", f"第 {layer} 层梯度", sep="\n"),
+                    ha="center", va="center", fontsize=7, linespacing=1.0)
         # all-reduce: one bar per bucket / AllReduce：每个桶一条
         yc = y + 0.72
         for b, (s, e) in enumerate(comm):
             ax.add_patch(Rectangle((x0 + s, yc), e - s, row_h, facecolor=BUCKET_COLORS[b], edgecolor="#333333",
                                    lw=0.6))
-            ax.text(x0 + (s + e) / 2, yc + row_h / 2, bi(f"bucket {b + 1}", f"桶 {b + 1}"), ha="center",
-                    va="center", fontsize=7, color="white")
+            ax.text(x0 + (s + e) / 2, yc + row_h / 2, bi(f"bucket {b + 1}", f"桶 {b + 1}", sep="\n"), ha="center",
+                    va="center", fontsize=7, color="white", linespacing=1.0)
     # the all-reduce's messages between neighbouring ranks / 相邻 rank 之间 AllReduce 的消息
     for r in range(world_size - 1):
         y_from, y_to = r * (lane_h + gap) + lane_h, (r + 1) * (lane_h + gap)
         for b, (s, e) in enumerate(comm):
             _arrow(ax, x0 + (s + e) / 2, y_from, x0 + (s + e) / 2, y_to, color=BUCKET_COLORS[b])
     # row names and the time axis / 行名和时间轴
-    ax.text(x0 - 0.08, -0.02, bi("top: backward · bottom: all-reduce", "上：反向传播；下：AllReduce"), ha="left", va="bottom",
-            fontsize=7, color="#555555")
+    ax.text(x0 - 0.08, -0.07, bi("top: backward · bottom: all-reduce", "上：反向传播；下：AllReduce", sep="\n"),
+            ha="left", va="bottom", fontsize=7, color="#555555", linespacing=1.1)
     ax.plot([backward_end, backward_end], [top + 0.3, bottom], color="#333333", lw=1.0, ls="--")
     ax.text(backward_end, top + 0.25, bi("backward ends", "反向结束"), ha="center", va="bottom", fontsize=8)
     ax.text((backward_end + step_end) / 2, bottom + 0.05, bi("exposed", "未被隐藏的通信"), ha="center", va="top",

@@ -38,15 +38,20 @@ def linear_mse_model(weight: np.ndarray) -> Callable[[np.ndarray], tuple[float, 
 
     Returns ``model_fn(batch) -> (loss, grad)`` with batch (B, d_in), grad (d_in, d_out) = 2·xᵀ(x·W)/(B·d_out).
     (The seed divided by B only: its gradient was d_out times too large for its own loss.) Loss per sample is
-    ``mean(y_i**2)``, so the batch loss is the mean of per-sample losses and shards combine by size."""
+    ``mean(y_i**2)``, so the batch loss is the mean of per-sample losses and shards combine by size.
+
+    An empty batch (B = 0) gives what torch autograd gives for ``(x @ W).pow(2).mean()``: loss NaN (0/0) and a
+    gradient of zeros, not 0/0 — autograd scales the empty output's gradient by 1/0 and then sums over no rows. This
+    is the zero gradient an empty rank feeds into DDP's average (chapter 03, "Empty ranks")."""
     weight = np.asarray(weight, dtype=float)
 
     def model_fn(batch):
         batch = np.asarray(batch, dtype=float)
         out = batch @ weight
-        loss = float(np.mean(out ** 2))
-        grad = 2.0 * batch.T @ out / out.size
-        return loss, grad
+        grad = 2.0 * batch.T @ out                         # a sum over the B rows: zeros if B = 0 / 对 B 行求和：B = 0 时为零
+        if out.size == 0:                                  # as autograd: loss 0/0 = NaN, gradient 0 / 与 autograd 相同：损失 NaN，梯度为 0
+            return float("nan"), grad
+        return float(np.mean(out ** 2)), grad / out.size
 
     return model_fn
 
