@@ -3,6 +3,7 @@ measurements in docs/sizing.json, the capacity model gives what a hand computati
 what a process tree really uses. Fast: no notebook runs (``python -m authoring.sizing measure`` does that)."""
 import json
 import math
+import os
 import re
 import subprocess
 import sys
@@ -110,8 +111,6 @@ def test_the_sampler_sees_a_childs_memory_and_the_cpu_of_a_child_that_ended():
     finally:
         hold.kill()
         hold.wait()
-    import os
-
     before = sizing.tree_snapshot(os.getpid())
     subprocess.run([sys.executable, "-c", "import time\nt = time.process_time()\n"
                     "while time.process_time() - t < 0.6: pass"], check=True)
