@@ -82,3 +82,19 @@ def test_source_listing_drops_a_docstring_not_in_the_readers_language():
     assert doc not in zh and "预热期" in zh and "warmup = min(p - stage - 1, m)" in zh
     assert doc in en and "预热期" not in en and doc in both and "预热期" in both
     compile(zh.replace("\n", "\n"), "<zh listing>", "exec")                # still valid Python without it
+
+
+def test_yes_no_says_a_truth_value_in_the_readers_language():
+    """Chapter 08's seed grid printed Python's True/False under zh (issue 34)."""
+    import numpy as np
+
+    try:
+        for lang, yes, no in [("en", "yes", "no"), ("zh", "是", "否"), ("both", "yes / 是", "no / 否")]:
+            i18n.set_language(lang)
+            assert (i18n.yes_no(True), i18n.yes_no(False)) == (yes, no)
+            assert i18n.yes_no(np.float64(1.0) < 2.0) == yes          # a NumPy boolean reads the same
+        for bad in (1, 0, "True", None, np.array([True, False])):
+            with pytest.raises(DistlearnValueError, match="flag"):
+                i18n.yes_no(bad)
+    finally:
+        i18n.set_language("both")

@@ -78,7 +78,7 @@ def test_every_code_comment_of_the_course_reads_in_each_language(lang):
     ("每个 ZeRO 阶段的显存", "ZeRO 阶段"), ("ZeRO 第 1 阶段", "ZeRO 第 1 阶段"), ("回到块的主人那里", "主人"),
     ("K/V 块沿环轮换", "轮换"), ("反向时重算注意力概率", "重算"), ("训练的有效时间少 0.5%", "有效时间"),
     ("运行中的最大值 m", "运行中的最大值"), ("它比 worker 活得长", "活得长"), ("各阶段就分道扬镳了", "分道扬镳"),
-    ("head-tail 切分", "head-tail"),
+    ("head-tail 切分", "head-tail"), ("最后一个阶段有输出头", "输出头"), ("语言模型头的矩阵乘法", "语言模型头"),
 ])
 def test_forms_the_glossary_rules_out_are_refused(text, form):
     found = [m for m, _ in parity.forbidden_problems(text)]
@@ -86,7 +86,7 @@ def test_forms_the_glossary_rules_out_are_refused(text, form):
 
 
 @pytest.mark.parametrize("text", ["选择性重计算", "有效训练时间占比", "ZeRO-3 把参数也分片", "持有该分片的 rank", "K/V 块沿环轮转",
-                                  "随机种子"])
+                                  "随机种子", "输出层（LM head）按列切分"])
 def test_the_forms_to_write_pass(text):
     assert not parity.forbidden_problems(text)
 
@@ -124,3 +124,12 @@ def test_every_deepspeed_claim_check_has_a_label_in_both_languages():
     assert set(D.VERIFIER_LABELS) == set(D._VERIFIERS)  # noqa: SLF001  (the same table, read in the test)
     for en, zh in D.VERIFIER_LABELS.values():
         assert A.readable(zh, "zh") and A.readable(en, "en"), (en, zh)
+
+
+def test_the_lm_head_is_one_term_in_chinese():
+    """Issue 34 reading: "LM head" stayed English in chapter 07's Chinese while chapter 01 wrote 输出层. A Chinese cell
+    whose English partner says "LM head" must say 输出层."""
+    terms = {t.en: t for t in parity.glossary_terms()}
+    assert terms["LM head"].zh == ("输出层",)
+    assert parity.glossary_problems("The LM head is tied.", "LM head 与嵌入绑定。") == [terms["LM head"]]
+    assert not parity.glossary_problems("The LM head is tied.", "输出层（LM head）与嵌入绑定。")

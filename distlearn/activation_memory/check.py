@@ -43,7 +43,7 @@ def ex08_selective_overhead(fn):
                                              "Divide by the whole step: backward costs two forwards, and the LM head "
                                              "(an s × h by h × V matmul) is part of the step too.",
                           hint_zh="多出的只是每一层再做一次 QKᵀ 与 ·V 的前向。要除以整步的计算量：反向相当于两次前向，"
-                                  "而 LM head（s × h 乘 h × V 的矩阵乘法）也属于这一步。"))
+                                  "而输出层的矩阵乘法（s × h 乘 h × V）也属于这一步。"))
     verify("ex08_selective_overhead", fn, cases)
 
 

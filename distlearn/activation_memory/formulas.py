@@ -58,10 +58,16 @@ SWIGLU = ("unfused", "fused")
 # by term (distlearn.activation_memory.measure.LlamaBlock measures each). Keys: the term, then the variant ("gpt" /
 # "llama" for the architecture, "flash" / "materialised" for the attention, "selective" / "norm-act" for the
 # recomputation mode, "any" otherwise).
+# The printed sources name no internal function (style guide: an internal name is an aside). The code behind them:
+# - the RMSNorm's fp32 1/rms per row is what torch's _fused_rms_norm_backward(grad, input, shape, rstd, weight) takes;
+# - the fp32 log-sum-exp of flash attention is torch's meta registration of _scaled_dot_product_flash_attention:
+#   logsumexp (b, a, s) float32;
+# - the GQA repeat of K and V before QKᵀ is Megatron's and Hugging Face's repeat_kv;
+# - the Llama MLP's SiLU is F.silu; Megatron-Core's fused SwiGLU is fused_bias_swiglu; its output-discarding
+#   checkpoint ("norm-act") is CheckpointWithoutOutput.
 _K22 = ("Korthikanti et al. 2022 §4.1: ", "Korthikanti 等 2022 §4.1：")
-# With "norm-act" the kept inputs of the recomputed functions (Megatron-Core CheckpointWithoutOutput saves them)
-_DISCARD = ("output-discarding checkpoint (Megatron-Core CheckpointWithoutOutput): ",
-            "丢弃输出的检查点（Megatron-Core CheckpointWithoutOutput）：")
+# With "norm-act" the kept inputs of the recomputed functions (Megatron-Core's output-discarding checkpoint saves them)
+_DISCARD = ("Megatron-Core's output-discarding checkpoint: ", "Megatron-Core 丢弃输出的检查点：")
 
 
 def _k22(en: str, zh: str) -> tuple[str, str]:
@@ -75,10 +81,8 @@ def _discard(en: str, zh: str) -> tuple[str, str]:
 TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
     "norm_inputs": {
         "gpt": _k22("the two LayerNorm inputs (4sbh)", "两个 LayerNorm 的输入 (4sbh)"),
-        "llama": ("Llama module: each RMSNorm keeps its input (+ fp32 1/rms per row; torch "
-                  "_fused_rms_norm_backward(grad, input, shape, rstd, weight))",
-                  "Llama 模块：每个 RMSNorm 保存自己的输入（另有每行一个 fp32 的 1/rms；torch "
-                  "_fused_rms_norm_backward(grad, input, shape, rstd, weight)）"),
+        "llama": ("Llama module: each RMSNorm keeps its input, plus one fp32 1/rms per row for its backward",
+                  "Llama 模块：每个 RMSNorm 保存自己的输入，另有每行一个 fp32 的 1/rms 供反向使用"),
         "norm-act": _discard("keeps each norm's input to recompute its output", "保存每个归一化层的输入，用来重计算它的输出"),
     },
     "qkv_input": {
@@ -90,17 +94,19 @@ TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "flash": ("FlashAttention (Dao et al. 2022) keeps Q", "FlashAttention（Dao 等 2022）保存 Q"),
     },
     "k": {
-        "materialised": _k22("K for QKᵀ (with GQA repeated to all heads first, as Megatron and HF repeat_kv)",
-                             "用于 QKᵀ 的 K（GQA 先复制到所有头，与 Megatron 和 HF 的 repeat_kv 相同）"),
-        "flash": ("FlashAttention keeps K, not repeated (k K/V heads)", "FlashAttention 保存 K，不复制（k 个 K/V 头）"),
-        "selective": ("checkpoint input of the recomputed attention core (k K/V heads)",
-                      "重计算的注意力核心的检查点输入（k 个 K/V 头）"),
+        "materialised": _k22("K for QKᵀ; with GQA it is first repeated to all heads, as in Megatron and Hugging Face",
+                             "用于 QKᵀ 的 K；GQA 先把它复制到所有头，Megatron 和 Hugging Face 都这样做"),
+        "flash": ("FlashAttention keeps K as it is, k K/V heads, not repeated",
+                  "FlashAttention 保存 K，不复制，只有 k 个 K/V 头"),
+        "selective": ("checkpoint input of the recomputed attention core, k K/V heads",
+                      "重计算的注意力核心以它为检查点输入，只有 k 个 K/V 头"),
     },
     "v": {
-        "materialised": _k22("V for ·V (with GQA repeated to all heads first)", "用于 ·V 的 V（GQA 先复制到所有头）"),
-        "flash": ("FlashAttention keeps V, not repeated (k K/V heads)", "FlashAttention 保存 V，不复制（k 个 K/V 头）"),
-        "selective": ("checkpoint input of the recomputed attention core (k K/V heads)",
-                      "重计算的注意力核心的检查点输入（k 个 K/V 头）"),
+        "materialised": _k22("V for ·V; with GQA it is first repeated to all heads", "用于 ·V 的 V；GQA 先把它复制到所有头"),
+        "flash": ("FlashAttention keeps V as it is, k K/V heads, not repeated",
+                  "FlashAttention 保存 V，不复制，只有 k 个 K/V 头"),
+        "selective": ("checkpoint input of the recomputed attention core, k K/V heads",
+                      "重计算的注意力核心以它为检查点输入，只有 k 个 K/V 头"),
     },
     "softmax_output": {
         "any": _k22("softmax output (2as²b); without dropout also the ·V input",
@@ -113,10 +119,8 @@ TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "any": _k22("dropped probabilities, the ·V input (2as²b)", "dropout 之后的概率，即 ·V 的输入 (2as²b)"),
     },
     "softmax_lse": {
-        "any": ("FlashAttention: fp32 log-sum-exp per row and head (torch meta registration of "
-                "_scaled_dot_product_flash_attention: logsumexp (b, a, s) float32)",
-                "FlashAttention：每行每头一个 fp32 的 log-sum-exp（torch 对 "
-                "_scaled_dot_product_flash_attention 的 meta 注册：logsumexp (b, a, s) float32）"),
+        "any": ("FlashAttention: one fp32 log-sum-exp per row and head, shape (b, a, s), as PyTorch declares it",
+                "FlashAttention：每行每头一个 fp32 的 log-sum-exp，形状为 (b, a, s)，与 PyTorch 的声明一致"),
     },
     "out_proj_input": {
         "materialised": _k22("output projection input (2sbh)", "输出投影的输入 (2sbh)"),
@@ -125,7 +129,7 @@ TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
     },
     "mlp_input": {
         "any": _k22("the first MLP linear's input (2sbh); Llama: shared by gate and up",
-                    "MLP 第一个线性层的输入 (2sbh)；Llama 中 gate 和 up 共用"),
+                    "MLP 第一个线性层的输入 (2sbh)；Llama 的 gate 和 up 投影共用它"),
     },
     "gelu_input": {
         "any": _k22("GeLU input (8sbh for f = 4h)", "GeLU 的输入（f = 4h 时为 8sbh）"),
@@ -135,8 +139,8 @@ TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "any": _k22("second linear's input (8sbh for f = 4h)", "第二个线性层的输入（f = 4h 时为 8sbh）"),
     },
     "silu_input": {
-        "any": ("Llama module down(silu(gate(x))·up(x)): F.silu keeps its input gate(x)",
-                "Llama 模块 down(silu(gate(x))·up(x))：F.silu 保存它的输入 gate(x)"),
+        "any": ("Llama module, down(silu(gate(x))·up(x)): the SiLU keeps its input gate(x)",
+                "Llama 模块的 MLP 是 down(silu(gate(x))·up(x))：SiLU 保存它的输入 gate(x)"),
         "norm-act": _discard("keeps gate(x) to recompute silu(gate(x))·up(x)", "保存 gate(x)，用来重计算 silu(gate(x))·up(x)"),
     },
     "silu_output": {
@@ -149,8 +153,8 @@ TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "norm-act": _discard("keeps up(x) to recompute silu(gate(x))·up(x)", "保存 up(x)，用来重计算 silu(gate(x))·up(x)"),
     },
     "swiglu_input": {
-        "any": ("fused SwiGLU (Megatron-Core fused_bias_swiglu): keeps only [gate(x), up(x)], recomputes SiLU",
-                "融合的 SwiGLU（Megatron-Core fused_bias_swiglu）：只保存 [gate(x), up(x)]，SiLU 重计算"),
+        "any": ("Megatron-Core's fused SwiGLU: keeps only [gate(x), up(x)] and recomputes the SiLU",
+                "Megatron-Core 的融合 SwiGLU：只保存 [gate(x), up(x)]，SiLU 重计算"),
         "norm-act": _discard("keeps [gate(x), up(x)] to recompute the SwiGLU output",
                              "保存 [gate(x), up(x)]，用来重计算 SwiGLU 的输出"),
     },
@@ -729,10 +733,10 @@ TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV �
            "attn_probs_and_v": "dropout 后的注意力概率和 V", "out_proj_input": "输出投影的输入",
            "mlp_input": "MLP 的输入", "gelu_input": "GeLU 的输入", "fc2_input": "第二个全连接层的输入",
            "dropout_masks": "注意力和 MLP 的 dropout 掩码", "total": "合计",
-           "norm_inputs": "两个归一化层的输入", "q": "Q（用于 QKᵀ）", "k": "K（用于 QKᵀ）", "v": "V（用于 ·V）",
+           "norm_inputs": "两个归一化层的输入", "q": "用于 QKᵀ 的 Q", "k": "用于 QKᵀ 的 K", "v": "用于 ·V 的 V",
            "attn_dropout_mask": "注意力的 dropout 掩码", "attn_dropout_output": "dropout 后的注意力概率",
            "down_proj_input": "down 投影的输入", "silu_input": "SiLU 的输入", "silu_output": "SiLU 的输出",
-           "softmax_lse": "softmax 的 log-sum-exp（fp32）", "up_output": "up 投影的输出"}
+           "softmax_lse": "softmax 每行的 fp32 log-sum-exp", "up_output": "up 投影的输出"}
 RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算",
                 "norm-act": "重计算归一化与激活函数"}
 

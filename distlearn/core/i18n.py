@@ -161,6 +161,20 @@ def bi(en: str, zh: str, sep: str = " / ") -> str:
     return f"{en}{sep}{zh}"
 
 
+def yes_no(flag) -> str:
+    """A truth value as a reader says it: ``"yes"`` / ``"no"`` under ``en``, ``"是"`` / ``"否"`` under ``zh``,
+    ``"yes / 是"`` under ``both``; for tables and checks that would otherwise print Python's ``True`` / ``False``.
+    ``flag``: a ``bool`` or a NumPy boolean scalar; anything else raises DistlearnValueError (parameter ``flag``)."""
+    import numpy as np
+
+    if isinstance(flag, np.bool_):  # e.g. a comparison of NumPy scalars / 例如 NumPy 标量比较的结果
+        flag = bool(flag)
+    if not isinstance(flag, bool):
+        raise DistlearnValueError("flag", f"flag = {flag!r} must be True or False (a bool), not {type(flag).__name__}.",
+                                  f"flag = {flag!r} 必须是 True 或 False（bool 类型），而不是 {type(flag).__name__}。")
+    return bi("yes", "是") if flag else bi("no", "否")
+
+
 def named(name: str, zh: str) -> str:
     """An identifier the reader types (``"mixed"``, ``"all_reduce"``) with its Chinese gloss: ``name`` under
     ``en``; ``name（zh）`` under ``zh`` and ``both`` (the Chinese form already holds the English name)."""

@@ -130,7 +130,7 @@ def ex11_active_parameters(fn) -> None:
                           "final norm h and LM head V·h (all counted as active).",
                   hint_zh=hint(c)[1] + "每层：注意力 + 2 个 RMSNorm（2h）+ FFN。MoE 层：总数为路由器 E·h + "
                           "(E + shared)·3·h·f_e，激活的是路由器 + (k + shared)·3·h·f_e。再加词嵌入 V·h、最后的 norm h 和 "
-                          "LM head V·h（都算作激活参数）。") for c in configs]
+                          "输出层 V·h（都算作激活参数）。") for c in configs]
     verify("ex11_active_parameters", fn, cases)
 
 
