@@ -1,4 +1,5 @@
-"""JupyterLab on a monolingual copy (``make lab COURSE_LANG=zh``): its locale, its settings folder, and the server."""
+"""JupyterLab on a copy of the course (``make lab``, ``make lab COURSE_LANG=zh``): its locale, its settings folder,
+the server, and the refresh of a copy from a newer course (``make lab-refresh``, rules in :mod:`authoring.refresh`)."""
 from __future__ import annotations
 
 import json
