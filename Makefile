@@ -19,11 +19,14 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab split audit-lang test test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab lab-refresh test-binder split audit-lang test test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
+	@echo "make lab PORT=8890 - JupyterLab on another port (default 8888; a --port in LAB_ARGS wins)"
+	@echo "make lab-refresh [COURSE_LANG=zh|en] - bring a newer course into your copy (build/course*/), keeping your edits"
 	@echo "make test  - set up .venv and run every test"
+	@echo "make test-binder - build binder/ as Binder does in a fresh venv under /tmp, time it, size it, run chapter 01 (downloads)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
 	@echo "make check - are the .md sources, stored notebooks, exercises and courses/{en,zh}/ copies in sync and fully executed?"
 	@echo "make site [SITE_SOLUTIONS=0] - build the course website (English and Chinese) into build/site/"
@@ -94,6 +97,20 @@ site: $(SITE_STAMP)
 
 lab: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m authoring.course lab --lang '$(or $(strip $(COURSE_LANG)),both)' --port $(PORT) --lab-args='$(LAB_ARGS)'
+
+# Your copy (build/course/, build/course-<lang>/) brought up to date with the course, your edits kept: cells you did
+# not edit take the course's version, cells you edited stay yours (changed in the course too: its new version is
+# inserted after yours, marked), new cells and notebooks appear (authoring/refresh.py). Close JupyterLab first.
+lab-refresh: $(STAMP)
+	$(PY) -m authoring.course refresh --lang '$(or $(strip $(COURSE_LANG)),both)'
+
+# Binder's build, as repo2docker does it (binder/runtime.txt's Python, pip install -r binder/requirements.txt,
+# binder/postBuild) in a fresh venv under /tmp, measured (time, size) and tried (chapter 01, JupyterLab's Chinese
+# language pack): tests/binder_build.py. Not part of make test: it downloads torch (~190 MB) and the rest, minutes.
+# BINDER_ARGS e.g. "--torch-from /opt/wheels" (no download.pytorch.org here), "--ref HEAD~5", "--json out.json".
+BINDER_ARGS ?=
+test-binder:
+	$(PYTHON) tests/binder_build.py $(BINDER_ARGS)
 
 # Monolingual copies of the course, executed in that language: build/course-zh/ (COURSE_LANG=en: build/course-en/).
 split: $(STAMP)

@@ -15,6 +15,7 @@ Each chapter and solution is a MyST markdown source ``NN_slug.md`` paired by jup
     python -m authoring.course split --lang zh|en [--out DIR] [--root DIR] [--no-execute]  # monolingual copies
     python -m authoring.course audit-lang --lang zh|en [NAME ...]  # can a reader of one language read every output?
     python -m authoring.course lab --lang zh|en [--port N]   # JupyterLab on the monolingual copy (make lab COURSE_LANG=zh)
+    python -m authoring.course refresh [--lang zh|en|both]   # your copy from the newer course, edits kept (make lab-refresh)
 
 Conventions (see docs/authoring.md):
 - Prose cells are markdown cells tagged ``lang-en`` or ``lang-zh``; each English cell is followed immediately by its
@@ -40,7 +41,7 @@ import nbformat
 
 from authoring.copies import copy_problems, split_course, update_copies
 from authoring.exercises import build_exercises
-from authoring.lab import open_lab
+from authoring.lab import open_lab, refresh_lab
 from authoring.pairing import execute, execution_problems, new_sources, paired_notebooks, stored_problems, sync
 from authoring.parity import parity
 from authoring.paths import COPIES_DIR, COPY_LANGS, FORMATS, NB_VERSION, ROOT, course_notebooks
@@ -142,6 +143,11 @@ def main(argv: list[str] | None = None) -> int:
     o.add_argument("--port", type=int, default=8888, help=bi("port of JupyterLab", "JupyterLab 的端口"))
     o.add_argument("--lab-args", default="", help=bi("more JupyterLab options, one string (make lab LAB_ARGS=...)",
                                                      "更多 JupyterLab 选项，写成一个字符串（make lab LAB_ARGS=...）"))
+    r = sub.add_parser("refresh", help=bi("refresh your copy of the course (make lab) from the current course, "
+                                          "keeping your edits (make lab-refresh)",
+                                          "按当前课程更新你的课程副本（make lab），保留你的修改（make lab-refresh）"))
+    r.add_argument("--lang", default="both", help=bi("en, zh or both (the copy make lab COURSE_LANG=... opened)",
+                                                     "en、zh 或 both（make lab COURSE_LANG=... 打开的那份副本）"))
     args = ap.parse_args(argv)
 
     if args.cmd == "build-exercises":
@@ -213,6 +219,13 @@ def main(argv: list[str] | None = None) -> int:
         return 1 if bad else 0
     if args.cmd == "lab":
         open_lab(args.lang, args.port, lab_args=args.lab_args)
+        return 0
+    if args.cmd == "refresh":
+        try:
+            refresh_lab(args.lang)
+        except FileNotFoundError as e:
+            print(e, file=sys.stderr)
+            return 1
         return 0
     return 2
 

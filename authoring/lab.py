@@ -1,4 +1,5 @@
-"""JupyterLab on a monolingual copy (``make lab COURSE_LANG=zh``): its locale, its settings folder, and the server."""
+"""JupyterLab on a copy of the course (``make lab``, ``make lab COURSE_LANG=zh``): its locale, its settings folder,
+the server, and the refresh of a copy from a newer course (``make lab-refresh``, rules in :mod:`authoring.refresh`)."""
 from __future__ import annotations
 
 import json
@@ -9,8 +10,15 @@ from pathlib import Path
 
 from authoring.copies import copy_problems, split_course
 from authoring.paths import COPIES_DIR, ROOT, course_notebooks
+from authoring.refresh import copy_is_behind, record_copy, refresh_copy
 
-def _copy_is_stale(out_root: Path, root: Path) -> bool:
+def _copy_is_stale(out_root: Path, root: Path, lang: str = "both") -> bool:
+    """Whether the course (for ``lang``: :func:`course_sources`) is newer than the copy ``out_root``: by the copy's
+    record of what it was made from (:func:`authoring.refresh.copy_is_behind`), or, for a copy without one, by
+    modification times."""
+    behind = copy_is_behind(out_root, course_sources(lang, root))
+    if behind is not None:
+        return behind
     sources = [p for p in course_notebooks(root)]
     copies = [Path(out_root) / p.parent.name / p.name for p in sources]
     if not all(c.exists() for c in copies):
@@ -18,15 +26,26 @@ def _copy_is_stale(out_root: Path, root: Path) -> bool:
     return max(p.stat().st_mtime for p in sources) > min(c.stat().st_mtime for c in copies)
 
 
-def _note_if_stale(out_root: Path, root: Path, again: str, origin: tuple[str, str]) -> None:
-    """Say how to start again when the copy ``out_root`` (kept: it may hold the reader's edits) is older than the
-    course: ``origin`` is what it would be refilled from (English, Chinese), ``again`` the command."""
+def course_sources(lang: str, root: Path = ROOT) -> dict[str, Path]:
+    """What a learner's copy in ``lang`` is made and refreshed from: relative path in the copy → notebook; the
+    course's notebooks for ``"both"``, the stored copies ``courses/<lang>/`` for ``"en"`` or ``"zh"``."""
+    if lang not in ("en", "zh"):
+        return {p.relative_to(root).as_posix(): p for p in course_notebooks(root)}
+    stored = Path(root) / COPIES_DIR / lang
+    return {p.relative_to(stored).as_posix(): p for p in sorted(stored.glob("*/*.ipynb"))}
+
+
+def _note_if_stale(out_root: Path, root: Path, again: str, origin: tuple[str, str], lang: str = "both") -> None:
+    """Say how to bring in the course's changes when the copy ``out_root`` (kept: it may hold the reader's edits) is
+    older than the course: ``again`` is the command that opens it (``make lab ...``), whose refresh is
+    ``make lab-refresh ...`` (:func:`refresh_lab`); ``origin`` is what it is refreshed from (English, Chinese)."""
     from distlearn.core.i18n import bi
 
-    if _copy_is_stale(out_root, root):
-        print(bi(f"Note: {out_root} is older than the course. To start again from {origin[0]} (this deletes your "
-                 f"edits there): rm -r {out_root}, then {again}",
-                 f"注意：{out_root} 比课程本身旧。如需从{origin[1]}重新开始（会删除你在其中的修改）：rm -r {out_root}，"
+    if _copy_is_stale(out_root, root, lang):
+        refresh = again.replace("make lab", "make lab-refresh", 1)
+        print(bi(f"Note: {out_root} is older than the course. To bring in the changes of {origin[0]} and keep "
+                 f"your edits: {refresh}, then {again}",
+                 f"注意：{out_root} 比课程本身旧。如需拿到{origin[1]}的更新并保留你的修改：先运行 {refresh}，"
                  f"再运行 {again}"), flush=True)
 
 
@@ -62,6 +81,47 @@ def port_given(args: list[str]) -> bool:
     return any(a == "--port" or a.startswith(("--port=", "--ServerApp.port")) for a in args)
 
 
+def _record(out_root: Path) -> None:
+    """Record what the new copy ``out_root`` was made from (its notebooks as written), for :func:`refresh_lab`."""
+    record_copy(out_root, {p.relative_to(out_root).as_posix(): p for p in sorted(Path(out_root).glob("*/*.ipynb"))})
+
+
+def copy_folder(lang: str, root: Path = ROOT) -> Path:
+    """Where ``make lab`` keeps the learner's copy: ``build/course/`` (``lang`` ``"both"``), ``build/course-<lang>/``."""
+    return Path(root) / "build" / ("course" if lang not in ("en", "zh") else f"course-{lang}")
+
+
+def refresh_lab(lang: str, root: Path = ROOT, out_root: Path | None = None, log=print) -> dict:
+    """What ``make lab-refresh [COURSE_LANG=zh]`` runs: refresh the learner's copy (:func:`copy_folder`, or
+    ``out_root``) from the current course — the course's notebooks for both languages, the stored copies
+    ``courses/<lang>/`` for one — by the rules of :mod:`authoring.refresh` (cells the learner did not edit take the
+    course's version, edited cells are kept, a cell changed on both sides is kept with the course's new version
+    inserted after it, new cells and notebooks appear). Returns :func:`authoring.refresh.refresh_copy`'s report.
+    Error: no copy yet (``make lab`` makes it) — a bilingual :class:`FileNotFoundError`."""
+    from distlearn.core.i18n import bi, normalize_language
+
+    lang = normalize_language(lang, "COURSE_LANG")
+    lang = lang if lang in ("en", "zh") else "both"
+    out_root = Path(out_root or copy_folder(lang, root))
+    if not out_root.is_dir():
+        again = "make lab" + (f" COURSE_LANG={lang}" if lang != "both" else "")
+        raise FileNotFoundError(bi(f"No copy of the course in {out_root} to refresh: {again} makes one",
+                                   f"{out_root} 中还没有课程副本，无需更新：运行 {again} 会创建它"))
+    sources = course_sources(lang, root)
+    if lang != "both":
+        stored = Path(root) / COPIES_DIR / lang
+        problems = copy_problems(root, (lang,))
+        if problems:
+            log(bi(f"Note: the stored {lang} copy {stored.relative_to(root)}/ is not current ({len(problems)} "
+                   f"problem(s)); refreshing from it as it is (`make notebooks` brings it up to date)",
+                   f"注意：保存的{_LANG_ZH[lang]}副本 {stored.relative_to(root)}/ 不是最新的（{len(problems)} 个问题）；"
+                   f"仍按现有内容更新（`make notebooks` 可使它变为最新）"))
+    done = refresh_copy(out_root, sources, lang, log=log)
+    log(bi(f"{out_root}: {len(done)} notebook(s) refreshed from the course, your edits kept",
+           f"{out_root}：已按课程更新 {len(done)} 个笔记本，你的修改都已保留"))
+    return done
+
+
 def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | None = None,
              lab_args: str = "", start: bool = True) -> Path:
     """What ``make lab`` runs: start JupyterLab with ``DISTLEARN_LANG=<lang>`` on a copy of the course, in
@@ -70,8 +130,9 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
 
     If that folder is missing it is filled from the stored copy ``courses/<lang>/`` when that one is current
     (:func:`copy_problems` empty: a file copy, no execution), else by :func:`split_course` (written and executed in
-    that language, a few minutes). An existing folder is kept (it may hold your own edits); a note says how to
-    refresh it when the course is newer. ``lab_args``: more JupyterLab options as one shell string
+    that language, a few minutes); what it was made from is recorded in it (:func:`authoring.refresh.record_copy`).
+    An existing folder is kept (it may hold your own edits); when the course is newer a note names
+    ``make lab-refresh``, which brings the course's changes in and keeps your edits (:func:`refresh_lab`). ``lab_args``: more JupyterLab options as one shell string
     (``make lab LAB_ARGS="--no-browser --ip=0.0.0.0"``). ``start=False``: prepare the folder, return it, start
     nothing (tests)."""
     import shlex
@@ -81,7 +142,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
 
     lang = normalize_language(lang, "COURSE_LANG")
     if lang not in ("en", "zh"):  # both languages: a copy of the course's notebooks, so running never rewrites them
-        out_root, lang_env = Path(out_root or root / "build" / "course"), "both"
+        out_root, lang_env = Path(out_root or copy_folder("both", root)), "both"
         if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
             print(bi(f"Copying the course's notebooks to {out_root}, so that your edits and runs stay out of the "
                      f"repository ...", f"正在把课程的笔记本复制到 {out_root}，你的修改和运行结果不会改动仓库里的文件……"),
@@ -90,10 +151,11 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
                 dst = out_root / src.parent.name / src.name
                 dst.parent.mkdir(parents=True, exist_ok=True)
                 shutil.copy(src, dst)
+            _record(out_root)
         else:
             _note_if_stale(out_root, root, "make lab", ("the course", "课程"))
     else:
-        out_root, lang_env = Path(out_root or root / "build" / f"course-{lang}"), lang
+        out_root, lang_env = Path(out_root or copy_folder(lang, root)), lang
         stored = Path(root) / COPIES_DIR / lang
         if not (out_root / "notebooks" / "00_welcome.ipynb").exists():
             problems = copy_problems(root, (lang,))
@@ -111,8 +173,9 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
                          f"`make notebooks` 可更新它）。正在把课程的{_LANG_ZH[lang]}副本写到 {out_root}，"
                          f"并用{_LANG_ZH[lang]}执行一遍（只需一次，几分钟）……"), flush=True)
                 split_course(lang, out_root, root)
+            _record(out_root)
         else:
-            _note_if_stale(out_root, root, f"make lab COURSE_LANG={lang}", ("the stored copy", "保存的副本"))
+            _note_if_stale(out_root, root, f"make lab COURSE_LANG={lang}", ("the stored copy", "保存的副本"), lang)
     env = lab_environment(lang_env, Path(out_root))
     if not start:
         return Path(out_root)
