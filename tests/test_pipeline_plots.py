@@ -118,3 +118,15 @@ def test_zero_bubble_picture_draws_the_simulated_schedules(p, m, costs):
 def test_zero_bubble_picture_refuses_what_it_cannot_draw(kw):
     with pytest.raises(DistlearnValueError):
         PP.zero_bubble_picture(**kw)
+
+
+def test_chapter_draws_the_picture_before_the_formulas():
+    """Issue 34: the idea in one picture, before any formula. Chapter 05 draws zero_bubble_picture after saying
+    what I and W are and before the schedules' bubble formulas, in both languages."""
+    from authoring.paths import ROOT
+
+    md = (ROOT / "notebooks" / "05_pipeline_parallel.md").read_text(encoding="utf-8")
+    section = md.index("## Splitting the backward: zero-bubble schedules")
+    picture = md.index("PP.zero_bubble_picture(")
+    assert section < md.index("## 拆分反向：零气泡调度") < picture
+    assert picture < md.index("- **ZB-H1**: 1F1B with I in place of B") and picture < md.index("- **ZB-H1**：把 1F1B")

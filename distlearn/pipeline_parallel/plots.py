@@ -1,4 +1,5 @@
-"""Figures for chapter 05: Gantt charts of pipeline schedules and bubble fraction vs number of micro-batches."""
+"""Figures for chapter 05: Gantt charts of pipeline schedules, bubble fraction vs number of micro-batches, and the
+zero-bubble idea in one picture (1F1B above ZB-H1)."""
 from __future__ import annotations
 
 from typing import Sequence
