@@ -521,6 +521,104 @@ def test_ring_diagram_draws_in_the_readers_language(lang):
         plt.close("all")
 
 
+def _ulysses_texts(fig):
+    """The labels of the Ulysses picture outside its cells (title, panel headers, all-to-all names, ranks, note)."""
+    ax = fig.axes[0]
+    return [t for t in [fig._suptitle] + ax.texts if t.get_text() and not t.get_text().isdigit()]
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_ulysses_diagram_draws_in_the_readers_language(lang):
+    """Chapter 10's picture of DeepSpeed-Ulysses: every label in the reader's language, and no label over another."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from authoring import lang_audit as A
+    from distlearn.context_parallel.plots import ulysses_diagram
+    from i18n_helpers import language
+
+    with language(lang):
+        fig = ulysses_diagram(4, 8)
+        fig.canvas.draw()
+        texts = _ulysses_texts(fig)
+        words = [t.get_text() for t in texts]
+    try:
+        for w in words:
+            for line in w.split("\n"):
+                assert A.readable(line, lang), line
+        joined = " ".join(words)
+        cjk = re.search(r"[\u4e00-\u9fff]", joined)
+        if lang == "en":
+            assert not cjk and "all-to-all" in joined and "Head shards" in joined and "a/cp = 2 heads" in joined
+        else:
+            assert "头分片" in joined and "a/cp = 2 个头" in joined and "AllToAll" in joined
+            assert "all-to-all" not in joined and "shards" not in joined and "heads" not in joined
+        assert sum(w.startswith("rank ") for w in words) == 4
+        renderer = fig.canvas.get_renderer()
+        boxes = [(w, t.get_window_extent(renderer)) for w, t in zip(words, texts)]
+        for i, (wa, a) in enumerate(boxes):
+            for wb, b in boxes[i + 1:]:
+                assert not a.overlaps(b), (wa, wb)
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("cp, heads", [(4, 8), (2, 2), (4, 4), (8, 16)])
+def test_ulysses_diagram_shows_what_the_all_to_all_does(cp, heads):
+    """What each rank holds in the three panels is Jacobs et al. 2023's re-sharding: before and after, rank r has
+    token block r of every head; in between, all token blocks of heads r·a/cp … (r+1)·a/cp − 1, the heads
+    ulysses_heads gives each rank. Every pair of ranks exchanges one message in each all-to-all, coloured by the
+    token block it carries."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.colors import to_hex
+    from distlearn.context_parallel.plots import RANK_COLORS, ulysses_diagram
+
+    fig = ulysses_diagram(cp, heads)
+    try:
+        ax = fig.axes[0]
+        held = {}
+        for patch in ax.patches:
+            gid = patch.get_gid() or ""
+            if gid.startswith("cell:"):
+                _, panel, r, h, blk = map(lambda x: int(x) if x.isdigit() else x, gid.split(":"))
+                held.setdefault((panel, r), []).append((h, blk))
+                assert to_hex(patch.get_facecolor()) == to_hex(RANK_COLORS[blk]).lower()
+        g = C.ulysses_heads(heads, heads, cp).q_heads
+        assert g == heads // cp
+        for r in range(cp):
+            seq = sorted((h, r) for h in range(heads))
+            assert sorted(held[(0, r)]) == seq and sorted(held[(2, r)]) == seq
+            assert sorted(held[(1, r)]) == sorted((h, t) for h in range(r * g, (r + 1) * g) for t in range(cp))
+        arrows = {a.get_gid(): a for a in ax.texts if (a.get_gid() or "").startswith("a2a:")}
+        assert len(arrows) == 2 * cp * cp
+        for src in range(cp):
+            for dst in range(cp):
+                assert to_hex(arrows[f"a2a:0:{src}:{dst}"].arrow_patch.get_edgecolor()) == RANK_COLORS[src].lower()
+                assert to_hex(arrows[f"a2a:1:{src}:{dst}"].arrow_patch.get_edgecolor()) == RANK_COLORS[dst].lower()
+    finally:
+        plt.close(fig)
+
+
+@pytest.mark.parametrize("kw", [dict(cp=1), dict(cp=9), dict(cp=4, num_heads=6), dict(num_heads=17),
+                                dict(cp=4.0)])
+def test_ulysses_diagram_refuses_what_it_cannot_draw(kw):
+    from distlearn.context_parallel.plots import ulysses_diagram
+
+    with pytest.raises(DistlearnValueError):
+        ulysses_diagram(**kw)
+
+
+def test_chapter_draws_ulysses_before_its_formula():
+    """Issue 34: section 6 draws ulysses_diagram before its three steps and its byte formula, in both languages."""
+    md = (ROOT / "notebooks" / "10_context_parallel.md").read_text(encoding="utf-8")
+    picture = md.index("ulysses_diagram(4")
+    assert md.index("## 6. All-to-all instead of a ring") < md.index("## 6. 用 AllToAll 代替环") < picture
+    assert picture < md.index("$$\\text{Ulysses: }") and picture < md.index("$$\\text{Ulysses：}")
+    assert picture < md.index("1. Before attention") and picture < md.index("1. 注意力之前")
+
+
 def test_chapter_prints_the_ring_loop_before_running_it():
     """Issue 34: the hand-written ring attention on real processes was only described in prose. The chapter now
     prints RingAttention.forward right before the lab runs, with its comments in the reader's language."""

@@ -1,5 +1,6 @@
-"""Figures of chapter 10: the idea of ring attention (ranks, blocks, messages), attention work per rank under each
-sequence layout, and a ring schedule in time."""
+"""Figures of chapter 10: the idea of ring attention (ranks, blocks, messages) and of DeepSpeed-Ulysses (the two
+all-to-alls between sequence shards and head shards), attention work per rank under each sequence layout, and a ring
+schedule in time."""
 from __future__ import annotations
 
 import re
@@ -7,7 +8,7 @@ import re
 import numpy as np
 
 from distlearn.core import plots
-from distlearn.core.i18n import bi
+from distlearn.core.i18n import bi, get_language
 
 LAYOUT_COLORS = {"contiguous": "#C44E52", "zigzag": "#4C72B0", "striped": "#55A868"}
 LAYOUT_NAMES = {"contiguous": ("contiguous", "连续切分"), "zigzag": ("zig-zag", "之字形切分"),
@@ -140,4 +141,115 @@ def ring_diagram(cp: int = 4, steps: int | None = None):
                   fontsize=8)
     fig.suptitle(bi("Ring attention: the queries stay, the K/V blocks rotate (cp = {})".format(cp),
                     "环形注意力：查询留在本地，K/V 块沿环轮转（cp = {}）".format(cp), sep="\n"))
+    return fig
+
+
+def ulysses_diagram(cp: int = 4, num_heads: int = 8):
+    """The idea of DeepSpeed-Ulysses in one picture (Jacobs et al. 2023), ranks as rows, in three panels.
+
+    1. Sequence shards: rank r holds its ``s/cp`` tokens (sequence chunk r) for all ``num_heads`` heads.
+    2. After one all-to-all (for each of Q, K and V): rank r holds all ``s`` tokens for ``num_heads/cp`` heads, and
+       runs ordinary attention on them.
+    3. After the all-to-all back (the output O): sequence shards again.
+
+    Each cell is one (sequence chunk, head) piece of a tensor: its colour is the sequence chunk (the colours of
+    :func:`ring_diagram`, chunk j starting on rank j), its number the head. Each line between panels is one
+    message of the all-to-all, coloured by the sequence chunk it carries; rank r sends head group g to rank g. What
+    each rank holds is not drawn by hand: it is read from the course's own all-to-alls
+    (:mod:`distlearn.context_parallel.simulation`, the ones :func:`~distlearn.context_parallel.simulation.ulysses_attention`
+    runs) applied to a tensor of (head, sequence chunk) labels.
+
+    ``cp``: 2 … 8 ranks; ``num_heads``: 1 … 16 heads, a multiple of ``cp`` (raises DistlearnValueError naming the
+    parameter otherwise). Cells carry ``gid`` ``"cell:panel:rank:head:chunk"``, lines ``"a2a:k:src:dst"``
+    (k = 0 in, 1 back). Returns the figure.
+    """
+    from matplotlib.patches import FancyBboxPatch, Rectangle
+
+    from distlearn.context_parallel.simulation import _heads_to_seq, _seq_to_heads, layout_positions, ulysses_heads
+    from distlearn.core.comm import VirtualCluster
+    from distlearn.core.validate import check_int
+
+    cp = check_int("cp", cp, minimum=2, maximum=8)
+    a = check_int("num_heads", num_heads, minimum=1, maximum=16)
+    group = ulysses_heads(a, a, cp).q_heads         # heads per rank after the all-to-all / 交换后每个 rank 的头数
+    # A (1, a, cp, 1) tensor whose value names its piece: head·cp + sequence chunk (one token per block is enough).
+    # 一个 (1, a, cp, 1) 的张量，每个值标记它是哪一块：头编号·cp + 词元片段编号。
+    labels = np.arange(a * cp, dtype=float).reshape(1, a, cp, 1)
+    pos = layout_positions(cp, cp, "contiguous")
+    before = [labels[:, :, p] for p in pos]                          # rank r: (1, a, 1, 1)
+    middle = _seq_to_heads(VirtualCluster(cp), before, group)         # rank r: (1, a/cp, cp, 1)
+    after = _heads_to_seq(VirtualCluster(cp), middle)                 # rank r: (1, a, 1, 1) again
+
+    def pieces_seq(x):       # [(head, block)] grouped by destination head group / 按目标头组分组
+        return [divmod(int(v), cp) for v in x[0, :, :, 0].reshape(-1)]
+
+    def pieces_heads(x):     # [(head, block)] grouped by sequence chunk / 按词元片段分组
+        return [divmod(int(v), cp) for v in x[0, :, :, 0].T.reshape(-1)]
+
+    panels = ([pieces_seq(x) for x in before], [pieces_heads(x) for x in middle], [pieces_seq(x) for x in after])
+
+    pw, gap, wire, x_rank = 4.2, 0.14, 1.9, 1.15     # panel width, gap between groups, wiring width, label column
+    x0s = [x_rank, x_rank + pw + wire, x_rank + 2 * (pw + wire)]
+    cw = (pw - 0.2 - (cp - 1) * gap) / a              # cell width / 单元宽度
+    fig, ax = plots.plt.subplots(figsize=(12.5, 0.62 * cp + 2.4), layout="constrained")
+    ax.set_axis_off()
+
+    def cell_x(panel, k):    # left edge of the k-th cell of a row: cp groups of a/cp cells / 每行第 k 个单元的左边
+        return x0s[panel] + 0.1 + k * cw + (k // group) * gap
+
+    for panel, rows in enumerate(panels):
+        for r, row in enumerate(rows):
+            ax.add_patch(FancyBboxPatch((x0s[panel], r - 0.38), pw, 0.76, boxstyle="round,pad=0.02,rounding_size=0.1",
+                                        facecolor="#F4F4F4", edgecolor="#555555", lw=1))
+            for k, (h, blk) in enumerate(row):
+                x = cell_x(panel, k)
+                ax.add_patch(Rectangle((x, r - 0.24), cw * 0.92, 0.48, color=RANK_COLORS[blk % len(RANK_COLORS)],
+                                       gid=f"cell:{panel}:{r}:{h}:{blk}"))
+                ax.text(x + cw * 0.46, r, str(h), ha="center", va="center", fontsize=6 if a > 8 else 8, color="white")
+    for r in range(cp):
+        ax.text(0.05, r, f"rank {r}", ha="left", va="center", fontsize=9)
+    # The messages, read from the panels: a piece of block j in row g of the next panel came from rank j (in) or
+    # goes back to rank j (out). 消息从各面板读出：下一面板第 g 行中片段 j 的块来自 rank j，或回到 rank j。
+    for k, (left, right) in enumerate(((0, 1), (1, 2))):
+        xa, xb = x0s[left] + pw + 0.05, x0s[right] - 0.05
+        for src in range(cp):
+            for dst in range(cp):
+                if k == 0:
+                    blocks = {blk for h, blk in panels[1][dst] if blk == src}
+                else:
+                    blocks = {blk for h, blk in panels[1][src] if blk == dst}
+                if not blocks:
+                    continue
+                blk = blocks.pop()
+                ya = src + (dst - (cp - 1) / 2) * 0.6 / cp
+                yb = dst + (src - (cp - 1) / 2) * 0.6 / cp
+                ax.annotate("", xy=(xb, yb), xytext=(xa, ya), gid=f"a2a:{k}:{src}:{dst}",
+                            arrowprops=dict(arrowstyle="-|>", color=RANK_COLORS[blk % len(RANK_COLORS)], lw=1.0,
+                                            mutation_scale=7, shrinkA=0, shrinkB=0))
+    top = -0.5
+    heads = ((("1. Sequence shards", "1. 序列分片"),
+              ("each rank: s/cp tokens, all a heads", "每个 rank：s/cp 个词元，全部 a 个头")),
+             (("2. Head shards: attention", "2. 头分片：计算注意力"),
+              (f"each rank: all s tokens, a/cp = {group} heads", f"每个 rank：全部 s 个词元，a/cp = {group} 个头")),
+             (("3. Sequence shards again", "3. 回到序列分片"),
+              ("the output O: s/cp tokens, all heads", "输出 O：s/cp 个词元，全部的头")))
+    lines = 2 if get_language() == "both" else 1      # both languages: one above the other / 双语时上下排列
+    for x0, (h1, h2) in zip(x0s, heads):
+        ax.text(x0 + pw / 2, top, bi(*h2, sep="\n"), ha="center", va="bottom", fontsize=8)
+        ax.annotate(bi(*h1, sep="\n"), xy=(x0 + pw / 2, top), xytext=(0, 11 * lines + 4), textcoords="offset points",
+                    ha="center", va="bottom", fontsize=10)
+    for k, name in enumerate((("all-to-all\n(Q, K, V)", "AllToAll\n（Q、K、V）"),
+                              ("all-to-all\nback (O)", "反方向的\nAllToAll（O）"))):
+        ax.text(x0s[k] + pw + wire / 2, top, bi(*name, sep="\n"), ha="center", va="bottom", fontsize=8)
+    ax.text(x_rank, cp - 0.35, bi(
+        "Colour: sequence chunk (chunk j starts on rank j). Number: head. "
+        "Each line is one message: rank r sends head group g to rank g, in the colour of the chunk it carries.",
+        "颜色：序列片段（片段 j 最初在 rank j 上）。数字：头的编号。每条线是一条消息：rank r 把第 g 组头发给 rank g，"
+        "线的颜色就是它携带的片段的颜色。", sep="\n"), ha="left", va="top", fontsize=8, color="#444444")
+    ax.set_xlim(0, x0s[2] + pw + 0.1)
+    ax.set_ylim(cp + 0.1, top)
+    fig.suptitle(bi(f"DeepSpeed-Ulysses: two all-to-alls turn sequence shards into head shards and back (cp = {cp}, "
+                    f"a = {a} heads)",
+                    f"DeepSpeed-Ulysses：两次 AllToAll 把序列分片变成头分片，再变回来（cp = {cp}，a = {a} 个头）",
+                    sep="\n"))
     return fig

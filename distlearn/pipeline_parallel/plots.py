@@ -1,4 +1,5 @@
-"""Figures for chapter 05: Gantt charts of pipeline schedules and bubble fraction vs number of micro-batches."""
+"""Figures for chapter 05: Gantt charts of pipeline schedules, bubble fraction vs number of micro-batches, and the
+zero-bubble idea in one picture (1F1B above ZB-H1)."""
 from __future__ import annotations
 
 from typing import Sequence
@@ -8,7 +9,7 @@ from matplotlib.collections import PolyCollection
 from matplotlib.patches import Patch
 
 from distlearn.core import plots
-from distlearn.core.i18n import bi, text
+from distlearn.core.i18n import bi, get_language, text
 from distlearn.pipeline_parallel.schedules import closed_form, simulate
 from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult
 
@@ -129,3 +130,91 @@ def bubble_vs_microbatches(num_stages: int, ms: Sequence[int], ax=None, fwd_time
     plots.title(ax, f"Bubble fraction (idle share), p = {num_stages} stages, {costs}, no p2p time",
                 f"气泡率（空闲占比），p = {num_stages} 个阶段，{costs}，无点对点通信时间")
     return ax
+
+
+T_BUBBLE_SHADE = text("pipeline.bubble_shade", "bubble (stage idle)", "气泡（阶段空闲）")
+
+
+def zero_bubble_picture(num_stages: int = 4, num_microbatches: int = 8, *, fwd_time: float = 1.0,
+                        bwd_time: float = 2.0, wgrad_time: float = 1.0):
+    """The idea of zero-bubble scheduling in one picture: 1F1B (top) and ZB-H1 (bottom) on the same time axis,
+    one row per stage, one box per operation, numbered by micro-batch. F is the forward, B 1F1B's whole backward;
+    ZB-H1 splits B into the input gradient I (sent at once to the previous stage) and the weight gradient W
+    (needed only by the optimizer), and moves W into the gaps. Hatched grey is the bubble: a stage's idle time
+    within the step. Both timelines are :func:`distlearn.pipeline_parallel.schedules.simulate`'s events, nothing
+    drawn by hand, so the picture shows what the chapter's numbers say (p = 4, m = 8, t_f = 1, t_b = 2, t_W = 1:
+    step 33 → 27, idle per stage 9 → 3).
+
+    - ``num_stages`` p: 2 … 8; ``num_microbatches`` m: 1 … 16 (a legible picture; the simulation allows more).
+    - ``fwd_time``, ``bwd_time`` (whole backward, I + W), ``wgrad_time`` (the W part): in any time unit, checked
+      by the simulation (0 < ``wgrad_time`` < ``bwd_time``).
+
+    Rectangles carry ``gid`` ``"F:s:j"`` (kind, stage, micro-batch) and ``"bubble:s"``, so a test can read the
+    schedule back. Returns the figure (two axes: 1F1B, ZB-H1). Raises DistlearnValueError for arguments out of range.
+    """
+    from matplotlib.patches import Rectangle
+
+    from distlearn.core.validate import check_int
+
+    p = check_int("num_stages", num_stages, minimum=2, maximum=8)
+    m = check_int("num_microbatches", num_microbatches, minimum=1, maximum=16)
+    results = (simulate("1f1b", p, m, fwd_time=fwd_time, bwd_time=bwd_time),
+               simulate("zb-h1", p, m, fwd_time=fwd_time, bwd_time=bwd_time, wgrad_time=wgrad_time))
+    end = max(r.total_time for r in results)
+    fig, axes = plots.plt.subplots(2, 1, figsize=(10, 1.05 * p + 2.6), sharex=True, layout="constrained")
+    heads = (bi("1F1B: each backward B is one block (I + W together)", "1F1B：每个反向 B 是一整块（I 和 W 一起做）"),
+             bi("ZB-H1: I at once, W later, into the gaps", "ZB-H1：I 立即做，W 推迟，填进空隙"))
+    fsize = 7 if end / m < 6 else 8
+    for ax, res, head in zip(axes, results, heads):
+        for s in range(p):   # the bubble first, underneath: every idle stretch within the step / 先画气泡：步内每段空闲
+            mine = np.flatnonzero(res.ev_stage == s)
+            order = mine[np.argsort(res.ev_start[mine])]
+            t = 0.0
+            for i in order:
+                if res.ev_start[i] > t + 1e-9:
+                    ax.add_patch(Rectangle((t, s - 0.4), res.ev_start[i] - t, 0.8, facecolor=plots.COLORS["idle"],
+                                           edgecolor="#999999", hatch="///", lw=0, gid=f"bubble:{s}"))
+                t = max(t, float(res.ev_end[i]))
+            if res.total_time > t + 1e-9:
+                ax.add_patch(Rectangle((t, s - 0.4), res.total_time - t, 0.8, facecolor=plots.COLORS["idle"],
+                                       edgecolor="#999999", hatch="///", lw=0, gid=f"bubble:{s}"))
+        for s, k, j, st, en in zip(res.ev_stage, res.ev_kind, res.ev_microbatch, res.ev_start, res.ev_end):
+            kind = KINDS[int(k)]
+            ax.add_patch(Rectangle((st, s - 0.4), en - st, 0.8, facecolor=KIND_COLORS[int(k)], edgecolor="white",
+                                   lw=0.8, gid=f"{kind}:{int(s)}:{int(j)}"))
+            ax.text((st + en) / 2, s, str(int(j)), ha="center", va="center", fontsize=fsize,
+                    color="#222222" if kind in ("I", "W") else "white")   # dark on the light colours / 浅色上用深色字
+        idle = float(res.total_time - res.busy.max())
+        ax.text(end + 0.02 * end, (p - 1) / 2,
+                bi(f"step time {res.total_time:g}\nidle per stage {idle:g}",
+                   f"每步时间 {res.total_time:g}\n每个阶段空闲 {idle:g}", sep="\n\n"), ha="left", va="center", fontsize=9)
+        ax.set_ylim(p - 0.5, -0.5)
+        ax.set_yticks(range(p))
+        ax.set_ylabel(plots.label(T_STAGE))
+        ax.set_title(head, fontsize=10, loc="left")
+        for side in ("top", "right"):
+            ax.spines[side].set_visible(False)
+    # where 1F1B's step ends, on the ZB-H1 row: the time won / 在 ZB-H1 一行标出 1F1B 的结束时刻：省下的时间
+    saved = results[0].total_time - results[1].total_time
+    axes[1].axvline(results[0].total_time, color="#555555", ls="--", lw=1)
+    if saved > 0:
+        axes[1].annotate("", xy=(results[1].total_time, p - 0.5 + 0.02), xytext=(results[0].total_time, p - 0.5 + 0.02),
+                         arrowprops=dict(arrowstyle="<->", color="#555555", lw=1, shrinkA=0, shrinkB=0),
+                         annotation_clip=False)
+        axes[1].text((results[0].total_time + results[1].total_time) / 2, p - 1,
+                     bi(f"{saved:g} saved", f"省下 {saved:g}"), ha="center", va="center", fontsize=9, color="#333333")
+    axes[1].set_xlim(0, end + 0.2 * end)
+    axes[1].set_xticks(np.arange(0, end + 1e-9, 3 if end <= 60 else 10))
+    axes[1].set_xlabel(bi(f"time (one forward = {fwd_time:g})", f"时间（一次前向 = {fwd_time:g}）"))
+    names = (("F", bi("forward F", "前向 F")), ("B", bi("backward B = I + W", "反向 B = I + W")),
+             ("I", plots.label(T_INPUT)), ("W", plots.label(T_WEIGHT)))
+    handles = [Patch(facecolor=KIND_COLORS[KINDS.index(k)], label=t) for k, t in names]
+    handles.append(Patch(facecolor=plots.COLORS["idle"], edgecolor="#999999", hatch="///",
+                         label=plots.label(T_BUBBLE_SHADE)))
+    fig.legend(handles=handles, loc="outside lower center", ncols=3 if get_language() == "both" else 5, fontsize=8,
+               frameon=False)
+    costs = f"t_f = {fwd_time:g}, t_b = {bwd_time:g} = I {bwd_time - wgrad_time:g} + W {wgrad_time:g}"
+    fig.suptitle(bi(f"Zero bubble: W fills 1F1B's bubble (p = {p} stages, m = {m} micro-batches, {costs})",
+                    f"零气泡：用 W 填充 1F1B 的气泡（p = {p} 个阶段，m = {m} 个微批次，{costs}）", sep="\n"),
+                 fontsize=11)
+    return fig
