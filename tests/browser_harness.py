@@ -422,8 +422,12 @@ class Session:
 
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
                  render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 5,
-                 final_timeout: float = 20.0, screenshots: bool | None = None):
+                 final_timeout: float = 20.0, screenshots: bool | None = None, lab_env: dict | None = None,
+                 lab_args: tuple[str, ...] = ()):
         self.root = Path(root).resolve()
+        # JupyterLab as `make lab` starts it (authoring.lab.lab_environment / lab_options): these replace the
+        # harness's own environment variables (a settings folder of the copy's own) and add to its options
+        self.lab_env, self.lab_args = dict(lab_env or {}), tuple(lab_args)
         # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the
         # authoring rules, and nbval already runs every cell — falling back to Run All if one of them fails.
         self.run_all = _env_flag("DISTLEARN_BROWSER_RUN_ALL") if run_all is None else run_all
@@ -480,10 +484,11 @@ class Session:
                    PYDEVD_DISABLE_FILE_VALIDATION="1")
         for name in ("DISTLEARN_LANG", "MPLBACKEND"):  # kernels as a person gets them: both languages, inline plots
             env.pop(name, None)
+        env.update(self.lab_env)
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True"]
+               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True", *self.lab_args]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
         self.server_log = open(self.tmp / "server.log", "wb")

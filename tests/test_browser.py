@@ -365,6 +365,97 @@ def test_language_switch_in_notebook_7(session):
         TIMES["language switch, Notebook 7"] = time.monotonic() - t0
 
 
+# ------------------------------------------------ the bilingual copy of `make lab` opens in the chosen language
+# (issue 34): JupyterLab started as `make lab` starts it (authoring.lab), on a copy of two small notebooks
+_JS_TITLES = """() => { const p = window.dlPanel || window.jupyterapp.shell.currentWidget;
+  return [...p.content.node.querySelectorAll('.jp-MarkdownCell h1')].filter(
+      h => h.offsetParent !== null && h.getBoundingClientRect().height > 0).map(h => h.textContent.replace('¶', '').trim()); }"""
+_JS_FILE_MENU = """() => { const m = document.querySelector('#jp-MainMenu .lm-MenuBar-itemLabel');
+  return m ? m.textContent.trim() : null; }"""
+OTHER_TITLE = {"en": "Other chapter", "zh": "另一章"}
+
+
+def _bilingual_copy(tmp_path) -> Path:
+    """``make lab``'s bilingual copy (:func:`authoring.lab.open_lab` with ``start=False``) of a course of two
+    notebooks: ``00_welcome`` (title, language switch, prose) and ``01_other`` (two titles, never run)."""
+    from authoring import lab
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copy(_language_selftest_notebook(), root / "notebooks" / "00_welcome.ipynb")
+    nbformat.write(pairing.from_myst(_myst_pair(f"# {OTHER_TITLE['en']}", f"# {OTHER_TITLE['zh']}")
+                                     + _myst_pair("Pipelines split the layers.", "流水线切分层。")),
+                   root / "notebooks" / "01_other.ipynb")
+    return lab.open_lab("both", root=root, out_root=tmp_path / "course", start=False)
+
+
+def _open_fresh(page, s, rel: str) -> None:
+    s._open(page, rel)
+    page.wait_for_function(bh._JS_READY, arg=rel, timeout=60_000)
+    page.wait_for_function("() => { const p = window.dlPanel; return p && p.content.node.querySelector("
+                           "'.jp-MarkdownCell h1'); }", timeout=30_000)
+
+
+def _opens_in(page, s, lang: str) -> tuple[str | None, str | None]:
+    """Reload the page, open ``01_other`` (no kernel runs) and return (its visible titles, the File menu)."""
+    page.reload(wait_until="domcontentloaded")
+    bh.wait_for_app(page)
+    page.wait_for_function(f"() => ({_JS_FILE_MENU})() !== null", timeout=30_000)
+    _open_fresh(page, s, "notebooks/01_other.ipynb")
+    try:  # the prose of the other language goes as soon as the copy's custom.css applies
+        page.wait_for_function(f"() => ({_JS_TITLES})().length === 1", timeout=10_000)
+    except Exception:
+        pass
+    seen = page.evaluate(_JS_TITLES), page.evaluate(_JS_FILE_MENU)
+    page.evaluate(bh._JS_CLOSE)
+    return seen
+
+
+def _choose(page, s, lang: str) -> str:
+    """Run the switch of ``00_welcome``, click ``lang``; return the button pressed before the click (the kernel's
+    starting language) and check the switch's note asks for a reload."""
+    _open_fresh(page, s, "notebooks/00_welcome.ipynb")
+    page.evaluate(_JS_RUN_CELL, 2)
+    page.locator(".distlearn-language-switch button").first.wait_for(state="visible", timeout=90_000)
+    before = page.locator(".distlearn-language-switch button.mod-active").first.inner_text().strip()
+    _click(page, lang)
+    note = page.locator(".distlearn-reload-note").first
+    note.wait_for(state="visible", timeout=30_000)
+    assert ("刷新页面" if lang == "zh" else "Reload the page") in note.inner_text()
+    page.evaluate(bh._JS_CLOSE)
+    return before
+
+
+def test_bilingual_copy_opens_in_the_chosen_language(tmp_path):
+    """``make lab`` (both languages): choose 中文 in a notebook's switch, reload — JupyterLab's File menu reads 文件
+    and another notebook, not run, opens with its Chinese title first (the English prose hidden); choose English
+    — File, and the English title. Before the choice both titles show, English first. The old behaviour (menus
+    never follow; every notebook opens with its English title) fails both checks."""
+    from authoring import lab
+
+    t0 = time.monotonic()
+    out = _bilingual_copy(tmp_path)
+    env, args = lab.lab_environment("both", out), lab.lab_options("both", out)
+    # every cell in the DOM for the checks (as the harness's own settings say), in the copy's settings folder
+    tracker = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings"
+    bh._write_json(tracker, {"windowingMode": "none"})
+    with bh.Session(root=out, chromium=require_chromium(), lab_env=env, lab_args=args) as s:
+        page = s._lab_page()
+        _open_fresh(page, s, "notebooks/01_other.ipynb")
+        assert page.evaluate(_JS_TITLES) == [OTHER_TITLE["en"], OTHER_TITLE["zh"]]
+        assert page.evaluate(_JS_FILE_MENU) == "File"
+        page.evaluate(bh._JS_CLOSE)
+        assert _choose(page, s, "zh") == BUTTON["both"]
+        assert _opens_in(page, s, "zh") == ([OTHER_TITLE["zh"]], "文件")
+        _shot(page, "bilingual-copy-zh.png")
+        assert _choose(page, s, "en") == BUTTON["zh"]  # a new kernel starts in the language chosen last
+        assert _opens_in(page, s, "en") == ([OTHER_TITLE["en"]], "File")
+        for rel in ("notebooks/00_welcome.ipynb", "notebooks/01_other.ipynb"):  # a kernel still starting
+            s._end_sessions(rel)
+    assert s.leftover == [], f"processes left after stopping server and browser: {s.leftover}"
+    TIMES["bilingual copy opens in the chosen language"] = time.monotonic() - t0
+
+
 def test_no_process_left_behind(session):
     assert session.kernels() == [], "a kernel is still running after its notebook was checked"
     import psutil
