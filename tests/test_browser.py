@@ -398,14 +398,13 @@ def _open_fresh(page, s, rel: str) -> None:
 
 def _opens_in(page, s, lang: str) -> tuple[str | None, str | None]:
     """Reload the page, open ``01_other`` (no kernel runs) and return (its visible titles, the File menu)."""
-    page.reload(wait_until="domcontentloaded")
+    # a new page load (not a reload of the first URL: its ?reset would reset and reload the page once more)
+    page.goto(f"{s.base_url}/lab?token={s.token}", wait_until="domcontentloaded")
     bh.wait_for_app(page)
     page.wait_for_function(f"() => ({_JS_FILE_MENU})() !== null", timeout=30_000)
     _open_fresh(page, s, "notebooks/01_other.ipynb")
-    try:  # the prose of the other language goes as soon as the copy's custom.css applies
-        page.wait_for_function(f"() => ({_JS_TITLES})().length === 1", timeout=10_000)
-    except Exception:
-        pass
+    # the copy's custom.css is in the page's head, loaded before JupyterLab renders a cell: no waiting for it
+    page.wait_for_function(f"() => ({_JS_TITLES})().length > 0", timeout=30_000)
     seen = page.evaluate(_JS_TITLES), page.evaluate(_JS_FILE_MENU)
     page.evaluate(bh._JS_CLOSE)
     return seen
