@@ -91,6 +91,35 @@ def cells_with_outputs(path: Path, cells: list[int]) -> list[int]:
     return [i for i in cells if stored[i].get("outputs")]
 
 
+# Each chapter's core-idea diagram (issue 34: "the idea in one picture", drawn by code in the reader's language):
+# a piece of the one code cell that draws it. Checked in every stored notebook (tests/test_diagrams_shown.py), on
+# the website's pages (tests/test_website.py) and in JupyterLab (tests/test_browser.py).
+CORE_DIAGRAMS = {
+    "01_memory": "memory_plots.bytes_per_parameter(",
+    "02_collectives": "collectives_plots.ring_all_reduce(",
+    "03_data_parallel": "dp_plots.ddp_overlap(",
+    "04_tensor_parallel": "tp_plots.mlp_split(",
+    "05_pipeline_parallel": 'PP.gantt(P.simulate("gpipe", 4, 4))',
+    "06_zero_fsdp": "zplots.zero_stages(",
+    "07_overlap_prefetch": "plots_overlap.prefetch_picture(",
+    "08_activation_memory": "aplots.recompute_picture(",
+    "09_deepspeed_fsdp": "hierarchy_diagram()",
+    "10_context_parallel": "ring_diagram(4)",
+    "11_experts": "plots_experts.dispatch_picture(",
+    "12_nd_parallel": "nd_plots.mesh_picture(",
+    "13_fault_tolerance": "ft_plots.timeline_diagram(",
+    "14_planning": "plan_diagram(PRESETS",
+}
+
+
+def diagram_cell(nb, stem: str) -> int:
+    """The index of the one code cell of notebook ``nb`` (chapter ``stem``) that draws its core-idea diagram."""
+    found = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and CORE_DIAGRAMS[stem] in c.source]
+    if len(found) != 1:
+        raise LookupError(f"{stem}: {len(found)} cells draw {CORE_DIAGRAMS[stem]!r}, not one")
+    return found[0]
+
+
 def chapter_notebooks(root: Path = ROOT) -> list[Path]:
     """The chapter notebooks (``notebooks/*.ipynb``) that contain at least one explorer cell."""
     return [p for p in sorted((root / "notebooks").glob("*.ipynb")) if explorer_cells(p)]

@@ -16,6 +16,11 @@ The same server and browser then check that the language switch works for a pers
   the switch;
 - in Notebook 7, on a small generated notebook: the same switch hides the other language's cells.
 
+- in the bilingual copy ``make lab`` opens (JupyterLab started as :mod:`authoring.lab` starts it, a server of its
+  own): choose 中文 in the switch, reload — the File menu reads 文件 and another notebook, not run, opens with its
+  Chinese title only; choose English — File and the English title (issue 34);
+- chapter 02's core-idea diagram (``browser_harness.CORE_DIAGRAMS``) is shown under prose in each chosen language.
+
 Each cell's tags become CSS classes through the ``jupyterlab-celltagsclasses`` extension (a dependency), so the test
 also checks that every ``lang-en`` / ``lang-zh`` cell of the notebook has its class: a missing extension fails it.
 Screenshots: ``build/screenshots/language-{zh,en,both}.png`` and ``language-notebook7-zh.png``.
@@ -252,6 +257,41 @@ _JS_INSERT_AND_RUN = """async ([i, src]) => { const app = window.jupyterapp; con
   return true; }"""
 
 
+# The chapter's core-idea diagram (cell i): its picture's size on screen, and the text of the visible prose cell
+# just above it (the reader's language is checked in Python).
+_JS_DIAGRAM = """(i) => { const p = window.dlPanel || window.jupyterapp.shell.currentWidget; const cells = p.content.widgets;
+  const img = cells[i].node.querySelector('.jp-OutputArea-output img');
+  const r = img ? img.getBoundingClientRect() : {width: 0, height: 0};
+  let above = '';
+  for (let j = i - 1; j >= 0; j--) { const n = cells[j].node;
+    if (cells[j].model.type === 'markdown' && n.offsetParent !== null && n.getBoundingClientRect().height > 0) {
+      above = n.innerText; break; } }
+  return {w: img ? img.naturalWidth : 0, shown_w: r.width, shown_h: r.height, above}; }"""
+
+
+def _diagram_problems(seen: dict, lang: str) -> list[str]:
+    """The diagram is shown at a real size and the prose just above it reads in ``lang`` (both: English and
+    Chinese prose cells are both visible, so the one above it is the Chinese one)."""
+    problems = [] if seen["w"] >= 300 and seen["shown_w"] > 100 and seen["shown_h"] > 50 else [f"picture: {seen}"]
+    want = "zh" if lang in ("zh", "both") else "en"
+    text = seen["above"]
+    from authoring.lang_audit import readable
+
+    cjk = any("\u4e00" <= ch <= "\u9fff" for ch in text)
+    if not text.strip() or cjk != (want == "zh") or not all(readable(ln, want) for ln in text.splitlines()):
+        problems.append(f"the prose above the diagram is not {want}: {text[:120]!r}")
+    return problems
+
+
+def test_diagram_check_fails_on_a_missing_picture_or_prose_in_the_other_language():
+    good = {"w": 1500, "shown_w": 900, "shown_h": 260, "above": "下图画出 4 个 rank 上的过程。"}
+    assert _diagram_problems(good, "zh") == [] and _diagram_problems(good, "both") == []
+    assert _diagram_problems(good, "en")  # Chinese prose above the diagram when English was chosen
+    assert _diagram_problems({**good, "above": "The figure shows 4 ranks."}, "en") == []
+    assert _diagram_problems({**good, "shown_w": 0, "shown_h": 0}, "zh")  # hidden or no picture
+    assert _diagram_problems({**good, "w": 0}, "zh") and _diagram_problems({**good, "above": ""}, "zh")
+
+
 def _prose_counts(nb) -> dict:
     return {lang: sum(parity.cell_language(c) == lang for c in nb.cells) for lang in ("en", "zh")}
 
@@ -283,6 +323,7 @@ def test_language_switch_in_jupyterlab_on_a_real_chapter(session):
     t0 = time.monotonic()
     nb = nbformat.read(LANGUAGE_CHAPTER, as_version=4)
     counts, cell = _prose_counts(nb), _switch_cell(nb)
+    diagram = bh.diagram_cell(nb, LANGUAGE_CHAPTER.stem)
     assert counts["en"] > 2 and counts["zh"] == counts["en"]
     rel = LANGUAGE_CHAPTER.resolve().relative_to(session.root).as_posix()
     page = session._lab_page()
@@ -303,6 +344,8 @@ def test_language_switch_in_jupyterlab_on_a_real_chapter(session):
             _click(page, lang)
             seen = _wait_for(page, lang, counts)
             assert seen["en"]["tagged"] == counts["en"] and seen["zh"]["tagged"] == counts["zh"]
+            # the core-idea diagram (a stored output) is shown, under prose in the chosen language
+            assert _diagram_problems(page.evaluate(_JS_DIAGRAM, diagram), lang) == []
             page.locator(".distlearn-language-switch").first.scroll_into_view_if_needed()
             _shot(page, f"language-{lang}.png")
         # set_language in a cell (as people write it) hides English again and moves the switch to 中文.
