@@ -452,8 +452,9 @@ class Session:
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
                  render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 5,
                  final_timeout: float = 20.0, screenshots: bool | None = None, lab_env: dict | None = None,
-                 lab_args: tuple[str, ...] = ()):
+                 lab_args: tuple[str, ...] = (), browser_of: "Session | None" = None):
         self.root = Path(root).resolve()
+        self.browser_of = browser_of  # a second server in another session's browser (a context of its own)
         # JupyterLab as `make lab` starts it (authoring.lab.lab_environment / lab_options): these replace the
         # harness's own environment variables (a settings folder of the copy's own) and add to its options
         self.lab_env, self.lab_args = dict(lab_env or {}), tuple(lab_args)
@@ -470,7 +471,7 @@ class Session:
         self.sessions_ended: list[str] = []  # notebooks whose kernel the harness had to end through the server
         self.module_paths: list[str] = []  # extra folders with explorer modules (the self-test's)
         self.extra_modules: tuple[str, ...] = ()
-        self.chromium = chromium or find_chromium()
+        self.chromium = chromium or find_chromium() or (browser_of.chromium if browser_of else None)
         if self.chromium is None:
             raise FileNotFoundError(HOW_TO_GET_CHROMIUM)
         self.width, self.height = width, height
@@ -488,7 +489,11 @@ class Session:
     def __enter__(self) -> "Session":
         try:
             self._start_server()
-            self._start_browser()
+            if self.browser_of is not None:  # Playwright's sync API runs once per thread: share its browser
+                self._context = self.browser_of._browser.new_context(
+                    viewport={"width": self.width, "height": self.height})
+            else:
+                self._start_browser()
         except BaseException:
             self.close()
             raise

@@ -468,7 +468,7 @@ def _choose(page, s, lang: str) -> str:
     return before
 
 
-def test_bilingual_copy_opens_in_the_chosen_language(tmp_path):
+def test_bilingual_copy_opens_in_the_chosen_language(session, tmp_path):
     """``make lab`` (both languages): choose 中文 in a notebook's switch, reload — JupyterLab's File menu reads 文件
     and another notebook, not run, opens with its Chinese title first (the English prose hidden); choose English
     — File, and the English title. Before the choice both titles show, English first. The old behaviour (menus
@@ -481,7 +481,7 @@ def test_bilingual_copy_opens_in_the_chosen_language(tmp_path):
     # every cell in the DOM for the checks (as the harness's own settings say), in the copy's settings folder
     tracker = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings"
     bh._write_json(tracker, {"windowingMode": "none"})
-    with bh.Session(root=out, chromium=require_chromium(), lab_env=env, lab_args=args) as s:
+    with bh.Session(root=out, lab_env=env, lab_args=args, browser_of=session) as s:
         page = s._lab_page()
         _open_fresh(page, s, "notebooks/01_other.ipynb")
         assert page.evaluate(_JS_TITLES) == [OTHER_TITLE["en"], OTHER_TITLE["zh"]]
