@@ -11,6 +11,7 @@ from pathlib import Path
 from authoring.copies import copy_problems, split_course
 from authoring.paths import COPIES_DIR, ROOT, course_notebooks
 from authoring.refresh import copy_is_behind, record_copy, refresh_copy
+from distlearn.core import i18n, language
 
 def _copy_is_stale(out_root: Path, root: Path, lang: str = "both") -> bool:
     """Whether the course (for ``lang``: :func:`course_sources`) is newer than the copy ``out_root``: by the copy's
@@ -52,27 +53,45 @@ def _note_if_stale(out_root: Path, root: Path, again: str, origin: tuple[str, st
 _LANG_ZH = {"en": "英文", "zh": "中文"}
 
 
-# JupyterLab's own interface language for a course in one language: the language pack
-# jupyterlab-language-pack-zh-CN (a dependency) and the translation extension's "locale" setting
-LAB_LOCALES = {"en": "en", "zh": "zh_CN"}
-LAB_SETTINGS_DIR = ".jupyterlab-settings"
-TRANSLATION_SETTINGS = Path("@jupyterlab", "translation-extension", "plugin.jupyterlab-settings")
+# JupyterLab's own interface language: the language pack jupyterlab-language-pack-zh-CN (a dependency) and the
+# translation extension's "locale" setting, in a settings folder of the copy's own (distlearn.core.language
+# defines the layout: the bilingual copy's language switch writes there too)
+LAB_LOCALES, LAB_SETTINGS_DIR, TRANSLATION_SETTINGS = language.LAB_LOCALES, language.LAB_SETTINGS_DIR, \
+    language.TRANSLATION_SETTINGS
 
 
 def lab_environment(lang: str, out_root: Path) -> dict[str, str]:
     """Environment variables JupyterLab starts with for the course in ``lang`` (``"en"``, ``"zh"`` or ``"both"``):
-    ``DISTLEARN_LANG``; for one language also ``JUPYTERLAB_SETTINGS_DIR`` = ``out_root/.jupyterlab-settings``,
-    where this writes the translation extension's setting ``{"locale": "zh_CN"}`` (or ``"en"``), so that
-    JupyterLab's menus, dialogs and status bar speak the course's language too (the bilingual course keeps the
-    user's own JupyterLab settings). Your other JupyterLab settings for that copy are kept there as well."""
-    env = {"DISTLEARN_LANG": lang}
+    ``DISTLEARN_LANG`` and ``JUPYTERLAB_SETTINGS_DIR`` = ``out_root/.jupyterlab-settings`` (your JupyterLab
+    settings for that copy are kept there).
+
+    For one language this writes the translation extension's setting ``{"locale": "zh_CN"}`` (or ``"en"``) there,
+    so that JupyterLab's menus, dialogs and status bar speak the course's language too. For both languages it
+    also sets ``DISTLEARN_LAB_DIR`` = ``out_root``, where the language switch remembers the reader's choice for
+    the next page load (:func:`distlearn.core.language.remember`: the locale, and which prose a notebook opens
+    with); before any choice (no ``out_root/.distlearn-language``) it writes the "both languages" state, and
+    keeps the reader's choice otherwise."""
+    settings = Path(out_root) / LAB_SETTINGS_DIR
+    env = {"DISTLEARN_LANG": lang, "JUPYTERLAB_SETTINGS_DIR": str(settings)}
     if lang in LAB_LOCALES:
-        settings = Path(out_root) / LAB_SETTINGS_DIR
         path = settings / TRANSLATION_SETTINGS
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"locale": LAB_LOCALES[lang]}, indent=2) + "\n", encoding="utf-8")
-        env["JUPYTERLAB_SETTINGS_DIR"] = str(settings)
+    else:
+        env[i18n.LAB_DIR_ENV] = str(out_root)
+        if not (Path(out_root) / i18n.CHOICE_FILE).is_file():
+            language.write_lab_language("both", out_root)
     return env
+
+
+def lab_options(lang: str, out_root: Path) -> list[str]:
+    """JupyterLab options for the course in ``lang``: for both languages, load the copy's ``custom.css``
+    (``out_root/.jupyterlab-custom/``, written by :func:`distlearn.core.language.write_lab_language`) in place of
+    the one in your Jupyter config folder; none for one language."""
+    if lang in LAB_LOCALES:
+        return []
+    return ["--LabApp.custom_css=True",
+            f"--ServerApp.tornado_settings=static_custom_path={Path(out_root) / language.LAB_CUSTOM_DIR}"]
 
 
 def port_given(args: list[str]) -> bool:
@@ -183,7 +202,7 @@ def open_lab(lang: str, port: int = 8888, root: Path = ROOT, out_root: Path | No
     # a --port in lab_args wins (JupyterLab refuses two ports: "port only accepts one value")
     own_port = [] if port_given(extra) else ["--port", str(port)]
     cmd = [sys.executable, "-m", "jupyterlab", *own_port, f"--ServerApp.root_dir={out_root}",
-           str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
+           *lab_options(lang_env, Path(out_root)), str(Path(out_root) / "notebooks" / "00_welcome.ipynb")]
     if hasattr(os, "geteuid") and os.geteuid() == 0:
         cmd.append("--allow-root")
     cmd += extra

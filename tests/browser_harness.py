@@ -91,6 +91,35 @@ def cells_with_outputs(path: Path, cells: list[int]) -> list[int]:
     return [i for i in cells if stored[i].get("outputs")]
 
 
+# Each chapter's core-idea diagram (issue 34: "the idea in one picture", drawn by code in the reader's language):
+# a piece of the one code cell that draws it. Checked in every stored notebook (tests/test_diagrams_shown.py), on
+# the website's pages (tests/test_website.py) and in JupyterLab (tests/test_browser.py).
+CORE_DIAGRAMS = {
+    "01_memory": "memory_plots.bytes_per_parameter(",
+    "02_collectives": "collectives_plots.ring_all_reduce(",
+    "03_data_parallel": "dp_plots.ddp_overlap(",
+    "04_tensor_parallel": "tp_plots.mlp_split(",
+    "05_pipeline_parallel": 'PP.gantt(P.simulate("gpipe", 4, 4))',
+    "06_zero_fsdp": "zplots.zero_stages(",
+    "07_overlap_prefetch": "plots_overlap.prefetch_picture(",
+    "08_activation_memory": "aplots.recompute_picture(",
+    "09_deepspeed_fsdp": "hierarchy_diagram()",
+    "10_context_parallel": "ring_diagram(4)",
+    "11_experts": "plots_experts.dispatch_picture(",
+    "12_nd_parallel": "nd_plots.mesh_picture(",
+    "13_fault_tolerance": "ft_plots.timeline_diagram(",
+    "14_planning": "plan_diagram(PRESETS",
+}
+
+
+def diagram_cell(nb, stem: str) -> int:
+    """The index of the one code cell of notebook ``nb`` (chapter ``stem``) that draws its core-idea diagram."""
+    found = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and CORE_DIAGRAMS[stem] in c.source]
+    if len(found) != 1:
+        raise LookupError(f"{stem}: {len(found)} cells draw {CORE_DIAGRAMS[stem]!r}, not one")
+    return found[0]
+
+
 def chapter_notebooks(root: Path = ROOT) -> list[Path]:
     """The chapter notebooks (``notebooks/*.ipynb``) that contain at least one explorer cell."""
     return [p for p in sorted((root / "notebooks").glob("*.ipynb")) if explorer_cells(p)]
@@ -422,8 +451,13 @@ class Session:
 
     def __init__(self, root: Path = ROOT, chromium: str | None = None, width: int = 1200, height: int = 1600,
                  render_timeout: float = 20.0, run_all: bool | None = None, presses: int = 5,
-                 final_timeout: float = 20.0, screenshots: bool | None = None):
+                 final_timeout: float = 20.0, screenshots: bool | None = None, lab_env: dict | None = None,
+                 lab_args: tuple[str, ...] = (), browser_of: "Session | None" = None):
         self.root = Path(root).resolve()
+        self.browser_of = browser_of  # a second server in another session's browser (a context of its own)
+        # JupyterLab as `make lab` starts it (authoring.lab.lab_environment / lab_options): these replace the
+        # harness's own environment variables (a settings folder of the copy's own) and add to its options
+        self.lab_env, self.lab_args = dict(lab_env or {}), tuple(lab_args)
         # Run every cell (Lab's "Run All"), or by default only the explorer cells — each is self-contained by the
         # authoring rules, and nbval already runs every cell — falling back to Run All if one of them fails.
         self.run_all = _env_flag("DISTLEARN_BROWSER_RUN_ALL") if run_all is None else run_all
@@ -437,7 +471,7 @@ class Session:
         self.sessions_ended: list[str] = []  # notebooks whose kernel the harness had to end through the server
         self.module_paths: list[str] = []  # extra folders with explorer modules (the self-test's)
         self.extra_modules: tuple[str, ...] = ()
-        self.chromium = chromium or find_chromium()
+        self.chromium = chromium or find_chromium() or (browser_of.chromium if browser_of else None)
         if self.chromium is None:
             raise FileNotFoundError(HOW_TO_GET_CHROMIUM)
         self.width, self.height = width, height
@@ -455,7 +489,11 @@ class Session:
     def __enter__(self) -> "Session":
         try:
             self._start_server()
-            self._start_browser()
+            if self.browser_of is not None:  # Playwright's sync API runs once per thread: share its browser
+                self._context = self.browser_of._browser.new_context(
+                    viewport={"width": self.width, "height": self.height})
+            else:
+                self._start_browser()
         except BaseException:
             self.close()
             raise
@@ -480,10 +518,11 @@ class Session:
                    PYDEVD_DISABLE_FILE_VALIDATION="1")
         for name in ("DISTLEARN_LANG", "MPLBACKEND"):  # kernels as a person gets them: both languages, inline plots
             env.pop(name, None)
+        env.update(self.lab_env)
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", "--ServerApp.ip=127.0.0.1",
                f"--ServerApp.port={self.port}", "--ServerApp.port_retries=0",
                f"--IdentityProvider.token={self.token}", f"--ServerApp.root_dir={self.root}",
-               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True"]
+               "--ServerApp.terminals_enabled=False", "--LabApp.expose_app_in_browser=True", *self.lab_args]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
         self.server_log = open(self.tmp / "server.log", "wb")

@@ -16,6 +16,11 @@ The same server and browser then check that the language switch works for a pers
   the switch;
 - in Notebook 7, on a small generated notebook: the same switch hides the other language's cells.
 
+- in the bilingual copy ``make lab`` opens (JupyterLab started as :mod:`authoring.lab` starts it, a server of its
+  own): choose 中文 in the switch, reload — the File menu reads 文件 and another notebook, not run, opens with its
+  Chinese title only; choose English — File and the English title (issue 34);
+- chapter 02's core-idea diagram (``browser_harness.CORE_DIAGRAMS``) is shown under prose in each chosen language.
+
 Each cell's tags become CSS classes through the ``jupyterlab-celltagsclasses`` extension (a dependency), so the test
 also checks that every ``lang-en`` / ``lang-zh`` cell of the notebook has its class: a missing extension fails it.
 Screenshots: ``build/screenshots/language-{zh,en,both}.png`` and ``language-notebook7-zh.png``.
@@ -252,6 +257,41 @@ _JS_INSERT_AND_RUN = """async ([i, src]) => { const app = window.jupyterapp; con
   return true; }"""
 
 
+# The chapter's core-idea diagram (cell i): its picture's size on screen, and the text of the visible prose cell
+# just above it (the reader's language is checked in Python).
+_JS_DIAGRAM = """(i) => { const p = window.dlPanel || window.jupyterapp.shell.currentWidget; const cells = p.content.widgets;
+  const img = cells[i].node.querySelector('.jp-OutputArea-output img');
+  const r = img ? img.getBoundingClientRect() : {width: 0, height: 0};
+  let above = '';
+  for (let j = i - 1; j >= 0; j--) { const n = cells[j].node;
+    if (cells[j].model.type === 'markdown' && n.offsetParent !== null && n.getBoundingClientRect().height > 0) {
+      above = n.innerText; break; } }
+  return {w: img ? img.naturalWidth : 0, shown_w: r.width, shown_h: r.height, above}; }"""
+
+
+def _diagram_problems(seen: dict, lang: str) -> list[str]:
+    """The diagram is shown at a real size and the prose just above it reads in ``lang`` (both: English and
+    Chinese prose cells are both visible, so the one above it is the Chinese one)."""
+    problems = [] if seen["w"] >= 300 and seen["shown_w"] > 100 and seen["shown_h"] > 50 else [f"picture: {seen}"]
+    want = "zh" if lang in ("zh", "both") else "en"
+    text = seen["above"]
+    from authoring.lang_audit import readable
+
+    cjk = any("\u4e00" <= ch <= "\u9fff" for ch in text)
+    if not text.strip() or cjk != (want == "zh") or not all(readable(ln, want) for ln in text.splitlines()):
+        problems.append(f"the prose above the diagram is not {want}: {text[:120]!r}")
+    return problems
+
+
+def test_diagram_check_fails_on_a_missing_picture_or_prose_in_the_other_language():
+    good = {"w": 1500, "shown_w": 900, "shown_h": 260, "above": "下图画出 4 个 rank 上的过程。"}
+    assert _diagram_problems(good, "zh") == [] and _diagram_problems(good, "both") == []
+    assert _diagram_problems(good, "en")  # Chinese prose above the diagram when English was chosen
+    assert _diagram_problems({**good, "above": "The figure shows 4 ranks."}, "en") == []
+    assert _diagram_problems({**good, "shown_w": 0, "shown_h": 0}, "zh")  # hidden or no picture
+    assert _diagram_problems({**good, "w": 0}, "zh") and _diagram_problems({**good, "above": ""}, "zh")
+
+
 def _prose_counts(nb) -> dict:
     return {lang: sum(parity.cell_language(c) == lang for c in nb.cells) for lang in ("en", "zh")}
 
@@ -283,6 +323,7 @@ def test_language_switch_in_jupyterlab_on_a_real_chapter(session):
     t0 = time.monotonic()
     nb = nbformat.read(LANGUAGE_CHAPTER, as_version=4)
     counts, cell = _prose_counts(nb), _switch_cell(nb)
+    diagram = bh.diagram_cell(nb, LANGUAGE_CHAPTER.stem)
     assert counts["en"] > 2 and counts["zh"] == counts["en"]
     rel = LANGUAGE_CHAPTER.resolve().relative_to(session.root).as_posix()
     page = session._lab_page()
@@ -303,6 +344,8 @@ def test_language_switch_in_jupyterlab_on_a_real_chapter(session):
             _click(page, lang)
             seen = _wait_for(page, lang, counts)
             assert seen["en"]["tagged"] == counts["en"] and seen["zh"]["tagged"] == counts["zh"]
+            # the core-idea diagram (a stored output) is shown, under prose in the chosen language
+            assert _diagram_problems(page.evaluate(_JS_DIAGRAM, diagram), lang) == []
             page.locator(".distlearn-language-switch").first.scroll_into_view_if_needed()
             _shot(page, f"language-{lang}.png")
         # set_language in a cell (as people write it) hides English again and moves the switch to 中文.
@@ -363,6 +406,96 @@ def test_language_switch_in_notebook_7(session):
         page.close()
         session._end_sessions(rel)  # its own kernel only: one another test left behind is still found below
         TIMES["language switch, Notebook 7"] = time.monotonic() - t0
+
+
+# ------------------------------------------------ the bilingual copy of `make lab` opens in the chosen language
+# (issue 34): JupyterLab started as `make lab` starts it (authoring.lab), on a copy of two small notebooks
+_JS_TITLES = """() => { const p = window.dlPanel || window.jupyterapp.shell.currentWidget;
+  return [...p.content.node.querySelectorAll('.jp-MarkdownCell h1')].filter(
+      h => h.offsetParent !== null && h.getBoundingClientRect().height > 0).map(h => h.textContent.replace('¶', '').trim()); }"""
+_JS_FILE_MENU = """() => { const m = document.querySelector('#jp-MainMenu .lm-MenuBar-itemLabel');
+  return m ? m.textContent.trim() : null; }"""
+OTHER_TITLE = {"en": "Other chapter", "zh": "另一章"}
+
+
+def _bilingual_copy(tmp_path) -> Path:
+    """``make lab``'s bilingual copy (:func:`authoring.lab.open_lab` with ``start=False``) of a course of two
+    notebooks: ``00_welcome`` (title, language switch, prose) and ``01_other`` (two titles, never run)."""
+    from authoring import lab
+
+    root = tmp_path / "repo"
+    (root / "notebooks").mkdir(parents=True)
+    shutil.copy(_language_selftest_notebook(), root / "notebooks" / "00_welcome.ipynb")
+    nbformat.write(pairing.from_myst(_myst_pair(f"# {OTHER_TITLE['en']}", f"# {OTHER_TITLE['zh']}")
+                                     + _myst_pair("Pipelines split the layers.", "流水线切分层。")),
+                   root / "notebooks" / "01_other.ipynb")
+    return lab.open_lab("both", root=root, out_root=tmp_path / "course", start=False)
+
+
+def _open_fresh(page, s, rel: str) -> None:
+    s._open(page, rel)
+    page.wait_for_function(bh._JS_READY, arg=rel, timeout=60_000)
+    page.wait_for_function("() => { const p = window.dlPanel; return p && p.content.node.querySelector("
+                           "'.jp-MarkdownCell h1'); }", timeout=30_000)
+
+
+def _opens_in(page, s, lang: str) -> tuple[str | None, str | None]:
+    """Reload the page, open ``01_other`` (no kernel runs) and return (its visible titles, the File menu)."""
+    # a new page load (not a reload of the first URL: its ?reset would reset and reload the page once more)
+    page.goto(f"{s.base_url}/lab?token={s.token}", wait_until="domcontentloaded")
+    bh.wait_for_app(page)
+    page.wait_for_function(f"() => ({_JS_FILE_MENU})() !== null", timeout=30_000)
+    _open_fresh(page, s, "notebooks/01_other.ipynb")
+    # the copy's custom.css is in the page's head, loaded before JupyterLab renders a cell: no waiting for it
+    page.wait_for_function(f"() => ({_JS_TITLES})().length > 0", timeout=30_000)
+    seen = page.evaluate(_JS_TITLES), page.evaluate(_JS_FILE_MENU)
+    page.evaluate(bh._JS_CLOSE)
+    return seen
+
+
+def _choose(page, s, lang: str) -> str:
+    """Run the switch of ``00_welcome``, click ``lang``; return the button pressed before the click (the kernel's
+    starting language) and check the switch's note asks for a reload."""
+    _open_fresh(page, s, "notebooks/00_welcome.ipynb")
+    page.evaluate(_JS_RUN_CELL, 2)
+    page.locator(".distlearn-language-switch button").first.wait_for(state="visible", timeout=90_000)
+    before = page.locator(".distlearn-language-switch button.mod-active").first.inner_text().strip()
+    _click(page, lang)
+    note = page.locator(".distlearn-reload-note").first
+    note.wait_for(state="visible", timeout=30_000)
+    assert ("刷新页面" if lang == "zh" else "Reload the page") in note.inner_text()
+    page.evaluate(bh._JS_CLOSE)
+    return before
+
+
+def test_bilingual_copy_opens_in_the_chosen_language(session, tmp_path):
+    """``make lab`` (both languages): choose 中文 in a notebook's switch, reload — JupyterLab's File menu reads 文件
+    and another notebook, not run, opens with its Chinese title first (the English prose hidden); choose English
+    — File, and the English title. Before the choice both titles show, English first. The old behaviour (menus
+    never follow; every notebook opens with its English title) fails both checks."""
+    from authoring import lab
+
+    t0 = time.monotonic()
+    out = _bilingual_copy(tmp_path)
+    env, args = lab.lab_environment("both", out), lab.lab_options("both", out)
+    # every cell in the DOM for the checks (as the harness's own settings say), in the copy's settings folder
+    tracker = Path(env["JUPYTERLAB_SETTINGS_DIR"]) / "@jupyterlab/notebook-extension/tracker.jupyterlab-settings"
+    bh._write_json(tracker, {"windowingMode": "none"})
+    with bh.Session(root=out, lab_env=env, lab_args=args, browser_of=session) as s:
+        page = s._lab_page()
+        _open_fresh(page, s, "notebooks/01_other.ipynb")
+        assert page.evaluate(_JS_TITLES) == [OTHER_TITLE["en"], OTHER_TITLE["zh"]]
+        assert page.evaluate(_JS_FILE_MENU) == "File"
+        page.evaluate(bh._JS_CLOSE)
+        assert _choose(page, s, "zh") == BUTTON["both"]
+        assert _opens_in(page, s, "zh") == ([OTHER_TITLE["zh"]], "文件")
+        _shot(page, "bilingual-copy-zh.png")
+        assert _choose(page, s, "en") == BUTTON["zh"]  # a new kernel starts in the language chosen last
+        assert _opens_in(page, s, "en") == ([OTHER_TITLE["en"]], "File")
+        for rel in ("notebooks/00_welcome.ipynb", "notebooks/01_other.ipynb"):  # a kernel still starting
+            s._end_sessions(rel)
+    assert s.leftover == [], f"processes left after stopping server and browser: {s.leftover}"
+    TIMES["bilingual copy opens in the chosen language"] = time.monotonic() - t0
 
 
 def test_no_process_left_behind(session):

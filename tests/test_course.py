@@ -303,8 +303,9 @@ def test_lab_in_one_language_opens_the_stored_copy_when_current(copies_root, mon
 
 def test_lab_in_one_language_speaks_it_in_jupyterlabs_own_menus(tmp_path):
     """`make lab COURSE_LANG=zh` starts JupyterLab with its own settings folder in the copy, whose translation
-    setting asks for the Chinese language pack (a dependency: its "Edit" menu is 编辑); the bilingual course
-    leaves JupyterLab's settings alone."""
+    setting asks for the Chinese language pack (a dependency: its "Edit" menu is 编辑). The bilingual copy has its
+    own settings folder too, with no locale until the reader chooses one in the language switch
+    (tests/test_language_memory.py, and tests/test_browser.py in a real browser)."""
     import json
 
     from jupyterlab_server.translation_utils import get_language_pack
@@ -317,8 +318,11 @@ def test_lab_in_one_language_speaks_it_in_jupyterlabs_own_menus(tmp_path):
     en = lab.lab_environment("en", tmp_path / "en")
     assert json.loads((Path(en["JUPYTERLAB_SETTINGS_DIR"]) / lab.TRANSLATION_SETTINGS).read_text()) == {
         "locale": "en"}
-    assert lab.lab_environment("both", tmp_path / "both") == {"DISTLEARN_LANG": "both"}
-    assert not (tmp_path / "both").exists()
+    both = lab.lab_environment("both", tmp_path / "both")
+    assert both == {"DISTLEARN_LANG": "both", "JUPYTERLAB_SETTINGS_DIR": str(tmp_path / "both" / lab.LAB_SETTINGS_DIR),
+                    "DISTLEARN_LAB_DIR": str(tmp_path / "both")}
+    assert not (tmp_path / "both" / lab.LAB_SETTINGS_DIR / lab.TRANSLATION_SETTINGS).exists()
+    assert lab.lab_options("zh", tmp_path) == [] and "--LabApp.custom_css=True" in lab.lab_options("both", tmp_path)
 
 
 # ------------------------------------------------------------------ tools on small notebooks

@@ -91,6 +91,13 @@ PAGE_FACTS = """() => {
     toggle: (document.querySelector('a.distlearn-lang-toggle') || {}).href || null,
     outputs: [...article.querySelectorAll('div.cell_output')].map(e => e.innerText),
     h1: (document.querySelector('article h1') || {textContent: ''}).textContent.replace('#', '').trim(),
+    cells: [...article.querySelectorAll('div.cell')].map(c => {
+      let e = c.previousElementSibling;
+      while (e && !e.innerText.trim()) e = e.previousElementSibling;
+      return {code: (c.querySelector('.cell_input') || {innerText: ''}).innerText,
+              above: e && !e.matches('div.cell') ? e.innerText : '',
+              imgs: [...c.querySelectorAll('.cell_output img')].map(i => ({w: i.naturalWidth, h: i.naturalHeight,
+                     shown: i.getBoundingClientRect().width > 0}))}; }),
   };
 }"""
 
@@ -137,6 +144,22 @@ def picture_problems(facts: dict) -> list[str]:
         return ["no explorer static picture on the page"]
     return [f"explorer picture {i} not shown: {p}" for i, p in enumerate(facts["pictures"])
             if not (p["shown"] and p["w"] > 100 and p["h"] > 50)]
+
+
+def diagram_problems(facts: dict, lang: str, call: str) -> list[str]:
+    """The chapter's core-idea diagram (the cell whose code has ``call``, :data:`browser_harness.CORE_DIAGRAMS`)
+    is on the page, its picture loaded and shown, and the prose just above it reads in ``lang`` alone."""
+    cells = [c for c in facts["cells"] if call in c["code"]]
+    if len(cells) != 1:
+        return [f"{len(cells)} cells draw {call!r}, not one"]
+    (cell,) = cells
+    problems = [] if any(i["shown"] and i["w"] > 300 and i["h"] > 100 for i in cell["imgs"]) else [
+        f"the diagram's picture is not shown: {cell['imgs']}"]
+    text = cell["above"]
+    if not text.strip() or bool(CJK.search(text)) != (lang == "zh") or not all(
+            A.readable(ln, lang) for ln in text.splitlines()):
+        problems.append(f"the prose above the diagram is not {lang}: {text[:120]!r}")
+    return problems
 
 
 def link_problems(site: Path) -> list[str]:
@@ -300,6 +323,12 @@ def test_page_checks_fail_on_broken_pages(tmp_path):
     assert math_problems(both) and math_problems({**both, "math_unrendered": 0, "prose": "t = $p - 1$ raw"})
     assert not math_problems({**both, "math_unrendered": 0, "prose": "costs $5 and $6"})  # money is not TeX
     assert picture_problems(both) and picture_problems({**both, "pictures": [{"w": 0, "h": 0, "shown": True}]})
+    call = bh.CORE_DIAGRAMS["06_zero_fsdp"]
+    good = {"cells": [{"code": f"{call}dp=4)", "above": "下图画了 4 个 rank。",
+                       "imgs": [{"w": 1400, "h": 500, "shown": True}]}]}
+    assert diagram_problems(good, "zh", call) == [] and diagram_problems(good, "en", call)
+    assert diagram_problems({"cells": []}, "zh", call)
+    assert diagram_problems({"cells": [{**good["cells"][0], "imgs": [{"w": 0, "h": 0, "shown": False}]}]}, "zh", call)
     (tmp_path / "a.html").write_text('<a href="b.html#x">b</a><img src="_images/none.png"><a href="#top">t</a>'
                                      '<a href="https://example.org/">web</a>', encoding="utf-8")
     (tmp_path / "b.html").write_text('<p id="y">b</p>', encoding="utf-8")
@@ -463,6 +492,18 @@ def test_chapter_page_as_a_reader_sees_it(visited, lang):
     assert language_problems(facts, lang, source_headings(CHAPTERS[0], lang)) == []
     assert math_problems(facts) == []
     assert picture_problems(facts) == []
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_each_chapter_page_shows_its_core_idea_diagram(visited, lang):
+    """Issue 34: each chapter's diagram, drawn in the page's language (the site shows courses/<lang>/), is seen on
+    its page in that language, under prose in that language (the pages opened once by ``visited``)."""
+    problems = []
+    for stem in CHAPTERS:
+        facts, _ = visited[f"{lang}/notebooks/{stem}.html"]
+        problems += [f"{lang}/{stem}: {p}" for p in diagram_problems(facts, lang, bh.CORE_DIAGRAMS[stem])]
+    assert problems == []
 
 
 def test_page_furniture_is_in_the_page_language(built):

@@ -8,7 +8,8 @@ The language shown is chosen by :func:`set_language` or by the environment varia
 at import: ``"en"``, ``"zh"`` or ``"both"`` (the default), written as people write them — ``zh_CN``, ``zh-CN``,
 ``zh_Hans``, ``zh_CN.UTF-8``, ``en_US``, ``en-GB``, ``English``, ``中文`` … (see :func:`normalize_language`). A value
 that names no language the course has is a bilingual :class:`~distlearn.core.validate.DistlearnValueError`, never a
-silent fallback; an empty ``DISTLEARN_LANG`` counts as unset. The value itself lives in
+silent fallback; an empty ``DISTLEARN_LANG`` counts as unset. In the bilingual copy ``make lab`` opens, the
+reader's last choice in the language switch wins (:func:`remembered_language`). The value itself lives in
 :mod:`distlearn.core.current_language`, below :mod:`distlearn.core.validate`, whose errors read it too.
 
 The rule every printed line follows (checked by ``tests/test_language_outputs.py`` with :mod:`authoring.lang_audit`):
@@ -65,9 +66,30 @@ def normalize_language(value, param: str = "lang") -> str:
     return lang
 
 
+# The bilingual copy that ``make lab`` opens remembers the reader's last choice in the language switch
+# (:func:`distlearn.core.language.remember`): JupyterLab starts with ``DISTLEARN_LAB_DIR`` = the copy's folder, and
+# a kernel started there begins in the language stored in its file ``.distlearn-language``.
+LAB_DIR_ENV = "DISTLEARN_LAB_DIR"
+CHOICE_FILE = ".distlearn-language"
+
+
+def remembered_language() -> str | None:
+    """The language last chosen in the bilingual copy ``$DISTLEARN_LAB_DIR`` (``"en"``, ``"zh"``, ``"both"``), or
+    None outside such a copy or before any choice. A file that names no language raises DistlearnValueError
+    naming the file."""
+    folder = os.environ.get(LAB_DIR_ENV, "").strip()
+    path = os.path.join(folder, CHOICE_FILE) if folder else ""
+    if not path or not os.path.isfile(path):
+        return None
+    with open(path, encoding="utf-8") as f:
+        value = f.read().strip()
+    return normalize_language(value, path) if value else None
+
+
 def _from_environment() -> str:
     raw = os.environ.get("DISTLEARN_LANG", "")
-    return normalize_language(raw, "DISTLEARN_LANG") if raw.strip() else "both"
+    lang = normalize_language(raw, "DISTLEARN_LANG") if raw.strip() else "both"
+    return remembered_language() or lang
 
 
 current_language.store(_from_environment())

@@ -16,10 +16,18 @@ Choosing a language in the switch calls :func:`distlearn.set_language`; calling 
 switch, through the listener this module registers with :func:`distlearn.core.i18n.on_change` when it is imported
 (``import distlearn`` imports it), so that i18n never imports this module. Without a kernel (a stored notebook just opened) both languages show until the first cell runs; ``make lab
 COURSE_LANG=zh`` and the monolingual copies (``python -m authoring.course split``) open in one language from the start.
+
+In the bilingual copy ``make lab`` opens (``build/course/``, started with ``DISTLEARN_LAB_DIR`` set to it) the switch
+also remembers the choice for the next page load (:func:`remember`): JupyterLab's own menus follow (its locale
+setting) and every notebook opens with only the chosen language's prose, its title first, before any cell runs (a
+``custom.css`` the server loads). Both need a reload of the page; the switch says so.
 """
 from __future__ import annotations
 
 import functools
+import json
+import os
+from pathlib import Path
 
 from distlearn.core import i18n
 
@@ -39,8 +47,59 @@ def css(lang: str) -> str:
     return f"<style>{rule}</style>{marker}"
 
 
+# JupyterLab's own interface language: the translation extension's "locale" setting, read from
+# <settings dir>/@jupyterlab/translation-extension/plugin.jupyterlab-settings (the language pack
+# jupyterlab-language-pack-zh-CN is a dependency). authoring.lab writes it for `make lab`, this module when the
+# reader chooses a language in the bilingual copy.
+LAB_LOCALES = {"en": "en", "zh": "zh_CN"}
+LAB_SETTINGS_DIR = ".jupyterlab-settings"    # a copy's JupyterLab settings (JUPYTERLAB_SETTINGS_DIR)
+LAB_CUSTOM_DIR = ".jupyterlab-custom"        # a copy's custom.css (JupyterLab's --custom-css)
+TRANSLATION_SETTINGS = Path("@jupyterlab", "translation-extension", "plugin.jupyterlab-settings")
+
+
+def opening_css(lang: str) -> str:
+    """The ``custom.css`` of the bilingual copy for a reader who chose ``lang``: a page loaded after the choice
+    hides the other language's prose cells in every notebook before its kernel runs, so that a notebook opens
+    with its title in ``lang``. A notebook whose switch shows another choice (its marker
+    ``distlearn-lang-<other>`` or ``distlearn-lang-both``) follows its switch instead. ``"both"``: no rule."""
+    lang = i18n.normalize_language(lang)
+    if lang == "both":
+        return "/* distlearn: every notebook opens in both languages */\n"
+    hide = HIDDEN[lang]
+    return (f"/* distlearn: notebooks open in {lang} (the language switch writes this file) */\n"
+            f".jp-Notebook:not(:has(.distlearn-lang-{hide}, .distlearn-lang-both)) .jp-Cell.cell-tag-lang-{hide} "
+            f"{{display: none !important;}}\n")
+
+
+def write_lab_language(lang: str, lab_dir) -> list[Path]:
+    """Make the bilingual copy ``lab_dir`` open in ``lang`` (``"en"``, ``"zh"`` or ``"both"``) at the next page
+    load: the kernels' starting language (``.distlearn-language``, read by
+    :func:`~distlearn.core.i18n.remembered_language`), the opening CSS (:func:`opening_css`) and, for one
+    language, JupyterLab's locale (``"zh_CN"`` or ``"en"``; ``"both"`` leaves it). Returns the files written."""
+    lang = i18n.normalize_language(lang)
+    lab_dir = Path(lab_dir)
+    files = {lab_dir / i18n.CHOICE_FILE: lang + "\n", lab_dir / LAB_CUSTOM_DIR / "custom.css": opening_css(lang)}
+    if lang in LAB_LOCALES:
+        files[lab_dir / LAB_SETTINGS_DIR / TRANSLATION_SETTINGS] = json.dumps(
+            {"locale": LAB_LOCALES[lang]}, indent=2) + "\n"
+    for path, content in files.items():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(content, encoding="utf-8")
+    return list(files)
+
+
+def reload_note(lang: str) -> str:
+    """What the switch says after a choice in the bilingual copy (in ``lang``, the language just chosen)."""
+    return {"en": "Reload the page (F5): JupyterLab's menus will then be in English too, and every notebook "
+                  "opens in English.",
+            "zh": "刷新页面（F5）后，JupyterLab 的菜单也会变成中文，每个笔记本打开时都只显示中文。",
+            "both": "Reload the page (F5): every notebook then opens in both languages. / "
+                    "刷新页面（F5）后，每个笔记本打开时都显示中英两种语言。"}[i18n.normalize_language(lang)]
+
+
 _toggle = None   # the one ToggleButtons model of this kernel
 _style = None    # the one HTML model holding the rule
+_note = None     # the one HTML model saying a reload is needed (bilingual copy of make lab only)
 _busy = False    # set while the toggle itself calls set_language
 
 
@@ -90,6 +149,36 @@ def _widgets():
     return _toggle, _style
 
 
+def _lab_dir() -> Path | None:
+    folder = os.environ.get(i18n.LAB_DIR_ENV, "").strip()
+    return Path(folder) if folder else None
+
+
+def _note_widget():
+    """The switch's note (empty until a choice in the bilingual copy of ``make lab``), or None elsewhere."""
+    global _note
+    if _note is None and _lab_dir() is not None:
+        import ipywidgets as W
+
+        _note = W.HTML("")
+        _note.add_class(SWITCH_CLASS)
+    return _note
+
+
+def remember(lang: str) -> bool:
+    """In the bilingual copy of ``make lab`` (``DISTLEARN_LAB_DIR`` set): store ``lang`` for the next page load
+    (:func:`write_lab_language`) if it is not the stored choice already, and say in the switch that a reload is
+    needed. Returns whether it wrote; elsewhere does nothing and returns False."""
+    lab_dir = _lab_dir()
+    if lab_dir is None or i18n.remembered_language() == i18n.normalize_language(lang):
+        return False
+    write_lab_language(lang, lab_dir)
+    note = _note_widget()
+    if note is not None:
+        note.value = f'<span class="distlearn-reload-note">{reload_note(lang)}</span>'
+    return True
+
+
 def _on_toggle(change) -> None:
     global _busy
     if change["new"] == i18n.get_language():  # moved by set_language itself
@@ -112,6 +201,7 @@ def on_set_language(lang: str) -> None:
     if toggle.value != lang:
         toggle.value = lang
     style.value = css(lang)
+    remember(lang)
     if not _busy:
         from IPython.display import display
 
@@ -131,6 +221,7 @@ def switch():
         toggle.value = i18n.get_language()
     style.value = css(i18n.get_language())
     _, SwitchBox = _widget_classes()
-    box = SwitchBox([toggle, style])
+    note = _note_widget()
+    box = SwitchBox([toggle, style] + ([note] if note is not None else []))
     box.add_class(SWITCH_CLASS)
     return box
