@@ -19,12 +19,13 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab classroom split audit-lang test test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab classroom split audit-lang test test-classroom test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
 	@echo "make classroom STUDENTS=students.txt [CLASSROOM_PORT=8000] [CLASSROOM_ARGS='--memory-gib 3 --max-ranks 8'] - JupyterHub for a class on this machine: one server and one copy of the course per student (docs/teaching.md)"
 	@echo "make test  - set up .venv and run every test"
+	@echo "make test-classroom - three students at once in a real JupyterHub and Chromium, each isolated (about 3 min; CI runs it)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
 	@echo "make check - are the .md sources, stored notebooks, exercises and courses/{en,zh}/ copies in sync and fully executed?"
 	@echo "make site [SITE_SOLUTIONS=0] - build the course website (English and Chinese) into build/site/"
@@ -91,7 +92,7 @@ $(TEACH_STAMP): $(SITE_STAMP)
 	  echo "Installing nbgrader for the grading test / 安装 nbgrader（批改测试用）..."; \
 	  $(call install,.[test$(comma)site$(comma)teach]) || exit 1; $(COMPILE); touch $@; fi
 
-# make classroom and the classroom test (tests/test_classroom.py, part of make test): JupyterHub and its Python
+# make classroom and the classroom test (tests/test_classroom.py, make test-classroom): JupyterHub and its Python
 # proxy, the .[classroom] extra, installed with the rest on a fresh set-up of make test, or here on first use.
 CLASSROOM_STAMP := $(VENV)/.distlearn-classroom-installed
 $(CLASSROOM_STAMP): $(STAMP)
@@ -135,9 +136,14 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= 2
 test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 	@$(PY) -m compileall -q distlearn tests benchmarks >/dev/null
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages and not classroom" \
 	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg $(PYTEST_ARGS)
+
+# Three students at once in a real JupyterHub, each in headless Chromium, each isolated (tests/test_classroom.py;
+# about 3 min on 2 busy cores, so not part of make test; .ci/run runs it after make test).
+test-classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
+	$(PY) -m pytest -p no:cacheprovider tests/test_classroom.py $(PYTEST_ARGS)
 
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
 # of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test, which

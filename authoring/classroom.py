@@ -53,6 +53,7 @@ HANDOUT_RECORD = ".distlearn-handout.json"
 UPDATE_SUFFIX = ".course-update"
 HANDED_OUT = ("notebooks", "exercises")  # not solutions/ / 不发 solutions/
 DEFAULT_DIR = ROOT / "build" / "classroom"
+NBGRADER_EXTENSIONS = ("formgrader", "assignment_list", "course_list", "validate_assignment")
 
 
 def _error(param: str, en: str, zh: str):
@@ -260,6 +261,7 @@ class Settings:
     proxy_api_port: int = 0
     limits: dict = field(default_factory=dict)
     root: str = str(ROOT)
+    server_args: list = field(default_factory=list)  # more options for every student's server / 学生服务器的额外参数
 
     def save(self) -> Path:
         path = Path(self.folder) / "classroom.json"
@@ -315,7 +317,8 @@ def _hub_classes():
                           ", ".join(enforced) or "none (not writable here: memory and CPU are not limited)")
             self.environment = {**self.environment,
                                 **student_environment(lang, Path(self.home_dir), limits,
-                                                      Path(s.folder) / "lab-slots")}
+                                                      Path(s.folder) / "lab-slots"),
+                                "JUPYTER_CONFIG_DIR": str(Path(s.folder) / "jupyter-config")}
             return await super().start()
 
         def make_preexec_fn(self, name):
@@ -330,7 +333,19 @@ def _hub_classes():
             return preexec
 
         async def stop(self, now=False):
+            import psutil
+
+            try:  # the server's kernels and their labs' processes (a forkserver) live in sessions of their own
+                left = psutil.Process(self.pid).children(recursive=True) if self.pid else []
+            except psutil.Error:
+                left = []
             await super().stop(now=now)
+            for p in left:  # what the server did not end with itself / 服务器自己没有结束的进程
+                try:
+                    p.kill()
+                except psutil.Error:
+                    pass
+            psutil.wait_procs(left, timeout=5)
             if getattr(self, "_cgroups", None) is not None:
                 self._cgroups.remove()
 
@@ -358,13 +373,19 @@ def configure(c, settings_path) -> None:
     c.ClassroomSpawner.classroom = asdict(s)
     c.ClassroomSpawner.home_dir_template = str(folder / "home" / "{username}")
     c.Spawner.cmd = [sys.executable, "-m", "jupyterhub.singleuser"]
-    c.Spawner.args = ["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []
+    c.Spawner.args = (["--allow-root"] if hasattr(os, "geteuid") and os.geteuid() == 0 else []) + list(s.server_args)
     c.Spawner.default_url = "/lab"
     c.Spawner.start_timeout = c.Spawner.http_timeout = 180  # 40 servers starting at once on a busy machine
     c.JupyterHub.cleanup_servers = True
+    # The Python proxy ends a proxied request after 20 s by default (tornado's request_timeout), the stream of the
+    # "your server is starting" page included: with 40 servers starting at once that page showed an error instead
+    # of the student's JupyterLab. 10 minutes.
+    c.ConfigurableHTTPProxy.command = ["configurable-http-proxy", "--proxy-timeout", "600000"]
 
 
 CONFIG_FILE = '''# Written by python -m authoring.classroom: JupyterHub reads the classroom from classroom.json beside this file.
+import sys
+sys.path.insert(0, {root!r})  # this checkout's authoring/ / 本检出目录中的 authoring/
 from authoring.classroom import configure
 configure(c, {settings!r})  # noqa: F821 (c: JupyterHub's config) / c 是 JupyterHub 的配置对象
 '''
@@ -377,20 +398,29 @@ def free_port() -> int:
 
 
 def prepare(folder: Path, students: dict[str, str], ip: str = "0.0.0.0", port: int = 8000, limits: Limits = None,
-            hub_port: int = 0, proxy_api_port: int = 0, root: Path = ROOT) -> Path:
+            hub_port: int = 0, proxy_api_port: int = 0, root: Path = ROOT, server_args=()) -> Path:
     """Write the classroom folder (``classroom.json``, ``jupyterhub_config.py``, ``passwords.txt``) and return the
-    config file's path. ``hub_port`` / ``proxy_api_port`` 0: JupyterHub's defaults (8081 / 8001)."""
+    config file's path. ``hub_port`` / ``proxy_api_port`` 0: JupyterHub's defaults (8081 / 8001);
+    ``server_args``: more command-line options for every student's server."""
     from distlearn.core.validate import check_int
 
     check_int("port", port, minimum=1, maximum=65535)
     folder = Path(folder).resolve()
     folder.mkdir(parents=True, exist_ok=True)
     limits = (limits or Limits()).checked()
-    settings = Settings(str(folder), dict(students), ip, port, hub_port, proxy_api_port, asdict(limits), str(root))
+    settings = Settings(str(folder), dict(students), ip, port, hub_port, proxy_api_port, asdict(limits), str(root),
+                        list(server_args))
     path = settings.save()
     passwords(folder, students)
+    # The students' Jupyter configuration (JUPYTER_CONFIG_DIR of every student's server): nbgrader's server
+    # extensions off — the teacher grades outside the students' servers, and each took 4 s to import per server.
+    jupyter = folder / "jupyter-config"
+    jupyter.mkdir(exist_ok=True)
+    (jupyter / "jupyter_server_config.json").write_text(json.dumps(
+        {"ServerApp": {"jpserver_extensions": {f"nbgrader.server_extensions.{x}": False for x in NBGRADER_EXTENSIONS}}},
+        indent=1), encoding="utf-8")
     config = folder / "jupyterhub_config.py"
-    config.write_text(CONFIG_FILE.format(settings=str(path)), encoding="utf-8")
+    config.write_text(CONFIG_FILE.format(settings=str(path), root=str(root)), encoding="utf-8")
     return config
 
 
