@@ -240,13 +240,23 @@ class Cgroups:
         for path in self.dirs:
             (path / "cgroup.procs").write_text(pid)
 
-    def remove(self) -> None:
+    def remove(self, wait: float = 5.0) -> None:
+        """Delete the groups, waiting up to ``wait`` seconds for their last processes to be gone."""
+        import time
+
+        deadline = time.monotonic() + wait
         for path in self.dirs:
-            for p in (path, path.parent):
+            while path.exists():
                 try:
-                    p.rmdir()
-                except OSError:
-                    pass  # still has processes or other students' groups / 仍有进程或其他学生的组
+                    path.rmdir()
+                except OSError:  # processes still ending / 进程仍在退出
+                    if time.monotonic() > deadline:
+                        break
+                    time.sleep(0.2)
+            try:
+                path.parent.rmdir()
+            except OSError:
+                pass  # other students' groups are still there / 其他学生的组还在
 
 
 # ---------------------------------------------------------------- JupyterHub parts
