@@ -19,13 +19,15 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab lab-refresh test-binder split audit-lang test test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab lab-refresh classroom test-binder split audit-lang test test-classroom test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
 	@echo "make lab PORT=8890 - JupyterLab on another port (default 8888; a --port in LAB_ARGS wins)"
 	@echo "make lab-refresh [COURSE_LANG=zh|en] - bring a newer course into your copy (build/course*/), keeping your edits"
+	@echo "make classroom STUDENTS=students.txt [CLASSROOM_PORT=8000] [CLASSROOM_ARGS='--memory-gib 3 --max-ranks 8'] - JupyterHub for a class on this machine: one server and one copy of the course per student (docs/teaching.md)"
 	@echo "make test  - set up .venv and run every test"
+	@echo "make test-classroom - three students at once in a real JupyterHub and Chromium, each isolated (about 3 min; CI runs it)"
 	@echo "make test-binder - build binder/ as Binder does in a fresh venv under /tmp, time it, size it, run chapter 01 (downloads)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
 	@echo "make check - are the .md sources, stored notebooks, exercises and courses/{en,zh}/ copies in sync and fully executed?"
@@ -65,7 +67,8 @@ $(STAMP): pyproject.toml constraints.txt
 	@$(call install,.[$(STAMP_EXTRAS)])
 	@echo "Compiling the installed packages to byte-code / 将已安装的包编译为字节码..."
 	@$(COMPILE)
-	@touch $(STAMP) $(if $(findstring site,$(STAMP_EXTRAS)),$(SITE_STAMP)) $(if $(findstring teach,$(STAMP_EXTRAS)),$(TEACH_STAMP))
+	@touch $(STAMP) $(if $(findstring site,$(STAMP_EXTRAS)),$(SITE_STAMP)) $(if $(findstring teach,$(STAMP_EXTRAS)),$(TEACH_STAMP)) \
+	  $(if $(findstring classroom,$(STAMP_EXTRAS)),$(CLASSROOM_STAMP))
 
 # The website (authoring/website.py, website/conf.py): Sphinx + MyST-NB read the stored notebooks, nothing is run.
 # Its tools are the optional extra .[site], installed on first use (by `make site` or `make test`, which builds part
@@ -78,7 +81,7 @@ site-setup: $(SITE_STAMP)
 
 # A goal that needs the website tools (make test, make site) installs them with the rest, in one install and one
 # byte-compile (two took 38 s of a fresh set-up, one 33 s); the recipe below then finds its stamp already there.
-STAMP_EXTRAS := test$(if $(filter test site site-setup,$(MAKECMDGOALS)),$(comma)site)$(if $(filter test,$(MAKECMDGOALS)),$(comma)teach)
+STAMP_EXTRAS := test$(if $(filter test site site-setup,$(MAKECMDGOALS)),$(comma)site)$(if $(filter test,$(MAKECMDGOALS)),$(comma)teach$(comma)classroom)
 $(SITE_STAMP): $(STAMP)
 	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
 	  echo "Installing the website tools (Sphinx, MyST-NB) / 安装网站构建工具（Sphinx、MyST-NB）..."; \
@@ -91,6 +94,23 @@ $(TEACH_STAMP): $(SITE_STAMP)
 	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
 	  echo "Installing nbgrader for the grading test / 安装 nbgrader（批改测试用）..."; \
 	  $(call install,.[test$(comma)site$(comma)teach]) || exit 1; $(COMPILE); touch $@; fi
+
+# make classroom and the classroom test (tests/test_classroom.py, make test-classroom): JupyterHub and its Python
+# proxy, the .[classroom] extra, installed with the rest on a fresh set-up of make test, or here on first use.
+CLASSROOM_STAMP := $(VENV)/.distlearn-classroom-installed
+$(CLASSROOM_STAMP): $(STAMP)
+	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
+	  echo "Installing JupyterHub for the classroom / 安装 JupyterHub（课堂用）..."; \
+	  $(call install,.[test$(if $(wildcard $(SITE_STAMP)),$(comma)site)$(if $(wildcard $(TEACH_STAMP)),$(comma)teach)$(comma)classroom]) || exit 1; $(COMPILE); touch $@; fi
+
+# A classroom on this machine (authoring/classroom.py, docs/teaching.md): STUDENTS is a file, `name [en|zh|both]` a
+# line; the hub listens on every interface, port CLASSROOM_PORT; CLASSROOM_ARGS: --memory-gib, --cpus, --max-ranks,
+# --lab-slots, --nice, --ip, --dir (default build/classroom/: homes, passwords.txt, the hub's database).
+STUDENTS ?= students.txt
+CLASSROOM_PORT ?= 8000
+CLASSROOM_ARGS ?=
+classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
+	$(PY) -m authoring.classroom start --students '$(STUDENTS)' --port $(CLASSROOM_PORT) $(CLASSROOM_ARGS)
 
 site: $(SITE_STAMP)
 	$(PY) -m authoring.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
@@ -131,12 +151,17 @@ audit-lang: $(STAMP)
 # tests) rewrote every test module again, ~3 s of CPU each. make test writes byte-code anyway, so pytest may too.
 PYTEST_ARGS ?=
 TEST_JOBS ?= 2
-test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(LAB_OVERRIDES)
+test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 	@$(PY) -m compileall -q distlearn tests benchmarks >/dev/null
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages" \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages and not classroom" \
 	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	  --durations=25 $(PYTEST_ARGS)
+
+# Three students at once in a real JupyterHub, each in headless Chromium, each isolated (tests/test_classroom.py;
+# about 3 min on 2 busy cores, so not part of make test; .ci/run runs it after make test).
+test-classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
+	$(PY) -m pytest -p no:cacheprovider tests/test_classroom.py $(PYTEST_ARGS)
 
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
 # of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test, which

@@ -54,3 +54,9 @@ def hang_on_rank(rank: int, world_size: int, bad_rank: int) -> int:
 
 if __name__ == "__main__":
     torchrun_main(all_reduce_rank)
+
+
+def niceness(rank: int, world_size: int) -> int:
+    """This rank's niceness (``os.nice(0)``): on a shared machine the launcher renices every lab process
+    (``DISTLEARN_LAB_NICE``, :mod:`distlearn.core.limits`)."""
+    return os.nice(0)

@@ -22,6 +22,9 @@ in rank order.
   its exit code, even when its peers' broken connections reach us first. A run that outlasts ``timeout`` seconds
   (a collective waiting for a rank that never calls it, say) is stopped and raises :class:`TimeoutError`. No worker
   process outlives the call.
+- On a machine shared by a classroom (:mod:`distlearn.core.limits`, set by the hub for every student): at most
+  ``DISTLEARN_MAX_RANKS`` processes per lab, at most ``DISTLEARN_LAB_SLOTS`` lab processes at once on the machine
+  (a lab waits, saying so, until enough are free), each lab process reniced by ``DISTLEARN_LAB_NICE``.
 
 Labs are runnable unchanged with torchrun through :func:`torchrun_main`; with CUDA available they use NCCL and one
 GPU per rank (:func:`device`).
@@ -40,6 +43,7 @@ import traceback
 from multiprocessing.connection import wait
 from typing import Any, Callable
 
+from distlearn.core import limits
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_positive
 
 __all__ = ["run", "WorkerError", "torchrun_main", "device", "default_backend"]
@@ -150,6 +154,9 @@ def _worker(fn, rank, world_size, args, backend, port, pg_timeout, conn, environ
     if environ is not None:  # a forkserver child inherits the server's environment, not the caller's current one
         os.environ.clear()
         os.environ.update(environ)
+    nice = limits.lab_nice()  # a shared machine: lab processes yield the CPU to kernels and JupyterLab
+    if nice:
+        os.nice(nice)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank), LOCAL_RANK=str(rank),
                       WORLD_SIZE=str(world_size), LOCAL_WORLD_SIZE=str(world_size))
     import torch.distributed as dist
@@ -200,11 +207,17 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
     Parameters: ``world_size`` integer in [1, 64]; ``backend`` ``"gloo"`` (CPU) or ``"nccl"`` (one GPU per
     rank); ``timeout`` seconds (> 0) for the whole run. ``args`` and the results must be picklable.
 
-    Raises: DistlearnValueError for bad arguments; WorkerError if a worker raised (or died); TimeoutError if the
+    On a shared machine ``world_size`` is also capped, and the run may first wait for free lab slots
+    (:mod:`distlearn.core.limits`).
+
+    Raises: DistlearnValueError for bad arguments (``world_size`` above the machine's cap included); TimeoutError
+    also after waiting ``DISTLEARN_LAB_WAIT`` seconds for lab slots; WorkerError if a worker raised (or died); TimeoutError if the
     run did not finish in ``timeout`` seconds. In every case all worker processes are gone when it returns.
     """
     _check_importable(fn)
     world_size = check_int("world_size", world_size, minimum=1, maximum=64)
+    limits.check_world_size(world_size)  # a shared machine's cap (DISTLEARN_MAX_RANKS), if any
+    limits.lab_nice()                    # a malformed DISTLEARN_LAB_NICE fails here, not in every worker
     check_choice("backend", backend, ("gloo", "nccl"))
     timeout = check_positive("timeout", timeout)
     if backend == "nccl":
@@ -220,24 +233,27 @@ def run(fn: Callable[..., Any], world_size: int, *args, backend: str = "gloo", t
     from torch.distributed import TCPStore
 
     ctx = _context(fn)
-    # The rendezvous store lives here, on a port the OS assigns: no race with other runs for a "free" port.
-    store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
-                     timeout=datetime.timedelta(seconds=max(timeout, 1.0)))
-    port = store.port
-    procs, conns = [], {}
-    try:
-        for rank in range(world_size):
-            parent_end, child_end = ctx.Pipe(duplex=False)
-            p = ctx.Process(target=_worker, name=f"distlearn-rank{rank}", daemon=True,
-                            args=(fn, rank, world_size, args, backend, port, max(timeout, 1.0), child_end,
-                                  _worker_environ()))
-            p.start()
-            child_end.close()
-            procs.append(p)
-            conns[parent_end] = rank
-        return _collect(procs, conns, world_size, timeout)
-    finally:
-        _stop(procs)
+    # On a shared machine (a classroom hub): wait for world_size of the room's lab slots (DISTLEARN_LAB_SLOTS), held
+    # until every worker is gone; the wait does not count against timeout. Nothing to wait for elsewhere.
+    with limits.lab_slots(world_size):
+        # The rendezvous store lives here, on a port the OS assigns: no race with other runs for a "free" port.
+        store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
+                         timeout=datetime.timedelta(seconds=max(timeout, 1.0)))
+        port = store.port
+        procs, conns = [], {}
+        try:
+            for rank in range(world_size):
+                parent_end, child_end = ctx.Pipe(duplex=False)
+                p = ctx.Process(target=_worker, name=f"distlearn-rank{rank}", daemon=True,
+                                args=(fn, rank, world_size, args, backend, port, max(timeout, 1.0), child_end,
+                                      _worker_environ()))
+                p.start()
+                child_end.close()
+                procs.append(p)
+                conns[parent_end] = rank
+            return _collect(procs, conns, world_size, timeout)
+        finally:
+            _stop(procs)
 
 
 def _collect(procs, conns, world_size, timeout):
