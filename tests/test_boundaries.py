@@ -56,7 +56,6 @@ SKIPPED_PACKAGES = ("distlearn.seeds",)  # the seed code's own functions, mistak
 # validated once at their boundary (issue 31: validate once, keep inner loops arithmetic).
 INNER = {"distlearn.planning.memory": {"interleaved_inflight", "peak_microbatches"},
          "distlearn.planning.flops": {"matmul_params_per_layer", "attention_core_flops", "model_counts"},
-         "distlearn.planning.step_time": {"bubble_fraction", "bubble_ratio"},
          "distlearn.planning.kernels": {"layer_gemms"},
          "distlearn.planning.plan_search": {"balanced_stages", "candidate_groups", "candidate_plans",
                                             "no_layout_message", "suggest_fix"}}

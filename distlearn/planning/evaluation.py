@@ -19,7 +19,7 @@ from distlearn.core.validate import DistlearnValueError, check_choice, check_div
 from distlearn.planning.memory import plan_memory
 from distlearn.planning.setting import (FRAGMENTATION, PLAN_SCHEDULES, RESERVE_BYTES, Plan, Setting, make_setting,
                                         resolve)
-from distlearn.planning.step_time import bubble_fraction, bubble_ratio, plan_time, schedule_bubble_ratio
+from distlearn.planning.step_time import _bubble_fraction, _bubble_ratio, plan_time, schedule_bubble_ratio
 
 
 @dataclass
@@ -63,9 +63,9 @@ def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
                     tokens_per_s=st.B * st.s / t["total"],
                     mfu=st.counts.model_flops_step / (t["total"] * n * st.cluster.gpu.peak_flops),
                     achieved_flops=st.hardware_flops(p.recompute) / (t["total"] * n),
-                    bubble_fraction=(bubble_fraction(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
+                    bubble_fraction=(_bubble_fraction(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
                                      else zb_ratio / (1 + zb_ratio)),
-                    bubble_ratio=(bubble_ratio(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
+                    bubble_ratio=(_bubble_ratio(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
                                   else zb_ratio),
                     compute_peak=st.gemm_peak)
 

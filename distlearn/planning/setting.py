@@ -18,12 +18,13 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import MappingProxyType
 
 from distlearn.activation_memory.formulas import SWIGLU, config_layer_bytes, default_attention
 from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import MAX_WORLD_SIZE, DistlearnValueError, check_choice, check_int, check_number
 from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_state_bytes
 from distlearn.pipeline_parallel.schedules import partition_layers
 from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
@@ -40,6 +41,13 @@ ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude 
 # simulated by distlearn.pipeline_parallel.zero_bubble; the V-shaped and DualPipe schedules move the logits to
 # another rank and are not plan options yet
 PLAN_SCHEDULES = ("1f1b", "zb-h1")
+# the range of each integer field of a Plan (Plan.__post_init__ refuses others; the bubble functions of
+# distlearn.planning.step_time take the same pp, num_microbatches and num_chunks): far beyond any real run (a degree
+# up to 2**20 GPUs, 2**20 micro-batches, 1024 interleaved chunks), small enough to refuse a typo such as 10**12
+PLAN_RANGES = MappingProxyType({
+    "dp": (1, MAX_WORLD_SIZE), "tp": (1, MAX_WORLD_SIZE), "pp": (1, MAX_WORLD_SIZE), "cp": (1, MAX_WORLD_SIZE),
+    "ep": (1, MAX_WORLD_SIZE), "zero_stage": (0, 3), "micro_batch_size": (1, 2 ** 20),
+    "num_microbatches": (1, 2 ** 20), "num_chunks": (1, 1024)})
 # Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU or the
 # cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share.
 # A shared memo names the model by its value (dataclasses.astuple), so an equal model built anew shares the
