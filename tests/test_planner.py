@@ -82,8 +82,10 @@ def test_bubble_functions_refuse_what_is_not_a_pipeline(args, name):
         with pytest.raises(DistlearnValueError) as info:
             fn(*args)
         assert info.value.param == name
-    assert EV._bubble_fraction is STEP._bubble_fraction and "bubble_fraction(" not in \
-        __import__("inspect").getsource(EV.estimate).replace("_bubble_fraction(", "")
+    plan = P.Plan(dp=1, tp=1, pp=4, num_microbatches=8, num_chunks=2)
+    assert STEP.plan_bubble(plan) == (P.bubble_fraction(4, 8, 2), P.bubble_ratio(4, 8, 2))
+    with pytest.raises(DistlearnValueError):
+        STEP.plan_bubble("pp=4")
 
 
 def test_hardware_flops_with_full_recompute_is_megatron_eq3():

@@ -54,7 +54,7 @@ from distlearn.context_parallel.simulation import cp_comm_bytes
 from distlearn.core.validate import check_choice, check_int
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
-from distlearn.planning.setting import PLAN_RANGES, Plan, Setting, stage_starts
+from distlearn.planning.setting import PLAN_RANGES, Plan, Setting, check_plan_fields, stage_starts
 
 RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
 
@@ -89,13 +89,24 @@ def _bubble_args(pp, num_microbatches, num_chunks) -> tuple[int, int, int]:
 
 
 def _bubble_ratio(pp: int, num_microbatches: int, num_chunks: int) -> float:
-    """:func:`bubble_ratio` of checked arguments (an evaluated plan's, whose fields :class:`Plan` checked)."""
+    """:func:`bubble_ratio` of checked arguments."""
     return (pp - 1) / (num_chunks * num_microbatches)
 
 
 def _bubble_fraction(pp: int, num_microbatches: int, num_chunks: int) -> float:
-    """:func:`bubble_fraction` of checked arguments (an evaluated plan's)."""
+    """:func:`bubble_fraction` of checked arguments."""
     return (pp - 1) / (num_chunks * num_microbatches + pp - 1)
+
+
+def plan_bubble(p: Plan) -> tuple[float, float]:
+    """``(bubble_fraction, bubble_ratio)`` of plan ``p``'s pipeline under 1F1B (interleaved with v chunks): the
+    formulas of :func:`bubble_fraction` and :func:`bubble_ratio` on the plan's pp, m and v, which :class:`Plan`
+    checked when it was built (the planner's evaluation calls this for every plan: no second check). Raises
+    DistlearnValueError when ``p`` is not a :class:`Plan`."""
+    if type(p) is not Plan:
+        check_plan_fields(p)
+    return (_bubble_fraction(p.pp, p.num_microbatches, p.num_chunks),
+            _bubble_ratio(p.pp, p.num_microbatches, p.num_chunks))
 
 
 def bubble_share(st: Setting, p: Plan) -> float:
