@@ -40,3 +40,7 @@ SHARED_FOLDERS = {"precision": ("01", "08")}
 
 __all__ = ["set_language", "get_language", "normalize_language", "language_switch", "CHAPTER_FOLDERS",
            "SHARED_FOLDERS", "__version__"]
+
+from distlearn.core import guard as _guard  # noqa: E402
+
+_guard.install()  # last: a student cannot rebind the course's UPPER_CASE constants (distlearn.core.guard)

@@ -402,6 +402,8 @@ CALLS = {
     "distlearn.planning.setting.stage_starts": lambda: {"sizes": [4, 4]},
     "distlearn.planning.setting.resolve": lambda: {"model": "llama3-8b", "gpu": "h100-80gb", "num_gpus": 8,
                                                    "cluster": None},
+    "distlearn.planning.setting.check_plan_fields": lambda: {"p": _plan()},
+    f"{ST}.plan_bubble": lambda: {"p": _plan(num_chunks=1)},
     f"{ST}.schedule_costs": lambda: {"st": _setting(), "recompute": "selective"},
     f"{ST}.stage_kinds": lambda: {"st": _setting(), "sizes": [16, 16]},
     f"{ST}.layer_parts": lambda: {"ls": _layer_seconds(), "n": 4, "recompute": "selective"},

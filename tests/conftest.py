@@ -9,6 +9,21 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 import pytest
 
 
+@pytest.fixture
+def monkeypatch():
+    """pytest's own ``monkeypatch``, with the guard on the course's constants lifted while it patches and undoes
+    (:func:`distlearn.core.guard.rebinding_allowed`, for tests only): a test may patch ``check.DEFAULT_TIMEOUT``; a
+    student cannot rebind it."""
+    from distlearn.core.guard import rebinding_allowed
+
+    patcher = pytest.MonkeyPatch()
+    with rebinding_allowed():
+        try:
+            yield patcher
+        finally:
+            patcher.undo()
+
+
 @pytest.fixture(autouse=True)
 def _forget_language_listeners():
     """Every explorer a test builds registers a language listener (``distlearn.core.i18n.on_change``) that re-renders it

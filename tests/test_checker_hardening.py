@@ -251,7 +251,8 @@ def test_a_real_kernel_survives_an_hour_long_sleep():
     """In a Jupyter kernel: an answer that prints, then sleeps 3600 s fails its check (its print shown), the next
     cell's right answer passes, and a right check costs well under a second."""
     cells = [
-        "from distlearn.core import check as core\ncore.DEFAULT_TIMEOUT = 3\n"
+        "from distlearn.core import check as core\nfrom distlearn.core.guard import rebinding_allowed\n"
+        "with rebinding_allowed():  # for tests only: a student cannot rebind the limit\n    core.DEFAULT_TIMEOUT = 3\n"
         "from distlearn.memory import check\nfrom distlearn.memory.formulas import bytes_per_param as reference\n"
         "import time, torch\n_ = torch.randn(200, 200) @ torch.randn(200, 200)",
         "def bytes_per_param(precision, optimizer):\n    print('thinking about', precision)\n    time.sleep(3600)\n"

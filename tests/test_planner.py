@@ -71,6 +71,23 @@ def test_bubble_fraction_is_chapter_05s_idle_share(p, m, v):
     assert P.bubble_fraction(p, m, v) == pytest.approx(r / (1 + r))
 
 
+@pytest.mark.parametrize("args, name", [((0, 4), "pp"), ((4, 0), "num_microbatches"), ((4, 4, 0), "num_chunks"),
+                                        ((-3, 4), "pp"), ((4, 2.5), "num_microbatches"), ((True, 4), "pp"),
+                                        (("4", 4), "pp"), ((2 ** 21, 4), "pp"), ((4, 10 ** 12), "num_microbatches"),
+                                        ((4, 4, 1025), "num_chunks")])
+def test_bubble_functions_refuse_what_is_not_a_pipeline(args, name):
+    """bubble_fraction(0, 4) was −0.333 and bubble_ratio(4, 0) a ZeroDivisionError (issue 33): the public functions
+    check their arguments; the planner's evaluation uses the unchecked bodies on a plan already checked."""
+    for fn in (P.bubble_fraction, P.bubble_ratio):
+        with pytest.raises(DistlearnValueError) as info:
+            fn(*args)
+        assert info.value.param == name
+    plan = P.Plan(dp=1, tp=1, pp=4, num_microbatches=8, num_chunks=2)
+    assert STEP.plan_bubble(plan) == (P.bubble_fraction(4, 8, 2), P.bubble_ratio(4, 8, 2))
+    with pytest.raises(DistlearnValueError):
+        STEP.plan_bubble("pp=4")
+
+
 def test_hardware_flops_with_full_recompute_is_megatron_eq3():
     for model in (P.GPT3_175B_MEGATRON, P.GPT_1T_MEGATRON, PRESETS["gpt2-small"]):
         for batch in (1, 1536):

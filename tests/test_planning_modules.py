@@ -108,7 +108,7 @@ def _count_checks(monkeypatch, fn) -> list[tuple[str, str, str, str]]:
 BOUNDARY = {("distlearn.planning.evaluation", f) for f in ("validate_plan_fields", "validate_plan_layout",
                                                            "_check_layout", "_check_expert_parallel",
                                                            "_check_stage_layers", "_check_interleaving")}
-BOUNDARY |= {("distlearn.planning.setting", "make_setting")}
+BOUNDARY |= {("distlearn.planning.setting", "make_setting"), ("distlearn.planning.setting", "check_plan_fields")}
 
 
 @pytest.mark.parametrize("plan,batch", [
@@ -163,17 +163,18 @@ def test_the_count_sees_a_check_in_an_inner_formula(monkeypatch):
 
 GOOD = P.Plan(dp=4, tp=2, pp=2, zero_stage=1, recompute="selective", micro_batch_size=1, num_microbatches=8)
 KW = dict(global_batch=32, seq_len=2048, gpu="h100-80gb")
-# (what is wrong, the parameter the error names, the start of its English message): recorded before the split
+# (what is wrong, the parameter the error names, the start of its English message): recorded before the split; the
+# plan's integer fields name their upper bound too since issue 33 (setting.PLAN_RANGES, checked when a Plan is built)
 BAD = [
-    (dict(plan=dict(dp=0)), "dp", "dp must be an integer ≥ 1, got 0."),
-    (dict(plan=dict(dp=4.0)), "dp", "dp must be an integer ≥ 1, got 4.0 (float)."),
-    (dict(plan=dict(cp=0)), "cp", "cp must be an integer ≥ 1, got 0."),
+    (dict(plan=dict(dp=0)), "dp", "dp must be an integer in [1, 1048576], got 0."),
+    (dict(plan=dict(dp=4.0)), "dp", "dp must be an integer in [1, 1048576], got 4.0 (float)."),
+    (dict(plan=dict(cp=0)), "cp", "cp must be an integer in [1, 1048576], got 0."),
     (dict(plan=dict(tp=16, dp=1, num_microbatches=32)), "tp", "tp = 16 is larger than a node (8 GPUs)"),
     (dict(plan=dict(tp=3)), "gpus_per_node", "gpus_per_node = 8 must be divisible by tp = 3."),
     (dict(plan=dict(zero_stage=4)), "zero_stage", "zero_stage must be an integer in [0, 3], got 4."),
     (dict(plan=dict(recompute="bogus")), "recompute", "recompute must be one of"),
-    (dict(plan=dict(micro_batch_size=0)), "micro_batch_size", "micro_batch_size must be an integer ≥ 1, got 0."),
-    (dict(plan=dict(ep=0)), "ep", "ep must be an integer ≥ 1, got 0."),
+    (dict(plan=dict(micro_batch_size=0)), "micro_batch_size", "micro_batch_size must be an integer in [1, 1048576], got 0."),
+    (dict(plan=dict(ep=0)), "ep", "ep must be an integer in [1, 1048576], got 0."),
     (dict(plan=dict(ep=2)), "ep", "ep = 2 needs a mixture-of-experts model; llama3-8b is dense"),
     (dict(plan=dict(pp=64, dp=1, tp=1, num_microbatches=32)), "pp", "pp must be an integer in [1, 32], got 64."),
     (dict(plan=dict(num_microbatches=7)), "num_microbatches", "num_microbatches must be global_batch"),

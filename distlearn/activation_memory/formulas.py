@@ -37,7 +37,8 @@ from dataclasses import dataclass
 from distlearn.memory.formulas import GB, model_state_bytes, RECOMPUTE
 from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_positive, check_text
+from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_int, check_positive, check_record,
+                                     check_text)
 
 SCHEDULES = ("none", "gpipe", "1f1b")
 # memory.RECOMPUTE (Korthikanti's three modes) plus output-discarding recomputation of the norms and the MLP
@@ -703,6 +704,7 @@ def estimate_memory(config: ModelConfig, *, seq_len: int, n_gpus: int, use_bf16:
 
     Returns a dict of bytes: ``params, grads, optimizer, activations, gathered, total, cpu``.
     """
+    check_record("config", config, ModelConfig, "get_preset('llama3-8b')")
     use_bf16 = check_bool("use_bf16", use_bf16)
     use_offload = check_bool("use_offload", use_offload)
     use_ckpt = check_bool("use_ckpt", use_ckpt)

@@ -37,7 +37,8 @@ import numpy as np
 from distlearn.activation_memory.formulas import ActivationTerm, layer_activation_table, layer_shape
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import MAX_ELEMENTS, check_bool, DistlearnValueError, check_choice, check_int, check_number, check_positive
+from distlearn.core.validate import (MAX_ELEMENTS, DistlearnValueError, check_array, check_bool, check_choice, check_int,
+                                     check_number, check_positive, check_record)
 
 LAYOUTS = ("contiguous", "zigzag", "striped")
 VARIANTS = ("ring", "all-gather", "all-to-all")
@@ -64,7 +65,7 @@ class Partial:
 
 
 def _check_qkv(q, k, v) -> tuple[int, int, int, int, int]:
-    q, k, v = (np.asarray(x) for x in (q, k, v))
+    q, k, v = (check_array(n, x, ndim=4, min_size=1) for n, x in (("q", q), ("k", k), ("v", v)))
     if q.ndim != 4 or k.ndim != 4 or v.shape != k.shape:
         raise DistlearnValueError(
             "q", f"q must be (b, a, s, d) and k, v (b, kv, s, d) of equal shape; got {q.shape}, {k.shape}, "
@@ -98,7 +99,8 @@ def _scale(scale, head_dim: int) -> float:
 def causal_mask(q_pos, k_pos) -> np.ndarray:
     """Boolean ``(len(q_pos), len(k_pos))``: True where query at position ``q_pos[i]`` may attend to the key at
     ``k_pos[j]``, i.e. ``k_pos[j] <= q_pos[i]``."""
-    return np.asarray(k_pos)[None, :] <= np.asarray(q_pos)[:, None]
+    q_pos, k_pos = check_array("q_pos", q_pos, ndim=1), check_array("k_pos", k_pos, ndim=1)
+    return k_pos[None, :] <= q_pos[:, None]
 
 
 def block_attention(q, k, v, *, mask=None, scale: float | None = None) -> Partial:
@@ -106,8 +108,18 @@ def block_attention(q, k, v, *, mask=None, scale: float | None = None) -> Partia
 
     ``mask`` ``(s_q, s_k)`` bool, True = attend. Returns :class:`Partial` with ``out = softmax(S)·V`` over this
     block only and ``lse = log Σ_j exp(S_ij)``, ``S = scale·QKᵀ``. Rows with every key masked get ``lse = −inf``
-    and ``out = 0`` (they contribute nothing when merged).
+    and ``out = 0`` (they contribute nothing when merged). Raises DistlearnValueError for arrays of other shapes
+    or holding NaN or infinity.
     """
+    _check_qkv(q, k, v)
+    q, k, v = (np.asarray(x, dtype=float) for x in (q, k, v))
+    if mask is not None:
+        mask = np.asarray(mask)
+        if mask.dtype != bool or mask.shape != (q.shape[2], k.shape[2]):
+            raise DistlearnValueError(
+                "mask", f"mask must be a bool array of shape (s_q, s_k) = {(q.shape[2], k.shape[2])}; got "
+                        f"{mask.dtype} {mask.shape}.",
+                f"mask 必须是形状为 (s_q, s_k) = {(q.shape[2], k.shape[2])} 的布尔数组；收到 {mask.dtype} {mask.shape}。")
     a = q.shape[1]
     scale = _scale(scale, q.shape[-1])
     s = scale * (q @ np.swapaxes(_repeat_kv(k, a), -1, -2))
@@ -135,7 +147,7 @@ def merge_blocks(out_a, lse_a, out_b, lse_b) -> tuple[np.ndarray, np.ndarray]:
     PyTorch's ``_SDPAMerger`` writes the same as ``out_a − σ(lse_b − lse_a)(out_a − out_b)``. A row with
     ``lse = −inf`` (no key seen) gets weight 0. Shapes: ``out`` ``(..., s, d)``, ``lse`` ``(..., s)``.
     """
-    out_a, lse_a, out_b, lse_b = (np.asarray(x, dtype=float) for x in (out_a, lse_a, out_b, lse_b))
+    out_a, lse_a, out_b, lse_b = _check_blocks(out_a, lse_a, out_b, lse_b)
     lse = np.logaddexp(lse_a, lse_b)
     ref = np.where(np.isfinite(lse), lse, 0.0)
     wa = np.where(np.isfinite(lse_a), np.exp(lse_a - ref), 0.0)
@@ -143,11 +155,31 @@ def merge_blocks(out_a, lse_a, out_b, lse_b) -> tuple[np.ndarray, np.ndarray]:
     return wa[..., None] * out_a + wb[..., None] * out_b, lse
 
 
+def _check_blocks(out_a, lse_a, out_b, lse_b):
+    """The two blocks of a merge as float arrays: ``out`` finite ``(..., s, d)``, ``lse`` ``(..., s)`` (−inf allowed:
+    a row that saw no key; NaN and +inf refused), both blocks of one shape. Raises DistlearnValueError."""
+    out_a, out_b = check_array("out_a", out_a, min_size=1), check_array("out_b", out_b, min_size=1)
+    lse_a, lse_b = check_array("lse_a", lse_a, finite=False), check_array("lse_b", lse_b, finite=False)
+    for name, lse in (("lse_a", lse_a), ("lse_b", lse_b)):
+        if np.isnan(lse).any() or (lse == np.inf).any():
+            raise DistlearnValueError(name, f"{name} must hold finite numbers or −inf (a row that saw no key), "
+                                            f"not NaN or +inf.",
+                                      f"{name} 只能包含有限数值或 −inf（没有看到任何键的行），不能是 NaN 或 +inf。")
+    if out_b.shape != out_a.shape or lse_a.shape != out_a.shape[:-1] or lse_b.shape != lse_a.shape:
+        raise DistlearnValueError(
+            "out_b", f"out_a and out_b must have one shape (..., s, d) and lse_a, lse_b the shape (..., s); got "
+                     f"{out_a.shape}, {out_b.shape}, {lse_a.shape}, {lse_b.shape}.",
+            f"out_a 和 out_b 的形状必须相同 (..., s, d)，lse_a、lse_b 的形状必须是 (..., s)；收到 {out_a.shape}、"
+            f"{out_b.shape}、{lse_a.shape}、{lse_b.shape}。")
+    return out_a, lse_a, out_b, lse_b
+
+
 def averaging_merge(out_a, lse_a, out_b, lse_b) -> tuple[np.ndarray, np.ndarray]:
     """A **wrong** merge, kept to show that the comparison with full attention catches it: it averages the two
     block outputs instead of weighting them by their softmax mass ``e^{lse}`` (the log-sum-exp is combined
-    correctly, so only the output is wrong)."""
-    return (np.asarray(out_a) + np.asarray(out_b)) / 2, np.logaddexp(lse_a, lse_b)
+    correctly, so only the output is wrong). Checks its arguments as :func:`merge_blocks` does."""
+    out_a, lse_a, out_b, lse_b = _check_blocks(out_a, lse_a, out_b, lse_b)
+    return (out_a + out_b) / 2, np.logaddexp(lse_a, lse_b)
 
 
 def full_attention(q, k, v, *, causal: bool = False, scale: float | None = None) -> Partial:
@@ -193,6 +225,8 @@ def _checked_reference(loops):
     the plain loops it teaches."""
     @functools.wraps(loops)
     def checked(q, k, v, causal=False, scale=None):
+        _check_qkv(q, k, v)
+        q, k, v = (np.asarray(x, dtype=float) for x in (q, k, v))
         causal = check_bool("causal", causal)
         scale = None if scale is None else check_positive("scale", scale)
         return loops(q, k, v, causal, scale)
@@ -352,7 +386,8 @@ def ring_attention_backward(q, k, v, dout, cp: int, *, causal: bool = False, lay
     ``_templated_ring_attention_backward`` sends the same). Returns :class:`RingBackward`.
     """
     b, a, kv, s, d = _check_qkv(q, k, v)
-    q, k, v, dout = (np.asarray(x, dtype=float) for x in (q, k, v, dout))
+    q, k, v = (np.asarray(x, dtype=float) for x in (q, k, v))
+    dout = check_array("dout", dout)
     if dout.shape != q.shape:
         raise DistlearnValueError("dout", f"dout must have q's shape {q.shape}, got {dout.shape}.",
                                   f"dout 的形状必须与 q 相同 {q.shape}，收到 {dout.shape}。")
@@ -596,7 +631,7 @@ def ring_timeline(compute_s, comm_s: float, grad_comm_s: float | None = None) ->
     grad_comm_s``; after the last step one more dK/dV hop takes every accumulator home (its arrival is the end).
     Latency (α) and link contention are not modelled.
     """
-    c = np.asarray(compute_s, dtype=float)
+    c = check_array("compute_s", compute_s, ndim=2, min_size=1)
     if c.ndim != 2 or c.shape[0] != c.shape[1]:
         raise DistlearnValueError("compute_s", f"compute_s must be a (cp, cp) array, got shape {c.shape}.",
                                   f"compute_s 必须是 (cp, cp) 数组，收到形状 {c.shape}。")
@@ -739,6 +774,7 @@ def cp_layer_activation_table(config: ModelConfig, *, seq_len: int, cp: int = 1,
 
 def cp_layer_activation_bytes(config: ModelConfig, **kw) -> float:
     """Sum of :func:`cp_layer_activation_table` (bytes per layer per GPU)."""
+    check_record("config", config, ModelConfig, "get_preset('llama3-8b')")
     return sum(t.nbytes for t in cp_layer_activation_table(config, **kw))
 
 
@@ -750,6 +786,7 @@ def cp_model_activation_bytes(config: ModelConfig, *, seq_len: int, cp: int = 1,
     ``recompute`` …). Returns :class:`distlearn.activation_memory.formulas.ActivationBytes`."""
     from distlearn.activation_memory.formulas import model_activation_bytes
 
+    check_record("config", config, ModelConfig, "get_preset('llama3-8b')")
     s, cp = _check_layout(seq_len, cp, "contiguous")
     if kw.get("attention", "flash") != "flash" and cp > 1:
         raise DistlearnValueError("attention", "context parallelism keeps the log-sum-exp only (flash-style).",

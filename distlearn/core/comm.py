@@ -36,12 +36,13 @@ integer arrays the ring sum is divided by n with C's truncation toward zero (``n
 """
 from __future__ import annotations
 
+import functools
 from collections import deque
 from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import DistlearnValueError, check_array, check_choice, check_int, check_number
 
 OPS = ("sum", "mean", "max")
 OPERATIONS = ("broadcast", "reduce", "all_reduce", "all_gather", "reduce_scatter", "all_to_all")
@@ -101,7 +102,7 @@ def _post_average(x: np.ndarray, n: int) -> np.ndarray:
 def nccl_average(arrays, world_size: int | None = None) -> np.ndarray:
     """What NCCL's ``ReduceOp.AVG`` returns for one rank's ``arrays`` (one per rank, summed in rank order):
     pre-multiplied floats or a truncated integer quotient (see the module docstring). Same dtype as the inputs."""
-    arrays = [np.asarray(a) for a in arrays]
+    arrays = _check_rank_arrays(arrays)
     n = len(arrays) if world_size is None else check_int("world_size", world_size)
     acc = None
     for a in _pre_average(arrays, n):
@@ -376,6 +377,35 @@ def reference_ring_all_reduce(arrays) -> list[np.ndarray]:
         for r in range(n):
             chunks[(r + 1) % n][(r - s) % n] = sent[r].copy()
     return [np.concatenate(chunks[r]).reshape(np.shape(arrays[r])) for r in range(n)]
+
+
+def _check_rank_arrays(arrays) -> list[np.ndarray]:
+    """``arrays``: one numeric array per rank (a list, or an array whose first axis is the rank), at least one, of
+    one shape; NaN and infinity pass (a collective moves whatever the ranks hold). Raises DistlearnValueError."""
+    if arrays is None or isinstance(arrays, (str, bytes, dict)) or not hasattr(arrays, "__len__") or not len(arrays):
+        raise DistlearnValueError("arrays", f"arrays must hold one numeric array per rank (at least one), got "
+                                            f"{arrays!r:.60}.",
+                                  f"arrays 必须为每个 rank 提供一个数值数组（至少一个），收到 {arrays!r:.60}。")
+    out = [check_array(f"arrays[{r}]", a, finite=False) for r, a in enumerate(arrays)]
+    if any(a.shape != out[0].shape for a in out):
+        raise DistlearnValueError("arrays", f"every rank's array must have one shape; got "
+                                            f"{sorted({a.shape for a in out})}.",
+                                  f"每个 rank 的数组形状必须相同；收到 {sorted({a.shape for a in out})}。")
+    return [np.asarray(a) for a in arrays]
+
+
+def _checked_ring(loops):
+    """:func:`reference_ring_all_reduce` with its ``arrays`` checked at the boundary (issue 33). A wrapper, not lines
+    in the loops, so that the listing chapter 02 prints (``inspect.getsource`` follows ``__wrapped__``) stays the
+    two loops it teaches."""
+    @functools.wraps(loops)
+    def checked(arrays):
+        _check_rank_arrays(arrays)
+        return loops(arrays)
+    return checked
+
+
+reference_ring_all_reduce = _checked_ring(reference_ring_all_reduce)
 
 
 def _as_numpy(a) -> np.ndarray:

@@ -57,7 +57,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import DistlearnValueError, check_array, check_choice, check_int, check_number, check_record
 
 ALGORITHMS = ("ring_all_reduce", "ring_all_gather", "ring_reduce_scatter", "recursive_doubling_all_reduce",
               "rabenseifner_all_reduce", "tree_all_reduce", "tree_broadcast", "chain_broadcast")
@@ -158,8 +158,7 @@ def fit_alpha_beta(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
     the constrained optimum lies on α = 0: β is then fitted alone and ``alpha_clipped`` is set. When the times do
     not grow with size (β ≤ 0), β is held at 0 and α fitted alone: ``bandwidth`` is then ``math.inf``, a flat line.
     Raises DistlearnValueError."""
-    x = np.asarray(nbytes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
+    x, t = check_array("nbytes", nbytes, ndim=1), check_array("seconds", seconds, ndim=1)
     if x.ndim != 1 or x.shape != t.shape or len(x) < 2 or np.any(t <= 0) or np.any(x < 0):
         raise DistlearnValueError("seconds", "need ≥ 2 (nbytes, seconds) pairs with positive times.",
                                   "至少需要 2 组 (nbytes, seconds)，且时间为正。")
@@ -179,9 +178,16 @@ def fit_alpha_beta(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
 
 
 def relative_errors(fit, nbytes, seconds) -> np.ndarray:
-    """(predicted − measured) / measured for each point, for any fit with ``predict``."""
-    t = np.asarray(seconds, dtype=float)
-    return (np.asarray(fit.predict(nbytes), dtype=float) - t) / t
+    """(predicted − measured) / measured for each point, for any fit with ``predict`` (an :class:`AlphaBetaFit` or
+    a :class:`TwoRegimeFit`). ``nbytes``, ``seconds``: 1-D arrays of one length, the times > 0. Raises
+    DistlearnValueError."""
+    check_record("fit", fit, (AlphaBetaFit, TwoRegimeFit), "fit_alpha_beta(nbytes, seconds, world_size)")
+    x, t = check_array("nbytes", nbytes, ndim=1), check_array("seconds", seconds, ndim=1)
+    if x.shape != t.shape or np.any(t <= 0):
+        raise DistlearnValueError("seconds", f"seconds must be positive times, one per size in nbytes ({len(x)}); "
+                                             f"got {len(t)} values.",
+                                  f"seconds 必须是正的时间，与 nbytes 的 {len(x)} 个大小一一对应；收到 {len(t)} 个值。")
+    return (np.asarray(fit.predict(x), dtype=float) - t) / t
 
 
 @dataclass
@@ -207,8 +213,7 @@ def fit_two_regime(nbytes, seconds, world_size: int, algorithm: str = "ring_all_
     of the two sizes around the split. Two points per side are refused: a line (α, β) passes through any two
     points exactly, so such a segment shows 0 % error whatever the machine does, and its α and β mean nothing.
     Needs ≥ 2·min_points distinct sizes. Raises DistlearnValueError otherwise."""
-    x = np.asarray(nbytes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
+    x, t = check_array("nbytes", nbytes, ndim=1), check_array("seconds", seconds, ndim=1)
     if not isinstance(min_points, (int, np.integer)) or isinstance(min_points, bool) or min_points < 3:
         raise DistlearnValueError(
             "min_points", f"min_points must be an integer ≥ 3, got {min_points!r}: a line passes exactly through "
@@ -322,8 +327,7 @@ def compare_fits(nbytes, seconds, world_size: int, algorithm: str = "ring_all_re
     lower the errors somewhat even on one-regime data; a real second regime shows as much smaller errors at most
     sizes and clearly different bandwidths. Raises DistlearnValueError."""
     tie = check_number("tie", tie, minimum=0.0)
-    x = np.asarray(nbytes, dtype=float)
-    t = np.asarray(seconds, dtype=float)
+    x, t = check_array("nbytes", nbytes, ndim=1), check_array("seconds", seconds, ndim=1)
     two = fit_two_regime(x, t, world_size, algorithm, min_points)
     one = fit_alpha_beta(x, t, world_size, algorithm)
     order = np.argsort(x, kind="stable")

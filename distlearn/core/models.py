@@ -29,7 +29,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_record
 
 ARCHS = ("gpt", "llama")
 ROUTERS = ("softmax", "sigmoid")
@@ -330,7 +330,11 @@ def get_moe_preset(name: str) -> ModelConfig:
 
 # ---------------------------------------------------------------- real modules
 def count_parameters(module) -> int:
-    """Number of parameters of an ``nn.Module`` (any device, meta included); tied parameters counted once."""
+    """Number of parameters of an ``nn.Module`` (any device, meta included); tied parameters counted once. Raises
+    DistlearnValueError for anything that is not an ``nn.Module``."""
+    import torch
+
+    check_record("module", module, torch.nn.Module, "torch.nn.Linear(4, 4)")
     seen, total = set(), 0
     for p in module.parameters():  # nn.Module.parameters() already skips duplicates; ids keep us honest
         if id(p) not in seen:

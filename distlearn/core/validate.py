@@ -183,6 +183,18 @@ def check_callable(name: str, value):
                               f"{name} 必须是函数（可调用对象），收到 {value!r}（{type(value).__name__}）。")
 
 
+def check_record(name: str, value, cls: type | tuple[type, ...], example: str):
+    """Return ``value`` if it is an instance of ``cls`` (a course record: a ModelConfig, a Cluster, a Plan …); anything
+    else (``None``, a string, another record) raises DistlearnValueError naming the parameter, the type it needs
+    and ``example``, a call that makes one (``get_preset('llama3-8b')``)."""
+    if isinstance(value, cls):
+        return value
+    kinds = " or ".join(c.__name__ for c in (cls if isinstance(cls, tuple) else (cls,)))
+    shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+    raise DistlearnValueError(name, f"{name} must be a {kinds}, e.g. {example}; got {shown} ({type(value).__name__}).",
+                              f"{name} 必须是 {kinds}，例如 {example}；收到 {shown}（{type(value).__name__}）。")
+
+
 def check_array(name: str, value, *, ndim: int | None = None, min_size: int = 0, finite: bool = True,
                 cap: int = MAX_ELEMENTS):
     """Return ``value`` as a float numpy array if it is an array (or nested list) of real numbers with ``ndim``

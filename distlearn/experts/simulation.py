@@ -70,6 +70,17 @@ class RouterSpec:
     num_groups: int = 1
     groups_per_token: int = 1
 
+    def __post_init__(self):
+        """Each field as :func:`route` takes it: ``score`` in :data:`SCORES`, ``k`` and ``num_groups`` whole numbers
+        ≥ 1 (≤ :data:`MAX_EXPERTS`), ``normalize`` a bool, ``scale`` > 0, ``groups_per_token`` in [1, num_groups].
+        Raises DistlearnValueError naming the field."""
+        check_choice("score", self.score, SCORES)
+        check_int("k", self.k, minimum=1, maximum=MAX_EXPERTS)
+        check_bool("normalize", self.normalize)
+        check_number("scale", self.scale, minimum=0, strict_min=True)
+        check_int("num_groups", self.num_groups, minimum=1, maximum=MAX_EXPERTS)
+        check_int("groups_per_token", self.groups_per_token, minimum=1, maximum=self.num_groups)
+
     def kwargs(self) -> dict:
         """Keyword arguments of :func:`route` for this spec (``k`` excluded)."""
         return dict(score=self.score, normalize=self.normalize, scale=self.scale, num_groups=self.num_groups,
@@ -371,6 +382,35 @@ class MoEWeights:
     shared_gate: np.ndarray | None = None
     shared_up: np.ndarray | None = None
     shared_down: np.ndarray | None = None
+
+    def __post_init__(self):
+        """Each weight a finite float array of its shape (E, h, f, f_s read from ``router``, ``w_gate`` and
+        ``shared_gate``), the shared ones all given or all None; stored as float64 numpy arrays. Raises
+        DistlearnValueError naming the field and the shape it needs."""
+        self.router = check_array("router", self.router, ndim=2, min_size=1)
+        (e, h), get = self.router.shape, lambda name, ndim: check_array(name, getattr(self, name), ndim=ndim)
+        self.w_gate, self.w_up, self.w_down = get("w_gate", 3), get("w_up", 3), get("w_down", 3)
+        f = self.w_gate.shape[1]
+        shared = [getattr(self, n) is None for n in ("shared_gate", "shared_up", "shared_down")]
+        if any(shared) and not all(shared):
+            raise DistlearnValueError("shared_gate", "shared_gate, shared_up and shared_down must be given together "
+                                                     "(a shared expert) or all be None.",
+                                      "shared_gate、shared_up 和 shared_down 必须同时给出（共享专家），或全为 None。")
+        fs = None
+        if not shared[0]:
+            self.shared_gate, self.shared_up = get("shared_gate", 2), get("shared_up", 2)
+            self.shared_down, fs = get("shared_down", 2), self.shared_gate.shape[0]
+        needed = {"w_gate": (e, f, h), "w_up": (e, f, h), "w_down": (e, h, f), "shared_gate": (fs, h),
+                  "shared_up": (fs, h), "shared_down": (h, fs)}
+        for name, shape in needed.items():
+            value = getattr(self, name)
+            if value is not None and value.shape != shape:
+                want = "(" + ", ".join(str(n) for n in shape) + ")"
+                raise DistlearnValueError(
+                    name, f"{name} must have shape {want} (E experts, hidden h, expert width f, shared width f_s, "
+                          f"read from router {self.router.shape} and w_gate); got {value.shape}.",
+                    f"{name} 的形状必须是 {want}（E 个专家、隐藏维度 h、专家宽度 f、共享专家宽度 f_s，由 router "
+                    f"{self.router.shape} 和 w_gate 确定）；收到 {value.shape}。")
 
     @classmethod
     def random(cls, num_experts: int, hidden_size: int, ffn_hidden_size: int, shared_ffn: int = 0,

@@ -60,6 +60,16 @@ class PrefetchMode:
     en: str
     zh: str
 
+    def __post_init__(self):
+        """The depths as :func:`simulate` takes them (whole numbers ≥ 0; ``max_inflight`` None or ≥ 1), ``en`` and
+        ``zh`` strings. Raises DistlearnValueError naming the field."""
+        check_int("forward", self.forward, minimum=0)
+        check_int("backward", self.backward, minimum=0)
+        if self.max_inflight is not None:
+            check_int("max_inflight", self.max_inflight, minimum=1)
+        check_text("en", self.en)
+        check_text("zh", self.zh)
+
     def kwargs(self) -> dict:
         """The keyword arguments of :func:`simulate` for this mode."""
         return {"forward_prefetch": self.forward, "backward_prefetch": self.backward,

@@ -6,7 +6,7 @@ import argparse
 import sys
 import unicodedata
 
-from distlearn.core.cli import ArgumentParser, WideHelpFormatter
+from distlearn.core.cli import ArgumentParser, WideHelpFormatter, translate
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.core.hardware import GPUS, get_gpu
 from distlearn.core.i18n import bi, get_language
@@ -192,7 +192,9 @@ def cli(argv: list[str]) -> int:
                      num_gpus=args.gpus, precision=args.precision, efficiency=args.efficiency,
                      recompute=args.recompute)
     except DistlearnValueError as exc:  # argparse's convention: the error on stderr, exit status 2
-        print(f"python -m distlearn plan: {bi('error', '错误')}: {exc}", file=sys.stderr)
+        # argparse's own line for an error, in the reader's language (Chinese: full-width colons, 'plan：错误：')
+        print(translate("%(prog)s: error: %(message)s\n") % {"prog": "python -m distlearn plan", "message": exc},
+              file=sys.stderr, end="")
         return 2
     g = get_gpu(args.gpu)
     print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch} · "

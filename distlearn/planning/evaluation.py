@@ -12,14 +12,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.core.hardware import GPU, Cluster
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import DistlearnValueError, check_choice, check_divisible, check_int
+from distlearn.core.validate import DistlearnValueError, check_divisible, check_int
 from distlearn.planning.memory import plan_memory
-from distlearn.planning.setting import (FRAGMENTATION, PLAN_SCHEDULES, RESERVE_BYTES, Plan, Setting, make_setting,
-                                        resolve)
-from distlearn.planning.step_time import bubble_fraction, bubble_ratio, plan_time, schedule_bubble_ratio
+from distlearn.planning.setting import (FRAGMENTATION, RESERVE_BYTES, Plan, Setting, check_plan_fields,
+                                        make_setting, resolve)
+from distlearn.planning.step_time import plan_bubble, plan_time, schedule_bubble_ratio
 
 
 @dataclass
@@ -58,15 +57,16 @@ def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
     mem = memory or plan_memory(st, p)
     t = plan_time(st, p)
     n = st.cluster.world_size
-    zb_ratio = schedule_bubble_ratio(st, p) if p.schedule != "1f1b" else 0.0
+    if p.schedule == "1f1b":
+        fraction, ratio = plan_bubble(p)
+    else:
+        ratio = schedule_bubble_ratio(st, p)
+        fraction = ratio / (1 + ratio)
     return Estimate(plan=p, memory=mem, capacity=st.capacity, time=t,
                     tokens_per_s=st.B * st.s / t["total"],
                     mfu=st.counts.model_flops_step / (t["total"] * n * st.cluster.gpu.peak_flops),
                     achieved_flops=st.hardware_flops(p.recompute) / (t["total"] * n),
-                    bubble_fraction=(bubble_fraction(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
-                                     else zb_ratio / (1 + zb_ratio)),
-                    bubble_ratio=(bubble_ratio(p.pp, p.num_microbatches, p.num_chunks) if p.schedule == "1f1b"
-                                  else zb_ratio),
+                    bubble_fraction=fraction, bubble_ratio=ratio,
                     compute_peak=st.gemm_peak)
 
 
@@ -100,24 +100,13 @@ def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: i
 
 
 def validate_plan_fields(p: Plan) -> None:
-    """Check what a plan says by itself: whole degrees dp, tp, pp, cp, ep, micro-batch size and chunk count ≥ 1,
-    a ZeRO stage in 0–3, a recomputation mode of
-    :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES` and a schedule of
+    """Check what a plan says by itself, as :class:`~distlearn.planning.setting.Plan` did when it was built (again
+    here: a plan of the search, or one changed with ``object.__setattr__``): whole degrees dp, tp, pp, cp, ep,
+    micro-batch size and chunk count in :data:`~distlearn.planning.setting.PLAN_RANGES`, a ZeRO stage in 0–3, a
+    recomputation mode of :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES` and a schedule of
     :data:`~distlearn.planning.setting.PLAN_SCHEDULES`. Raises DistlearnValueError naming the field (``plan`` when
     ``p`` is not a :class:`~distlearn.planning.setting.Plan` at all, e.g. the string ``"dp=8"``)."""
-    if not isinstance(p, Plan):
-        raise DistlearnValueError("plan", f"plan must be a Plan, e.g. Plan(dp=8, tp=1, pp=1); got {p!r} "
-                                          f"({type(p).__name__}).",
-                                  f"plan 必须是 Plan 对象，例如 Plan(dp=8, tp=1, pp=1)；收到 {p!r}"
-                                  f"（{type(p).__name__}）。")
-    for name in ("dp", "tp", "pp", "cp"):
-        check_int(name, getattr(p, name), minimum=1)
-    check_int("zero_stage", p.zero_stage, minimum=0, maximum=3)
-    check_choice("recompute", p.recompute, RECOMPUTE_MODES)
-    check_int("micro_batch_size", p.micro_batch_size, minimum=1)
-    check_int("num_chunks", p.num_chunks, minimum=1)
-    check_int("ep", p.ep, minimum=1)
-    check_choice("schedule", p.schedule, PLAN_SCHEDULES)
+    check_plan_fields(p)
 
 
 def validate_plan_layout(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: int,

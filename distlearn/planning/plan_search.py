@@ -36,7 +36,8 @@ from distlearn.core.models import ModelConfig, get_preset
 from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_divisible, check_int
 from distlearn.planning.evaluation import Estimate, estimate
 from distlearn.planning.memory import memory_total, plan_memory
-from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Plan, Setting, make_setting, resolve)
+from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Plan, Setting, make_setting,
+                                        resolve)
 from distlearn.planning.step_time import microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
@@ -96,8 +97,8 @@ class Group:
         return ("1f1b",)
 
     def _plan(self, z, r, b, m, v, schedule="1f1b") -> Plan:
-        return Plan(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers, self.ep,
-                    schedule)
+        return Plan.unchecked(self.dp, self.tp, self.pp, z, r, b, m, v, self.tp > 1, self.cp, self.stage_layers,
+                              self.ep, schedule)  # the search's own values: no per-plan checks
 
     def smallest(self, zero_stage: int, recompute: str) -> Plan:
         """The memory-minimal plan of this group for ``zero_stage`` and ``recompute``: b = 1, v = 1."""

@@ -18,12 +18,14 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from types import MappingProxyType
 
-from distlearn.activation_memory.formulas import SWIGLU, config_layer_bytes, default_attention
+from distlearn.activation_memory.formulas import RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
 from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice, check_int,
+                                     check_number)
 from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_state_bytes
 from distlearn.pipeline_parallel.schedules import partition_layers
 from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
@@ -40,6 +42,13 @@ ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude 
 # simulated by distlearn.pipeline_parallel.zero_bubble; the V-shaped and DualPipe schedules move the logits to
 # another rank and are not plan options yet
 PLAN_SCHEDULES = ("1f1b", "zb-h1")
+# the range of each integer field of a Plan (Plan.__post_init__ refuses others; the bubble functions of
+# distlearn.planning.step_time take the same pp, num_microbatches and num_chunks): far beyond any real run (a degree
+# up to 2**20 GPUs, 2**20 micro-batches, 1024 interleaved chunks), small enough to refuse a typo such as 10**12
+PLAN_RANGES = MappingProxyType({
+    "dp": (1, MAX_WORLD_SIZE), "tp": (1, MAX_WORLD_SIZE), "pp": (1, MAX_WORLD_SIZE), "cp": (1, MAX_WORLD_SIZE),
+    "ep": (1, MAX_WORLD_SIZE), "zero_stage": (0, 3), "micro_batch_size": (1, 2 ** 20),
+    "num_microbatches": (1, 2 ** 20), "num_chunks": (1, 1024)})
 # Setting memo keys whose values depend on the model, sequence length and recipe only (never on the GPU or the
 # cluster; "model_counts" names the batch in its key), which settings built for one search's suggestions share.
 # A shared memo names the model by its value (dataclasses.astuple), so an equal model built anew shares the
@@ -57,8 +66,15 @@ class Plan:
     :func:`distlearn.pipeline_parallel.schedules.partition_layers`'s split, e.g. Llama 3 405B's 126 layers on 16
     stages with one layer fewer on the first and the last (``(7,) + (8,) * 14 + (7,)``, Llama 3 §3.3.2); with
     interleaving each stage's layers are cut into ``num_chunks`` chunks that may differ by one layer.
-    ``schedule``: one of :data:`PLAN_SCHEDULES`. GPUs = dp·tp·cp·pp. Built unchecked (a search builds thousands):
-    :func:`distlearn.planning.evaluation.validate_plan` checks one."""
+    ``schedule``: one of :data:`PLAN_SCHEDULES`. GPUs = dp·tp·cp·pp.
+
+    Each field is checked on construction (:meth:`__post_init__`, as torchtitan's ``ParallelDims``): the integer
+    fields whole numbers in their :data:`PLAN_RANGES` range (``zero_stage`` 0–3), ``recompute`` one of
+    :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`, ``sequence_parallel`` a bool, ``stage_layers``
+    None or a sequence of whole numbers ≥ 0 (kept as a tuple), ``schedule`` one of :data:`PLAN_SCHEDULES`; else
+    DistlearnValueError naming the field and its allowed range. What depends on the model and the cluster (dp·tp·cp·pp
+    GPUs, tp inside a node …) is :func:`distlearn.planning.evaluation.validate_plan`'s. The search builds its
+    candidates from values it chose with :meth:`unchecked` (thousands per search)."""
 
     dp: int
     tp: int
@@ -74,6 +90,18 @@ class Plan:
     ep: int = 1
     schedule: str = "1f1b"
 
+    def __post_init__(self):
+        check_plan_fields(self)
+
+    @classmethod
+    def unchecked(cls, *values) -> "Plan":
+        """A plan of the field values ``values`` (all thirteen, in field order) built without :meth:`__post_init__`'s
+        checks: for the search, whose values come from the model, the cluster and its own loops (thousands per
+        search; issue 31: validate once at the boundary, keep inner loops arithmetic). Not for a student's plan."""
+        plan = object.__new__(cls)
+        plan.__dict__.update(zip(_PLAN_FIELDS, values))
+        return plan
+
     @property
     def world_size(self) -> int:
         return self.dp * self.tp * self.cp * self.pp
@@ -86,6 +114,38 @@ class Plan:
         v += f" {self.schedule}" if self.schedule != "1f1b" else ""
         return (f"dp={self.dp} tp={self.tp}{cp} pp={self.pp}{v} zero={self.zero_stage} recompute={self.recompute} "
                 f"b={self.micro_batch_size} m={self.num_microbatches}{layers}")
+
+
+_PLAN_FIELDS = tuple(f.name for f in dataclasses.fields(Plan))
+
+
+def check_plan_fields(p: Plan) -> None:
+    """Check what a plan says by itself (see :class:`Plan`); ``stage_layers`` given as a list is stored as a tuple.
+    Raises DistlearnValueError naming the field (``plan`` when ``p`` is not a :class:`Plan`, e.g. ``"dp=8"``)."""
+    if not isinstance(p, Plan):
+        raise DistlearnValueError("plan", f"plan must be a Plan, e.g. Plan(dp=8, tp=1, pp=1); got {p!r} "
+                                          f"({type(p).__name__}).",
+                                  f"plan 必须是 Plan 对象，例如 Plan(dp=8, tp=1, pp=1)；收到 {p!r}"
+                                  f"（{type(p).__name__}）。")
+    for name, (low, high) in PLAN_RANGES.items():
+        check_int(name, getattr(p, name), minimum=low, maximum=high)
+    check_choice("recompute", p.recompute, RECOMPUTE_MODES)
+    check_bool("sequence_parallel", p.sequence_parallel)
+    check_choice("schedule", p.schedule, PLAN_SCHEDULES)
+    layers = p.stage_layers
+    if layers is None:
+        return
+    if isinstance(layers, list):
+        layers = tuple(layers)
+    if (not isinstance(layers, tuple) or not 1 <= len(layers) <= PLAN_RANGES["pp"][1]
+            or not all(type(n) is int and 0 <= n <= MAX_WORLD_SIZE for n in layers)):
+        raise DistlearnValueError(
+            "stage_layers", f"stage_layers must be None or a tuple of whole numbers in [0, {MAX_WORLD_SIZE}] (layers "
+                            f"per pipeline stage, one per stage), e.g. (7, 8, 8, 7); got {p.stage_layers!r}.",
+            f"stage_layers 必须是 None，或由 [0, {MAX_WORLD_SIZE}] 范围内的整数组成的元组（每个流水线阶段的层数，"
+            f"每个阶段一个），例如 (7, 8, 8, 7)；收到 {p.stage_layers!r}。")
+    if layers is not p.stage_layers:
+        object.__setattr__(p, "stage_layers", layers)
 
 
 class Setting:

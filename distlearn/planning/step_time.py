@@ -54,7 +54,7 @@ from distlearn.context_parallel.simulation import cp_comm_bytes
 from distlearn.core.validate import check_choice, check_int
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
-from distlearn.planning.setting import Plan, Setting, stage_starts
+from distlearn.planning.setting import PLAN_RANGES, Plan, Setting, check_plan_fields, stage_starts
 
 RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
 
@@ -64,9 +64,11 @@ def bubble_ratio(pp: int, num_microbatches: int, num_chunks: int = 1) -> float:
     """Megatron's bubble ratio t_bubble / t_ideal = (p − 1)/(v·m); 0 when pp = 1.
 
     Narayanan et al. 2021 §2.2.1 (1F1B and GPipe have the same bubble, (p−1)/m) and §2.2.2 (interleaving with v
-    chunks per GPU divides it by v). It exceeds 1 when m < p − 1: it is not a share of anything.
+    chunks per GPU divides it by v). It exceeds 1 when m < p − 1: it is not a share of anything. ``pp``,
+    ``num_microbatches``, ``num_chunks``: integers in the ranges of
+    :data:`~distlearn.planning.setting.PLAN_RANGES` (≥ 1), else DistlearnValueError.
     """
-    return (pp - 1) / (num_chunks * num_microbatches)
+    return _bubble_ratio(*_bubble_args(pp, num_microbatches, num_chunks))
 
 
 def bubble_fraction(pp: int, num_microbatches: int, num_chunks: int = 1) -> float:
@@ -74,9 +76,37 @@ def bubble_fraction(pp: int, num_microbatches: int, num_chunks: int = 1) -> floa
     1 − busy / (p·T) = (p − 1)/(v·m + p − 1) for equal stages (0 when pp = 1, always below 1).
 
     Equal to ``distlearn.pipeline_parallel.schedules.simulate(...).bubble_fraction`` for 1F1B, and for interleaved 1F1B when m is a
-    multiple of p (tests check both); ratio r = :func:`bubble_ratio` gives it as r / (1 + r).
+    multiple of p (tests check both); ratio r = :func:`bubble_ratio` gives it as r / (1 + r). The arguments are
+    checked as :func:`bubble_ratio`'s (DistlearnValueError).
     """
+    return _bubble_fraction(*_bubble_args(pp, num_microbatches, num_chunks))
+
+
+def _bubble_args(pp, num_microbatches, num_chunks) -> tuple[int, int, int]:
+    """The three arguments of the bubble functions, each an integer in its :data:`PLAN_RANGES` range."""
+    return tuple(check_int(name, value, minimum=PLAN_RANGES[name][0], maximum=PLAN_RANGES[name][1])
+                 for name, value in (("pp", pp), ("num_microbatches", num_microbatches), ("num_chunks", num_chunks)))
+
+
+def _bubble_ratio(pp: int, num_microbatches: int, num_chunks: int) -> float:
+    """:func:`bubble_ratio` of checked arguments."""
+    return (pp - 1) / (num_chunks * num_microbatches)
+
+
+def _bubble_fraction(pp: int, num_microbatches: int, num_chunks: int) -> float:
+    """:func:`bubble_fraction` of checked arguments."""
     return (pp - 1) / (num_chunks * num_microbatches + pp - 1)
+
+
+def plan_bubble(p: Plan) -> tuple[float, float]:
+    """``(bubble_fraction, bubble_ratio)`` of plan ``p``'s pipeline under 1F1B (interleaved with v chunks): the
+    formulas of :func:`bubble_fraction` and :func:`bubble_ratio` on the plan's pp, m and v, which :class:`Plan`
+    checked when it was built (the planner's evaluation calls this for every plan: no second check). Raises
+    DistlearnValueError when ``p`` is not a :class:`Plan`."""
+    if type(p) is not Plan:
+        check_plan_fields(p)
+    return (_bubble_fraction(p.pp, p.num_microbatches, p.num_chunks),
+            _bubble_ratio(p.pp, p.num_microbatches, p.num_chunks))
 
 
 def bubble_share(st: Setting, p: Plan) -> float:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_text
 
 # ---------------------------------------------------------------- number formats
 @dataclass(frozen=True)
@@ -30,6 +30,21 @@ class FloatFormat:
     storage_bits: int | None = None
     torch_dtype: str | None = None
     source: str = ""
+
+    def __post_init__(self):
+        """``name`` a string; ``exponent_bits`` in [2, 11] and ``mantissa_bits`` in [1, 52] (fp64's are 11 and 52;
+        fewer than 2 exponent bits or no mantissa bit leave no finite numbers to describe in the IEEE-like and the
+        finite_only convention alike); ``finite_only`` a bool; ``storage_bits`` None or in [bits, 64];
+        ``torch_dtype`` None or a string; ``source`` a string. Raises DistlearnValueError naming the field."""
+        check_text("name", self.name)
+        check_int("exponent_bits", self.exponent_bits, minimum=2, maximum=11)
+        check_int("mantissa_bits", self.mantissa_bits, minimum=1, maximum=52)
+        check_bool("finite_only", self.finite_only)
+        if self.storage_bits is not None:
+            check_int("storage_bits", self.storage_bits, minimum=self.bits, maximum=64)
+        if self.torch_dtype is not None:
+            check_text("torch_dtype", self.torch_dtype)
+        check_text("source", self.source)
 
     @property
     def bits(self) -> int:
