@@ -430,6 +430,8 @@ def test_a_port_in_lab_args_wins_over_make_labs_own(monkeypatch, tmp_path):
 
     assert lab.port_given(["--no-browser", "--port", "8892"]) and lab.port_given(["--port=8892"])
     assert lab.port_given(["--ServerApp.port=8892"]) and not lab.port_given(["--no-browser", "--ip=0.0.0.0"])
+    # open_lab sets the server's environment just before execv: keep it out of this test process
+    monkeypatch.setattr(lab.os, "environ", dict(lab.os.environ))
     for args, ports in (("--no-browser --port 8892", ["8892"]), ("--no-browser", ["8888"])):
         seen = {}
         monkeypatch.setattr(lab.os, "execv", lambda exe, cmd: seen.update(cmd=cmd))
