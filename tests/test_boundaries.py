@@ -282,7 +282,9 @@ def structured_bad_values(value) -> list[tuple[object, bool, str]]:
 NAN_ALLOWED = {  # a collective moves whatever the ranks hold: NaN propagates, as in NCCL
     ("distlearn.core.comm.nccl_average", "arrays"), ("distlearn.core.comm.reference_ring_all_reduce", "arrays")}
 ANY_SHAPE = {  # one array per rank along the first axis, of any shape
-    ("distlearn.core.comm.nccl_average", "arrays"), ("distlearn.core.comm.reference_ring_all_reduce", "arrays")}
+    ("distlearn.core.comm.nccl_average", "arrays"), ("distlearn.core.comm.reference_ring_all_reduce", "arrays"),
+    # a weight (d_in, d_out) or a bias (d_out,): both are split by columns
+    ("distlearn.tensor_parallel.simulation.shard_columns", "w")}
 
 
 def probe_structured(fn) -> tuple[list[str], int]:
