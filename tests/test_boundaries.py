@@ -284,7 +284,8 @@ NAN_ALLOWED = {  # a collective moves whatever the ranks hold: NaN propagates, a
 ANY_SHAPE = {  # one array per rank along the first axis, of any shape
     ("distlearn.core.comm.nccl_average", "arrays"), ("distlearn.core.comm.reference_ring_all_reduce", "arrays"),
     # a weight (d_in, d_out) or a bias (d_out,): both are split by columns
-    ("distlearn.tensor_parallel.simulation.shard_columns", "w")}
+    ("distlearn.tensor_parallel.simulation.shard_columns", "w"),
+    ("distlearn.precision.scaling.quantize_tensorwise", "x")}  # one scale for a tensor of any shape
 
 
 def probe_structured(fn) -> tuple[list[str], int]:

@@ -345,12 +345,14 @@ class array(_Spec):
     (so ``x: "batch hidden"`` and ``w: "hidden ffn"`` must agree on ``hidden``). ``shape=None``: any shape.
     ``finite``: NaN and ±inf refused (default). ``min_size``: fewest elements (1: an empty array is refused)."""
 
-    def __init__(self, shape: str | None = None, *, finite: bool = True, min_size: int = 1, cap: int = MAX_ELEMENTS):
+    def __init__(self, shape: str | None = None, *, finite: bool = True, min_size: int = 1, cap: int = MAX_ELEMENTS,
+                 torch: bool = False, number: bool = False):
         self.axes = None if shape is None else tuple(shape.split())
         self.leading = bool(self.axes) and self.axes[0] == "..."
         if self.leading:
             self.axes = self.axes[1:]
         self.finite, self.min_size, self.cap = finite, min_size, cap
+        self.torch, self.number = torch, number  # torch: a torch tensor only; number: a plain number too
 
     def _wanted(self, dims: dict) -> str:
         sizes = [str(dims.get(a, a if a.isdigit() else "·")) for a in self.axes]
@@ -359,6 +361,15 @@ class array(_Spec):
         return f"({names})" + (f" = ({shown})" if any(a in dims for a in self.axes) else "")
 
     def check(self, name, value, dims):
+        if self.number and isinstance(value, numbers.Real) and not isinstance(value, bool):
+            check_number(name, value) if self.finite else None
+            return
+        if self.torch and type(value).__module__ != "torch":
+            shown = repr(value) if len(repr(value)) <= 60 else repr(value)[:57] + "..."
+            raise DistlearnValueError(name, f"{name} must be a torch tensor{' or a number' * self.number}, e.g. "
+                                            f"torch.randn(4, 8); got {shown} ({type(value).__name__}).",
+                                      f"{name} 必须是 torch 张量{'或数值' * self.number}，例如 torch.randn(4, 8)；"
+                                      f"收到 {shown}（{type(value).__name__}）。")
         shape = _array_shape(name, value, self.finite, self.cap)
         size = math.prod(shape)
         if size < self.min_size:
@@ -411,6 +422,24 @@ class whole(_Spec):
 
     def check(self, name, value, dims):
         check_int(name, value, minimum=self.minimum, maximum=self.maximum)
+
+
+class flag(_Spec):
+    """The parameter (or, inside :class:`each`, an item) is True or False (:func:`check_bool`)."""
+
+    def check(self, name, value, dims):
+        check_bool(name, value)
+
+
+class maybe(_Spec):
+    """The parameter is ``None`` or what ``spec`` says (for a parameter without a default that takes ``None``)."""
+
+    def __init__(self, spec: _Spec):
+        self.spec = spec
+
+    def check(self, name, value, dims):
+        if value is not None:
+            self.spec.check(name, value, dims)
 
 
 class mapping(_Spec):
