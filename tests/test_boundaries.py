@@ -30,6 +30,10 @@ written-out calls (184 functions) now get bad values of their kind too (:func:`s
 calls; the first run found 941 problems; chapter 10's attention and merge functions, chapter 02's ring and NCCL
 average, the α-β fits, estimate_memory and count_parameters were fixed at their boundaries (135), and the 806 left are listed in
 tests/boundary_known_problems.txt, a list that may only shrink. About 15 s with two workers on an idle machine.
+Fourth run: the planner's formulas (Setting and Plan tested inline at entry, ``type(st) is Setting``: the search
+keeps its speed), tensor_parallel.simulation and precision check their records, arrays (named axes that must agree
+across parameters) and streams with :func:`distlearn.core.validate.checks`, then core.moe.route, DeepSpeed's helpers
+and goodput.simulate_run: 1,308 calls, 586 fixed, 220 left.
 """
 from __future__ import annotations
 
