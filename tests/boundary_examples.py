@@ -388,7 +388,7 @@ CALLS = {
     f"{PM}.candidate_rows": lambda: _sp(),
     f"{PM}.stage_states": lambda: _sp(stages=_candidate_rows()),
     f"{PM}.stage_activations": lambda: _sp(stages=_candidate_rows()),
-    f"{PM}.stage_inflight": lambda: _sp(row=_candidate_rows()[0], peaks=_peaks()),
+    f"{PM}.stage_inflight": lambda: _sp(row=_candidate_rows()[0], peaks=_peaks),  # peaks(): a function
     f"{PM}.memory_parts": lambda: _sp(),
     f"{PM}.plan_memory": lambda: _sp(),
     f"{PM}.memory_total": lambda: _sp(),
@@ -403,6 +403,7 @@ CALLS = {
     "distlearn.planning.setting.resolve": lambda: {"model": "llama3-8b", "gpu": "h100-80gb", "num_gpus": 8,
                                                    "cluster": None},
     "distlearn.planning.setting.check_plan_fields": lambda: {"p": _plan()},
+    "distlearn.planning.setting.check_setting_plan": lambda: _sp(),
     f"{ST}.plan_bubble": lambda: {"p": _plan(num_chunks=1)},
     f"{ST}.schedule_costs": lambda: {"st": _setting(), "recompute": "selective"},
     f"{ST}.stage_kinds": lambda: {"st": _setting(), "sizes": [16, 16]},

@@ -329,7 +329,9 @@ def test_bad_shapes_raise_bilingual_errors(call, names):
 
 def test_mismatched_shapes_are_named():
     x = np.ones((4, 1, 8))
-    with pytest.raises(DistlearnValueError, match="w2 has shape"):
+    # checked at the boundary (distlearn.core.validate.checks): the axes named, with the sizes x and w1 fixed
+    with pytest.raises(DistlearnValueError, match=r"w2 must be an array of shape \(f, h\) = \(16, 8\); got shape "
+                                                  r"\(8, 16\)"):
         T.megatron_mlp(x, np.ones((8, 16)), np.ones(16), np.ones((8, 16)), np.ones(8), x, 2)
     with pytest.raises(DistlearnValueError, match="grad_out"):
         T.parallel_attention(x, *[np.ones((8, 8))] * 4, 2, np.ones((4, 2, 8)), 2)

@@ -34,7 +34,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from distlearn.core.validate import check_bool, check_choice, check_divisible, check_int, check_number
+from distlearn.core.validate import array, check_bool, check_choice, check_divisible, check_int, check_number, checks
 
 __all__ = ["TorchRouting", "route", "capacity", "GroupedExperts", "SwiGLU", "MoE"]
 
@@ -84,6 +84,7 @@ def _keep_within_capacity(index: torch.Tensor, num_experts: int, cap: int, token
     return kept
 
 
+@checks(logits=array("tokens experts", torch=True), bias=array("experts", torch=True))
 def route(logits: torch.Tensor, k: int, *, score: str = "softmax", normalize: bool = True,
           bias: torch.Tensor | None = None, scale: float = 1.0, num_groups: int = 1, groups_per_token: int = 1,
           capacity_factor: float | None = None, tokens_per_group: int | None = None) -> TorchRouting:

@@ -20,7 +20,7 @@ import os
 from dataclasses import dataclass
 
 from distlearn.memory.formulas import GiB
-from distlearn.core.validate import (MAX_WORLD_SIZE, check_bool, DistlearnValueError, check_choice, check_int,
+from distlearn.core.validate import (MAX_WORLD_SIZE, check_bool, check_record, checks, each, mapping, record, DistlearnValueError, check_choice, check_int,
                                      check_number, check_positive, check_text)
 
 TORCH_VERSION = "2.13.0"
@@ -421,6 +421,7 @@ def deepspeed_config(*, micro_batch_size: int, gradient_accumulation_steps: int 
     return config
 
 
+@checks(config=mapping(numbers=False))
 def validate_config(config: dict, dp: int = 1):
     """Parse ``config`` with DeepSpeed's own ``deepspeed.runtime.config.DeepSpeedConfig`` as ``dp`` data-parallel
     ranks would see it, and return that object (e.g. ``.train_batch_size``, ``.zero_optimization_stage``).
@@ -558,6 +559,7 @@ def estimator_rows(total_params: int, largest_layer_params: int | None = None, *
     return rows
 
 
+@checks(rows=each(record(tuple, "(1.5, 0.25, 'offload_param=cpu')"), min_len=0))
 def format_rows(rows) -> str:
     """The table lines exactly as DeepSpeed prints them (``  per CPU  |  per GPU |   Options`` and the rows)."""
     lines = ["  per CPU  |  per GPU |   Options"]
@@ -610,6 +612,9 @@ def printed_numbers(text: str) -> list[float]:
 def largest_layer_params(module) -> int:
     """The largest number of parameters owned directly by one submodule (``parameters(recurse=False)``), as
     DeepSpeed's ``model_to_params`` defines "largest layer" (for a transformer: usually the embedding)."""
+    import torch
+
+    check_record("module", module, torch.nn.Module, "torch.nn.Linear(4, 4)")
     return max((sum(p.numel() for p in m.parameters(recurse=False)) for m in module.modules()), default=0)
 
 

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distlearn.core.validate import (MAX_STEPS, DistlearnValueError, check_int, check_number, check_positive,
+from distlearn.core.validate import (checks, record, MAX_STEPS, DistlearnValueError, check_int, check_number, check_positive,
                                      check_seed)
 
 HOURS_PER_DAY = 24.0
@@ -205,6 +205,7 @@ class SimulatedRun:
         return self.work / self.wall_time
 
 
+@checks(rng=record(np.random.Generator, "np.random.default_rng(0)"))
 def simulate_run(work: float, interval: float, checkpoint_time: float, restart_time: float, mtbf: float,
                  rng: np.random.Generator) -> SimulatedRun:
     """Replay one run of Daly's model with exponential failures drawn from ``rng``.

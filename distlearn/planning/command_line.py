@@ -12,9 +12,10 @@ from distlearn.core.hardware import GPUS, get_gpu
 from distlearn.core.i18n import bi, get_language
 from distlearn.memory.formulas import GB, PRECISION_LABELS
 from distlearn.core.models import PRESETS
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_text
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_text, each, record
 from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute_peak
 from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
+from distlearn.planning.evaluation import Estimate
 from distlearn.planning.plan_search import search
 from distlearn.planning.setting import FRAGMENTATION, RESERVE_BYTES
 from distlearn.precision.fp8_recipes import RECIPES
@@ -65,6 +66,8 @@ def format_table(plans, limit: int = 10) -> str:
     :func:`table_legend`. Raises DistlearnValueError for a ``limit`` that is not an integer ≥ 1."""
     limit = check_int("limit", limit, minimum=1)
     plans = getattr(plans, "plans", plans)  # planner.search(...) itself, or its .plans
+    each(record(Estimate, "planner.search('llama3-8b', global_batch=512, seq_len=4096).plans[0]"),
+         min_len=0).check("plans", plans, {})
     lang = get_language()
     rows = {"en": [HEADER], "zh": [HEADER_ZH]}.get(lang, [HEADER, HEADER_ZH])
     for i, e in enumerate(plans[:limit], 1):
@@ -183,6 +186,7 @@ def cli(argv: list[str]) -> int:
     would, or why no plan can be formed), 2 on bad input (with the message in the reader's language). ``--help``
     returns 0.
     """
+    each(record(str, "'--gpus'"), min_len=0, max_len=100).check("argv", argv, {})  # None would read sys.argv
     try:
         args = parser().parse_args(argv)
     except SystemExit as exc:  # --help, or a bad option already reported: return its status, do not exit Python

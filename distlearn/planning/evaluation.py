@@ -14,10 +14,11 @@ from dataclasses import dataclass
 
 from distlearn.core.hardware import GPU, Cluster
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import DistlearnValueError, check_divisible, check_int
+from distlearn.core.records import CLUSTER, MODEL
+from distlearn.core.validate import DistlearnValueError, check_divisible, check_int, checks
 from distlearn.planning.memory import plan_memory
-from distlearn.planning.setting import (FRAGMENTATION, RESERVE_BYTES, Plan, Setting, check_plan_fields,
-                                        make_setting, resolve)
+from distlearn.planning.setting import (FRAGMENTATION, PLAN, RESERVE_BYTES, Plan, Setting, check_plan_fields,
+                                        check_setting_plan, make_setting, resolve)
 from distlearn.planning.step_time import plan_bubble, plan_time, schedule_bubble_ratio
 
 
@@ -54,6 +55,8 @@ class Estimate:
 def estimate(st: Setting, p: Plan, memory: dict | None = None) -> Estimate:
     """The :class:`Estimate` of plan ``p`` (``memory``: its :func:`~distlearn.planning.memory.plan_memory` if
     already computed). ``p`` must be valid for ``st`` (:func:`validate_plan`, or built by the search)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     mem = memory or plan_memory(st, p)
     t = plan_time(st, p)
     n = st.cluster.world_size
@@ -91,6 +94,7 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     return estimate(st, plan)
 
 
+@checks(model=MODEL, cluster=CLUSTER)
 def validate_plan(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: int, seq_len: int | None = None
                   ) -> None:
     """Raise DistlearnValueError (bilingual, naming the field) unless ``p`` is a plan the search could produce:
@@ -109,6 +113,7 @@ def validate_plan_fields(p: Plan) -> None:
     check_plan_fields(p)
 
 
+@checks(model=MODEL, cluster=CLUSTER, p=PLAN)
 def validate_plan_layout(model: ModelConfig, cluster: Cluster, p: Plan, global_batch: int,
                          seq_len: int | None = None) -> None:
     """Check a plan (whose fields :func:`validate_plan_fields` accepted) against the model, the cluster and the

@@ -22,7 +22,9 @@ from typing import NamedTuple
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.core.hardware import GPU, peak_flops
 from distlearn.core.models import ModelConfig, build_model
-from distlearn.core.validate import DistlearnValueError, check_choice, check_elements, check_int, check_seed
+from distlearn.core.records import GPU as GPU_SPEC, MODEL
+from distlearn.core.validate import (DistlearnValueError, check_choice, check_elements, check_int, check_seed, checks,
+                                     mapping)
 from distlearn.memory.formulas import PRECISIONS
 from distlearn.precision.fp8_recipes import RECIPES as FP8_RECIPES
 
@@ -56,6 +58,7 @@ def attention_core_flops(model: ModelConfig, seq_len: int) -> float:
     return 4 * s * s * model.hidden_size
 
 
+@checks(model=MODEL)
 def forward_flops(model: ModelConfig, num_sequences: int, seq_len: int) -> dict[str, float]:
     """Forward FLOPs of ``num_sequences`` sequences of ``seq_len`` tokens: ``{"layers", "attention", "logits"}``.
 
@@ -78,6 +81,7 @@ def _forward_flops(model: ModelConfig, B: int, s: int) -> dict[str, float]:
             "logits": 2 * B * s * h * model.vocab_size}
 
 
+@checks(model=MODEL)
 def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: str = "none") -> dict[str, float]:
     """FLOPs of one training step: ``{"model", "hardware"}`` (:func:`flops_of_step` of :func:`forward_flops`).
     Raises DistlearnValueError for a ``recompute`` not in
@@ -86,6 +90,7 @@ def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: 
     return _flops_of_step(forward_flops(model, num_sequences, seq_len), recompute)
 
 
+@checks(forward=mapping(("layers", "logits")))
 def flops_of_step(forward: dict[str, float], recompute: str) -> dict[str, float]:
     """``{"model", "hardware"}`` FLOPs of a step whose forward costs ``forward`` (:func:`forward_flops`).
 
@@ -104,6 +109,7 @@ def _flops_of_step(forward: dict[str, float], recompute: str) -> dict[str, float
     return {"model": model_flops, "hardware": model_flops + extra}
 
 
+@checks(model=MODEL)
 def measured_flops(model: ModelConfig, num_sequences: int, seq_len: int, seed: int = 0) -> dict[str, int]:
     """FLOPs that PyTorch itself counts (``torch.utils.flop_counter.FlopCounterMode``) for one forward and one
     backward of ``model`` built for real on the CPU (keep it small): ``{"forward", "backward"}``.
@@ -135,6 +141,7 @@ def measured_flops(model: ModelConfig, num_sequences: int, seq_len: int, seed: i
     return {"forward": fwd.get_total_flops(), "backward": bwd.get_total_flops()}
 
 
+@checks(model=MODEL)
 def megatron_flops(model: ModelConfig, batch: int, seq_len: int) -> float:
     """Narayanan et al. 2021 eq. 3: 96·B·s·l·h²·(1 + s/(6h) + V/(16·l·h)) FLOPs per step (with recomputation).
 
@@ -147,6 +154,7 @@ def megatron_flops(model: ModelConfig, batch: int, seq_len: int) -> float:
 
 
 # ---------------------------------------------------------------- peaks
+@checks(gpu=GPU_SPEC)
 def compute_peak(gpu: GPU, precision: str) -> float:
     """Dense FLOP/s the matrix multiplies of ``precision`` run at on ``gpu`` (:func:`matmul_peak`). Raises
     DistlearnValueError for an unknown precision, for fp32 on a GPU whose fp32 peak is unknown, or for FP8 on a
@@ -155,6 +163,7 @@ def compute_peak(gpu: GPU, precision: str) -> float:
     return _matmul_peak(gpu, precision)
 
 
+@checks(gpu=GPU_SPEC)
 def matmul_peak(gpu: GPU, precision: str) -> float:
     """:func:`compute_peak` for a ``precision`` known to be one of :data:`PLANNER_PRECISIONS`: ``gpu.peak_flops``
     (16-bit tensor cores) for the mixed-precision recipes, ``gpu.peak_flops_fp32`` (TF32 tensor cores, FP32 on a

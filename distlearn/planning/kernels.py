@@ -64,7 +64,8 @@ from dataclasses import dataclass
 from distlearn.activation_memory.formulas import ATTENTION, SWIGLU
 from distlearn.core.hardware import GPU
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_int, check_number,
+from distlearn.core.records import GPU as GPU_SPEC, MODEL
+from distlearn.core.validate import (checks, record, DistlearnValueError, check_bool, check_choice, check_int, check_number,
                                      check_positive)
 from distlearn.planning import flops
 
@@ -88,6 +89,7 @@ END_TO_END = 0.78
 MASK_BYTES = 1  # a dropout mask: one byte per value (torch's bool mask)
 
 
+@checks(gpu=GPU_SPEC)
 def gpu_family(gpu: GPU) -> str:
     """The key of :data:`GEMM_CEILING` / :data:`FLASH_SHARE` for ``gpu``: its name's prefix (``"a100-80gb"`` →
     ``"a100"``, ``"a100-80gb-jean-zay"`` → ``"a100"``, ``"h800"`` → ``"h800"``). A GPU of another family gets
@@ -117,6 +119,7 @@ class Gemm:
         return ((self.m * self.k + self.k * self.n) * in_bytes + self.m * self.n * out_bytes) * self.count
 
 
+@checks(g=record(Gemm, "Gemm(\"qkv\", 4096, 4096, 4096)"))
 def gemm_seconds(g: Gemm, peak: float, ceiling: float, hbm_bw: float, in_bytes: float = 2,
                  out_bytes: float = 2) -> float:
     """Roofline time of ``g``: max(FLOPs / (peak × ceiling), bytes / hbm_bw), seconds. Raises DistlearnValueError
@@ -174,6 +177,7 @@ def layer_gemms(model: ModelConfig, tokens: float, tp: int, layer: int | None = 
     return attn + [Gemm("mlp gate+up", tokens, 2 * f / t, h), Gemm("mlp down", tokens, h, f / t)]
 
 
+@checks(model=MODEL)
 def attention_gemms(model: ModelConfig, micro_batch: int, seq_len: int, tp: int) -> list[Gemm]:
     """The materialised attention core's two batched GEMMs, b·a/t of each: QKᵀ (s × d)·(d × s) and
     scores·V (s × s)·(s × d) (MLA: d_qk and d_v). Raises DistlearnValueError unless ``micro_batch``, ``seq_len``
@@ -210,6 +214,7 @@ class ElementwiseOp:
                 self.values * (self.backward * act_bytes + self.backward_masks * MASK_BYTES))
 
 
+@checks(model=MODEL)
 def elementwise_ops(model: ModelConfig, micro_batch: int, tokens: float, tp: int, sequence_parallel: bool,
                     attention: str, swiglu: str = "unfused", seq_len: int | None = None,
                     layer: int | None = None) -> list[ElementwiseOp]:
@@ -322,6 +327,7 @@ class LayerSeconds:
         return fwd + bwd + extra
 
 
+@checks(model=MODEL, gpu=GPU_SPEC)
 def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: int, tp: int, cp: int = 1,
                   sequence_parallel: bool = True, attention: str = "materialised", swiglu: str = "unfused",
                   gemm_peak: float, peak: float, gemm_bytes: float = 2, act_bytes: float = 2,
@@ -426,6 +432,7 @@ def _layer_total(ops, act_bytes: float, bw: float, g_fwd: float, a_fwd: float, a
 NORM_ACT_OPS = ("layernorm", "rmsnorm", "bias-gelu", "swiglu", "silu")
 
 
+@checks(model=MODEL, gpu=GPU_SPEC)
 def logits_seconds(model: ModelConfig, gpu: GPU, *, tokens: float, tp: int, peak: float,
                    act_bytes: float = 2) -> float:
     """Forward + backward seconds of the output layer on one GPU: the logits GEMM (m = tokens, n = V/t, k = h) and

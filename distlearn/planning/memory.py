@@ -38,11 +38,11 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-from distlearn.core.validate import check_int, check_number
+from distlearn.core.validate import check_int, check_number, checks, each, function, record, whole
 from distlearn.memory.formulas import ModelStateBytes, bytes_per_param
 from distlearn.pipeline_parallel.schedules import peak_inflight_weighted
 from distlearn.planning.flops import StageSums
-from distlearn.planning.setting import Plan, Setting, stage_starts
+from distlearn.planning.setting import PLAN, SETTING, Plan, Setting, check_setting_plan, stage_starts
 from distlearn.planning.step_time import zero_bubble_terms
 
 
@@ -75,6 +75,7 @@ def interleaved_inflight(pp: int, stage: int, num_chunks: int, num_microbatches:
     return min(num_microbatches, (2 * (pp - stage - 1) + (num_chunks - 1) * pp + 1) / num_chunks)
 
 
+@checks(stage_layers=each(whole()))
 def chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
     """Layers of each chunk of each stage when stage i's ``stage_layers[i]`` layers are cut into ``num_chunks``
     chunks that differ by at most one layer. The smaller chunks sit at the model's ends: first on the first stage
@@ -100,6 +101,7 @@ def _chunk_layers(stage_layers, num_chunks: int) -> tuple[tuple[int, ...], ...]:
     return tuple(out)
 
 
+@checks(stage_layers=each(whole()))
 def stage_peak_layers(pp: int, num_microbatches: int, num_chunks: int, stage_layers,
                       stages=None) -> tuple[float, ...]:
     """Per stage, the most layer-micro-batches of activations alive at once:
@@ -148,6 +150,9 @@ class CandidateStage(NamedTuple):
     sums: StageSums       # its layers' parameters and FLOPs
 
 
+CANDIDATE = record(CandidateStage, "candidate_rows(st, p)[0]")
+
+
 class StageStates(NamedTuple):
     """Bytes per GPU of one stage's model states."""
 
@@ -172,6 +177,7 @@ class MemoryParts(NamedTuple):
     zero3_buffer: float   # bytes of two gathered layers under ZeRO-3 (0 otherwise), the same on every stage
 
 
+@checks(sizes=each(whole()), moe_layers=each(whole()))
 def candidate_stages(sizes: list[int], moe_layers: list[int] | None = None) -> list[int]:
     """The stages that can hold the most memory: the first, the last, and each middle stage that no earlier middle
     stage dominates. A later middle stage with no more layers than an earlier one holds no more: the same bytes
@@ -192,9 +198,11 @@ def candidate_stages(sizes: list[int], moe_layers: list[int] | None = None) -> l
 def candidate_rows(st: Setting, p: Plan) -> list[CandidateStage]:
     """The :class:`CandidateStage` of each stage that can be the worst of :func:`plan_memory` for the plan's pp and
     stage split."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     m, pp, counts = st.model, p.pp, st.counts
     sizes = st.stages(pp, p.stage_layers)
-    starts = stage_starts(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
+    starts = stage_starts.unchecked(sizes) if m.is_moe else [0] * pp  # only MoE layers differ from one another
     if pp == 1:
         rows = [(0, sizes[0], counts.embedding_params + counts.last_stage_params, True, True)]
     elif p.stage_layers is None:
@@ -209,6 +217,7 @@ def candidate_rows(st: Setting, p: Plan) -> list[CandidateStage]:
 
 
 # ---------------------------------------------------------------- the terms
+@checks(st=SETTING, p=PLAN, stages=each(CANDIDATE))
 def stage_states(st: Setting, p: Plan, stages: list[CandidateStage]) -> list[StageStates]:
     """:class:`StageStates` of each of ``stages`` for the plan's tp, dp·cp, ep and ZeRO stage."""
     tp, cp = p.tp, p.cp
@@ -227,6 +236,8 @@ def stage_states(st: Setting, p: Plan, stages: list[CandidateStage]) -> list[Sta
 def stage_inflight(st: Setting, p: Plan, row: CandidateStage, peaks) -> float:
     """Micro-batches' worth of ``row``'s activations alive at the schedule's peak (module docstring); ``peaks()``
     gives :func:`stage_peak_layers` of the candidate stages (needed with uneven chunks only)."""
+    if type(st) is not Setting or type(p) is not Plan or type(row) is not CandidateStage or not callable(peaks):
+        _check_stage_inflight(st, p, row, peaks)  # inline: the search calls this per stage of every plan
     pp, v = p.pp, p.num_chunks
     inflight = 1.0
     if row.is_first and pp > 1 and p.stage_layers is None:
@@ -241,6 +252,12 @@ def stage_inflight(st: Setting, p: Plan, row: CandidateStage, peaks) -> float:
     return inflight
 
 
+@checks(st=SETTING, p=PLAN, row=CANDIDATE, peaks=function())
+def _check_stage_inflight(st, p, row, peaks) -> None:
+    """:func:`stage_inflight`'s arguments, when its inline test found one that is not what the search passes."""
+
+
+@checks(st=SETTING, p=PLAN, stages=each(CANDIDATE))
 def stage_activations(st: Setting, p: Plan, stages: list[CandidateStage]) -> list[StageActivations]:
     """:class:`StageActivations` of each of ``stages``: what the micro-batches in flight keep (formulas in the
     module docstring); the ZeRO stage and dp play no part."""
@@ -273,6 +290,8 @@ def stage_activations(st: Setting, p: Plan, stages: list[CandidateStage]) -> lis
 
 def memory_parts(st: Setting, p: Plan) -> MemoryParts:
     """:class:`MemoryParts` of :func:`plan_memory`'s candidate stages, memoized per layout and batching."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     b, tp, pp, v, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.cp
     memo = st.memo  # looked at before building any closure
     stages = memo.get(("candidate_stages", pp, p.stage_layers))
@@ -285,13 +304,13 @@ def memory_parts(st: Setting, p: Plan) -> MemoryParts:
     key = ("stage_acts", b, tp, pp, v, mb, cp, p.sequence_parallel, p.recompute, p.stage_layers, p.schedule)
     held = memo.get(key)
     if held is None:
-        held = st.cached(key, lambda: stage_activations(st, p, stages))
+        held = st.cached(key, lambda: stage_activations.unchecked(st, p, stages))
     buffer = 2 * st.per["params"] * st.counts.largest_layer_params / tp if p.zero_stage == 3 else 0.0
     # the model states do not depend on the micro-batches: one computation for every batching of the layout
     key = ("stage_states", tp, pp, p.dp * cp, p.ep, p.zero_stage, p.stage_layers)
     held_states = memo.get(key)
     if held_states is None:
-        held_states = st.cached(key, lambda: stage_states(st, p, stages))
+        held_states = st.cached(key, lambda: stage_states.unchecked(st, p, stages))
     return MemoryParts(held_states, held, buffer)
 
 
@@ -300,6 +319,8 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
     reserve, and their total (formulas in the module docstring). Without ``stage_layers`` only the first and the
     last stage can be the worst (the first holds the most micro-batches, the last the logits); with them every
     stage that :func:`candidate_stages` keeps is looked at."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     parts = memory_parts(st, p)
     buffer, reserve = parts.zero3_buffer, st.reserve
     worst, worst_total = None, 0.0
@@ -317,6 +338,8 @@ def plan_memory(st: Setting, p: Plan) -> dict[str, float]:
 def memory_total(st: Setting, p: Plan) -> float:
     """``plan_memory(st, p)["total"]``, the same number, without building the breakdown (the search asks for
     it thousands of times)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     parts = memory_parts(st, p)
     buffer, reserve = parts.zero3_buffer, st.reserve
     return max(states.total + held.activations + held.logits + buffer + reserve

@@ -58,7 +58,7 @@ from dataclasses import replace
 from distlearn.core.hardware import GB_S, GPUS, Cluster, make_cluster
 from distlearn.core.i18n import bi, get_language
 from distlearn.core.models import MOE_PRESETS, ModelConfig, get_preset
-from distlearn.core.validate import check_choice
+from distlearn.core.validate import check_choice, checks, mapping
 from distlearn.planning.command_line import display_width
 from distlearn.planning.evaluation import evaluate
 from distlearn.planning.flops import megatron_flops, step_flops
@@ -179,6 +179,7 @@ KNOWN_MISSES = {
 }
 
 
+@checks(run=mapping(("gpu", "num_gpus"), numbers=False))
 def run_cluster(run) -> Cluster:
     """The cluster a published run used: ``run["num_gpus"]`` GPUs of ``run["gpu"]`` (a preset name or a :class:`GPU`)."""
     gpu = run["gpu"]

@@ -28,7 +28,8 @@ from distlearn.context_parallel.simulation import ring_overlap
 from distlearn.core.hardware import GPU, get_gpu, peak_flops
 from distlearn.core.i18n import bi, table, text
 from distlearn.core.models import ModelConfig, get_preset
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.records import MODEL
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number, checks
 from distlearn.planning.setting import COMPUTE_EFFICIENCY
 
 KINDS = ("dp", "fsdp", "tp", "cp", "ep")
@@ -70,6 +71,7 @@ def link_bandwidth(gpu: str | GPU, link: str) -> float:
     return g.network_bw if check_choice("link", link, LINKS) == "network" else g.nvlink_bw
 
 
+@checks(model=MODEL)
 def roofline(kind: str, gpu: str | GPU, *, link: str | None = None, model: ModelConfig | None = None,
              tp: int = 8, efficiency: float = COMPUTE_EFFICIENCY, value: float | None = None) -> Roofline:
     """The condition for ``kind`` (one of :data:`KINDS`) on ``gpu`` (module docstring). ``link``: default NVLink for

@@ -25,7 +25,7 @@ from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
 from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice, check_int,
-                                     check_number)
+                                     check_number, checks, each, record, whole)
 from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_state_bytes
 from distlearn.pipeline_parallel.schedules import partition_layers
 from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
@@ -283,6 +283,7 @@ class Setting:
         return self.cached(("hw", recompute), lambda: self.counts.hardware_flops(recompute))
 
 
+@checks(sizes=each(whole()))
 def stage_starts(sizes: list[int]) -> list[int]:
     """First layer of each stage of ``sizes`` layers."""
     out, k = [], 0
@@ -327,3 +328,31 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     check_choice("precision", precision, PLANNER_PRECISIONS)
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
                    fragmentation, swiglu, shared)
+
+
+# ---------------------------------------------------------------- the formulas' entry test (issue 33)
+SETTING_EXAMPLE = "make_setting(get_preset('llama3-8b'), make_cluster('h100-80gb', 8), global_batch=512, seq_len=4096)"
+PLAN_EXAMPLE = "Plan(dp=8, tp=1, pp=1)"
+_NO_PLAN = object()
+PLAN = record(Plan, PLAN_EXAMPLE)            # for @checks (distlearn.core.validate)
+SETTING = record(Setting, SETTING_EXAMPLE)
+
+
+def check_setting_plan(st, p=_NO_PLAN) -> None:
+    """The slow path of the test every public formula of :mod:`~distlearn.planning.memory`,
+    :mod:`~distlearn.planning.step_time` and :mod:`~distlearn.planning.evaluation` makes at its entry::
+
+        if type(st) is not Setting or type(p) is not Plan:
+            check_setting_plan(st, p)
+
+    The two ``type(...) is`` tests cost about 50 ns, so the search, which calls these formulas thousands of times
+    with the Setting it built and plans of :meth:`Plan.unchecked`, keeps its speed; a student who passes anything
+    else gets DistlearnValueError naming ``st`` or ``p`` and a call that makes one (:func:`make_setting`,
+    :class:`Plan`), instead of an AttributeError from inside the formula. A subclass of Plan has its fields
+    checked (:func:`check_plan_fields`)."""
+    from distlearn.core.validate import check_record
+
+    check_record("st", st, Setting, SETTING_EXAMPLE)
+    if p is not _NO_PLAN:
+        check_record("p", p, Plan, PLAN_EXAMPLE)
+        check_plan_fields(p)

@@ -51,10 +51,11 @@ from typing import NamedTuple
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.context_parallel.simulation import cp_comm_bytes
-from distlearn.core.validate import check_choice, check_int
+from distlearn.core.validate import check_choice, check_int, checks, each, mapping, record, whole
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
-from distlearn.planning.setting import PLAN_RANGES, Plan, Setting, check_plan_fields, stage_starts
+from distlearn.planning.setting import (PLAN, PLAN_RANGES, SETTING, Plan, Setting, check_plan_fields, check_setting_plan,
+                                       stage_starts)
 
 RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
 
@@ -114,6 +115,8 @@ def bubble_share(st: Setting, p: Plan) -> float:
     costs: 1/v for 1F1B (v = 1) and interleaved 1F1B with equal chunks (Narayanan et al. 2021 §2.2.2: bubble
     (p − 1)/v micro-batch times); with uneven chunks (``stage_layers``) the largest chunk sets the pace:
     ⌈L_max/v⌉ / L_max of the most loaded stage's L_max layers."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     if p.stage_layers is None or p.num_chunks == 1:
         return 1 / p.num_chunks
     most = max(p.stage_layers)
@@ -141,6 +144,8 @@ def schedule_costs(st: Setting, recompute: str) -> ScheduleCosts:
     recomputation: the forward runs again), and its weight-gradient part is the linear layers' share of the
     forward FLOPs (the attention core has no weights; Qi et al. 2023 §2). Raises DistlearnValueError for a
     ``recompute`` not in :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`."""
+    if type(st) is not Setting:
+        check_setting_plan(st)
     return _schedule_costs(st, check_choice("recompute", recompute, RECOMPUTE_MODES))
 
 
@@ -156,6 +161,8 @@ def schedule_simulation(st: Setting, p: Plan):
     :mod:`distlearn.pipeline_parallel.zero_bubble`) of the plan's schedule with :func:`schedule_costs`, memoized;
     its ``bubble_ratio`` and ``peak_inflight`` are what the planner charges for a zero-bubble schedule (W passes
     keep their activations, ``w_memory = 1``, as torch does)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     def make():
         c = _schedule_costs(st, p.recompute)
         return pipeline.simulate(p.schedule, p.pp, p.num_microbatches, fwd_time=c.forward, bwd_time=c.backward,
@@ -169,6 +176,8 @@ def zero_bubble_terms(st: Setting, p: Plan) -> ZeroBubbleTerms:
     (ZB-H1: t_W ≤ t_f, t_W ≤ t_I and m ≥ p, always true of :func:`schedule_costs` when m ≥ p; bubble
     (p − 1)(t_f + t_I − t_W), p micro-batches on every stage), else :func:`schedule_simulation`.
     tests/test_planner.py checks that both agree wherever the closed form is used."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     c = _schedule_costs(st, p.recompute)
     # the closed form at m = p: exact there and for every larger m (its condition is m ≥ p), its bubble time
     # (p − 1)(t_f + t_I − t_W) does not depend on m, its peak is min(p, m) = p
@@ -188,6 +197,8 @@ def schedule_bubble_ratio(st: Setting, p: Plan) -> float:
     """t_bubble / t_ideal of the plan's pipeline schedule: (p − 1)/(v·m) for 1F1B and interleaved 1F1B
     (:func:`bubble_ratio`, with uneven chunks :func:`bubble_share`), :func:`zero_bubble_terms` for a
     zero-bubble schedule."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     if p.schedule == "1f1b":
         return (p.pp - 1) * bubble_share(st, p) / p.num_microbatches
     return zero_bubble_terms(st, p).bubble_ratio
@@ -204,6 +215,8 @@ def microbatch_compute_seconds(st: Setting, p: Plan) -> float:
     without ``hbm_bw``): hardware FLOPs / (peak × efficiency), the linear layers' GEMMs at the recipe's GEMM peak
     (FP8 for the FP8 recipes), the attention core and the logits at the 16-bit peak, divided by ``cp``. Depends on
     b, tp, cp, ep, sequence parallelism, the stages and the recomputation only."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     key = ("compute", p.micro_batch_size, p.tp, p.pp, p.recompute, p.cp, p.stage_layers, p.sequence_parallel,
            p.ep)
     hit = st.memo.get(key)
@@ -222,17 +235,19 @@ class StageKind(NamedTuple):
     is_last: bool     # whether it is the last stage (it also runs the output layer and the loss)
 
 
+@checks(st=SETTING, sizes=each(whole()))
 def stage_kinds(st: Setting, sizes: list[int]) -> list[StageKind]:
     """The :class:`StageKind` of the pipeline stages of ``sizes``, each distinct one once, in the order of the
     stages (stages alike cost the same: the first of them is the slowest whenever one is)."""
     kinds = []
-    for i, (start, n) in enumerate(zip(stage_starts(sizes), sizes)):
+    for i, (start, n) in enumerate(zip(stage_starts.unchecked(sizes), sizes)):
         kind = StageKind(n, st.stage_sums(start, n).moe_layers, i == len(sizes) - 1)
         if kind not in kinds:
             kinds.append(kind)
     return kinds
 
 
+@checks(ls=record(kernels.LayerSeconds, "KernelModel(...).layer(...)"))
 def layer_parts(ls: kernels.LayerSeconds, n: int, recompute: str) -> dict[str, float]:
     """Seconds of ``n`` layers of :class:`~distlearn.planning.kernels.LayerSeconds` ``ls`` by part (``"gemm"``,
     ``"attention"``, ``"elementwise"``): forward, backward and what ``recompute`` runs again. Raises
@@ -254,6 +269,8 @@ def _layer_parts(ls: kernels.LayerSeconds, n: int, recompute: str) -> dict[str, 
 def layer_units(st: Setting, p: Plan):
     """One layer's parts per recomputation mode, ``{mode: (parts, their sum)}`` (:func:`layer_parts`), for a dense
     and for an MoE layer (``None`` for a kind the model lacks), memoized: the same for every pp."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     m, g = st.model, st.cluster.gpu
     b, tp = p.micro_batch_size, p.tp
 
@@ -282,6 +299,7 @@ def layer_units(st: Setting, p: Plan):
     return st.cached(("unit_parts", b, tp, p.cp, p.sequence_parallel, p.ep), make)
 
 
+@checks(parts=mapping())
 def with_unmodelled(parts: dict[str, float]) -> dict[str, float]:
     """``parts`` with ``"unmodelled"`` added: what :data:`~distlearn.planning.kernels.END_TO_END` adds,
     sum / END_TO_END − sum."""
@@ -296,6 +314,8 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
     :data:`~distlearn.planning.kernels.END_TO_END` adds: the parts / END_TO_END − the parts). Their sum is
     :func:`microbatch_compute_seconds`. Computed for every recomputation mode at once (the search asks for them
     all), each mode's numbers with the same operations as alone."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     key = ("kernel_parts", p.micro_batch_size, p.tp, p.pp, p.cp, p.stage_layers, p.sequence_parallel, p.ep)
     hit = st.memo.get(key)
     if hit is not None:
@@ -306,6 +326,8 @@ def kernel_stage_parts(st: Setting, p: Plan) -> dict[str, float]:
 def logit_seconds(st: Setting, p: Plan) -> float:
     """Forward + backward seconds of the output layer and its loss for one micro-batch
     (:func:`~distlearn.planning.kernels.logits_seconds`), memoized."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     b, tp = p.micro_batch_size, p.tp
     return st.cached(("logit_s", b, tp, p.cp), lambda: kernels.KernelModel(
         st.model, st.cluster.gpu, gemm_peak=st.gemm_peak, peak=st.peak, act_bytes=st.act_bytes).logits(
@@ -315,6 +337,8 @@ def logit_seconds(st: Setting, p: Plan) -> float:
 def dense_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
     """:func:`kernel_stage_parts` of a dense model for every recomputation mode: every layer costs the same, so
     the slowest stage is the largest one, or the last with the logits."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     sizes = st.stages(p.pp, p.stage_layers)
     dense_units, _ = layer_units(st, p)
     logit = logit_seconds(st, p)
@@ -329,18 +353,20 @@ def dense_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
         else:
             best = {k: last * v for k, v in one.items()}
             best["logits"] = logit
-        out[rc] = with_unmodelled(best)
+        out[rc] = with_unmodelled.unchecked(best)
     return out
 
 
 def moe_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
     """:func:`kernel_stage_parts` of a mixture-of-experts model for every recomputation mode: the slowest of the
     distinct :func:`stage_kinds` (its layer counts, then its parts)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     sizes = st.stages(p.pp, p.stage_layers)
     dense_units, moe_units = layer_units(st, p)
     logit = logit_seconds(st, p)
     zero = ({"gemm": 0.0, "attention": 0.0, "elementwise": 0.0}, 0.0)
-    kinds = st.cached(("stage_kinds", p.pp, p.stage_layers), lambda: stage_kinds(st, sizes))
+    kinds = st.cached(("stage_kinds", p.pp, p.stage_layers), lambda: stage_kinds.unchecked(st, sizes))
     out = {}
     for rc in RECOMPUTE_MODES:
         dense_unit, dense_total = dense_units[rc] if dense_units is not None else zero
@@ -354,12 +380,14 @@ def moe_stage_parts(st: Setting, p: Plan) -> dict[str, dict[str, float]]:
         n_dense = worst.layers - worst.moe_layers
         best = {k: n_dense * dense_unit[k] + worst.moe_layers * moe_unit[k] for k in zero[0]}
         best["logits"] = logit if worst.is_last else 0.0
-        out[rc] = with_unmodelled(best)
+        out[rc] = with_unmodelled.unchecked(best)
     return out
 
 
 def flat_compute_seconds(st: Setting, p: Plan) -> float:
     """The flat model of :func:`microbatch_compute_seconds`: every FLOP at peak × ``st.eff``."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     b, tp, pp, c = p.micro_batch_size, p.tp, p.pp, st.counts
     factor = 4.0 if p.recompute == "full" else 3.0  # "norm-act" recomputes only element-wise work
     attn_factor = factor + (1.0 if p.recompute == "selective" else 0.0)
@@ -378,7 +406,7 @@ def flat_compute_seconds(st: Setting, p: Plan) -> float:
             stage_seconds = max(max(sizes[:-1]) * layer_seconds, sizes[-1] * layer_seconds + logit_seconds)
     else:  # per sequence and tensor-parallel rank (everything scales with b / tp): memoized per stage split
         def per_sequence():
-            starts = stage_starts(sizes)
+            starts = stage_starts.unchecked(sizes)
             unit = lambda a, n: (factor * st.stage_sums(a, n).gemm_flops / st.gemm_peak
                                  + attn_factor * st.stage_sums(a, n).attention_flops / st.peak)
             return max(unit(a, n) + (3 * c.logits_flops / st.peak if i == pp - 1 else 0.0)
@@ -396,11 +424,13 @@ def ep_seconds(st: Setting, p: Plan) -> float:
     costs (n − 1)·α + (n − 1)/n·M/bw — :func:`distlearn.core.cost.collective_time`'s ring all-gather coefficients
     (each rank sends n − 1 messages of M/n). On NVLink when tp·ep fits a node, else the network. Not overlapped:
     DeepSeek-V3 hides it behind compute with DualPipe (§3.2.1), a schedule this planner does not model yet."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     m = st.model
     if p.ep == 1 or not m.is_moe:
         return 0.0
     sizes = st.stages(p.pp, p.stage_layers)
-    moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts(sizes), sizes))
+    moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts.unchecked(sizes), sizes))
     g = st.cluster.gpu
     bw = g.nvlink_bw if p.tp * p.ep <= st.cluster.gpus_per_node else g.network_bw
     values = p.micro_batch_size * (st.s // p.cp) / p.tp * m.experts_per_token * m.hidden_size
@@ -417,6 +447,8 @@ def cp_seconds(st: Setting, p: Plan) -> float:
     (fp32), as :func:`distlearn.context_parallel.simulation.cp_comm_bytes` counts them (``"all-gather"``, Llama 3 §3.3.2:
     exposed, not overlapped); a recomputed forward gathers once more. Ring collectives of
     :func:`distlearn.core.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     if p.cp == 1:
         return 0.0
     layers = max(st.stages(p.pp, p.stage_layers))
@@ -426,6 +458,8 @@ def cp_seconds(st: Setting, p: Plan) -> float:
 
 def cp_layer_seconds(st: Setting, p: Plan) -> float:
     """:func:`cp_seconds` of one layer (it depends on b, tp, cp and the recomputation only)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     m, g = st.model, st.cluster.gpu
     kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
               micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)
@@ -452,6 +486,8 @@ class MicrobatchTerms(NamedTuple):
 def microbatch_terms(st: Setting, p: Plan) -> MicrobatchTerms:
     """:class:`MicrobatchTerms` of plan ``p``: the parts of :func:`pipeline_terms` that depend neither on
     interleaving nor on the number of micro-batches, memoized."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     key = ("mb_terms", p.micro_batch_size, p.tp, p.pp, p.cp, p.recompute, p.stage_layers, p.sequence_parallel,
            p.ep)
     hit = st.memo.get(key)  # the search asks for it thousands of times: the memo first, without a closure
@@ -475,6 +511,8 @@ def microbatch_lower_bound(st: Setting, p: Plan) -> float:
     micro-batches: the compute, tp, cp and ep terms of :func:`pipeline_terms`, the same products added in the
     same order (the pp_comm and bubble terms it leaves out are ≥ 0, and adding a number ≥ 0 never lowers a
     floating-point sum)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     mb = p.num_microbatches
     t = microbatch_terms(st, p)
     return mb * t.compute + mb * t.tp_comm + mb * t.cp_comm + mb * t.ep_comm
@@ -491,6 +529,8 @@ class PipelineTerms(NamedTuple):
 def pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
     """compute, tp_comm, cp_comm, ep_comm, pp_comm and bubble seconds of :func:`plan_time` (everything but the
     data-parallel collectives; they do not depend on the ZeRO stage nor on dp), memoized."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
            p.stage_layers, p.sequence_parallel, p.ep)
     if p.schedule == "1f1b":
@@ -508,6 +548,8 @@ def pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
 def one_f_one_b_terms(st: Setting, p: Plan) -> PipelineTerms:
     """:class:`PipelineTerms` of plan ``p`` under (interleaved) 1F1B: m micro-batches of
     :func:`microbatch_terms` and p2p sends, and (p − 1)·:func:`bubble_share` micro-batch times of bubble."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     g, cl = st.cluster.gpu, st.cluster
     b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
     t = microbatch_terms(st, p)
@@ -521,6 +563,7 @@ def one_f_one_b_terms(st: Setting, p: Plan) -> PipelineTerms:
                           "bubble": (pp - 1) * bubble_share(st, p) * t_mb}, t_mb)
 
 
+@checks(terms=mapping())
 def partial_sum(terms: dict[str, float]) -> float:
     """The values of ``terms`` added one by one in their order (the order every total of this module uses)."""
     total = 0.0
@@ -533,26 +576,34 @@ def step_seconds_lower_bound(st: Setting, p: Plan) -> float:
     """A lower bound on ``plan_time(st, p)["total"]``: all its terms but the data-parallel one (which is ≥ 0),
     added in the same order from the same numbers, so the bound holds exactly in floating point too. It does not
     depend on the ZeRO stage."""
-    return partial_sum(pipeline_terms(st, p))
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
+    return partial_sum.unchecked(pipeline_terms(st, p))
 
 
 def plan_time(st: Setting, p: Plan) -> dict[str, float]:
     """Seconds per step of the plan's slowest stage: compute, tp_comm, cp_comm, ep_comm, pp_comm, bubble, dp_comm
     (exposed parts) and their total (formulas in the module docstring)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     time = dict(pipeline_terms(st, p))
     time["dp_comm"] = dp_term(st, p)
-    time["total"] = partial_sum(time)
+    time["total"] = partial_sum.unchecked(time)
     return time
 
 
 def plan_seconds(st: Setting, p: Plan) -> float:
     """``plan_time(st, p)["total"]``, the same number (the same additions in the same order), without building the
     breakdown: the search asks for it thousands of times."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     return step_seconds_lower_bound(st, p) + dp_term(st, p)
 
 
 def dp_term(st: Setting, p: Plan) -> float:
     """:func:`dp_seconds`, memoized per ZeRO stage, batching, layout and recomputation."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     key = ("dp_s", p.zero_stage, p.num_microbatches, p.micro_batch_size, p.tp, p.pp, p.dp, p.cp, p.ep, p.recompute,
            p.stage_layers)
     dp = st.memo.get(key)
@@ -561,6 +612,8 @@ def dp_term(st: Setting, p: Plan) -> float:
 
 def dp_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds per step of the data-parallel / ZeRO collectives (they do not depend on interleaving)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
     g, cl, counts = st.cluster.gpu, st.cluster, st.counts
     tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
     sizes = st.stages(pp, p.stage_layers)

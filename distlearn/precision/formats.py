@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_text
+from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_text, checks, record
 
 # ---------------------------------------------------------------- number formats
 @dataclass(frozen=True)
@@ -111,11 +111,15 @@ FORMATS: dict[str, FloatFormat] = {f.name: f for f in [
 FP8_FORMATS = ("e4m3", "e5m2")
 
 
+FORMAT = record(FloatFormat, "get_format('e4m3')")
+
+
 def get_format(name: str) -> FloatFormat:
     """The format called ``name`` (one of :data:`FORMATS`). Raises DistlearnValueError."""
     return FORMATS[check_choice("fmt", name, tuple(FORMATS))]
 
 
+@checks(fmt=FORMAT)
 def reference_decode(fmt: FloatFormat, code: int) -> float:
     """The value of bit pattern ``code`` (an int of ``fmt.bits`` bits) in format ``fmt``, written out.
 
@@ -143,6 +147,7 @@ def _decode(fmt: FloatFormat, code: int) -> float:
     return sign * math.ldexp(1 + mantissa / 2 ** m, exponent - fmt.bias)
 
 
+@checks(fmt=FORMAT)
 def decode_all(fmt: FloatFormat) -> list[float]:
     """:func:`reference_decode` of every bit pattern of an 8- or 16-bit format (index = code)."""
     if fmt.bits > 16:

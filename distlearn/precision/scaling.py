@@ -51,13 +51,39 @@ import numpy as np
 import torch
 
 from distlearn.precision.formats import FP8_FORMATS, FORMATS, FloatFormat, decode_all, get_format, reference_decode  # noqa: F401
-from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, DistlearnValueError, check_bool, check_choice,
+from distlearn.core.validate import (array, checks, each, flag, maybe, record, whole, MAX_ELEMENTS, MAX_STEPS, DistlearnValueError, check_bool, check_choice,
                                      check_elements, check_int, check_number, check_seed)
 
 _FP32_MAX = float(np.finfo(np.float32).max)  # GradScaler's scale is an fp32 tensor
 
 
 # ---------------------------------------------------------------- number formats: distlearn.precision.formats
+FORMAT = record(FloatFormat, "get_format('e4m3')")
+TENSOR = array(torch=True)                  # a finite torch tensor of any shape
+STREAM = each(TENSOR, max_len=MAX_STEPS)    # one tensor per step
+
+
+def _checked_stream(name: str, grads):
+    """``grads`` (a list or a lazy iterator of gradient tensors, one per step) with each tensor checked as it comes
+    (:data:`TENSOR`: ``grads[i]`` named in the error) and at most :data:`MAX_STEPS` of them; a value that cannot be
+    iterated over, or a string, raises DistlearnValueError at once."""
+    if grads is None or isinstance(grads, (str, bytes, dict)) or not hasattr(grads, "__iter__"):
+        shown = repr(grads) if len(repr(grads)) <= 60 else repr(grads)[:57] + "..."
+        raise DistlearnValueError(name, f"{name} must be a list (or iterator) of gradient tensors, one per step; got "
+                                        f"{shown} ({type(grads).__name__}).",
+                                  f"{name} 必须是梯度张量的列表（或迭代器），每步一个；收到 {shown}（{type(grads).__name__}）。")
+
+    def checked():
+        for i, grad in enumerate(grads):
+            if i >= MAX_STEPS:
+                raise DistlearnValueError(name, f"{name}: more than {MAX_STEPS:,} steps.",
+                                          f"{name}：超过 {MAX_STEPS:,} 步。")
+            TENSOR.check(f"{name}[{i}]", grad, {})
+            yield grad
+    return checked()
+
+
+@checks(fmt=FORMAT)
 def torch_decode_all(fmt: FloatFormat) -> torch.Tensor:
     """torch's own decoding of every bit pattern of an 8- or 16-bit format, as float64 (index = code)."""
     store = {8: torch.uint8, 16: torch.int16}[fmt.bits]
@@ -65,6 +91,7 @@ def torch_decode_all(fmt: FloatFormat) -> torch.Tensor:
     return codes.view(fmt.dtype()).to(torch.float64)
 
 
+@checks(fmt=FORMAT)
 def finfo_comparison(fmt: FloatFormat) -> dict:
     """This module's numbers for ``fmt`` beside ``torch.finfo`` (None where torch has no dtype: tf32).
 
@@ -86,6 +113,7 @@ def finfo_comparison(fmt: FloatFormat) -> dict:
     return out
 
 
+@checks(x=TENSOR)
 def round_mantissa(x: torch.Tensor, mantissa_bits: int) -> torch.Tensor:
     """Round fp32 values to ``mantissa_bits`` fraction bits, round-to-nearest-even, keeping fp32's exponent range.
 
@@ -123,6 +151,7 @@ def scale_from_amax(amax, fmt: str = "e4m3", margin: int = 0) -> torch.Tensor:
                        torch.ones_like(amax))
 
 
+@checks(x=TENSOR, scale=array(torch=True, number=True))
 def cast_saturated(x: torch.Tensor, scale: torch.Tensor, fmt: str = "e4m3") -> torch.Tensor:
     """``clamp(x · scale, -fp8_max, fp8_max).to(fp8)``: the saturating cast FP8 recipes use (torchao's
     ``to_fp8_saturated``; TE saturates too). Without the clamp torch's E5M2 cast overflows to inf."""
@@ -154,6 +183,7 @@ class Quantized:
         return 4 * max(self.scale.numel(), 1)
 
 
+@checks(x=TENSOR)
 def quantize_tensorwise(x: torch.Tensor, fmt: str = "e4m3", *, scale: torch.Tensor | float | None = None,
                         margin: int = 0) -> Quantized:
     """Per-tensor scaling: one scale for the whole tensor, from its own amax (*current* scaling) unless a
@@ -165,6 +195,10 @@ def quantize_tensorwise(x: torch.Tensor, fmt: str = "e4m3", *, scale: torch.Tens
 
 
 def _check_blocks(x: torch.Tensor, block) -> tuple[int, int]:
+    """``block``'s rows and columns once ``x`` (a finite torch tensor of 2 dimensions) and ``block`` (two whole
+    numbers that tile it) are checked; else DistlearnValueError naming ``x`` or ``block``."""
+    array(torch=True).check("x", x, {})
+    each(whole(1), min_len=2, max_len=2).check("block", block, {})
     if x.dim() != 2:
         raise DistlearnValueError("x", f"block scaling needs a 2-D tensor (rows, columns), got shape {tuple(x.shape)}.",
                                   f"分块缩放需要二维张量（行，列），收到形状 {tuple(x.shape)}。")
@@ -237,6 +271,7 @@ class GemmError:
     scale_bytes: int
 
 
+@checks(x=array("m k", torch=True), w=array("n k", torch=True))
 def quantize_operands(x: torch.Tensor, w: torch.Tensor, scheme: str, fmt: str = "e4m3",
                       act_block: tuple[int, int] = (1, 128),
                       weight_block: tuple[int, int] = (128, 128)) -> tuple[torch.Tensor, torch.Tensor, int]:
@@ -253,6 +288,7 @@ def quantize_operands(x: torch.Tensor, w: torch.Tensor, scheme: str, fmt: str = 
     return qx.dequantize(), qw.dequantize(), qx.scale_bytes + qw.scale_bytes
 
 
+@checks(x=array("m k", torch=True), w=array("n k", torch=True))
 def gemm_error(x: torch.Tensor, w: torch.Tensor, scheme: str, fmt: str = "e4m3", *,
                exclude_channels: tuple[int, ...] = (), **blocks) -> GemmError:
     """The error of the GEMM ``x @ wᵀ`` (x: tokens × K, w: N × K) computed in fp32 from the dequantised
@@ -262,6 +298,7 @@ def gemm_error(x: torch.Tensor, w: torch.Tensor, scheme: str, fmt: str = "e4m3",
     return gemm_errors(x, w, (scheme,), fmt, exclude_channels=exclude_channels, **blocks)[0]
 
 
+@checks(x=array("m k", torch=True), w=array("n k", torch=True), schemes=each(record(str, "\"tensorwise\"")))
 def gemm_errors(x: torch.Tensor, w: torch.Tensor, schemes=SCHEMES, fmt: str = "e4m3", *,
                 exclude_channels: tuple[int, ...] = (), **blocks) -> list[GemmError]:
     """:func:`gemm_error` for each of ``schemes`` on the same operands, the fp32 reference GEMMs computed once.
@@ -394,6 +431,7 @@ def drifting_tensors(num_steps: int = 12, *, size: int = 4096, growth: float = 1
     return out
 
 
+@checks(tensors=STREAM)
 def compare_scaling_over_steps(tensors: list[torch.Tensor], fmt: str = "e4m3", history_len: int = 1024,
                                margin: int = 0) -> list[ScalingStep]:
     """Quantise each tensor of the stream with a :class:`DelayedScaler` and with current scaling."""
@@ -455,6 +493,7 @@ def update_scale(scale: float, growth_tracker: int, found_inf: bool, config: Sca
     return s, successful
 
 
+@checks(found_inf=each(flag(), max_len=MAX_STEPS))
 def scale_sequence(found_inf: list[bool], config: ScalerConfig = ScalerConfig()) -> list[float]:
     """The scale in force at each step (before that step's update) for a given inf/NaN pattern, plus the final
     scale: ``len(found_inf) + 1`` values, starting at ``init_scale``."""
@@ -497,6 +536,7 @@ def _gradient_stream(n, k, log2_median, log2_spread, spikes, seed):
         yield grad * spikes.get(t, 1.0)
 
 
+@checks(grad=TENSOR)
 def fp16_gradients(grad: torch.Tensor, scale: float) -> torch.Tensor:
     """What an fp16 backward produces for true gradient ``grad`` with the loss scaled by ``scale``: the scaled
     values rounded to fp16 (underflow to 0 / subnormals, overflow to inf), returned as fp32 for the fp32 master
@@ -525,7 +565,7 @@ def simulate_loss_scaling(grads, config: ScalerConfig | None = ScalerConfig()) -
     without loss scaling (scale 1, nothing skipped: inf gradients would go to the optimizer)."""
     scale, tracker = (1.0, 0) if config is None else (float(np.float32(config.init_scale)), 0)
     scales, skipped, underflow = [], [], []
-    for grad in grads:
+    for grad in _checked_stream("grads", grads):
         g16 = fp16_gradients(grad, scale)
         found_inf = bool(not torch.isfinite(g16).all()) if config is not None else False
         scales.append(scale)
@@ -537,6 +577,7 @@ def simulate_loss_scaling(grads, config: ScalerConfig | None = ScalerConfig()) -
     return LossScaleRun(scales, skipped, underflow)
 
 
+@checks(inf_steps=maybe(each(flag(), max_len=MAX_STEPS)))
 def run_gradscaler(grads, config: ScalerConfig = ScalerConfig(), inf_steps=None) -> list[float]:
     """Drive the real ``torch.amp.GradScaler("cpu")`` on the stream and return the scale in force at each step.
 
@@ -548,6 +589,11 @@ def run_gradscaler(grads, config: ScalerConfig = ScalerConfig(), inf_steps=None)
     scaler = torch.amp.GradScaler("cpu", init_scale=config.init_scale, growth_factor=config.growth_factor,
                                   backoff_factor=config.backoff_factor, growth_interval=config.growth_interval)
     if grads is None:
+        if inf_steps is None:
+            raise DistlearnValueError("grads", "grads must be a list of gradient tensors, or None with inf_steps a list of "
+                                               "True/False (one per step); got grads=None and inf_steps=None.",
+                                      "grads 必须是梯度张量的列表；若 grads 为 None，inf_steps 必须是 True/False 列表"
+                                      "（每步一个）；收到 grads=None 和 inf_steps=None。")
         inf_steps = list(inf_steps)
         grads = (torch.tensor([1.0, math.inf if inf else 1.0]) for inf in inf_steps)
         crafted = True
@@ -555,7 +601,7 @@ def run_gradscaler(grads, config: ScalerConfig = ScalerConfig(), inf_steps=None)
         crafted = False
     param = None
     out = []
-    for grad in grads:
+    for grad in (grads if crafted else _checked_stream("grads", grads)):
         if param is None:
             param = torch.nn.Parameter(torch.zeros_like(grad, dtype=torch.float32))
             opt = torch.optim.SGD([param], lr=0.0)

@@ -26,7 +26,8 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.i18n import bi
-from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_text
+from distlearn.core.validate import (DistlearnValueError, array, check_bool, check_choice, check_int, check_text, checks,
+                                     each, mapping, record)
 
 __all__ = [
     "simulate_tensor_parallelism", "shard_columns", "shard_rows",
@@ -103,6 +104,10 @@ class TPResult:
         return out
 
 
+CLUSTER = record(VirtualCluster, "VirtualCluster(2)")
+
+
+@checks(records=each(record(CommRecord, "megatron_mlp(...).comm[0]"), min_len=0))
 def comm_counts(records) -> dict:
     """How many collectives of each kind each phase runs: ``{phase: {op: count}}`` from a list of
     :class:`CommRecord` (e.g. ``TPResult.comm``), in the shape :func:`distlearn.tensor_parallel.lab.tp_check`
@@ -115,6 +120,7 @@ def comm_counts(records) -> dict:
     return out
 
 
+@checks(counts=mapping(numbers=False))
 def comm_text(counts: dict) -> str:
     """``{phase: {op: count}}`` (:func:`comm_counts`, or what the lab counted) as one line in the current
     language, e.g. ``forward: 1 × all_reduce; backward: 1 × all_reduce`` / ``前向：1 次 all_reduce；反向：1 次 all_reduce``."""
@@ -176,6 +182,7 @@ def _divisors(n: int) -> str:
     return ", ".join(map(str, small)) + (", …" if n > 64 else "")
 
 
+@checks(w=array("... d_out"))
 def shard_columns(w: np.ndarray, tp: int, name: str = "d_out") -> list[np.ndarray]:
     """Split ``w`` (shape ``(d_in, d_out)``, or a bias ``(d_out,)``) into ``tp`` blocks of columns (last axis).
 
@@ -189,6 +196,7 @@ def shard_columns(w: np.ndarray, tp: int, name: str = "d_out") -> list[np.ndarra
     return [c.copy() for c in np.split(w, tp, axis=-1)]
 
 
+@checks(w=array("d_in d_out"))
 def shard_rows(w: np.ndarray, tp: int, name: str = "d_in") -> list[np.ndarray]:
     """Split ``w`` (shape ``(d_in, d_out)``) into ``tp`` blocks of rows (axis 0): rank r gets rows
     ``[r·d_in/tp, (r+1)·d_in/tp)``. Raises DistlearnValueError if tp does not divide d_in (``name`` is the size
@@ -201,6 +209,7 @@ def shard_rows(w: np.ndarray, tp: int, name: str = "d_in") -> list[np.ndarray]:
 
 
 # ---------------------------------------------------------------- column- and row-parallel linear layers
+@checks(cluster=CLUSTER, x=each(array("... d_in")), w_shards=each(array("d_in d_local")), b_shards=each(array("d_local")))
 def column_parallel_forward(cluster: VirtualCluster, x: list, w_shards: list, b_shards: list | None = None, *,
                             gather_output: bool = False, log: list | None = None) -> list:
     """Column-parallel ``y = x @ W + b``: rank r computes ``x @ W_r + b_r``, its block of output features.
@@ -218,6 +227,7 @@ def column_parallel_forward(cluster: VirtualCluster, x: list, w_shards: list, b_
     return out
 
 
+@checks(cluster=CLUSTER, x=each(array("... d_in")), w_shards=each(array("d_in d_local")), grad_out=each(array("... d_local")))
 def column_parallel_backward(cluster: VirtualCluster, x: list, w_shards: list, grad_out: list, *,
                              log: list | None = None) -> tuple[list, list, list]:
     """Backward of :func:`column_parallel_forward`.
@@ -235,6 +245,7 @@ def column_parallel_backward(cluster: VirtualCluster, x: list, w_shards: list, g
     return gx, gw, gb
 
 
+@checks(cluster=CLUSTER, x_shards=each(array("... d_local")), w_shards=each(array("d_local d_out")), b=array("d_out"))
 def row_parallel_forward(cluster: VirtualCluster, x_shards: list, w_shards: list, b: np.ndarray | None = None, *,
                          log: list | None = None, reduce: str = "all_reduce") -> list:
     """Row-parallel ``y = x @ W + b``: rank r holds rows ``W_r`` and the matching input features ``x_r``
@@ -250,6 +261,7 @@ def row_parallel_forward(cluster: VirtualCluster, x_shards: list, w_shards: list
     return [o + (0 if b is None else b) for o in out]
 
 
+@checks(cluster=CLUSTER, x_shards=each(array("... d_local")), w_shards=each(array("d_local d_out")), grad_out=each(array("... d_out")))
 def row_parallel_backward(cluster: VirtualCluster, x_shards: list, w_shards: list, grad_out: list
                           ) -> tuple[list, list, list]:
     """Backward of :func:`row_parallel_forward` (all-reduce variant): ``grad_out`` is the full ``(..., d_out)``
@@ -266,6 +278,7 @@ def _wgrad(x, g):
 
 
 # ---------------------------------------------------------------- the seed's function, corrected
+@checks(input_data=array("... d_in"), weight_matrix=array("d_in d_out"))
 def simulate_tensor_parallelism(input_data, weight_matrix, tp: int, *, split: str = "column") -> dict:
     """The seed's experiment done right: ``y = x @ W`` on ``tp`` simulated ranks, with the communication counted.
 
@@ -305,6 +318,7 @@ def gelu_grad(x):
     return 0.5 * (1 + t) + 0.5 * x * (1 - t ** 2) * c * (1 + 3 * 0.044715 * x ** 2)
 
 
+@checks(x=array("... h"), w1=array("h f"), b1=array("f"), w2=array("f h"), b2=array("h"), grad_out=array("... h"))
 def reference_mlp(x, w1, b1, w2, b2, grad_out) -> tuple[np.ndarray, dict]:
     """Unsharded MLP ``gelu(x @ w1 + b1) @ w2 + b2``, forward and hand-written backward.
 
@@ -320,6 +334,7 @@ def reference_mlp(x, w1, b1, w2, b2, grad_out) -> tuple[np.ndarray, dict]:
                "b2": grad_out.reshape(-1, grad_out.shape[-1]).sum(0), "x": dz @ w1.T}
 
 
+@checks(x=array("... h"), w1=array("h f"), b1=array("f"), w2=array("f h"), b2=array("h"), grad_out=array("... h"))
 def megatron_mlp(x, w1, b1, w2, b2, grad_out, tp: int) -> TPResult:
     """The Megatron-LM MLP on ``tp`` simulated ranks: column-parallel ``w1``, GeLU on each rank's block, row-parallel
     ``w2`` (Shoeybi et al. 2019, §3, Fig. 3a).
@@ -392,6 +407,7 @@ def _attention_rank(x, wq, wk, wv, wo, heads, causal, grad_out):
     return y, grads
 
 
+@checks(x=array("s b h"), wq=array("h h"), wk=array("h h"), wv=array("h h"), wo=array("h h"), grad_out=array("s b h"))
 def reference_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, causal: bool = True):
     """Unsharded multi-head self-attention (no biases): ``x (s, b, h)``, each weight ``(h, h)``; returns
     ``(output (s, b, h), {"wq", "wk", "wv", "wo", "x"})``. Raises DistlearnValueError unless ``num_heads`` is an
@@ -405,6 +421,7 @@ def reference_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, causal: boo
     return _attention_rank(x, wq, wk, wv, wo, num_heads, causal, grad_out)
 
 
+@checks(x=array("s b h"), wq=array("h h"), wk=array("h h"), wv=array("h h"), wo=array("h h"), grad_out=array("s b h"))
 def parallel_attention(x, wq, wk, wv, wo, num_heads: int, grad_out, tp: int, causal: bool = True) -> TPResult:
     """Self-attention split by heads over ``tp`` simulated ranks (Shoeybi et al. 2019, Fig. 3b).
 
@@ -461,6 +478,7 @@ def _layernorm_backward(dy, gamma, cache):
     return dx, (flat(dy) * flat(xhat)).sum(0), flat(dy).sum(0)
 
 
+@checks(x=array("s b h"), gamma=array("h"), beta=array("h"), w1=array("h f"), b1=array("f"), w2=array("f h"), b2=array("h"), grad_out=array("s b h"))
 def reference_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out):
     """Unsharded pre-LN MLP block ``x + MLP(LayerNorm(x))`` (dropout omitted: identity), forward and backward.
 
@@ -473,6 +491,7 @@ def reference_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out):
     return x + y, {**g, "gamma": dgamma, "beta": dbeta, "x": grad_out + dx}
 
 
+@checks(x=array("s b h"), gamma=array("h"), beta=array("h"), w1=array("h f"), b1=array("f"), w2=array("f h"), b2=array("h"), grad_out=array("s b h"))
 def sequence_parallel_mlp_block(x, gamma, beta, w1, b1, w2, b2, grad_out, tp: int, *,
                                 sequence_parallel: bool = True, scheme: str = "megatron") -> TPResult:
     """The pre-LN MLP block ``x + MLP(LayerNorm(x))`` on ``tp`` ranks, with or without sequence parallelism.
