@@ -165,28 +165,12 @@ def ulysses_diagram(cp: int = 4, num_heads: int = 8):
     """
     from matplotlib.patches import FancyBboxPatch, Rectangle
 
-    from distlearn.context_parallel.simulation import _heads_to_seq, _seq_to_heads, layout_positions, ulysses_heads
-    from distlearn.core.comm import VirtualCluster
-    from distlearn.core.validate import check_int
+    from distlearn.context_parallel.simulation import ulysses_heads, ulysses_holdings
 
-    cp = check_int("cp", cp, minimum=2, maximum=8)
-    a = check_int("num_heads", num_heads, minimum=1, maximum=16)
-    group = ulysses_heads(a, a, cp).q_heads         # heads per rank after the all-to-all / 交换后每个 rank 的头数
-    # A (1, a, cp, 1) tensor whose value names its piece: head·cp + sequence chunk (one token per block is enough).
-    # 一个 (1, a, cp, 1) 的张量，每个值标记它是哪一块：头编号·cp + 词元片段编号。
-    labels = np.arange(a * cp, dtype=float).reshape(1, a, cp, 1)
-    pos = layout_positions(cp, cp, "contiguous")
-    before = [labels[:, :, p] for p in pos]                          # rank r: (1, a, 1, 1)
-    middle = _seq_to_heads(VirtualCluster(cp), before, group)         # rank r: (1, a/cp, cp, 1)
-    after = _heads_to_seq(VirtualCluster(cp), middle)                 # rank r: (1, a, 1, 1) again
-
-    def pieces_seq(x):       # [(head, block)] grouped by destination head group / 按目标头组分组
-        return [divmod(int(v), cp) for v in x[0, :, :, 0].reshape(-1)]
-
-    def pieces_heads(x):     # [(head, block)] grouped by sequence chunk / 按词元片段分组
-        return [divmod(int(v), cp) for v in x[0, :, :, 0].T.reshape(-1)]
-
-    panels = ([pieces_seq(x) for x in before], [pieces_heads(x) for x in middle], [pieces_seq(x) for x in after])
+    held = ulysses_holdings(cp, num_heads)               # validates cp and num_heads / 检查 cp 与 num_heads
+    cp, a = int(cp), int(num_heads)
+    group = ulysses_heads(a, a, cp).q_heads              # heads per rank after the all-to-all / 交换后每个 rank 的头数
+    panels = (held.before, held.middle, held.after)
 
     pw, gap, wire, x_rank = 4.2, 0.14, 1.9, 1.15     # panel width, gap between groups, wiring width, label column
     x0s = [x_rank, x_rank + pw + wire, x_rank + 2 * (pw + wire)]

@@ -533,6 +533,41 @@ def _heads_to_seq(cluster, xs):
     return [np.concatenate(np.split(g, cp, axis=0), axis=1) for g in got]
 
 
+@dataclass(frozen=True)
+class UlyssesHoldings:
+    """What each rank holds around Ulysses' two all-to-alls (:func:`ulysses_holdings`): for each of ``cp`` ranks a
+    list of ``(head, sequence_chunk)`` pieces. ``before``: sequence shards, grouped by the head group they are sent
+    to; ``middle``: after the all-to-all, all chunks of ``num_heads/cp`` heads, grouped by sequence chunk;
+    ``after``: after the all-to-all back, sequence shards again."""
+
+    before: list
+    middle: list
+    after: list
+
+
+def ulysses_holdings(cp: int, num_heads: int) -> UlyssesHoldings:
+    """Run the course's own Ulysses all-to-alls (the ones :func:`ulysses_attention` uses) on a ``(1, num_heads, cp,
+    1)`` tensor whose values label their (head, sequence chunk), and read back which pieces each rank holds.
+    ``cp``: 2 … 8; ``num_heads``: 1 … 16, a multiple of ``cp``. Raises DistlearnValueError naming the parameter."""
+    cp = check_int("cp", cp, minimum=2, maximum=8)
+    a = check_int("num_heads", num_heads, minimum=1, maximum=16)
+    group = ulysses_heads(a, a, cp).q_heads                   # heads per rank after the all-to-all / 交换后每个 rank 的头数
+    labels = np.arange(a * cp, dtype=float).reshape(1, a, cp, 1)   # value = head·cp + chunk / 值 = 头编号·cp + 片段编号
+    pos = layout_positions(cp, cp, "contiguous")
+    before = [labels[:, :, p] for p in pos]                   # rank r: (1, a, 1, 1)
+    middle = _seq_to_heads(VirtualCluster(cp), before, group)  # rank r: (1, a/cp, cp, 1)
+    after = _heads_to_seq(VirtualCluster(cp), middle)          # rank r: (1, a, 1, 1) again / 又回到 (1, a, 1, 1)
+
+    def by_group(x):         # [(head, chunk)] grouped by destination head group / 按目标头组分组
+        return [divmod(int(v), cp) for v in x[0, :, :, 0].reshape(-1)]
+
+    def by_chunk(x):         # [(head, chunk)] grouped by sequence chunk / 按序列片段分组
+        return [divmod(int(v), cp) for v in x[0, :, :, 0].T.reshape(-1)]
+
+    return UlyssesHoldings([by_group(x) for x in before], [by_chunk(x) for x in middle],
+                           [by_group(x) for x in after])
+
+
 def ulysses_attention(q, k, v, cp: int, *, causal: bool = False, scale: float | None = None) -> UlyssesResult:
     """DeepSpeed-Ulysses on ``cp`` simulated ranks (contiguous layout); equal to :func:`full_attention`.
 

@@ -318,14 +318,52 @@ class FitComparison:
         """At how many sizes ``which`` (``"one"``, ``"two"``, ``"tie"``) is closer."""
         return sum(c == which for c in self.closer)
 
+    def regimes(self, min_ratio: float = 1.5, max_error: float = 0.30) -> tuple[str, str, str]:
+        """Chapter 02's rule for believing a second regime, applied: ``(kind, English, Chinese)``.
+
+        ``kind`` is ``"noisy"`` when :meth:`too_noisy` finds the times too noisy (no verdict); ``"two"`` when the two regimes are closer at more than half of the sizes (ties count against
+        them) and their bandwidths differ by more than ``min_ratio`` either way (a flat side, ratio ``inf``,
+        counts as differing); ``"unclear"`` when that rule fails but one line misses some size by more than
+        ``max_error`` while the two regimes miss none by that much (one line does not describe the times, yet
+        the rule cannot confirm a second regime); else ``"one"``: one line is as good. Raises
+        DistlearnValueError for ``min_ratio`` < 1 or ``max_error`` ≤ 0."""
+        min_ratio = check_number("min_ratio", min_ratio, minimum=1.0)
+        max_error = check_number("max_error", max_error, minimum=0.0, strict_min=True)
+        if self.too_noisy(max_error=max_error) is not None:
+            return ("noisy", "no verdict on regimes: the times are too noisy to fit (the line above).",
+                    "不判断分段：这些时间噪声太大，无法拟合（见上一行）。")
+        n, wins, r = len(self.closer), self.count("two"), self.bandwidth_ratio
+        differ = bool(np.isinf(r) or (np.isfinite(r) and (r > min_ratio or r < 1.0 / min_ratio)))
+        shown = "∞" if np.isinf(r) else f"{r:.2f}"
+        if wins * 2 > n and differ:
+            return ("two",
+                    f"two regimes: closer at {wins} of {n} sizes and bandwidths {shown}× apart (more than "
+                    f"{min_ratio:g}×); believe the second regime.",
+                    f"两段：在 {n} 个大小中的 {wins} 个上更接近，带宽相差 {shown} 倍（超过 {min_ratio:g} 倍）；"
+                    f"可以相信第二段。")
+        if self.worst_one > max_error and self.worst_two <= max_error:
+            return ("unclear",
+                    f"unclear: two regimes are closer at only {wins} of {n} sizes, so the rule does not confirm "
+                    f"them; but one line misses some size by {self.worst_one:.0%} (more than {max_error:.0%}) and "
+                    f"two regimes by at most {self.worst_two:.0%}, so one line does not describe these times "
+                    f"either. Time more sizes.",
+                    f"无法判断：两段只在 {n} 个大小中的 {wins} 个上更接近，规则不能确认第二段；但一条直线在某个大小上"
+                    f"误差达 {self.worst_one:.0%}（超过 {max_error:.0%}），两段最多 {self.worst_two:.0%}，"
+                    f"所以一条直线也描述不了这些时间。请多测几种大小。")
+        why_en = (f"two regimes are closer at only {wins} of {n} sizes" if wins * 2 <= n
+                  else f"the two regimes' bandwidths are only {shown}× apart (not more than {min_ratio:g}×)")
+        why_zh = (f"两段只在 {n} 个大小中的 {wins} 个上更接近" if wins * 2 <= n
+                  else f"两段的带宽只相差 {shown} 倍（不超过 {min_ratio:g} 倍）")
+        return ("one", f"one line is as good: {why_en}.", f"一条直线就够了：{why_zh}。")
+
 
 def compare_fits(nbytes, seconds, world_size: int, algorithm: str = "ring_all_reduce", tie: float = 0.01,
                  min_points: int = 3) -> FitComparison:
     """Fit one α-β line (:func:`fit_alpha_beta`) and two regimes (:func:`fit_two_regime`) to the same times, and
     say at each size which one is closer to the measurement. ``tie``: |errors| closer than this (a fraction,
     0.01 = one percentage point) count as a tie. The two regimes have twice the parameters, so they usually
-    lower the errors somewhat even on one-regime data; a real second regime shows as much smaller errors at most
-    sizes and clearly different bandwidths. Raises DistlearnValueError."""
+    lower the errors somewhat even on one-regime data; :meth:`FitComparison.regimes` applies chapter 02's rule
+    (closer at most sizes, bandwidths more than 1.5× apart). Raises DistlearnValueError."""
     tie = check_number("tie", tie, minimum=0.0)
     x, t = check_array("nbytes", nbytes, ndim=1), check_array("seconds", seconds, ndim=1)
     two = fit_two_regime(x, t, world_size, algorithm, min_points)

@@ -67,6 +67,7 @@ def lab_nice() -> int:
 def check_world_size(world_size: int) -> int:
     """``world_size`` if this machine's limits allow it (``DISTLEARN_MAX_RANKS`` and ``DISTLEARN_LAB_SLOTS``);
     else a DistlearnValueError naming ``world_size`` and the allowed range."""
+    world_size = check_int("world_size", world_size, minimum=1)
     caps = [c for c in (max_ranks(), _env_int(ENV_SLOTS, 1, 1024)) if c is not None]
     if caps and world_size > min(caps):
         cap = min(caps)
@@ -99,12 +100,18 @@ def _try_take(folder: Path, slots: int, n: int) -> list:
     return []
 
 
-@contextlib.contextmanager
 def lab_slots(n: int, log=None):
     """Hold ``n`` of the room's ``DISTLEARN_LAB_SLOTS`` lab slots while the block runs (nothing when unset or on
     Windows). Waits while fewer than ``n`` are free, printing once (``log``, default ``print``) how many the room
     allows and how long it will wait. Raises TimeoutError after ``DISTLEARN_LAB_WAIT`` seconds, DistlearnValueError
     for a malformed variable or ``n`` above the room's slots."""
+    n = check_int("world_size", n, minimum=1)          # checked when called, not when entered / 调用时就检查
+    return _lab_slots(n, log)
+
+
+@contextlib.contextmanager
+def _lab_slots(n: int, log=None):
+    """The body of :func:`lab_slots` (``n`` already an int ≥ 1)."""
     slots = _env_int(ENV_SLOTS, 1, 1024)
     if slots is None or os.name != "posix":
         yield
