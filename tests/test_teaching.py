@@ -74,6 +74,39 @@ def test_nbgrader_source_marks_answers_checks_and_read_only_cells():
     assert not any("solution-only" in c.metadata.get("tags", []) for c in nb.cells)  # written answers left out
 
 
+def _graded(nb) -> dict:
+    return {c.metadata["nbgrader"]["grade_id"]: (c.metadata["nbgrader"]["solution"], c.metadata["nbgrader"]["grade"],
+                                                 c.metadata["nbgrader"].get("points"), c.metadata["nbgrader"]["locked"])
+            for c in nb.cells if "nbgrader" in c.metadata and (c.metadata["nbgrader"]["solution"]
+                                                               or c.metadata["nbgrader"]["grade"])}
+
+
+@pytest.mark.parametrize("solution", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_languages_exercise_is_marked_with_the_gradebooks_ids(solution):
+    """nbgrader scores only cells whose grade ids are in its gradebook (made from solutions/, bilingual); a student
+    gets exercises/ or a monolingual copy. Marked, each has exactly the gradebook's answer and check cells, the
+    same ids, points and locks; marking twice changes nothing. Unmarked, nbgrader scored a perfect answer 0/3."""
+    want = _graded(grading.nbgrader_source(solution))
+    assert want and all(k.startswith(("answer-", "check-")) and not k[7:].isdigit() for k in want), want
+    for copy in (ROOT / "exercises", ROOT / paths.COPIES_DIR / "en" / "exercises", ROOT / paths.COPIES_DIR / "zh" / "exercises"):
+        nb = nbformat.read(copy / solution.name, as_version=4)
+        assert not _graded(nb)
+        marked = grading.mark_for_grading(nb)
+        assert _graded(marked) == want, copy
+        assert nbformat.writes(grading.mark_for_grading(nbformat.from_dict(marked))) == nbformat.writes(marked)
+
+
+def test_marking_finds_the_answer_a_check_is_given():
+    """In what a student saved, the answer is the nearest cell above its check that defines the function the check
+    is given (a draft above it stays unmarked); a check the student deleted leaves its answer unmarked."""
+    cells = [nbformat.v4.new_code_cell(s) for s in (
+        "def prefetch_time(n, c, a):\n    return 0  # draft", "def prefetch_time(n, c, a):\n    return 1",
+        "check.ex07_prefetch_time(prefetch_time)", "def peak_units(n, d, l):\n    return 1")]
+    nb = grading.mark_for_grading(nbformat.v4.new_notebook(cells=cells))
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert ids == [None, "answer-prefetch_time", "check-prefetch_time", None]
+
+
 def test_written_answers_are_not_in_the_exercises():
     """Issue 14 item 4: the markdown after exercise 14-3 gave its answers away."""
     ex = nbformat.read(ROOT / "exercises" / "14_planning.ipynb", as_version=4)
