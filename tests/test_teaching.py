@@ -1,7 +1,7 @@
 """What a teacher needs (issue 14, item 8): docs/teaching.md covers every chapter with its time and prerequisites,
 Colab and grading; `make lab` takes JupyterLab options for a classroom server; the course's JupyterLab settings
 (no news pop-up) are installed with the venv and on Binder; and the exercises go through a real nbgrader round:
-generate, autograde a correct, a blank and a half-done submission."""
+generate, autograde a correct, a blank and a half-done submission, and two collected from a classroom's homes."""
 import os
 import re
 import shutil
@@ -162,7 +162,7 @@ def test_the_written_nbgrader_config_draws_no_warning(tmp_path):
 @pytest.mark.slow
 def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
     """A whole nbgrader round on chapter 07: a correct submission scores 3/3, a blank one 0/3, one with a wrong
-    answer 2/3."""
+    answer 2/3; and so do two classroom students' own copies (Chinese, English), collected from their homes."""
     _require_nbgrader()
     from nbgrader.api import Gradebook
 
@@ -179,19 +179,41 @@ def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
 
     source = nbformat.read(tmp_path / "source" / name / f"{name}.ipynb", as_version=4)
     half = nbformat.from_dict(source)
+    half_answer = "def prefetch_time(num_units, compute, comm):\n    return num_units * (compute + comm)\n"
     for cell in half.cells:  # one wrong answer
         if cell.source.startswith("def prefetch_time("):
-            cell.source = "def prefetch_time(num_units, compute, comm):\n    return num_units * (compute + comm)\n"
+            cell.source = half_answer
     for student, nb in (("alice", source), ("bob", released), ("carol", half)):
         target = tmp_path / "submitted" / student / name / f"{name}.ipynb"
         target.parent.mkdir(parents=True)
         nbformat.write(nb, target)
+    # Two students of a classroom (authoring/classroom.py): each saves answers in their own copy, in their
+    # language (dan's as handed out, erin's from before exercises carried nbgrader's metadata), then collected.
+    from authoring import classroom
+
+    room = tmp_path / "room"
+    classroom.prepare(room, {"dan": "zh", "erin": "en"}, ip="127.0.0.1", port=8765)
+    solved = {c.source.split("(")[0]: "\n".join(line for line in c.source.splitlines() if "### " not in line)
+              for c in source.cells if paths.BEGIN in c.source}
+    for student, wrong in (("dan", None), ("erin", "def prefetch_time")):
+        classroom.hand_out(room / "home" / student, classroom.Settings.load(room / "classroom.json").students[student])
+        path = room / "home" / student / "exercises" / f"{name}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            head = cell.source.split("(")[0]
+            if head in solved:
+                cell.source = solved[head] if head != wrong else half_answer
+            if student == "erin":
+                cell.metadata.pop("nbgrader", None)
+        nbformat.write(nb, path)
+    assert classroom.collect(tmp_path, [name], room) == {"dan": {name: "collected"}, "erin": {name: "collected"}}
     subprocess.run(nbgrader + ["autograde", name, "--force"], cwd=tmp_path, env=env, check=True,
                    capture_output=True, timeout=900)
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         scores = {s: (gb.find_submission(name, s).score, gb.find_submission(name, s).max_score)
-                  for s in ("alice", "bob", "carol")}
-    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0)}, scores
+                  for s in ("alice", "bob", "carol", "dan", "erin")}
+    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0), "dan": (3.0, 3.0),
+                      "erin": (2.0, 3.0)}, scores
     graded = nbformat.read(tmp_path / "autograded" / "carol" / name / f"{name}.ipynb", as_version=4)
     feedback = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
     assert "✗ ex07_prefetch_time" in feedback  # the student's feedback is kept for nbgrader generate_feedback
