@@ -57,6 +57,7 @@ UPDATE_SUFFIX = ".course-update"
 HANDED_OUT = ("notebooks", "exercises")  # not solutions/ / 不发 solutions/
 DEFAULT_DIR = ROOT / "build" / "classroom"
 NBGRADER_EXTENSIONS = ("formgrader", "assignment_list", "course_list", "validate_assignment")
+NBGRADER_LAB_EXTENSION = "@jupyter/nbgrader"  # its JupyterLab extension (share/jupyter/labextensions/) / 其 JupyterLab 扩展
 
 
 def _error(param: str, en: str, zh: str):
@@ -470,6 +471,11 @@ def prepare(folder: Path, students: dict[str, str], ip: str = "0.0.0.0", port: i
     (jupyter / "jupyter_server_config.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": {f"nbgrader.server_extensions.{x}": False for x in NBGRADER_EXTENSIONS}}},
         indent=1), encoding="utf-8")
+    # ... and its JupyterLab part too: without its server it showed every student a teacher's "Nbgrader" menu, a
+    # "Create Assignment" panel and a "Validate" button that could only fail.
+    (jupyter / "labconfig").mkdir(exist_ok=True)
+    (jupyter / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}}, indent=1), encoding="utf-8")
     config = folder / "jupyterhub_config.py"
     config.write_text(CONFIG_FILE.format(settings=str(path), root=str(root)), encoding="utf-8")
     return config

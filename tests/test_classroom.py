@@ -227,6 +227,20 @@ def test_the_hubs_internal_ports_are_free_ones_not_jupyterhubs_defaults(tmp_path
     assert len(started) == 2 and started[0][1][-2:] == ["-f", str((tmp_path / "room" / "jupyterhub_config.py").resolve())]
 
 
+def test_students_see_no_teachers_nbgrader_menu(tmp_path):
+    """nbgrader's server parts are off in the students' servers, and so is its JupyterLab part: it showed each
+    student a "Nbgrader" menu, a "Create Assignment" panel and a "Validate" button that could only fail."""
+    C.prepare(tmp_path, {"alice": "en"}, ip="127.0.0.1", port=8765)
+    page = json.loads((tmp_path / "jupyter-config" / "labconfig" / "page_config.json").read_text())
+    assert page == {"disabledExtensions": {"@jupyter/nbgrader": True}}
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        return  # nothing to switch off / 没有要关闭的扩展
+    installed = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / C.NBGRADER_LAB_EXTENSION / "package.json"
+    assert json.loads(installed.read_text())["name"] == C.NBGRADER_LAB_EXTENSION  # the name JupyterLab knows
+
+
 def test_limits_are_checked():
     assert C.Limits(max_ranks=4, lab_slots=0).checked().lab_slots >= 4
     with pytest.raises(DistlearnValueError, match="lab_slots"):

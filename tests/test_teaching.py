@@ -188,21 +188,25 @@ def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
         target.parent.mkdir(parents=True)
         nbformat.write(nb, target)
     # Two students of a classroom (authoring/classroom.py): each saves answers in their own copy, in their
-    # language (dan's as handed out, erin's from before exercises carried nbgrader's metadata), then collected.
+    # language, then collected. dan's is as handed out, with a wrong answer whose check he made pass (nbgrader puts
+    # the course's check back: 2/3, not 3/3); erin's is from before exercises carried nbgrader's marks (collect
+    # marks it: 3/3, not 0/3).
     from authoring import classroom
 
     room = tmp_path / "room"
     classroom.prepare(room, {"dan": "zh", "erin": "en"}, ip="127.0.0.1", port=8765)
     solved = {c.source.split("(")[0]: "\n".join(line for line in c.source.splitlines() if "### " not in line)
               for c in source.cells if paths.BEGIN in c.source}
-    for student, wrong in (("dan", None), ("erin", "def prefetch_time")):
+    for student in ("dan", "erin"):
         classroom.hand_out(room / "home" / student, classroom.Settings.load(room / "classroom.json").students[student])
         path = room / "home" / student / "exercises" / f"{name}.ipynb"
         nb = nbformat.read(path, as_version=4)
         for cell in nb.cells:
             head = cell.source.split("(")[0]
             if head in solved:
-                cell.source = solved[head] if head != wrong else half_answer
+                cell.source = half_answer if (student, head) == ("dan", "def prefetch_time") else solved[head]
+            if student == "dan" and cell.source.startswith("check.ex07_prefetch_time("):
+                cell.source = "pass  # no check, no fail / 不检查就不会失败"
             if student == "erin":
                 cell.metadata.pop("nbgrader", None)
         nbformat.write(nb, path)
@@ -212,8 +216,8 @@ def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         scores = {s: (gb.find_submission(name, s).score, gb.find_submission(name, s).max_score)
                   for s in ("alice", "bob", "carol", "dan", "erin")}
-    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0), "dan": (3.0, 3.0),
-                      "erin": (2.0, 3.0)}, scores
+    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0), "dan": (2.0, 3.0),
+                      "erin": (3.0, 3.0)}, scores
     graded = nbformat.read(tmp_path / "autograded" / "carol" / name / f"{name}.ipynb", as_version=4)
     feedback = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
     assert "✗ ex07_prefetch_time" in feedback  # the student's feedback is kept for nbgrader generate_feedback
