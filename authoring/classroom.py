@@ -6,6 +6,7 @@ cannot starve the room.
 
     python -m authoring.classroom start --students students.txt [--ip 0.0.0.0] [--port 8000] [--dir build/classroom]
     python -m authoring.classroom passwords [--dir build/classroom]
+    python -m authoring.classroom collect --course my-course 07_overlap_prefetch [--dir build/classroom]
 
 ``students.txt``: one student a line, ``name [en|zh|both]`` (the course's language for that student; default
 both), ``#`` starts a comment. Names: lower-case letters, digits, ``-`` and ``_``, at most 32 characters.
@@ -24,7 +25,10 @@ What each part does (docs/teaching.md tells it for teachers):
   and the exercises in the student's language (``courses/<lang>/``, or the bilingual ones), not the solutions. A
   file is copied when the student does not have it; replaced by the newer course's when the student never changed
   it; and when the student did change it, kept as it is, the newer course's version written beside it as
-  ``NAME.course-update.ipynb``. ``.distlearn-handout.json`` in the home remembers what was handed out.
+  ``NAME.course-update.ipynb``. ``.distlearn-handout.json`` in the home remembers what was handed out. The
+  exercises carry nbgrader's metadata on their check and answer cells, so what a student saves can be graded.
+- **Grading** (:func:`collect`): every student's saved exercise copied into an nbgrader course's ``submitted/``;
+  then ``nbgrader autograde`` and ``nbgrader export`` (docs/teaching.md).
 - **Limits**, for every process of the student's server (:func:`student_environment`, :mod:`distlearn.core.limits`):
   at most ``max_ranks`` processes per lab, at most ``lab_slots`` lab processes at once in the whole room (a lab
   waits, saying so, for free slots), lab processes reniced. Where the machine lets the hub write cgroups (v1 or
@@ -39,7 +43,6 @@ import json
 import os
 import re
 import secrets
-import shutil
 import socket
 import sys
 from dataclasses import asdict, dataclass, field
@@ -54,6 +57,7 @@ UPDATE_SUFFIX = ".course-update"
 HANDED_OUT = ("notebooks", "exercises")  # not solutions/ / 不发 solutions/
 DEFAULT_DIR = ROOT / "build" / "classroom"
 NBGRADER_EXTENSIONS = ("formgrader", "assignment_list", "course_list", "validate_assignment")
+NBGRADER_LAB_EXTENSION = "@jupyter/nbgrader"  # its JupyterLab extension (share/jupyter/labextensions/) / 其 JupyterLab 扩展
 
 
 def _error(param: str, en: str, zh: str):
@@ -121,17 +125,32 @@ def _digest(path: Path) -> str:
     return hashlib.sha256(Path(path).read_bytes()).hexdigest()
 
 
+def handout_bytes(rel: str, src: Path) -> bytes:
+    """What the student gets for the course file ``src`` (at ``rel`` in their home): a chapter as it is; an exercise
+    with nbgrader's metadata on its check and answer cells (:func:`authoring.grading.mark_for_grading`), so that
+    what the student saves can be autograded as it is."""
+    if not rel.startswith("exercises/"):
+        return Path(src).read_bytes()
+    import nbformat
+
+    from authoring.grading import mark_for_grading
+
+    return (nbformat.writes(mark_for_grading(nbformat.read(src, as_version=4))) + "\n").encode("utf-8")
+
+
 def hand_out(home: Path, lang: str, root: Path = ROOT) -> dict[str, list[str]]:
     """Give the student in ``home`` the course in ``lang`` without touching their work: a missing file is copied,
     a file the student never changed is replaced by the course's newer version, a file the student changed is kept
-    and the newer version written beside it as ``NAME.course-update.ipynb``. Returns the relative paths by what
+    and the newer version written beside it as ``NAME.course-update.ipynb``. Exercises carry nbgrader's metadata
+    (:func:`handout_bytes`). Returns the relative paths by what
     happened: ``{"copied": [...], "updated": [...], "kept": [...]}`` (an unchanged file appears in none)."""
     home = Path(home)
     record_path = home / HANDOUT_RECORD
     record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
     done: dict[str, list[str]] = {"copied": [], "updated": [], "kept": []}
     for rel, src in course_files(lang, root).items():
-        dst, new = home / rel, _digest(src)
+        body = handout_bytes(rel, src)
+        dst, new = home / rel, hashlib.sha256(body).hexdigest()
         if not dst.exists():
             what = "copied"
         elif record.get(rel) == new:
@@ -142,7 +161,7 @@ def hand_out(home: Path, lang: str, root: Path = ROOT) -> dict[str, list[str]]:
             what = "kept"                       # the student's work stays; the new version goes beside it
             dst = dst.with_name(dst.stem + UPDATE_SUFFIX + dst.suffix)
         dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(src, dst)
+        dst.write_bytes(body)
         if what != "kept":
             record[rel] = new
         done[what].append(rel)
@@ -407,6 +426,29 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def internal_ports(port: int, hub_port: int = 0, proxy_api_port: int = 0) -> tuple[int, int]:
+    """The hub's API port and the proxy's API port, both on 127.0.0.1 only: as given, or for 0 a free port each.
+    JupyterHub's own defaults, 8081 and 8001, would clash with a second classroom (or anything else on them) on the
+    same machine. Raises DistlearnValueError naming the parameter for a port outside 0..65535 or equal to another."""
+    from distlearn.core.validate import check_int
+
+    check_int("hub_port", hub_port, minimum=0, maximum=65535)
+    check_int("proxy_api_port", proxy_api_port, minimum=0, maximum=65535)
+    taken = {port}
+    chosen = []
+    for name, given in (("hub_port", hub_port), ("proxy_api_port", proxy_api_port)):
+        value = given
+        while not value or (value in taken and not given):
+            value = free_port()
+        if value in taken:
+            raise _error(name, f"{name} {value} is already the port of the hub or of the proxy's API; give "
+                         "another (1..65535) or 0 for a free one.",
+                         f"{name} {value} 已被 hub 或代理 API 使用；请换一个（1..65535），或写 0 自动选空闲端口。")
+        taken.add(value)
+        chosen.append(value)
+    return chosen[0], chosen[1]
+
+
 def prepare(folder: Path, students: dict[str, str], ip: str = "0.0.0.0", port: int = 8000, limits: Limits = None,
             hub_port: int = 0, proxy_api_port: int = 0, root: Path = ROOT, server_args=()) -> Path:
     """Write the classroom folder (``classroom.json``, ``jupyterhub_config.py``, ``passwords.txt``) and return the
@@ -429,6 +471,11 @@ def prepare(folder: Path, students: dict[str, str], ip: str = "0.0.0.0", port: i
     (jupyter / "jupyter_server_config.json").write_text(json.dumps(
         {"ServerApp": {"jpserver_extensions": {f"nbgrader.server_extensions.{x}": False for x in NBGRADER_EXTENSIONS}}},
         indent=1), encoding="utf-8")
+    # ... and its JupyterLab part too: without its server it showed every student a teacher's "Nbgrader" menu, a
+    # "Create Assignment" panel and a "Validate" button that could only fail.
+    (jupyter / "labconfig").mkdir(exist_ok=True)
+    (jupyter / "labconfig" / "page_config.json").write_text(json.dumps(
+        {"disabledExtensions": {NBGRADER_LAB_EXTENSION: True}}, indent=1), encoding="utf-8")
     config = folder / "jupyterhub_config.py"
     config.write_text(CONFIG_FILE.format(settings=str(path), root=str(root)), encoding="utf-8")
     return config
@@ -440,6 +487,59 @@ def hub_command(config: Path) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     env["PATH"] = os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")])
     return [sys.executable, "-m", "jupyterhub", "-f", str(config)], env
+
+
+def collect(course: Path, assignments, folder: Path = DEFAULT_DIR) -> dict[str, dict[str, str]]:
+    """Copy each listed student's saved exercise into the nbgrader course ``course`` (the folder that ``python -m
+    authoring.grading --out course`` wrote), ready for ``nbgrader autograde``:
+    ``DIR/home/<name>/exercises/<a>.ipynb`` → ``course/submitted/<name>/<a>/<a>.ipynb``, with nbgrader's metadata
+    on its check and answer cells (:func:`authoring.grading.mark_for_grading`, for copies handed out before it was
+    added) and nbgrader's ``timestamp.txt``: when the student last saved it, UTC. A submission already there is
+    replaced. Returns ``{name: {assignment: what}}``, ``what`` one of ``"collected"``, ``"unchanged"`` (collected,
+    but the student never changed the handed-out copy: it scores 0) and ``"missing"`` (no such file: nothing
+    copied). Raises DistlearnValueError: ``folder`` without ``classroom.json``, ``course`` without
+    ``source/<a>/<a>.ipynb``."""
+    import datetime
+
+    import nbformat
+
+    from authoring.grading import mark_for_grading
+
+    folder, course = Path(folder), Path(course)
+    if not (folder / "classroom.json").exists():
+        raise _error("dir", f"dir: {folder} has no classroom.json; give the folder of `make classroom` "
+                     "(default build/classroom).",
+                     f"dir：{folder} 中没有 classroom.json；请给出 `make classroom` 用的文件夹（默认 build/classroom）。")
+    for a in assignments:
+        if not (course / "source" / a / f"{a}.ipynb").exists():
+            raise _error("course", f"course: {course / 'source' / a / (a + '.ipynb')} does not exist; write the "
+                         f"nbgrader course first: python -m authoring.grading --out {course} {a}.",
+                         f"course：没有 {course / 'source' / a / (a + '.ipynb')}；请先生成 nbgrader 课程："
+                         f"python -m authoring.grading --out {course} {a}。")
+    settings = Settings.load(folder / "classroom.json")
+    done: dict[str, dict[str, str]] = {}
+    for name in settings.students:
+        home = folder / "home" / name
+        record_path = home / HANDOUT_RECORD
+        record = json.loads(record_path.read_text(encoding="utf-8")) if record_path.exists() else {}
+        done[name] = {}
+        for a in assignments:
+            rel = f"exercises/{a}.ipynb"
+            src = home / rel
+            if not src.exists():
+                done[name][a] = "missing"
+                continue
+            done[name][a] = "unchanged" if record.get(rel) == _digest(src) else "collected"
+            target = course / "submitted" / name / a
+            target.mkdir(parents=True, exist_ok=True)
+            nbformat.write(mark_for_grading(nbformat.read(src, as_version=4)), target / f"{a}.ipynb")
+            saved = datetime.datetime.fromtimestamp(src.stat().st_mtime, datetime.timezone.utc)
+            (target / "timestamp.txt").write_text(saved.strftime("%Y-%m-%d %H:%M:%S.%f UTC"), encoding="utf-8")
+    return done
+
+
+WHAT = {"collected": ("collected", "已收取"), "unchanged": ("collected, never changed: scores 0", "已收取，但从未改动：得 0 分"),
+        "missing": ("no file: not collected", "没有这个文件：未收取")}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -456,6 +556,16 @@ def main(argv: list[str] | None = None) -> int:
     for name, kind in (("memory_gib", float), ("cpus", float), ("pids", int), ("max_ranks", int),
                        ("lab_slots", int), ("nice", int)):
         start.add_argument("--" + name.replace("_", "-"), type=kind, default=getattr(Limits(), name))
+    start.add_argument("--hub-port", type=int, default=0,
+                       help="the hub's API port on 127.0.0.1 (default 0: a free one) / hub API 端口（默认 0：自动选空闲端口）")
+    start.add_argument("--proxy-api-port", type=int, default=0,
+                       help="the proxy's API port on 127.0.0.1 (default 0: a free one) / 代理 API 端口（默认 0：自动选空闲端口）")
+    col = sub.add_parser("collect", help="copy every student's exercise into an nbgrader course's submitted/ / "
+                         "把每位学生的练习复制到 nbgrader 课程的 submitted/")
+    col.add_argument("assignments", nargs="+", help="e.g. 07_overlap_prefetch")
+    col.add_argument("--course", default="nbgrader-course", help="the folder python -m authoring.grading wrote "
+                     "(default nbgrader-course) / python -m authoring.grading 写的文件夹")
+    col.add_argument("--dir", default=str(DEFAULT_DIR))
     pw = sub.add_parser("passwords", help="print each student's password / 打印每位学生的密码")
     pw.add_argument("--dir", default=str(DEFAULT_DIR))
     args = ap.parse_args(argv)
@@ -463,9 +573,18 @@ def main(argv: list[str] | None = None) -> int:
         path = Path(args.dir) / "passwords.txt"
         print(path.read_text(encoding="utf-8") if path.exists() else bi(f"no {path} yet", f"还没有 {path}"))
         return 0
+    if args.command == "collect":
+        done = collect(Path(args.course), args.assignments, Path(args.dir))
+        for name, row in done.items():
+            for a, what in row.items():
+                print(f"{name:<16} {a:<24} " + bi(*WHAT[what]))
+        print(bi(f"next: cd {args.course} && nbgrader autograde {' '.join(args.assignments)} && nbgrader export",
+                 f"下一步：cd {args.course} && nbgrader autograde {' '.join(args.assignments)} && nbgrader export"))
+        return 0
     students = read_students(Path(args.students).read_text(encoding="utf-8"))
     limits = Limits(args.memory_gib, args.cpus, args.pids, args.max_ranks, args.lab_slots, args.nice)
-    config = prepare(Path(args.dir), students, args.ip, args.port, limits)
+    hub_port, proxy_api_port = internal_ports(args.port, args.hub_port, args.proxy_api_port)
+    config = prepare(Path(args.dir), students, args.ip, args.port, limits, hub_port, proxy_api_port)
     host = socket.gethostname() if args.ip in ("0.0.0.0", "") else args.ip
     print(bi(f"Classroom for {len(students)} students in {config.parent}. Hand out http://{host}:{args.port}/ and "
              f"each student's line of {config.parent / 'passwords.txt'}. Stop with Ctrl-C.",

@@ -31,6 +31,9 @@ from authoring.exercises import SOLUTION_ONLY
 from authoring.paths import BEGIN, PLACEHOLDER, ROOT
 
 CHECK_CALL = re.compile(r"^\s*check\.ex\d\d_(\w+)\(", re.M)
+# A check cell names the function it checks: check.ex07_prefetch_time(prefetch_time) / 检查单元格的参数就是被检查的函数
+CHECKED = re.compile(r"^\s*check\.ex\d\d_(\w+)\(\s*(\w+)", re.M)
+DEF = re.compile(r"^def (\w+)\(", re.M)
 # For nbgrader 0.9 (pyproject's [teach]): CourseDirectory.root must be an absolute path (a relative one draws
 # "root '.' is not absolute" on every command), so the config names its own folder; the assignments are not listed
 # (0.9 has no db_assignments: generate_assignment adds each one to the gradebook).
@@ -55,6 +58,12 @@ def _meta(grade_id: str, *, solution: bool = False, grade: bool = False, points:
     return meta
 
 
+def _answer_id(source: str, index: int) -> str:
+    """An answer cell's grade id: ``answer-<the function it defines>``, the same in every language's copy."""
+    match = DEF.search(source)
+    return f"answer-{match.group(1)}" if match else f"answer-{index:02d}"
+
+
 def nbgrader_source(solution: Path) -> nbformat.NotebookNode:
     """The nbgrader source notebook for one ``solutions/`` notebook (outputs cleared)."""
     nb = nbformat.read(solution, as_version=4)
@@ -64,7 +73,7 @@ def nbgrader_source(solution: Path) -> nbformat.NotebookNode:
     for i, cell in enumerate(nb.cells):
         check = CHECK_CALL.search(cell.source) if cell.cell_type == "code" else None
         if cell.cell_type == "code" and BEGIN in cell.source:
-            meta = _meta(f"answer-{i:02d}", solution=True)
+            meta = _meta(_answer_id(cell.source, i), solution=True)
         elif check:
             meta = _meta(f"check-{check.group(1)}", grade=True, points=1)
         else:
@@ -72,6 +81,34 @@ def nbgrader_source(solution: Path) -> nbformat.NotebookNode:
         cell.metadata["nbgrader"] = meta
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
+    return nb
+
+
+def mark_for_grading(nb: nbformat.NotebookNode) -> nbformat.NotebookNode:
+    """Give a student's exercise notebook the nbgrader metadata of its graded cells, with the ids of
+    :func:`nbgrader_source`, so that ``nbgrader autograde`` can score it. Works on any copy: ``exercises/``, a
+    monolingual ``courses/<lang>/exercises/``, or what a student saved from one. Each check cell
+    (``check.ex07_prefetch_time(prefetch_time)``) becomes a locked test cell worth one point, ``check-prefetch_time``.
+    The answer it checks, the nearest cell above it that defines that function, becomes a solution cell,
+    ``answer-prefetch_time``. Other cells get no metadata (the gradebook's read-only cells differ between the
+    languages' copies; nbgrader grades without them). Cells with nbgrader metadata keep it, so marking twice
+    changes nothing. Without this metadata nbgrader scores every check 0 and says nothing. Returns ``nb``,
+    changed in place."""
+    taken = {c.metadata["nbgrader"].get("grade_id") for c in nb.cells if "nbgrader" in c.get("metadata", {})}
+    for i, cell in enumerate(nb.cells):
+        check = CHECKED.search(cell.source) if cell.cell_type == "code" else None
+        if not check or "nbgrader" in cell.metadata or f"check-{check.group(1)}" in taken:
+            continue
+        cell.metadata["nbgrader"] = _meta(f"check-{check.group(1)}", grade=True, points=1)
+        taken.add(f"check-{check.group(1)}")
+        defines = re.compile(rf"^def {re.escape(check.group(2))}\(", re.M)
+        for above in reversed(nb.cells[:i]):
+            if above.cell_type == "code" and defines.search(above.source):
+                answer = f"answer-{check.group(2)}"
+                if "nbgrader" not in above.metadata and answer not in taken:
+                    above.metadata["nbgrader"] = _meta(answer, solution=True)
+                    taken.add(answer)
+                break
     return nb
 
 

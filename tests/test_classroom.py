@@ -25,6 +25,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -85,24 +86,35 @@ def test_passwords_are_made_once_per_student_and_kept(tmp_path):
     assert oct((tmp_path / "passwords.txt").stat().st_mode & 0o777) == "0o600"
 
 
+def _nb(text: str) -> str:
+    """A one-cell notebook's text (an exercise is handed out with nbgrader's metadata, so it must be a notebook)."""
+    import nbformat
+
+    return nbformat.writes(nbformat.v4.new_notebook(cells=[nbformat.v4.new_markdown_cell(text)]))
+
+
+def _said(path: Path) -> str:
+    return "".join(json.loads(path.read_text())["cells"][0]["source"])
+
+
 def test_a_newer_course_never_overwrites_a_students_work(tmp_path):
     course, home = tmp_path / "course", tmp_path / "home"
     for d in ("notebooks", "exercises"):
         (course / d).mkdir(parents=True)
     (course / "notebooks" / "01_a.ipynb").write_text("v1 chapter")
-    (course / "exercises" / "01_a.ipynb").write_text("v1 exercise")
+    (course / "exercises" / "01_a.ipynb").write_text(_nb("v1 exercise"))
     assert C.hand_out(home, "both", course)["copied"] == ["notebooks/01_a.ipynb", "exercises/01_a.ipynb"]
     assert C.hand_out(home, "both", course) == {"copied": [], "updated": [], "kept": []}   # nothing new
-    (home / "exercises" / "01_a.ipynb").write_text("v1 exercise + my answer")            # the student works
+    (home / "exercises" / "01_a.ipynb").write_text(_nb("v1 exercise + my answer"))       # the student works
     (course / "notebooks" / "01_a.ipynb").write_text("v2 chapter")                       # a newer course
-    (course / "exercises" / "01_a.ipynb").write_text("v2 exercise")
-    (course / "exercises" / "02_b.ipynb").write_text("v2 new exercise")
+    (course / "exercises" / "01_a.ipynb").write_text(_nb("v2 exercise"))
+    (course / "exercises" / "02_b.ipynb").write_text(_nb("v2 new exercise"))
     done = C.hand_out(home, "both", course)
     assert done == {"copied": ["exercises/02_b.ipynb"], "updated": ["notebooks/01_a.ipynb"],
                     "kept": ["exercises/01_a.ipynb"]}
     assert (home / "notebooks" / "01_a.ipynb").read_text() == "v2 chapter"                # untouched: refreshed
-    assert (home / "exercises" / "01_a.ipynb").read_text() == "v1 exercise + my answer"  # the answer stays
-    assert (home / "exercises" / "01_a.course-update.ipynb").read_text() == "v2 exercise"
+    assert _said(home / "exercises" / "01_a.ipynb") == "v1 exercise + my answer"         # the answer stays
+    assert _said(home / "exercises" / "01_a.course-update.ipynb") == "v2 exercise"
     assert not (home / "solutions").exists()
 
 
@@ -112,6 +124,121 @@ def test_a_student_gets_the_course_in_their_language_without_solutions():
         files = C.course_files(lang)
         assert sorted({k.split("/")[0] for k in files}) == ["exercises", "notebooks"]
         assert marker in files[CHAPTER].read_text(encoding="utf-8")
+
+
+def test_handed_out_exercises_can_be_graded_and_chapters_are_copied_as_they_are(tmp_path):
+    """An exercise reaches the student with nbgrader's metadata on its check and answer cells (without it nbgrader
+    scored a perfect answer 0), a chapter byte for byte; handing out again changes nothing."""
+    import nbformat
+
+    C.hand_out(tmp_path, "zh")
+    ex = nbformat.read(tmp_path / "exercises" / "07_overlap_prefetch.ipynb", as_version=4)
+    ids = [c.metadata["nbgrader"]["grade_id"] for c in ex.cells if "nbgrader" in c.metadata]
+    assert ids == ["answer-prefetch_time", "check-prefetch_time", "answer-peak_units", "check-peak_units",
+                   "answer-serial_step_time", "check-serial_step_time"]
+    assert "练习" in ex.cells[0].source
+    chapter = "notebooks/07_overlap_prefetch.ipynb"
+    assert (tmp_path / chapter).read_bytes() == C.course_files("zh")[chapter].read_bytes()
+    assert C.hand_out(tmp_path, "zh") == {"copied": [], "updated": [], "kept": []}
+
+
+def _classroom_with_work(tmp_path):
+    """A classroom folder (no hub): alice saved an answer in a copy handed out before exercises were marked, bob
+    never touched his, carol deleted hers."""
+    import nbformat
+
+    folder = tmp_path / "classroom"
+    C.prepare(folder, STUDENTS, ip="127.0.0.1", port=8765)
+    for name, lang in STUDENTS.items():
+        C.hand_out(folder / "home" / name, lang)
+    ex = folder / "home" / "alice" / "exercises" / "07_overlap_prefetch.ipynb"
+    nb = nbformat.read(ex, as_version=4)
+    for cell in nb.cells:
+        cell.metadata.pop("nbgrader", None)
+        if cell.source.startswith("def prefetch_time("):
+            cell.source = "def prefetch_time(num_units, compute, comm):\n    return 42  # alice\n"
+    nbformat.write(nb, ex)
+    os.utime(ex, (1_800_000_000, 1_800_000_000))   # saved at 2027-01-15 08:00:00 UTC
+    (folder / "home" / "carol" / "exercises" / "07_overlap_prefetch.ipynb").unlink()
+    return folder
+
+
+def test_collect_puts_every_students_work_where_nbgrader_grades_it(tmp_path):
+    import nbformat
+    from authoring import grading
+
+    folder, course, name = _classroom_with_work(tmp_path), tmp_path / "my-course", "07_overlap_prefetch"
+    grading.write_course(course, [name])
+    assert C.collect(course, [name], folder) == {"alice": {name: "collected"}, "bob": {name: "unchanged"},
+                                                 "carol": {name: "missing"}}
+    got = course / "submitted" / "alice" / name
+    nb = nbformat.read(got / f"{name}.ipynb", as_version=4)
+    assert "return 42  # alice" in "".join(c.source for c in nb.cells)
+    marked = {c.metadata["nbgrader"]["grade_id"] for c in nb.cells if "nbgrader" in c.metadata}
+    assert marked == {m.metadata["nbgrader"]["grade_id"] for m in grading.nbgrader_source(ROOT / "solutions" / f"{name}.ipynb").cells
+                      if m.metadata["nbgrader"]["solution"] or m.metadata["nbgrader"]["grade"]}
+    assert (got / "timestamp.txt").read_text() == "2027-01-15 08:00:00.000000 UTC"
+    bob = nbformat.read(course / "submitted" / "bob" / name / f"{name}.ipynb", as_version=4)
+    assert 'set_language("zh")' in "".join(c.source for c in bob.cells)
+    assert not (course / "submitted" / "carol").exists()
+    for bad, param in (({"course": tmp_path / "nowhere"}, "course"), ({"folder": tmp_path / "nowhere"}, "dir")):
+        args = {"course": course, "folder": folder, **bad}
+        with pytest.raises(DistlearnValueError, match=param) as info:
+            C.collect(args["course"], [name], args["folder"])
+        assert info.value.param == param and info.value.zh
+
+
+def test_collect_on_the_command_line_says_what_it_did_in_both_languages(tmp_path, capsys):
+    from authoring import grading
+
+    folder, course, name = _classroom_with_work(tmp_path), tmp_path / "c", "07_overlap_prefetch"
+    grading.write_course(course, [name])
+    assert C.main(["collect", "--course", str(course), "--dir", str(folder), name]) == 0
+    out = capsys.readouterr().out
+    assert re.search(rf"alice\s+{name}\s+collected / 已收取", out)
+    assert re.search(rf"bob\s+{name}\s+collected, never changed: scores 0 / 已收取，但从未改动：得 0 分", out)
+    assert re.search(rf"carol\s+{name}\s+no file: not collected / 没有这个文件：未收取", out)
+    assert f"nbgrader autograde {name}" in out
+
+
+def test_the_hubs_internal_ports_are_free_ones_not_jupyterhubs_defaults(tmp_path, monkeypatch):
+    """JupyterHub's own API (8081) and the proxy's (8001) clashed when a second hub, or anything else, used them."""
+    hub, api = C.internal_ports(8000)
+    assert len({hub, api, 8000, 8081, 8001}) == 5
+    for port in (hub, api):  # free: we can listen there
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
+    assert C.internal_ports(8000, 9001, 9002) == (9001, 9002)
+    for kwargs, param in (({"hub_port": 8000}, "hub_port"), ({"hub_port": 9001, "proxy_api_port": 9001}, "proxy_api_port"),
+                          ({"hub_port": 70000}, "hub_port"), ({"proxy_api_port": -1}, "proxy_api_port")):
+        with pytest.raises(DistlearnValueError, match=param) as info:
+            C.internal_ports(8000, **kwargs)
+        assert info.value.param == param and info.value.zh
+    # make classroom → python -m authoring.classroom start: the ports reach classroom.json, which the hub reads
+    started = []
+    monkeypatch.setattr(os, "execve", lambda *a: started.append(a))
+    monkeypatch.setattr(os, "chdir", lambda *a: None)
+    (tmp_path / "students.txt").write_text("alice en\n")
+    for extra, want in (([], None), (["--hub-port", "9101", "--proxy-api-port", "9102"], (9101, 9102))):
+        C.main(["start", "--students", str(tmp_path / "students.txt"), "--dir", str(tmp_path / "room"),
+                "--port", "8765", *extra])
+        s = C.Settings.load(tmp_path / "room" / "classroom.json")
+        assert (s.hub_port, s.proxy_api_port) == want if want else len({s.hub_port, s.proxy_api_port, 8765, 8081, 8001}) == 5
+    assert len(started) == 2 and started[0][1][-2:] == ["-f", str((tmp_path / "room" / "jupyterhub_config.py").resolve())]
+
+
+def test_students_see_no_teachers_nbgrader_menu(tmp_path):
+    """nbgrader's server parts are off in the students' servers, and so is its JupyterLab part: it showed each
+    student a "Nbgrader" menu, a "Create Assignment" panel and a "Validate" button that could only fail."""
+    C.prepare(tmp_path, {"alice": "en"}, ip="127.0.0.1", port=8765)
+    page = json.loads((tmp_path / "jupyter-config" / "labconfig" / "page_config.json").read_text())
+    assert page == {"disabledExtensions": {"@jupyter/nbgrader": True}}
+    try:
+        import nbgrader  # noqa: F401
+    except ImportError:
+        return  # nothing to switch off / 没有要关闭的扩展
+    installed = Path(sys.prefix) / "share" / "jupyter" / "labextensions" / C.NBGRADER_LAB_EXTENSION / "package.json"
+    assert json.loads(installed.read_text())["name"] == C.NBGRADER_LAB_EXTENSION  # the name JupyterLab knows
 
 
 def test_limits_are_checked():

@@ -1,7 +1,7 @@
 """What a teacher needs (issue 14, item 8): docs/teaching.md covers every chapter with its time and prerequisites,
 Colab and grading; `make lab` takes JupyterLab options for a classroom server; the course's JupyterLab settings
 (no news pop-up) are installed with the venv and on Binder; and the exercises go through a real nbgrader round:
-generate, autograde a correct, a blank and a half-done submission."""
+generate, autograde a correct, a blank and a half-done submission, and two collected from a classroom's homes."""
 import os
 import re
 import shutil
@@ -74,6 +74,39 @@ def test_nbgrader_source_marks_answers_checks_and_read_only_cells():
     assert not any("solution-only" in c.metadata.get("tags", []) for c in nb.cells)  # written answers left out
 
 
+def _graded(nb) -> dict:
+    return {c.metadata["nbgrader"]["grade_id"]: (c.metadata["nbgrader"]["solution"], c.metadata["nbgrader"]["grade"],
+                                                 c.metadata["nbgrader"].get("points"), c.metadata["nbgrader"]["locked"])
+            for c in nb.cells if "nbgrader" in c.metadata and (c.metadata["nbgrader"]["solution"]
+                                                               or c.metadata["nbgrader"]["grade"])}
+
+
+@pytest.mark.parametrize("solution", sorted((ROOT / "solutions").glob("*.ipynb")), ids=lambda p: p.stem)
+def test_every_languages_exercise_is_marked_with_the_gradebooks_ids(solution):
+    """nbgrader scores only cells whose grade ids are in its gradebook (made from solutions/, bilingual); a student
+    gets exercises/ or a monolingual copy. Marked, each has exactly the gradebook's answer and check cells, the
+    same ids, points and locks; marking twice changes nothing. Unmarked, nbgrader scored a perfect answer 0/3."""
+    want = _graded(grading.nbgrader_source(solution))
+    assert want and all(k.startswith(("answer-", "check-")) and not k[7:].isdigit() for k in want), want
+    for copy in (ROOT / "exercises", ROOT / paths.COPIES_DIR / "en" / "exercises", ROOT / paths.COPIES_DIR / "zh" / "exercises"):
+        nb = nbformat.read(copy / solution.name, as_version=4)
+        assert not _graded(nb)
+        marked = grading.mark_for_grading(nb)
+        assert _graded(marked) == want, copy
+        assert nbformat.writes(grading.mark_for_grading(nbformat.from_dict(marked))) == nbformat.writes(marked)
+
+
+def test_marking_finds_the_answer_a_check_is_given():
+    """In what a student saved, the answer is the nearest cell above its check that defines the function the check
+    is given (a draft above it stays unmarked); a check the student deleted leaves its answer unmarked."""
+    cells = [nbformat.v4.new_code_cell(s) for s in (
+        "def prefetch_time(n, c, a):\n    return 0  # draft", "def prefetch_time(n, c, a):\n    return 1",
+        "check.ex07_prefetch_time(prefetch_time)", "def peak_units(n, d, l):\n    return 1")]
+    nb = grading.mark_for_grading(nbformat.v4.new_notebook(cells=cells))
+    ids = [c.metadata.get("nbgrader", {}).get("grade_id") for c in nb.cells]
+    assert ids == [None, "answer-prefetch_time", "check-prefetch_time", None]
+
+
 def test_written_answers_are_not_in_the_exercises():
     """Issue 14 item 4: the markdown after exercise 14-3 gave its answers away."""
     ex = nbformat.read(ROOT / "exercises" / "14_planning.ipynb", as_version=4)
@@ -129,7 +162,7 @@ def test_the_written_nbgrader_config_draws_no_warning(tmp_path):
 @pytest.mark.slow
 def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
     """A whole nbgrader round on chapter 07: a correct submission scores 3/3, a blank one 0/3, one with a wrong
-    answer 2/3."""
+    answer 2/3; and so do two classroom students' own copies (Chinese, English), collected from their homes."""
     _require_nbgrader()
     from nbgrader.api import Gradebook
 
@@ -146,19 +179,45 @@ def test_nbgrader_generates_and_autogrades_the_exercises(tmp_path):
 
     source = nbformat.read(tmp_path / "source" / name / f"{name}.ipynb", as_version=4)
     half = nbformat.from_dict(source)
+    half_answer = "def prefetch_time(num_units, compute, comm):\n    return num_units * (compute + comm)\n"
     for cell in half.cells:  # one wrong answer
         if cell.source.startswith("def prefetch_time("):
-            cell.source = "def prefetch_time(num_units, compute, comm):\n    return num_units * (compute + comm)\n"
+            cell.source = half_answer
     for student, nb in (("alice", source), ("bob", released), ("carol", half)):
         target = tmp_path / "submitted" / student / name / f"{name}.ipynb"
         target.parent.mkdir(parents=True)
         nbformat.write(nb, target)
+    # Two students of a classroom (authoring/classroom.py): each saves answers in their own copy, in their
+    # language, then collected. dan's is as handed out, with a wrong answer whose check he made pass (nbgrader puts
+    # the course's check back: 2/3, not 3/3); erin's is from before exercises carried nbgrader's marks (collect
+    # marks it: 3/3, not 0/3).
+    from authoring import classroom
+
+    room = tmp_path / "room"
+    classroom.prepare(room, {"dan": "zh", "erin": "en"}, ip="127.0.0.1", port=8765)
+    solved = {c.source.split("(")[0]: "\n".join(line for line in c.source.splitlines() if "### " not in line)
+              for c in source.cells if paths.BEGIN in c.source}
+    for student in ("dan", "erin"):
+        classroom.hand_out(room / "home" / student, classroom.Settings.load(room / "classroom.json").students[student])
+        path = room / "home" / student / "exercises" / f"{name}.ipynb"
+        nb = nbformat.read(path, as_version=4)
+        for cell in nb.cells:
+            head = cell.source.split("(")[0]
+            if head in solved:
+                cell.source = half_answer if (student, head) == ("dan", "def prefetch_time") else solved[head]
+            if student == "dan" and cell.source.startswith("check.ex07_prefetch_time("):
+                cell.source = "pass  # no check, no fail / 不检查就不会失败"
+            if student == "erin":
+                cell.metadata.pop("nbgrader", None)
+        nbformat.write(nb, path)
+    assert classroom.collect(tmp_path, [name], room) == {"dan": {name: "collected"}, "erin": {name: "collected"}}
     subprocess.run(nbgrader + ["autograde", name, "--force"], cwd=tmp_path, env=env, check=True,
                    capture_output=True, timeout=900)
     with Gradebook(f"sqlite:///{tmp_path / 'gradebook.db'}") as gb:
         scores = {s: (gb.find_submission(name, s).score, gb.find_submission(name, s).max_score)
-                  for s in ("alice", "bob", "carol")}
-    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0)}, scores
+                  for s in ("alice", "bob", "carol", "dan", "erin")}
+    assert scores == {"alice": (3.0, 3.0), "bob": (0.0, 3.0), "carol": (2.0, 3.0), "dan": (2.0, 3.0),
+                      "erin": (3.0, 3.0)}, scores
     graded = nbformat.read(tmp_path / "autograded" / "carol" / name / f"{name}.ipynb", as_version=4)
     feedback = "".join(o.get("text", "") for c in graded.cells if c.cell_type == "code" for o in c.outputs)
     assert "✗ ex07_prefetch_time" in feedback  # the student's feedback is kept for nbgrader generate_feedback
