@@ -11,8 +11,9 @@ when the new course's source no longer has it. Per notebook, cell by cell (cells
 3. edited by the learner only: the learner's cell is kept;
 4. edited by the learner **and** changed by the course: the learner's cell is kept, and the course's new version is
    inserted right after it, its first line marking it, in both languages (in the copy's language for a
-   one-language copy), as the course's new version of the cell above; tag ``course-update``. Nothing is merged
-   inside a cell;
+   one-language copy), as the course's new version of the cell above; tag ``course-update``. A code cell's new
+   version is inserted as a markdown cell showing the code (shown, not run: Run All must not replace the learner's
+   answer with the course's unanswered one). Nothing is merged inside a cell;
 5. a cell the course added appears at its place (after the course cell it follows); a cell the course removed goes,
    unless the learner edited it (then it stays);
 6. cells the learner added stay, after the cell they followed (after its new version if rule 4 just inserted
@@ -61,12 +62,28 @@ def _mark(lang: str) -> str:
     return " / ".join(_MARK[k] for k in ("en", "zh")) if lang not in _MARK else _MARK[lang]
 
 
+_NOT_RUN = {  # a code cell's new version is shown, never run: running it would replace the learner's answer above
+    "en": "shown, not run: copy what you want from it into your cell above",
+    "zh": "只展示、不运行：需要的部分请复制到上面你的单元格里",
+}
+
+
 def _new_version_cell(cell, lang: str):
-    """A copy of the course's ``cell`` with a new id, tag ``course-update`` and a first line saying what it is."""
-    new = nbformat.from_dict(json.loads(json.dumps(cell)))
-    new["id"] = f"{cell['id'][:40]}-new-{source_hash(cell.source)[:8]}"
+    """The course's new version of ``cell``, to insert after the learner's edited one: a new id, tag
+    ``course-update`` and a first line saying what it is. A code cell's new version is a *markdown* cell showing
+    the code in a fenced block: as a code cell, Run All would run it after the learner's answer and replace it (a
+    new user's refreshed exercise failed again with "not answered")."""
+    d = json.loads(json.dumps(cell))
     mark = _mark(lang)
-    new.source = (f"# {mark}\n" if cell.cell_type == "code" else f"> **{mark}**\n\n") + cell.source
+    if cell.cell_type == "code":
+        not_run = " / ".join(_NOT_RUN[k] for k in ("en", "zh")) if lang not in _NOT_RUN else _NOT_RUN[lang]
+        text = "".join(cell.source) if isinstance(cell.source, list) else cell.source
+        new = nbformat.v4.new_markdown_cell(f"> **{mark}** ({not_run})\n\n```python\n{text}\n```",
+                                            metadata={"tags": list(d.get("metadata", {}).get("tags", []))})
+    else:
+        new = nbformat.from_dict(d)
+        new.source = f"> **{mark}**\n\n" + cell.source
+    new["id"] = f"{cell['id'][:40]}-new-{source_hash(cell.source)[:8]}"
     tags = list(new.metadata.get("tags", []))
     new.metadata["tags"] = tags + [UPDATE_TAG] if UPDATE_TAG not in tags else tags
     return new

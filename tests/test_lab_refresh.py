@@ -145,7 +145,11 @@ def test_a_copy_without_a_record_loses_nothing(course_root):
     assert cells["note"].source.endswith("x is the batch.") and "mine" in cells and "intro" in cells
     assert cells["setup"].source == "x = 1" and "added" in cells
     marked = [c for c in ch.cells if refresh.UPDATE_TAG in c.metadata.get("tags", [])]
-    assert {c.source.splitlines()[-1] for c in marked} == {"print(x, 'fixed')", "A note to keep, corrected."}
+    assert {c.source.rstrip("`\n").splitlines()[-1] for c in marked} == {"print(x, 'fixed')",
+                                                                        "A note to keep, corrected."}
+    # a code cell's new version is shown, not run: Run All must not replace the learner's cell above
+    code_update = [c for c in marked if "print(x, 'fixed')" in c.source][0]
+    assert code_update.cell_type == "markdown" and "```python\nprint(x, 'fixed')\n```" in code_update.source
     ex = _by_id(_read(out / "exercises" / "01_x.ipynb"))
     assert ex["ex-answer"].source.endswith("return 2 * n")
     assert lab.refresh_lab("both", root=course_root, out_root=out, log=lambda *_: None) == {}
@@ -164,7 +168,8 @@ def test_the_mark_is_in_the_copys_language(course_root):
     refresh.refresh_copy(out, {"notebooks/01_x.ipynb": src}, "zh", log=lambda *_: None)
     (first_line, _) = [c.source.split("\n", 1) for c in _read(out / "notebooks" / "01_x.ipynb").cells
                        if refresh.UPDATE_TAG in c.metadata.get("tags", [])][0]
-    assert first_line == f"# {refresh._MARK['zh']}" and "new version" not in first_line
+    assert first_line.startswith(f"> **{refresh._MARK['zh']}**") and "new version" not in first_line
+    assert refresh._NOT_RUN["zh"] in first_line and "shown, not run" not in first_line
 
 
 def test_the_stale_note_names_lab_refresh_and_no_copy_is_a_clear_error(course_root, capsys):
