@@ -50,7 +50,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distlearn.core.validate import (DistlearnValueError, check_array, check_choice, check_int, check_number,
-                                     check_seed)
+                                     check_record, check_seed)
 
 # ---------------------------------------------------------------- element formats
 # (exponent bits, mantissa bits, bias, largest value, emax = exponent of the largest normal, has NaN code)
@@ -322,8 +322,13 @@ def quantize(x, scheme: str, block_size: int | None = None) -> BlockQuantized:
 
 
 def relative_error(x, q: BlockQuantized) -> float:
-    """‖dequantised − x‖_F / ‖x‖_F (x as float32; 0 for an all-zero x)."""
+    """‖dequantised − x‖_F / ‖x‖_F (x as float32; 0 for an all-zero x); ``q`` a :class:`BlockQuantized` of x's
+    shape. Raises DistlearnValueError."""
+    check_record("q", q, BlockQuantized, "quantize_mx(x)")
     v = _values(x).astype(np.float64)
+    if v.shape != q.codes.shape:
+        raise DistlearnValueError("x", f"x has shape {v.shape}, q holds {q.codes.shape}.",
+                                  f"x 的形状是 {v.shape}，q 的形状是 {q.codes.shape}。")
     norm = float(np.linalg.norm(v))
     return float(np.linalg.norm(q.dequantize() - v)) / norm if norm else 0.0
 
