@@ -442,6 +442,9 @@ CALLS = {
     "distlearn.precision.block_scaled.decode": lambda: {"codes": np.arange(16, dtype=np.uint8)},
     "distlearn.precision.block_scaled.mx_scale_exponent": lambda: {"amax": np.array([1.0, 448.0])},
     "distlearn.precision.block_scaled.mx_scale_exponent_rceil": lambda: {"amax": np.array([1.0, 448.0])},
+    "distlearn.precision.block_scaled.accumulate": lambda: {"products": _rng().standard_normal((2, 16)),
+                                                            "promote_every": 4},
+    "distlearn.precision.pictures.block_row_picture": lambda: {"row": _rng().standard_normal(64)},
     "distlearn.precision.block_scaled.e8m0_code": lambda: {"exponent": np.array([-3, 0, 4])},
     "distlearn.precision.block_scaled.relative_error": lambda: (lambda x: {"x": x, "q": __import__(
         "distlearn.precision.block_scaled", fromlist=["quantize_mx"]).quantize_mx(x)})(_rng().standard_normal((2, 32))),

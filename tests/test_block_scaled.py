@@ -267,3 +267,32 @@ def test_bad_input_names_the_parameter(call, param):
     with pytest.raises(DistlearnValueError) as e:
         call()
     assert e.value.param == param and e.value.zh and e.value.en
+
+
+def _reference_accumulate(row, bits, every):
+    """One dot product, term by term, with Python floats and math.frexp (independent of the vectorised code)."""
+    total, part = 0.0, 0.0
+    for k, v in enumerate(row):
+        f, e = math.frexp(part + v)
+        part = math.ldexp(round(math.ldexp(f, bits + 1)), e - bits - 1)   # round(): ties to even, as np.round
+        if every and (k + 1) % every == 0:
+            total, part = total + part, 0.0
+    return total + part
+
+
+def test_accumulate_against_a_term_by_term_reference():
+    rng = np.random.default_rng(5)
+    p = rng.standard_normal((3, 300))
+    for bits, every in ((13, None), (13, 128), (5, 7), (52, None)):
+        ours = B.accumulate(p, bits, every)
+        assert ours.tolist() == [_reference_accumulate(r, bits, every) for r in p]
+    assert B.accumulate(p, 52).tolist() == [math.fsum([]) + sum(r.tolist(), 0.0) for r in p]   # fp64 sequential
+
+
+def test_fp32_promotion_every_128_cuts_the_accumulation_error():
+    rng = np.random.default_rng(0)
+    p = np.abs(rng.standard_normal((32, 4096))) * np.abs(rng.standard_normal((32, 4096)))
+    exact = p.sum(axis=1)
+    never = np.abs(B.accumulate(p, 13) - exact) / exact
+    promoted = np.abs(B.accumulate(p, 13, 128) - exact) / exact
+    assert np.median(never) > 50 * np.median(promoted)
