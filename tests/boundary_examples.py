@@ -430,6 +430,25 @@ CALLS = {
     "distlearn.precision.fp8_recipes.fp8_activation_table": lambda: {"recipe": _recipe_key(), "seq_len": 2048,
                                                                      "micro_batch_size": 1, "hidden_size": 1024,
                                                                      "num_heads": 16},
+    **{f"distlearn.precision.block_scaled.{name}": (lambda: {"x": _rng().standard_normal((2, 32))}) for name in (
+        "quantize_mx", "quantize_nvfp4", "error_vs_block_size")},
+    **{f"distlearn.precision.block_scaled.{name}": (lambda: {"x": _rng().standard_normal(32)}) for name in (
+        "encode", "round_to", "nvfp4_tensor_scale")},   # any shape
+    "distlearn.precision.block_scaled.quantize_fp8": lambda: {"x": _rng().standard_normal((2, 128))},
+    "distlearn.precision.block_scaled.error_point": lambda: {"x": _rng().standard_normal((2, 32)), "scheme": "nvfp4"},
+    "distlearn.precision.block_scaled.bits_per_element": lambda: {"scheme": "mxfp8"},
+    "distlearn.precision.block_scaled.get_format_recipe": lambda: {"key": "mxfp8"},
+    "distlearn.precision.block_scaled.layer_bytes": lambda: {"recipe": "nvfp4"},
+    "distlearn.precision.block_scaled.quantize": lambda: {"x": _rng().standard_normal((2, 32)), "scheme": "mxfp8"},
+    "distlearn.precision.block_scaled.decode": lambda: {"codes": np.arange(16, dtype=np.uint8)},
+    "distlearn.precision.block_scaled.mx_scale_exponent": lambda: {"amax": np.array([1.0, 448.0])},
+    "distlearn.precision.block_scaled.mx_scale_exponent_rceil": lambda: {"amax": np.array([1.0, 448.0])},
+    "distlearn.precision.block_scaled.accumulate": lambda: {"products": _rng().standard_normal((2, 16)),
+                                                            "promote_every": 4},
+    "distlearn.precision.pictures.block_row_picture": lambda: {"row": _rng().standard_normal(64)},
+    "distlearn.precision.block_scaled.e8m0_code": lambda: {"exponent": np.array([-3, 0, 4])},
+    "distlearn.precision.block_scaled.relative_error": lambda: (lambda x: {"x": x, "q": __import__(
+        "distlearn.precision.block_scaled", fromlist=["quantize_mx"]).quantize_mx(x)})(_rng().standard_normal((2, 32))),
     f"{PS}.torch_decode_all": lambda: {"fmt": _fmt()},
     f"{PS}.finfo_comparison": lambda: {"fmt": _fmt()},
     f"{PS}.round_mantissa": lambda: {"x": _t(8), "mantissa_bits": 3},

@@ -32,7 +32,19 @@ def _offload_step(n, dp, ranks, bw, rate):
     return _offload(n, dp, bw) + ranks * n / dp / rate
 
 
-CORRECT = [(ch08.ex08_layer_activation_bytes, _layer), (ch08.ex08_inflight_1f1b, _inflight),
+def _mx(x, n):                               # MX rule with math.log2 on each block, written independently
+    import math
+
+    import numpy as np
+    out = np.empty((x.shape[0], x.shape[1] // n), dtype=int)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1] // n):
+            amax = float(np.abs(x[i, j * n:(j + 1) * n]).max())
+            out[i, j] = -127 if amax == 0 else max(-127, min(127, math.floor(math.log2(amax)) - 8))
+    return out
+
+
+CORRECT = [(ch08.ex08_mx_exponents, _mx), (ch08.ex08_layer_activation_bytes, _layer), (ch08.ex08_inflight_1f1b, _inflight),
            (ch08.ex08_selective_overhead, _selective), (ch08.ex08_offload_seconds, _offload),
            (ch08.ex08_llama_layer_bytes, _llama), (ch08.ex08_offload_step_seconds, _offload_step)]
 
@@ -54,6 +66,9 @@ def test_checkers_accept_independent_answers(capsys):
     (ch08.ex08_llama_layer_bytes, lambda s, b, h, a, k, f: _llama(s, b, h, a, k, f) - 4 * a * s * b),   # no lse
     (ch08.ex08_llama_layer_bytes, lambda s, b, h, a, k, f: _llama(s, b, h, a, a, f)),      # K, V repeated
     (ch08.ex08_offload_step_seconds, lambda n, dp, r, bw, rate: _offload(n, dp, bw) + n / dp / rate),  # one rank
+    (ch08.ex08_mx_exponents, lambda x, n: _mx(x, n) + 8),                                  # forgot the − 8
+    (ch08.ex08_mx_exponents, lambda x, n: __import__("numpy").ceil(__import__("numpy").log2(       # rounds up
+        __import__("numpy").abs(x).reshape(x.shape[0], -1, n).max(-1) + 1e-300)).astype(int) - 8),
 ])
 def test_checkers_reject_typical_wrong_answers(checker, wrong):
     with pytest.raises(check.CheckFailed):

@@ -112,3 +112,34 @@ def ex08_block_scales(fn):
                       hint_en="An all-zero tile has nothing to fit: its scale is 1 (not 448 / 0).",
                       hint_zh="全零的块不需要缩放：它的缩放因子是 1（而不是 448 / 0）。"))
     verify("ex08_block_scales", fn, cases)
+
+
+def ex08_mx_exponents(fn):
+    """``fn(x, block_size)`` → the unbiased E8M0 exponents k of MXFP8 (E4M3 elements) per 1 × ``block_size`` block,
+    integers of shape (rows, cols // block_size): ``floor(log2(amax)) − 8`` clamped to [−127, 127] (OCP MX v1.0;
+    :func:`distlearn.precision.block_scaled.mx_scale_exponent`, which the tests check against torch's E8M0 cast)."""
+    import numpy as np
+
+    from distlearn.precision.block_scaled import mx_scale_exponent
+
+    def expected(x, n):
+        return mx_scale_exponent(np.abs(x).reshape(x.shape[0], -1, n).max(axis=-1))
+
+    rng = np.random.default_rng(8)
+    cases = []
+    for rows, cols, n, spread in [(4, 128, 32, 10.0), (2, 64, 16, 40.0), (3, 96, 32, 1.0), (1, 1024, 1024, 5.0)]:
+        x = (rng.standard_normal((rows, cols)) * np.exp(rng.uniform(-spread, spread, (rows, cols)))).astype(np.float32)
+        cases.append(Case(args=(x, n), expected=expected(x, n), atol=0, rtol=0,
+                          hint_en="Take the largest |value| of each block, then the exponent of the largest power "
+                                  "of two not above it, minus E4M3's top exponent.",
+                          hint_zh="先取每个分块最大的 |值|，再取不超过它的最大 2 的幂的指数，减去 E4M3 最大的指数。"))
+    edge = np.zeros((2, 64), np.float32)
+    edge[0, :3] = [1000.0, 256.0, -3.0]
+    edge[0, 32] = 256.0
+    edge[1, 40] = 2.0 ** -140
+    cases.append(Case(args=(edge, 32), expected=expected(edge, 32), atol=0, rtol=0,
+                      hint_en="A block whose amax is exactly a power of two keeps that power (256 → k = 0); an "
+                              "all-zero block and a tiny one are clamped to −127, E8M0's smallest exponent.",
+                      hint_zh="amax 恰好是 2 的幂时就取这个幂（256 → k = 0）；全零的分块和极小的分块都限制为 −127，"
+                              "即 E8M0 最小的指数。"))
+    verify("ex08_mx_exponents", fn, cases)
