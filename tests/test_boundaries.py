@@ -294,7 +294,9 @@ ANY_SHAPE = {  # one array per rank along the first axis, of any shape
     ("distlearn.core.comm.nccl_average", "arrays"), ("distlearn.core.comm.reference_ring_all_reduce", "arrays"),
     # a weight (d_in, d_out) or a bias (d_out,): both are split by columns
     ("distlearn.tensor_parallel.simulation.shard_columns", "w"),
-    ("distlearn.precision.scaling.quantize_tensorwise", "x")}  # one scale for a tensor of any shape
+    ("distlearn.precision.scaling.quantize_tensorwise", "x"),  # one scale for a tensor of any shape
+    # (N, ...): N samples' gradients of any shape; a 1-D array is N gradients of a scalar parameter
+    ("distlearn.data_parallel.simulation.ddp_gradient", "per_sample_grads")}
 
 
 # (function, parameter, bad value) where the real engine's own error is the lesson, not a hole in our boundary:
