@@ -17,8 +17,9 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.core.cost import collective_time
-from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, MAX_WORLD_SIZE, DistlearnValueError, check_array, check_bool,
-                                     check_callable, check_choice, check_int, check_number)
+from distlearn.core.validate import (MAX_ELEMENTS, MAX_STEPS, MAX_WORLD_SIZE, DistlearnValueError, array, check_array,
+                                     check_bool, check_callable, check_choice, check_int, check_number, checks, each,
+                                     function, whole)
 
 MiB = 2**20
 
@@ -33,6 +34,7 @@ def shard_sizes(num_samples: int, world_size: int) -> list[int]:
     return [base + (1 if r < extra else 0) for r in range(world_size)]
 
 
+@checks(weight=array())
 def linear_mse_model(weight: np.ndarray) -> Callable[[np.ndarray], tuple[float, np.ndarray]]:
     """The seed's model ``y = x @ weight`` with loss ``mean(y**2)`` over all B·d_out outputs.
 
@@ -42,11 +44,19 @@ def linear_mse_model(weight: np.ndarray) -> Callable[[np.ndarray], tuple[float, 
 
     An empty batch (B = 0) gives what torch autograd gives for ``(x @ W).pow(2).mean()``: loss NaN (0/0) and a
     gradient of zeros, not 0/0 — autograd scales the empty output's gradient by 1/0 and then sums over no rows. This
-    is the zero gradient an empty rank feeds into DDP's average (chapter 03, "Empty ranks")."""
+    is the zero gradient an empty rank feeds into DDP's average (chapter 03, "Empty ranks").
+
+    Raises DistlearnValueError when ``weight`` is not an array of finite numbers (shape (d_in, d_out) or (d_in,)),
+    and ``model_fn`` raises it for a batch that is not a finite array of shape (B, d_in)."""
     weight = np.asarray(weight, dtype=float)
+    d_in = weight.shape[0] if weight.ndim else 1
 
     def model_fn(batch):
-        batch = np.asarray(batch, dtype=float)
+        batch = check_array("batch", batch)
+        if batch.ndim != 2 or batch.shape[1] != d_in:
+            raise DistlearnValueError("batch", f"batch must be an array of shape (B, d_in) = (B, {d_in}), one row per "
+                                               f"sample; got shape {batch.shape}.",
+                                      f"batch 的形状必须是 (B, d_in) = (B, {d_in})，每行一个样本；收到形状 {batch.shape}。")
         out = batch @ weight
         grad = 2.0 * batch.T @ out                         # a sum over the B rows: zeros if B = 0 / 对 B 行求和：B = 0 时为零
         if out.size == 0:                                  # as autograd: loss 0/0 = NaN, gradient 0 / 与 autograd 相同：损失 NaN，梯度为 0
@@ -69,13 +79,15 @@ class DPResult:
     bytes_sent: np.ndarray = field(default=None)
 
 
+@checks(data=array(min_size=0), model_fn=function())
 def simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> DPResult:
     """Data-parallel step on a virtual cluster: the corrected seed function.
 
     ``data``: (N, ...) samples, split into contiguous shards by :func:`shard_sizes`; ``model_fn(shard) -> (mean
     loss, mean gradient)`` over the shard. Each rank sends ``n_r·loss_r``, ``n_r·grad_r`` and ``n_r`` into one
     all-reduce (sum); loss = Σ n_r·loss_r / Σ n_r and grad likewise: the full-batch mean for any split. Ranks with
-    no samples contribute zeros (they must still join the all-reduce). Raises DistlearnValueError if data is empty.
+    no samples contribute zeros (they must still join the all-reduce). Raises DistlearnValueError if data is empty or
+    not an array of finite numbers, or ``model_fn`` is not a function.
     """
     data = np.asarray(data)
     world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
@@ -103,6 +115,7 @@ def simulate_data_parallelism(data: np.ndarray, world_size: int, model_fn) -> DP
 
 
 # ---------------------------------------------------------------- loss reduction under DDP
+@checks(per_sample_grads=array())
 def ddp_gradient(per_sample_grads: np.ndarray, world_size: int, reduction: str = "mean") -> np.ndarray:
     """The gradient DDP leaves on every rank: each rank computes the gradient of its local loss (``reduction``
     ``"mean"`` or ``"sum"`` over its samples) and DDP all-reduces and **divides by world_size** (it averages).
@@ -110,7 +123,8 @@ def ddp_gradient(per_sample_grads: np.ndarray, world_size: int, reduction: str =
     ``per_sample_grads``: (N, ...) gradients of each sample's loss, N divisible by world_size (equal shards, as
     with DistributedSampler). With ``"mean"`` this equals the full-batch mean gradient; with ``"sum"`` it is the
     full-batch sum divided by world_size — neither the single-process sum nor the mean. Source: PyTorch DDP docs
-    ("gradients are averaged across processes"), torch/csrc/distributed/c10d/reducer.cpp (div_factor)."""
+    ("gradients are averaged across processes"), torch/csrc/distributed/c10d/reducer.cpp (div_factor). Raises
+    DistlearnValueError when ``per_sample_grads`` is not an array of finite numbers or N is not divisible."""
     g = np.asarray(per_sample_grads, dtype=float)
     world_size = check_int("world_size", world_size, minimum=1, maximum=MAX_WORLD_SIZE)
     check_choice("reduction", reduction, ("mean", "sum"))
@@ -149,8 +163,18 @@ def sampler_accuracy(correct, world_size: int) -> tuple[float, float]:
     """(naive, true) accuracy of per-sample ``correct`` flags evaluated through DistributedSampler.
 
     Naive: all-reduce of (#correct, #seen) over the padded shards, which counts repeated samples twice. True:
-    over the N distinct samples."""
-    correct = np.asarray(correct, dtype=float)
+    over the N distinct samples.
+
+    ``correct``: shape (N,), 1 (or True) for a sample the model got right, 0 (False) otherwise. Raises
+    DistlearnValueError for anything else."""
+    if isinstance(correct, np.ndarray) and correct.dtype == bool:
+        correct = correct.astype(int)
+    elif isinstance(correct, (list, tuple)) and correct and all(isinstance(c, bool) for c in correct):
+        correct = [int(c) for c in correct]
+    correct = check_array("correct", correct, ndim=1)
+    if not np.isin(correct, (0.0, 1.0)).all():
+        raise DistlearnValueError("correct", "correct must hold one flag per sample: 1 (right) or 0 (wrong).",
+                                  "correct 必须是每个样本一个标记：1（正确）或 0（错误）。")
     shards = distributed_sampler_indices(len(correct), world_size)
     per_rank = [np.array([correct[idx].sum(), len(idx)]) for idx in shards]
     hits, seen = VirtualCluster(world_size).all_reduce(per_rank)[0]
@@ -232,6 +256,7 @@ def ddp_bucket_limits(bucket_cap_mb: float | None = None) -> tuple[int, int]:
     return cap, cap
 
 
+@checks(param_bytes=each(whole(minimum=0, maximum=None), min_len=0))
 def bucket_assignment(param_bytes, bucket_cap_mb: float | None = None,
                       first_bucket_mb: float | None = None) -> list[list[int]]:
     """Group parameters (indices into ``param_bytes``, given in the order their gradients become ready, i.e.
@@ -256,6 +281,8 @@ def bucket_assignment(param_bytes, bucket_cap_mb: float | None = None,
     return buckets
 
 
+@checks(param_bytes=each(whole(minimum=0, maximum=None), min_len=0),
+        ready_order=each(whole(minimum=0, maximum=None), min_len=0))
 def ddp_buckets(param_bytes, ready_order, *, bucket_cap_mb: float | None = None,
                 find_unused_parameters: bool = False, iteration: str = "rebuilt") -> list[list[int]]:
     """The buckets a real ``DistributedDataParallel`` (torch 2.13) holds, as lists of parameter indices, in the
@@ -439,6 +466,7 @@ def split_indices(num_samples: int, world_size: int, split: str = "contiguous") 
     return [list(range(offsets[r], offsets[r + 1])) for r in range(world_size)]
 
 
+@checks(data=array(min_size=0), model_fn=function())
 def data_parallel_loss(data, world_size: int, model_fn, *, split: str = "contiguous",
                        reduction: str = "weighted") -> tuple[float, list[int]]:
     """The loss a data-parallel step reports: per-rank mean losses over ``split_indices(...)`` combined by

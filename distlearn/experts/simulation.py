@@ -50,8 +50,9 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from distlearn.core.validate import (MAX_ELEMENTS, DistlearnValueError, check_array, check_bool, check_choice,
-                                     check_elements, check_int, check_number, check_seed)
+from distlearn.core.records import GPU
+from distlearn.core.validate import (MAX_ELEMENTS, DistlearnValueError, array, check_array, check_bool, check_choice,
+                                     check_elements, check_int, check_number, check_seed, checks, each, record)
 
 SCORES = ("softmax", "sigmoid")
 MAX_EXPERTS = 4096  # experts per layer this course simulates (DeepSeek-V3 has 256): caps the per-expert arrays
@@ -181,10 +182,34 @@ def capacity(capacity_factor: float, k: int, tokens: int, num_experts: int, min_
     return max(math.ceil(capacity_factor * k * tokens / num_experts), min_capacity)
 
 
+def _no_nan(name: str, scores: np.ndarray) -> None:
+    """DistlearnValueError if ``scores`` holds NaN (−inf is a valid score: an expert ruled out by
+    :func:`limit_groups`)."""
+    if np.isnan(scores).any():
+        raise DistlearnValueError(name, f"{name} must hold numbers (−inf allowed), not NaN.",
+                                  f"{name} 必须是数值（可以是 −inf），不能是 NaN。")
+
+
+class _Scores(array):
+    """A (T, E) array of scores: −inf allowed (an expert ruled out), NaN refused (:func:`_no_nan`)."""
+
+    def __init__(self):
+        super().__init__("tokens experts", finite=False)
+
+    def check(self, name, value, dims):
+        super().check(name, value, dims)
+        _no_nan(name, np.asarray(value, dtype=float))
+
+
+SCORES_ARRAY = _Scores()
+
+
+@checks(scores=SCORES_ARRAY)
 def limit_groups(scores: np.ndarray, num_groups: int, groups_per_token: int) -> np.ndarray:
     """Node-limited routing (DeepSeek-V3 §2.1.2): scores (T, E) with every expert outside each token's best
     ``groups_per_token`` groups set to −inf; a group (E / num_groups consecutive experts) scores the sum of its
-    two largest scores."""
+    two largest scores. Raises DistlearnValueError for scores that are not a (T, E) array without NaN, or a
+    ``num_groups`` that does not divide E."""
     t, e = scores.shape
     check_int("num_groups", num_groups, minimum=1)
     check_int("groups_per_token", groups_per_token, minimum=1, maximum=num_groups)
@@ -200,10 +225,13 @@ def limit_groups(scores: np.ndarray, num_groups: int, groups_per_token: int) -> 
     return np.where(allowed[:, :, None], g, -np.inf).reshape(t, e)
 
 
+@checks(scores=SCORES_ARRAY)
 def top_k(scores: np.ndarray, k: int) -> np.ndarray:
     """(T, k) int: each row's k largest ``scores`` (T, E), best first, ties to the lower expert index — exactly
     ``np.argsort(-scores, axis=1, kind="stable")[:, :k]``, in O(T·E) instead of a full sort: a partition finds
-    each row's k best, a sort orders just those; a row with a tie at the k-th place takes the full stable sort."""
+    each row's k best, a sort orders just those; a row with a tie at the k-th place takes the full stable sort.
+    Raises DistlearnValueError for scores that are not a (T, E) array without NaN (−inf allowed), or k not in
+    [1, E]."""
     e = scores.shape[1]
     k = check_int("k", k, minimum=1, maximum=e)
     if k >= e:
@@ -230,13 +258,19 @@ def _softmax(x):
     return z / z.sum(axis=1, keepdims=True)
 
 
+@checks(index=array("tokens k", min_size=0))
 def keep_within_capacity(index: np.ndarray, num_experts: int, cap: int, tokens_per_group: int,
                          priority: str = "choice") -> np.ndarray:
     """(T, k) bool: the assignments that fit in ``cap`` per expert per group (``priority`` as in the module doc).
 
     In each group the assignments are put in priority order; an assignment's position is how many earlier ones
-    chose the same expert (a stable sort by expert gives it without a (T·k, E) one-hot matrix)."""
-    check_int("num_experts", num_experts, maximum=MAX_EXPERTS)
+    chose the same expert (a stable sort by expert gives it without a (T·k, E) one-hot matrix). Raises
+    DistlearnValueError for an ``index`` that is not a (T, k) array of experts in [0, num_experts − 1]."""
+    num_experts = check_int("num_experts", num_experts, maximum=MAX_EXPERTS)
+    index = np.asarray(index)
+    if index.size and (index.dtype.kind not in "iu" or index.min() < 0 or index.max() >= num_experts):
+        raise DistlearnValueError("index", f"index must hold expert numbers in [0, {num_experts - 1}].",
+                                  f"index 必须是 [0, {num_experts - 1}] 内的专家编号。")
     cap = check_int("cap", cap, minimum=0)
     tokens_per_group = check_int("tokens_per_group", tokens_per_group)
     check_choice("priority", priority, PRIORITIES)
@@ -297,8 +331,8 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
             raise DistlearnValueError(
                 "k", f"k = {k} experts cannot come from {groups_per_token} groups of {e // num_groups} experts.",
                 f"k = {k} 个专家无法从 {groups_per_token} 组（每组 {e // num_groups} 个专家）中选出。")
-        sel = limit_groups(sel, num_groups, groups_per_token)
-    index = top_k(sel, k)
+        sel = limit_groups.unchecked(sel, num_groups, groups_per_token)  # checked above / 参数已检查
+    index = top_k.unchecked(sel, k)
     weights = np.take_along_axis(base, index, axis=1)
     if normalize:
         weights = weights / weights.sum(axis=1, keepdims=True)
@@ -306,7 +340,7 @@ def route(logits, k: int, *, score: str = "softmax", normalize: bool = True, bia
     kept, cap = np.ones((t, k), dtype=bool), None
     if capacity_factor is not None:
         cap = capacity(capacity_factor, k, group, e, min_capacity)
-        kept = keep_within_capacity(index, e, cap, group, priority)
+        kept = keep_within_capacity.unchecked(index, e, cap, group, priority)
         weights = weights * kept
         if renormalize_kept:
             total = weights.sum(axis=1, keepdims=True)
@@ -354,7 +388,7 @@ def _checked_reference(loops):
     loops it teaches."""
     @functools.wraps(loops)
     def checked(logits, k, capacity_factor=None):
-        shape = np.shape(logits)
+        shape = check_array("logits", logits).shape  # finite numbers: a NaN logit would be routed silently
         if len(shape) != 2:
             raise DistlearnValueError("logits", f"logits must be 2-D (tokens, experts), got shape {shape}.",
                                       f"logits 必须是二维的（词元，专家），收到形状 {shape}。")
@@ -369,6 +403,9 @@ reference_route = _checked_reference(reference_route)
 
 
 # ---------------------------------------------------------------- the experts and the layer
+ROUTING = record(Routing, "route(logits, k=2)")
+
+
 @dataclass
 class MoEWeights:
     """Weights of one MoE layer in ``nn.Linear`` layout (out × in), numpy float64: ``router`` (E, h);
@@ -435,22 +472,44 @@ class MoEWeights:
         return self.router.shape[0]
 
 
+MOE_WEIGHTS = record(MoEWeights, "MoEWeights.random(num_experts=4, hidden_size=8, ffn_hidden_size=16)")
+
+
+def _check_rows(name: str, x, w: MoEWeights, tokens: int | None) -> None:
+    """DistlearnValueError unless ``x`` is (tokens, h) with the hidden size h of ``w`` (any number of rows when
+    ``tokens`` is None)."""
+    h = w.w_gate.shape[-1]
+    shape = np.shape(x)
+    if shape[-1] != h or (tokens is not None and shape[0] != tokens):
+        want = f"({'T' if tokens is None else tokens}, {h})"
+        raise DistlearnValueError(name, f"{name} must have shape {want} (tokens, the experts' hidden size); got "
+                                        f"{shape}.",
+                                  f"{name} 的形状必须是 {want}（词元数，专家的隐藏维度）；收到 {shape}。")
+
+
+@checks(x=array("n h", min_size=0), w_gate=array("f h"), w_up=array("f h"), w_down=array("h f"))
 def swiglu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, w_down: np.ndarray) -> np.ndarray:
-    """One SwiGLU expert on rows ``x`` (n, h): ``(silu(x·w_gateᵀ) ⊙ x·w_upᵀ)·w_downᵀ`` (n, h)."""
+    """One SwiGLU expert on rows ``x`` (n, h): ``(silu(x·w_gateᵀ) ⊙ x·w_upᵀ)·w_downᵀ`` (n, h); ``w_gate``, ``w_up``
+    (f, h), ``w_down`` (h, f), in ``nn.Linear`` layout. Raises DistlearnValueError for arrays that are not finite or
+    whose shapes disagree."""
     a = x @ w_gate.T
     return ((a * _sigmoid(a)) * (x @ w_up.T)) @ w_down.T
 
 
+@checks(x=array("tokens h"), w=MOE_WEIGHTS, routing=ROUTING)
 def moe_forward(x: np.ndarray, w: MoEWeights, routing: Routing) -> np.ndarray:
     """Output (T, h) of an MoE FFN on rows ``x`` (T, h) under ``routing``: for every kept assignment
-    ``weight × expert(x)``, summed per token, plus the shared experts. Dropped assignments add nothing."""
+    ``weight × expert(x)``, summed per token, plus the shared experts. Dropped assignments add nothing. Raises
+    DistlearnValueError unless ``x`` has one row per routed token and the weights' hidden size."""
+    _check_rows("x", x, w, len(routing.index))
     y = np.zeros_like(x, dtype=float)
     for e in range(w.num_experts):
         rows, slot = np.nonzero((routing.index == e) & routing.kept)
         if len(rows):
-            np.add.at(y, rows, routing.weights[rows, slot, None] * swiglu(x[rows], w.w_gate[e], w.w_up[e], w.w_down[e]))
+            np.add.at(y, rows, routing.weights[rows, slot, None]
+                      * swiglu.unchecked(x[rows], w.w_gate[e], w.w_up[e], w.w_down[e]))
     if w.shared_gate is not None:
-        y = y + swiglu(x, w.shared_gate, w.shared_up, w.shared_down)
+        y = y + swiglu.unchecked(x, w.shared_gate, w.shared_up, w.shared_down)
     return y
 
 
@@ -492,10 +551,13 @@ def aux_loss(probs, index, num_experts: int | None = None, *, first_choice_only:
     return float(n * np.sum(f * probs.mean(axis=0)))
 
 
+@checks(bias=array("experts"), load=array("experts"))
 def update_bias(bias, load, gamma: float) -> np.ndarray:
     """DeepSeek-V3's auxiliary-loss-free update (§2.1.2): ``bᵢ ← bᵢ + γ·sign(mean(load) − loadᵢ)``: an overloaded
     expert's bias drops by γ, an underloaded one's rises by γ, an exactly average one keeps its bias (as
-    Megatron-LM's ``get_updated_expert_bias``). DeepSeek-V3 used γ = 0.001 for its first 14.3 T tokens."""
+    Megatron-LM's ``get_updated_expert_bias``). DeepSeek-V3 used γ = 0.001 for its first 14.3 T tokens.
+    ``bias``, ``load``: shape (E,). Raises DistlearnValueError for arrays that are not finite or of different
+    lengths, or a negative γ."""
     gamma = check_number("gamma", gamma, minimum=0)
     load = np.asarray(load, dtype=float)
     return np.asarray(bias, dtype=float) + gamma * np.sign(load.mean() - load)
@@ -535,7 +597,7 @@ def simulate_bias_balancing(*, num_experts: int = 16, k: int = 2, num_tokens: in
         unbiased &= bool(np.allclose(r.weights, expected / expected.sum(axis=1, keepdims=True)))
         loads.append(r.load)
         ratio.append(r.load.max() / r.load.mean())
-        bias = update_bias(bias, r.load, gamma)
+        bias = update_bias.unchecked(bias, r.load, gamma)
         biases.append(bias.copy())
     return BalanceHistory(np.array(ratio), np.array(loads), np.array(biases), unbiased)
 
@@ -574,6 +636,7 @@ class Splits:
         return [int(v) for v in self.send[:, rank]]
 
 
+@checks(routings=each(ROUTING))
 def split_sizes(routings: list[Routing], num_experts: int, ep: int) -> Splits:
     """Split sizes of the dispatch all-to-all when rank ``r`` routed its tokens as ``routings[r]`` (only kept
     assignments travel). Raises DistlearnValueError when ``len(routings) != ep`` or ``ep`` does not divide E."""
@@ -599,6 +662,7 @@ class EPResult:
     received: np.ndarray
 
 
+@checks(xs=each(array("_ h")), w=MOE_WEIGHTS)
 def simulate_expert_parallel(xs: list[np.ndarray], w: MoEWeights, k: int, *, capacity_factor: float | None = None,
                              **route_kwargs) -> EPResult:
     """An MoE layer with its experts split over ``ep = len(xs)`` ranks, step by step with explicit buffers.
@@ -611,13 +675,16 @@ def simulate_expert_parallel(xs: list[np.ndarray], w: MoEWeights, k: int, *, cap
        shared experts (replicated, computed locally).
 
     Equals :func:`moe_forward` on each rank's tokens (tests). ``bytes_sent`` counts rows leaving a rank
-    (dispatch, then combine), at ``x.itemsize`` bytes per element."""
+    (dispatch, then combine), at ``x.itemsize`` bytes per element. Raises DistlearnValueError unless ``xs`` is a
+    list of finite (T_r, h) arrays with the weights' hidden size h and ``len(xs)`` divides the experts."""
     ep, e = len(xs), w.num_experts
+    for r, x in enumerate(xs):
+        _check_rows(f"xs[{r}]", x, w, None)
     _check_ep(e, ep)
     local = e // ep
     routings = [route(x @ w.router.T, k, capacity_factor=capacity_factor, tokens_per_group=len(x), **route_kwargs)
                 for x in xs]
-    splits = split_sizes(routings, e, ep)
+    splits = split_sizes.unchecked(routings, e, ep)
     # 2. dispatch: per source rank, (token, slot) of its kept assignments in destination-expert order
     plans, inbox = [], [[None] * ep for _ in range(ep)]
     for src, (x, r) in enumerate(zip(xs, routings)):
@@ -638,7 +705,7 @@ def simulate_expert_parallel(xs: list[np.ndarray], w: MoEWeights, k: int, *, cap
             out = np.zeros_like(rows_in)
             for ex in np.unique(experts_in):
                 sel = experts_in == ex
-                out[sel] = swiglu(rows_in[sel], w.w_gate[ex], w.w_up[ex], w.w_down[ex])
+                out[sel] = swiglu.unchecked(rows_in[sel], w.w_gate[ex], w.w_up[ex], w.w_down[ex])
             outbox[src][dst] = out
             received[dst] += len(rows_in)
     # 4. combine
@@ -652,7 +719,7 @@ def simulate_expert_parallel(xs: list[np.ndarray], w: MoEWeights, k: int, *, cap
             mine = (experts // local) == dst
             np.add.at(y, rows[mine], r.weights[rows[mine], slot[mine], None] * outbox[src][dst])
         if w.shared_gate is not None:
-            y = y + swiglu(x, w.shared_gate, w.shared_up, w.shared_down)
+            y = y + swiglu.unchecked(x, w.shared_gate, w.shared_up, w.shared_down)
         outputs.append(y)
     for r in range(ep):
         off_rank = splits.send[r].sum() - splits.send[r, r]
@@ -686,6 +753,10 @@ class LayerCost:
     @property
     def training_flops(self) -> float:
         return 3 * self.forward_flops
+
+
+LAYER_COST = record(LayerCost, "ep_layer_cost(tokens_per_gpu=4096, hidden_size=7168, expert_ffn_hidden_size=2048, "
+                                "k=8, ep=64)")
 
 
 def ep_layer_cost(*, tokens_per_gpu: int, hidden_size: int, expert_ffn_hidden_size: int, k: int, ep: int,
@@ -730,6 +801,7 @@ def tp_ffn_layer_cost(*, tokens: int, hidden_size: int, ffn_hidden_size: int, tp
                      (1 - intra) if tp > 1 else 0.0)
 
 
+@checks(cost=LAYER_COST, gpu=GPU)
 def all_to_all_seconds(nbytes: float, cost: LayerCost, gpu) -> float:
     """Time of ``nbytes`` of all-to-all traffic per GPU: the intra-node share over NVLink and the inter-node
     share over the network run at the same time, so the slower one sets the time (α latency ignored).
@@ -738,13 +810,15 @@ def all_to_all_seconds(nbytes: float, cost: LayerCost, gpu) -> float:
     return max(nbytes * cost.intra_node_share / gpu.nvlink_bw, nbytes * cost.inter_node_share / gpu.network_bw)
 
 
+@checks(cost=LAYER_COST, gpu=GPU)
 def comm_compute_ratio(cost: LayerCost, gpu, mfu: float = 1.0) -> float:
     """Forward all-to-all time / forward expert compute time (at ``mfu`` of the GPU's peak). Below 1 the
     all-to-all can hide behind computation (of other micro-batches, DualPipe-style); above 1 it cannot."""
     mfu = check_number("mfu", mfu, minimum=0, maximum=1, strict_min=True)
-    return all_to_all_seconds(cost.forward_bytes, cost, gpu) / (cost.forward_flops / (gpu.peak_flops * mfu))
+    return all_to_all_seconds.unchecked(cost.forward_bytes, cost, gpu) / (cost.forward_flops / (gpu.peak_flops * mfu))
 
 
+@checks(routing=ROUTING)
 def nodes_per_token(routing: Routing, experts_per_node: int) -> np.ndarray:
     """(T,) how many different nodes each token's kept assignments reach when every node holds
     ``experts_per_node`` consecutive experts: the nodes its dispatch crosses the network to (at most k)."""
@@ -765,6 +839,7 @@ def straggler_factor(received) -> float:
     return float(received.max() / received.mean()) if received.mean() > 0 else 1.0
 
 
+@checks(load=array("experts"))
 def gpu_loads(load, ep: int) -> np.ndarray:
     """(ep,) assignments each GPU's experts process, from the per-expert ``load`` (E,)."""
     load = np.asarray(load)

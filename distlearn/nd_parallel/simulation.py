@@ -44,8 +44,10 @@ from distlearn.core.comm import ring_bytes_per_rank
 from distlearn.core.hardware import GPU, Cluster
 from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
+from distlearn.core.records import MODEL
 from distlearn.core.validate import (MAX_STEPS, MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice,
-                                     check_int, check_text)
+                                     check_int, check_text, checks, each, mapping, record)
+from distlearn.planning.setting import Plan
 
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
            "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "llama3_layout", "stage_layers", "one_f_one_b_order",
@@ -104,10 +106,22 @@ class Layout:
 
 
 # ---------------------------------------------------------------------------------------------- mesh
+#: A mesh: a :class:`Layout` or its shape, four sizes (pp, dp, cp, tp); a Layout only where the function needs more.
+MESH = record((Layout, tuple, list), "Layout(pp=2, dp=2, cp=1, tp=2) or (2, 2, 1, 2)")
+LAYOUT = record(Layout, "Layout(pp=2, dp=2, cp=1, tp=2)")
+
+
 def _shape(layout: Layout | tuple) -> tuple[int, ...]:
-    return layout.shape if isinstance(layout, Layout) else tuple(check_int("mesh dimension", d) for d in layout)
+    if isinstance(layout, Layout):
+        return layout.shape
+    if len(layout) != 4:
+        raise DistlearnValueError("layout", f"layout must be a Layout or the four sizes (pp, dp, cp, tp), got "
+                                            f"{tuple(layout)!r}.",
+                                  f"layout 必须是 Layout 或四个维度大小 (pp, dp, cp, tp)，收到 {tuple(layout)!r}。")
+    return tuple(check_int("mesh dimension", d) for d in layout)
 
 
+@checks(layout=MESH)
 def coords(rank: int, layout: Layout | tuple) -> dict[str, int]:
     """Coordinates of ``rank`` on the mesh: ``{"pp": …, "dp": …, "cp": …, "tp": …}`` (row-major, tp fastest).
     ``layout``: a :class:`Layout` or the mesh shape ``(pp, dp, cp, tp)``. Raises DistlearnValueError."""
@@ -116,13 +130,20 @@ def coords(rank: int, layout: Layout | tuple) -> dict[str, int]:
     return dict(zip(DIMS, (int(c) for c in np.unravel_index(rank, shape))))
 
 
+@checks(coordinates=mapping(numbers=False), layout=MESH)
 def rank_of(coordinates: dict[str, int], layout: Layout | tuple) -> int:
-    """The rank at ``coordinates`` (missing dimensions are 0): the inverse of :func:`coords`."""
+    """The rank at ``coordinates`` (missing dimensions are 0): the inverse of :func:`coords`. Raises
+    DistlearnValueError for a dimension not in pp, dp, cp, tp or a coordinate outside the mesh."""
+    unknown = sorted(str(d) for d in coordinates if d not in DIMS)
+    if unknown:
+        raise DistlearnValueError("coordinates", f"coordinates has unknown dimensions {unknown}: use pp, dp, cp, tp.",
+                                  f"coordinates 含未知维度 {unknown}：只能用 pp、dp、cp、tp。")
     shape = _shape(layout)
     idx = [check_int(d, coordinates.get(d, 0), minimum=0, maximum=n - 1) for d, n in zip(DIMS, shape)]
     return int(np.ravel_multi_index(idx, shape))
 
 
+@checks(layout=MESH)
 def groups(layout: Layout | tuple, dim: str) -> list[list[int]]:
     """Every group of dimension ``dim``: lists of ranks that differ only in their ``dim`` coordinate, in the order
     of their lowest rank. The ``tp`` groups of ``(2, 2, 1, 2)``: ``[[0, 1], [2, 3], [4, 5], [6, 7]]``."""
@@ -134,6 +155,7 @@ def groups(layout: Layout | tuple, dim: str) -> list[list[int]]:
     return sorted(row.tolist() for row in moved)
 
 
+@checks(layout=MESH)
 def group_of(rank: int, layout: Layout | tuple, dim: str) -> list[int]:
     """The ranks of ``rank``'s group along ``dim`` (``rank`` included), in coordinate order."""
     check_choice("dim", dim, DIMS)
@@ -168,6 +190,7 @@ def reference_groups(shape: tuple, dim: str) -> list[list[int]]:
     return sorted(found.values())
 
 
+@checks(layout=MESH)
 def nodes_spanned(layout: Layout | tuple, dim: str, gpus_per_node: int) -> int:
     """How many nodes one group of dimension ``dim`` spans when ranks fill nodes in order (rank // gpus_per_node
     is the node; the largest over all groups). With tp innermost and tp ≤ gpus_per_node, every tp group is one
@@ -195,6 +218,7 @@ LLAMA3_405B_LAYOUTS = (
 )
 
 
+@checks(row=mapping(("pp", "dp", "cp", "tp", "batch_size_per_dp"), numbers=False))
 def llama3_layout(row: dict, zero_stage: int = 2) -> Layout:
     """The :class:`Layout` of a row of :data:`LLAMA3_405B_LAYOUTS` with one sequence per micro-batch, so that
     ``num_microbatches`` = the row's ``batch_size_per_dp`` (sequences per replica and step; Table 4 gives no
@@ -257,6 +281,7 @@ def _chunk(n: int, parts: int, index: int) -> int:
     return max(0, min(size, n - index * size))
 
 
+@checks(config=MODEL, layout=LAYOUT)
 def stage_parameters(config: ModelConfig, layout: Layout, rank: int) -> int:
     """Parameters (elements) stored by ``rank``: its stage's tensor-parallel shards (:func:`stage_parameter_shapes`),
     sharded again on dim 0 over the ``dp·cp`` ranks by FSDP2 (ZeRO-2/3; ``torch.chunk`` sizes, so exact also when
@@ -359,6 +384,7 @@ def _traffic(dim, n, collective, what, op, calls, nbytes) -> GroupTraffic:
     return GroupTraffic(dim, n, collective, what, op, int(calls), float(nbytes), float(sent))
 
 
+@checks(config=MODEL, layout=LAYOUT)
 def group_traffic(config: ModelConfig, layout: Layout, rank: int, *, seq_len: int,
                   activation_bytes: int = 4) -> list[GroupTraffic]:
     """Every collective ``rank`` takes part in during one step of the lab's run
@@ -452,6 +478,10 @@ def group_traffic(config: ModelConfig, layout: Layout, rank: int, *, seq_len: in
     return out
 
 
+TRAFFIC = each(record(GroupTraffic, "group_traffic(...)[0]"), min_len=0)
+
+
+@checks(traffic=TRAFFIC)
 def bytes_sent_per_step(traffic: list[GroupTraffic]) -> dict[str, float]:
     """Bytes a rank sends per step, by mesh dimension, from :func:`group_traffic`."""
     out: dict[str, float] = {}
@@ -460,6 +490,7 @@ def bytes_sent_per_step(traffic: list[GroupTraffic]) -> dict[str, float]:
     return out
 
 
+@checks(traffic=TRAFFIC)
 def calls_by_op(traffic: list[GroupTraffic]) -> dict[str, int]:
     """Calls per torch operator (the names :class:`distlearn.nd_parallel.lab.CollectiveCounter` counts)."""
     out: dict[str, int] = {}
@@ -490,6 +521,7 @@ class RankMemory:
         return self.model_states + self.activations
 
 
+@checks(config=MODEL)
 def activation_corrections(config: ModelConfig, *, seq_len: int, micro_batch_size: int, tp: int,
                            sequence_parallel: bool, activation_bytes: int) -> dict[str, float]:
     """Bytes per layer and micro-batch that the lab's run keeps beyond :func:`distlearn.activation_memory.formulas.config_layer_bytes`
@@ -531,6 +563,7 @@ TERMS_ZH = {  # RankMemory.terms in Chinese, for the chapter's listing (i18n.nam
 }
 
 
+@checks(config=MODEL, layout=LAYOUT)
 def predict_rank_memory(config: ModelConfig, layout: Layout, rank: int, *, seq_len: int,
                         activation_bytes: int = 4, corrections: bool = True) -> RankMemory:
     """What the course's models predict for ``rank`` of the lab's run with ``layout`` (fp32: ``activation_bytes``
@@ -611,6 +644,7 @@ def _lab_runs(plan) -> bool:
     return plan.recompute == "none" and plan.num_chunks == 1 and plan.zero_stage != 1 and plan.schedule == "1f1b"
 
 
+@checks(plan=record(Plan, "distlearn.planning.search(...).best.plan"))
 def layout_from_plan(plan) -> Layout:
     """The lab's :class:`Layout` for a planner :class:`~distlearn.planning.Plan` (cp = 1). Raises
     DistlearnValueError for what the lab does not run: recomputation, interleaved stages, ZeRO-1, a schedule other

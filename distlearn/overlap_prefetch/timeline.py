@@ -43,7 +43,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from distlearn.core.validate import check_bool, DistlearnValueError, check_int, check_number, check_text
+from distlearn.core.validate import (DistlearnValueError, array, check_bool, check_int, check_number, check_text, checks,
+                                     record)
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
            "closed_form_forward", "issue_order", "fsdp2_issue_order", "issue_order_text"]
@@ -243,6 +244,8 @@ class _State:
     memory: _Memory = field(default_factory=_Memory)
 
 
+@checks(forward=array("_", min_size=0), all_gather=array("_", min_size=0), backward=array("_", min_size=0),
+        reduce_scatter=array("_", min_size=0), unit_bytes=array("_", min_size=0))
 def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_bytes=None,
              forward_prefetch: int = 1, backward_prefetch: int = 1, max_inflight: int | None = None,
              reshard_after_forward: bool = True, include_backward: bool = True) -> OverlapResult:
@@ -371,6 +374,10 @@ def simulate(forward, all_gather, *, backward=None, reduce_scatter=None, unit_by
 _TIE = {"reduce_scatter": 0, "all_gather": 1, "forward": 2, "backward": 2}
 
 
+RESULT = record(OverlapResult, "simulate([1.0, 1.0], [0.5, 0.5])")
+
+
+@checks(result=RESULT)
 def issue_order(result: OverlapResult) -> list[tuple[str, int]]:
     """The order in which one rank's CPU *issues* work: collectives at their ``issue`` time, computations at their
     start, as ``(kind, unit)`` pairs. This is what prefetch changes (the sequence of collectives alone is the same
@@ -382,6 +389,7 @@ def issue_order(result: OverlapResult) -> list[tuple[str, int]]:
     return [(kind, unit) for _, _, kind, unit in sorted(events, key=lambda e: (e[0], e[1]))]
 
 
+@checks(result=RESULT)
 def fsdp2_issue_order(result: OverlapResult, unit_names=None, root: str = "") -> list[tuple[str, str]]:
     """:func:`issue_order` as a real FSDP2 run records it (``distlearn.zero_fsdp.lab.issue_order``): every event,
     collectives included, named by the module FQN of its unit, ``unit_names[i]`` (default ``"blocks.i"``), and the
@@ -404,10 +412,33 @@ def fsdp2_issue_order(result: OverlapResult, unit_names=None, root: str = "") ->
 _SHORT = {"all_gather": "AG", "reduce_scatter": "RS", "forward": "F", "backward": "B"}
 
 
+def _check_events(events) -> None:
+    """DistlearnValueError unless ``events`` is a list of ``(kind, module FQN)`` pairs: kind one of all_gather,
+    reduce_scatter, forward, backward; the FQN a string or None."""
+    ok = isinstance(events, (list, tuple))
+    bad = events
+    for event in events if ok else ():
+        if not (isinstance(event, (list, tuple)) and len(event) == 2 and event[0] in _SHORT
+                and (event[1] is None or isinstance(event[1], str))):
+            ok, bad = False, event
+            break
+    if not ok:
+        shown = repr(bad) if len(repr(bad)) <= 60 else repr(bad)[:57] + "..."
+        kinds = ", ".join(_SHORT)
+        raise DistlearnValueError(
+            "events", f"events must be a list of (kind, module name) pairs, kind one of {kinds}, e.g. "
+                      f"[('all_gather', 'blocks.0'), ('forward', 'blocks.0')]; got {shown}.",
+            f"events 必须是 (kind, 模块名) 二元组的列表，kind 取 {kinds} 之一，例如 "
+            f"[('all_gather', 'blocks.0'), ('forward', 'blocks.0')]；收到 {shown}。")
+
+
 def issue_order_text(events) -> str:
     """One line for an issue order of ``(kind, module FQN)`` events (:func:`fsdp2_issue_order` or the real run):
     AG / RS / F / B for all-gather, reduce-scatter, forward, backward, followed by the last part of the FQN (the
-    block's number) or R for the root (``""``); ``?`` for a collective of no known unit (None)."""
+    block's number) or R for the root (``""``); ``?`` for a collective of no known unit (None). Raises
+    DistlearnValueError when ``events`` is not a list of such pairs."""
+    _check_events(events)
+
     def unit(fqn):
         return "?" if fqn is None else "R" if fqn == "" else fqn.rsplit(".", 1)[-1]
     return " ".join(_SHORT[kind] + unit(fqn) for kind, fqn in events)

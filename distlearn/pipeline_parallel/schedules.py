@@ -27,7 +27,8 @@ from typing import Sequence
 
 import numpy as np
 
-from distlearn.core.validate import (DistlearnValueError, check_choice, check_divisible, check_int, check_number, check_positive)
+from distlearn.core.validate import (DistlearnValueError, array, check_choice, check_divisible, check_int, check_number,
+                                     check_positive, checks, each, whole)
 from distlearn.pipeline_parallel import zero_bubble
 from distlearn.pipeline_parallel.timeline import Event, PipelineResult, check_stage_args, per_stage_costs
 from distlearn.pipeline_parallel.zero_bubble import ZERO_BUBBLE_SCHEDULES
@@ -67,6 +68,7 @@ def partition_layers(num_layers: int, num_stages: int) -> list[int]:
     return [base + (1 if s < extra else 0) for s in range(num_stages)]
 
 
+@checks(layer_costs=array("layers", min_size=0))
 def partition_by_cost(layer_costs: Sequence[float], num_stages: int) -> list[int]:
     """Contiguous partition of layers with different costs that minimizes the most expensive stage.
 
@@ -105,8 +107,11 @@ def partition_by_cost(layer_costs: Sequence[float], num_stages: int) -> list[int
     return sizes[::-1]
 
 
+@checks(layer_costs=array("layers", min_size=0), sizes=each(whole(minimum=0), min_len=0))
 def stage_costs(layer_costs: Sequence[float], sizes: Sequence[int]) -> list[float]:
-    """Sum of layer costs on each stage for a partition ``sizes`` (layers per stage, in order)."""
+    """Sum of layer costs on each stage for a partition ``sizes`` (layers per stage, in order): a list of
+    ``len(sizes)`` floats, in the unit of ``layer_costs`` (a list of finite numbers). Raises DistlearnValueError
+    when ``sizes`` is not a list of whole numbers ≥ 0 summing to the number of layers."""
     if sum(sizes) != len(layer_costs):
         raise DistlearnValueError("sizes", f"sizes sum to {sum(sizes)}, but there are {len(layer_costs)} layers.",
                                   f"sizes 之和为 {sum(sizes)}，但共有 {len(layer_costs)} 层。")
@@ -134,11 +139,12 @@ def microbatch_sizes(batch_size: int, num_microbatches: int) -> list[int]:
     return [base + (1 if i < extra else 0) for i in range(num_microbatches)]
 
 
+@checks(batch=array("... _", min_size=0, finite=False))
 def split_microbatches(batch, num_microbatches: int) -> list:
     """Split a tensor or array along dim 0 into exactly ``num_microbatches`` pieces of :func:`microbatch_sizes`.
 
-    Returns a list of views (torch tensors or numpy arrays, as given). Raises DistlearnValueError if there are
-    fewer samples than micro-batches.
+    Returns a list of views (torch tensors or numpy arrays, as given). Raises DistlearnValueError if ``batch`` is
+    not an array or tensor with at least one axis, or there are fewer samples than micro-batches.
     """
     sizes = microbatch_sizes(len(batch), num_microbatches)
     out, start = [], 0
@@ -151,6 +157,7 @@ def split_microbatches(batch, num_microbatches: int) -> list:
 NORMALISATIONS = ("mean", "global")
 
 
+@checks(per_sample_losses=array(min_size=0), weights=array(min_size=0))
 def microbatch_loss(per_sample_losses, num_microbatches: int, *, weights=None, normalisation: str = "mean") -> float:
     """The loss one pipeline step optimises when a batch is split into ``num_microbatches`` micro-batches of
     :func:`microbatch_sizes` (what ``torch.tensor_split`` gives, as ``torch.distributed.pipelining`` splits).
@@ -164,7 +171,8 @@ def microbatch_loss(per_sample_losses, num_microbatches: int, *, weights=None, n
     - ``"global"``: Σ wᵢ·lᵢ / Σ wᵢ over the whole batch, which the pipeline gets exactly with a ``loss_fn`` that
       sums and divides by the batch's count and ``scale_grads=False``.
 
-    Raises DistlearnValueError for mismatched lengths, an unknown normalisation, or a micro-batch with no counted
+    Raises DistlearnValueError for losses or weights that are not arrays of finite numbers, mismatched lengths, an
+    unknown normalisation, or a micro-batch with no counted
     sample under ``"mean"`` (its mean is 0/0).
     """
     losses = np.asarray(per_sample_losses, dtype=float).ravel()
@@ -288,6 +296,7 @@ def stage_order(schedule: str, stage: int, num_stages: int, num_microbatches: in
     return [("FB"[k], int(j), int(c)) for k, j, c in zip(kind[0], mb[0], ch[0])]
 
 
+@checks(chunk_weights=each(array("chunks")))
 def peak_inflight_weighted(schedule: str, num_stages: int, num_microbatches: int,
                            chunk_weights: Sequence[Sequence[float]], stages: Sequence[int] | None = None
                            ) -> np.ndarray:
@@ -566,6 +575,7 @@ def closed_form(schedule: str, num_stages: int, num_microbatches: int, *, fwd_ti
             "bubble_ratio": bubble / ideal, "peak_inflight": peak}
 
 
+@checks(num_microbatches_options=each(whole(minimum=1)))
 def microbatch_tradeoff(global_batch: int, num_stages: int, num_microbatches_options: Sequence[int], *,
                         schedule: str = "1f1b", time_per_sample: float = 1.0, overhead_per_microbatch: float = 4.0,
                         bwd_ratio: float = 2.0) -> list[dict]:

@@ -24,7 +24,8 @@ import numpy as np
 
 from distlearn.core.comm import VirtualCluster
 from distlearn.memory.formulas import model_state_bytes
-from distlearn.core.validate import check_elements, MAX_WORLD_SIZE, DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, array, check_choice, check_elements, check_int,
+                                     check_number, check_record, checks, each, record, whole)
 from distlearn.zero_fsdp.traffic import step_collectives
 
 __all__ = [
@@ -37,6 +38,17 @@ __all__ = [
 
 
 # ====================================================================== flat parameters (FSDP1)
+#: A parameter's shape: a tuple of sizes ≥ 0 (``()`` for a scalar; a torch.Size is one).
+SHAPE = each(whole(minimum=0, maximum=None), min_len=0)
+
+
+def _check_module(name: str, value) -> None:
+    """DistlearnValueError unless ``value`` is a torch ``nn.Module`` (torch is imported only when one is checked)."""
+    import torch
+
+    check_record(name, value, torch.nn.Module, "torch.nn.Sequential(torch.nn.Linear(4, 8), torch.nn.Linear(8, 2))")
+
+
 def chunk_sizes(n: int, world_size: int) -> list[int]:
     """Sizes of ``torch.chunk(torch.empty(n), world_size)`` padded with zeros to ``world_size`` entries.
 
@@ -77,6 +89,7 @@ class FlatParamShard:
         return gather_flat(self.shards if shards is None else shards, self.shapes)
 
 
+@checks(params=each(array(min_size=0), min_len=0))
 def flatten_and_shard(params, world_size: int) -> FlatParamShard:
     """Flatten ``params`` (arrays or tensors, any shapes) into one vector and shard it like FSDP1's FlatParameter.
 
@@ -102,6 +115,7 @@ def flatten_and_shard(params, world_size: int) -> FlatParamShard:
     return FlatParamShard([a.shape for a in arrays], n, world_size, shard_size, shards, padding)
 
 
+@checks(shards=each(array("shard")), shapes=each(SHAPE))
 def gather_flat(shards, shapes) -> list[np.ndarray]:
     """Inverse of :func:`flatten_and_shard`: concatenate ``shards`` in rank order, drop the padding at the end,
     and split into arrays of ``shapes``. Raises DistlearnValueError if the shards hold fewer elements than needed."""
@@ -157,7 +171,14 @@ def reference_flat_gather(shards, shapes) -> list:
     return params
 
 
+# The two references are wrapped here, not decorated, so that the listings chapter 06 prints (inspect.getsource
+# follows __wrapped__) stay the few torch calls they teach (issue 33: their arguments are checked at the boundary).
+reference_flat_shard = checks(params=each(array(min_size=0, torch=True)))(reference_flat_shard)
+reference_flat_gather = checks(shards=each(array("shard", torch=True)), shapes=each(SHAPE))(reference_flat_gather)
+
+
 # ====================================================================== FSDP2 per-parameter sharding
+@checks(shape=SHAPE)
 def fsdp2_local_shape(shape, world_size: int, rank: int) -> tuple[int, ...]:
     """Shape of rank ``rank``'s local shard of a parameter of ``shape`` under FSDP2 (``torch.chunk`` on dim 0).
 
@@ -171,7 +192,9 @@ def fsdp2_local_shape(shape, world_size: int, rank: int) -> tuple[int, ...]:
 
 
 def fsdp2_local_numel(module, world_size: int, rank: int) -> int:
-    """Elements of ``module``'s parameters (tied ones once) that FSDP2 keeps on ``rank``: Σ ∏ fsdp2_local_shape."""
+    """Elements of ``module``'s parameters (tied ones once) that FSDP2 keeps on ``rank``: Σ ∏ fsdp2_local_shape.
+    Raises DistlearnValueError unless ``module`` is a torch ``nn.Module``."""
+    _check_module("module", module)
     seen, total = set(), 0
     for p in module.parameters():
         if id(p) in seen:
@@ -198,6 +221,8 @@ class FSDPUnit:
 
 
 POLICIES = ("module", "size")
+UNIT = record(FSDPUnit, "wrap_units(model)[0]")
+UNITS = each(UNIT, min_len=0)
 
 
 def wrap_units(model, policy: str = "module", module_classes=None, min_num_params: int = int(1e8)) -> list[FSDPUnit]:
@@ -213,10 +238,12 @@ def wrap_units(model, policy: str = "module", module_classes=None, min_num_param
 
     The root always becomes the last unit and owns every parameter left. A unit owns the parameters of its subtree
     that no earlier unit took, so a tied parameter belongs to the first unit that reaches it and a later unit may
-    own nothing (see :func:`tied_parameter_splits`). Raises DistlearnValueError for an unknown policy.
+    own nothing (see :func:`tied_parameter_splits`). Raises DistlearnValueError for an unknown policy or a
+    ``model`` that is not a torch ``nn.Module``.
     """
     from torch import nn
 
+    _check_module("model", model)
     check_choice("policy", policy, POLICIES)
     if module_classes is None:
         from distlearn.core.models import Block
@@ -263,6 +290,7 @@ def wrap_units(model, policy: str = "module", module_classes=None, min_num_param
     return units
 
 
+@checks(units=UNITS)
 def unit_table(units: list[FSDPUnit], world_size: int, bytes_per_param: float = 2) -> list[dict]:
     """One row per unit: ``name``, ``numel``, ``shard_numel`` (padded, per rank), ``unsharded_bytes`` (numel ×
     bytes_per_param: what an all-gather materializes) and ``shard_bytes`` (shard_numel × bytes_per_param)."""
@@ -273,6 +301,7 @@ def unit_table(units: list[FSDPUnit], world_size: int, bytes_per_param: float = 
              "shard_bytes": u.shard_numel(world_size) * bpp} for u in units]
 
 
+@checks(units=each(UNIT))
 def peak_unsharded_bytes(units: list[FSDPUnit], bytes_per_param: float = 2, prefetch: int = 0) -> float:
     """Most parameter bytes unsharded at once under FULL_SHARD: the root unit (the last in ``units``; FSDP1 never
     reshards the root after forward, FSDP2 not when its ``reshard_after_forward`` is left at the default) plus the largest window of ``prefetch + 1`` consecutive other units (the one
@@ -286,6 +315,7 @@ def peak_unsharded_bytes(units: list[FSDPUnit], bytes_per_param: float = 2, pref
     return (root.numel + best) * bpp
 
 
+@checks(units=UNITS)
 def tied_parameter_splits(model, units: list[FSDPUnit]) -> list[dict]:
     """Tied (shared) parameters used by modules that sit in *different* units.
 
@@ -295,7 +325,9 @@ def tied_parameter_splits(model, units: list[FSDPUnit]) -> list[dict]:
     resharded it (FSDP1 raises or computes with a freed view; FSDP2 leaves the second module with a sharded
     DTensor). Fix: put both users in one unit (wrap their common parent, e.g. let the root own the embedding and
     the LM head). Returns ``[{"names": [...], "units": [...], "owner": unit}]``; empty when nothing is split.
+    Raises DistlearnValueError unless ``model`` is a torch ``nn.Module`` and ``units`` a list of :class:`FSDPUnit`.
     """
+    _check_module("model", model)
     unit_names = [u.name for u in units]
     owner_of = {pn: u.name for u in units for pn in u.param_names}
 
@@ -439,12 +471,25 @@ class ShardedTrainer:
         return [f.gather(self.shards[i]) for i, f in enumerate(self.flat)]
 
 
+@checks(model=record(MLPUnits, "MLPUnits([4, 8, 2])"), xs=each(each(array("_ d_in"))),
+        ys=each(each(array("_ d_out"))))
 def train_unsharded(model: MLPUnits, xs, ys, steps: int, lr: float = 1e-2):
     """The reference: the same model trained on one device with the global batch (concatenated ``xs``) and one
     Adam over all parameters. ``xs``/``ys`` are lists of per-step lists of per-rank batches. Returns
     (losses, params). Raises DistlearnValueError unless ``steps`` is in [1, len(xs)] (one batch per step) and
-    ``lr`` a finite number > 0."""
+    ``lr`` a finite number > 0, and unless ``xs`` / ``ys`` hold finite batches (b, d_in) / (b, d_out) of the model's
+    widths."""
     steps = check_int("steps", steps, minimum=1, maximum=min(len(xs), len(ys)))
+    d_in, d_out = model.params[0][0].shape[0], model.params[-1][0].shape[1]
+    for name, batches, width in (("xs", xs, d_in), ("ys", ys, d_out)):
+        for t, step in enumerate(batches[:steps]):
+            for r, b in enumerate(step):
+                if np.shape(b)[1] != width:
+                    raise DistlearnValueError(name, f"{name}[{t}][{r}] must have {width} columns (the model's "
+                                                    f"{'input' if name == 'xs' else 'output'} width); got shape "
+                                                    f"{np.shape(b)}.",
+                                              f"{name}[{t}][{r}] 必须有 {width} 列（模型的{'输入' if name == 'xs' else '输出'}"
+                                              f"宽度）；收到形状 {np.shape(b)}。")
     lr = check_number("lr", lr, minimum=0, strict_min=True)
     params = [[a.copy() for a in p] for p in model.params]
     flat = np.concatenate([a.reshape(-1) for p in params for a in p])
