@@ -12,7 +12,7 @@ Algorithm 1; the same protocol as ``torchft/local_sgd.py`` class ``DiLoCo``):
 
 With H = 1, plain SGD inside and plain SGD outside with lr 1 and no momentum, one round is one step of synchronous
 data parallelism: θ − mean_r(θ − (θ − η g_r)) = θ − η · mean_r g_r. :func:`simulate` and :func:`simulate_ddp` show
-it, and :func:`lab_diloco` / :func:`lab_ddp` do the same on real gloo processes (``torch.nn.parallel.
+it, and :func:`distlearn.fault_tolerance.lab_diloco.lab_diloco` / ``lab_ddp`` do the same on real gloo processes (``torch.nn.parallel.
 DistributedDataParallel`` for the baseline).
 
 The task is small and deterministic: a student MLP 8 → 32 → 1 (tanh, float64, 321 parameters) fits a fixed
@@ -22,7 +22,7 @@ gloo's order and a sum in one process agree to ~1e-15, and the equalities are te
 
 Communication: one all-reduce of all P parameters (P · 8 bytes in float64) per synchronisation, every step for DDP
 and every H steps for DiLoCo. :func:`bytes_per_step` gives the bytes each rank sends per inner step with a ring
-all-reduce, 2(R−1)/R · P · b / H; the labs count the bytes they hand to the all-reduce.
+all-reduce, 2(R−1)/R · P · b / H; the labs (:mod:`distlearn.fault_tolerance.lab_diloco`) count the bytes they hand to the all-reduce.
 """
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ INNER = ("adamw", "sgd")
 
 def make_model(seed: int = 0) -> torch.nn.Sequential:
     """The student: Linear(8, 32) → tanh → Linear(32, 1), float64, initialised from ``seed`` (same on every rank)."""
-    torch.manual_seed(seed)
+    torch.manual_seed(check_seed("seed", seed))
     return torch.nn.Sequential(torch.nn.Linear(IN, HIDDEN), torch.nn.Tanh(), torch.nn.Linear(HIDDEN, 1)).double()
 
 
@@ -64,7 +64,8 @@ class Data:
 
 def make_data(replicas: int, seed: int = 0) -> Data:
     """R shards drawn from one fixed teacher MLP (8 → 16 → 1, tanh, seed 1000 + ``seed``) plus noise σ = 0.05."""
-    g = torch.Generator().manual_seed(1000 + seed)
+    check_int("replicas", replicas, minimum=1, maximum=16)
+    g = torch.Generator().manual_seed(1000 + check_seed("seed", seed))
     w1, w2 = torch.randn(IN, 16, generator=g, dtype=torch.float64), torch.randn(16, 1, generator=g, dtype=torch.float64)
 
     def draw(n):
@@ -75,14 +76,14 @@ def make_data(replicas: int, seed: int = 0) -> Data:
     return Data(shards, draw(EVAL))
 
 
-def batch(shard, step: int):
+def _batch(shard, step: int):
     """Rows [16·step, 16·step + 16) of the shard, wrapping around: the ``step``-th batch of one replica."""
     x, y = shard
     i = (step * BATCH) % SHARD
     return x[i:i + BATCH], y[i:i + BATCH]
 
 
-def mse(model, xy) -> torch.Tensor:
+def _mse(model, xy) -> torch.Tensor:
     x, y = xy
     return torch.mean((model(x) - y) ** 2)
 
@@ -113,7 +114,7 @@ class Run:
 
     def record(self, step, model, data, sent):
         with torch.no_grad():
-            self.eval_loss.append(mse(model, data.eval).item())
+            self.eval_loss.append(_mse(model, data.eval).item())
         self.eval_steps.append(step)
         self.sent_bytes.append(sent)
 
@@ -149,7 +150,7 @@ def simulate(replicas: int = 4, sync_every: int = 5, steps: int = 200, inner: st
         for r in range(replicas):                                    # H inner steps, alone / 各自走 H 步
             for h in range(sync_every):
                 inner_opts[r].zero_grad()
-                mse(local[r], batch(data.shards[r], rnd * sync_every + h)).backward()
+                _mse(local[r], _batch(data.shards[r], rnd * sync_every + h)).backward()
                 inner_opts[r].step()
         delta = torch.stack([_vec(glob) - _vec(m) for m in local]).mean(0)   # mean pseudo-gradient / 平均伪梯度
         _set_grads(glob, delta)
@@ -184,7 +185,7 @@ def simulate_ddp(replicas: int = 4, steps: int = 200, optimizer: str = "adamw", 
         grads = []
         for r in range(replicas):
             model.zero_grad()
-            mse(model, batch(data.shards[r], step)).backward()
+            _mse(model, _batch(data.shards[r], step)).backward()
             grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
         _set_grads(model, torch.stack(grads).mean(0))                # the all-reduce / 即 all-reduce
         opt.step()
@@ -205,69 +206,3 @@ def bytes_per_step(num_params: int, bytes_per_value: int, replicas: int, sync_ev
     b = check_int("bytes_per_value", bytes_per_value, minimum=1, maximum=8)
     h = check_int("sync_every", sync_every, minimum=1)
     return ring_bytes_per_rank("all_reduce", p * b, check_int("replicas", replicas, minimum=1)) / h
-
-
-# ---------------------------------------------------------------- real processes (gloo)
-
-def lab_diloco(rank: int, world_size: int, sync_every: int = 5, steps: int = 200, inner: str = "adamw",
-               inner_lr: float = 0.01, outer_lr: float = PAPER_OUTER_LR, outer_momentum: float = PAPER_OUTER_MOMENTUM,
-               seed: int = 0) -> dict:
-    """One DiLoCo replica per process (run it with :func:`distlearn.core.launch.run`): H inner steps on this
-    rank's shard, then one ``all_reduce`` of the flat pseudo-gradient (P float64 values), the outer step, repeat.
-    Returns ``{"final": θ as a vector, "eval_loss": [...], "sent_bytes": bytes handed to all-reduces, "calls":
-    number of all-reduces}``."""
-    import torch.distributed as dist
-
-    _check(world_size, sync_every, steps, inner, inner_lr, outer_lr, outer_momentum, seed)
-    data = make_data(world_size, seed)
-    glob, model = make_model(seed), make_model(seed)
-    outer = _outer_opt(glob.parameters(), outer_lr, outer_momentum)
-    opt = _inner_opt(model, inner, inner_lr)
-    run, calls = Run(), 0
-    run.record(0, glob, data, 0)
-    for rnd in range(steps // sync_every):
-        for h in range(sync_every):                                   # H inner steps, no communication / 不通信
-            opt.zero_grad()
-            mse(model, batch(data.shards[rank], rnd * sync_every + h)).backward()
-            opt.step()
-        delta = _vec(glob) - _vec(model)                              # pseudo-gradient / 伪梯度
-        dist.all_reduce(delta)                                        # the one all-reduce / 唯一一次 all-reduce
-        delta /= world_size
-        calls += 1
-        _set_grads(glob, delta)
-        outer.step()
-        model.load_state_dict(glob.state_dict())
-        run.record((rnd + 1) * sync_every, glob, data, calls * delta.numel() * delta.element_size())
-    return {"final": _vec(glob), "eval_loss": run.eval_loss, "sent_bytes": run.sent_bytes[-1], "calls": calls}
-
-
-def lab_ddp(rank: int, world_size: int, steps: int = 200, optimizer: str = "adamw", lr: float = 0.01,
-            seed: int = 0) -> dict:
-    """The baseline on real processes: torch's ``DistributedDataParallel`` around the same model, one step per batch.
-    A communication hook counts the bytes of every bucket DDP all-reduces, then calls torch's default
-    ``allreduce_hook``. Returns ``{"final", "eval_loss" (every step), "sent_bytes", "calls"}``."""
-    import torch.distributed as dist
-    from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
-    from torch.nn.parallel import DistributedDataParallel as DDP
-
-    _check(world_size, 1, steps, optimizer, lr, 1.0, 0.0, seed)
-    data = make_data(world_size, seed)
-    model = DDP(make_model(seed))
-    count = {"bytes": 0, "calls": 0}
-
-    def counting_hook(state, bucket):                                 # count, then all-reduce / 先计数，再 all-reduce
-        count["bytes"] += bucket.buffer().numel() * bucket.buffer().element_size()
-        count["calls"] += 1
-        return allreduce_hook(dist.group.WORLD, bucket)
-
-    model.register_comm_hook(None, counting_hook)
-    opt = _inner_opt(model.module, optimizer, lr)
-    run = Run()
-    run.record(0, model.module, data, 0)
-    for step in range(steps):
-        opt.zero_grad()
-        mse(model, batch(data.shards[rank], step)).backward()         # DDP all-reduces here / DDP 在这里 all-reduce
-        opt.step()
-        run.record(step + 1, model.module, data, count["bytes"])
-    return {"final": _vec(model.module), "eval_loss": run.eval_loss, "sent_bytes": count["bytes"],
-            "calls": count["calls"]}
