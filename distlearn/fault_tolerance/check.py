@@ -114,3 +114,27 @@ def ex13_outer_step(fn):
         cases.append(Case((g, local, buf, lr, mu), expected=_torch_outer_step(g, local, buf, lr, mu), rtol=1e-9,
                           atol=1e-12, hint_en=hint_en, hint_zh=hint_zh))
     verify("ex13_outer_step", fn, cases)
+
+
+def ex13_quorum_plan(fn):
+    """``fn(groups, steps, kill_group, kill_step, rejoin_step)`` → one ``(members, global_batch)`` pair per step:
+    the sorted tuple of live group ids and 16 · their number. Expected: :func:`distlearn.fault_tolerance.replicas.
+    plan_timeline`, whose quora the real lab's coordinator reproduces (tests/test_replica_groups.py)."""
+    from distlearn.fault_tolerance.replicas import plan_timeline
+
+    hint_en = ("Walk the steps one by one. The killed group is missing from step kill_step on (it dies *before* that "
+               "step) and is back at rejoin_step (it heals, then computes in that very step). rejoin_step = steps "
+               "means it never returns. Members as a sorted tuple; the batch is 16 samples per member.")
+    hint_zh = ("逐步往下走。被杀掉的组从第 kill_step 步起缺席（它死在这一步*之前*），在第 rejoin_step 步回来（先恢复状态，"
+               "再参与这一步的计算）。rejoin_step = steps 表示它再也不回来。成员写成排好序的元组；每个成员贡献 16 个样本。")
+
+    def _pairs(got):
+        try:
+            return [(tuple(m), b) for m, b in got]
+        except (TypeError, ValueError):
+            return got
+
+    cases = [Case(args, expected=[(q.members, 16 * len(q.members)) for q in plan_timeline(*args)],
+                  compare=lambda got, exp: _pairs(got) == exp, hint_en=hint_en, hint_zh=hint_zh)
+             for args in [(3, 12, 1, 4, 8), (2, 5, 0, 1, 5), (4, 8, 3, 2, 3), (3, 6, 2, 5, 6), (5, 10, 0, 3, 9)]]
+    verify("ex13_quorum_plan", fn, cases)

@@ -164,3 +164,47 @@ def diloco_curves(runs: dict):
     plots.title(left, "Loss per step", "每一步的损失")
     plots.title(right, "Loss per byte communicated", "每通信一个字节换来的损失")
     return fig
+
+
+def quorum_diagram(timeline: list, groups: int = 3):
+    """The quora of a replica-group run: one row per group, one column per step. Blue: the group computes and
+    all-reduces in this step's quorum; grey, hatched: dead; green: the replacement heals (an arrow from the live
+    peer it copies the state from), then computes. Under each column: the global batch, 16 samples per member.
+    ``timeline``: a list of :class:`distlearn.fault_tolerance.replicas.Quorum` (from ``plan_timeline`` or a real
+    run). Each cell carries ``gid`` "member", "dead" or "heal". Returns the figure."""
+    from matplotlib.patches import Patch, Rectangle
+
+    colours = {"member": "#4C72B0", "dead": "#BBBBBB", "heal": "#55A868"}
+    steps = len(timeline)
+    fig, ax = plots.new_figure(9, 1.2 + 0.55 * groups + (0.3 if get_language() == "both" else 0))
+    for q in timeline:
+        for g in range(groups):
+            kind = "heal" if g in q.heal else "member" if g in q.members else "dead" if g in q.dead else None
+            if kind is None:
+                continue
+            ax.add_patch(Rectangle((q.step, -g - 0.4), 0.92, 0.8, facecolor=colours[kind], edgecolor="white",
+                                   hatch="xx" if kind == "dead" else None, gid=kind))
+        for g in q.heal:   # the state travels from the live peer / 状态从存活的同伴传过来
+            ax.annotate("", xy=(q.step + 0.46, -g), xytext=(q.step + 0.46, -q.source),
+                        arrowprops=dict(arrowstyle="-|>", color="white", lw=2))
+        ax.text(q.step + 0.46, -groups + 0.3, str(16 * len(q.members)), ha="center", va="center", fontsize=8)
+    changes = [q for i, q in enumerate(timeline) if i == 0 or q.quorum_id != timeline[i - 1].quorum_id]
+    for q in changes:   # a new quorum, a new process group / 新的法定成员组，新的进程组
+        ax.axvline(q.step - 0.04, color="black", lw=0.8, ls=":")
+        ax.text(q.step, 0.62, bi(f"quorum {q.quorum_id}", f"第 {q.quorum_id} 组成员"), fontsize=8)
+    ax.set_yticks([-g for g in range(groups)] + [-groups + 0.3],
+                  [bi(f"group {g}", f"组 {g}") for g in range(groups)] + [bi("global batch", "全局批次")], fontsize=8)
+    ax.set_xticks([s + 0.46 for s in range(steps)], [str(s) for s in range(steps)], fontsize=8)
+    ax.set_xlim(-0.1, steps + 0.1)
+    ax.set_ylim(-groups - 0.1, 1.0)
+    ax.set_xlabel(bi("step", "步"))
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    fig.legend(handles=[Patch(facecolor=colours["member"], label=bi("in the quorum", "在法定成员组中")),
+                        Patch(facecolor=colours["dead"], hatch="xx", label=bi("dead", "已死亡")),
+                        Patch(facecolor=colours["heal"], label=bi("heals from a live peer, then computes",
+                                                                  "从存活的同伴处恢复状态，再参与计算"))],
+               loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    plots.title(ax, "One group dies; the others continue; its replacement heals and rejoins",
+                "一个组死掉，其余组继续训练；替换组恢复状态后重新加入")
+    return fig
