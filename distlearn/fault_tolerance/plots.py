@@ -193,7 +193,7 @@ def quorum_diagram(timeline: list, groups: int = 3):
         ax.axvline(q.step - 0.04, color="black", lw=0.8, ls=":")
         ax.text(q.step, 0.62, bi(f"quorum {q.quorum_id}", f"第 {q.quorum_id} 组成员"), fontsize=8)
     ax.set_yticks([-g for g in range(groups)] + [-groups + 0.3],
-                  [bi(f"group {g}", f"组 {g}") for g in range(groups)] + [bi("global batch", "全局批次")], fontsize=8)
+                  [bi(f"group {g}", f"组 {g}") for g in range(groups)] + [bi("global batch", "全局批量")], fontsize=8)
     ax.set_xticks([s + 0.46 for s in range(steps)], [str(s) for s in range(steps)], fontsize=8)
     ax.set_xlim(-0.1, steps + 0.1)
     ax.set_ylim(-groups - 0.1, 1.0)
