@@ -30,7 +30,9 @@ from dataclasses import dataclass, field
 
 import torch
 
-from distlearn.core.validate import check_choice, check_divisible, check_int, check_number, check_seed
+from distlearn.core.validate import check_int, check_seed
+from distlearn.fault_tolerance.lab_task import (BATCH, INNER, SHARD, batch, check_arguments, flat_params,
+                                                inner_optimizer, mse, outer_optimizer, set_grads)
 
 # Douillard et al. 2023, §2 Algorithm 1 and §3 (experimental setup): inner AdamW, outer Nesterov SGD.
 PAPER_OUTER_LR = 0.7
@@ -40,8 +42,7 @@ PAPER_WORKERS = 8            # "DiLoCo on 8 workers performs as well as fully sy
 PAPER_REDUCTION = 500        #  communicating 500 times less" (abstract)
 
 IN, HIDDEN = 8, 32
-SHARD, BATCH, EVAL = 256, 16, 512
-INNER = ("adamw", "sgd")
+EVAL = 512
 
 
 def make_model(seed: int = 0) -> torch.nn.Sequential:
@@ -76,30 +77,9 @@ def make_data(replicas: int, seed: int = 0) -> Data:
     return Data(shards, draw(EVAL))
 
 
-def _batch(shard, step: int):
-    """Rows [16·step, 16·step + 16) of the shard, wrapping around: the ``step``-th batch of one replica."""
-    x, y = shard
-    i = (step * BATCH) % SHARD
-    return x[i:i + BATCH], y[i:i + BATCH]
 
 
-def _mse(model, xy) -> torch.Tensor:
-    x, y = xy
-    return torch.mean((model(x) - y) ** 2)
 
-
-def _inner_opt(model, inner: str, lr: float):
-    if inner == "adamw":
-        return torch.optim.AdamW(model.parameters(), lr=lr, weight_decay=0.0)
-    return torch.optim.SGD(model.parameters(), lr=lr)
-
-
-def _outer_opt(params, lr: float, momentum: float):
-    return torch.optim.SGD(params, lr=lr, momentum=momentum, nesterov=momentum > 0)
-
-
-def _vec(model) -> torch.Tensor:
-    return torch.nn.utils.parameters_to_vector(model.parameters()).detach().clone()
 
 
 @dataclass
@@ -114,21 +94,10 @@ class Run:
 
     def record(self, step, model, data, sent):
         with torch.no_grad():
-            self.eval_loss.append(_mse(model, data.eval).item())
+            self.eval_loss.append(mse(model, data.eval).item())
         self.eval_steps.append(step)
         self.sent_bytes.append(sent)
 
-
-def _check(replicas, sync_every, steps, inner, inner_lr, outer_lr, outer_momentum, seed):
-    check_int("replicas", replicas, minimum=1, maximum=16)
-    check_int("sync_every", sync_every, minimum=1, maximum=1000)
-    check_int("steps", steps, minimum=1, maximum=5000)
-    check_divisible("steps", steps, "sync_every", sync_every)
-    check_choice("inner", inner, INNER)
-    check_number("inner_lr", inner_lr, minimum=0, maximum=10, strict_min=True)
-    check_number("outer_lr", outer_lr, minimum=0, maximum=10, strict_min=True)
-    check_number("outer_momentum", outer_momentum, minimum=0, maximum=0.999)
-    check_seed("seed", seed)
 
 
 # ---------------------------------------------------------------- one process, R replicas in turn
@@ -138,36 +107,30 @@ def simulate(replicas: int = 4, sync_every: int = 5, steps: int = 200, inner: st
     """DiLoCo with R = ``replicas`` replicas run one after another in this process; ``steps`` inner steps in all
     (a multiple of ``sync_every`` = H). Returns a :class:`Run` evaluated after every synchronisation. Raises a
     bilingual ValueError naming the parameter for a value out of range."""
-    _check(replicas, sync_every, steps, inner, inner_lr, outer_lr, outer_momentum, seed)
+    check_arguments(replicas, sync_every, steps, inner, inner_lr, outer_lr, outer_momentum, seed)
     data = make_data(replicas, seed)
     glob = make_model(seed)                                          # θ, the global weights / 全局权重 θ
-    outer = _outer_opt(glob.parameters(), outer_lr, outer_momentum)
+    outer = outer_optimizer(glob.parameters(), outer_lr, outer_momentum)
     local = [make_model(seed) for _ in range(replicas)]              # θ_r, one copy per replica / 每个副本一份
-    inner_opts = [_inner_opt(m, inner, inner_lr) for m in local]     # kept across rounds / 跨轮保留
+    inner_opts = [inner_optimizer(m, inner, inner_lr) for m in local]     # kept across rounds / 跨轮保留
     run, sent, nbytes = Run(), 0, 8 * num_params()
     run.record(0, glob, data, sent)
     for rnd in range(steps // sync_every):
         for r in range(replicas):                                    # H inner steps, alone / 各自走 H 步
             for h in range(sync_every):
                 inner_opts[r].zero_grad()
-                _mse(local[r], _batch(data.shards[r], rnd * sync_every + h)).backward()
+                mse(local[r], batch(data.shards[r], rnd * sync_every + h)).backward()
                 inner_opts[r].step()
-        delta = torch.stack([_vec(glob) - _vec(m) for m in local]).mean(0)   # mean pseudo-gradient / 平均伪梯度
-        _set_grads(glob, delta)
+        delta = torch.stack([flat_params(glob) - flat_params(m) for m in local]).mean(0)   # mean pseudo-gradient / 平均伪梯度
+        set_grads(glob, delta)
         outer.step()                                                 # outer Nesterov step / 外层 Nesterov 一步
         for m in local:
             m.load_state_dict(glob.state_dict())                     # everyone restarts from θ / 都从 θ 重新出发
         sent += nbytes
         run.record((rnd + 1) * sync_every, glob, data, sent)
-    run.final = _vec(glob)
+    run.final = flat_params(glob)
     return run
 
-
-def _set_grads(model, flat: torch.Tensor) -> None:
-    i = 0
-    for p in model.parameters():
-        p.grad = flat[i:i + p.numel()].view_as(p).clone()
-        i += p.numel()
 
 
 def simulate_ddp(replicas: int = 4, steps: int = 200, optimizer: str = "adamw", lr: float = 0.01,
@@ -175,24 +138,24 @@ def simulate_ddp(replicas: int = 4, steps: int = 200, optimizer: str = "adamw", 
     """Synchronous data parallelism in one process: each step every replica takes the gradient of its own batch, the
     R gradients are averaged (what DDP's all-reduce computes) and one ``optimizer`` step updates the one model.
     Evaluated every ``eval_every`` steps. Same data and initial weights as :func:`simulate`."""
-    _check(replicas, eval_every, steps, optimizer, lr, 1.0, 0.0, seed)
+    check_arguments(replicas, eval_every, steps, optimizer, lr, 1.0, 0.0, seed)
     data = make_data(replicas, seed)
     model = make_model(seed)
-    opt = _inner_opt(model, optimizer, lr)
+    opt = inner_optimizer(model, optimizer, lr)
     run, sent, nbytes = Run(), 0, 8 * num_params()
     run.record(0, model, data, sent)
     for step in range(steps):
         grads = []
         for r in range(replicas):
             model.zero_grad()
-            _mse(model, _batch(data.shards[r], step)).backward()
+            mse(model, batch(data.shards[r], step)).backward()
             grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
-        _set_grads(model, torch.stack(grads).mean(0))                # the all-reduce / 即 all-reduce
+        set_grads(model, torch.stack(grads).mean(0))                # the all-reduce / 即 all-reduce
         opt.step()
         sent += nbytes
         if (step + 1) % eval_every == 0:
             run.record(step + 1, model, data, sent)
-    run.final = _vec(model)
+    run.final = flat_params(model)
     return run
 
 

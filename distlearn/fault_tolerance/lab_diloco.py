@@ -4,8 +4,9 @@ they must equal (tests/test_diloco.py). Run them with :func:`distlearn.core.laun
 ``launch.run(lab_diloco, 4, 20, 300)``."""
 from __future__ import annotations
 
-from distlearn.fault_tolerance.diloco import (PAPER_OUTER_LR, PAPER_OUTER_MOMENTUM, Run, _batch, _check, _inner_opt,
-                                              _mse, _outer_opt, _set_grads, _vec, make_data, make_model)
+from distlearn.fault_tolerance.diloco import PAPER_OUTER_LR, PAPER_OUTER_MOMENTUM, Run, make_data, make_model
+from distlearn.fault_tolerance.lab_task import (batch, check_arguments, flat_params, inner_optimizer, mse,
+                                                outer_optimizer, set_grads)
 
 
 def lab_diloco(rank: int, world_size: int, sync_every: int = 5, steps: int = 200, inner: str = "adamw",
@@ -17,27 +18,27 @@ def lab_diloco(rank: int, world_size: int, sync_every: int = 5, steps: int = 200
     number of all-reduces}``."""
     import torch.distributed as dist
 
-    _check(world_size, sync_every, steps, inner, inner_lr, outer_lr, outer_momentum, seed)
+    check_arguments(world_size, sync_every, steps, inner, inner_lr, outer_lr, outer_momentum, seed)
     data = make_data(world_size, seed)
     glob, model = make_model(seed), make_model(seed)
-    outer = _outer_opt(glob.parameters(), outer_lr, outer_momentum)
-    opt = _inner_opt(model, inner, inner_lr)
+    outer = outer_optimizer(glob.parameters(), outer_lr, outer_momentum)
+    opt = inner_optimizer(model, inner, inner_lr)
     run, calls = Run(), 0
     run.record(0, glob, data, 0)
     for rnd in range(steps // sync_every):
         for h in range(sync_every):                                   # H inner steps, no communication / 不通信
             opt.zero_grad()
-            _mse(model, _batch(data.shards[rank], rnd * sync_every + h)).backward()
+            mse(model, batch(data.shards[rank], rnd * sync_every + h)).backward()
             opt.step()
-        delta = _vec(glob) - _vec(model)                              # pseudo-gradient / 伪梯度
+        delta = flat_params(glob) - flat_params(model)                              # pseudo-gradient / 伪梯度
         dist.all_reduce(delta)                                        # the one all-reduce / 唯一一次 all-reduce
         delta /= world_size
         calls += 1
-        _set_grads(glob, delta)
+        set_grads(glob, delta)
         outer.step()
         model.load_state_dict(glob.state_dict())
         run.record((rnd + 1) * sync_every, glob, data, calls * delta.numel() * delta.element_size())
-    return {"final": _vec(glob), "eval_loss": run.eval_loss, "sent_bytes": run.sent_bytes[-1], "calls": calls}
+    return {"final": flat_params(glob), "eval_loss": run.eval_loss, "sent_bytes": run.sent_bytes[-1], "calls": calls}
 
 
 def lab_ddp(rank: int, world_size: int, steps: int = 200, optimizer: str = "adamw", lr: float = 0.01,
@@ -49,7 +50,7 @@ def lab_ddp(rank: int, world_size: int, steps: int = 200, optimizer: str = "adam
     from torch.distributed.algorithms.ddp_comm_hooks.default_hooks import allreduce_hook
     from torch.nn.parallel import DistributedDataParallel as DDP
 
-    _check(world_size, 1, steps, optimizer, lr, 1.0, 0.0, seed)
+    check_arguments(world_size, 1, steps, optimizer, lr, 1.0, 0.0, seed)
     data = make_data(world_size, seed)
     model = DDP(make_model(seed))
     count = {"bytes": 0, "calls": 0}
@@ -60,13 +61,13 @@ def lab_ddp(rank: int, world_size: int, steps: int = 200, optimizer: str = "adam
         return allreduce_hook(dist.group.WORLD, bucket)
 
     model.register_comm_hook(None, counting_hook)
-    opt = _inner_opt(model.module, optimizer, lr)
+    opt = inner_optimizer(model.module, optimizer, lr)
     run = Run()
     run.record(0, model.module, data, 0)
     for step in range(steps):
         opt.zero_grad()
-        _mse(model, _batch(data.shards[rank], step)).backward()         # DDP all-reduces here / DDP 在这里 all-reduce
+        mse(model, batch(data.shards[rank], step)).backward()         # DDP all-reduces here / DDP 在这里 all-reduce
         opt.step()
         run.record(step + 1, model.module, data, count["bytes"])
-    return {"final": _vec(model.module), "eval_loss": run.eval_loss, "sent_bytes": count["bytes"],
+    return {"final": flat_params(model.module), "eval_loss": run.eval_loss, "sent_bytes": count["bytes"],
             "calls": count["calls"]}

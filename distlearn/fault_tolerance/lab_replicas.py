@@ -34,7 +34,8 @@ import torch
 from distlearn.core import launch
 from distlearn.core.i18n import bi
 from distlearn.core.validate import check_bool, check_number
-from distlearn.fault_tolerance.diloco import _batch, _mse, _set_grads, _vec, make_data, make_model
+from distlearn.fault_tolerance.diloco import make_data, make_model
+from distlearn.fault_tolerance.lab_task import batch, flat_params, mse, set_grads
 from distlearn.fault_tolerance.replicas import LR, Quorum, plan_timeline
 
 WRONG_SEED = 999   # a replacement starts from other weights: only healing can make it right / 替换组从别的权重出发
@@ -74,13 +75,13 @@ def group_main(gid: int, groups: int, port: int, start_step: int, steps: int, ki
             if heal_optimizer:
                 opt.load_state_dict(state["optim"])
         opt.zero_grad()
-        _mse(model, _batch(data.shards[gid], s)).backward()
+        mse(model, batch(data.shards[gid], s)).backward()
         flat = torch.cat([p.grad.reshape(-1) for p in model.parameters()])
         pg.allreduce([flat]).wait(td)                                # among the members only / 只在成员之间
-        _set_grads(model, flat / len(members))
+        set_grads(model, flat / len(members))
         opt.step()
         log.append(s)
-    store.set(f"final/{gid}", pickle.dumps({"final": _vec(model), "steps": log}))
+    store.set(f"final/{gid}", pickle.dumps({"final": flat_params(model), "steps": log}))
 
 
 @dataclass
@@ -109,9 +110,7 @@ def run_replica_groups(groups: int = 3, steps: int = 12, kill_group: int = 1, ki
     timeout = check_number("timeout", timeout, minimum=1, maximum=3600)
     from torch.distributed import TCPStore
 
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
-    os.environ.setdefault("GLOO_SOCKET_IFNAME", launch._loopback_ifname())
-    ctx = launch._context(group_main)
+    ctx, environ = launch.process_context(group_main)
     store = TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False,
                      timeout=datetime.timedelta(seconds=timeout))
     procs: dict[int, list] = {}
@@ -119,7 +118,7 @@ def run_replica_groups(groups: int = 3, steps: int = 12, kill_group: int = 1, ki
     def start(gid, first):
         p = ctx.Process(target=group_main, daemon=True, name=f"distlearn-group{gid}",
                         args=(gid, groups, store.port, first, steps, kill_step if gid == kill_group else -1,
-                              heal_optimizer, seed, timeout, launch._worker_environ()))
+                              heal_optimizer, seed, timeout, environ))
         p.start()
         procs.setdefault(gid, []).append(p)
 

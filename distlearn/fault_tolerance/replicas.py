@@ -21,7 +21,8 @@ from dataclasses import dataclass
 import torch
 
 from distlearn.core.validate import DistlearnValueError, check_int, check_number, check_seed
-from distlearn.fault_tolerance.diloco import _batch, _mse, _set_grads, _vec, make_data, make_model
+from distlearn.fault_tolerance.diloco import make_data, make_model
+from distlearn.fault_tolerance.lab_task import batch, flat_params, mse, set_grads
 
 LR = 0.01          # AdamW's learning rate in the lab and the replay / 实验和重放中 AdamW 的学习率
 
@@ -78,8 +79,8 @@ def replay(timeline: list[Quorum], groups: int | None = None, seed: int = 0, lr:
         grads = []
         for m in q.members:
             model.zero_grad()
-            _mse(model, _batch(data.shards[m], q.step)).backward()
+            mse(model, batch(data.shards[m], q.step)).backward()
             grads.append(torch.cat([p.grad.reshape(-1) for p in model.parameters()]))
-        _set_grads(model, torch.stack(grads).mean(0))
+        set_grads(model, torch.stack(grads).mean(0))
         opt.step()
-    return _vec(model)
+    return flat_params(model)
