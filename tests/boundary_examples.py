@@ -34,6 +34,12 @@ def _plan(**change):
                    "num_microbatches": 4, **change})
 
 
+def _quora():
+    from distlearn.fault_tolerance.replicas import plan_timeline
+
+    return plan_timeline(groups=3, steps=4, kill_group=1, kill_step=1, rejoin_step=3)
+
+
 def _sp(**extra):
     return {"st": _setting(), "p": _plan(), **extra}
 
@@ -286,6 +292,12 @@ CALLS = {
                                                                    "checkpoint_time": 0.1, "restart_time": 0.1,
                                                                    "mtbf": 10.0, "runs": 5},
     "distlearn.fault_tolerance.resume.lr_at": lambda: {"step": 2, "lr_schedule": True},
+    "distlearn.fault_tolerance.replicas.replay": lambda: {"timeline": _quora()},
+    "distlearn.fault_tolerance.diloco.make_data": lambda: {"replicas": 2},
+    "distlearn.fault_tolerance.diloco.simulate": lambda: {"replicas": 2, "sync_every": 2, "steps": 4},
+    "distlearn.fault_tolerance.diloco.simulate_ddp": lambda: {"replicas": 2, "steps": 4},
+    "distlearn.fault_tolerance.diloco.bytes_per_step": lambda: {"num_params": 321, "bytes_per_value": 8,
+                                                                "replicas": 4, "sync_every": 20},
     # ------------------------------------------------------------------ memory (chapter 01)
     "distlearn.memory.formulas.to_gb": lambda: {"num_bytes": 2e9},
     "distlearn.memory.formulas.to_gib": lambda: {"num_bytes": 2 ** 31},

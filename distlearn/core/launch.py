@@ -385,3 +385,15 @@ def torchrun_main(fn: Callable[..., Any], *args) -> Any:
     if rank == 0:
         print(result)
     return result
+
+
+def process_context(fn) -> tuple:
+    """For a lab that starts and stops its own processes (chapter 13's replica groups, where one process dies and a
+    new one joins): the multiprocessing context :func:`run` would use for ``fn`` (forkserver with torch preloaded on
+    Linux) and the environment to hand each process (the caller's, with its current language). Sets
+    ``OMP_NUM_THREADS=1`` and the loopback interface for gloo unless already set, as :func:`run` does. Returns
+    ``(context, environ)``."""
+    _check_importable(fn)
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    os.environ.setdefault("GLOO_SOCKET_IFNAME", _loopback_ifname())
+    return _context(fn), _worker_environ()

@@ -1,6 +1,7 @@
 """Checkers for chapter 13 (fault tolerance). Expected values come from :mod:`distlearn.fault_tolerance.goodput` (tested
 against Young 1974, Daly 2006's figures, a brute-force optimum and a Monte Carlo replay) and
-:func:`distlearn.fault_tolerance.resume.required_state` (tested against the real resume experiment for every setup)."""
+:func:`distlearn.fault_tolerance.resume.required_state` (tested against the real resume experiment for every setup). DiLoCo's outer step (:func:`ex13_outer_step`): torch's own
+``torch.optim.SGD(nesterov=True)``."""
 from __future__ import annotations
 
 import itertools
@@ -76,3 +77,64 @@ def ex13_state_to_save(fn):
                                              ("adamw", False, False, True), ("momentum", True, True, True),
                                              ("sgd", False, True, False)}]
     verify("ex13_state_to_save", fn, cases)
+
+
+def _torch_outer_step(global_params, local_params, momentum_buffer, lr, momentum):
+    """The expected answer, from torch itself: set the mean pseudo-gradient as ``.grad`` and let
+    ``torch.optim.SGD(nesterov=True)`` take one step from the given momentum buffer (the path of ``torchft``'s
+    DiLoCo). Returns (new parameters, new buffer) as float64 arrays."""
+    import numpy as np
+    import torch
+
+    theta = torch.nn.Parameter(torch.tensor(global_params, dtype=torch.float64))
+    theta.grad = (theta.detach() - torch.tensor(np.asarray(local_params), dtype=torch.float64)).mean(0)
+    opt = torch.optim.SGD([theta], lr=lr, momentum=momentum, nesterov=True)
+    opt.state[theta]["momentum_buffer"] = torch.tensor(momentum_buffer, dtype=torch.float64)
+    opt.step()
+    return theta.detach().numpy().copy(), opt.state[theta]["momentum_buffer"].numpy().copy()
+
+
+def ex13_outer_step(fn):
+    """``fn(global_params, local_params, momentum_buffer, lr, momentum)`` → ``(new_params, new_buffer)``: DiLoCo's
+    outer step. ``global_params`` and ``momentum_buffer``: arrays of shape (P,); ``local_params``: shape (R, P)."""
+    import numpy as np
+
+    hint_en = ("Three steps, in this order. The pseudo-gradient of replica r is global − local (not local − global), "
+               "and it is averaged over the replicas. The buffer becomes momentum · buffer + that average. Nesterov then "
+               "steps along the average plus momentum · the new buffer, times lr. Return both arrays.")
+    hint_zh = ("按顺序分三步。副本 r 的伪梯度是全局减本地（不是本地减全局），再对所有副本取平均。缓冲区变成 momentum · 缓冲区 + 这个平均值。"
+               "Nesterov 沿着“平均值 + momentum · 新缓冲区”走一步，乘以 lr。两个数组都要返回。")
+    rng = np.random.default_rng(13)
+    cases = []
+    for r, p, lr, mu, fresh in [(4, 6, 0.7, 0.9, True), (4, 6, 0.7, 0.9, False), (2, 3, 1.0, 0.5, True),
+                                (8, 5, 0.5, 0.5, False), (1, 4, 0.7, 0.9, False)]:
+        g = rng.standard_normal(p)
+        local = g + 0.1 * rng.standard_normal((r, p))
+        buf = np.zeros(p) if fresh else rng.standard_normal(p)
+        cases.append(Case((g, local, buf, lr, mu), expected=_torch_outer_step(g, local, buf, lr, mu), rtol=1e-9,
+                          atol=1e-12, hint_en=hint_en, hint_zh=hint_zh))
+    verify("ex13_outer_step", fn, cases)
+
+
+def ex13_quorum_plan(fn):
+    """``fn(groups, steps, kill_group, kill_step, rejoin_step)`` → one ``(members, global_batch)`` pair per step:
+    the sorted tuple of live group ids and 16 · their number. Expected: :func:`distlearn.fault_tolerance.replicas.
+    plan_timeline`, whose quora the real lab's coordinator reproduces (tests/test_replica_groups.py)."""
+    from distlearn.fault_tolerance.replicas import plan_timeline
+
+    hint_en = ("Walk the steps one by one. The killed group is missing from step kill_step on (it dies *before* that "
+               "step) and is back at rejoin_step (it heals, then computes in that very step). rejoin_step = steps "
+               "means it never returns. Members as a sorted tuple; the batch is 16 samples per member.")
+    hint_zh = ("逐步往下走。被杀掉的组从第 kill_step 步起缺席（它死在这一步*之前*），在第 rejoin_step 步回来（先恢复状态，"
+               "再参与这一步的计算）。rejoin_step = steps 表示它再也不回来。成员写成排好序的元组；每个成员贡献 16 个样本。")
+
+    def _pairs(got):
+        try:
+            return [(tuple(m), b) for m, b in got]
+        except (TypeError, ValueError):
+            return got
+
+    cases = [Case(args, expected=[(q.members, 16 * len(q.members)) for q in plan_timeline(*args)],
+                  compare=lambda got, exp: _pairs(got) == exp, hint_en=hint_en, hint_zh=hint_zh)
+             for args in [(3, 12, 1, 4, 8), (2, 5, 0, 1, 5), (4, 8, 3, 2, 3), (3, 6, 2, 5, 6), (5, 10, 0, 3, 9)]]
+    verify("ex13_quorum_plan", fn, cases)

@@ -99,3 +99,112 @@ def timeline_diagram(work: float = 16.0, interval: float = 4.0, checkpoint_time:
     plots.title(ax, "A run's timeline: a failure loses the work since the last checkpoint, then the job restarts",
                 "一次训练的时间线：故障丢掉上个检查点之后的计算，然后作业重启")
     return fig
+
+
+def diloco_diagram(replicas: int = 3, steps: int = 10, sync_every: int = 5):
+    """Who talks when: ``replicas`` rows of ``steps`` inner steps (blue boxes) for synchronous data parallelism
+    (top block: an all-reduce, orange, after every step) and for DiLoCo (bottom block: one all-reduce of the
+    pseudo-gradient after every ``sync_every`` = H steps, then the outer step). Each box carries ``gid`` "step" or
+    "allreduce". Returns the figure."""
+    from matplotlib.patches import Patch, Rectangle
+
+    from distlearn.core.validate import check_int
+
+    r = check_int("replicas", replicas, minimum=1, maximum=8)
+    n = check_int("steps", steps, minimum=1, maximum=40)
+    h = check_int("sync_every", sync_every, minimum=1, maximum=n)
+    blue, orange, gap = "#4C72B0", "#DD8452", 0.35
+    fig, ax = plots.new_figure(9, 3.9 if get_language() == "both" else 3.6)
+    labels, y = [], 0.0
+    for name, every in (("DDP", 1), (f"DiLoCo H = {h}", h)):
+        for rank in range(r):
+            x = 0.0
+            for step in range(n):
+                ax.add_patch(Rectangle((x, -y - 0.35), 1.0, 0.7, facecolor=blue, edgecolor="white", gid="step"))
+                x += 1.0
+                if (step + 1) % every == 0:   # all-reduce: every rank waits for every other / 所有 rank 互相等待
+                    ax.add_patch(Rectangle((x, -y - 0.35), gap, 0.7, facecolor=orange, edgecolor="white",
+                                           gid="allreduce"))
+                    x += gap
+            labels.append((-y, f"{name} · rank {rank}"))
+            y += 1.0
+        y += 0.6
+    ax.set_yticks([t for t, _ in labels], [s for _, s in labels], fontsize=8)
+    ax.set_xlim(0, n * (1 + gap) + 0.5)
+    ax.set_ylim(-y + 0.3, 0.6)
+    ax.set_xlabel(bi("time (inner steps)", "时间（内层步数）"))
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    fig.legend(handles=[Patch(facecolor=blue, label=bi("one inner step on the replica's own batch",
+                                                        "副本在自己的批次上走一步")),
+                        Patch(facecolor=orange, label=bi("all-reduce (all P parameters)", "all-reduce（全部 P 个参数）"))],
+               loc="outside lower center", ncol=2, fontsize=8, frameon=False)
+    plots.title(ax, f"DDP all-reduces after every step; DiLoCo once every {h} steps",
+                f"DDP 每一步后都做 all-reduce；DiLoCo 每 {h} 步才做一次")
+    return fig
+
+
+def diloco_curves(runs: dict):
+    """Held-out loss against inner steps (left) and against bytes one replica handed to all-reduces (right, log
+    scale). ``runs`` maps a label (already in the reader's language) to a
+    :class:`distlearn.fault_tolerance.diloco.Run`. Returns the figure."""
+    fig, (left, right) = plots.new_figure(10, 3.8, ncols=2)
+    for name, run in runs.items():
+        left.plot(run.eval_steps, run.eval_loss, label=name, marker="." if len(run.eval_steps) < 80 else None)
+        right.plot(run.sent_bytes[1:], run.eval_loss[1:], label=name,   # from the first all-reduce on / 从第一次 all-reduce 起
+                   marker="." if len(run.eval_steps) < 80 else None)
+    for ax in (left, right):
+        ax.set_yscale("log")
+        ax.set_ylabel(bi("held-out MSE", "留出集 MSE"))
+        ax.grid(alpha=0.3)
+    left.set_xlabel(bi("inner steps", "内层步数"))
+    right.set_xscale("log")
+    right.set_xlabel(bi("bytes all-reduced per replica", "每个副本 all-reduce 的字节数"))
+    left.legend(fontsize=8)
+    plots.title(left, "Loss per step", "每一步的损失")
+    plots.title(right, "Loss per byte communicated", "每通信一个字节换来的损失")
+    return fig
+
+
+def quorum_diagram(timeline: list, groups: int = 3):
+    """The quora of a replica-group run: one row per group, one column per step. Blue: the group computes and
+    all-reduces in this step's quorum; grey, hatched: dead; green: the replacement heals (an arrow from the live
+    peer it copies the state from), then computes. Under each column: the global batch, 16 samples per member.
+    ``timeline``: a list of :class:`distlearn.fault_tolerance.replicas.Quorum` (from ``plan_timeline`` or a real
+    run). Each cell carries ``gid`` "member", "dead" or "heal". Returns the figure."""
+    from matplotlib.patches import Patch, Rectangle
+
+    colours = {"member": "#4C72B0", "dead": "#BBBBBB", "heal": "#55A868"}
+    steps = len(timeline)
+    fig, ax = plots.new_figure(9, 1.2 + 0.55 * groups + (0.3 if get_language() == "both" else 0))
+    for q in timeline:
+        for g in range(groups):
+            kind = "heal" if g in q.heal else "member" if g in q.members else "dead" if g in q.dead else None
+            if kind is None:
+                continue
+            ax.add_patch(Rectangle((q.step, -g - 0.4), 0.92, 0.8, facecolor=colours[kind], edgecolor="white",
+                                   hatch="xx" if kind == "dead" else None, gid=kind))
+        for g in q.heal:   # the state travels from the live peer / 状态从存活的同伴传过来
+            ax.annotate("", xy=(q.step + 0.46, -g), xytext=(q.step + 0.46, -q.source),
+                        arrowprops=dict(arrowstyle="-|>", color="white", lw=2))
+        ax.text(q.step + 0.46, -groups + 0.3, str(16 * len(q.members)), ha="center", va="center", fontsize=8)
+    changes = [q for i, q in enumerate(timeline) if i == 0 or q.quorum_id != timeline[i - 1].quorum_id]
+    for q in changes:   # a new quorum, a new process group / 新的法定成员组，新的进程组
+        ax.axvline(q.step - 0.04, color="black", lw=0.8, ls=":")
+        ax.text(q.step, 0.62, bi(f"quorum {q.quorum_id}", f"第 {q.quorum_id} 组成员"), fontsize=8)
+    ax.set_yticks([-g for g in range(groups)] + [-groups + 0.3],
+                  [bi(f"group {g}", f"组 {g}") for g in range(groups)] + [bi("global batch", "全局批量")], fontsize=8)
+    ax.set_xticks([s + 0.46 for s in range(steps)], [str(s) for s in range(steps)], fontsize=8)
+    ax.set_xlim(-0.1, steps + 0.1)
+    ax.set_ylim(-groups - 0.1, 1.0)
+    ax.set_xlabel(bi("step", "步"))
+    for side in ("top", "right", "left"):
+        ax.spines[side].set_visible(False)
+    fig.legend(handles=[Patch(facecolor=colours["member"], label=bi("in the quorum", "在法定成员组中")),
+                        Patch(facecolor=colours["dead"], hatch="xx", label=bi("dead", "已死亡")),
+                        Patch(facecolor=colours["heal"], label=bi("heals from a live peer, then computes",
+                                                                  "从存活的同伴处恢复状态，再参与计算"))],
+               loc="outside lower center", ncol=3, fontsize=8, frameon=False)
+    plots.title(ax, "One group dies; the others continue; its replacement heals and rejoins",
+                "一个组死掉，其余组继续训练；替换组恢复状态后重新加入")
+    return fig
