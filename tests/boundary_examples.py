@@ -445,7 +445,7 @@ CALLS = {
     **{f"distlearn.precision.block_scaled.{name}": (lambda: {"x": _rng().standard_normal((2, 32))}) for name in (
         "quantize_mx", "quantize_nvfp4", "error_vs_block_size")},
     **{f"distlearn.precision.block_scaled.{name}": (lambda: {"x": _rng().standard_normal(32)}) for name in (
-        "encode", "round_to", "nvfp4_tensor_scale")},   # any shape
+        "encode", "round_to", "nvfp4_tensor_scale", "float32_values")},   # any shape
     "distlearn.precision.block_scaled.quantize_fp8": lambda: {"x": _rng().standard_normal((2, 128))},
     "distlearn.precision.block_scaled.error_point": lambda: {"x": _rng().standard_normal((2, 32)), "scheme": "nvfp4"},
     "distlearn.precision.block_scaled.bits_per_element": lambda: {"scheme": "mxfp8"},

@@ -69,8 +69,9 @@ def _elem(fmt: str):
     return ELEMENTS[check_choice("fmt", fmt, tuple(ELEMENTS))]
 
 
-def _values(x) -> np.ndarray:
-    """Finite float32 array of any shape (fp32 overflow refused)."""
+def float32_values(x) -> np.ndarray:
+    """``x`` as a finite float32 numpy array of any shape (the elements every format here starts from); raises
+    DistlearnValueError naming ``x`` for values beyond float32's range (about 3.4e38) or a non-array."""
     arr = check_array("x", x)
     with np.errstate(over="ignore"):
         out = arr.astype(np.float32)
@@ -86,7 +87,7 @@ def encode(x, fmt: str = "e4m3") -> np.ndarray:
     clamp every recipe applies first); the sign of −0.0 and of negatives rounded to 0 is kept (code 0x80 / 0x8).
     Same shape as ``x``. Raises DistlearnValueError for an unknown format or non-finite values."""
     e_bits, m_bits, bias, top, _ = _elem(fmt)
-    v = _values(x).astype(np.float64)                # exact: every float32 is a float64
+    v = float32_values(x).astype(np.float64)                # exact: every float32 is a float64
     sign = np.signbit(v)
     a = np.minimum(np.abs(v), top)
     emin = 1 - bias
@@ -137,7 +138,7 @@ def mx_scale_exponent(amax, fmt: str = "e4m3") -> np.ndarray:
     ``k = floor(log2(amax)) − emax_elem`` clamped to [−127, 127], OCP MX v1.0 §6.3; ``floor(log2)`` is read from the
     float32 exponent field, as torchao's ``to_mx`` (FLOOR) does, so ``amax`` = 0 or a float32 subnormal gives −127.
     int64 array of ``amax``'s shape. Raises DistlearnValueError for negative or non-finite amax."""
-    a = _values(amax)
+    a = float32_values(amax)
     if (a < 0).any():
         raise DistlearnValueError("amax", "amax must be ≥ 0 (a largest magnitude).", "amax 必须 ≥ 0（它是最大绝对值）。")
     emax = _elem(fmt)[4]
@@ -150,7 +151,7 @@ def mx_scale_exponent_rceil(amax, fmt: str = "e4m3") -> np.ndarray:
     max_elem))`` with ``amax / max_elem`` in float32, clamped to [−127, 127]; the largest element then never
     saturates. Computed exactly from the float32 bits (torchao uses ``torch.log2``, which can round differently when
     the quotient lies within an ulp of a power of two). int64 array of ``amax``'s shape."""
-    a = _values(amax)
+    a = float32_values(amax)
     if (a < 0).any():
         raise DistlearnValueError("amax", "amax must be ≥ 0 (a largest magnitude).", "amax 必须 ≥ 0（它是最大绝对值）。")
     d = (a / np.float32(_elem(fmt)[3])).astype(np.float32).astype(np.float64)
@@ -215,7 +216,7 @@ class BlockQuantized:
 
 def _blocks(x, block) -> tuple[np.ndarray, int, int]:
     """float32 2-D array reshaped to (rows/r, r, cols/c, c); validates the shape and the block."""
-    arr = _values(x)
+    arr = float32_values(x)
     if arr.ndim != 2:
         raise DistlearnValueError("x", f"x must be 2-D (rows, columns), got shape {arr.shape}.",
                                   f"x 必须是二维数组（行，列），收到形状 {arr.shape}。")
@@ -247,7 +248,7 @@ def quantize_mx(x, fmt: str = "e4m3", block_size: int = 32, rule: str = "floor")
 def nvfp4_tensor_scale(x) -> float:
     """NVFP4's fp32 per-tensor scale, ``amax(x) / (448 · 6)`` in float32 (torchao ``per_tensor_amax_to_scale``);
     1.0 for an all-zero tensor."""
-    a = np.float32(np.abs(_values(x)).max(initial=0.0))
+    a = np.float32(np.abs(float32_values(x)).max(initial=0.0))
     return float(a / np.float32(NVFP4_TENSOR_DIVISOR)) if a > 0 else 1.0
 
 
@@ -274,7 +275,7 @@ def quantize_fp8(x, fmt: str = "e4m3", block: tuple[int, int] | None = (1, 128))
     DeepSeek-V3's activation / weight blocks. Raises DistlearnValueError."""
     if fmt not in ("e4m3", "e5m2"):
         check_choice("fmt", fmt, ("e4m3", "e5m2"))
-    arr = _values(x)
+    arr = float32_values(x)
     if block is None:
         if arr.ndim != 2:
             _blocks(arr, (1, 1))
@@ -330,7 +331,7 @@ def relative_error(x, q: BlockQuantized) -> float:
     """‖dequantised − x‖_F / ‖x‖_F (x as float32; 0 for an all-zero x); ``q`` a :class:`BlockQuantized` of x's
     shape. Raises DistlearnValueError."""
     check_record("q", q, BlockQuantized, "quantize_mx(x)")
-    v = _values(x).astype(np.float64)
+    v = float32_values(x).astype(np.float64)
     if v.shape != q.codes.shape:
         raise DistlearnValueError("x", f"x has shape {v.shape}, q holds {q.codes.shape}.",
                                   f"x 的形状是 {v.shape}，q 的形状是 {q.codes.shape}。")
@@ -374,7 +375,7 @@ def _err(a: np.ndarray, b: np.ndarray) -> float:
 def error_point(x, scheme: str, block_size: int | None = None, outlier_col: int = 7) -> ErrorPoint:
     """The errors of ``x`` (2-D, e.g. from :func:`outlier_tensor`, whose outlier column is 7) under ``scheme``
     with ``block_size`` (see :class:`ErrorPoint`). Raises DistlearnValueError."""
-    v = _values(x).astype(np.float64)
+    v = float32_values(x).astype(np.float64)
     q = quantize(v, scheme, block_size)
     col = check_int("outlier_col", outlier_col, minimum=0, maximum=v.shape[1] - 1)
     d = q.dequantize()
@@ -390,7 +391,7 @@ def error_point(x, scheme: str, block_size: int | None = None, outlier_col: int 
 def error_vs_block_size(x, schemes=SCHEMES, block_sizes=(16, 32, 64, 128, 256, 512, 1024)) -> list[ErrorPoint]:
     """:func:`error_point` for every scheme and block size that divides x's columns (``"fp8-tensor"`` once, and
     NVFP4 and MXFP8 at any block size, to show what the block size alone does). Raises DistlearnValueError."""
-    v = _values(x)
+    v = float32_values(x)
     out = []
     for s in schemes:
         check_choice("scheme", s, SCHEMES)

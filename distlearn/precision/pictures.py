@@ -16,7 +16,7 @@ def block_row_picture(row, block_size: int = 32, scheme: str = "mxfp8", ax=None)
     ``scheme`` (:data:`~distlearn.precision.block_scaled.SCHEMES`); above each block its scale (MX: 2**k with the
     E8M0 code; NVFP4: the E4M3 block scale; fp8: the fp32 multiplier); elements flushed to 0 marked with ×.
     ``row``: 1-D, its length a multiple of ``block_size``. Returns the axes. Raises DistlearnValueError."""
-    r = B._values(row).reshape(1, -1)
+    r = B.float32_values(row).reshape(1, -1)
     q = B.quantize(r, scheme, check_int("block_size", block_size, maximum=max(r.shape[1], 1)))
     d = q.dequantize()[0]
     n = q.block[1]
