@@ -37,7 +37,14 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-import nbformat
+if __name__ == "__main__":
+    # The command line only, before nbformat is first imported (below; set after it, this came too late and every
+    # command still built the grammar): jsonschema (imported by nbformat) imports its optional IRI format checker
+    # rfc3987_syntax when installed (jupyter-events requires it), and building that grammar takes ~1.8 s of CPU at
+    # every command's start. No notebook schema uses an IRI format; without the module jsonschema skips that checker.
+    sys.modules.setdefault("rfc3987_syntax", None)
+
+import nbformat  # noqa: E402 - after the guard above / 须在上面的保护之后导入
 
 from authoring.copies import copy_problems, split_course, update_copies
 from authoring.exercises import build_exercises
@@ -46,12 +53,6 @@ from authoring.pairing import execute, execution_problems, new_sources, paired_n
 from authoring.parity import parity
 from authoring.paths import COPIES_DIR, COPY_LANGS, FORMATS, NB_VERSION, ROOT, course_notebooks
 
-
-if __name__ == "__main__":
-    # The command line only: jsonschema (imported by nbformat) imports its optional IRI format checker
-    # rfc3987_syntax when installed (jupyter-events requires it), and building that grammar takes ~1 s of every
-    # command's start. No notebook schema uses an IRI format; without the module jsonschema skips that checker.
-    sys.modules.setdefault("rfc3987_syntax", None)
 
 
 def update_notebooks(root: Path = ROOT, force: list[str] | None = None, log=print,

@@ -1,5 +1,6 @@
 """The test suite protects itself: a hang fails its test (pytest-timeout), and a test that cannot run for want of a
 tool says so in one closing line instead of passing silently."""
+import os
 import subprocess
 import sys
 import textwrap
@@ -25,9 +26,12 @@ def test_a_hanging_test_fails_instead_of_waiting(tmp_path):
         def test_hangs():
             time.sleep(3600)
     """))
-    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "no:xdist", "-q",
+    # pytest-timeout as the only plugin: loading every installed one (nbval, playwright, …) cost 2-3 s of CPU /
+    # 只加载 pytest-timeout 插件：加载全部已安装插件要多花 2–3 秒 CPU
+    out = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-p", "pytest_timeout", "-q",
                           "-o", "timeout=2", str(tmp_path / "test_hang.py")],
-                         capture_output=True, text=True, timeout=120, cwd=tmp_path)
+                         capture_output=True, text=True, timeout=120, cwd=tmp_path,
+                         env={**os.environ, "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"})
     assert out.returncode == 1 and "Timeout" in out.stdout and "1 failed" in out.stdout, out.stdout[-2000:]
 
 

@@ -22,8 +22,11 @@ def ex06_fsdp2_rows(fn):
 
 
 def _padding(shapes, ws) -> dict:
+    """The expected answer of :func:`ex06_padding_elements`: padding elements (a count, independent of dtype). FSDP1's
+    through :func:`flatten_and_shard` on one-byte zeros: float64 zeros made GPT-2's (50257, 768) embedding case cost
+    ~6 s of CPU per check (0.9 GB written), int8 ~0.1 s."""
     numels = [int(np.prod(s)) for s in shapes]
-    fsdp1 = sum(flatten_and_shard([np.zeros(n) for n in numels], ws).padding)
+    fsdp1 = sum(flatten_and_shard([np.zeros(n, dtype=np.int8) for n in numels], ws).padding)
     fsdp2 = sum((ws * chunk_sizes(s[0], ws)[0] - s[0]) * int(np.prod(s[1:])) for s in shapes)
     return {"fsdp1": fsdp1, "fsdp2": fsdp2}
 
