@@ -178,3 +178,55 @@ def test_real_gloo_hierarchical_all_reduce_equals_one_flat_all_reduce():
     res = run(hierarchical_all_reduce, 4, 2, 8, 0, "float32")
     for r in res:
         assert r["flat"].dtype == np.float32 and np.allclose(r["flat"], r["hierarchical"], rtol=1e-6)
+
+
+# ---------------------------------------------------------------- 4. placement
+from distlearn.core.models import get_preset  # noqa: E402
+from distlearn.core.topology import placement  # noqa: E402
+
+LLAMA70 = get_preset("llama3-70b")
+
+
+def _rows(order, topo=H100, **layout):
+    return {r.name: r for r in placement(topo, LLAMA70, order=order, **(dict(tp=8, pp=4, dp=2) | layout))}
+
+
+def test_tp_inside_the_node_by_hand():
+    """Llama 3 70B, 64 H100s, tp 8 innermost: 80/4 = 20 layers × 8 micro-batches × 4 all-reduces = 640 calls of
+    8192 tokens × 8192 × 2 bytes = 134.2 MB, each 2·7/8·134.2e6 / 450e9 s."""
+    r = _rows("tp-cp-ep-dp-pp")
+    tp = r["tp"]
+    assert (tp.size, tp.stride, tp.domains, tp.per_domain, tp.calls) == (8, 1, 1, 8, 640)
+    assert tp.nbytes == 8192 * 8192 * 2
+    assert tp.seconds == pytest.approx(640 * 2 * 7 / 8 * 8192 * 8192 * 2 / 450e9) and tp.slowdown == pytest.approx(1)
+    # dp: the 2 replicas are a node apart; one all-reduce of this GPU's bf16 gradients, P/(tp·pp) values
+    p = sum(LLAMA70.layer_parameters(i) for i in range(80)) + LLAMA70.embedding_parameters() \
+        + LLAMA70.lm_head_parameters()
+    assert r["dp"].nbytes == pytest.approx(p / 32 * 2) and (r["dp"].domains, r["dp"].per_domain) == (2, 1)
+    assert r["dp"].seconds == pytest.approx(p / 32 * 2 / 50e9)          # 2·(1/2)·M at 50 GB/s
+    assert r["pp"].seconds == pytest.approx(16 * 8192 * 8192 * 2 / 50e9) and r["pp"].stride == 16
+
+
+def test_tp_spanning_nodes_costs_what_the_model_says():
+    two = _rows("dp-tp-cp-ep-pp")["tp"]          # stride 2: 4 GPUs in each of 2 nodes
+    assert (two.domains, two.per_domain) == (2, 4)
+    m = 8192 * 8192 * 2
+    ring4 = 2 * 7 / 8 * m / (4 * 50e9)                                 # 4 rings, one per NIC
+    hier = 2 * 3 / 4 * m / 450e9 + 2 * 1 / 2 * m / 4 / 50e9
+    assert two.seconds == pytest.approx(640 * min(ring4, hier))
+    eight = _rows("dp-pp-cp-ep-tp")["tp"]        # stride 8: one GPU in each of 8 nodes
+    assert (eight.domains, eight.per_domain) == (8, 1)
+    assert eight.slowdown == pytest.approx(450 / 50)                     # 9×: the network instead of NVLink
+    nvl = _rows("dp-pp-cp-ep-tp", make_topology("gb200-nvl72"))["tp"]  # all 64 GPUs in one 72-GPU domain
+    assert nvl.domains == 1 and nvl.slowdown == pytest.approx(1)
+
+
+def test_placement_refuses_bad_layouts():
+    for kw, param in ((dict(order="tp-dp-pp"), "order"), (dict(ep=2), "ep"), (dict(tp=0), "tp"),
+                      (dict(pp=3), "tp")):
+        with pytest.raises(DistlearnValueError) as e:
+            placement(H100, LLAMA70, **(dict(tp=8, pp=4, dp=2) | kw))
+        assert e.value.param == param
+    with pytest.raises(DistlearnValueError) as e:   # 15 ranks of gradient group on nodes of 8: 8 + 7, uneven
+        placement(H100, LLAMA70, tp=1, cp=5, dp=3, order="cp-tp-ep-dp-pp", seq_len=5 * 2048)
+    assert e.value.param == "ranks"

@@ -284,3 +284,141 @@ def group_placement(topo: Topology, ranks) -> tuple[int, int]:
                                   f"组内 GPU 必须在各域间均匀分布；实际为 {counts}。")
     return len(counts), next(iter(counts.values()))
 
+
+# ---------------------------------------------------------------------------------------------------- placement
+PARALLELISMS = ("tp", "cp", "ep", "dp", "pp")
+
+
+@dataclass(frozen=True)
+class PlacementRow:
+    """What one parallelism costs per training step on a :class:`Topology` (:func:`placement`).
+
+    ``name`` (``"tp"`` …), ``size`` (GPUs in its group), ``stride`` (rank distance between group members),
+    ``domains`` / ``per_domain`` (how the group of rank 0 sits), ``operation`` (the collective), ``calls`` (per
+    step), ``nbytes`` (bytes per call, as :func:`collective_cost` reads them), ``seconds`` (per step, as placed:
+    the better of ``rings = per_domain`` rings and the hierarchical algorithm when it spans domains),
+    ``seconds_inside`` (per step were the same group inside one domain; ``None`` when it does not fit in one),
+    ``slowdown`` (seconds / seconds_inside, or ``None``)."""
+
+    name: str
+    size: int
+    stride: int
+    domains: int
+    per_domain: int
+    operation: str
+    calls: int
+    nbytes: float
+    seconds: float
+    seconds_inside: float | None
+
+    @property
+    def inside(self) -> bool:
+        return self.domains == 1
+
+    @property
+    def slowdown(self) -> float | None:
+        return None if not self.seconds_inside else self.seconds / self.seconds_inside
+
+
+def _best(topo: Topology, operation: str, nbytes: float, g: int, k: int) -> float:
+    """Seconds of the better algorithm NCCL could pick for this placement (ring on k rings, or hierarchical)."""
+    if operation == "all_to_all":
+        return collective_cost(topo, operation, nbytes, g, k, "direct").seconds
+    ring = collective_cost(topo, operation, nbytes, g, k, "ring", rings=k).seconds
+    if g // k == 1:
+        return ring
+    return min(ring, collective_cost(topo, operation, nbytes, g, k, "hierarchical").seconds)
+
+
+def placement(topo: Topology, model, *, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1,
+              order: str = "tp-cp-ep-dp-pp", seq_len: int = 8192, micro_batch_size: int = 1,
+              num_microbatches: int = 8, bytes_per_value: int = 2) -> list[PlacementRow]:
+    """Where each parallelism of a layout lands on ``topo`` and what its communication costs per step.
+
+    ``order``: the dimensions from innermost (consecutive ranks) to outermost, Megatron-Core's default
+    ``"tp-cp-ep-dp-pp"``; a dimension's stride is the product of the sizes before it. ``model``: a
+    :class:`distlearn.core.models.ModelConfig` (or preset name). Per step and per GPU, in bf16 (``bytes_per_value``
+    = 2), for ``m = num_microbatches`` micro-batches of ``b = micro_batch_size`` sequences of ``s = seq_len`` tokens
+    (s/cp per CP rank), L/pp layers per stage, hidden size h (Megatron-LM without sequence parallelism, Shoeybi et
+    al. 2019 §3; Korthikanti et al. 2022):
+
+    - **tp**: 4 all-reduces per layer per micro-batch (2 forward, 2 backward) of b·(s/cp)·h values;
+    - **cp**: per layer per micro-batch, an all-gather of K and V (2·b·s·h_kv/tp values, the output) forward and a
+      reduce-scatter of their gradients backward (counted as 2 all-gathers of that size: the same cost);
+    - **ep** (MoE models only): 4 all-to-alls per MoE layer per micro-batch (dispatch and combine, forward and
+      backward) of b·(s/cp)·h·top_k values;
+    - **dp**: one all-reduce of the bf16 gradients of this GPU's parameters, P/(tp·pp), over the ranks with the same
+      tp and pp coordinates (dp·cp·ep of them; experts reduced like the rest, a simplification);
+    - **pp**: 2 sends per micro-batch (activation forward, its gradient backward) of b·(s/cp)·h values between
+      neighbouring stages, at the slower link of rank 0's pipeline.
+
+    The group of rank 0 stands for all groups. Raises DistlearnValueError for a bad layout, order or a group that
+    sits unevenly on the domains (e.g. stride 3 on domains of 8)."""
+    from distlearn.core.models import ModelConfig, get_preset
+    if not isinstance(topo, Topology):
+        raise DistlearnValueError("topo", "topo must be a Topology (make_topology(...)).",
+                                  "topo 必须是 Topology 对象（用 make_topology(...) 构造）。")
+    m = get_preset(model) if isinstance(model, str) else model
+    if not isinstance(m, ModelConfig):
+        raise DistlearnValueError("model", "model must be a ModelConfig or a preset name.",
+                                  "model 必须是 ModelConfig 或预设名称。")
+    sizes = {"tp": check_int("tp", tp, minimum=1, maximum=4096), "cp": check_int("cp", cp, minimum=1, maximum=4096),
+             "ep": check_int("ep", ep, minimum=1, maximum=4096), "dp": check_int("dp", dp, minimum=1, maximum=1 << 20),
+             "pp": check_int("pp", pp, minimum=1, maximum=4096)}
+    names = tuple(order.split("-")) if isinstance(order, str) else ()
+    if sorted(names) != sorted(PARALLELISMS):
+        raise DistlearnValueError("order", f"order must name tp, cp, ep, dp, pp once each, joined by '-'; got "
+                                           f"{order!r}.",
+                                  f"order 必须把 tp、cp、ep、dp、pp 各写一次，用 '-' 连接；收到 {order!r}。")
+    s = check_int("seq_len", seq_len, minimum=1, maximum=1 << 24)
+    b = check_int("micro_batch_size", micro_batch_size, minimum=1, maximum=1 << 16)
+    mb = check_int("num_microbatches", num_microbatches, minimum=1, maximum=1 << 16)
+    v = check_int("bytes_per_value", bytes_per_value, minimum=1, maximum=8)
+    if sizes["ep"] > 1 and not m.is_moe:
+        raise DistlearnValueError("ep", f"ep = {ep} needs a mixture-of-experts model; {m.name} is dense.",
+                                  f"ep = {ep} 需要混合专家 (MoE) 模型；{m.name} 是稠密模型。")
+    if m.num_layers % sizes["pp"] or s % sizes["cp"] or m.kv_heads % sizes["tp"] and m.num_heads % sizes["tp"]:
+        raise DistlearnValueError("tp", f"pp must divide the {m.num_layers} layers, cp the sequence ({s}), tp the "
+                                        f"{m.num_heads} heads.",
+                                  f"pp 必须整除层数 {m.num_layers}，cp 必须整除序列长度 {s}，tp 必须整除头数 "
+                                  f"{m.num_heads}。")
+    world = 1
+    stride = {}
+    for n in names:
+        stride[n] = world
+        world *= sizes[n]
+    h, layers = m.hidden_size, m.num_layers // sizes["pp"]
+    moe_layers = sum(m.is_moe_layer(i) for i in range(m.num_layers)) // sizes["pp"] if m.is_moe else 0
+    tokens = b * s // sizes["cp"]
+    params = sum(m.layer_parameters(i) for i in range(m.num_layers)) + m.embedding_parameters() \
+        + m.lm_head_parameters()
+    kv_dim = m.kv_heads * m.head_dim
+    work = {   # name → (operation, calls per step, bytes per call) / 名称 → (操作, 每步调用次数, 每次字节数)
+        "tp": ("all_reduce", 4 * layers * mb, tokens * h * v),
+        "cp": ("all_gather", 2 * layers * mb, 2 * b * s * kv_dim / sizes["tp"] * v),
+        "ep": ("all_to_all", 4 * moe_layers * mb, tokens * h * max(m.experts_per_token, 1) * v),
+        "dp": ("all_reduce", 1, params / (sizes["tp"] * sizes["pp"]) * v),
+        "pp": ("send", 2 * mb, tokens * h * v),
+    }
+    rows = []
+    for n in names:
+        size, op, (_, calls, nbytes) = sizes[n], work[n][0], work[n]
+        if n == "dp":   # the gradient group: same tp and pp coordinates / 梯度组：tp 与 pp 坐标相同的 rank
+            members = sorted({r for r in range(world) if all((r // stride[x]) % sizes[x] == 0 for x in ("tp", "pp"))})
+            size = len(members)
+        else:
+            members = [i * stride[n] for i in range(size)]
+        domains, k = group_placement(topo, members)
+        if size == 1:
+            seconds, inside = 0.0, 0.0
+        elif n == "pp":
+            across = any(topo.domain_of(a) != topo.domain_of(c) for a, c in zip(members, members[1:]))
+            bw = topo.network_bw if across else topo.intra_bw
+            alpha = topo.alpha_network if across else topo.alpha_intra
+            seconds = calls * (alpha + nbytes / bw)
+            inside = calls * (topo.alpha_intra + nbytes / topo.intra_bw)
+        else:
+            seconds = calls * _best(topo, op, nbytes, size, k)
+            inside = calls * _best(topo, op, nbytes, size, size) if size <= topo.gpus_per_domain else None
+        rows.append(PlacementRow(n, size, stride[n], domains, k, op, calls, nbytes, seconds, inside))
+    return rows
