@@ -230,3 +230,36 @@ def test_placement_refuses_bad_layouts():
     with pytest.raises(DistlearnValueError) as e:   # 15 ranks of gradient group on nodes of 8: 8 + 7, uneven
         placement(H100, LLAMA70, tp=1, cp=5, dp=3, order="cp-tp-ep-dp-pp", seq_len=5 * 2048)
     assert e.value.param == "ranks"
+
+
+# ---------------------------------------------------------------- 5. HSDP
+def _bytes(calls, op, group):
+    """Bytes a ring sends per rank for the recorded calls of ``op`` on groups of ``group`` ranks (fp32)."""
+    share = 2 * (group - 1) / group if op == "all_reduce" else (group - 1) / group
+    return sum(share * n * 4 for o, n, g in calls if o == op and g == group)
+
+
+def test_hsdp_equals_flat_fsdp_and_one_process_and_its_traffic_is_the_model():
+    """4 gloo ranks: FSDP2 on a 2×2 mesh (shard inside "nodes" of 2, replicate across) and on a flat mesh of 4 give
+    one process's losses and parameters after 2 SGD steps; HSDP's reduce-scatter stays inside the node and only an
+    all-reduce of half the gradients crosses it, the first two levels of the hierarchical all-reduce."""
+    import numpy as np
+    from distlearn.core.launch import run
+    from distlearn.zero_fsdp.lab import reference_parameters, train_hsdp
+    ref = reference_parameters()
+    hsdp, flat = run(train_hsdp, 4, 2), run(train_hsdp, 4)
+    for res in (hsdp, flat):
+        assert res[0]["losses"] == pytest.approx(ref["losses"], rel=1e-6)
+        for name, value in ref["params"].items():
+            assert np.allclose(res[0]["params"][name], value, rtol=1e-5, atol=1e-6), name
+    calls, padded = hsdp[0]["calls"], hsdp[0]["padded_numel"]
+    assert {(o, g) for o, _, g in calls} == {("all_gather", 2), ("reduce_scatter", 2), ("all_reduce", 2)}
+    assert sum(n for o, n, _ in calls if o == "reduce_scatter") == padded
+    assert sum(n for o, n, _ in calls if o == "all_reduce") == padded // 2
+    model = collective_cost(make_topology("h100-80gb", gpus_per_domain=2), "all_reduce", padded * 4, 4,
+                            algorithm="hierarchical")
+    assert _bytes(calls, "reduce_scatter", 2) == pytest.approx(model.levels[0].nbytes)   # inside the node
+    assert _bytes(calls, "all_reduce", 2) == pytest.approx(model.levels[1].nbytes)       # across, on M/2
+    fcalls = flat[0]["calls"]
+    assert {(o, g) for o, _, g in fcalls} == {("all_gather", 4), ("reduce_scatter", 4)}
+    assert sum(n for o, n, _ in fcalls if o == "reduce_scatter") == flat[0]["padded_numel"]
