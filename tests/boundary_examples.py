@@ -19,6 +19,12 @@ def _qkv(b=1, a=2, s=8, d=4):
     return {name: r.standard_normal((b, a, s, d)) for name in ("q", "k", "v")}
 
 
+def _topo():
+    from distlearn.core.topology import make_topology
+
+    return make_topology("h100-80gb")
+
+
 def _setting():
     from distlearn.core.hardware import make_cluster
     from distlearn.core.models import get_preset
@@ -209,6 +215,12 @@ CALLS = {
     f"{CP}.attention_cost": lambda: {"variant": "ring", "seq_len": 1024, "num_heads": 8, "num_kv_heads": 8,
                                      "head_dim": 64, "cp": 2, "flops": 1e14, "bandwidth": 1e11},
     # ------------------------------------------------------------------ core
+    "distlearn.core.topology.collective_cost": lambda: {"topo": _topo(), "operation": "all_reduce", "nbytes": 1e6,
+                                                        "group": 16},
+    "distlearn.core.topology.group_placement": lambda: {"topo": _topo(), "ranks": [0, 8]},
+    "distlearn.core.topology.placement": lambda: {"topo": _topo(), "model": "llama3-8b", "tp": 2, "dp": 2},
+    "distlearn.collectives.hierarchical.simulate_hierarchical_all_reduce": lambda: {
+        "arrays": [np.arange(4.0) + r for r in range(4)], "gpus_per_domain": 2},
     "distlearn.core.comm.nccl_average": lambda: {"arrays": [np.ones(4), np.zeros(4)]},
     "distlearn.core.comm.reference_ring_all_reduce": lambda: {"arrays": [np.ones(4), np.arange(4.0)]},
     "distlearn.core.comm.ring_bytes_per_rank": lambda: {"operation": "all_reduce", "nbytes": 1e6, "world_size": 4},

@@ -99,5 +99,52 @@ def time_all_reduce(rank: int, world_size: int, sizes_bytes=(4096, 65536, 1 << 2
     return medians
 
 
+def hierarchical_all_reduce(rank: int, world_size: int, gpus_per_node: int, length: int | None = None,
+                            seed: int = 0, dtype: str = "int64") -> dict:
+    """The two-level all-reduce on real processes grouped as ``world_size // gpus_per_node`` "nodes" of
+    ``gpus_per_node`` ranks (rank r on node r // k at local index r % k), next to one flat ``dist.all_reduce``.
+
+    1. ``reduce_scatter`` inside the node: local rank i keeps chunk i of the node's sum;
+    2. ``all_reduce`` of that chunk across nodes, among the ranks with the same local index (one rail);
+    3. ``all_gather`` inside the node.
+
+    ``length`` (default 4·world_size) must be divisible by gpus_per_node; ``dtype`` ``"int64"`` (sums exact in any
+    order) or ``"float32"`` (the inputs divided by 7, so the two orders of addition round differently). Returns this rank's ``flat`` and ``hierarchical`` results (numpy) and ``levels``: for
+    each stage (name, ranks in its group, bytes of the tensor handed to the call, bytes a ring sends per rank for
+    it: (k−1)/k·M, 2(d−1)/d·M/k, (k−1)/k·M). Raises ValueError for a bad grouping."""
+    k = gpus_per_node
+    if k < 1 or world_size % k or (length is not None and length % k):
+        raise ValueError(f"gpus_per_node ({k}) must divide world_size ({world_size}) and length ({length}) / "
+                         f"gpus_per_node 必须整除 world_size 和 length")
+    length = 4 * world_size if length is None else length
+    d, (node, local) = world_size // k, divmod(rank, k)
+    # every rank creates every group, in the same order (torch.distributed's rule for new_group)
+    # 每个 rank 都按同样的顺序创建所有组（torch.distributed 对 new_group 的要求）
+    node_groups = [dist.new_group(list(range(n * k, (n + 1) * k))) for n in range(d)]
+    rail_groups = [dist.new_group(list(range(i, world_size, k))) for i in range(k)]
+    if dtype not in ("int64", "float32"):
+        raise ValueError(f"dtype must be 'int64' or 'float32', got {dtype!r} / dtype 必须是 'int64' 或 'float32'")
+    values = rank_input(rank, world_size, length, seed)
+    values = values if dtype == "int64" else values / 7      # floats that are not integers / 非整数的浮点数
+    x = torch.from_numpy(values).to(getattr(torch, dtype)).to(device())
+
+    flat = x.clone()
+    dist.all_reduce(flat)                                                  # the reference / 参照：一次扁平 AllReduce
+
+    shard = torch.empty(length // k, dtype=x.dtype, device=x.device)
+    rs = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor
+    rs(shard, x.clone(), group=node_groups[node])                          # 1. inside the node / 节点内
+    dist.all_reduce(shard, group=rail_groups[local])                       # 2. across nodes, same rail / 跨节点，同一轨道
+    parts = [torch.empty_like(shard) for _ in range(k)]
+    dist.all_gather(parts, shard, group=node_groups[node])                 # 3. inside the node / 节点内
+    out = torch.cat(parts)
+
+    m, size = x.numel() * x.element_size(), x.element_size()
+    levels = [("reduce_scatter inside", k, m, (k - 1) / k * m),
+              ("all_reduce across", d, shard.numel() * size, 2 * (d - 1) / d * shard.numel() * size),
+              ("all_gather inside", k, out.numel() * size, (k - 1) / k * out.numel() * size)]
+    return {"flat": flat.cpu().numpy(), "hierarchical": out.cpu().numpy(), "levels": levels}
+
+
 if __name__ == "__main__":
     torchrun_main(run_collectives)

@@ -14,7 +14,13 @@ A100-80GB      80 GB       312 TFLOP/s (bf16)  156 TFLOP/s (TF32)   300 GB/s (60
 H100-80GB      80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H100)  3.35 TB/s
 H200           141 GB      989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 450 GB/s (900 GB/s tot.)  50 GB/s (DGX H200)  4.8 TB/s
 H800           80 GB       989 TFLOP/s (bf16)  494.5 TFLOP/s (TF32) 200 GB/s (400 GB/s tot.)  50 GB/s (DeepSeek)  3.35 TB/s
+B200           180 GB      2,250 TFLOP/s bf16  1,125 TFLOP/s (TF32) 900 GB/s (1.8 TB/s tot.)  50 GB/s (DGX B200)  8 TB/s
+GB200 NVL72    186 GB (?)  2,500 TFLOP/s bf16  1,250 TFLOP/s (TF32) 900 GB/s (1.8 TB/s tot.)  50 GB/s (?)         8 TB/s
+MI300X         192 GB      1,307.4 TFLOP/s     653.7 TFLOP/s (TF32) 448 GB/s (IF, 896 tot.)   50 GB/s (?)         5.3 TB/s
 =============  ==========  ==================  ===================  ========================  ==================  ==========
+
+(?) marks a figure that is uncertain; the notes below say why. "IF" is AMD's Infinity Fabric, which stands where
+NVLink stands on the NVIDIA GPUs.
 
 The fp32 column is what fp32 training's matrix multiplies run at: TF32 tensor cores where the GPU has them
 (A100 and later; PyTorch uses them after ``torch.backends.cuda.matmul.allow_tf32 = True`` or
@@ -37,11 +43,33 @@ A100 multiplies fp32 matrices at 19.5 TFLOP/s and an H100 / H200 at 67 TFLOP/s (
   GPU). The same paragraph gives the NVLink bandwidth DeepSeek achieves, 160 GB/s, "roughly 3.2 times that of IB":
   :data:`H800_NVLINK_ACHIEVED_DEEPSEEK_V3`. The preset keeps the datasheet's nominal 200 GB/s per direction, like
   every other row.
+- B200: NVIDIA DGX B200 datasheet and HGX B200 specification (8 GPUs: 1,440 GB HBM3e in all → 180 GB each, 64 TB/s
+  in all → 8 TB/s each; FP8 72 PFLOPS, BF16 36 PFLOPS, TF32 18 PFLOPS for 8 GPUs *with sparsity*, so per GPU dense
+  4.5 PFLOP/s FP8, 2.25 PFLOP/s BF16, 1.125 PFLOP/s TF32; fifth-generation NVLink 1.8 TB/s per GPU); DGX B200:
+  8 × 400 Gb/s ConnectX-7, one per GPU. The JAX scaling book's GPU chapter (Austin et al. 2025, "How to Think About
+  GPUs") uses the same 2.25e15 FLOP/s, 8e12 B/s HBM and 900 GB/s NVLink per direction.
+- GB200 NVL72: NVIDIA GB200 NVL72 datasheet (72 Blackwell GPUs in one NVLink domain of 18 NVLink Switch chips;
+  FP8 720 PFLOPS, BF16 360 PFLOPS, TF32 180 PFLOPS for 72 GPUs with sparsity → per GPU dense 5, 2.5 and 1.25
+  PFLOP/s; HBM3e 576 TB/s in all → 8 TB/s per GPU; NVLink 130 TB/s in all → 1.8 TB/s per GPU, 900 GB/s per
+  direction). **Uncertain:** the memory per GPU, 186 GB = "up to 13.4 TB" / 72 in the current datasheet (earlier
+  material said 13.5 TB, and 192 GB per GPU); and the network per GPU, 50 GB/s = one 400 Gb/s ConnectX-7 per GPU
+  in NVIDIA's DGX GB200 SuperPOD compute fabric (4 per 4-GPU compute tray); later systems (GB300) have 800 Gb/s.
+  The preset's ``gpus_per_node`` is the NVLink domain, 72, as the planner reads it: the host (a compute tray)
+  holds only 4 GPUs, but every GPU reaches the other 71 over NVLink (the scaling book's footnote on the two
+  meanings of "node").
+- MI300X: AMD Instinct MI300X datasheet (192 GB HBM3 at 5.3 TB/s; BF16 1,307.4 TFLOPS dense (2,614.9 with
+  sparsity); FP8 2,614.9 dense; TF32 653.7 dense; FP32 matrix 163.4). Between GPUs: AMD Infinity Fabric, 7 links of
+  128 GB/s (bidirectional) to the 7 other GPUs of an 8-GPU platform, 896 GB/s in all → 448 GB/s per direction.
+  **Uncertain, and unlike NVLink:** this is a full mesh, not a switch; one peer gets only one link (64 GB/s per
+  direction), and a collective reaches 448 GB/s only when it drives all 7 links at once (RCCL runs several rings).
+  The network figure, 50 GB/s, is one 400 Gb/s NIC per GPU as in Microsoft Azure's ND MI300X v5 (8 × 400 Gb/s
+  InfiniBand per 8-GPU VM); AMD's platform leaves the NIC to the system builder.
 
 FP8 dense peak (``peak_fp8_flops``, used by FP8 recipes, :mod:`distlearn.precision.fp8_recipes`): H100 SXM and H200 SXM
 datasheets print "FP8 Tensor Core 3,958 TFLOPS*" with the footnote "* With sparsity" (the H100 datasheet:
-"Specifications 1/2 lower without sparsity"), so **1,979 TFLOP/s dense**, twice their dense bf16 989. V100 and
-A100 have no FP8 tensor cores: 0 (:func:`peak_flops` refuses ``"fp8"`` for them).
+"Specifications 1/2 lower without sparsity"), so **1,979 TFLOP/s dense**, twice their dense bf16 989. B200,
+GB200 and MI300X also run FP8 at twice their dense bf16 (4,500, 5,000 and 2,614.9 TFLOP/s, datasheets above). V100
+and A100 have no FP8 tensor cores: 0 (:func:`peak_flops` refuses ``"fp8"`` for them).
 
 The memory figure is the datasheet's, in GB (1e9 bytes): one convention for every chapter, explorer and the
 planner (the chapter 01 explorer reads these same numbers). The card itself shows a little more: ``nvidia-smi``
@@ -122,6 +150,20 @@ GPUS: dict[str, GPU] = {g.name: g for g in [
         source="NVIDIA H800 datasheet (SXM, as H100 SXM: 1979 TFLOPS BF16 and 989 TF32 sparse, / 2 dense; FP8 3958 "
                "sparse / 2; HBM3 3.35 TB/s; NVLink 400 GB/s total); network: DeepSeek-V3 report §3.2.2, IB 50 GB/s "
                "per GPU", peak_fp8_flops=1979 * TFLOPS, hbm_bw=3350 * GB_S),
+    GPU("b200", 180e9, 2250 * TFLOPS, 900 * GB_S, 400e9 / 8, peak_flops_fp32=1125 * TFLOPS,
+        peak_fp8_flops=4500 * TFLOPS, hbm_bw=8000 * GB_S,
+        source="NVIDIA DGX B200 datasheet / HGX B200 spec (8 GPUs: 1,440 GB HBM3e, 64 TB/s; FP8 72, BF16 36, TF32 "
+               "18 PFLOPS sparse, / 8 / 2 dense; NVLink 5 1.8 TB/s per GPU); DGX B200: 8x400 Gb/s ConnectX-7"),
+    GPU("gb200-nvl72", 186e9, 2500 * TFLOPS, 900 * GB_S, 400e9 / 8, gpus_per_node=72,
+        peak_flops_fp32=1250 * TFLOPS, peak_fp8_flops=5000 * TFLOPS, hbm_bw=8000 * GB_S,
+        source="NVIDIA GB200 NVL72 datasheet (72 GPUs: FP8 720, BF16 360, TF32 180 PFLOPS sparse, / 72 / 2 dense; "
+               "HBM3e up to 13.4 TB (memory per GPU uncertain), 576 TB/s; NVLink 130 TB/s); network uncertain: "
+               "1x400 Gb/s ConnectX-7 per GPU (DGX GB200 SuperPOD); node = the 72-GPU NVLink domain"),
+    GPU("mi300x", 192e9, 1307.4 * TFLOPS, 7 * 128 * GB_S / 2, 400e9 / 8, peak_flops_fp32=653.7 * TFLOPS,
+        peak_fp8_flops=2614.9 * TFLOPS, hbm_bw=5300 * GB_S,
+        source="AMD Instinct MI300X datasheet (192 GB HBM3, 5.3 TB/s; BF16 1,307.4, FP8 2,614.9, TF32 653.7 TFLOPS "
+               "dense; Infinity Fabric 7 links x 128 GB/s, a full mesh, uncertain as one figure); network "
+               "uncertain: 1x400 Gb/s per GPU as Azure ND MI300X v5"),
 ]}
 
 PEAK_DTYPES = ("bf16", "fp32", "fp8")

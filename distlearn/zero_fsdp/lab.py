@@ -329,5 +329,82 @@ def issue_orders(rank: int, world_size: int, num_layers: int = 4, settings=((0, 
     return {tuple(st): issue_order(rank, world_size, num_layers, *st) for st in settings}
 
 
+def reference_parameters(steps: int = 2, global_batch: int = 8, lr: float = 0.1, seed: int = 0) -> dict:
+    """The untied tiny GPT after ``steps`` plain SGD steps in one process on the whole batch: ``{"losses": [...],
+    "params": {name: numpy array}}`` (float32).
+
+    SGD, not AdamW, for comparing parameters: the key projection's bias gets a gradient that is zero in exact
+    arithmetic (softmax ignores a constant added to a whole row of scores), and Adam divides that rounding noise
+    by its own size, so those entries would move by ~lr in a direction set by rounding alone."""
+    cfg = tiny_config(False)
+    torch.manual_seed(seed)
+    model = build_model(cfg, device="cpu")
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    losses = []
+    for tokens in make_batches(cfg, steps, global_batch, seed):
+        loss = next_token_loss(model, tokens)
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+        losses.append(loss.item())
+    return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()}}
+
+
+def train_hsdp(rank: int, world_size: int, shard_size: int | None = None, steps: int = 2, global_batch: int = 8,
+               lr: float = 0.1, seed: int = 0) -> dict:
+    """FSDP2 on the untied tiny GPT with a 1-D mesh (``shard_size`` None: flat FSDP over all ranks) or a 2-D mesh
+    ``(world_size // shard_size, shard_size)`` named ``("replicate", "shard")``: HSDP, parameters sharded inside
+    groups of ``shard_size`` consecutive ranks (a "node") and replicated across them. torch 2.13's ``fully_shard``
+    reads a 2-D mesh this way (its docstring: "2D mesh ... HSDP"): forward and backward all-gather inside the
+    shard group; backward reduce-scatters the gradients inside it, then all-reduces the shard across the
+    replicate group (``_fsdp_collectives.py``, ``foreach_reduce``).
+
+    Every rank trains on its ``global_batch // world_size`` rows of the same global batch, with plain SGD as
+    :func:`reference_parameters` (which says why). Returns ``losses``
+    (global mean per step), ``params`` {name: full parameter as numpy, gathered with ``full_tensor()``} after the
+    last step, and ``calls``: the collectives of the last step as ``(op, elements, group size)``
+    (:class:`distlearn.zero_fsdp.lab_traffic.CollectiveRecorder`), ``padded_numel``: the parameters' elements
+    after FSDP2 pads each dim 0 to a multiple of the shard group's size."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    from distlearn.zero_fsdp.lab_traffic import CollectiveRecorder
+
+    if global_batch % world_size or (shard_size is not None and (shard_size < 1 or world_size % shard_size)):
+        raise ValueError(f"world_size {world_size} must divide global_batch {global_batch}, and shard_size "
+                         f"{shard_size} must divide world_size / 二者都必须整除")
+    torch.set_num_threads(1)
+    dev = device()
+    cfg = tiny_config(False)
+    torch.manual_seed(seed)
+    model = build_model(cfg, device=str(dev))
+    if shard_size:
+        mesh = init_device_mesh(dev.type, (world_size // shard_size, shard_size), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh(dev.type, (world_size,))
+    s = shard_size or world_size
+    padded = sum(-(-p.shape[0] // s) * s * p[0].numel() for p in model.parameters())
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    opt = torch.optim.SGD(model.parameters(), lr=lr)
+    b = global_batch // world_size
+    losses, rec = [], CollectiveRecorder()
+    for step, tokens in enumerate(make_batches(cfg, steps, global_batch, seed)):
+        if step == steps - 1:
+            rec.__enter__()
+        loss = next_token_loss(model, tokens[rank * b:(rank + 1) * b].to(dev))
+        loss.backward()
+        if step == steps - 1:
+            rec.__exit__(None, None, None)
+        opt.step()
+        opt.zero_grad()
+        total = loss.detach().float().clone()
+        dist.all_reduce(total)                     # sum of equal-sized local means → global mean / 各 rank 均值之和 → 全局均值
+        losses.append(total.item() / world_size)
+    params = {n: p.full_tensor().detach().cpu().numpy() for n, p in model.named_parameters()}
+    return {"rank": rank, "losses": losses, "params": params, "calls": rec.calls, "padded_numel": padded}
+
+
 if __name__ == "__main__":
     torchrun_main(train_fsdp)
