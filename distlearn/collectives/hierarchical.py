@@ -20,7 +20,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distlearn.core.comm import VirtualCluster
-from distlearn.core.validate import DistlearnValueError, check_int
+from distlearn.core.validate import DistlearnValueError, check_array, check_int
 
 
 @dataclass
@@ -41,6 +41,8 @@ def simulate_hierarchical_all_reduce(arrays, gpus_per_domain: int) -> Hierarchic
     if not isinstance(arrays, (list, tuple)) or not arrays:
         raise DistlearnValueError("arrays", "arrays must be a non-empty list with one array per rank.",
                                   "arrays 必须是非空列表，每个 rank 一个数组。")
+    for a in arrays:
+        check_array("arrays", a)                      # real, finite numbers (NaN refused) / 实数且有限
     xs = [np.asarray(a) for a in arrays]
     n = len(xs)
     k = check_int("gpus_per_domain", gpus_per_domain, minimum=1, maximum=n)

@@ -48,7 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from distlearn.core.hardware import GPU, get_gpu
-from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_int, check_number,
+from distlearn.core.validate import (DistlearnValueError, check_bool, check_record, check_choice, check_int, check_number,
                                      check_positive)
 
 NODE_KINDS = ("auto", "8-gpu", "nvl72")
@@ -270,6 +270,7 @@ def group_placement(topo: Topology, ranks) -> tuple[int, int]:
     """``(domains, per_domain)`` of a group of global ``ranks``: how many NVLink domains it touches and how many
     of its GPUs sit in each. Raises DistlearnValueError when the ranks are not distinct non-negative integers or the
     domains hold unequal numbers of them."""
+    topo = check_record("topo", topo, Topology, "make_topology('h100-80gb')")
     if not isinstance(ranks, (list, tuple, range)) or not ranks:
         raise DistlearnValueError("ranks", "ranks must be a non-empty list of ranks.",
                                   "ranks 必须是非空的 rank 列表。")
