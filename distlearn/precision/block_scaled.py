@@ -247,9 +247,10 @@ def quantize_mx(x, fmt: str = "e4m3", block_size: int = 32, rule: str = "floor")
 
 def nvfp4_tensor_scale(x) -> float:
     """NVFP4's fp32 per-tensor scale, ``amax(x) / (448 · 6)`` in float32 (torchao ``per_tensor_amax_to_scale``);
-    1.0 for an all-zero tensor."""
+    1.0 for an all-zero tensor, or one so small that the scale underflows to 0 in float32 (amax below ~4e-42)."""
     a = np.float32(np.abs(float32_values(x)).max(initial=0.0))
-    return float(a / np.float32(NVFP4_TENSOR_DIVISOR)) if a > 0 else 1.0
+    scale = a / np.float32(NVFP4_TENSOR_DIVISOR)
+    return float(scale) if scale > 0 else 1.0
 
 
 def quantize_nvfp4(x, block_size: int = 16) -> BlockQuantized:
