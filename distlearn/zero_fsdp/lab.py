@@ -43,12 +43,13 @@ def next_token_loss(model, tokens):
     return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), tokens[:, 1:].reshape(-1))
 
 
-def train_reference(tied: bool = False, steps: int = 4, global_batch: int = 8, lr: float = 1e-2, seed: int = 0):
-    """Single-process training on the whole batch: the losses FSDP must reproduce (list of floats)."""
+def _train_one_process(tied: bool, steps: int, global_batch: int, lr: float, seed: int, optimizer) -> tuple:
+    """The tiny GPT trained in one process on the whole batch with ``optimizer`` (a torch.optim class):
+    ``(model, losses)``. The single-device baseline of :func:`train_reference` and :func:`reference_parameters`."""
     cfg = tiny_config(tied)
     torch.manual_seed(seed)
     model = build_model(cfg, device="cpu")
-    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+    opt = optimizer(model.parameters(), lr=lr)
     losses = []
     for tokens in make_batches(cfg, steps, global_batch, seed):
         loss = next_token_loss(model, tokens)
@@ -56,7 +57,12 @@ def train_reference(tied: bool = False, steps: int = 4, global_batch: int = 8, l
         opt.step()
         opt.zero_grad()
         losses.append(loss.item())
-    return losses
+    return model, losses
+
+
+def train_reference(tied: bool = False, steps: int = 4, global_batch: int = 8, lr: float = 1e-2, seed: int = 0):
+    """Single-process training on the whole batch: the losses FSDP must reproduce (list of floats)."""
+    return _train_one_process(tied, steps, global_batch, lr, seed, torch.optim.AdamW)[1]
 
 
 def train_fsdp(rank: int, world_size: int, tied: bool = False, steps: int = 4, global_batch: int = 8,
@@ -336,17 +342,7 @@ def reference_parameters(steps: int = 2, global_batch: int = 8, lr: float = 0.1,
     SGD, not AdamW, for comparing parameters: the key projection's bias gets a gradient that is zero in exact
     arithmetic (softmax ignores a constant added to a whole row of scores), and Adam divides that rounding noise
     by its own size, so those entries would move by ~lr in a direction set by rounding alone."""
-    cfg = tiny_config(False)
-    torch.manual_seed(seed)
-    model = build_model(cfg, device="cpu")
-    opt = torch.optim.SGD(model.parameters(), lr=lr)
-    losses = []
-    for tokens in make_batches(cfg, steps, global_batch, seed):
-        loss = next_token_loss(model, tokens)
-        loss.backward()
-        opt.step()
-        opt.zero_grad()
-        losses.append(loss.item())
+    model, losses = _train_one_process(False, steps, global_batch, lr, seed, torch.optim.SGD)
     return {"losses": losses, "params": {n: p.detach().numpy().copy() for n, p in model.named_parameters()}}
 
 
