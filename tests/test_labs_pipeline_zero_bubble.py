@@ -31,3 +31,15 @@ def test_stage_placement():
     assert L.stages_of("zb-h1", 1, 4) == [1]
     assert L.stages_of("interleaved-zb", 1, 4) == [1, 5]
     assert L.stages_of("zbv", 1, 4) == [1, 6] == L.stages_of("dualpipev", 1, 4)
+
+
+def test_torchrun_entry_gives_dualpipev_enough_microbatches(monkeypatch):
+    """``torchrun --nproc-per-node 4 -m distlearn.pipeline_parallel.lab_zero_bubble`` once asked DualPipeV for 4
+    microbatches on 8 stages (PyTorch refuses): the entry passes 2·world_size microbatches of 2 samples."""
+    import distlearn.pipeline_parallel.lab_zero_bubble as L
+
+    seen = []
+    monkeypatch.setattr(L, "run_all", lambda rank, ws, nmb, batch: seen.append((ws, nmb, batch)) or [])
+    for ws in (2, 4, 8):
+        L.torchrun_entry(0, ws)
+    assert seen == [(2, 4, 8), (4, 8, 16), (8, 16, 32)]

@@ -211,3 +211,12 @@ def test_memory_terms_and_traffic_labels_follow_the_language():
         assert t.label() == N.WHAT_ZH[t.what] and i18n._CJK.search(t.label())
     finally:
         i18n.set_language(old)
+
+
+def test_torchrun_layout_fits_any_world_size():
+    """``torchrun -m distlearn.nd_parallel.lab`` runs on any rank count (it once divided by 4 and failed on 2)."""
+    from distlearn.nd_parallel.lab import torchrun_layout
+
+    for ws, want in {1: (1, 1, 1), 2: (1, 2, 1), 3: (3, 1, 1), 4: (1, 2, 2), 6: (3, 2, 1), 8: (2, 2, 2)}.items():
+        lay = torchrun_layout(ws)
+        assert (lay.dp, lay.tp, lay.pp) == want and lay.dp * lay.tp * lay.pp * lay.cp == ws

@@ -44,10 +44,15 @@ NEEDS_GPU = ("This check needs CUDA and at least 2 GPUs (PyTorch's context_paral
 
 
 def gpu_problem() -> str | None:
-    """Why this check cannot run here (bilingual), or None when it can: CUDA, ≥ 2 GPUs, started by torchrun."""
+    """Why this check cannot run here (bilingual), or None when it can: CUDA, ≥ 2 GPUs, started by torchrun.
+
+    One GPU is enough when every rank sets its own ``NCCL_HOSTID`` and ``LOCAL_RANK=0`` (how
+    ``authoring/gpu_checks.py`` runs it on a one-GPU machine): NCCL then treats the ranks as separate hosts, talking
+    over its socket transport, instead of refusing two ranks on one device ("Duplicate GPU detected")."""
     import torch
 
-    if not torch.cuda.is_available() or torch.cuda.device_count() < 2:
+    shared = bool(os.environ.get("NCCL_HOSTID"))  # each rank poses as its own host: ranks may share one GPU
+    if not torch.cuda.is_available() or torch.cuda.device_count() < (1 if shared else 2):
         found = torch.cuda.device_count() if torch.cuda.is_available() else 0
         return f"{NEEDS_GPU}\n(CUDA GPUs found / 找到的 CUDA GPU：{found})"
     if "RANK" not in os.environ:

@@ -481,9 +481,17 @@ def memory_table(results: list[dict], layout: dict, config: ModelConfig = TOY_MO
     return rows
 
 
+def torchrun_layout(world_size: int) -> Layout:
+    """The layout ``torchrun`` runs on ``world_size`` ranks: tp = 2 when world_size is even, pp = 2 when 4 divides
+    it, dp the rest (8 ranks: dp 2 × tp 2 × pp 2; 4: tp 2 × pp 2; 2: tp 2; an odd count: dp only)."""
+    tp = 2 if world_size % 2 == 0 else 1
+    pp = 2 if world_size % 4 == 0 else 1
+    return Layout(pp=pp, dp=world_size // (tp * pp), tp=tp, micro_batch_size=1, num_microbatches=2)
+
+
 def main(rank: int, world_size: int) -> str:
-    """torchrun entry: dp 2 × tp 2 × pp 2 on 8 ranks (or dp = world_size / 4)."""
-    layout = Layout(pp=2, dp=world_size // 4, tp=2, micro_batch_size=1, num_microbatches=2).as_dict()
+    """torchrun entry: :func:`torchrun_layout` of the world size (dp 2 × tp 2 × pp 2 on 8 ranks)."""
+    layout = torchrun_layout(world_size).as_dict()
     r = nd_train(rank, world_size, layout)
     return f"rank {rank} {r['coords']}: losses {r['losses']}, memory {r['memory']}"
 

@@ -137,5 +137,12 @@ def summarize(results_per_rank: list[list[dict]]) -> list[dict]:
     return rows
 
 
+def torchrun_entry(rank: int, world_size: int) -> list[dict]:
+    """What ``torchrun --nproc-per-node N -m distlearn.pipeline_parallel.lab_zero_bubble`` runs: :func:`run_all`
+    with 2·N microbatches (DualPipeV puts 2 stages on each rank and needs at least as many microbatches as stages)
+    of 2 samples each."""
+    return run_all(rank, world_size, 2 * world_size, 4 * world_size)
+
+
 if __name__ == "__main__":
-    torchrun_main(run_all)
+    torchrun_main(torchrun_entry)
