@@ -33,9 +33,10 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LABS = ["distlearn.core.lab_smoke", "distlearn.collectives.lab", "distlearn.data_parallel.lab",
         "distlearn.tensor_parallel.lab", "distlearn.tensor_parallel.lab_fg", "distlearn.pipeline_parallel.lab",
         "distlearn.pipeline_parallel.lab_1f1b", "distlearn.pipeline_parallel.lab_zero_bubble",
-        "distlearn.zero_fsdp.lab", "distlearn.zero_fsdp.lab_traffic", "distlearn.memory.lab",
+        "distlearn.zero_fsdp.lab", "distlearn.memory.lab",
         "distlearn.context_parallel.lab", "distlearn.experts.lab", "distlearn.nd_parallel.lab"]
-"""Lab modules with a ``torchrun`` entry point (``deepspeed_fsdp.lab`` needs DeepSpeed, absent on the GPU image;
+"""Lab modules with a ``torchrun`` entry point (``deepspeed_fsdp.lab`` and ``zero_fsdp.lab_traffic`` run DeepSpeed,
+absent on the GPU image;
 ``fault_tolerance.lab`` is started by its own torchrun driver)."""
 
 
@@ -152,6 +153,35 @@ def measure() -> dict:
             row["ones_kept_fast" if fast else "ones_kept_default"] = float(out[0, 0]) - 2.0 ** e
         probe.append(row)
     res["fp8_accumulator_probe"] = probe
+
+    # Chapter 08's own cell, on the hardware: 64 dot products of length 4096, |N(0,1)| rounded to E4M3 (numpy's
+    # default_rng(0), as the chapter draws them); the diagonal of a @ wᵀ is the 64 row-by-row dot products
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    a_np, w_np = np.abs(rng.standard_normal((64, 4096))), np.abs(rng.standard_normal((64, 4096)))
+    a8 = torch.tensor(a_np, dtype=torch.float32).to(torch.float8_e4m3fn).to(dev)
+    w8 = torch.tensor(w_np, dtype=torch.float32).to(torch.float8_e4m3fn).to(dev)
+    exact = (a8.double() * w8.double()).sum(1)
+    dots = {"exact": exact.cpu().tolist()}
+    for fast in (False, True):
+        out = torch._scaled_mm(a8, w8.t(), scale_a=one, scale_b=one, out_dtype=torch.float32, use_fast_accum=fast)
+        dots["fast_accum" if fast else "default"] = out.diagonal().double().cpu().tolist()
+    res["ch08_dot_products"] = dots
+
+    # Decode attention reads the KV cache: one query token per sequence, GQA 32 query / 8 KV heads, head_dim 128, bf16
+    import torch.nn.functional as F
+
+    rows = []
+    for batch, length in [(8, 1024), (8, 4096), (8, 16384), (8, 65536), (32, 16384), (1, 131072)]:
+        q = torch.randn(batch, 32, 1, 128, device=dev, dtype=torch.bfloat16)
+        k = torch.randn(batch, 8, length, 128, device=dev, dtype=torch.bfloat16)
+        v = torch.randn_like(k)
+        s = timed(lambda: F.scaled_dot_product_attention(q, k, v, enable_gqa=True))
+        kv = 2 * k.numel() * 2
+        rows.append({"batch": batch, "kv_len": length, "kv_bytes": kv, "seconds": s, "bytes_per_second": kv / s})
+        del q, k, v
+    res["decode_attention"] = rows
     return res
 
 
@@ -161,6 +191,7 @@ def main(argv=None) -> int:
     ap.add_argument("--skip", default="", help="comma-separated steps to skip: nccl_duplicate,labs,context_parallel,"
                     "measure")
     ap.add_argument("--jobs", type=int, default=4)
+    ap.add_argument("--labs", default="", help="comma-separated lab modules to run (default: every one of LABS)")
     a = ap.parse_args(argv)
     os.makedirs(a.out, exist_ok=True)
     skip = set(filter(None, a.skip.split(",")))
@@ -202,7 +233,7 @@ def main(argv=None) -> int:
                 _record(a.out, results)
         if "labs" not in skip:
             results["labs"] = []
-            jobs = [(m, n) for n in (2, 4) for m in LABS]
+            jobs = [(m, n) for n in (2, 4) for m in (a.labs.split(",") if a.labs else LABS)]
             with cf.ThreadPoolExecutor(a.jobs) as ex:
                 for r in ex.map(lambda job: _torchrun(job[0], job[1], 180), jobs):
                     results["labs"].append(r)

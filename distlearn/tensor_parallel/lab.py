@@ -284,7 +284,7 @@ def tp_check(rank: int, world_size: int, seq_len: int = 8, batch: int = 2, hidde
             (out_tp * mine(grad_out.to(dev))).sum().backward()
         comm = {k: v for k, v in (("forward", forward), ("backward", _minus(_counts(mode), forward))) if v}
         ref_params = dict(ref.named_parameters())
-        partials = dict(zip(("ln.weight", "ln.bias"), _ln_partials(copy.deepcopy(ref), x, grad_out, world_size,
+        partials = dict(zip(("ln.weight", "ln.bias"), _ln_partials(copy.deepcopy(ref), x.to(dev), grad_out.to(dev), world_size,
                                                                   rank))) if sp else {}
         grad_err = max(_grad_check(p, ref_params[k].grad, world_size, rank, partials.get(k))
                        for k, p in block.named_parameters())
