@@ -187,6 +187,7 @@ PS = "distlearn.precision.scaling"
 ST = "distlearn.planning.step_time"
 PM = "distlearn.planning.memory"
 CALLS = {
+    "distlearn.precision.measured.probe_products": lambda: {"big_exponent": 14, "K": 4096},
     # ------------------------------------------------------------------ context parallelism (chapter 10)
     f"{CP}.causal_mask": lambda: {"q_pos": np.arange(4), "k_pos": np.arange(4)},
     f"{CP}.block_attention": lambda: _qkv(),
