@@ -249,3 +249,24 @@ def test_the_tests_escape_hatch_lifts_the_guard_only_inside_its_block():
     with pytest.raises(ConstantRebindError):
         validate.MAX_STEPS = 7
     assert validate.MAX_STEPS == old
+
+
+def test_an_answer_that_changes_a_table_fails_every_time_and_later_checks_still_pass(capsys):
+    """In a checker: the change is refused inside the student's code (a ✗ case naming the table), the same answer
+    fails again on a second run, and the right answer passes afterwards."""
+    from distlearn.core.check import CheckFailed
+
+    def clears(precision, optimizer):
+        F.OPTIMIZERS.clear()
+        return 0
+
+    before = dict(F.OPTIMIZERS)
+    for _ in range(2):
+        with language("en"), pytest.raises(CheckFailed):
+            ch01.ex01_bytes_per_param(clears)
+        out = capsys.readouterr().out
+        assert "raised ConstantMutationError: distlearn.memory.formulas.OPTIMIZERS is a course table" in out
+    assert F.OPTIMIZERS == before
+    with language("en"):
+        ch01.ex01_bytes_per_param(right)
+    assert "✓ ex01_bytes_per_param: all 7 hidden cases pass" in capsys.readouterr().out
