@@ -22,21 +22,22 @@ the other modules are the topic's reference, simulation and formulas, named for 
 monolingual copies, bilingual code comments, the language audit, mutation tests, the website, grading) are the
 separate top-level package ``authoring``, which no chapter imports.
 """
+from distlearn.core.guard import read_only
 from distlearn.core.i18n import get_language, normalize_language, set_language
 from distlearn.core.language import switch as language_switch
 
 __version__ = "0.1.0"
 
 #: chapter number -> the folder of ``distlearn`` that holds its code, explorer, labs and exercise checker
-CHAPTER_FOLDERS = {
+CHAPTER_FOLDERS = read_only({
     "00": "core", "01": "memory", "02": "collectives", "03": "data_parallel", "04": "tensor_parallel",
     "05": "pipeline_parallel", "06": "zero_fsdp", "07": "overlap_prefetch", "08": "activation_memory",
     "09": "deepspeed_fsdp", "10": "context_parallel", "11": "experts", "12": "nd_parallel", "13": "fault_tolerance",
     "14": "planning",
-}
+})
 
 #: topic folders next to the chapter folders that more than one chapter teaches -> those chapters' numbers
-SHARED_FOLDERS = {"precision": ("01", "08")}
+SHARED_FOLDERS = read_only({"precision": ("01", "08")})
 
 __all__ = ["set_language", "get_language", "normalize_language", "language_switch", "CHAPTER_FOLDERS",
            "SHARED_FOLDERS", "__version__"]

@@ -226,7 +226,7 @@ def test_without_fork_a_python_loop_is_stopped_and_tables_are_put_back(short_lim
 
     def tampers(precision, optimizer):
         vars(formulas)["OPTIMIZERS"] = {**optimizers, "adam": 0}    # rebound
-        formulas.PRECISION_LABELS["fp32"] = ("?", "?")                # changed in place
+        dict.__setitem__(formulas.PRECISION_LABELS, "fp32", ("?", "?"))  # changed in place, past read_only
         vars(formulas)["GB"] = 1
         print("y" * 30_000)
         return right(precision, optimizer)

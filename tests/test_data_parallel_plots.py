@@ -12,7 +12,7 @@ import pytest
 from authoring import lang_audit as A
 from distlearn.data_parallel import plots as dpp
 
-from i18n_helpers import language
+from i18n_helpers import boxes_overlap, language, overlapping_labels
 
 matplotlib.use("Agg")
 CJK = re.compile(r"[\u4e00-\u9fff]")
@@ -60,11 +60,6 @@ def test_ddp_overlap_refuses_a_world_size_it_cannot_colour():
         dpp.ddp_overlap(0)
 
 
-def _overlap(a, b, tol=0.5):
-    """Whether two display-space boxes share more than ``tol`` pixels each way."""
-    return min(a.x1, b.x1) - max(a.x0, b.x0) > tol and min(a.y1, b.y1) - max(a.y0, b.y0) > tol
-
-
 def _inside(a, b, tol=0.5):
     return a.x0 >= b.x0 - tol and a.x1 <= b.x1 + tol and a.y0 >= b.y0 - tol and a.y1 <= b.y1 + tol
 
@@ -78,14 +73,13 @@ def layout_problems(ax):
     renderer = ax.figure.canvas.get_renderer()
     texts = [t for t in [ax.title, *ax.texts] if t.get_text().strip()]
     boxes = [(t.get_text(), t.get_window_extent(renderer)) for t in texts]
+    problems = [f"{a!r} overlaps {b!r}" for a, b in overlapping_labels(texts)]
     outlines = [p.get_window_extent(renderer) for p in ax.patches
                 if isinstance(p, (Rectangle, FancyBboxPatch)) and p.get_linewidth() > 0 and p.get_edgecolor()[3] > 0]
     lines = [ln.get_window_extent(renderer) for ln in ax.lines]
-    problems = [f"{a!r} overlaps {b!r}" for i, (a, ba) in enumerate(boxes) for b, bb in boxes[i + 1:]
-                if _overlap(ba, bb)]
-    problems += [f"{a!r} crosses a line" for a, ba in boxes for bl in lines if _overlap(ba, bl)]
+    problems += [f"{a!r} crosses a line" for a, ba in boxes for bl in lines if boxes_overlap(ba, bl)]
     problems += [f"{a!r} is cut by an outline" for a, ba in boxes for bo in outlines
-                 if _overlap(ba, bo) and not _inside(ba, bo)]
+                 if boxes_overlap(ba, bo) and not _inside(ba, bo)]
     return problems
 
 

@@ -19,6 +19,7 @@ from distlearn.memory.formulas import GB, model_state_bytes
 from distlearn.core.models import PRESETS
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 ACHIEVED_FLOPS = 400e12   # FLOP/s one GPU sustains (≈ 40 % of an H100's 989 TFLOP/s dense bf16): an assumption
 REFERENCE_GPU = GPUS["h100-80gb"]   # whose datasheet peak (distlearn/core/hardware.py) the assumption is compared with
@@ -34,13 +35,13 @@ L_DP = text("act.dp", "Data parallel (dp)", "数据并行 (dp)")
 L_ZERO = text("act.zero", "ZeRO stage", "ZeRO 级别")
 L_OFF = text("act.offload", "Offload", "卸载")
 L_GPU = text("act.gpu", "GPU memory (GB)", "GPU 显存 (GB)")
-PARTS = {
+PARTS = read_only({
     "params": text("act.params", "parameters", "参数"),
     "grads": text("act.grads", "gradients", "梯度"),
     "optimizer": text("act.optimizer", "optimizer states", "优化器状态"),
     "activations": text("act.activations", "activations", "激活值"),
     "logits": text("act.logits", "logits (fp32)", "logits 输出（fp32）"),
-}
+})
 OFFLOAD = ("none", "optimizer", "optimizer+params")
 
 

@@ -39,6 +39,7 @@ from distlearn.core.i18n import bi
 from distlearn.core.models import ModelConfig
 from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_int, check_positive, check_record,
                                      check_text)
+from distlearn.core.guard import read_only
 
 SCHEDULES = ("none", "gpipe", "1f1b")
 # memory.RECOMPUTE (Korthikanti's three modes) plus output-discarding recomputation of the norms and the MLP
@@ -79,7 +80,7 @@ def _discard(en: str, zh: str) -> tuple[str, str]:
     return _DISCARD[0] + en, _DISCARD[1] + zh
 
 
-TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
+TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = read_only({
     "norm_inputs": {
         "gpt": _k22("the two LayerNorm inputs (4sbh)", "两个 LayerNorm 的输入 (4sbh)"),
         "llama": ("Llama module: each RMSNorm keeps its input, plus one fp32 1/rms per row for its backward",
@@ -171,10 +172,10 @@ TERM_SOURCE_TEXTS: dict[str, dict[str, tuple[str, str]]] = {
         "any": ("Korthikanti et al. 2022 §5, Table 2: full recomputation keeps the layer input",
                 "Korthikanti 等 2022 §5 表 2：完全重计算只保存层的输入"),
     },
-}
+})
 # One language's view of the table (read-only use; the pairs above are the one place to edit).
-TERM_SOURCES = {name: {k: pair[0] for k, pair in options.items()} for name, options in TERM_SOURCE_TEXTS.items()}
-TERM_SOURCES_ZH = {name: {k: pair[1] for k, pair in options.items()} for name, options in TERM_SOURCE_TEXTS.items()}
+TERM_SOURCES = read_only({name: {k: pair[0] for k, pair in options.items()} for name, options in TERM_SOURCE_TEXTS.items()})
+TERM_SOURCES_ZH = read_only({name: {k: pair[1] for k, pair in options.items()} for name, options in TERM_SOURCE_TEXTS.items()})
 
 
 def term_source(name: str, *, arch: str = "gpt", attention: str = "materialised", recompute: str = "none",
@@ -730,7 +731,7 @@ __all__ = ["RECOMPUTE_MODES", "layer_activation_terms", "layers_on_stage", "infl
 
 
 # Chinese glosses of the activation terms and recomputation modes, for tables: i18n.named(name, gloss).
-TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV 投影的输入", "q_k": "Q 和 K",
+TERM_ZH = read_only({"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV 投影的输入", "q_k": "Q 和 K",
            "softmax_output": "softmax 的输出", "softmax_dropout_mask": "softmax 之后的 dropout 掩码",
            "attn_probs_and_v": "dropout 后的注意力概率和 V", "out_proj_input": "输出投影的输入",
            "mlp_input": "MLP 的输入", "gelu_input": "GeLU 的输入", "fc2_input": "第二个全连接层的输入",
@@ -738,9 +739,9 @@ TERM_ZH = {"layernorm_inputs": "两个 LayerNorm 的输入", "qkv_input": "QKV �
            "norm_inputs": "两个归一化层的输入", "q": "用于 QKᵀ 的 Q", "k": "用于 QKᵀ 的 K", "v": "用于 ·V 的 V",
            "attn_dropout_mask": "注意力的 dropout 掩码", "attn_dropout_output": "dropout 后的注意力概率",
            "down_proj_input": "down 投影的输入", "silu_input": "SiLU 的输入", "silu_output": "SiLU 的输出",
-           "softmax_lse": "softmax 每行的 fp32 log-sum-exp", "up_output": "up 投影的输出"}
-RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算",
-                "norm-act": "重计算归一化与激活函数"}
+           "softmax_lse": "softmax 每行的 fp32 log-sum-exp", "up_output": "up 投影的输出"})
+RECOMPUTE_ZH = read_only({"none": "不重计算", "selective": "选择性重计算", "full": "完全重计算",
+                "norm-act": "重计算归一化与激活函数"})
 
 
 def term_label(name: str) -> str:
@@ -752,7 +753,7 @@ def term_label(name: str) -> str:
     return named(name, gloss) if gloss else name
 
 
-ATTENTION_ZH = {"flash": "flash 注意力", "materialised": "存下注意力分数"}
+ATTENTION_ZH = read_only({"flash": "flash 注意力", "materialised": "存下注意力分数"})
 
 
 def attention_label(name: str) -> str:

@@ -25,12 +25,13 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from distlearn.core.validate import check_choice, check_int, check_number
+from distlearn.core.guard import read_only
 
 MODES = ("none", "selective", "full", "norm-act")
 ATTENTION = ("materialised", "flash")
 NORM_IMPLS = ("fused", "torch")
 SWIGLU = ("unfused", "fused")
-DTYPES = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
+DTYPES = read_only({"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16})
 
 
 @dataclass

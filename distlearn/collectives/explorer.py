@@ -10,6 +10,7 @@ from distlearn.core import plots
 from distlearn.core.comm import OPERATIONS, VirtualCluster, ring_bytes_per_rank
 from distlearn.core.i18n import bi, text
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 L_OP = text("collectives.operation", "Operation", "操作")
 L_WS = text("collectives.world_size", "World size", "world size（进程总数）")
@@ -18,8 +19,8 @@ L_MB = text("collectives.message_mb", "Message (MB)", "消息大小（MB）")
 MAX_WS = 8
 # Chinese names of the collectives and of the step phases VirtualCluster records (glossary: collective names stay
 # in English in Chinese text, except 广播).
-ZH_NAMES = {"start": "初始", "broadcast": "广播", "reduce": "Reduce", "all_reduce": "AllReduce",
-            "all_gather": "AllGather", "reduce_scatter": "ReduceScatter", "all_to_all": "AllToAll"}
+ZH_NAMES = read_only({"start": "初始", "broadcast": "广播", "reduce": "Reduce", "all_reduce": "AllReduce",
+            "all_gather": "AllGather", "reduce_scatter": "ReduceScatter", "all_to_all": "AllToAll"})
 
 
 def zh_name(name: str) -> str:
@@ -34,9 +35,9 @@ def op_label_zh(operation: str) -> str:
 
 
 # Glossary names (docs/glossary.md) of the collectives, for labels.
-OP_LABELS_ZH = {"broadcast": "广播 Broadcast", "reduce": "规约 Reduce", "all_reduce": "全规约 AllReduce",
+OP_LABELS_ZH = read_only({"broadcast": "广播 Broadcast", "reduce": "规约 Reduce", "all_reduce": "全规约 AllReduce",
                 "all_gather": "全收集 AllGather", "reduce_scatter": "规约-分散 ReduceScatter",
-                "all_to_all": "全对全 AllToAll"}
+                "all_to_all": "全对全 AllToAll"})
 
 
 def step_title(operation: str, step: int, phase: str, sep: str = "\n") -> str:

@@ -35,9 +35,10 @@ import torch.nn.functional as F
 
 from distlearn.activation_memory.measure import LlamaBlock, saved_tensor_bytes
 from distlearn.core.launch import device, torchrun_main
+from distlearn.core.guard import read_only
 
 LAYOUTS = ("contiguous", "zigzag", "striped")
-MEMORY_SHAPE = dict(seq_len=256, batch=1, hidden=64, heads=4, kv_heads=2, ffn=160)
+MEMORY_SHAPE = read_only(dict(seq_len=256, batch=1, hidden=64, heads=4, kv_heads=2, ffn=160))
 """The block :func:`cp_memory` measures by default: 256 tokens, h = 64, 4 query heads, 2 K/V heads, f = 160."""
 
 

@@ -29,8 +29,9 @@ from __future__ import annotations
 import json
 import os
 import sys
+from distlearn.core.guard import read_only
 
-TOLERANCE = {"float32": 1e-4, "bfloat16": 3e-2}
+TOLERANCE = read_only({"float32": 1e-4, "bfloat16": 3e-2})
 """Largest relative difference accepted per dtype (max |a − b| / max |b| per tensor): float32 kernels accumulate in
 float32 (≈1e-6 typical, 1e-4 to allow for the blockwise merge order); bfloat16 has an 8-bit mantissa (2⁻⁸ ≈ 4e-3
 per rounding; flash also rounds the probabilities to bfloat16 before P·V, a few roundings in all). Relative, so the

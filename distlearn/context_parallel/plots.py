@@ -9,10 +9,11 @@ import numpy as np
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi, get_language
+from distlearn.core.guard import read_only
 
-LAYOUT_COLORS = {"contiguous": "#C44E52", "zigzag": "#4C72B0", "striped": "#55A868"}
-LAYOUT_NAMES = {"contiguous": ("contiguous", "连续切分"), "zigzag": ("zig-zag", "之字形切分"),
-                "striped": ("striped", "条带切分"), "all-to-all": ("all-to-all (Ulysses)", "AllToAll（Ulysses）")}
+LAYOUT_COLORS = read_only({"contiguous": "#C44E52", "zigzag": "#4C72B0", "striped": "#55A868"})
+LAYOUT_NAMES = read_only({"contiguous": ("contiguous", "连续切分"), "zigzag": ("zig-zag", "之字形切分"),
+                "striped": ("striped", "条带切分"), "all-to-all": ("all-to-all (Ulysses)", "AllToAll（Ulysses）")})
 
 
 def layout_label(layout: str) -> str:

@@ -39,6 +39,7 @@ from distlearn.core.comm import VirtualCluster
 from distlearn.core.models import ModelConfig
 from distlearn.core.validate import (MAX_ELEMENTS, DistlearnValueError, check_array, check_bool, check_choice, check_int,
                                      check_number, check_positive, check_record)
+from distlearn.core.guard import read_only
 
 LAYOUTS = ("contiguous", "zigzag", "striped")
 VARIANTS = ("ring", "all-gather", "all-to-all")
@@ -942,7 +943,7 @@ def attention_cost(variant: str, *, seq_len: int, num_heads: int, num_kv_heads: 
 
 
 # ---------------------------------------------------------------- the Llama 3 long-context run
-LLAMA3_405B_LONG_CONTEXT = {
+LLAMA3_405B_LONG_CONTEXT = read_only({
     "gpus": 16384, "tp": 8, "cp": 16, "pp": 16, "dp": 8, "seq_len": 131072, "batch_size_per_dp": 16,
     "tokens_per_batch": "16M", "tflops_per_gpu": 380, "bf16_mfu": 0.38,
     "source": "Dubey et al. 2024, The Llama 3 Herd of Models, Table 4, last row (arXiv 2407.21783 v3; the v1 "
@@ -951,7 +952,7 @@ LLAMA3_405B_LONG_CONTEXT = {
     "source_zh": "Dubey 等 2024，《The Llama 3 Herd of Models》，表 4 最后一行（arXiv 2407.21783 v3；v1 的表中印的是 "
                  "DP 4，乘起来不等于 16,384 块 GPU）；§3.3.2：切成 2 × CP 块，rank i 持有第 i 块和第 2 × CP − 1 − i 块；"
                  "K 和 V 用 AllGather 收集，而不是沿环传递。",
-}
+})
 """Llama 3 405B's 128K-token pre-training stage (Table 4): TP 8 × CP 16 × PP 16 × DP 8 = 16,384 GPUs."""
 
 

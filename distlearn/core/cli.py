@@ -13,9 +13,10 @@ import contextlib
 import sys
 
 from distlearn.core.i18n import bi, get_language
+from distlearn.core.guard import read_only
 
 # argparse's messages (CPython 3.10–3.13) and their Chinese.
-MESSAGES = {
+MESSAGES = read_only({
     "usage: ": "用法：",
     "positional arguments": "位置参数",
     "options": "选项",
@@ -39,11 +40,11 @@ MESSAGES = {
     "%r is not callable": "%r 不可调用",
     "conflicting subparser: %s": "子命令冲突：%s",
     "conflicting subparser alias: %s": "子命令别名冲突：%s",
-}
+})
 # Under "both", messages that wrap another message (a type's error, already in both languages) keep one copy of it.
-BOTH = {"%(prog)s: error: %(message)s\n": "%(prog)s: error / 错误: %(message)s\n",
-        "argument %(argument_name)s: %(message)s": "argument / 参数 %(argument_name)s: %(message)s"}
-PLURALS = {("expected %s argument", "expected %s arguments"): "需要 %s 个值"}
+BOTH = read_only({"%(prog)s: error: %(message)s\n": "%(prog)s: error / 错误: %(message)s\n",
+        "argument %(argument_name)s: %(message)s": "argument / 参数 %(argument_name)s: %(message)s"})
+PLURALS = read_only({("expected %s argument", "expected %s arguments"): "需要 %s 个值"})
 
 
 def translate(message: str) -> str:

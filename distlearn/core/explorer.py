@@ -63,10 +63,11 @@ import ipywidgets as W
 from distlearn.core import i18n
 from distlearn.core.i18n import Text, bi
 from distlearn.core.validate import DistlearnValueError
+from distlearn.core.guard import read_only
 
 Label = Union[Text, tuple, str]
 
-STYLE = {"description_width": "initial"}  # the bilingual label takes the width it needs ...
+STYLE = read_only({"description_width": "initial"})  # the bilingual label takes the width it needs ...
 LAYOUT = W.Layout(width="700px")           # ... and the control gets the rest: wide enough for "English / 中文"
 PENDING = "dl-pending"                    # CSS class of an explorer's output area while a refresh is on its way
 # What the status line shows while an explorer is pending: the output area dimmed (the style lives only as long as

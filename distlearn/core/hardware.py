@@ -84,6 +84,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number, check_positive
+from distlearn.core.guard import read_only
 
 GB_S = 1e9  # 1 GB/s in bytes/s
 TFLOPS = 1e12
@@ -130,7 +131,7 @@ class GPU:
         return replace(self, **changes)
 
 
-GPUS: dict[str, GPU] = {g.name: g for g in [
+GPUS: dict[str, GPU] = read_only({g.name: g for g in [
     GPU("v100-32gb", 32e9, 125 * TFLOPS, 150 * GB_S, 100e9 / 8 * 8 / 16, gpus_per_node=16,
         peak_flops_fp32=15.7 * TFLOPS, hbm_bw=900 * GB_S,
         source="NVIDIA V100 datasheet (SXM2; FP32 15.7 TFLOPS, no TF32; HBM2 900 GB/s); DGX-2: 16 GPUs, "
@@ -164,7 +165,7 @@ GPUS: dict[str, GPU] = {g.name: g for g in [
         source="AMD Instinct MI300X datasheet (192 GB HBM3, 5.3 TB/s; BF16 1,307.4, FP8 2,614.9, TF32 653.7 TFLOPS "
                "dense; Infinity Fabric 7 links x 128 GB/s, a full mesh, uncertain as one figure); network "
                "uncertain: 1x400 Gb/s per GPU as Azure ND MI300X v5"),
-]}
+]})
 
 PEAK_DTYPES = ("bf16", "fp32", "fp8")
 

@@ -30,10 +30,11 @@ import os
 from pathlib import Path
 
 from distlearn.core import i18n
+from distlearn.core.guard import read_only
 
 SWITCH_CLASS = "distlearn-language-switch"  # on the switch's widgets (the output audit skips them: see lang_audit)
 OPTIONS = (("English", "en"), ("中文", "zh"), ("English + 中文", "both"))
-HIDDEN = {"en": "zh", "zh": "en"}  # the language whose prose cells are hidden
+HIDDEN = read_only({"en": "zh", "zh": "en"})  # the language whose prose cells are hidden
 
 
 def css(lang: str) -> str:
@@ -51,7 +52,7 @@ def css(lang: str) -> str:
 # <settings dir>/@jupyterlab/translation-extension/plugin.jupyterlab-settings (the language pack
 # jupyterlab-language-pack-zh-CN is a dependency). authoring.lab writes it for `make lab`, this module when the
 # reader chooses a language in the bilingual copy.
-LAB_LOCALES = {"en": "en", "zh": "zh_CN"}
+LAB_LOCALES = read_only({"en": "en", "zh": "zh_CN"})
 LAB_SETTINGS_DIR = ".jupyterlab-settings"    # a copy's JupyterLab settings (JUPYTERLAB_SETTINGS_DIR)
 LAB_CUSTOM_DIR = ".jupyterlab-custom"        # a copy's custom.css (JupyterLab's --custom-css)
 TRANSLATION_SETTINGS = Path("@jupyterlab", "translation-extension", "plugin.jupyterlab-settings")

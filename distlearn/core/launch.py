@@ -45,6 +45,7 @@ from typing import Any, Callable
 
 from distlearn.core import limits
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_positive
+from distlearn.core.guard import read_only
 
 __all__ = ["run", "WorkerError", "torchrun_main", "device", "default_backend"]
 
@@ -102,11 +103,11 @@ START_METHODS = ("forkserver", "spawn")
 # (PYTHONDONTWRITEBYTECODE, a read-only site-packages) the packages after torch.distributed cost a worker 3-4 s of
 # CPU to import, more than most labs' work; with the caches ~1.1 s. Importing them starts no thread. The server
 # pays that once, also where its workers need none of them (the collectives and DDP labs).
-FORKSERVER_PRELOAD = ["torch", "torch.distributed", "torch.distributed.device_mesh", "torch.distributed.tensor",
+FORKSERVER_PRELOAD = read_only(["torch", "torch.distributed", "torch.distributed.device_mesh", "torch.distributed.tensor",
                       "torch.distributed.tensor.parallel", "torch.distributed.tensor.debug",
                       "torch.distributed.tensor.experimental", "torch.distributed.fsdp", "torch.distributed.checkpoint",
                       "torch.distributed.checkpoint.state_dict", "torch.distributed.pipelining",
-                      "torch.distributed.optim"]
+                      "torch.distributed.optim"])
 
 
 def lab_preload(fn) -> list[str]:

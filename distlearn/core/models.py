@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_record
+from distlearn.core.guard import read_only
 
 ARCHS = ("gpt", "llama")
 ROUTERS = ("softmax", "sigmoid")
@@ -287,7 +288,7 @@ class ModelConfig:
         return replace(self, **changes)
 
 
-PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
+PRESETS: dict[str, ModelConfig] = read_only({c.name: c for c in [
     ModelConfig("gpt2-small", "gpt", 50257, 768, 12, 12, 3072, 1024, tied_embeddings=True),
     ModelConfig("gpt2-xl", "gpt", 50257, 1600, 48, 25, 6400, 1024, tied_embeddings=True),
     ModelConfig("gpt3-175b", "gpt", 50257, 12288, 96, 96, 49152, 2048, tied_embeddings=True),
@@ -297,7 +298,7 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
     ModelConfig("llama3-8b", "llama", 128256, 4096, 32, 32, 14336, 8192, num_kv_heads=8),
     ModelConfig("llama3-70b", "llama", 128256, 8192, 80, 64, 28672, 8192, num_kv_heads=8),
     ModelConfig("llama3.1-405b", "llama", 128256, 16384, 126, 128, 53248, 131072, num_kv_heads=8),
-]}
+]})
 
 # Mixture-of-experts presets, from the HF config.json of each model:
 # - mistralai/Mixtral-8x7B-v0.1: hidden 4096, 32 layers, 32 heads / 8 KV heads, intermediate 14336,
@@ -307,7 +308,7 @@ PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
 #   n_routed_experts 256, n_shared_experts 1, num_experts_per_tok 8, moe_intermediate_size 2048,
 #   intermediate_size 18432 (dense layers), vocab 129280, untied, scoring_func sigmoid, num_nextn_predict_layers 1,
 #   max positions 163840.
-MOE_PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
+MOE_PRESETS: dict[str, ModelConfig] = read_only({c.name: c for c in [
     ModelConfig("mixtral-8x7b", "llama", 32000, 4096, 32, 32, 14336, 32768, num_kv_heads=8,
                 num_experts=8, experts_per_token=2),
     ModelConfig("deepseek-v3", "llama", 129280, 7168, 61, 128, 18432, 163840,
@@ -315,7 +316,7 @@ MOE_PRESETS: dict[str, ModelConfig] = {c.name: c for c in [
                 first_dense_layers=3, router="sigmoid", num_mtp_modules=1,
                 mla=MLA(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
                         v_head_dim=128)),
-]}
+]})
 
 
 def get_preset(name: str) -> ModelConfig:

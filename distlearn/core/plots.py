@@ -15,14 +15,15 @@ from matplotlib import font_manager
 import matplotlib.pyplot as plt
 
 from distlearn.core.i18n import Text, bi
+from distlearn.core.guard import read_only
 
 CJK_FONT = "Noto Sans CJK SC"
 # One colour per model-state / timeline category, used consistently across chapters.
-COLORS = {
+COLORS = read_only({
     "params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
     "logits": "#8172B3", "compute": "#4C72B0", "comm": "#DD8452", "idle": "#DDDDDD",
     "forward": "#4C72B0", "backward": "#55A868",
-}
+})
 
 
 def _register_cjk_font() -> bool:

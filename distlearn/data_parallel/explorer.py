@@ -10,6 +10,7 @@ from distlearn.core.comm import ring_bytes_per_rank
 from distlearn.core.cost import collective_time
 from distlearn.core.i18n import bi, text
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 L_WS = text("dp.world_size", "World size", "world size（进程总数）")
 L_BATCH = text("dp.batch", "Global batch size", "全局批量大小")
@@ -18,14 +19,14 @@ L_RED = text("dp.reduction", "Reduction", "规约方式")
 L_PARAMS = text("dp.params", "Parameters (billions, bf16 grads)", "参数量（十亿，bf16 梯度）")
 L_BW = text("dp.bandwidth", "Link bandwidth (GB/s)", "链路带宽（GB/s）")
 
-SPLIT_OPTIONS = [(("contiguous, uneven", "连续切分（不均匀）"), "contiguous"),
+SPLIT_OPTIONS = read_only([(("contiguous, uneven", "连续切分（不均匀）"), "contiguous"),
                  (("drop the remainder", "丢弃余数"), "drop_remainder"),
-                 (("DistributedSampler (pads by repeating)", "DistributedSampler（重复样本填充）"), "sampler_pad")]
-RED_OPTIONS = [(("weighted by shard size", "按分片大小加权"), "weighted"),
-               (("mean of shard means (seed)", "分片均值的平均（原始示例代码）"), "mean_of_means")]
+                 (("DistributedSampler (pads by repeating)", "DistributedSampler（重复样本填充）"), "sampler_pad")])
+RED_OPTIONS = read_only([(("weighted by shard size", "按分片大小加权"), "weighted"),
+               (("mean of shard means (seed)", "分片均值的平均（原始示例代码）"), "mean_of_means")])
 
 _rng = np.random.default_rng(42)
-DATA, WEIGHT = _rng.standard_normal((128, 32)), _rng.standard_normal((32, 16))
+DATA, WEIGHT = read_only(_rng.standard_normal((128, 32))), read_only(_rng.standard_normal((32, 16)))  # unwriteable / 只读
 MODEL = dp.linear_mse_model(WEIGHT)
 
 

@@ -14,15 +14,16 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi
+from distlearn.core.guard import read_only
 
 __all__ = ["ddp_overlap", "RANK_COLORS", "BUCKET_COLORS", "LAYERS", "BUCKETS"]
 
-RANK_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
-BUCKET_COLORS = ["#8172B3", "#55A868", "#C44E52"]
+RANK_COLORS = read_only(["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"])
+BUCKET_COLORS = read_only(["#8172B3", "#55A868", "#C44E52"])
 # Backward runs from the last layer to the first; each layer takes one time unit of 1.4.
-LAYERS = [4, 3, 2, 1]
+LAYERS = read_only([4, 3, 2, 1])
 # Buckets in the order their gradients become ready: (layers in the bucket) / 各桶按梯度就绪的顺序排列
-BUCKETS = [(4,), (3, 2), (1,)]
+BUCKETS = read_only([(4,), (3, 2), (1,)])
 STEP, COMM = 1.4, 1.8
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from distlearn.memory.formulas import GiB
 from distlearn.core.validate import (MAX_WORLD_SIZE, check_bool, check_record, checks, each, mapping, record, DistlearnValueError, check_choice, check_int,
                                      check_number, check_positive, check_text)
+from distlearn.core.guard import read_only
 
 TORCH_VERSION = "2.13.0"
 DEEPSPEED_VERSION = "0.19.8"
@@ -29,7 +30,7 @@ FRAMEWORKS = ("DDP", "FSDP1", "FSDP2", "ZeRO-1", "ZeRO-2", "ZeRO-3", "ZeRO-Infin
 
 _PT = "https://docs.pytorch.org/docs/2.13/"
 _DS = "https://www.deepspeed.ai/docs/config-json/"
-SOURCES = {
+SOURCES = read_only({
     "ddp": _PT + "notes/ddp.html",
     "fsdp1": _PT + "fsdp.html",
     "fsdp2": _PT + "distributed.fsdp.fully_shard.html",
@@ -43,7 +44,7 @@ SOURCES = {
     "ds_stage3": "deepspeed/runtime/zero/stage3.py (0.19.8): optimizer swapping to NVMe lives only in stage 3",
     "fsdp1_api": "torch/distributed/fsdp/api.py (2.13.0): ShardingStrategy, CPUOffload",
     "fsdp2_api": "torch/distributed/fsdp/_fully_shard/_fsdp_api.py (2.13.0): CPUOffloadPolicy, MixedPrecisionPolicy",
-}
+})
 
 
 @dataclass(frozen=True)
@@ -59,7 +60,7 @@ class Claim:
     verify: str | None = None   # name of a check in _VERIFIERS, run against the installed packages
 
 
-FEATURES = {
+FEATURES = read_only({
     "optimizer_sharded": ("Optimizer states sharded", "优化器状态分片"),
     "grads_sharded": ("Gradients sharded", "梯度分片"),
     "params_sharded": ("Parameters sharded", "参数分片"),
@@ -67,7 +68,7 @@ FEATURES = {
     "nvme_offload": ("NVMe offload", "NVMe 卸载"),
     "pipeline": ("Pipeline parallelism", "流水线并行"),
     "api": ("How you use it", "使用方式"),
-}
+})
 
 
 def _row(feature, values, source, version, verify=None):
@@ -83,7 +84,7 @@ _SRC_DOCS = [SOURCES["ddp"], SOURCES["fsdp1"], SOURCES["fsdp2"], SOURCES["zero_p
 NO, YES = ("no", "否"), ("yes", "是")
 
 COMPARISON: list[Claim] = (
-    _row("optimizer_sharded", [NO, YES, YES, YES, YES, YES, YES], _SRC_DOCS, _VERSIONS)
+    read_only(_row("optimizer_sharded", [NO, YES, YES, YES, YES, YES, YES], _SRC_DOCS, _VERSIONS)
     + _row("grads_sharded", [NO, YES, YES, NO, YES, YES, YES], _SRC_DOCS, _VERSIONS)
     + _row("params_sharded", [NO, ("yes (FULL_SHARD; SHARD_GRAD_OP only outside forward/backward)",
                                    "是（FULL_SHARD；SHARD_GRAD_OP 仅在前向/反向之外分片）"),
@@ -122,7 +123,7 @@ COMPARISON: list[Claim] = (
                    ("deepspeed.initialize(...) + zero.Init for big models", "deepspeed.initialize(...) + 大模型用 zero.Init"),
                    ("as ZeRO-3, offload devices in the config", "同 ZeRO-3，在配置中指定卸载设备")],
            [SOURCES["ddp"], SOURCES["fsdp1"], SOURCES["fsdp2"], SOURCES["ds_config"], SOURCES["ds_config"],
-            SOURCES["ds_zero"], SOURCES["ds_zero"]], _VERSIONS, "apis_exist")
+            SOURCES["ds_zero"], SOURCES["ds_zero"]], _VERSIONS, "apis_exist"))
 )
 
 # ZeRO stage ↔ FSDP: (ZeRO, FSDP1 ShardingStrategy, FSDP2 fully_shard arguments, note en, note zh). Sources: torch
@@ -131,7 +132,7 @@ COMPARISON: list[Claim] = (
 # runtime/zero/partition_parameters.py (_partition_param_sec: hpZ's secondary partition) and runtime/config.py
 # (_REMOVED_ZERO_CONFIG_KEYS: MiCS removed); Wang et al. 2023, ZeRO++ (arXiv:2306.10209) §3.2; Zhang et al. 2022,
 # MiCS (arXiv:2205.00119). Checked on the real engines by tests/test_zero_comm.py (hierarchical collectives).
-ZERO_FSDP_MAPPING = [
+ZERO_FSDP_MAPPING = read_only([
     ("ZeRO-0 (DDP)", "NO_SHARD (deprecated)", "— (use DDP / replicate)",
      "nothing sharded; FSDP1 NO_SHARD warns it is deprecated", "不分片；FSDP1 的 NO_SHARD 会提示已弃用"),
     ("ZeRO-1", "— (none)", "— (none)",
@@ -158,10 +159,10 @@ ZERO_FSDP_MAPPING = [
      "group, an all-reduce of the gradient shards across groups. DeepSpeed 0.19.8 rejects mics_shard_size",
      "所有模型状态在组内分片、组间复制：AllGather 和 ReduceScatter 在组内进行，梯度分片在组间做 AllReduce。"
      "DeepSpeed 0.19.8 会拒绝 mics_shard_size"),
-]
+])
 
 # Chinese of the English words inside ZERO_FSDP_MAPPING's first three columns (the rest are API names).
-MAPPING_ZH = {"ZeRO-0 (DDP)": "ZeRO-0（DDP）", "NO_SHARD (deprecated)": "NO_SHARD（已弃用）",
+MAPPING_ZH = read_only({"ZeRO-0 (DDP)": "ZeRO-0（DDP）", "NO_SHARD (deprecated)": "NO_SHARD（已弃用）",
               "— (use DDP / replicate)": "—（改用 DDP / replicate）", "— (none)": "—（无）",
               "fully_shard(m) (reshard_after_forward=True, the default)":
                   "fully_shard(m)（默认 reshard_after_forward=True）",
@@ -173,7 +174,7 @@ MAPPING_ZH = {"ZeRO-0 (DDP)": "ZeRO-0（DDP）", "NO_SHARD (deprecated)": "NO_SH
                   "ZeRO++ hpZ（zero_hpz_partition_size = 每个节点的 GPU 数）",
               "fully_shard(m, reshard_after_forward=<GPUs per node>)":
                   "fully_shard(m, reshard_after_forward=<每个节点的 GPU 数>)",
-              "MiCS (removed in DeepSpeed 0.19.8)": "MiCS（DeepSpeed 0.19.8 已移除）"}
+              "MiCS (removed in DeepSpeed 0.19.8)": "MiCS（DeepSpeed 0.19.8 已移除）"})
 
 
 def mapping_rows(lang: str = "en") -> list[tuple[str, str, str, str]]:
@@ -294,7 +295,7 @@ _VERIFIERS = {"fsdp1_strategies": _v_fsdp1_strategies, "cpu_offload_apis": _v_cp
 
 
 # What each check of :func:`verify_claims` confirms, in English and Chinese (printed in the reader's language).
-VERIFIER_LABELS = {
+VERIFIER_LABELS = read_only({
     "fsdp1_strategies": ("FSDP1 has the sharding strategies of the table (FULL_SHARD, SHARD_GRAD_OP, NO_SHARD, "
                          "HYBRID_SHARD)", "FSDP1 有表中的各种分片策略（FULL_SHARD、SHARD_GRAD_OP、NO_SHARD、HYBRID_SHARD）"),
     "cpu_offload_apis": ("both libraries have the CPU offload options of the table",
@@ -310,7 +311,7 @@ VERIFIER_LABELS = {
                      "ZeRO++ 的 hpZ 仍在；MiCS 的配置项已被移除"),
     "stage12_reduction": ("ZeRO-1 and 2 all-reduce the gradients by default, never reduce-scatter",
                           "ZeRO-1 和 ZeRO-2 默认对梯度做 AllReduce，从不调用 ReduceScatter"),
-}
+})
 
 
 def verify_claims() -> dict[str, bool]:

@@ -31,10 +31,11 @@ import torch.nn.functional as F
 
 from distlearn.core.launch import torchrun_main
 from distlearn.core.models import ModelConfig, build_model, count_parameters
+from distlearn.core.guard import read_only
 
 # What distlearn.core.launch's forkserver imports for these labs (distlearn.core.launch.lab_preload): DeepSpeed and the Muon
 # module every ZeRO initialize imports, once in the server instead of in every worker (see the module named).
-FORKSERVER_PRELOAD = ["distlearn.deepspeed_fsdp.lab_preload"]
+FORKSERVER_PRELOAD = read_only(["distlearn.deepspeed_fsdp.lab_preload"])
 
 TINY = ModelConfig("tiny-gpt", "gpt", vocab_size=64, hidden_size=32, num_layers=2, num_heads=4,
                    ffn_hidden_size=128, max_seq_len=16)

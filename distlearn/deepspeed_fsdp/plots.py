@@ -12,36 +12,37 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi, get_language
+from distlearn.core.guard import read_only
 
 __all__ = ["hierarchy_diagram", "PATTERNS", "SCHEMES", "group_sizes"]
 
 #: scheme -> (what the row is called, what a rank keeps between steps as a fraction of the parameters,
 #: whether it also keeps a secondary shard over its node from forward to backward)
-SCHEMES = {
+SCHEMES = read_only({
     "zero3": (("ZeRO-3 = FSDP full sharding (FULL_SHARD, fully_shard)",
                "ZeRO-3 = FSDP 完全分片（FULL_SHARD、fully_shard）"), "all", False),
     "hpz": (("ZeRO++ hpZ ≈ FSDP2 reshard_after_forward=2",
              "ZeRO++ hpZ ≈ FSDP2 的 reshard_after_forward=2"), "all", True),
     "hsdp": (("HSDP: FSDP1 HYBRID_SHARD, FSDP2 on a 2-D mesh (DeepSpeed's MiCS, removed)",
               "HSDP：FSDP1 的 HYBRID_SHARD、二维网格上的 FSDP2（DeepSpeed 的 MiCS，已移除）"), "node", False),
-}
+})
 
 #: scheme -> the collectives of one step: (operation, when, group), group "all" = the 4 ranks, "node" = the 2 ranks
 #: of a node, "across" = the 2 ranks at the same place in each node.
-PATTERNS = {
+PATTERNS = read_only({
     "zero3": [("all_gather", "forward", "all"), ("all_gather", "backward", "all"),
               ("reduce_scatter", "backward", "all")],
     "hpz": [("all_gather", "forward", "all"), ("all_gather", "backward", "node"),
             ("reduce_scatter", "backward", "all")],
     "hsdp": [("all_gather", "forward", "node"), ("all_gather", "backward", "node"),
              ("reduce_scatter", "backward", "node"), ("all_reduce", "backward", "across")],
-}
+})
 
-OP_NAMES = {"all_gather": ("all-gather of the parameters", "参数的 AllGather"),
+OP_NAMES = read_only({"all_gather": ("all-gather of the parameters", "参数的 AllGather"),
             "reduce_scatter": ("reduce-scatter of the gradients", "梯度的 ReduceScatter"),
-            "all_reduce": ("all-reduce of the gradient shards", "梯度分片的 AllReduce")}
-WHEN_NAMES = {"forward": ("forward", "前向"), "backward": ("backward", "反向")}
-OP_COLORS = {"all_gather": plots.COLORS["comm"], "reduce_scatter": "#C44E52", "all_reduce": "#8172B3"}
+            "all_reduce": ("all-reduce of the gradient shards", "梯度分片的 AllReduce")})
+WHEN_NAMES = read_only({"forward": ("forward", "前向"), "backward": ("backward", "反向")})
+OP_COLORS = read_only({"all_gather": plots.COLORS["comm"], "reduce_scatter": "#C44E52", "all_reduce": "#8172B3"})
 NODES, PER_NODE = 2, 2
 
 

@@ -8,8 +8,9 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 from distlearn.core import plots
 from distlearn.core.i18n import bi
 from distlearn.core.validate import check_divisible
+from distlearn.core.guard import read_only
 
-EXPERT_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
+EXPERT_COLORS = read_only(["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"])
 CROSS = "#C44E52"
 LOCAL = "#888888"
 

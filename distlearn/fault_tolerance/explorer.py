@@ -12,6 +12,7 @@ from distlearn.fault_tolerance import goodput as ft
 from distlearn.core import plots
 from distlearn.core.i18n import bi, text
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 L_GPUS = text("ft.gpus", "GPUs in the job", "作业中的 GPU 数")
 L_RATE = text("ft.rate", "failures per GPU-day", "每块 GPU 每天的故障数")
@@ -21,7 +22,7 @@ L_INTERVAL = text("ft.interval", "checkpoint interval τ (min)", "检查点间�
 L_TITLE = text("ft.title", "Goodput versus checkpoint interval", "有效训练时间占比 (goodput) 随检查点间隔的变化")
 
 LLAMA3_RATE = ft.rate_per_unit_day(419, 54, 16384)   # Llama 3 405B: 419 unexpected interruptions, 54 days, 16,384 GPUs
-RATES = [1e-4, 2e-4, LLAMA3_RATE, 1e-3, 2e-3, 5e-3]
+RATES = read_only([1e-4, 2e-4, LLAMA3_RATE, 1e-3, 2e-3, 5e-3])
 
 
 @base.within_controls(lambda: controls())

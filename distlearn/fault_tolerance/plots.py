@@ -8,13 +8,14 @@ from dataclasses import dataclass
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi, get_language
+from distlearn.core.guard import read_only
 
-KINDS = {  # kind: (colour, English label, Chinese label)
+KINDS = read_only({  # kind: (colour, English label, Chinese label)
     "work": ("#4C72B0", "work kept", "保留下来的计算"),
     "checkpoint": ("#55A868", "checkpoint δ", "写检查点 δ"),
     "lost": ("#C44E52", "lost work", "丢失的计算"),
     "restart": ("#BBBBBB", "restart R", "重启 R"),
-}
+})
 
 
 @dataclass(frozen=True)

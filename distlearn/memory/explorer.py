@@ -11,6 +11,7 @@ from distlearn.memory.formulas import GB, GiB, OPTIMIZERS, PRECISION_LABELS, PRE
 from distlearn.core.models import PRESETS
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 MiB = 2 ** 20
 # GPU capacity, one convention for the whole course: the number in the card's name read as GB of 1e9 bytes
@@ -20,21 +21,21 @@ MiB = 2 ** 20
 # (torch.cuda.mem_get_info() returns (free, total) in bytes, from cudaMemGetInfo) is slightly less than that,
 # e.g. 81,049 MiB = 85.0e9 bytes on an A100 80GB PCIe (deviceQuery-style "Total global mem", ekondis/mixbench
 # issue #47); ``free`` is smaller again once the CUDA context exists. The datasheet figure is the conservative one.
-GPUS = {
+GPUS = read_only({
     "RTX 4090 (24 GB)": 24e9,
     "A100 40GB": 40e9,
     "A100 80GB": HW_GPUS["a100-80gb"].memory_bytes,
     "H100 80GB (SXM)": HW_GPUS["h100-80gb"].memory_bytes,
     "H200 (141 GB)": HW_GPUS["h200"].memory_bytes,
-}
+})
 # nvidia-smi --query-gpu=memory.total as printed (MiB): H100 81559, A100 80GB 81920 and A100 40GB 40960 MiB as
 # listed in modal-labs/modal-client PR #2797 ("nvidia quotes GB on their GPUs not GiB"); RTX 4090 24564 and H200
 # 143771 MiB as nvidia-smi prints them in public logs. For reference only: capacities above use the datasheet.
-NVIDIA_SMI_MIB = {"RTX 4090 (24 GB)": 24564, "A100 40GB": 40960, "A100 80GB": 81920, "H100 80GB (SXM)": 81559,
-                  "H200 (141 GB)": 143771}
+NVIDIA_SMI_MIB = read_only({"RTX 4090 (24 GB)": 24564, "A100 40GB": 40960, "A100 80GB": 81920, "H100 80GB (SXM)": 81559,
+                  "H200 (141 GB)": 143771})
 CUSTOM_SIZES_B = (0.125, 0.35, 1, 1.5, 3, 7, 8, 13, 30, 70, 175, 405, 1000)  # billions of parameters
 
-T = {
+T = read_only({
     "title": text("widgets.memory.title", "Model states per GPU", "每块 GPU 上的模型状态"),
     "model": text("widgets.memory.model", "Model", "模型"),
     "custom": text("widgets.memory.custom", "custom size", "自定义规模"),
@@ -52,13 +53,13 @@ T = {
     "ylabel": text("widgets.memory.ylabel", "GB (1e9 B) per GPU", "每块 GPU GB（1e9 字节）"),
     "gib": text("widgets.memory.gib", "GiB (2^30 B)", "GiB（2^30 字节）"),
     "capacity": text("widgets.memory.capacity", "GPU memory", "GPU 显存"),
-}
-OPTIMIZER_LABELS = {
+})
+OPTIMIZER_LABELS = read_only({
     "adam": ("Adam/AdamW (8 B)", "Adam/AdamW（8 字节）"),
     "adam-8bit": ("8-bit Adam (2 B)", "8 位 Adam（2 字节）"),
     "sgd-momentum": ("SGD + momentum (4 B)", "SGD + 动量（4 字节）"),
     "sgd": ("SGD (0 B)", "SGD（0 字节）"),
-}
+})
 
 
 @base.within_controls(lambda: controls())

@@ -17,29 +17,29 @@ no scores) use :func:`distlearn.activation_memory.formulas.layer_activation_byte
 from __future__ import annotations
 
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_number, check_text
+from distlearn.core.guard import read_only
 
 GB = 1e9
 GiB = 2 ** 30
 
 # bytes per parameter: (weights, gradients, master weights kept by the optimizer); read-only (a mappingproxy), so that
 # a notebook cell cannot change what every later cell computes
-PRECISIONS = MappingProxyType({
+PRECISIONS = read_only({
     "fp32": (4, 4, 0),               # everything in fp32
     "mixed": (2, 2, 4),              # ZeRO paper: fp16/bf16 weights and grads, fp32 master copy in the optimizer
     "mixed-fp32-grads": (2, 4, 4),   # Megatron-LM bf16 style: fp32 main_grad buffer (18 B with Adam; torch.autocast
                                      # is not this: it keeps fp32 weights and grads, the "fp32" row)
 })
 # each of PRECISIONS as a reader reads it, (English, Chinese): the bytes per parameter of weights + grads + master
-PRECISION_LABELS = {
+PRECISION_LABELS = read_only({
     "fp32": ("fp32 (4+4 B)", "fp32（4+4 字节）"),
     "mixed": ("bf16/fp16 + fp32 master (2+2+4 B)", "bf16/fp16 + fp32 主权重（2+2+4 字节）"),
     "mixed-fp32-grads": ("bf16 + fp32 grads + master (2+4+4 B)", "bf16 + fp32 梯度 + 主权重（2+4+4 字节）"),
-}
+})
 # bytes per parameter of optimizer state beyond the master weights; read-only, like PRECISIONS
-OPTIMIZERS = MappingProxyType({
+OPTIMIZERS = read_only({
     "adam": 8,           # fp32 momentum + variance (AdamW likewise)
     "adam-8bit": 2,      # bitsandbytes 8-bit Adam: two 1-byte states (block-wise scales, ~0.03 B/param, ignored)
     "sgd-momentum": 4,   # one fp32 momentum buffer
@@ -179,8 +179,8 @@ def to_gib(num_bytes: float) -> float:
 
 
 # Chinese glosses of the recipe names, for tables and labels: distlearn.core.i18n.named(name, RECIPE_ZH[name]).
-RECIPE_ZH = {"fp32": "全 fp32", "mixed": "混合精度", "mixed-fp32-grads": "混合精度，fp32 梯度",
-             "adam": "Adam", "adam-8bit": "8 位 Adam", "sgd-momentum": "带动量的 SGD", "sgd": "SGD"}
+RECIPE_ZH = read_only({"fp32": "全 fp32", "mixed": "混合精度", "mixed-fp32-grads": "混合精度，fp32 梯度",
+             "adam": "Adam", "adam-8bit": "8 位 Adam", "sgd-momentum": "带动量的 SGD", "sgd": "SGD"})
 
 
 def recipe_label(name: str) -> str:

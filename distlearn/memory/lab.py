@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from distlearn.core.launch import device, torchrun_main
 from distlearn.memory.measure import TINY, AllocationTracker, StateCounter, tensor_bytes
 from distlearn.core.models import build_model
+from distlearn.core.guard import read_only
 
 
 def zero1_adam_state_bytes(rank: int, world_size: int, seed: int = 0) -> dict:
@@ -228,12 +229,12 @@ def library_recipes(rank: int, world_size: int) -> dict:
 
 
 #: library recipe → (calculator precision, ZeRO stage) it must equal per rank, and what it is
-LIBRARY_RECIPES = {
+LIBRARY_RECIPES = read_only({
     "deepspeed-zero2-bf16": ("mixed", 2, "DeepSpeed ZeRO-2, bf16 (DeepSpeedZeroOptimizer)"),
     "deepspeed-bf16": ("mixed-fp32-grads", 1, "DeepSpeed BF16_Optimizer (ZeRO-1, fp32 grad accumulation)"),
     "deepspeed-bf16-immediate": ("mixed-fp32-grads", 1, "  same, bf16.immediate_grad_update = true"),
     "fsdp2-bf16": ("fp32", 3, "FSDP2 + MixedPrecisionPolicy(param=bf16, reduce=fp32)"),
-}
+})
 
 
 if __name__ == "__main__":

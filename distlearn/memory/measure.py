@@ -36,17 +36,18 @@ from dataclasses import dataclass
 from distlearn.memory.formulas import OPTIMIZERS
 from distlearn.core.models import ModelConfig, build_model, count_parameters
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.guard import read_only
 
 # A tiny Llama-shaped model: 2 layers, grouped-query attention, SwiGLU, untied head. 125,248 parameters.
 TINY = ModelConfig("tiny-llama", "llama", vocab_size=256, hidden_size=64, num_layers=2, num_heads=4,
                    ffn_hidden_size=176, max_seq_len=32, num_kv_heads=2)
 MEASURABLE_OPTIMIZERS = ("adam", "sgd-momentum", "sgd")
 #: recipe → (the calculator precision it must equal at rest, a one-line description)
-RECIPES = {
+RECIPES = read_only({
     "torch-fp32": ("fp32", "fp32 model, torch.optim.AdamW"),
     "torch-autocast": ("fp32", "fp32 model, forward under torch.autocast(bfloat16)"),
     "manual-master": ("mixed", "hand-written: bf16 model, AdamW over fp32 master copies"),
-}
+})
 
 
 @dataclass(frozen=True)

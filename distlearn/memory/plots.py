@@ -11,21 +11,22 @@ from matplotlib.patches import Rectangle
 from distlearn.core import plots
 from distlearn.core.i18n import bi
 from distlearn.memory.formulas import OPTIMIZERS, PRECISIONS, bytes_per_param
+from distlearn.core.guard import read_only
 
 __all__ = ["bytes_per_parameter", "segments", "SEGMENT_NAMES", "RECIPE_NAMES", "DEFAULT_RECIPES"]
 
-SEGMENT_NAMES = {
+SEGMENT_NAMES = read_only({
     "weights": ("weights", "权重"), "grads": ("gradients", "梯度"), "master": ("fp32 master weights", "fp32 主权重"),
     "m": ("Adam first moment", "Adam 一阶矩"), "v": ("Adam second moment", "Adam 二阶矩"),
     "momentum": ("momentum", "动量缓冲区"),
-}
-SEGMENT_COLORS = {"weights": plots.COLORS["params"], "grads": plots.COLORS["grads"], "master": "#8FC79A",
-                  "m": plots.COLORS["optimizer"], "v": "#3D7F4E", "momentum": plots.COLORS["optimizer"]}
-RECIPE_NAMES = {
+})
+SEGMENT_COLORS = read_only({"weights": plots.COLORS["params"], "grads": plots.COLORS["grads"], "master": "#8FC79A",
+                  "m": plots.COLORS["optimizer"], "v": "#3D7F4E", "momentum": plots.COLORS["optimizer"]})
+RECIPE_NAMES = read_only({
     ("fp32", "adam"): ("fp32 + Adam", "fp32 + Adam"),
     ("mixed", "adam"): ("mixed precision\n(ZeRO paper)", "混合精度\n（ZeRO 论文）"),
     ("mixed-fp32-grads", "adam"): ("mixed precision,\nfp32 gradients (Megatron)", "混合精度，fp32 梯度\n（Megatron）"),
-}
+})
 DEFAULT_RECIPES = (("fp32", "adam"), ("mixed", "adam"), ("mixed-fp32-grads", "adam"))
 
 

@@ -11,9 +11,10 @@ from distlearn.core.models import PRESETS
 from distlearn.nd_parallel.plots import MAX_DRAWN, mesh_figure
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
-MODELS = {"toy-nd": (N.TOY_MODEL, 16), "llama3-8b": (PRESETS["llama3-8b"], 8192),
-          "llama3-70b": (PRESETS["llama3-70b"], 8192)}
+MODELS = read_only({"toy-nd": (N.TOY_MODEL, 16), "llama3-8b": (PRESETS["llama3-8b"], 8192),
+          "llama3-70b": (PRESETS["llama3-70b"], 8192)})
 L_MODEL = text("nd_widget.model", "model (sequence length)", "模型（序列长度）")
 L_TP = text("nd_widget.tp", "tensor-parallel degree tp (+ SP)", "张量并行度 tp（+ 序列并行）")
 L_CP = text("nd_widget.cp", "context-parallel degree cp", "上下文并行度 cp")

@@ -41,6 +41,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 from distlearn.core.launch import device, torchrun_main
 from distlearn.core.models import ModelConfig
 from distlearn.nd_parallel.simulation import DIMS, TOY_MODEL, Layout, stage_layers
+from distlearn.core.guard import read_only
 
 LR = 1e-2
 
@@ -52,7 +53,7 @@ def make_tokens(global_batch: int, seq_len: int, steps: int, vocab_size: int, se
     return torch.randint(0, vocab_size, (steps, global_batch, seq_len + 1), generator=g)
 
 
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
+DTYPES = read_only({"float32": torch.float32, "float64": torch.float64})
 
 
 def build(config: ModelConfig = TOY_MODEL, seed: int = 0, dtype: str = "float32"):

@@ -9,9 +9,10 @@ from matplotlib.patches import Rectangle
 from distlearn.core import plots  # noqa: F401  (registers the course's CJK font)
 from distlearn.core.i18n import bi
 from distlearn.nd_parallel.simulation import DIMS, coords, group_of, groups
+from distlearn.core.guard import read_only
 
-DIM_NAMES = {"tp": ("tensor parallel", "张量并行"), "cp": ("context parallel", "上下文并行"),
-             "dp": ("data parallel (FSDP)", "数据并行（FSDP）"), "pp": ("pipeline parallel", "流水线并行")}
+DIM_NAMES = read_only({"tp": ("tensor parallel", "张量并行"), "cp": ("context parallel", "上下文并行"),
+             "dp": ("data parallel (FSDP)", "数据并行（FSDP）"), "pp": ("pipeline parallel", "流水线并行")})
 MAX_DRAWN = 128   # ranks; larger meshes are described in text only
 
 
@@ -52,14 +53,14 @@ def mesh_figure(shape: tuple, rank: int, gpus_per_node: int):
     return fig
 
 
-LINK_STYLE = {   # dim → colour, arc of the link (0 = straight), arrow head
+LINK_STYLE = read_only({   # dim → colour, arc of the link (0 = straight), arrow head
     "tp": ("#2ca02c", 0.0, "-"), "cp": ("#9467bd", 0.3, "-"), "dp": ("#1f77b4", 0.45, "-"),
-    "pp": ("#ff7f0e", 0.0, "-|>")}
-LINK_LABEL = {
+    "pp": ("#ff7f0e", 0.0, "-|>")})
+LINK_LABEL = read_only({
     "tp": ("tp group: talks in every layer, inside a node", "tp 组：每一层都通信，留在节点内"),
     "cp": ("cp group: gathers K and V in every layer", "cp 组：每一层收集 K 和 V"),
     "dp": ("dp group: FSDP gathers weights, reduces gradients", "dp 组：FSDP 收集权重、规约梯度"),
-    "pp": ("pp group: activations to the next stage", "pp 组：把激活值传给下一个阶段")}
+    "pp": ("pp group: activations to the next stage", "pp 组：把激活值传给下一个阶段")})
 MAX_PICTURED = 32   # ranks; the picture names every rank
 
 

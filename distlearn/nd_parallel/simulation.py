@@ -48,6 +48,7 @@ from distlearn.core.records import MODEL
 from distlearn.core.validate import (MAX_STEPS, MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice,
                                      check_int, check_text, checks, each, mapping, record)
 from distlearn.planning.setting import Plan
+from distlearn.core.guard import read_only
 
 __all__ = ["DIMS", "TOY_MODEL", "TOY_GPU", "TOY_CLUSTER", "Layout", "coords", "rank_of", "groups", "group_of",
            "reference_groups", "nodes_spanned", "LLAMA3_405B_LAYOUTS", "llama3_layout", "stage_layers", "one_f_one_b_order",
@@ -208,14 +209,14 @@ def nodes_spanned(layout: Layout | tuple, dim: str, gpus_per_node: int) -> int:
 #: Megatron-LM do; with tp = 8 = GPUs per node the node counts of :func:`nodes_spanned` are the same in both orders.
 #: Its pipeline is interleaved (several stages per rank) with one transformer layer removed from the first and the
 #: last stage (§3.3.2), not the plain 1F1B with equal stages this chapter models.
-LLAMA3_405B_LAYOUTS = (
+LLAMA3_405B_LAYOUTS = read_only((
     {"gpus": 8192, "tp": 8, "cp": 1, "pp": 16, "dp": 64, "seq_len": 8192, "batch_size_per_dp": 32,
      "tflops_per_gpu": 430, "bf16_mfu": 0.43},
     {"gpus": 16384, "tp": 8, "cp": 1, "pp": 16, "dp": 128, "seq_len": 8192, "batch_size_per_dp": 16,
      "tflops_per_gpu": 400, "bf16_mfu": 0.41},
     {"gpus": 16384, "tp": 8, "cp": 16, "pp": 16, "dp": 8, "seq_len": 131072, "batch_size_per_dp": 16,
      "tflops_per_gpu": 380, "bf16_mfu": 0.38},
-)
+))
 
 
 @checks(row=mapping(("pp", "dp", "cp", "tp", "batch_size_per_dp"), numbers=False))
@@ -361,7 +362,7 @@ class GroupTraffic:
         return bi(self.what, WHAT_ZH[self.what])
 
 
-WHAT_ZH = {   # GroupTraffic.what in Chinese, for the chapter's tables
+WHAT_ZH = read_only({   # GroupTraffic.what in Chinese, for the chapter's tables
     "activations (sequence shards → full)": "激活值（序列分片 → 完整）",
     "logits (vocabulary shards → full)": "logits（词表分片 → 完整）",
     "activations (partial sums → sequence shards)": "激活值（部分和 → 序列分片）",
@@ -373,7 +374,7 @@ WHAT_ZH = {   # GroupTraffic.what in Chinese, for the chapter's tables
     "activations from the previous stage": "来自上一阶段的激活值",
     "parameters of one FSDP group": "一个 FSDP 参数组的参数",
     "gradients of one FSDP group": "一个 FSDP 参数组的梯度",
-}
+})
 
 
 def _traffic(dim, n, collective, what, op, calls, nbytes) -> GroupTraffic:
@@ -551,7 +552,7 @@ def activation_corrections(config: ModelConfig, *, seq_len: int, micro_batch_siz
             "lse_dtype": a * s * b / tp * max(0, p - 4)}
 
 
-TERMS_ZH = {  # RankMemory.terms in Chinese, for the chapter's listing (i18n.named)
+TERMS_ZH = read_only({  # RankMemory.terms in Chinese, for the chapter's listing (i18n.named)
     "layers": "各层，第 08 章的公式",
     "gathered_inputs": "收集后的输入",
     "rmsnorm_product": "RMSNorm 的 w·x 与 1/rms",
@@ -560,7 +561,7 @@ TERMS_ZH = {  # RankMemory.terms in Chinese, for the chapter's listing (i18n.nam
     "head": "输出层",
     "logits": "输出层未归一化的分数",
     "targets_and_loss": "目标与损失",
-}
+})
 
 
 @checks(config=MODEL, layout=LAYOUT)

@@ -12,13 +12,14 @@ from distlearn.core import plots
 from distlearn.core.i18n import bi, text
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 L_RATIO = text("overlap.ratio", "all-gather time / forward time", "AllGather 时间 / 前向计算时间")
 L_DEPTH = text("overlap.depth", "prefetch depth", "预取深度")
-DEPTH_LABELS = {0: ("0 · CPU-bound worst case", "0 · CPU 瓶颈下的最坏情况"),
+DEPTH_LABELS = read_only({0: ("0 · CPU-bound worst case", "0 · CPU 瓶颈下的最坏情况"),
                 1: ("1 · FSDP2 / FSDP1 default", "1 · FSDP2 / FSDP1 默认"),
                 2: ("2 · explicit prefetch", "2 · 显式预取"), 3: ("3 · explicit prefetch", "3 · 显式预取"),
-                4: ("4 · explicit prefetch", "4 · 显式预取")}
+                4: ("4 · explicit prefetch", "4 · 显式预取")})
 L_LIMIT = text("overlap.limit", "max units unsharded (0 = no limit)", "最多同时未分片的单元数（0 = 不限）")
 L_UNITS = text("overlap.units", "number of units", "单元数")
 L_RESHARD = text("overlap.reshard", "reshard after forward (FULL_SHARD)", "前向后重新分片 (FULL_SHARD)")
@@ -45,8 +46,8 @@ def compute(ratio: float = 0.6, depth: int = 1, limit: int = 0, units: int = 6, 
             "peak_units": r.peak_units, "peak_bytes": r.peak_bytes, "serial_peak_bytes": serial.peak_bytes}
 
 
-KIND_COLOR = {"forward": plots.COLORS["forward"], "backward": plots.COLORS["backward"],
-              "all_gather": plots.COLORS["comm"], "reduce_scatter": "#C44E52"}
+KIND_COLOR = read_only({"forward": plots.COLORS["forward"], "backward": plots.COLORS["backward"],
+              "all_gather": plots.COLORS["comm"], "reduce_scatter": "#C44E52"})
 
 
 def plot_timeline(result, unit_label: tuple[str, str] = ("unit-sizes", "单元大小"),

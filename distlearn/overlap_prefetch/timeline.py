@@ -45,6 +45,7 @@ from typing import NamedTuple
 
 from distlearn.core.validate import (DistlearnValueError, array, check_bool, check_int, check_number, check_text, checks,
                                      record)
+from distlearn.core.guard import read_only
 
 __all__ = ["Op", "MemoryPoint", "MemoryParts", "OverlapResult", "PrefetchMode", "PREFETCH_MODES", "simulate", "uniform",
            "closed_form_forward", "issue_order", "fsdp2_issue_order", "issue_order_text"]
@@ -77,7 +78,7 @@ class PrefetchMode:
                 "max_inflight": self.max_inflight}
 
 
-PREFETCH_MODES = {
+PREFETCH_MODES = read_only({
     "fsdp2_default": PrefetchMode(1, 1, None, "FSDP2 default: next all-gather issued ahead (backward: implicit "
                                   "prefetch; forward: the CPU running ahead)",
                                   "FSDP2 默认：提前发起下一次 AllGather（反向：隐式预取；前向：CPU 提前发射）"),
@@ -90,7 +91,7 @@ PREFETCH_MODES = {
     "explicit_2": PrefetchMode(2, 2, None, "explicit prefetch two units ahead (set_modules_to_forward_prefetch / "
                                "set_modules_to_backward_prefetch)",
                                "显式预取两个单元（set_modules_to_forward_prefetch / set_modules_to_backward_prefetch）"),
-}
+})
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import torch.nn as nn
 
 from distlearn.core.launch import device, torchrun_main
 from distlearn.pipeline_parallel.lab import build_model, make_batch, stage_module, stage_slices
+from distlearn.core.guard import read_only
 
 
 # ------------------------------------------------------------------------------------- the readable algorithm
@@ -82,12 +83,12 @@ def train_step_1f1b(stage: nn.Module, x_mbs, y_mbs, loss_fn=nn.MSELoss()) -> dic
 
 
 # ------------------------------------------------------------------------------------- the checks
-BREAKS = {  # mistakes made on purpose: the text of train_step_1f1b replaced / 故意犯的错：替换 train_step_1f1b 中的代码
+BREAKS = read_only({  # mistakes made on purpose: the text of train_step_1f1b replaced / 故意犯的错：替换 train_step_1f1b 中的代码
     "warmup_too_long": ("warmup = min(p - s - 1, m)", "warmup = min(p - s, m)"),
     "newest_first": ("inflight.pop(0)", "inflight.pop()"),
     "loss_not_over_m": ("out = loss_fn(out, y_mbs[j]) / m", "out = loss_fn(out, y_mbs[j])"),
     "backward_first": ("        forward(warmup + j)\n        backward(j)", "        backward(j)\n        forward(warmup + j)"),
-}
+})
 
 
 def _broken_step(how: str):

@@ -12,6 +12,7 @@ from distlearn.core import plots
 from distlearn.core.i18n import bi, get_language, text
 from distlearn.pipeline_parallel.schedules import closed_form, simulate
 from distlearn.pipeline_parallel.timeline import KINDS, PipelineResult
+from distlearn.core.guard import read_only
 
 T_STAGE = text("pipeline.stage", "stage", "阶段")
 T_TIME = text("pipeline.time", "time", "时间")
@@ -27,11 +28,11 @@ T_M = text("pipeline.num_microbatches", "number of micro-batches m", "微批次�
 T_BUBBLE = text("pipeline.bubble_fraction", "bubble fraction (idle share)", "气泡率（空闲占比）")
 T_CLOSED = text("pipeline.closed_form", "closed form (p − 1)/(m + p − 1)", "闭式解 (p − 1)/(m + p − 1)")
 
-NAMES = {"gpipe": ("GPipe", "GPipe"), "1f1b": ("1F1B", "1F1B"),
+NAMES = read_only({"gpipe": ("GPipe", "GPipe"), "1f1b": ("1F1B", "1F1B"),
          "interleaved-1f1b": ("interleaved 1F1B", "交错 1F1B"),
          "zb-h1": ("ZB-H1", "ZB-H1"), "zb-h2": ("ZB-H2 (greedy, 2p − 1 held)", "ZB-H2（贪心，至多 2p − 1 个）"),
          "interleaved-zb": ("interleaved zero bubble", "交错零气泡"), "zbv": ("ZB-V", "ZB-V"),
-         "dualpipev": ("DualPipeV", "DualPipeV"), "dualpipe": ("DualPipe", "DualPipe")}
+         "dualpipev": ("DualPipeV", "DualPipeV"), "dualpipe": ("DualPipe", "DualPipe")})
 
 
 def gantt(result: PipelineResult, ax=None, label_microbatches: bool | None = None):

@@ -19,6 +19,7 @@ from distlearn.planning.evaluation import Estimate
 from distlearn.planning.plan_search import search
 from distlearn.planning.setting import FRAGMENTATION, RESERVE_BYTES
 from distlearn.precision.fp8_recipes import RECIPES
+from distlearn.core.guard import read_only
 
 HEADER = ("#", "dp", "tp", "pp", "v", "ZeRO", "recompute", "b", "m", "mem GB", "step s", "tokens/s", "MFU",
           "bubble", "comm")
@@ -38,8 +39,8 @@ LEGEND_ZH = ("b：微批次大小；m：每步的微批次数；\n"
              "通信：每步中未被隐藏的通信所占比例；显存 GB：用量 / 容量；\n"
              "重计算一栏的“归一+激活”即 norm-act：只重计算归一化层和 MLP 的激活函数，不存其输出（第 14 章）；\n"
              "MFU：模型 FLOPs /（每步时间 × GPU 数 × GPU 的 16 位峰值算力）")
-RECOMPUTE_ZH = {"none": "不重计算", "selective": "选择性", "full": "完全",
-                "norm-act": "归一+激活"}   # the recompute column under zh
+RECOMPUTE_ZH = read_only({"none": "不重计算", "selective": "选择性", "full": "完全",
+                "norm-act": "归一+激活"})   # the recompute column under zh
 
 
 def precision_label(precision: str) -> tuple[str, str]:
@@ -120,7 +121,7 @@ def share(text: str) -> float:
     return value
 
 
-DEFAULT = {"en": " (default: %(default)s)", "zh": "（默认：%(default)s）", "both": " (default / 默认: %(default)s)"}
+DEFAULT = read_only({"en": " (default: %(default)s)", "zh": "（默认：%(default)s）", "both": " (default / 默认: %(default)s)"})
 
 
 class _HelpFormatter(WideHelpFormatter, argparse.ArgumentDefaultsHelpFormatter):

@@ -16,6 +16,7 @@ from distlearn.core.models import MOE_PRESETS, PRESETS
 from distlearn.planning.command_line import precision_label
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 T_MODEL = text("planner.model", "Model", "模型")
 T_GPU = text("planner.gpu", "GPU type", "GPU 型号")
@@ -31,7 +32,7 @@ T_TIME = text("planner.time", "Time per step (s)", "每步时间（秒）")
 
 MEMORY_PARTS = ("params", "grads", "optimizer", "activations", "logits", "zero3_buffer", "reserve")
 TIME_PARTS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "dp_comm", "bubble")
-LABELS = {
+LABELS = read_only({
     "params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
     "activations": ("activations", "激活值"), "logits": ("logits", "logits（输出层）"), "zero3_buffer": ("ZeRO-3 buffer",
                                                                                              "ZeRO-3 缓冲"),
@@ -39,10 +40,10 @@ LABELS = {
     "cp_comm": ("CP K/V all-gather", "上下文并行 K/V 全收集"), "ep_comm": ("EP all-to-all", "专家并行全对全"),
     "pp_comm": ("PP p2p", "流水线点对点"), "dp_comm": ("DP / ZeRO comm (exposed)", "数据并行/ZeRO 通信（未被隐藏）"),
     "bubble": ("pipeline bubble", "流水线气泡"),
-}
-COLORS = {"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
+})
+COLORS = read_only({"params": "#4C72B0", "grads": "#DD8452", "optimizer": "#55A868", "activations": "#C44E52",
           "logits": "#8172B3", "zero3_buffer": "#937860", "reserve": "#BBBBBB", "compute": "#4C72B0",
-          "tp_comm": "#DD8452", "cp_comm": "#DA8BC3", "ep_comm": "#CCB974", "pp_comm": "#8172B3", "dp_comm": "#C44E52", "bubble": "#DDDDDD"}
+          "tp_comm": "#DD8452", "cp_comm": "#DA8BC3", "ep_comm": "#CCB974", "pp_comm": "#8172B3", "dp_comm": "#C44E52", "bubble": "#DDDDDD"})
 
 
 def controls() -> dict:

@@ -68,19 +68,20 @@ from distlearn.core.records import GPU as GPU_SPEC, MODEL
 from distlearn.core.validate import (checks, record, DistlearnValueError, check_bool, check_choice, check_int, check_number,
                                      check_positive)
 from distlearn.planning import flops
+from distlearn.core.guard import read_only
 
 # Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table"
 # (bf16, best shape): A100 SXM 267.9/312, H100 SXM 792.1/989. The H200 has the H100's GH100 die, tensor cores and
 # clocks (it differs in memory): we take the H100's share. The V100 is not in the table: the A100's share, an
 # assumption.
-GEMM_CEILING = {"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.1 / 989, "v100": 267.9 / 312,
-                "h800": 792.1 / 989}
+GEMM_CEILING = read_only({"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.1 / 989, "v100": 267.9 / 312,
+                "h800": 792.1 / 989})
 # share of the 16-bit peak of a FlashAttention kernel, (forward, backward): A100 FlashAttention-2 (Dao 2023 §1),
 # H100 / H200 FlashAttention-3 (Shah et al. 2024: forward 75 %, backward 1.5 × FlashAttention-2's 35 %; see the
 # module docstring for the head-dimension-128 figures). The V100 has no FlashAttention-2 (it needs Ampere or
 # newer): the A100's shares there are an assumption, like its GEMM ceiling.
-FLASH_SHARE = {"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
-               "h800": (0.75, 0.525)}
+FLASH_SHARE = read_only({"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
+               "h800": (0.75, 0.525)})
 FLASH_BACKWARD_FLOPS = 2.5  # a flash backward recomputes the scores: 5 matmuls against the forward's 2
 # The one remaining constant: the share of the modelled kernel speed reached end to end (launch gaps, optimizer
 # step, data loading, ...). Set ONCE against the published table (tests/test_planner.py checks every required row

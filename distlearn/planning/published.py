@@ -65,6 +65,7 @@ from distlearn.planning.flops import megatron_flops, step_flops
 from distlearn.planning.memory import plan_memory, stage_peak_layers
 from distlearn.planning.setting import Plan, make_setting
 from distlearn.planning.plan_search import balanced_stages
+from distlearn.core.guard import read_only
 
 TOLERANCE = 0.10  # predicted / published within ±10 % (issue 22), one set of constants for every run
 
@@ -125,7 +126,7 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
                            "因果掩码统计")
 
 
-PUBLISHED_RUNS = {
+PUBLISHED_RUNS = read_only({
     "megatron-gpt-1.7b": _megatron(GPT_1_7B_MEGATRON, 32, 512, 1, 1, 137e12, "Table 1 (1.7 B: 44 % of peak)",
                                    "表 1（1.7 B：峰值的 44 %）"),
     "megatron-gpt-18.4b": _megatron(GPT_18B_MEGATRON, 256, 1024, 8, 1, 135e12, "Table 1 (18.4 B: 43 % of peak)",
@@ -168,15 +169,15 @@ PUBLISHED_RUNS = {
     "llama3-405b-8k-gpus": _llama3(8192, 64, 1, 8192, 430e12, 0.43),
     "llama3-405b-16k-gpus": _llama3(16384, 128, 1, 8192, 400e12, 0.41),
     "llama3-405b-16k-gpus-cp16": _llama3(16384, 8, 16, 131072, 380e12, 0.38),
-}
+})
 
 # Runs the model misses by more than TOLERANCE, with the reason (chapter 14 says it; the tests check these
 # are still misses, so an improvement that fixes one must move it out of this table).
-KNOWN_MISSES = {
+KNOWN_MISSES = read_only({
     "deepseek-v3": "the expert all-to-alls are charged in full (about half of the step): DeepSeek's DualPipe "
                    "overlaps them with the other micro-batch's compute (§3.2.1), a schedule not modelled here; "
                    "fully hidden they would make the prediction too fast, so the real overlap is partial",
-}
+})
 
 
 @checks(run=mapping(("gpu", "num_gpus"), numbers=False))

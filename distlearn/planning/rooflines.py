@@ -31,11 +31,12 @@ from distlearn.core.models import ModelConfig, get_preset
 from distlearn.core.records import MODEL
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_number, checks
 from distlearn.planning.setting import COMPUTE_EFFICIENCY
+from distlearn.core.guard import read_only
 
 KINDS = ("dp", "fsdp", "tp", "cp", "ep")
 LINKS = ("network", "nvlink")
-LINK_NAMES = {"network": text("rooflines.network", "network", "网络"),
-              "nvlink": text("rooflines.nvlink", "NVLink", "NVLink（节点内）")}
+LINK_NAMES = read_only({"network": text("rooflines.network", "network", "网络"),
+              "nvlink": text("rooflines.nvlink", "NVLink", "NVLink（节点内）")})
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from types import MappingProxyType
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
 from distlearn.core.cost import collective_time
@@ -32,6 +31,7 @@ from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelC
                                       model_counts)
 from distlearn.precision.fp8_recipes import bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
 from distlearn.zero_fsdp.traffic import step_collectives
+from distlearn.core.guard import read_only
 
 COMPUTE_EFFICIENCY = 0.55  # the FLAT model's share of peak (efficiency= given, GPUs without hbm_bw, the rooflines'
 #                            C): an assumption; the default time model is distlearn.planning.kernels
@@ -45,7 +45,7 @@ PLAN_SCHEDULES = ("1f1b", "zb-h1")
 # the range of each integer field of a Plan (Plan.__post_init__ refuses others; the bubble functions of
 # distlearn.planning.step_time take the same pp, num_microbatches and num_chunks): far beyond any real run (a degree
 # up to 2**20 GPUs, 2**20 micro-batches, 1024 interleaved chunks), small enough to refuse a typo such as 10**12
-PLAN_RANGES = MappingProxyType({
+PLAN_RANGES = read_only({
     "dp": (1, MAX_WORLD_SIZE), "tp": (1, MAX_WORLD_SIZE), "pp": (1, MAX_WORLD_SIZE), "cp": (1, MAX_WORLD_SIZE),
     "ep": (1, MAX_WORLD_SIZE), "zero_stage": (0, 3), "micro_batch_size": (1, 2 ** 20),
     "num_microbatches": (1, 2 ** 20), "num_chunks": (1, 1024)})

@@ -56,8 +56,9 @@ from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
 from distlearn.planning.setting import (PLAN, PLAN_RANGES, SETTING, Plan, Setting, check_plan_fields, check_setting_plan,
                                        stage_starts)
+from distlearn.core.guard import read_only
 
-RING = {"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"}
+RING = read_only({"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"})
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)

@@ -51,14 +51,15 @@ import numpy as np
 
 from distlearn.core.validate import (DistlearnValueError, check_array, check_choice, check_int, check_number,
                                      check_record, check_seed)
+from distlearn.core.guard import read_only
 
 # ---------------------------------------------------------------- element formats
 # (exponent bits, mantissa bits, bias, largest value, emax = exponent of the largest normal, has NaN code)
-ELEMENTS = {
+ELEMENTS = read_only({
     "e4m3": (4, 3, 7, 448.0, 8),      # float8_e4m3fn: Micikevicius et al. 2022, Table 1
     "e5m2": (5, 2, 15, 57344.0, 15),  # float8_e5m2: IEEE-like, Micikevicius et al. 2022, Table 1
     "e2m1": (2, 1, 1, 6.0, 2),        # FP4: OCP MX v1.0 §5.3.3, no inf, no NaN
-}
+})
 E2M1_VALUES = (0.0, 0.5, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0)  # OCP MX v1.0 §5.3.3: the 8 magnitudes of E2M1, codes 0–7
 E8M0_BIAS = 127    # OCP MX v1.0 §5.4.1: E8M0 = 2**(code − 127), code 255 = NaN, no zero, no sign
 E4M3_TINY = 2.0 ** -6   # smallest normal E4M3 number: torchao's E4M3_EPS = torch.finfo(float8_e4m3fn).tiny
@@ -297,7 +298,7 @@ def quantize_fp8(x, fmt: str = "e4m3", block: tuple[int, int] | None = (1, 128))
 
 # ---------------------------------------------------------------- schemes, errors, bytes
 SCHEMES = ("fp8-tensor", "fp8-1x128", "mxfp8", "mxfp8-rceil", "nvfp4")
-SCHEME_NAMES = {"fp8-tensor": ("FP8 E4M3, one fp32 scale per tensor", "FP8 E4M3，每个张量一个 fp32 缩放因子"),
+SCHEME_NAMES = read_only({"fp8-tensor": ("FP8 E4M3, one fp32 scale per tensor", "FP8 E4M3，每个张量一个 fp32 缩放因子"),
                 "fp8-1x128": ("FP8 E4M3, fp32 scale per 1×n block (DeepSeek-V3: n = 128)",
                               "FP8 E4M3，每个 1×n 分块一个 fp32 缩放因子（DeepSeek-V3：n = 128）"),
                 "mxfp8": ("MXFP8: E4M3, E8M0 scale per 1×n block (spec: n = 32)",
@@ -305,13 +306,13 @@ SCHEME_NAMES = {"fp8-tensor": ("FP8 E4M3, one fp32 scale per tensor", "FP8 E4M3�
                 "mxfp8-rceil": ("MXFP8 with the RCEIL scale rule (scale rounded up)",
                                 "MXFP8，RCEIL 规则（缩放因子向上取整）"),
                 "nvfp4": ("NVFP4: E2M1, E4M3 scale per 1×n block (n = 16) + fp32 per tensor",
-                          "NVFP4：E2M1，每个 1×n 分块一个 E4M3 缩放因子（n = 16）+ 每个张量一个 fp32")}
-SHORT_NAMES = {"fp8-tensor": ("FP8, one scale per tensor", "FP8，逐张量缩放"),
+                          "NVFP4：E2M1，每个 1×n 分块一个 E4M3 缩放因子（n = 16）+ 每个张量一个 fp32")})
+SHORT_NAMES = read_only({"fp8-tensor": ("FP8, one scale per tensor", "FP8，逐张量缩放"),
                "fp8-1x128": ("FP8, fp32 scale per block", "FP8，每块一个 fp32 缩放因子"),
                "mxfp8": ("MXFP8 (FLOOR rule)", "MXFP8（FLOOR 规则）"),
                "mxfp8-rceil": ("MXFP8 (RCEIL rule)", "MXFP8（RCEIL 规则）"),
-               "nvfp4": ("NVFP4", "NVFP4")}
-DEFAULT_BLOCK = {"fp8-tensor": None, "fp8-1x128": 128, "mxfp8": 32, "mxfp8-rceil": 32, "nvfp4": 16}
+               "nvfp4": ("NVFP4", "NVFP4")})
+DEFAULT_BLOCK = read_only({"fp8-tensor": None, "fp8-1x128": 128, "mxfp8": 32, "mxfp8-rceil": 32, "nvfp4": 16})
 
 
 def quantize(x, scheme: str, block_size: int | None = None) -> BlockQuantized:

@@ -13,20 +13,21 @@ from distlearn.core import plots
 from distlearn.precision import scaling as precision
 from distlearn.core.i18n import bi, text
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 OUTLIERS = (1, 10, 100, 1000, 10000, 100000)
 TILES = (32, 64, 128, 256, 512, 1024)
-T = {
+T = read_only({
     "title": text("widgets.precision.title", "FP8 scaling and an outlier channel", "FP8 缩放与一个异常值通道"),
     "outlier": text("widgets.precision.outlier", "outlier channel magnitude (× the others)",
                     "异常值通道的幅度（其他通道的倍数）"),
     "fmt": text("widgets.precision.fmt", "FP8 format", "FP8 格式"),
     "tile": text("widgets.precision.tile", "activation tile 1 × n (1024 = per token)", "激活分块 1 × n（1024 = 逐词元）"),
     "ylabel": text("widgets.precision.ylabel", "GEMM error of the other channels", "其他通道的 GEMM 误差"),
-}
-FMT_LABELS = {"e4m3": "E4M3 (max 448)", "e5m2": "E5M2 (max 57344)"}
-SCHEME_LABELS = {"bf16": ("bf16", "bf16"), "tensorwise": ("per-tensor FP8", "逐张量缩放 FP8"),
-                 "blockwise": ("block-scaled FP8", "分块缩放 FP8")}
+})
+FMT_LABELS = read_only({"e4m3": "E4M3 (max 448)", "e5m2": "E5M2 (max 57344)"})
+SCHEME_LABELS = read_only({"bf16": ("bf16", "bf16"), "tensorwise": ("per-tensor FP8", "逐张量缩放 FP8"),
+                 "blockwise": ("block-scaled FP8", "分块缩放 FP8")})
 _W = precision.gaussian_weights()
 
 

@@ -14,10 +14,11 @@ from distlearn.core import explorer as base
 from distlearn.core import plots
 from distlearn.core.i18n import bi, text
 from distlearn.precision import block_scaled as B
+from distlearn.core.guard import read_only
 
 BLOCKS = (16, 32, 64, 128, 256, 512, 1024)
 OUTLIERS = (1, 10, 100, 1000, 10000, 100000, 1000000)
-T = {
+T = read_only({
     "title": text("widgets.block_formats.title", "Block-scaled formats and an outlier channel",
                   "块缩放格式与一个异常值通道"),
     "scheme": text("widgets.block_formats.scheme", "format", "格式"),
@@ -25,7 +26,7 @@ T = {
     "outlier": text("widgets.block_formats.outlier", "outlier channel magnitude", "异常值通道的幅度"),
     "xlabel": text("widgets.block_formats.xlabel", "block size n (elements per scale)", "分块大小 n（每个缩放因子管的元素数）"),
     "ylabel": text("widgets.block_formats.ylabel", "relative error of the other elements", "其他元素的相对误差"),
-}
+})
 _TENSORS: dict[float, object] = {}
 
 

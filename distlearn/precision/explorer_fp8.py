@@ -14,19 +14,20 @@ from distlearn.core.i18n import bi, text
 from distlearn.memory.formulas import GB
 from distlearn.core.models import PRESETS
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 MODELS = ("llama3-8b", "llama3-70b", "llama3.1-405b")
-T = {
+T = read_only({
     "title": text("widgets.fp8_recipes.title", "What each FP8 recipe keeps per GPU", "每种 FP8 方案在每块 GPU 上保留什么"),
     "recipe": text("widgets.fp8_recipes.recipe", "recipe", "方案"),
     "model": text("widgets.fp8_recipes.model", "model", "模型"),
     "dp": text("widgets.fp8_recipes.dp", "data-parallel degree dp", "数据并行度 dp"),
     "zero": text("widgets.fp8_recipes.zero", "ZeRO stage", "ZeRO 级别"),
     "ylabel": text("widgets.fp8_recipes.ylabel", "GB (1e9 B) per GPU", "每块 GPU 的 GB（1e9 字节）"),
-}
-PARTS = {"params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
-         "fp8_weights": ("FP8 weight copies", "FP8 权重副本")}
-COLORS = {"params": plots.COLORS["params"], "grads": "#DD8452", "optimizer": "#55A868", "fp8_weights": "#C44E52"}
+})
+PARTS = read_only({"params": ("parameters", "参数"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
+         "fp8_weights": ("FP8 weight copies", "FP8 权重副本")})
+COLORS = read_only({"params": plots.COLORS["params"], "grads": "#DD8452", "optimizer": "#55A868", "fp8_weights": "#C44E52"})
 
 
 @base.within_controls(lambda: controls())

@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass
 
 from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_text, checks, record
+from distlearn.core.guard import read_only
 
 # ---------------------------------------------------------------- number formats
 @dataclass(frozen=True)
@@ -96,7 +97,7 @@ class FloatFormat:
 
 
 _IEEE = "IEEE 754-2008 §3.6 (binary32 / binary16)"
-FORMATS: dict[str, FloatFormat] = {f.name: f for f in [
+FORMATS: dict[str, FloatFormat] = read_only({f.name: f for f in [
     FloatFormat("fp32", 8, 23, torch_dtype="float32", source=_IEEE),
     FloatFormat("tf32", 8, 10, storage_bits=32, source="NVIDIA A100 Tensor Core GPU Architecture whitepaper (2020): "
                 "TF32 has the 8-bit exponent of FP32 and the 10-bit mantissa of FP16; no torch dtype"),
@@ -107,7 +108,7 @@ FORMATS: dict[str, FloatFormat] = {f.name: f for f in [
                        "max 448"),
     FloatFormat("e5m2", 5, 2, torch_dtype="float8_e5m2",
                 source="Micikevicius et al. 2022, Table 1: E5M2 follows IEEE 754 conventions, max 57344"),
-]}
+]})
 FP8_FORMATS = ("e4m3", "e5m2")
 
 

@@ -55,6 +55,7 @@ from distlearn.activation_memory.formulas import layer_activation_table
 from distlearn.core.i18n import bi
 from distlearn.precision.formats import FORMATS, FloatFormat
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.guard import read_only
 
 E5M6 = FloatFormat("e5m6", 5, 6, storage_bits=12,
                    source="DeepSeek-V3 report §3.3.3: 'We adopt a customized E5M6 data format exclusively for these "
@@ -158,7 +159,7 @@ _FP8_COPIES = [KeptTensor("FP8 weights, row-wise (forward)", "FP8 权重，按�
                KeptTensor("FP8 weights, transposed (Dgrad)", "FP8 权重，转置（Dgrad）", "fp8_weights", "e4m3", _TE_T,
                           in_playbook=False)]
 
-RECIPES: dict[str, Recipe] = {r.key: r for r in [
+RECIPES: dict[str, Recipe] = read_only({r.key: r for r in [
     Recipe("bf16-mixed", "bf16 mixed precision (Megatron-LM)", "bf16 混合精度（Megatron-LM）", "bf16",
            tuple(_baseline()), playbook_total=20),
     Recipe("te-fp8", "Transformer Engine FP8, bf16 params", "Transformer Engine FP8，bf16 参数", "fp8",
@@ -194,7 +195,7 @@ RECIPES: dict[str, Recipe] = {r.key: r for r in [
             KeptTensor("unsharded FP8 weights saved for backward", "为反向保存的未分片 FP8 权重", "fp8_weights", "e4m3",
                        "torchtitan: force_recompute_fp8_weight_in_bwd 'preventing unsharded fp8 weights from being "
                        "saved for backward' (recommended): not kept", kept=False, in_playbook=False))),
-]}
+]})
 
 
 def get_recipe(key: str) -> Recipe:

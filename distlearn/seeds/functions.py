@@ -10,6 +10,7 @@ Torch is imported lazily, so importing this module is cheap; the seed's modules 
 :mod:`distlearn.seeds.models`, re-exported here on first use.
 """
 from __future__ import annotations
+from distlearn.core.guard import read_only
 
 # ============================================================================ seed A: scaling simulations
 # ---------------------------------------------------------------- seed A · memory_calculator  (chapter 01)
@@ -183,7 +184,7 @@ def large_lm_parameters(vocab_size: int, d_model: int, n_layers: int, dim_ff: in
     return v * d + n * block + (d * v + v)
 
 
-SEED_LARGE_LM = dict(vocab_size=50000, d_model=4096, n_layers=32, nhead=32, dim_ff=16384)
+SEED_LARGE_LM = read_only(dict(vocab_size=50000, d_model=4096, n_layers=32, nhead=32, dim_ff=16384))
 
 
 # The seed's modules (SeedTransformerBlock, TransformerBlock, LargeLM) live in distlearn.seeds.models, which imports

@@ -26,12 +26,13 @@ from distlearn.memory.formulas import GB, GiB, model_state_bytes
 from distlearn.core.models import PRESETS
 from distlearn.seeds.functions import seed_memory_calculator  # the seed's function, kept once (chapter 01 shows it too)
 from distlearn import planning as planner
+from distlearn.core.guard import read_only
 
 # the rows of run_all_demos' MEMORY CALCULATOR table: (params_billions, sharding, num_gpus)
-SEED_CONFIGS = [(7, "none", 1), (7, "fsdp", 8), (70, "none", 1), (70, "fsdp", 8), (70, "fsdp", 16),
-                (405, "fsdp", 64), (405, "fsdp", 128)]
+SEED_CONFIGS = read_only([(7, "none", 1), (7, "fsdp", 8), (70, "none", 1), (70, "fsdp", 8), (70, "fsdp", 16),
+                (405, "fsdp", 64), (405, "fsdp", 128)])
 # the published shapes we use for the corrected rows
-SHAPES = {7: "llama2-7b", 70: "llama2-70b", 405: "llama3.1-405b"}
+SHAPES = read_only({7: "llama2-7b", 70: "llama2-70b", 405: "llama3.1-405b"})
 
 
 def seed_memory_table() -> str:

@@ -11,6 +11,7 @@ from distlearn.core.i18n import bi, text
 from distlearn.tensor_parallel.simulation import layer_activation_bytes, layer_comm_bytes, layer_weight_bytes
 from distlearn.core.validate import DistlearnValueError
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 HEAD_DIM = 128
 L_TP = text("tp_widget.tp", "TP degree", "张量并行度")
@@ -19,8 +20,8 @@ L_S = text("tp_widget.seq", "sequence length s", "序列长度 s")
 L_B = text("tp_widget.batch", "micro-batch size b", "微批次大小 b")
 L_SP = text("tp_widget.sp", "sequence parallelism (SP)", "序列并行 (SP)")
 L_SCHEME = text("tp_widget.scheme", "SP implementation", "SP 的实现")
-SCHEMES = [(("Megatron-LM (saves sharded, re-gathers)", "Megatron-LM（分片保存、反向重新收集）"), "megatron"),
-           (("PyTorch DTensor (saves all-gathered)", "PyTorch DTensor（保存收集后的完整输入）"), "pytorch")]
+SCHEMES = read_only([(("Megatron-LM (saves sharded, re-gathers)", "Megatron-LM（分片保存、反向重新收集）"), "megatron"),
+           (("PyTorch DTensor (saves all-gathered)", "PyTorch DTensor（保存收集后的完整输入）"), "pytorch")])
 TITLE = text("tp_widget.title", "Tensor parallelism: one transformer layer per GPU",
              "张量并行：每块 GPU 上的一个 Transformer 层")
 

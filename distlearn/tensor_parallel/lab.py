@@ -26,6 +26,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 from distlearn.core.launch import device, torchrun_main
+from distlearn.core.guard import read_only
 
 
 class MLP(nn.Module):
@@ -120,12 +121,12 @@ def _attention_input():
                               use_local_output=False)
 
 
-PLANS = {
+PLANS = read_only({
     "sp_block": _sequence_parallel_plan,
     "mlp": lambda: {"fc1": _colwise(), "fc2": _rowwise()},
     "attention": lambda: {"q": _colwise(), "k": _colwise(), "v": _colwise(), "o": _rowwise()},
-}
-ROOT_PLANS = {"attention": _attention_input}   # applied to the block itself, before PLANS
+})
+ROOT_PLANS = read_only({"attention": _attention_input})   # applied to the block itself, before PLANS
 
 
 def _colwise():

@@ -12,10 +12,11 @@ from matplotlib.patches import FancyBboxPatch, Rectangle
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi
+from distlearn.core.guard import read_only
 
 __all__ = ["mlp_split", "RANK_COLORS"]
 
-RANK_COLORS = ["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"]
+RANK_COLORS = read_only(["#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860", "#DA8BC3", "#8C8C8C"])
 GREY = "#BBBBBB"
 
 

@@ -28,6 +28,7 @@ from distlearn.core.comm import VirtualCluster
 from distlearn.core.i18n import bi
 from distlearn.core.validate import (DistlearnValueError, array, check_bool, check_choice, check_int, check_text, checks,
                                      each, mapping, record)
+from distlearn.core.guard import read_only
 
 __all__ = [
     "simulate_tensor_parallelism", "shard_columns", "shard_rows",
@@ -41,7 +42,7 @@ __all__ = [
 
 # ---------------------------------------------------------------- records
 #: Chinese for every :attr:`CommRecord.label` and phase the simulations write (a test checks none is missing).
-LABELS_ZH = {
+LABELS_ZH = read_only({
     "column: gather output": "列并行：收集输出",
     "f backward: all-reduce dX": "f 反向：对 dX 做 AllReduce",
     "g forward: all-reduce partial sums": "g 前向：对部分和做 AllReduce",
@@ -56,7 +57,7 @@ LABELS_ZH = {
     "forward": "前向",
     "backward": "反向",
     "step": "优化器更新",
-}
+})
 
 #: The two ways to run a sequence-parallel block (see :func:`sequence_parallel_mlp_block`).
 SP_SCHEMES = ("megatron", "pytorch")

@@ -30,6 +30,7 @@ from distlearn.core.models import PRESETS, get_preset
 from distlearn.overlap_prefetch.timeline import simulate
 from distlearn.zero_fsdp.traffic import ENGINES, step_collectives
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 L_MODEL = text("zero.model", "model", "模型")
 L_DP = text("zero.dp", "data-parallel degree dp", "数据并行度 dp")
@@ -38,9 +39,9 @@ L_BPU = text("zero.bpu", "blocks per FSDP unit", "每个 FSDP 单元的层数")
 L_PREFETCH = text("zero.prefetch", "prefetch depth", "预取深度")
 L_MB = text("zero.microbatches", "micro-batches per step m", "每步微批次数 m")
 L_ENGINE = text("zero.engine", "engine", "实现")
-ENGINE_LABELS = {"zero": ("ZeRO paper (reduce-scatter)", "ZeRO 论文（ReduceScatter）"),
+ENGINE_LABELS = read_only({"zero": ("ZeRO paper (reduce-scatter)", "ZeRO 论文（ReduceScatter）"),
                  "deepspeed": ("DeepSpeed 0.19.8 defaults", "DeepSpeed 0.19.8 默认配置"),
-                 "fsdp2": ("FSDP2 (fully_shard)", "FSDP2（fully_shard）")}
+                 "fsdp2": ("FSDP2 (fully_shard)", "FSDP2（fully_shard）")})
 L_TITLE = text("zero.title", "Bytes per GPU over one training step", "一次训练迭代中每块 GPU 的显存")
 
 

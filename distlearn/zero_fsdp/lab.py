@@ -19,9 +19,10 @@ import torch.nn.functional as F
 
 from distlearn.core.launch import device, torchrun_main
 from distlearn.core.models import ModelConfig, build_model
+from distlearn.core.guard import read_only
 
 # dims chosen so sharding is uneven: vocab 61 on 4 ranks → 16, 16, 16, 13 rows; 5 positions on 4 ranks → 2, 2, 1, 0
-TINY = dict(arch="gpt", vocab_size=61, hidden_size=16, num_layers=2, num_heads=2, ffn_hidden_size=40, max_seq_len=5)
+TINY = read_only(dict(arch="gpt", vocab_size=61, hidden_size=16, num_layers=2, num_heads=2, ffn_hidden_size=40, max_seq_len=5))
 
 
 def tiny_config(tied: bool = False) -> ModelConfig:

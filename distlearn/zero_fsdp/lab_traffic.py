@@ -28,6 +28,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from distlearn.deepspeed_fsdp.lab import FORKSERVER_PRELOAD  # noqa: F401 - read by distlearn.core.launch (DeepSpeed labs)
 from distlearn.core.launch import device, torchrun_main
+from distlearn.core.guard import read_only
 
 # c10d operator → (our name, how to read the whole message's element count from its arguments)
 _FLAT = lambda ts: sum(t.numel() for t in ts)  # noqa: E731 - a list of tensors
@@ -161,9 +162,9 @@ class _Null:
         return False
 
 
-FULL_GRID = [(stage, m, multi) for stage in (0, 1, 2, 3) for m in (1, 3)
-             for multi in ((True, False) if stage in (1, 2) else (True,))]
-CHAPTER_GRID = [(1, 1, True), (1, 3, True), (2, 1, True), (2, 3, True), (2, 3, False), (3, 3, True)]
+FULL_GRID = read_only([(stage, m, multi) for stage in (0, 1, 2, 3) for m in (1, 3)
+             for multi in ((True, False) if stage in (1, 2) else (True,))])
+CHAPTER_GRID = read_only([(1, 1, True), (1, 3, True), (2, 1, True), (2, 3, True), (2, 3, False), (3, 3, True)])
 
 
 def deepspeed_grid(rank: int, world_size: int, configs=None) -> list[dict]:

@@ -12,18 +12,19 @@ from matplotlib.patches import Rectangle
 from distlearn.core import plots
 from distlearn.core.i18n import bi
 from distlearn.memory.formulas import bytes_per_param, model_state_bytes
+from distlearn.core.guard import read_only
 
 __all__ = ["zero_stages", "lifecycle_events", "fsdp_lifecycle", "STATE_NAMES", "STAGE_NAMES", "EVENT_NAMES"]
 
-STATE_NAMES = {"params": ("parameters", "参数"), "grads": ("gradients", "梯度"),
-               "optimizer": ("optimizer states", "优化器状态")}
-STAGE_NAMES = {0: ("DDP", "DDP"), 1: ("ZeRO-1", "ZeRO-1"), 2: ("ZeRO-2", "ZeRO-2"), 3: ("ZeRO-3", "ZeRO-3")}
-EVENT_NAMES = {"all_gather": ("all-gather", "AllGather"), "forward": ("forward", "前向"),
+STATE_NAMES = read_only({"params": ("parameters", "参数"), "grads": ("gradients", "梯度"),
+               "optimizer": ("optimizer states", "优化器状态")})
+STAGE_NAMES = read_only({0: ("DDP", "DDP"), 1: ("ZeRO-1", "ZeRO-1"), 2: ("ZeRO-2", "ZeRO-2"), 3: ("ZeRO-3", "ZeRO-3")})
+EVENT_NAMES = read_only({"all_gather": ("all-gather", "AllGather"), "forward": ("forward", "前向"),
                "backward": ("backward", "反向"), "reduce_scatter": ("reduce-scatter", "ReduceScatter"),
-               "step": ("optimizer step on the shard", "在分片上更新")}
-EVENT_COLORS = {"all_gather": plots.COLORS["comm"], "forward": plots.COLORS["forward"],
-                "backward": plots.COLORS["backward"], "reduce_scatter": "#C44E52", "step": "#8172B3"}
-EVENT_SHORT = {"all_gather": "AG", "forward": "F", "backward": "B", "reduce_scatter": "RS", "step": "S"}
+               "step": ("optimizer step on the shard", "在分片上更新")})
+EVENT_COLORS = read_only({"all_gather": plots.COLORS["comm"], "forward": plots.COLORS["forward"],
+                "backward": plots.COLORS["backward"], "reduce_scatter": "#C44E52", "step": "#8172B3"})
+EVENT_SHORT = read_only({"all_gather": "AG", "forward": "F", "backward": "B", "reduce_scatter": "RS", "step": "S"})
 
 
 def _name(pair) -> str:

@@ -27,6 +27,7 @@ from distlearn.memory.formulas import model_state_bytes
 from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, array, check_choice, check_elements, check_int,
                                      check_number, check_record, checks, each, record, whole)
 from distlearn.zero_fsdp.traffic import step_collectives
+from distlearn.core.guard import read_only
 
 __all__ = [
     "FlatParamShard", "flatten_and_shard", "gather_flat", "reference_flat_shard", "reference_flat_gather",
@@ -522,18 +523,18 @@ def train_unsharded(model: MLPUnits, xs, ys, steps: int, lr: float = 1e-2):
 
 
 # ====================================================================== ZeRO stages side by side
-FSDP_STRATEGIES = {
+FSDP_STRATEGIES = read_only({
     0: "NO_SHARD (= DDP)",
     1: "— (FSDP has no optimizer-only sharding; DeepSpeed ZeRO-1)",
     2: "SHARD_GRAD_OP (FSDP2: reshard_after_forward=False)",
     3: "FULL_SHARD (FSDP2: reshard_after_forward=True, the default for non-root modules)",
-}
-FSDP_STRATEGIES_ZH = {
+})
+FSDP_STRATEGIES_ZH = read_only({
     0: "NO_SHARD（= DDP）",
     1: "—（FSDP 没有只分片优化器状态的模式；DeepSpeed ZeRO-1）",
     2: "SHARD_GRAD_OP（FSDP2：reshard_after_forward=False）",
     3: "FULL_SHARD（FSDP2：reshard_after_forward=True，非根模块的默认行为）",
-}
+})
 # HYBRID_SHARD (not a ZeRO stage): FULL_SHARD inside each node, replicate (DDP) across nodes; FSDP2: fully_shard
 # with a 2-D mesh (replicate, shard). Its per-GPU states are those of stage 3 with dp = GPUs per node.
 

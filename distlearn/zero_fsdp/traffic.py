@@ -60,11 +60,12 @@ from dataclasses import dataclass
 
 from distlearn.core.i18n import bi
 from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_int, check_number
+from distlearn.core.guard import read_only
 
 ENGINES = ("zero", "deepspeed", "fsdp2")
 OPS = ("all_reduce", "reduce_scatter", "all_gather")
 PHASES = ("forward", "backward", "last_backward", "after_step")
-VOLUME = {"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1}   # Ψ-units per collective of Ψ elements (ring)
+VOLUME = read_only({"all_reduce": 2, "reduce_scatter": 1, "all_gather": 1})   # Ψ-units per collective of Ψ elements (ring)
 
 _ZH_OP = {"all_reduce": "AllReduce", "reduce_scatter": "ReduceScatter", "all_gather": "AllGather"}
 _ZH_PHASE = {"forward": "每个微批次的前向", "backward": "每个微批次的反向", "last_backward": "最后一个微批次的反向",
