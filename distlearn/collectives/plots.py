@@ -214,6 +214,6 @@ def cluster_topology(topo: Topology | None = None, nodes: int = 2, axes=None):
     right.invert_yaxis()
     right.set_xlim(0, max(inside) * 1.18)
     right.set_xlabel(bi("GB/s per GPU, per direction", "每块 GPU 每个方向的 GB/s"), fontsize=8)
-    right.legend(fontsize=7, loc="upper right")
+    right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=1, frameon=False)
     right.set_title(bi("Bandwidth per GPU (datasheets)", "每块 GPU 的带宽（数据手册）", sep="\n"), fontsize=9)
     return [left, right]
