@@ -83,7 +83,7 @@ def test_cluster_topology_draws_nodes_rails_and_the_datasheet_bandwidths(nodes, 
         fig = left.figure
         fig.canvas.draw()
         texts = [t.get_text() for ax in (left, right) for t in ax.texts] + [left.get_title(), right.get_title(),
-                 right.get_xlabel()] + [t.get_text() for t in right.get_legend().get_texts()]
+                 right.get_xlabel(), fig._supxlabel.get_text()] + [t.get_text() for t in right.get_legend().get_texts()]
         ticks = [t.get_text() for t in right.get_yticklabels()]
     for t in texts:
         assert A.readable(t, lang), t
@@ -103,6 +103,7 @@ def test_cluster_topology_draws_nodes_rails_and_the_datasheet_bandwidths(nodes, 
             wire = wires[n * domain + i]
             assert wire.get_color() == cp.RAILS[i] and wire.get_xdata()[1] == pytest.approx(leaf_x[i])
     assert ticks == ["H100", "H800", "H200", "B200", "GB200 NVL72", "MI300X"]
+    assert "DeepSeek-V3" in fig._supxlabel.get_text() and "SuperPOD" in fig._supxlabel.get_text()
     widths = [round(p.get_width()) for p in right.patches]
     assert widths == [450, 200, 450, 900, 900, 448] + [50] * 6
     plt.close(fig)

@@ -216,4 +216,10 @@ def cluster_topology(topo: Topology | None = None, nodes: int = 2, axes=None):
     right.set_xlabel(bi("GB/s per GPU, per direction", "每块 GPU 每个方向的 GB/s"), fontsize=8)
     right.legend(fontsize=7, loc="upper center", bbox_to_anchor=(0.5, -0.16), ncols=1, frameon=False)
     right.set_title(bi("Bandwidth per GPU (datasheets)", "每块 GPU 的带宽（数据手册）", sep="\n"), fontsize=9)
+    fig.supxlabel(bi("Sources: NVIDIA H100, H200, H800, DGX B200 and GB200 NVL72 datasheets, AMD MI300X datasheet; "
+                     "networks: DGX user guides, DeepSeek-V3 report (H800), Azure ND MI300X v5; rails: NVIDIA DGX "
+                     "SuperPOD reference architecture (H100).",
+                     "出处：NVIDIA H100、H200、H800、DGX B200、GB200 NVL72 数据手册，AMD MI300X 数据手册；网络：DGX "
+                     "用户指南、DeepSeek-V3 技术报告 (H800)、Azure ND MI300X v5；轨道：NVIDIA DGX SuperPOD 参考架构 (H100)。",
+                     sep="\n"), fontsize=7)
     return [left, right]
