@@ -13,6 +13,12 @@ def _all_reduce(m, n):                      # ring: n − 1 reduce-scatter + n �
     return 2 * (n - 1) * m / n
 
 
+def _hierarchical(m, k, d, b_in, b_net, a_in, a_net):   # Thakur et al. 2005 / Patarasuk & Yuan 2009 rings, per level
+    rs = ag = (k - 1) * a_in + (k - 1) * (m / k) / b_in                   # k − 1 steps of m / k inside a domain
+    ar = 2 * (d - 1) * a_net + 2 * (d - 1) * (m / k / d) / b_net           # ring all-reduce of m / k on one rail
+    return rs + ar + ag
+
+
 def _bubble(p, m):                          # GPipe / 1F1B: idle (p − 1) slots out of m + p − 1
     return (p - 1) / (m + p - 1)
 
@@ -29,7 +35,8 @@ def _partition_greedy(n, p):                # hand out layers one by one, round 
     return sizes
 
 
-CORRECT = [(ch02.ex02_all_reduce_bytes, _all_reduce), (ch05.ex05_bubble_fraction, _bubble),
+CORRECT = [(ch02.ex02_all_reduce_bytes, _all_reduce), (ch02.ex02_hierarchical_time, _hierarchical),
+           (ch05.ex05_bubble_fraction, _bubble),
            (ch05.ex05_partition_layers, _partition_last_first), (ch05.ex05_partition_layers, _partition_greedy)]
 
 
@@ -42,6 +49,14 @@ def test_checkers_accept_independent_answers(capsys):
 WRONG = [
     (ch02.ex02_all_reduce_bytes, lambda m, n: 2 * m),                               # whole message per step
     (ch02.ex02_all_reduce_bytes, lambda m, n: (n - 1) * m / n),                     # one phase only
+    (ch02.ex02_hierarchical_time,                                                   # across on the whole message
+     lambda m, k, d, bi, bn, ai, an: _hierarchical(m, k, d, bi, bn, ai, an) + 2 * (d - 1) / d * m * (1 - 1 / k) / bn),
+    (ch02.ex02_hierarchical_time,                                                   # the all-gather forgotten
+     lambda m, k, d, bi, bn, ai, an: _hierarchical(m, k, d, bi, bn, ai, an) - (k - 1) * (ai + m / k / bi)),
+    (ch02.ex02_hierarchical_time,                                                   # one flat ring over the network
+     lambda m, k, d, bi, bn, ai, an: 2 * (k * d - 1) * (an + m / (k * d) / bn)),
+    (ch02.ex02_hierarchical_time,                                                   # latencies left out
+     lambda m, k, d, bi, bn, ai, an: _hierarchical(m, k, d, bi, bn, 0.0, 0.0)),
     (ch05.ex05_bubble_fraction, lambda p, m: (p - 1) / m),                          # idle over busy time
     (ch05.ex05_bubble_fraction, lambda p, m: (p - 1) / (m + p)),                    # off by one slot
     (ch05.ex05_partition_layers, lambda n, p: [n // p] * p),                        # remainder dropped
@@ -68,10 +83,13 @@ def test_hints_do_not_print_the_formula(capsys, lang):
         i18n.set_language(before)
     out = capsys.readouterr().out
     for formula in ("2(n−1)/n", "2(n-1)/n", "(n−1)/n", "n−1", "(p − 1)(t_f + t_b)", "(m + p − 1)", "p − 1",
+                    "k−1", "k - 1", "d−1", "d - 1", "M/k", "/ k",
                     "n % p", "r = n", "extra layer to", "多分一层"):
         assert formula not in out, formula
-    en = ["reduce-scatter followed by an all-gather", "not idle over busy", "integer division leave over"]
-    zh = ["ReduceScatter 和 AllGather 两部分", "而不是空闲时间与计算时间之比", "整数除法会余下几层"]
+    en = ["reduce-scatter followed by an all-gather", "not idle over busy", "integer division leave over",
+          "on what each GPU kept after step 1"]
+    zh = ["ReduceScatter 和 AllGather 两部分", "而不是空闲时间与计算时间之比", "整数除法会余下几层",
+          "第 1 步之后每块 GPU 留下的那一份"]
     for phrase in (en if lang == "en" else zh):
         assert phrase in out, phrase
 

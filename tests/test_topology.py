@@ -263,3 +263,34 @@ def test_hsdp_equals_flat_fsdp_and_one_process_and_its_traffic_is_the_model():
     fcalls = flat[0]["calls"]
     assert {(o, g) for o, _, g in fcalls} == {("all_gather", 4), ("reduce_scatter", 4)}
     assert sum(n for o, n, _ in fcalls if o == "reduce_scatter") == flat[0]["padded_numel"]
+
+
+def test_chapter02_prose_numbers_are_the_closed_forms():
+    """Chapter 02, "Where the bytes travel": every time its prose quotes, recomputed here from the ring formulas
+    (Patarasuk & Yuan 2009) and the datasheet bandwidths, 450 GB/s NVLink and 50 GB/s per NIC (H100), 900 GB/s
+    (GB200 NVL72); both languages quote the same figures."""
+    from pathlib import Path
+
+    md = (Path(__file__).resolve().parents[1] / "notebooks" / "02_collectives.md").read_text(encoding="utf-8")
+    start = md.index("## Where the bytes travel")
+    section = md[start:md.index("## The same collectives with real processes")]
+    m, nvl, net = 14e9, 450e9, 50e9
+    inside = 2 * 7 / 8 * m / nvl
+    ring = lambda g, bw: 2 * (g - 1) / g * m / bw                                  # noqa: E731
+    across = lambda d: 2 * (d - 1) / d * (m / 8) / net                             # noqa: E731
+    times_ms = {"inside": inside, "one ring": ring(16, net), "8 rings": ring(16, 8 * net),
+                "hierarchical": inside + across(2), "network, 2 nodes": across(2),
+                "network, 64 nodes": across(64), "bound": 2 * m / 8 / net}
+    want = [f"{t * 1e3:.1f} ms" for t in times_ms.values()]
+    assert want == ["54.4 ms", "525.0 ms", "65.6 ms", "89.4 ms", "35.0 ms", "68.9 ms", "70.0 ms"]
+    for text in want[:-1]:
+        assert section.count(text) >= 2, text                                       # English and Chinese
+    assert section.count("= 70 ms") == 2
+    tp = 8192 * 8192 * 2                                                             # bytes per all-reduce
+    p = sum(LLAMA70.layer_parameters(i) for i in range(80)) + LLAMA70.embedding_parameters() \
+        + LLAMA70.lm_head_parameters()
+    step = {"tp inside": 640 * 2 * 7 / 8 * tp / nvl, "tp across": 640 * 2 * 7 / 8 * tp / net,
+            "dp across": p / 32 * 2 / net, "tp on NVL72": 640 * 2 * 7 / 8 * tp / 900e9}
+    for t in step.values():
+        assert section.count(f"{t:.3f} s") >= 2, t
+    assert f"{step['tp across'] / step['tp inside']:.1f} times" in section and "9.0 倍" in section

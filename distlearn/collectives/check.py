@@ -1,5 +1,6 @@
 """Checkers for chapter 02 (collective communication). Expected values come from numpy computed directly and
-from :mod:`distlearn.core.comm` / :mod:`distlearn.core.cost`, which tests/test_comm.py checks against closed forms."""
+from :mod:`distlearn.core.comm` / :mod:`distlearn.core.cost`, which tests/test_comm.py checks against closed forms,
+and from :mod:`distlearn.core.topology` (the two-level all-reduce), which tests/test_topology.py checks."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,6 +8,7 @@ import numpy as np
 from distlearn.core import cost
 from distlearn.core.check import Case, Why, difference, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.core.comm import VirtualCluster, ring_bytes_per_rank
+from distlearn.core.topology import Topology, collective_cost
 
 
 def _halving_doubling_case(n: int, length: int, seed: int) -> Case:
@@ -109,3 +111,40 @@ def ex02_ring_time(fn):
                           "延迟 α，并以该带宽发送 1/n 的数据。把两个阶段加起来。")
              for m, n, a, b in [(1e9, 8, 1e-5, 1e11), (1e3, 64, 5e-6, 1e10), (1e6, 2, 0.0, 1e9), (5e5, 1, 1e-5, 1e9)]]
     verify("ex02_ring_time", fn, cases)
+
+
+def _hierarchical_seconds(nbytes, per_domain, domains, intra_bw, network_bw, alpha_intra, alpha_network) -> float:
+    """The expected answer: :func:`distlearn.core.topology.collective_cost` of a hierarchical all-reduce on a
+    topology of ``domains`` domains of ``per_domain`` GPUs with these bandwidths (bytes/s) and latencies (s)."""
+    topo = Topology("exercise", per_domain, intra_bw, network_bw, gpus_per_host=per_domain,
+                    nics_per_host=per_domain, alpha_intra=alpha_intra, alpha_network=alpha_network)
+    return collective_cost(topo, "all_reduce", nbytes, per_domain * domains, per_domain=per_domain,
+                           algorithm="hierarchical").seconds
+
+
+#: Hidden cases of :func:`ex02_hierarchical_time`: (nbytes, per_domain, domains, intra_bw, network_bw, alpha_intra,
+#: alpha_network); H100 (450 / 50 GB/s) and GB200 NVL72 (900 GB/s, 72 per domain) figures, one GPU per domain, one
+#: domain, one GPU.
+HIERARCHICAL_CASES = [(14e9, 8, 2, 450e9, 50e9, 0.0, 0.0), (1e9, 8, 8, 450e9, 50e9, 2e-6, 1e-5),
+                      (6e8, 4, 3, 900e9, 50e9, 3e-6, 2e-5), (1e6, 1, 4, 450e9, 50e9, 1e-6, 1e-5),
+                      (1e6, 8, 1, 450e9, 50e9, 1e-6, 1e-5), (2e9, 72, 2, 900e9, 50e9, 1e-6, 1e-5),
+                      (5e5, 1, 1, 450e9, 50e9, 1e-6, 1e-5)]
+
+
+def ex02_hierarchical_time(fn):
+    """``hierarchical_all_reduce_time(nbytes, per_domain, domains, intra_bw, network_bw, alpha_intra,
+    alpha_network)`` → seconds of the two-level all-reduce (α-β model): a ring reduce-scatter inside each domain, a
+    ring all-reduce across domains among the GPUs of one rail, a ring all-gather inside (chapter 02, "Where the bytes
+    travel"; expected values from :func:`distlearn.core.topology.collective_cost`)."""
+    cases = [Case(args=args, expected=_hierarchical_seconds(*args), rtol=1e-12,
+                  hint_en="Time the three steps one by one, each on its own link, and add them. Steps 1 and 3 run "
+                          "among the GPUs of one domain over the fast link: how many ring steps does each take, and "
+                          "what share of the message does one step send? Step 2 runs among the GPUs of one rail over "
+                          "the network, on what each GPU kept after step 1, not on the whole message. With one GPU "
+                          "per domain, or one domain, some steps have nothing to do.",
+                  hint_zh="把三步逐一计时，每一步用它自己的链路，最后相加。第 1 步和第 3 步在一个域内的 GPU 之间、经高速"
+                          "链路进行：各需要几步环上的传输，每一步发送消息的几分之几？第 2 步在同一条轨道上的 GPU 之间、"
+                          "经网络进行，处理的是第 1 步之后每块 GPU 留下的那一份，而不是整条消息。每个域只有一块 GPU，"
+                          "或者只有一个域时，有的步骤无事可做。")
+             for args in HIERARCHICAL_CASES]
+    verify("ex02_hierarchical_time", fn, cases)
