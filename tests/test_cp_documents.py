@@ -187,7 +187,8 @@ def test_torch_213_context_parallel_masks_what_the_chapter_says():
     assert src.count('raise NotImplementedError("attn_bias is not supported yet")') == 2
     assert "def _create_cp_block_mask" in src and "qkv_idx_restore" in src
     assert "flex_cp_allgather(" in inspect.getsource(A._ContextParallel.flex_input_fn)
-    assert "Q_LEN % (device_mesh.size() * _DEFAULT_SPARSE_BLOCK_SIZE)" in inspect.getsource(A._create_cp_block_mask)
+    block = inspect.getsource(A._create_cp_block_mask)
+    assert "Q_LEN % (device_mesh.size() * _DEFAULT_SPARSE_BLOCK_SIZE)" in block and "torch.compile(" in block
 
 
 def test_loss_of_a_trained_model_under_each_mistake():
@@ -229,3 +230,15 @@ def test_pytorch_per_document_indices_sharded_contiguously():
     work = [int(P.document_mask(p, np.arange(64), docs).sum()) for p in idx.reshape(2, -1)]
     assert work == [336, 272]
     assert P.document_work(lengths, 2, "document-zigzag").tolist() == [304, 304]
+
+
+@pytest.mark.slow
+def test_pytorch_flex_context_parallel_with_a_document_mask():
+    """PyTorch 2.13's own CP for flex attention takes a document BlockMask: on 2 gloo processes, head-tail
+    layout, it equals per-document SDPA (and not plain causal attention). Slow: torch.compile builds the mask."""
+    from distlearn.context_parallel.lab import torch_flex_check
+    from distlearn.core import launch
+
+    for r in launch.run(torch_flex_check, 2, timeout=900):
+        assert r["err_documents"] < 1e-5, r
+        assert r["err_causal"] > 0.1, r

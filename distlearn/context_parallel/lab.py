@@ -704,6 +704,57 @@ def packed_loss(masks: dict, lengths=PACKED_LENGTHS, steps: int = 100, batch: in
         return {name: float(F.cross_entropy(model(toks, m).flatten(0, 1), labels)) for name, m in tensors.items()}
 
 
+FLEX_LENGTHS = (96, 32, 64, 64)
+"""A packed batch PyTorch's flex-attention CP accepts on 2 ranks: 256 tokens, a multiple of cp × 128."""
+
+
+def torch_flex_check(rank: int, world_size: int, lengths=FLEX_LENGTHS, heads: int = 2, head_dim: int = 16,
+                     seed: int = 0) -> dict:
+    """PyTorch 2.13's own context parallelism for flex attention with a document ``BlockMask``, on this machine.
+
+    The module calling ``flex_attention`` is parallelised with ``_ContextParallel(seq_dim=2,
+    AttentionType.FLEX)`` (K and V all-gathered by ``flex_cp_allgather``); Q, K, V and the block mask are sharded
+    by ``_context_parallel_shard`` with the head-tail load balancer, which rebuilds the mask for the local queries
+    (``_create_cp_block_mask``: the ``mask_mod`` sees global, restored indices). The mask_mod reads GLOBAL document
+    ids. Returns ``{"err_documents"}`` (max |difference| of this rank's output from :func:`per_document_sdpa`,
+    float32) and ``{"err_causal"}`` (from plain causal SDPA: large, so the comparison can fail). Slow on CPU:
+    ``create_block_mask`` is compiled with ``torch.compile`` (about two minutes on 2 busy cores)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental._context_parallel import (_context_parallel_shard, _ContextParallel,
+                                                                        _HeadTailLoadBalancer)
+    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    s = int(sum(lengths))
+    mesh = init_device_mesh("cpu", (world_size,))
+    docs = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+
+    def document_mod(b, h, q_idx, kv_idx):      # global indices, global document ids / 全局下标、全局文档编号
+        return (kv_idx <= q_idx) & (docs[q_idx] == docs[kv_idx])
+
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, heads, s, head_dim, generator=gen) for _ in range(3))
+    block_mask = create_block_mask(document_mod, 1, 1, s, s, device="cpu")
+    attn = parallelize_module(_FlexAttention(), mesh,
+                              _ContextParallel(seq_dim=2, attention_type=_ContextParallel.AttentionType.FLEX))
+    balancer = _HeadTailLoadBalancer(s, world_size, "cpu")
+    ql, kl, vl, mask_l = _context_parallel_shard(mesh, [q, k, v, block_mask], [2, 2, 2, 2], load_balancer=balancer)
+    out = attn(ql, kl, vl, block_mask=mask_l)
+    mine = balancer._generate_indices()[0].view(world_size, -1)[rank]
+    ref = per_document_sdpa(q, k, v, lengths)[:, :, mine]
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, :, mine]
+    return {"rank": rank, "err_documents": _err(out, ref), "err_causal": _err(out, causal)}
+
+
+class _FlexAttention(torch.nn.Module):
+    """``flex_attention`` as a module, so ``_ContextParallel`` can hook its inputs."""
+
+    def forward(self, q, k, v, block_mask=None):
+        from torch.nn.attention.flex_attention import flex_attention
+
+        return flex_attention(q, k, v, block_mask=block_mask)
+
+
 def summary(rank: int, world_size: int) -> str:
     """The torchrun entry: the largest differences from single-process SDPA, per case, on this world size."""
     r = cp_check(rank, world_size)
