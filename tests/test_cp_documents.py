@@ -242,3 +242,26 @@ def test_pytorch_flex_context_parallel_with_a_document_mask():
     for r in launch.run(torch_flex_check, 2, timeout=900):
         assert r["err_documents"] < 1e-5, r
         assert r["err_causal"] > 0.1, r
+
+
+def test_chapter_stored_outputs_are_right():
+    """What chapter 10 stores for its packed-sequence section: the gloo lab on 2 and 4 processes equal to
+    per-document SDPA (and far from it without document ids), and the work table equal to document_work."""
+    import re
+
+    from stored_outputs import stored_text
+
+    from distlearn.context_parallel.lab import PACKED_LENGTHS
+
+    lines = [ln for ln in stored_text("10_context_parallel", "launch.run(packed_check").splitlines() if "processes" in ln]
+    assert len(lines) == 8
+    good = [ln for ln in lines if "no document ids" not in ln]
+    assert len(good) == 6 and all(ln.split(" / ")[0].endswith("< 1e-12") for ln in good)
+    for ln in lines:
+        if "no document ids" in ln:
+            assert float(ln.split(" / ")[0].rsplit(": ", 1)[1]) > 1
+    work = stored_text("10_context_parallel", "K.document_work(")
+    for cp in (2, 4):
+        for layout in P.PACKED_LAYOUTS:
+            pairs = "  ".join(f"{x:3d}" for x in P.document_work(PACKED_LENGTHS, cp, layout))
+            assert re.search(rf"^{cp}\s.*{re.escape(pairs)}", work, re.M), (cp, layout)
