@@ -288,10 +288,12 @@ def packed_mask_diagram(lengths, cp: int = 2, panels=(("contiguous", "global"), 
         name_en, name_zh = LAYOUT_NAMES.get(layout, (layout, layout)) if layout != "document-zigzag" else \
             ("per-document zig-zag", "按文档之字形切分")
         mode_en, mode_zh = MODE_NAMES[mode]
-        _fit_title(ax, bi(f"{name_en}: {mode_en}", f"{name_zh}：{mode_zh}", sep="\n"))
+        _fit_title(ax, bi(f"{name_en}:\n{mode_en}", f"{name_zh}：\n{mode_zh}", sep="\n"))
     handles = [Patch(color=doc_rgb[d], label=bi(f"document {d}", f"文档 {d}")) for d in range(len(doc_rgb))]
-    handles.append(Patch(color=wrong_rgb, label=bi("attends to another document", "关注了别的文档")))
-    fig.legend(handles=handles, loc="outside lower center", ncols=len(handles), fontsize=8, frameon=False)
+    handles.append(Patch(color=wrong_rgb, label=bi("forbidden: another document or a later token",
+                                                   "不该放行：别的文档或更晚的词元")))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=8, frameon=False,
+               ncols=3 if get_language() == "both" else len(handles))     # both languages: two rows / 双语时分两行
     fig.suptitle(bi(f"A packed sequence of {len(doc_rgb)} documents ({s} tokens) on cp = {cp} ranks: rows = queries, "
                     "columns = keys, in the order the ranks hold them",
                     f"{len(doc_rgb)} 个文档拼成的序列（{s} 个词元）分到 cp = {cp} 个 rank 上：行是查询，列是键，"
