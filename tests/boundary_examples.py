@@ -178,6 +178,7 @@ def _row_fwd():
 
 
 CP = "distlearn.context_parallel.simulation"
+CPK = "distlearn.context_parallel.packed"
 TP = "distlearn.tensor_parallel.simulation"
 EX = "distlearn.experts.simulation"
 ZF = "distlearn.zero_fsdp.simulation"
@@ -190,6 +191,15 @@ CALLS = {
     "distlearn.precision.measured.probe_products": lambda: {"big_exponent": 14, "K": 4096},
     # ------------------------------------------------------------------ context parallelism (chapter 10)
     f"{CP}.causal_mask": lambda: {"q_pos": np.arange(4), "k_pos": np.arange(4)},
+    f"{CPK}.document_ids": lambda: {"lengths": [3, 5]},
+    f"{CPK}.document_mask": lambda: {"q_pos": np.arange(4, 8), "k_pos": np.arange(4), "documents": np.repeat([0, 1], 4)},
+    f"{CPK}.packed_positions": lambda: {"lengths": [4, 4], "cp": 2},
+    f"{CPK}.chunk_mask": lambda: {"q_pos": np.arange(4, 8), "k_pos": np.arange(4), "lengths": [3, 5]},
+    f"{CPK}.per_document_attention": lambda: {**_qkv(), "lengths": [4, 4]},
+    f"{CPK}.packed_ring_attention": lambda: {**_qkv(), "lengths": [4, 4], "cp": 2},
+    f"{CPK}.packed_allgather_attention": lambda: {**_qkv(), "lengths": [4, 4], "cp": 2},
+    f"{CPK}.effective_mask": lambda: {"lengths": [4, 4], "cp": 2},
+    f"{CPK}.document_work": lambda: {"lengths": [4, 4], "cp": 2},
     f"{CP}.block_attention": lambda: _qkv(),
     f"{CP}.full_attention": lambda: _qkv(),
     f"{CP}.reference_online_attention": lambda: _qkv(),

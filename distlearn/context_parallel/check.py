@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
+from distlearn.context_parallel.packed import document_ids, document_mask, packed_positions
 from distlearn.context_parallel.simulation import (block_attention, layout_positions, merge_blocks, ring_overlap, work_matrix)
 
 
@@ -91,3 +92,35 @@ def ex10_ring_hidden(fn) -> None:
                           hint_zh="比较两个以秒为单位的时间。通过链路的是这一块的 K 和 V——两个张量都要算，且只算 K/V 头（分组"
                                   "查询注意力的 K/V 头比查询头少），单位是字节而不是数值个数。计算耗时不少于传输时即被隐藏。"))
     verify("ex10_ring_hidden", fn, cases)
+
+
+def _same_mask(got, expected) -> bool:
+    try:
+        got = np.asarray(got)
+        return got.shape == expected.shape and got.dtype == bool and bool((got == expected).all())
+    except (TypeError, ValueError):
+        return False
+
+
+def ex10_document_mask(fn) -> None:
+    """``fn(q_pos, k_pos, documents) -> bool array (len(q_pos), len(k_pos))``: the mask of a query chunk over a key
+    chunk of a packed sequence, from the GLOBAL positions of both chunks and the document id of every position of
+    the whole sequence: True where the key is not later than the query and in the same document."""
+    cases = []
+    for lengths, cp, layout, q_rank, k_rank in [((3, 5), 2, "contiguous", 1, 0), ((3, 5), 2, "contiguous", 1, 1),
+                                                 ((24, 8, 16, 16), 2, "zigzag", 0, 1),
+                                                 ((24, 8, 16, 16), 4, "zigzag", 3, 0),
+                                                 ((24, 8, 16, 16), 4, "document-zigzag", 2, 1),
+                                                 ((6, 6), 3, "zigzag", 2, 2), ((1, 1, 2), 2, "contiguous", 0, 1)]:
+        docs = document_ids(lengths)
+        pos = packed_positions(lengths, cp, layout)
+        args = (pos[q_rank], pos[k_rank], docs)
+        cases.append(Case(args=args, expected=document_mask(*args), compare=_same_mask,
+                          hint_en="Use the positions you are given, not 0 … n−1: a chunk may start in the middle of "
+                                  "the sequence, or hold two separate pieces (zig-zag). Two tests for every pair: is "
+                                  "the key's position at most the query's, and is documents[key position] equal to "
+                                  "documents[query position]? Return a bool array, one row per query.",
+                          hint_zh="用给定的位置，不要用 0 … n−1：一个片段可能从序列中间开始，也可能由两段组成（之字形切分）。"
+                                  "每一对都要判断两件事：键的位置是否不晚于查询的位置；documents[键的位置] 是否等于 "
+                                  "documents[查询的位置]。返回布尔数组，每个查询一行。"))
+    verify("ex10_document_mask", fn, cases)

@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import torch
 import torch.distributed as dist
 import torch.nn.functional as F
@@ -94,6 +95,14 @@ def _mask(q_pos, k_pos):
     return k_pos[None, :] <= q_pos[:, None]
 
 
+def _chunk_mask(q_pos, k_pos, causal, documents):
+    """The mask of a query chunk over a key chunk from their GLOBAL positions: causal, and with ``documents``
+    (global document id per position) also same-document; None when nothing is masked."""
+    if documents is None:
+        return _mask(q_pos, k_pos) if causal else None
+    return _mask(q_pos, k_pos) & (documents[k_pos][None, :] == documents[q_pos][:, None])
+
+
 def _block_forward(q, k, v, mask, scale):
     """(out, lse) of q over one K/V block, in q's dtype; rows with nothing to attend get lse = −inf, out = 0."""
     s = scale * (q @ _repeat(k, q.shape[1]).transpose(-1, -2))
@@ -138,7 +147,7 @@ class RingAttention(torch.autograd.Function):
     """
 
     @staticmethod
-    def forward(ctx, q, k, v, positions, causal, group, traffic):
+    def forward(ctx, q, k, v, positions, causal, group, traffic, documents=None):
         rank, cp = dist.get_rank(group), dist.get_world_size(group)
         cdt = torch.float64 if q.dtype == torch.float64 else torch.float32
         scale = 1.0 / math.sqrt(q.shape[-1])
@@ -150,7 +159,7 @@ class RingAttention(torch.autograd.Function):
                 incoming = torch.empty_like(kv)
                 reqs = _exchange(kv, incoming, group, traffic)
             src = (rank - t) % cp                            # whose K/V block we hold / 当前持有哪个 rank 的 K/V 块
-            mask = _mask(positions[rank], positions[src]) if causal else None
+            mask = _chunk_mask(positions[rank], positions[src], causal, documents)
             if mask is None or bool(mask.any()):             # skip a fully masked block / 整块都被掩码时跳过
                 kb, vb = kv[:k.numel()].view_as(k).to(cdt), kv[k.numel():].view_as(v).to(cdt)
                 bo, bl = _block_forward(qc, kb, vb, mask, scale)
@@ -163,12 +172,14 @@ class RingAttention(torch.autograd.Function):
         out = out.to(q.dtype).transpose(1, 2).contiguous().transpose(1, 2)
         ctx.save_for_backward(q, k, v, out, lse)
         ctx.positions, ctx.causal, ctx.group, ctx.traffic = positions, causal, group, traffic
+        ctx.documents = documents
         return out
 
     @staticmethod
     def backward(ctx, dout):
         q, k, v, out, lse = ctx.saved_tensors
         positions, causal, group, traffic = ctx.positions, ctx.causal, ctx.group, ctx.traffic
+        documents = ctx.documents
         rank, cp = dist.get_rank(group), dist.get_world_size(group)
         cdt = lse.dtype
         scale = 1.0 / math.sqrt(q.shape[-1])
@@ -184,7 +195,7 @@ class RingAttention(torch.autograd.Function):
                 incoming = torch.empty_like(kv)
                 reqs = _exchange(kv, incoming, group, traffic)
             src = (rank - t) % cp
-            mask = _mask(positions[rank], positions[src]) if causal else None
+            mask = _chunk_mask(positions[rank], positions[src], causal, documents)
             block = None
             if mask is None or bool(mask.any()):
                 kb, vb = kv[:n].view_as(k).to(cdt), kv[n:].view_as(v).to(cdt)
@@ -207,12 +218,14 @@ class RingAttention(torch.autograd.Function):
             req.wait()
         del sending
         return (dq.to(q.dtype), dkv[:n].view_as(k).to(k.dtype), dkv[n:].view_as(v).to(v.dtype),
-                None, None, None, None)
+                None, None, None, None, None)
 
 
-def ring_attention(q, k, v, positions, causal=False, group=None, traffic=None):
-    """:class:`RingAttention` over ``group`` (default: the whole world)."""
-    return RingAttention.apply(q, k, v, positions, causal, group or dist.group.WORLD, traffic)
+def ring_attention(q, k, v, positions, causal=False, group=None, traffic=None, documents=None):
+    """:class:`RingAttention` over ``group`` (default: the whole world). ``documents`` (optional, int64 ``(s,)``):
+    the document id of every **global** position of a packed sequence; with it the mask of each (query chunk, key
+    chunk) is causal and same-document, built from global positions and ids (implies ``causal``)."""
+    return RingAttention.apply(q, k, v, positions, causal, group or dist.group.WORLD, traffic, documents)
 
 
 # ---------------------------------------------------------------- all-to-all (DeepSpeed-Ulysses)
@@ -560,6 +573,187 @@ def torch_ring_checks(rank: int, world_size: int, cases=TORCH_RING_CASES, seq_le
     PyTorch's context-parallel module costs seconds per process; one launch pays it once). Returns the list."""
     return [torch_ring_check(rank, world_size, *case, seq_len=seq_len, heads=heads, head_dim=head_dim)
             for case in cases]
+
+# ---------------------------------------------------------------- packed sequences: document masks
+PACKED_LENGTHS = (24, 8, 16, 16)
+"""The packed batch of the chapter's document-mask section: four documents, 64 tokens (every length a multiple of
+8, so the per-document zig-zag layout works for cp = 2 and 4)."""
+
+
+def per_document_sdpa(q, k, v, lengths):
+    """Reference on one process: PyTorch's ``F.scaled_dot_product_attention(is_causal=True)`` on every document's
+    own slice of ``q`` ``(b, a, s, d)``, ``k``, ``v`` ``(b, kv, s, d)``, outputs concatenated. No mask tensor is
+    involved, so a wrong document mask cannot hide in the reference."""
+    outs, start = [], 0
+    for n in lengths:
+        sl = slice(start, start + n)
+        outs.append(F.scaled_dot_product_attention(q[:, :, sl], k[:, :, sl], v[:, :, sl], is_causal=True,
+                                                   enable_gqa=q.shape[1] != k.shape[1]))
+        start += n
+    return torch.cat(outs, dim=2)
+
+
+PACKED_CASES = (("contiguous", True), ("zigzag", True), ("document-zigzag", True), ("zigzag", False))
+"""The lab's runs of :func:`packed_check`: ``(layout, document mask passed)``; the last ignores the documents (a
+ring that knows only ``is_causal``), the mistake the chapter shows."""
+
+
+def packed_check(rank: int, world_size: int, lengths=PACKED_LENGTHS, cases=PACKED_CASES, batch: int = 2,
+                 heads: int = 4, kv_heads: int = 2, head_dim: int = 8, seed: int = 0) -> dict:
+    """Ring attention (:class:`RingAttention`) on a packed batch with the document mask, against
+    :func:`per_document_sdpa` in float64: output and dQ, dK, dV of this rank's tokens, for each
+    ``(layout, documents)`` of ``cases`` (layouts of :func:`distlearn.context_parallel.packed.packed_positions`).
+    The mask of every (query chunk, key chunk) is built from global positions and global document ids.
+
+    Returns ``{(layout, documents): {"out_err", "grad_err", "fwd_bytes", "bwd_bytes"}}`` (max |difference| over
+    this rank's tokens; bytes this rank sent).
+    """
+    from distlearn.context_parallel.packed import document_ids, packed_positions
+
+    dev = device()
+    s = int(sum(lengths))
+    gen = torch.Generator().manual_seed(seed)
+    q = torch.randn(batch, heads, s, head_dim, generator=gen, dtype=torch.float64)
+    k, v = (torch.randn(batch, kv_heads, s, head_dim, generator=gen, dtype=torch.float64) for _ in range(2))
+    g = torch.randn(batch, heads, s, head_dim, generator=gen, dtype=torch.float64)
+    q, k, v, g = (t.to(dev) for t in (q, k, v, g))
+    full = [t.clone().requires_grad_() for t in (q, k, v)]
+    ref = per_document_sdpa(*full, lengths)
+    ref.backward(g)
+    docs = torch.as_tensor(document_ids(lengths), device=dev)
+    result = {}
+    for layout, with_docs in cases:
+        pos = torch.as_tensor(np.stack(packed_positions(lengths, world_size, layout)), device=dev)
+        mine = pos[rank]
+        qr, kr, vr = (t[:, :, mine].clone().requires_grad_() for t in (q, k, v))
+        traffic = Traffic()
+        out = ring_attention(qr, kr, vr, pos, True, None, traffic, docs if with_docs else None)
+        fwd = traffic.bytes
+        out.backward(g[:, :, mine])
+        result[(layout, with_docs)] = {
+            "out_err": _err(out, ref[:, :, mine]),
+            "grad_err": max(_err(qr.grad, full[0].grad[:, :, mine]), _err(kr.grad, full[1].grad[:, :, mine]),
+                            _err(vr.grad, full[2].grad[:, :, mine])),
+            "fwd_bytes": fwd, "bwd_bytes": traffic.bytes - fwd}
+    return result
+
+
+def packed_batches(lengths, batch: int, generator, vocab: int = 16, topics: int = 4, stay: float = 0.7):
+    """A synthetic packed batch ``(batch, s)`` int64: every document picks a topic ``t`` (a token id below
+    ``topics``); each of its tokens is ``t`` with probability ``stay``, else uniform over ``vocab``. The next token
+    is predictable only from the tokens of its own document, so attention to other documents can only hurt."""
+    s = int(sum(lengths))
+    toks = torch.randint(vocab, (batch, s), generator=generator)
+    start = 0
+    for n in lengths:
+        topic = torch.randint(topics, (batch, 1), generator=generator)
+        keep = torch.rand(batch, n, generator=generator) < stay
+        toks[:, start:start + n] = torch.where(keep, topic.expand(batch, n), toks[:, start:start + n])
+        start += n
+    return toks
+
+
+class TinyPackedLM(torch.nn.Module):
+    """One attention layer over token embeddings, residual, linear head: the smallest model whose next-token loss
+    depends on which keys each query may see. ``forward(tokens (b, s), mask (s, s) bool)`` → logits ``(b, s, V)``."""
+
+    def __init__(self, vocab: int = 16, hidden: int = 32):
+        super().__init__()
+        self.embed = torch.nn.Embedding(vocab, hidden)
+        self.qkv = torch.nn.Linear(hidden, 3 * hidden, bias=False)
+        self.o = torch.nn.Linear(hidden, hidden, bias=False)
+        self.head = torch.nn.Linear(hidden, vocab)
+
+    def forward(self, tokens, mask):
+        x = self.embed(tokens)
+        q, k, v = self.qkv(x).unsqueeze(1).chunk(3, dim=-1)
+        y = F.scaled_dot_product_attention(q, k, v, attn_mask=mask).squeeze(1)
+        return self.head(x + self.o(y))
+
+
+def document_labels(tokens, lengths):
+    """Next-token labels of a packed batch: token ``i + 1`` of the same document, and ``-100`` (ignored) for the
+    last token of every document, whose next token belongs to another document."""
+    labels = torch.full_like(tokens, -100)
+    labels[:, :-1] = tokens[:, 1:]
+    ends = torch.as_tensor(list(np.cumsum(lengths) - 1))
+    labels[:, ends] = -100
+    return labels
+
+
+def packed_loss(masks: dict, lengths=PACKED_LENGTHS, steps: int = 100, batch: int = 16, seed: int = 0) -> dict:
+    """Train :class:`TinyPackedLM` on :func:`packed_batches` with the correct document mask (one process, float32,
+    Adam 1e-2, ``steps`` steps), then evaluate its mean next-token loss (cross-entropy, nats; labels
+    :func:`document_labels`) on 64 fresh sequences under each mask of ``masks`` (``{name: (s, s) bool}``, e.g.
+    :func:`distlearn.context_parallel.packed.effective_mask` of each mistake). The first entry of ``masks`` is the
+    training mask. Returns ``{name: loss}``."""
+    torch.manual_seed(seed)
+    gen = torch.Generator().manual_seed(seed)
+    model = TinyPackedLM()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-2)
+    tensors = {name: torch.as_tensor(np.asarray(m, dtype=bool)) for name, m in masks.items()}
+    train = next(iter(tensors.values()))
+    for _ in range(steps):
+        toks = packed_batches(lengths, batch, gen)
+        loss = F.cross_entropy(model(toks, train).flatten(0, 1), document_labels(toks, lengths).flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    toks = packed_batches(lengths, 64, gen)
+    labels = document_labels(toks, lengths).flatten()
+    with torch.no_grad():
+        return {name: float(F.cross_entropy(model(toks, m).flatten(0, 1), labels)) for name, m in tensors.items()}
+
+
+FLEX_LENGTHS = (96, 32, 64, 64)
+"""A packed batch PyTorch's flex-attention CP accepts on 2 ranks: 256 tokens, a multiple of cp × 128."""
+
+
+def torch_flex_check(rank: int, world_size: int, lengths=FLEX_LENGTHS, heads: int = 2, head_dim: int = 16,
+                     seed: int = 0) -> dict:
+    """PyTorch 2.13's own context parallelism for flex attention with a document ``BlockMask``, on this machine.
+
+    The module calling ``flex_attention`` is parallelised with ``_ContextParallel(seq_dim=2,
+    AttentionType.FLEX)`` (K and V all-gathered by ``flex_cp_allgather``); Q, K, V and the block mask are sharded
+    by ``_context_parallel_shard`` with the head-tail load balancer, which rebuilds the mask for the local queries
+    (``_create_cp_block_mask``: the ``mask_mod`` sees global, restored indices). The mask_mod reads GLOBAL document
+    ids. Returns ``{"err_documents"}`` (max |difference| of this rank's output from :func:`per_document_sdpa`,
+    float32) and ``{"err_causal"}`` (from plain causal SDPA: large, so the comparison can fail). Slow on CPU:
+    ``create_block_mask`` is compiled with ``torch.compile`` (about two minutes on 2 busy cores)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.tensor.experimental._context_parallel import (_context_parallel_shard, _ContextParallel,
+                                                                        _HeadTailLoadBalancer)
+    from torch.distributed.tensor.parallel import parallelize_module
+    from torch.nn.attention.flex_attention import create_block_mask, flex_attention
+
+    s = int(sum(lengths))
+    mesh = init_device_mesh("cpu", (world_size,))
+    docs = torch.repeat_interleave(torch.arange(len(lengths)), torch.tensor(lengths))
+
+    def document_mod(b, h, q_idx, kv_idx):      # global indices, global document ids / 全局下标、全局文档编号
+        return (kv_idx <= q_idx) & (docs[q_idx] == docs[kv_idx])
+
+    gen = torch.Generator().manual_seed(seed)
+    q, k, v = (torch.randn(1, heads, s, head_dim, generator=gen) for _ in range(3))
+    block_mask = create_block_mask(document_mod, 1, 1, s, s, device="cpu")
+    attn = parallelize_module(_FlexAttention(), mesh,
+                              _ContextParallel(seq_dim=2, attention_type=_ContextParallel.AttentionType.FLEX))
+    balancer = _HeadTailLoadBalancer(s, world_size, "cpu")
+    ql, kl, vl, mask_l = _context_parallel_shard(mesh, [q, k, v, block_mask], [2, 2, 2, 2], load_balancer=balancer)
+    out = attn(ql, kl, vl, block_mask=mask_l)
+    mine = balancer._generate_indices()[0].view(world_size, -1)[rank]
+    ref = per_document_sdpa(q, k, v, lengths)[:, :, mine]
+    causal = F.scaled_dot_product_attention(q, k, v, is_causal=True)[:, :, mine]
+    return {"rank": rank, "err_documents": _err(out, ref), "err_causal": _err(out, causal)}
+
+
+class _FlexAttention(torch.nn.Module):
+    """``flex_attention`` as a module, so ``_ContextParallel`` can hook its inputs."""
+
+    def forward(self, q, k, v, block_mask=None):
+        from torch.nn.attention.flex_attention import flex_attention
+
+        return flex_attention(q, k, v, block_mask=block_mask)
 
 
 def summary(rank: int, world_size: int) -> str:

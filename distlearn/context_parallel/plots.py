@@ -238,3 +238,65 @@ def ulysses_diagram(cp: int = 4, num_heads: int = 8):
                     f"DeepSpeed-Ulysses：两次 AllToAll 把序列分片变成头分片，再变回来（cp = {cp}，a = {a} 个头）",
                     sep="\n"))
     return fig
+
+
+MODE_NAMES = {"global": ("document mask from global ids", "按全局编号构造的文档掩码"),
+              "causal-only": ("causal only: documents ignored", "只有因果掩码：忽略文档边界"),
+              "local": ("ids and positions from the chunk alone", "只按本片段计算编号和位置"),
+              "unrestored": ("positions not restored after re-ordering", "重排后没有还原位置")}
+
+
+def packed_mask_diagram(lengths, cp: int = 2, panels=(("contiguous", "global"), ("zigzag", "global"),
+                                                      ("zigzag", "causal-only"))):
+    """A packed sequence's attention mask as the ranks hold it, one panel per ``(layout, mode)`` of ``panels``.
+
+    Rows are queries and columns keys, both in the order the ranks store their tokens
+    (:func:`distlearn.context_parallel.packed.packed_positions`), so rank r's rows are the r-th horizontal band and
+    the key chunk it receives from rank j the j-th cell of that band; lines separate the ranks. A pair the mask
+    lets through is drawn in the colour of its document; a pair that ``mode`` lets through but the document mask
+    forbids (a query attending to another document, or to a later token) is red. Every label follows the course
+    language. ``lengths``: document lengths; ``cp``: 2 … 8. Returns the figure."""
+    from matplotlib.colors import to_rgb
+    from matplotlib.patches import Patch
+
+    from distlearn.context_parallel.packed import document_ids, effective_mask, packed_positions
+    from distlearn.core.validate import check_int
+
+    cp = check_int("cp", cp, maximum=8)
+    docs = document_ids(lengths)
+    s = len(docs)
+    fig, axes = plots.plt.subplots(1, len(panels), figsize=(3.4 * len(panels), 3.9), layout="constrained")
+    axes = np.atleast_1d(axes)
+    doc_rgb = np.array([to_rgb(RANK_COLORS[(d + 4) % len(RANK_COLORS)]) for d in range(int(docs.max()) + 1)])
+    wrong_rgb = np.array(to_rgb("#D62728"))
+    right = effective_mask(lengths, 1, layout="contiguous", mode="global")
+    for ax, (layout, mode) in zip(axes, panels):
+        order = np.concatenate(packed_positions(lengths, cp, layout))
+        mask = effective_mask(lengths, cp, layout=layout, mode=mode)[np.ix_(order, order)]
+        ok = right[np.ix_(order, order)]
+        img = np.ones((s, s, 3))
+        img[mask & ok] = doc_rgb[docs[order]][:, None, :].repeat(s, axis=1)[mask & ok]
+        img[mask & ~ok] = wrong_rgb
+        ax.imshow(img, interpolation="nearest")
+        n = s // cp
+        for r in range(1, cp):
+            ax.axhline(r * n - 0.5, color="#333333", lw=1.2)
+            ax.axvline(r * n - 0.5, color="#333333", lw=1.2)
+        ticks = [r * n + (n - 1) / 2 for r in range(cp)]
+        ax.set_yticks(ticks, [f"rank {r}" for r in range(cp)], fontsize=8)
+        ax.set_xticks(ticks, [f"K/V{r}" for r in range(cp)], fontsize=8)
+        ax.tick_params(length=0)
+        name_en, name_zh = LAYOUT_NAMES.get(layout, (layout, layout)) if layout != "document-zigzag" else \
+            ("per-document zig-zag", "按文档之字形切分")
+        mode_en, mode_zh = MODE_NAMES[mode]
+        _fit_title(ax, bi(f"{name_en}:\n{mode_en}", f"{name_zh}：\n{mode_zh}", sep="\n"))
+    handles = [Patch(color=doc_rgb[d], label=bi(f"document {d}", f"文档 {d}")) for d in range(len(doc_rgb))]
+    handles.append(Patch(color=wrong_rgb, label=bi("forbidden: another document or a later token",
+                                                   "不该放行：别的文档或更晚的词元")))
+    fig.legend(handles=handles, loc="outside lower center", fontsize=8, frameon=False,
+               ncols=3 if get_language() == "both" else len(handles))     # both languages: two rows / 双语时分两行
+    fig.suptitle(bi(f"A packed sequence of {len(doc_rgb)} documents ({s} tokens) on cp = {cp} ranks: rows = queries, "
+                    "columns = keys, in the order the ranks hold them",
+                    f"{len(doc_rgb)} 个文档拼成的序列（{s} 个词元）分到 cp = {cp} 个 rank 上：行是查询，列是键，"
+                    "按各 rank 持有的顺序排列", sep="\n"), fontsize=10)
+    return fig
