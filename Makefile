@@ -19,7 +19,7 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab lab-refresh classroom test-binder split audit-lang test test-classroom test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site lab lab-refresh classroom test-binder split audit-lang test test-classroom test-extended test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
@@ -27,6 +27,7 @@ help:
 	@echo "make lab-refresh [COURSE_LANG=zh|en] - bring a newer course into your copy (build/course*/), keeping your edits"
 	@echo "make classroom STUDENTS=students.txt [CLASSROOM_PORT=8000] [CLASSROOM_ARGS='--memory-gib 3 --max-ranks 8'] - JupyterHub for a class on this machine: one server and one copy of the course per student (docs/teaching.md)"
 	@echo "make test  - set up .venv and run every test"
+	@echo "make test-extended - the few tests of minutes each, kept out of make test (about 2 min; CI runs it)"
 	@echo "make test-classroom - three students at once in a real JupyterHub and Chromium, each isolated (about 3 min; CI runs it)"
 	@echo "make test-binder - build binder/ as Binder does in a fresh venv under /tmp, time it, size it, run chapter 01 (downloads)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
@@ -153,7 +154,7 @@ PYTEST_ARGS ?=
 TEST_JOBS ?= 2
 test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 	@$(PY) -m compileall -q distlearn tests benchmarks >/dev/null
-	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages and not classroom" \
+	PYTHONDONTWRITEBYTECODE= $(PY) -m pytest -p no:cacheprovider tests notebooks solutions -m "not course_languages and not classroom and not extended" \
 	  $(if $(filter 0,$(TEST_JOBS)),,-n $(TEST_JOBS) --dist loadscope) \
 	  --nbval --nbval-current-env --nbval-cell-timeout=300 --nbval-sanitize-with tests/nbval_sanitize.cfg \
 	  --durations=25 $(PYTEST_ARGS)
@@ -166,6 +167,11 @@ test-classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
 # of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test, which
 # checks the same rule on the stored copies courses/en/ and courses/zh/ without running them)
+# Single tests that take minutes each (PyTorch's flex-attention context parallelism builds its mask with
+# torch.compile, about 2 min on 2 cores): kept out of make test's 10 minutes; .ci/run runs them after it.
+test-extended: $(STAMP)
+	$(PY) -m pytest -p no:cacheprovider tests -m extended $(PYTEST_ARGS)
+
 test-languages: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests/test_language_outputs.py -m course_languages $(PYTEST_ARGS)
 

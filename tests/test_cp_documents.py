@@ -233,6 +233,7 @@ def test_pytorch_per_document_indices_sharded_contiguously():
 
 
 @pytest.mark.slow
+@pytest.mark.extended
 def test_pytorch_flex_context_parallel_with_a_document_mask():
     """PyTorch 2.13's own CP for flex attention takes a document BlockMask: on 2 gloo processes, head-tail
     layout, it equals per-document SDPA (and not plain causal attention). Slow: torch.compile builds the mask."""
