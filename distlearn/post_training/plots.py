@@ -137,6 +137,6 @@ def reshard_bars(results: dict):
     ax.set_xticks(range(len(keys)), [f"N = {n}, tp = {tp}" for n, tp in keys])
     ax.set_ylabel(bi("bytes received by one rank (most)", "一个 rank 收到的字节数（最多者）"))
     ax.legend(fontsize=8)
-    plots.title(ax, "Measured on gloo: direct resharding receives about tp times less",
-                "在 gloo 上实测：直接重新分片收到的字节约少 tp 倍")
+    plots.title(ax, "Measured on gloo: what the busiest rank receives, direct resharding against all-gather",
+                "在 gloo 上实测：收到最多的 rank 收到的字节，直接重新分片与全收集对比")
     return fig
