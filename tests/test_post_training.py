@@ -250,3 +250,43 @@ def test_a_broken_closed_form_is_caught_by_the_lab(lab_runs):
             return (n - 1) / n * w.elements
         return R.closed_form_received(w, n, tp, rank)
     assert closed_form_matches(lab_runs) and not closed_form_matches(lab_runs, broken)
+
+
+# ---------------------------------------------------------------------------------------------- the prose
+def test_the_chapter_quotes_the_numbers_the_package_computes():
+    """Each number the chapter's English and Chinese prose states, computed again (a change of a formula or a preset
+    that moves one of them fails here, not silently in the text)."""
+    from authoring.paths import ROOT
+
+    text = (ROOT / "notebooks" / "15_post_training.md").read_text(encoding="utf-8")
+    flat = " ".join(text.split())
+    m8, m70, ds = PRESETS["llama3-8b"], PRESETS["llama3-70b"], MOE_PRESETS["deepseek-v3"]
+    b1, b64 = G.decode_step(m8, "h100-80gb", 1, 1024), G.decode_step(m8, "h100-80gb", 64, 1024)
+    long = G.decode_step(m8, "h100-80gb", 256, 8192)
+    tp8, pp8 = (G.generation_layout(m70, "h100-80gb", 64, 4096, tp=8),
+                G.generation_layout(m70, "h100-80gb", 64, 4096, pp=8))
+    ds8, ds16 = G.generation_layout(ds, "h200", 256, 4096, tp=8), G.generation_layout(ds, "h200", 256, 4096, tp=16)
+    t = R.reshard_traffic(m70, 64, 8)
+    expected = {
+        "about 220 tokens per second": round(1 / b1.time, -1) == 220,
+        "A batch of 64 makes 9,085": f"{64 / b64.time:,.0f}" == "9,085",
+        "only 1.6 times the step time": f"{b64.time / b1.time:.1f}" == "1.6",
+        "reaches only 17 FLOPs per byte, and a step takes 87 ms": (f"{long.intensity:.0f}", f"{long.time * 1e3:.0f}")
+        == ("17", "87"),
+        "9.0 ms per token with tp = 8 but 44.7 ms with pp = 8": (f"{tp8.latency * 1e3:.1f}", f"{pp8.latency * 1e3:.1f}")
+        == ("9.0", "44.7"),
+        "take 0.65 ms of the 9.0": f"{tp8.comm_time * 1e3:.2f}" == "0.65",
+        "the weights alone, 168 GB per GPU, do not fit": f"{ds8.weight_bytes / 1e9:.0f}" == "168" and not ds8.fits,
+        "the whole latent cache, 73.7 GB": f"{ds16.kv_bytes / 1e9:.1f}" == "73.7" and not ds16.fits,
+        "the all-gather brings 139 GB into every GPU": f"{t.all_gather / 1e9:.0f}" == "139",
+        "The direct way brings 17.5 GB": f"{t.direct / 1e9:.1f}" == "17.5",
+        "0.35 s instead of 2.8 s": (f"{t.direct / 50e9:.2f}", f"{t.all_gather / 50e9:.1f}") == ("0.35", "2.8"),
+        "68.6 KiB per token": f"{G.kv_bytes_per_token(ds) / 2**10:.1f}" == "68.6",
+        "295 on an H100": round(G.critical_batch("h100-80gb")) == 295,
+    }
+    for phrase, holds in expected.items():
+        assert phrase in flat, phrase
+        assert holds, phrase
+    zh = {"每秒约生成 220 个词元", "每秒生成 9,085 个", "每步要 87 毫秒", "每个词元 9.0 毫秒", "44.7 毫秒", "0.65 毫秒",
+          "168 GB", "共 73.7 GB", "送进 139 GB", "只送 17.5 GB", "0.35 秒", "2.8 秒", "68.6 KiB"}
+    assert all(z in text.replace("\n", "") for z in zh), [z for z in zh if z not in text.replace("\n", "")]
