@@ -6,10 +6,11 @@ from __future__ import annotations
 
 from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.core.models import MLA, MOE_PRESETS, PRESETS, ModelConfig
-from distlearn.post_training.generation import decode_intensity, kv_bytes_per_token
+from distlearn.post_training.generation import decode_intensity, generation_layout, kv_bytes_per_token
 from distlearn.post_training.resharding import Weight, received
 
-__all__ = ["ex15_kv_bytes_per_token", "ex15_decode_intensity", "ex15_reshard_received", "CheckFailed"]
+__all__ = ["ex15_kv_bytes_per_token", "ex15_decode_intensity", "ex15_reshard_received", "ex15_tp_kv_per_gpu",
+           "CheckFailed"]
 
 
 def ex15_kv_bytes_per_token(fn):
@@ -64,3 +65,25 @@ def ex15_reshard_received(fn):
     cases = [Case(a, expected=received(Weight("w", a[0], a[1], a[2]), a[3], a[4], a[5]), rtol=0,
                   hint_en=hint_en, hint_zh=hint_zh) for a in args]
     verify("ex15_reshard_received", fn, cases)
+
+
+def ex15_tp_kv_per_gpu(fn):
+    """``fn(model, batch, context_len, tp)`` → bytes of bf16 KV cache one GPU of a TP group of ``tp`` holds for
+    ``batch`` sequences of ``context_len`` cached tokens (expected: :func:`generation_layout`'s ``kv_bytes``)."""
+    hint_gqa_en = ("A TP rank keeps the cache of its own KV heads: ceil(kv_heads / tp) of them. When tp exceeds the "
+                   "number of KV heads, each rank still needs one whole KV head: the heads are copied, not split.")
+    hint_gqa_zh = ("一个张量并行 rank 只保留自己那些 KV 头的缓存：ceil(kv_heads / tp) 个。tp 大于 KV 头数时，每个 rank 仍需要一个"
+                   "完整的 KV 头：这些头是被复制，而不是被切开。")
+    hint_mla_en = ("Latent attention caches one latent per token that every head reads, so tensor parallelism cannot "
+                   "split it: every TP rank keeps all of it.")
+    hint_mla_zh = "潜在注意力每个词元只缓存一个所有头都要读的潜向量，张量并行切不开它：每个张量并行 rank 都保留完整的一份。"
+    tiny_mla = ModelConfig("tiny-mla", "llama", 100, 64, 3, 4, 128, 64,
+                           mla=MLA(q_lora_rank=None, kv_lora_rank=24, qk_nope_head_dim=8, qk_rope_head_dim=8,
+                                   v_head_dim=8))
+    args = [(PRESETS["llama3-70b"], 64, 4096, 1), (PRESETS["llama3-70b"], 64, 4096, 8),
+            (PRESETS["llama3-70b"], 16, 8192, 16), (PRESETS["llama2-7b"], 8, 2048, 4), (PRESETS["llama3-8b"], 3, 100, 2),
+            (MOE_PRESETS["deepseek-v3"], 32, 4096, 8), (tiny_mla, 5, 10, 2)]
+    cases = [Case(a, expected=generation_layout(a[0], "h100-80gb", batch=a[1], context_len=a[2], tp=a[3]).kv_bytes,
+                  rtol=1e-12, hint_en=hint_mla_en if a[0].mla is not None else hint_gqa_en,
+                  hint_zh=hint_mla_zh if a[0].mla is not None else hint_gqa_zh) for a in args]
+    verify("ex15_tp_kv_per_gpu", fn, cases)
