@@ -12,7 +12,8 @@ below are the same map as code::
     activation_memory/  08  activation memory               deepspeed_fsdp/     09  DeepSpeed next to FSDP
     context_parallel/   10  context parallelism             experts/            11  mixture of experts
     nd_parallel/        12  N-D parallelism                 fault_tolerance/    13  when GPUs fail
-    planning/           14  planning a run                  seeds/       the seed snippets, reproduced
+    planning/           14  planning a run                  post_training/      15  post-training and generation
+    seeds/       the seed snippets, reproduced
 
 Inside a topic folder, the same names mean the same job everywhere: ``explorer.py`` (the chapter's widget: a pure
 ``compute`` plus its view), ``plots.py`` (its figures), ``lab.py`` / ``lab_<name>.py`` (real-engine workers for
@@ -33,7 +34,7 @@ CHAPTER_FOLDERS = read_only({
     "00": "core", "01": "memory", "02": "collectives", "03": "data_parallel", "04": "tensor_parallel",
     "05": "pipeline_parallel", "06": "zero_fsdp", "07": "overlap_prefetch", "08": "activation_memory",
     "09": "deepspeed_fsdp", "10": "context_parallel", "11": "experts", "12": "nd_parallel", "13": "fault_tolerance",
-    "14": "planning",
+    "14": "planning", "15": "post_training",
 })
 
 #: topic folders next to the chapter folders that more than one chapter teaches -> those chapters' numbers

@@ -535,7 +535,40 @@ CALLS = {
     "distlearn.zero_fsdp.traffic.element_differences": lambda: {"measured": {"all_gather": 10},
                                                                 "predicted": {"all_gather": 10}},
     "distlearn.zero_fsdp.traffic.verdict": lambda: {"measured": {"all_gather": 10}, "predicted": {"all_gather": 10}},
+    # chapter 15: generation and resharding
+    "distlearn.post_training.generation.decode_intensity": lambda: {"num_params": 1e9, "batch": 8, "context_len": 128,
+                                                                    "kv_bytes_per_token": 1024.0},
+    "distlearn.post_training.kv_cache.generate": lambda: {"model": _tiny_lm(), "prompt": _tokens(), "new_tokens": 2},
+    "distlearn.post_training.resharding.chunk": lambda: {"size": 16, "parts": 4, "index": 1},
+    "distlearn.post_training.resharding.held": lambda: {"weight": _weight(), "world_size": 4, "rank": 1},
+    "distlearn.post_training.resharding.needed": lambda: {"weight": _weight(), "world_size": 4, "tp": 2, "rank": 1},
+    "distlearn.post_training.resharding.plan": lambda: {"weights": [_weight(), _weight("row")], "world_size": 4,
+                                                        "tp": 2, "source": 1},
+    "distlearn.post_training.resharding.received": lambda: {"weight": _weight(), "world_size": 4, "tp": 2, "rank": 1},
+    "distlearn.post_training.resharding.sent": lambda: {"weight": _weight("row"), "world_size": 4, "tp": 2, "rank": 1},
+    "distlearn.post_training.resharding.closed_form_received": lambda: {"weight": _weight(), "world_size": 4, "tp": 2,
+                                                                        "rank": 1},
+    "distlearn.post_training.resharding.all_gather_received": lambda: {"weight": _weight(), "world_size": 4,
+                                                                       "rank": 1},
 }
+
+
+def _tiny_lm():
+    from distlearn.core.models import ModelConfig, build_model
+
+    return build_model(ModelConfig("tiny", "llama", 17, 16, 1, 4, 32, 16, num_kv_heads=2), "cpu")
+
+
+def _tokens():
+    import torch
+
+    return torch.zeros(1, 3, dtype=torch.long)
+
+
+def _weight(kind="column"):
+    from distlearn.post_training.resharding import Weight
+
+    return Weight("w", 16, 16, kind)
 
 
 # ---------------------------------------------------------------------- helpers the table uses

@@ -109,6 +109,7 @@ CORE_DIAGRAMS = {
     "12_nd_parallel": "nd_plots.mesh_picture(",
     "13_fault_tolerance": "ft_plots.timeline_diagram(",
     "14_planning": "plan_diagram(PRESETS",
+    "15_post_training": "pt_plots.two_layouts(",
 }
 
 

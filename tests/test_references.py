@@ -3,7 +3,8 @@
 Ring all-reduce as two step loops (chapter 02) vs ``VirtualCluster.all_reduce``; FSDP1's flat-parameter shard and
 gather in torch (chapter 06) vs ``fsdp.flatten_and_shard`` / ``gather_flat``; 1F1B as warm-up / steady / cool-down
 loops (chapter 05) vs the vectorized ``pipeline.stage_order`` and ``pipeline.simulate``; top-k routing with capacity as
-loops (chapter 11) vs ``experts.route``.
+loops (chapter 11) vs ``experts.route``; the KV cache counted layer by layer (chapter 15) vs
+``generation.kv_bytes_per_token``.
 """
 import numpy as np
 import pytest
@@ -143,3 +144,18 @@ def test_reference_route_equals_route(t, e, data, cf, seed):
     np.testing.assert_array_equal(np.array(experts), r.index)
     np.testing.assert_array_equal(np.array(kept), r.kept)
     np.testing.assert_allclose(np.array(weights), r.weights, rtol=1e-12, atol=1e-15)
+
+
+# ---------------------------------------------------------------- chapter 15: KV-cache bytes per token
+@settings(max_examples=150, deadline=None)
+@given(layers=st.integers(1, 128), kv=st.sampled_from([1, 2, 4, 8]), group=st.sampled_from([1, 2, 4, 8]),
+       head_dim=st.sampled_from([16, 64, 128]), mla=st.booleans(), lora=st.integers(1, 1024),
+       rope=st.integers(0, 128), width=st.sampled_from([1, 2, 4]))
+def test_kv_cache_reference_loop_equals_the_closed_form(layers, kv, group, head_dim, mla, lora, rope, width):
+    from distlearn.core.models import MLA, ModelConfig
+    from distlearn.post_training.generation import kv_bytes_per_token, reference_kv_bytes_per_token
+
+    heads = kv * group
+    config = ModelConfig("m", "llama", 100, heads * head_dim, layers, heads, 64, 64, num_kv_heads=kv,
+                         mla=MLA(None, lora, 16, rope, 16) if mla else None)
+    assert reference_kv_bytes_per_token(config, width) == kv_bytes_per_token(config, width)

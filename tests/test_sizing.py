@@ -83,7 +83,7 @@ def test_capacity_against_a_hand_computation():
 
 def test_class_minutes_come_from_the_chapters_table():
     minutes = sizing.class_minutes(GUIDE.read_text(encoding="utf-8"))
-    assert sorted(minutes) == [f"{n:02d}" for n in range(15)]
+    assert sorted(minutes) == [f"{n:02d}" for n in range(16)]
     assert minutes["00"] == 20 and minutes["06"] == 90
 
 
