@@ -25,7 +25,7 @@ L_NET = text("post_training.network", "network per GPU (GB/s)", "每块 GPU 的�
 L_EFF = text("post_training.efficiency", "dedicated generator's speed per GPU (× colocated)",
              "独立生成池每块 GPU 的速度（相对共置的倍数）")
 L_K = text("post_training.staleness", "staleness bound k (0 = synchronous)", "陈旧度上限 k（0 = 同步）")
-L_TITLE = text("post_training.title", "RL step: colocated versus disaggregated", "RL 的一步：共置与分离")
+L_TITLE = text("post_training.title", "RL step: colocated versus disaggregated", "RL 的一步：共置部署与分离部署")
 
 
 @base.within_controls(lambda: controls())
@@ -51,16 +51,16 @@ def render(res: dict) -> None:
     col, dis = c.colocated, c.disaggregated
     o = col.overheads
     print(bi(f"{s.gpus} GPUs: colocated on all; disaggregated {s.gen_gpus} generate, {s.train_gpus} train.",
-             f"{s.gpus} 块 GPU：共置时全部共用；分离时 {s.gen_gpus} 块生成、{s.train_gpus} 块训练。"))
-    rows = [[bi("colocated", "共置"), f"{col.step_time:.2f}", f"{100 * col.idle_overall:.1f}", col.policy_lag,
+             f"{s.gpus} 块 GPU：共置部署时全部共用；分离部署时 {s.gen_gpus} 块生成、{s.train_gpus} 块训练。"))
+    rows = [[bi("colocated", "共置部署"), f"{col.step_time:.2f}", f"{100 * col.idle_overall:.1f}", col.policy_lag,
              bi(f"reshard {o.reshard:.2f} + offload {o.offload:.2f}", f"重分片 {o.reshard:.2f} + 卸载 {o.offload:.2f}")],
-            [bi("disaggregated", "分离"), f"{dis.step_time:.2f}", f"{100 * dis.idle_overall:.1f}", dis.policy_lag,
+            [bi("disaggregated", "分离部署"), f"{dis.step_time:.2f}", f"{100 * dis.idle_overall:.1f}", dis.policy_lag,
              bi(f"broadcast {o.broadcast:.2f}", f"广播 {o.broadcast:.2f}")]]
     print(table([("placement", "放置方式"), ("step (s)", "每步（秒）"), ("GPU idle (%)", "GPU 空闲（%）"),
                  ("policy lag", "策略滞后"), ("transfers (s)", "传输（秒）")], rows))
-    winner = bi("colocated", "共置") if c.faster == "colocated" else bi("disaggregated", "分离")
+    winner = bi("colocated", "共置部署") if c.faster == "colocated" else bi("disaggregated", "分离部署")
     print(bi(f"faster: {winner} (colocated step / disaggregated step = {c.speedup:.2f})",
-             f"更快的是：{winner}（共置每步 / 分离每步 = {c.speedup:.2f}）"))
+             f"更快的是：{winner}（共置部署每步 / 分离部署每步 = {c.speedup:.2f}）"))
     rl_plots.plot_timelines(c)
     plt.show()
 

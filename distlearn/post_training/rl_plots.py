@@ -49,11 +49,11 @@ def plot_timelines(comparison, steps: int = 3):
     _lanes(a1, col, until)
     _lanes(a2, dis, until)
     a1.set_title(bi(f"colocated: step {col.step_time:.1f} s, policy lag 0",
-                    f"共置：每步 {col.step_time:.1f} 秒，策略滞后 0"), fontsize=9)
+                    f"共置部署：每步 {col.step_time:.1f} 秒，策略滞后 0"), fontsize=9)
     k = dis.setup.staleness
     mode = bi("synchronous", "同步") if k == 0 else bi(f"asynchronous, k = {k}", f"异步，k = {k}")
     a2.set_title(bi(f"disaggregated ({mode}): step {dis.step_time:.1f} s, policy lag {dis.policy_lag}",
-                    f"分离（{mode}）：每步 {dis.step_time:.1f} 秒，策略滞后 {dis.policy_lag}"), fontsize=9)
+                    f"分离部署（{mode}）：每步 {dis.step_time:.1f} 秒，策略滞后 {dis.policy_lag}"), fontsize=9)
     a2.set_xlabel(bi("time (s)", "时间（秒）"))
     kinds = [k for k in KIND_COLORS if any(p.kind == k for p in col.phases + dis.phases)]
     fig.legend([plt.Rectangle((0, 0), 1, 1, color=KIND_COLORS[k]) for k in kinds],
