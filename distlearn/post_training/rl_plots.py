@@ -66,11 +66,14 @@ def plot_reward_curves(runs: dict):
     """Reward per step (left) and mean |ρ − 1| per step (right) of several RL runs: ``runs`` maps an (English,
     Chinese) label to a :class:`distlearn.post_training.lab_rl.RLRun`. Returns the figure."""
     fig, (ax, axr) = plots.new_figure(9.0, 3.2, ncols=2)
-    for (en, zh), run in runs.items():
-        line, = ax.plot(range(len(run.rewards)), run.rewards, label=bi(en, zh))
-        axr.plot(range(len(run.ratio_dev)), run.ratio_dev, color=line.get_color())
+    styles = [("-", 3.5, 0.45), ("--", 1.5, 1.0), (":", 2.0, 1.0), ("-.", 1.5, 1.0)]   # curves that coincide stay visible
+    for i, ((en, zh), run) in enumerate(runs.items()):
+        ls, lw, alpha = styles[i % len(styles)]
+        line, = ax.plot(range(len(run.rewards)), run.rewards, ls=ls, lw=lw, alpha=alpha, label=bi(en, zh))
+        axr.plot(range(len(run.ratio_dev)), run.ratio_dev, ls=ls, lw=lw, alpha=alpha, color=line.get_color())
+    steps = max(len(run.rewards) for run in runs.values())
     ax.axhline(1 / 8, color="0.6", lw=0.8, ls=":")
-    ax.text(0, 1 / 8 + 0.02, bi("random policy", "随机策略"), fontsize=7, color="0.4")
+    ax.text(steps - 1, 1 / 8 - 0.06, bi("random policy", "随机策略"), fontsize=7, color="0.4", ha="right")
     ax.set_xlabel(bi("update", "更新次数"))
     ax.set_ylabel(bi("mean reward", "平均奖励"))
     ax.set_ylim(0, 1.05)
