@@ -20,7 +20,7 @@ STEP_SECONDS = 100.0   # one step's generation + training on all GPUs (illustrat
 L_MODEL = text("post_training.model", "model size (billions of parameters)", "模型大小（十亿参数）")
 L_GPUS = text("post_training.gpus", "GPUs in all", "GPU 总数")
 L_POOL = text("post_training.pool", "generator pool's share of the GPUs", "生成池占 GPU 的比例")
-L_SHARE = text("post_training.share", "generation's share of the step", "生成占一步时间的比例")
+L_SHARE = text("post_training.share", "generation's share of the step", "生成在每步时间中的占比")
 L_NET = text("post_training.network", "network per GPU (GB/s)", "每块 GPU 的网络带宽（GB/s）")
 L_EFF = text("post_training.efficiency", "dedicated generator's speed per GPU (× colocated)",
              "独立生成池每块 GPU 的速度（相对共置的倍数）")
