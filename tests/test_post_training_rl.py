@@ -168,6 +168,21 @@ def test_lab_equals_reference_learns_and_catches_a_skipped_sync():
     assert max(broken[0].rewards[-5:]) < 0.5
 
 
+@pytest.mark.slow
+def test_colocated_lab_on_four_ranks_matches_the_reference():
+    import torch
+
+    from distlearn.core import launch
+    from distlearn.post_training.lab_rl import lab_rl_colocated
+
+    runs = launch.run(lab_rl_colocated, 4, 20)
+    ref = train_reference(20, generators=4)
+    for run in runs:                                          # every rank ends with the same weights / 各 rank 权重相同
+        assert torch.allclose(run.final, ref.final, atol=1e-4, rtol=0)
+    assert max(abs(a - b) for a, b in zip(runs[0].rewards, ref.rewards)) < 1e-6
+    assert max(runs[0].logprob_gap) < 1e-6 and runs[0].rewards[-1] >= 0.95
+
+
 # ------------------------------------------------------------------ the checkers
 def test_checkers_accept_the_solutions_and_refuse_wrong_answers():
     def step(gen, train, gpus, gen_gpus, sync, k):

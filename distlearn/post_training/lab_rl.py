@@ -35,7 +35,7 @@ from distlearn.core.validate import DistlearnValueError, check_bool, check_choic
 
 __all__ = ["VOCAB", "LENGTH", "HIDDEN", "TARGET", "CLIP", "Policy", "RLRun", "make_policy", "sample",
            "sequence_logprobs", "reward", "advantages", "policy_loss", "check_arguments", "train_reference",
-           "lab_rl", "logprob_mismatch"]
+           "lab_rl", "lab_rl_colocated", "logprob_mismatch"]
 
 VOCAB = 8                                               # tokens 0 … 7 / 词表大小
 LENGTH = 6                                              # tokens per sequence / 每条序列的 token 数
@@ -282,6 +282,66 @@ def lab_rl(rank: int, world_size: int, steps: int = 40, staleness: int = 0, batc
             dist.broadcast(new, src=0)                # receive version i + 1 / 接收版本 i + 1
             history.append(new)
     return used
+
+
+def lab_rl_colocated(rank: int, world_size: int, steps: int = 40, batch: int = 64, lr: float = 0.05, seed: int = 0):
+    """The colocated placement on real processes (run it with :func:`distlearn.core.launch.run`): every rank both
+    generates and trains. For training each rank keeps one shard of the flat fp32 weights (584 parameters padded to
+    a multiple of W) and Adam's state for it, as FSDP does. Per step: ``all_gather_single`` rebuilds the full
+    weights on every rank (the reshard to the generation layout: here full replicas); each rank samples
+    batch / W sequences with the seed a generator of that index would use; the rewards are all-gathered so that
+    the advantages are normalised over the whole batch; each rank computes the gradient of its tokens' loss, and
+    ``reduce_scatter_single`` sums the gradients into the shards (divided by W: the mean over all tokens); Adam steps
+    on the shard. No weight broadcast is needed: generator and trainer are the same weights.
+
+    Mathematically this is :func:`train_reference` with ``generators=world_size`` and staleness 0; the sums run in
+    another order, so the numbers agree to rounding (tests/test_post_training_rl.py). Returns the :class:`RLRun` on
+    every rank (rank 0's is the one to read)."""
+    import torch.distributed as dist
+
+    torch = _torch()
+    check_int("world_size", world_size, minimum=1, maximum=8)
+    check_arguments(world_size + 1, steps, 0, batch, lr, seed, "float32", True)
+    policy = make_policy(seed)
+    flat = _flat(policy)
+    per_shard = -(-flat.numel() // world_size)
+    padded = torch.zeros(per_shard * world_size)
+    padded[:flat.numel()] = flat
+    shard = torch.nn.Parameter(padded[rank * per_shard:(rank + 1) * per_shard].clone())
+    opt = torch.optim.Adam([shard], lr=lr)
+    per = batch // world_size
+    out = {"rewards": [], "gap": [], "dev": [], "clip": []}
+    for i in range(steps):
+        full = torch.empty(per_shard * world_size)
+        dist.all_gather_single(full, shard.detach())          # training shards -> full weights / 分片 -> 完整权重
+        _load_flat(policy, full[:flat.numel()])
+        tokens, logp_gen = sample(policy, per, _sample_seed(seed, i, rank))
+        r = reward(tokens)
+        everyone = torch.empty(per * world_size)
+        dist.all_gather_single(everyone, r)                   # the whole batch's rewards / 整个批次的奖励
+        adv = advantages(everyone)[rank * per:(rank + 1) * per]
+        policy.zero_grad()
+        logp_train = sequence_logprobs(policy, tokens)
+        loss, ratio, acts = policy_loss(logp_train, logp_gen, adv)
+        loss.backward()
+        grad = torch.zeros(per_shard * world_size)
+        grad[:flat.numel()] = torch.cat([p.grad.reshape(-1) for p in policy.parameters()])
+        shard.grad = torch.empty(per_shard)
+        dist.reduce_scatter_single(shard.grad, grad)               # sum the gradients into the shards / 梯度求和到分片
+        shard.grad /= world_size
+        opt.step()
+        stats = torch.tensor([(logp_train.detach() - logp_gen).abs().max().item(), (ratio - 1).abs().mean().item(),
+                              acts])
+        dist.all_reduce(stats[:1], op=dist.ReduceOp.MAX)
+        dist.all_reduce(stats[1:])
+        out["rewards"].append(everyone.mean().item())
+        out["gap"].append(stats[0].item())
+        out["dev"].append(stats[1].item() / world_size)
+        out["clip"].append(stats[2].item() / world_size)
+    full = torch.empty(per_shard * world_size)
+    dist.all_gather_single(full, shard.detach())
+    return RLRun(tuple(out["rewards"]), tuple(out["gap"]), tuple(out["dev"]), tuple(out["clip"]), tuple(range(steps)),
+                 full[:flat.numel()].clone(), 0, "float32", True)
 
 
 def logprob_mismatch(run: RLRun, tol: float = 1e-5) -> list[int]:
