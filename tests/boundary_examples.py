@@ -345,6 +345,12 @@ CALLS = {
                                              "sequence_parallel": True, "activation_bytes": 2},
     f"{ND}.predict_rank_memory": lambda: {"config": _model(), "layout": _layout(), "rank": 0, "seq_len": 2048},
     f"{ND}.layout_from_plan": lambda: {"plan": _plan(zero_stage=2, recompute="none")},
+    # ------------------------------------------------------------------ RL post-training (chapter 15)
+    "distlearn.post_training.rl_timeline.overheads": lambda: {"setup": _rl_setup()},
+    "distlearn.post_training.rl_timeline.steady_step_time": lambda: {"setup": _rl_setup(), "placement": "colocated"},
+    "distlearn.post_training.rl_timeline.policy_lag": lambda: {"setup": _rl_setup(), "placement": "disaggregated"},
+    "distlearn.post_training.rl_timeline.simulate": lambda: {"setup": _rl_setup(), "placement": "disaggregated"},
+    "distlearn.post_training.rl_timeline.compare": lambda: {"setup": _rl_setup()},
     # ------------------------------------------------------------------ overlap and prefetch (chapter 07)
     "distlearn.overlap_prefetch.timeline.simulate": lambda: {"forward": [1.0, 1.0, 1.0],
                                                              "all_gather": [0.5, 0.5, 0.5]},
@@ -697,6 +703,12 @@ def _flat_shards(torch=False):
         return {"shards": [reference_flat_shard(tensors, 2, r) for r in range(2)], "shapes": [(2, 3), (5,)]}
     flat = flatten_and_shard(params, 2)
     return {"shards": flat.shards, "shapes": [p.shape for p in params]}
+
+
+def _rl_setup():
+    from distlearn.post_training.rl_timeline import RLSetup
+
+    return RLSetup(staleness=1)
 
 
 def _mlp_units():

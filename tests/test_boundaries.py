@@ -107,7 +107,7 @@ def public_functions() -> list[tuple[str, str]]:
     for info in pkgutil.walk_packages(distlearn.__path__, "distlearn."):
         last = info.name.rsplit(".", 1)[-1]
         if info.ispkg or info.name.startswith(SKIPPED_PACKAGES) or any(
-                last == s or last.startswith(s + "_") for s in SKIPPED_MODULES):
+                last == s or last.startswith(s + "_") or last.endswith("_" + s) for s in SKIPPED_MODULES):
             continue
         mod = importlib.import_module(info.name)
         for name, obj in vars(mod).items():

@@ -35,6 +35,7 @@ CONTEXT = {
     ("collectives", "step"): {"world_size": 8},                       # 14 steps only with 8 ranks (4 ranks: 6)
     ("overlap_prefetch", "limit"): {"depth": 4},                               # a limit binds only above the depth
     ("planning", "ep"): {"model": "deepseek-v3", "num_gpus": 256},      # expert parallelism needs an MoE model
+    ("post_training", "staleness"): {"pool_share": 0.9},   # k > 1 shows only when the trainer pool is the slower one
 }
 
 
