@@ -13,7 +13,7 @@ matplotlib.use("Agg")
 
 from distlearn.core.check import CheckFailed  # noqa: E402
 from distlearn.core.validate import DistlearnValueError  # noqa: E402
-from distlearn.post_training import rl_check  # noqa: E402
+from distlearn.post_training import check as rl_check  # noqa: E402
 from distlearn.post_training.lab_rl import (logprob_mismatch, make_policy, policy_loss, sample,  # noqa: E402
                                             sequence_logprobs, train_reference)
 from distlearn.post_training.rl_timeline import (PLACEMENTS, RLSetup, compare, overheads, policy_lag,  # noqa: E402

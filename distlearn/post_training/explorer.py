@@ -1,6 +1,6 @@
 """Explorer for chapter 15's RL placements: model size, GPUs, the generator pool's share of them, generation's share of
 the step, network bandwidth, the dedicated generator's per-GPU efficiency and the staleness bound k → both
-timelines (:func:`distlearn.post_training.rl_plots.plot_timelines`) and their numbers.
+timelines (:func:`distlearn.post_training.plots_rl.plot_timelines`) and their numbers.
 
 ``compute`` builds an :class:`~distlearn.post_training.rl_timeline.RLSetup` (one step's compute fixed at 100 s on
 all GPUs, split by the generation share) and runs :func:`~distlearn.post_training.rl_timeline.compare`.
@@ -12,7 +12,7 @@ import matplotlib.pyplot as plt
 from distlearn.core import explorer as base
 from distlearn.core.i18n import bi, table, text
 from distlearn.core.validate import DistlearnValueError
-from distlearn.post_training import rl_plots
+from distlearn.post_training import plots_rl
 from distlearn.post_training.rl_timeline import RLSetup, compare
 
 STEP_SECONDS = 100.0   # one step's generation + training on all GPUs (illustrative) / 全部 GPU 上一步的计算时间（示意）
@@ -61,7 +61,7 @@ def render(res: dict) -> None:
     winner = bi("colocated", "共置部署") if c.faster == "colocated" else bi("disaggregated", "分离部署")
     print(bi(f"faster: {winner} (colocated step / disaggregated step = {c.speedup:.2f})",
              f"更快的是：{winner}（共置部署每步 / 分离部署每步 = {c.speedup:.2f}）"))
-    rl_plots.plot_timelines(c)
+    plots_rl.plot_timelines(c)
     plt.show()
 
 
