@@ -110,6 +110,18 @@ def measure() -> dict:
     res["bf16_gemm_d8192"] = rows
     del w
 
+    # chapter 15's roofline: a bf16 batch of B rows times Llama 3 70B's 8,192 × 28,672 up-projection
+    w = torch.randn(8192, 28672, device=dev, dtype=torch.bfloat16)
+    rows = []
+    for B in [1, 2, 4, 8, 16, 32, 64, 96, 128, 160, 192, 256, 384, 512, 1024, 2048, 4096]:
+        x = torch.randn(B, 8192, device=dev, dtype=torch.bfloat16)
+        s = timed(lambda: x @ w, reps=20)
+        flops, nbytes = 2 * B * w.numel(), 2 * (w.numel() + B * (8192 + 28672))
+        rows.append({"tokens": B, "seconds": s, "flop_per_second": flops / s, "bytes_per_second": nbytes / s,
+                     "flop_per_byte": flops / nbytes})
+    res["bf16_gemm_8192x28672"] = rows
+    del w
+
     # FP8 accumulation: E4M3 inputs (exact), float64 reference on the same values
     torch.manual_seed(0)
     one = torch.tensor(1.0, device=dev)
