@@ -9,6 +9,7 @@ from distlearn.core import cost
 from distlearn.core.check import Case, Why, difference, CheckFailed, verify  # CheckFailed: what a wrong answer raises
 from distlearn.core.comm import VirtualCluster, ring_bytes_per_rank
 from distlearn.core.topology import Topology, collective_cost
+from distlearn.core.guard import read_only
 
 
 def _halving_doubling_case(n: int, length: int, seed: int) -> Case:
@@ -125,10 +126,10 @@ def _hierarchical_seconds(nbytes, per_domain, domains, intra_bw, network_bw, alp
 #: Hidden cases of :func:`ex02_hierarchical_time`: (nbytes, per_domain, domains, intra_bw, network_bw, alpha_intra,
 #: alpha_network); H100 (450 / 50 GB/s) and GB200 NVL72 (900 GB/s, 72 per domain) figures, one GPU per domain, one
 #: domain, one GPU.
-HIERARCHICAL_CASES = [(14e9, 8, 2, 450e9, 50e9, 0.0, 0.0), (1e9, 8, 8, 450e9, 50e9, 2e-6, 1e-5),
+HIERARCHICAL_CASES = read_only([(14e9, 8, 2, 450e9, 50e9, 0.0, 0.0), (1e9, 8, 8, 450e9, 50e9, 2e-6, 1e-5),
                       (6e8, 4, 3, 900e9, 50e9, 3e-6, 2e-5), (1e6, 1, 4, 450e9, 50e9, 1e-6, 1e-5),
                       (1e6, 8, 1, 450e9, 50e9, 1e-6, 1e-5), (2e9, 72, 2, 900e9, 50e9, 1e-6, 1e-5),
-                      (5e5, 1, 1, 450e9, 50e9, 1e-6, 1e-5)]
+                      (5e5, 1, 1, 450e9, 50e9, 1e-6, 1e-5)])
 
 
 def ex02_hierarchical_time(fn):

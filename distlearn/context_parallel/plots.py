@@ -240,10 +240,10 @@ def ulysses_diagram(cp: int = 4, num_heads: int = 8):
     return fig
 
 
-MODE_NAMES = {"global": ("document mask from global ids", "按全局编号构造的文档掩码"),
+MODE_NAMES = read_only({"global": ("document mask from global ids", "按全局编号构造的文档掩码"),
               "causal-only": ("causal only: documents ignored", "只有因果掩码：忽略文档边界"),
               "local": ("ids and positions from the chunk alone", "只按本片段计算编号和位置"),
-              "unrestored": ("positions not restored after re-ordering", "重排后没有还原位置")}
+              "unrestored": ("positions not restored after re-ordering", "重排后没有还原位置")})
 
 
 def packed_mask_diagram(lengths, cp: int = 2, panels=(("contiguous", "global"), ("zigzag", "global"),

@@ -6,14 +6,15 @@ import matplotlib.pyplot as plt
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi
+from distlearn.core.guard import read_only
 
-KIND_COLORS = {"generate": "#4C72B0", "score": "#8172B3", "train": "#55A868", "sync": "#DD8452",
-               "reshard": "#C44E52", "offload": "#937860"}
-KIND_NAMES = {"generate": ("generate", "生成"), "score": ("score", "打分"), "train": ("train", "训练"),
+KIND_COLORS = read_only({"generate": "#4C72B0", "score": "#8172B3", "train": "#55A868", "sync": "#DD8452",
+               "reshard": "#C44E52", "offload": "#937860"})
+KIND_NAMES = read_only({"generate": ("generate", "生成"), "score": ("score", "打分"), "train": ("train", "训练"),
               "sync": ("weight broadcast", "权重广播"), "reshard": ("reshard", "重分片"),
-              "offload": ("offload / reload", "卸载 / 载回")}
-POOL_NAMES = {"all": ("all GPUs", "全部 GPU"), "generator": ("generator pool", "生成池"),
-              "trainer": ("trainer pool", "训练池")}
+              "offload": ("offload / reload", "卸载 / 载回")})
+POOL_NAMES = read_only({"all": ("all GPUs", "全部 GPU"), "generator": ("generator pool", "生成池"),
+              "trainer": ("trainer pool", "训练池")})
 SOURCES = ("Placements: HybridFlow/verl (arXiv 2409.19256), OpenRLHF (arXiv 2405.11143), AReaL (arXiv 2505.24298); "
            "80 % generation share: OpenRLHF",
            "放置方式：HybridFlow/verl（arXiv 2409.19256）、OpenRLHF（arXiv 2405.11143）、AReaL（arXiv 2505.24298）；"

@@ -48,6 +48,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distlearn.core.validate import DistlearnValueError, check_bool, check_int, check_number, check_choice
+from distlearn.core.guard import read_only
 
 __all__ = ["RLSetup", "Phase", "RLTimeline", "Overheads", "PLACEMENTS", "overheads", "simulate",
            "steady_step_time", "policy_lag", "compare", "Comparison", "GEN_SHARE_OPENRLHF", "DEFAULTS_SOURCES"]
@@ -60,7 +61,7 @@ PLACEMENTS = ("colocated", "disaggregated")
 GEN_SHARE_OPENRLHF = 0.8
 
 #: where each default of :class:`RLSetup` comes from
-DEFAULTS_SOURCES = {
+DEFAULTS_SOURCES = read_only({
     "params_billion": "7B, the size of verl's and OpenRLHF's GRPO/PPO examples (Qwen2-7B, Llama-3-8B)",
     "gpus": "two 8-GPU nodes (illustrative)",
     "gen_gpus": "12 of 16: close to the 80 % generation share (illustrative)",
@@ -73,7 +74,7 @@ DEFAULTS_SOURCES = {
                                "in both directions; one 400 Gb/s NIC per GPU in a DGX H100)",
     "host_gbs": "25 GB/s: chapter 08's effective PCIe 4.0 x16 figure (distlearn.activation_memory.formulas)",
     "gen_efficiency": "1.0: no per-GPU advantage for a dedicated generator (the neutral assumption)",
-}
+})
 
 
 @dataclass(frozen=True)
