@@ -181,6 +181,7 @@ CP = "distlearn.context_parallel.simulation"
 TP = "distlearn.tensor_parallel.simulation"
 EX = "distlearn.experts.simulation"
 ZF = "distlearn.zero_fsdp.simulation"
+MU = "distlearn.zero_fsdp.muon"
 ND = "distlearn.nd_parallel.simulation"
 DP = "distlearn.data_parallel.simulation"
 PS = "distlearn.precision.scaling"
@@ -524,6 +525,22 @@ CALLS = {
     "distlearn.zero_fsdp.traffic.element_differences": lambda: {"measured": {"all_gather": 10},
                                                                 "predicted": {"all_gather": 10}},
     "distlearn.zero_fsdp.traffic.verdict": lambda: {"measured": {"all_gather": 10}, "predicted": {"all_gather": 10}},
+    # ------------------------------------------------------------------ Muon (chapter 06)
+    f"{MU}.newton_schulz": lambda: {"g": _rng().standard_normal((4, 3))},
+    f"{MU}.newton_schulz_torch": lambda: {"g": _t(4, 3)},
+    f"{MU}.ns_polynomial": lambda: {"x": np.linspace(0.01, 1.0, 5)},
+    f"{MU}.ns_output_range": lambda: {"lo": 0.01, "steps": 5, "points": 101},
+    f"{MU}.update_scale": lambda: {"rows": 40, "cols": 16, "rule": "moonlight"},
+    f"{MU}.muon_update": lambda: {"grad": np.ones((3, 2)), "momentum": np.zeros((3, 2))},
+    f"{MU}.shardwise_newton_schulz": lambda: {"g": _rng().standard_normal((5, 3)), "world_size": 2},
+    f"{MU}.owner_of": lambda: {"index": 5, "world_size": 4},
+    f"{MU}.step_traffic": lambda: {"shapes": [(5, 3), (4, 4)], "world_size": 2, "rank": 1, "form": "owner"},
+    f"{MU}.ns_flops": lambda: {"rows": 40, "cols": 16},
+    f"{MU}.compute_per_rank": lambda: {"shapes": [(5, 3), (4, 4)], "world_size": 2, "form": "owner"},
+    f"{MU}.optimizer_state_bytes": lambda: {"muon_shapes": [(5, 3)], "adamw_shapes": [(5,)], "world_size": 2,
+                                            "rank": 1},
+    f"{MU}.bf16_ulp": lambda: {"x": 1.0},
+    f"{MU}.bf16_stagnates": lambda: {"w": 1.0, "delta": -1e-3},
 }
 
 

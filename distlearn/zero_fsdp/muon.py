@@ -45,8 +45,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distlearn.core.validate import (DistlearnValueError, MAX_WORLD_SIZE, array, check_choice, check_int, check_number,
-                                     checks, each)
+from distlearn.core.validate import (DistlearnValueError, MAX_WORLD_SIZE, array, check_bool, check_choice, check_int,
+                                     check_number, checks)
 from distlearn.zero_fsdp.simulation import chunk_sizes
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)   # (a, b, c) of KellerJordan/Muon's zeropower_via_newtonschulz5
@@ -161,6 +161,8 @@ def muon_update(grad, momentum, beta: float = 0.95, nesterov: bool = True, steps
     :func:`update_scale` (rows, cols, rule). The parameter then moves by −lr · update. Returns a :class:`MuonUpdate`;
     ``momentum`` is not changed in place. Raises DistlearnValueError for shapes that differ, β outside [0, 1)."""
     beta = check_number("beta", beta, minimum=0.0, maximum=1.0)
+    nesterov = check_bool("nesterov", nesterov)
+    rule = check_choice("rule", rule, SCALE_RULES)
     if beta >= 1.0:
         raise DistlearnValueError("beta", f"beta must be in [0, 1), got {beta}.", f"beta 必须在 [0, 1) 内，收到 {beta}。")
     g = np.asarray(grad, dtype=np.float64)
