@@ -194,3 +194,34 @@ def test_sharded_forms_on_fsdp2(world_size):
         with pytest.raises(AssertionError):
             check_against_reference(r["local"], ref)
         assert _max_diff(r["local"], ref, ["blocks.0.mlp.up.weight"]) > 1e-3
+
+
+def _sent_by_hand(shapes, ws, rank, form):                 # written from the lab's collectives, not from muon.py
+    total = 0
+    for i, (rows, cols) in enumerate(shapes):
+        shard = -(-rows // ws) * cols
+        if ws == 1:
+            continue
+        if form == "all_gather":
+            total += (ws - 1) * shard
+        else:
+            total += (ws - 1) * shard if i % ws == rank else shard
+    return total
+
+
+def test_traffic_checker_accepts_a_hand_answer_and_rejects_wrong_ones(capsys):
+    from distlearn.core.check import CheckFailed
+    from distlearn.zero_fsdp import check as ch06
+
+    ch06.ex06_muon_traffic(_sent_by_hand)
+    assert capsys.readouterr().out.startswith("✓")
+    def unpadded(shapes, ws, rank, form):                   # rows / W instead of ⌈rows / W⌉
+        if ws == 1:
+            return 0
+        return sum(((ws - 1) if form == "all_gather" or i % ws == rank else 1) * rows * cols // ws
+                   for i, (rows, cols) in enumerate(shapes))
+
+    everyone_scatters = lambda s, ws, r, f: _sent_by_hand(s, ws, r, "all_gather")  # noqa: E731
+    for wrong in (unpadded, everyone_scatters):
+        with pytest.raises(CheckFailed):
+            ch06.ex06_muon_traffic(wrong)
