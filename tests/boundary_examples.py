@@ -540,6 +540,8 @@ CALLS = {
     f"{MU}.optimizer_state_bytes": lambda: {"muon_shapes": [(5, 3)], "adamw_shapes": [(5,)], "world_size": 2,
                                             "rank": 1},
     f"{MU}.bf16_ulp": lambda: {"x": 1.0},
+    f"{MU}.split_parameters": lambda: {"config": __import__("distlearn.core.models", fromlist=["x"]).get_preset(
+        "llama3-8b")},
     f"{MU}.bf16_stagnates": lambda: {"w": 1.0, "delta": -1e-3},
 }
 

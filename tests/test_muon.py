@@ -225,3 +225,19 @@ def test_traffic_checker_accepts_a_hand_answer_and_rejects_wrong_ones(capsys):
     for wrong in (unpadded, everyone_scatters):
         with pytest.raises(CheckFailed):
             ch06.ex06_muon_traffic(wrong)
+
+
+def test_split_counts_every_parameter():
+    """The split's shapes add up to the course's own parameter count, and the tiny GPT's split is the lab's."""
+    from distlearn.core.models import build_model, get_preset
+    from distlearn.zero_fsdp.lab import tiny_config
+
+    for name in ("llama3-8b", "llama2-7b"):
+        cfg = get_preset(name)
+        s = M.split_parameters(cfg)
+        assert sum(math.prod(x) for x in s.muon + s.adamw) == cfg.num_parameters()
+    model = build_model(tiny_config())
+    muon, adamw = lab_muon.split_parameters(model)
+    s = M.split_parameters(tiny_config())
+    assert [tuple(p.shape) for _, p in muon] == s.muon
+    assert sorted(tuple(p.shape) for _, p in adamw) == sorted(s.adamw)

@@ -83,8 +83,8 @@ def ex06_muon_traffic(fn):
     hint_en = ("A ring all-gather makes each rank send its padded shard to the W − 1 others, for every matrix. In the "
                "owner form a rank sends its shard once to each matrix's owner, except for the matrices it owns: there "
                "it scatters the W − 1 other shards. A shard has ⌈rows/W⌉ · cols elements.")
-    hint_zh = ("环形 AllGather 中，每个矩阵都要由每个 rank 把自己填充后的分片发给其余 W − 1 个 rank。属主形式中，"
-               "rank 把自己的分片发给每个矩阵的属主一次；对自己持有的矩阵，则把其余 W − 1 个分片分发出去。"
+    hint_zh = ("环形 AllGather 中，每个矩阵都要由每个 rank 把自己填充后的分片发给其余 W − 1 个 rank。持有者形式中，"
+               "rank 把自己的分片发给每个矩阵的持有者一次；对自己持有的矩阵，则把其余 W − 1 个分片分发出去。"
                "一个分片有 ⌈rows/W⌉ · cols 个元素。")
     cases = [Case((shapes, ws, r, form), expected=step_traffic(shapes, ws, r, form).sent, hint_en=hint_en,
                   hint_zh=hint_zh)

@@ -45,8 +45,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distlearn.core.models import ModelConfig
 from distlearn.core.validate import (DistlearnValueError, MAX_WORLD_SIZE, array, check_bool, check_choice, check_int,
-                                     check_number, checks)
+                                     check_number, checks, record)
 from distlearn.zero_fsdp.simulation import chunk_sizes
 
 NS_COEFFS = (3.4445, -4.7750, 2.0315)   # (a, b, c) of KellerJordan/Muon's zeropower_via_newtonschulz5
@@ -187,6 +188,35 @@ def shardwise_newton_schulz(g, world_size: int, steps: int = NS_STEPS) -> np.nda
 
 
 # ------------------------------------------------------------------ costs in closed form
+@dataclass(frozen=True)
+class ParameterSplit:
+    """Which parameters of a dense model go to which optimizer: ``muon`` [(rows, cols), …] (the hidden matrices,
+    layer by layer in the order q, k, v, o, gate, up, down for Llama; q, k, v, o, up, down for GPT) and ``adamw``
+    [shape, …] (embedding, LM head unless tied, GPT's position embedding, norms and biases)."""
+    muon: list
+    adamw: list
+
+
+@checks(config=record(ModelConfig, "get_preset('llama3-8b')"))
+def split_parameters(config) -> ParameterSplit:
+    """The Muon / AdamW split of a dense ``config`` (arch "llama" or "gpt", no experts), with weights shaped as
+    PyTorch's ``nn.Linear`` stores them, (out_features, in_features). Raises DistlearnValueError for an MoE model."""
+    if config.num_experts:
+        raise DistlearnValueError("config", f"split_parameters covers dense models; {config.name} has experts.",
+                                  f"split_parameters 只支持稠密模型；{config.name} 含有专家。")
+    h, f = config.hidden_size, config.ffn_hidden_size
+    kv = (config.num_kv_heads or config.num_heads) * (h // config.num_heads)
+    llama = config.arch == "llama"
+    layer = [(h, h), (kv, h), (kv, h), (h, h)] + ([(f, h), (f, h), (h, f)] if llama else [(f, h), (h, f)])
+    adamw = [(config.vocab_size, h)] + ([] if config.tied_embeddings else [(config.vocab_size, h)])
+    if llama:
+        adamw += [(h,)] * (2 * config.num_layers + 1)                       # RMSNorm weights
+    else:
+        adamw += [(config.max_seq_len, h)] + [(h,)] * (4 * config.num_layers + 2)   # LayerNorm weight and bias
+        adamw += [(h,), (kv,), (kv,), (h,), (f,), (h,)] * config.num_layers        # biases
+    return ParameterSplit(layer * config.num_layers, adamw)
+
+
 def _shape_list(name, shapes) -> list[tuple[int, int]]:
     if not isinstance(shapes, (list, tuple)) or not shapes:
         raise DistlearnValueError(name, f"{name} must be a non-empty list of (rows, cols) pairs, got {shapes!r}.",

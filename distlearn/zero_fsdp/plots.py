@@ -125,7 +125,7 @@ def fsdp_lifecycle(num_units: int = 3, ax=None):
 MUON_FORM_NAMES = {
     "local": ("Newton–Schulz on each rank's rows (wrong)", "每个 rank 只对自己的行做 Newton–Schulz（错误）"),
     "all_gather": ("(1) all-gather: every rank computes every matrix", "(1) AllGather：每个 rank 都算每个矩阵"),
-    "owner": ("(2) owner: matrix i on rank i mod W", "(2) 属主：矩阵 i 交给 rank i mod W"),
+    "owner": ("(2) owner: matrix i on rank i mod W", "(2) 持有者：矩阵 i 由 rank i mod W 计算"),
 }
 
 
