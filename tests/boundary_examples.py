@@ -182,6 +182,7 @@ CPK = "distlearn.context_parallel.packed"
 TP = "distlearn.tensor_parallel.simulation"
 EX = "distlearn.experts.simulation"
 ZF = "distlearn.zero_fsdp.simulation"
+MU = "distlearn.zero_fsdp.muon"
 ND = "distlearn.nd_parallel.simulation"
 DP = "distlearn.data_parallel.simulation"
 PS = "distlearn.precision.scaling"
@@ -556,6 +557,24 @@ CALLS = {
                                                                         "rank": 1},
     "distlearn.post_training.resharding.all_gather_received": lambda: {"weight": _weight(), "world_size": 4,
                                                                        "rank": 1},
+    # ------------------------------------------------------------------ Muon (chapter 06)
+    f"{MU}.newton_schulz": lambda: {"g": _rng().standard_normal((4, 3))},
+    f"{MU}.newton_schulz_torch": lambda: {"g": _t(4, 3)},
+    f"{MU}.ns_polynomial": lambda: {"x": np.linspace(0.01, 1.0, 5)},
+    f"{MU}.ns_output_range": lambda: {"lo": 0.01, "steps": 5, "points": 101},
+    f"{MU}.update_scale": lambda: {"rows": 40, "cols": 16, "rule": "moonlight"},
+    f"{MU}.muon_update": lambda: {"grad": np.ones((3, 2)), "momentum": np.zeros((3, 2))},
+    f"{MU}.shardwise_newton_schulz": lambda: {"g": _rng().standard_normal((5, 3)), "world_size": 2},
+    f"{MU}.owner_of": lambda: {"index": 5, "world_size": 4},
+    f"{MU}.step_traffic": lambda: {"shapes": [(5, 3), (4, 4)], "world_size": 2, "rank": 1, "form": "owner"},
+    f"{MU}.ns_flops": lambda: {"rows": 40, "cols": 16},
+    f"{MU}.compute_per_rank": lambda: {"shapes": [(5, 3), (4, 4)], "world_size": 2, "form": "owner"},
+    f"{MU}.optimizer_state_bytes": lambda: {"muon_shapes": [(5, 3)], "adamw_shapes": [(5,)], "world_size": 2,
+                                            "rank": 1},
+    f"{MU}.bf16_ulp": lambda: {"x": 1.0},
+    f"{MU}.split_parameters": lambda: {"config": __import__("distlearn.core.models", fromlist=["x"]).get_preset(
+        "llama3-8b")},
+    f"{MU}.bf16_stagnates": lambda: {"w": 1.0, "delta": -1e-3},
 }
 
 

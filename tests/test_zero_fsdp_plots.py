@@ -27,7 +27,7 @@ def _texts(ax):
 
 
 @pytest.mark.parametrize("lang", ["en", "zh"])
-@pytest.mark.parametrize("draw", [zp.zero_stages, zp.fsdp_lifecycle])
+@pytest.mark.parametrize("draw", [zp.zero_stages, zp.fsdp_lifecycle, zp.muon_forms])
 def test_diagrams_draw_in_the_readers_language(draw, lang):
     import matplotlib.pyplot as plt
 
@@ -65,3 +65,18 @@ def test_lifecycle_follows_the_simulated_trainer(num_units):
                  [rng.standard_normal((2, widths[-1])) for _ in range(2)])
     drawn = [(ph, u, e) for ph, u, e in zp.lifecycle_events(num_units) if e in ("all_gather", "reduce_scatter")]
     assert drawn == [(ph, u, k) for ph, u, k, _ in trainer.log]
+
+
+def test_muon_forms_numbers_are_the_closed_forms():
+    """3 matrices of 8 × 8 on 4 ranks: the all-gather form runs 3 Newton–Schulz on every rank and sends 3 · 3 · 2 · 8
+    elements; the owner form at most 1 per rank, and rank 0 sends 3 · 16 rows of its matrix plus its shard of the other
+    two, 2 · 16."""
+    import matplotlib.pyplot as plt
+
+    with language("en"):
+        ax = zp.muon_forms(world_size=4, num_matrices=3)
+        texts = [t.get_text() for t in ax.texts]
+    plt.close(ax.figure)
+    assert "busiest rank: 3 NS\nsends ≤ 144 elements" in texts
+    assert "busiest rank: 1 NS\nsends ≤ 80 elements" in texts
+    assert sum(t == "NS" for t in texts) == 4 * 3 + 4 * 3 + 3

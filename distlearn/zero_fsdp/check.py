@@ -71,3 +71,26 @@ def ex06_model_states_per_gpu(fn):
              for psi, dp, s in [(7_500_000_000, 64, 0), (7_500_000_000, 64, 1), (7_500_000_000, 64, 2),
                                 (7_500_000_000, 64, 3), (1000, 1, 3), (1_000_000, 10, 2)]]
     verify("ex06_model_states_per_gpu", fn, cases)
+
+
+def ex06_muon_traffic(fn):
+    """``fn(shapes, world_size, rank, form)`` → elements rank ``rank`` sends to other ranks in one sharded Muon step
+    (``form`` "all_gather" or "owner"; matrix i's owner is i mod world_size; every shard padded to ⌈rows/W⌉ rows).
+    Expected: :func:`distlearn.zero_fsdp.muon.step_traffic` ``.sent``, which tests/test_muon.py checks against the
+    collectives the gloo lab issues."""
+    from distlearn.zero_fsdp.muon import step_traffic
+
+    hint_en = ("A ring all-gather makes each rank send its padded shard to the W − 1 others, for every matrix. In the "
+               "owner form a rank sends its shard once to each matrix's owner, except for the matrices it owns: there "
+               "it scatters the W − 1 other shards. A shard has ⌈rows/W⌉ · cols elements.")
+    hint_zh = ("环形 AllGather 中，每个矩阵都要由每个 rank 把自己填充后的分片发给其余 W − 1 个 rank。持有者形式中，"
+               "rank 把自己的分片发给每个矩阵的持有者一次；对自己持有的矩阵，则把其余 W − 1 个分片分发出去。"
+               "一个分片有 ⌈rows/W⌉ · cols 个元素。")
+    cases = [Case((shapes, ws, r, form), expected=step_traffic(shapes, ws, r, form).sent, hint_en=hint_en,
+                  hint_zh=hint_zh)
+             for shapes, ws, r, form in [([(8, 4)], 2, 0, "all_gather"), ([(8, 4)], 2, 1, "owner"),
+                                         ([(8, 4)] * 3, 4, 0, "owner"), ([(8, 4)] * 3, 4, 3, "owner"),
+                                         ([(5, 3)], 4, 2, "all_gather"), ([(5, 3), (40, 16)], 4, 1, "owner"),
+                                         ([(4096, 4096), (14336, 4096)], 8, 1, "owner"),
+                                         ([(4096, 4096), (1024, 4096)], 8, 7, "all_gather"), ([(6, 6)], 1, 0, "owner")]]
+    verify("ex06_muon_traffic", fn, cases)

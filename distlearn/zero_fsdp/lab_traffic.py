@@ -43,6 +43,9 @@ _C10D = {
     "_reduce_scatter_base_": ("reduce_scatter", lambda a: a[1].numel()),
     "reduce_scatter_": ("reduce_scatter", lambda a: sum(_FLAT(x) for x in a[1])),
     "reduce_scatter_tensor_coalesced_": ("reduce_scatter", lambda a: _FLAT(a[1])),
+    # gather and scatter: the whole message at the root (its output / input lists); 0 elsewhere (kept in ``other``)
+    "gather_": ("gather", lambda a: sum(_FLAT(x) for x in a[0])),
+    "scatter_": ("scatter", lambda a: sum(_FLAT(x) for x in a[1])),
 }
 
 
@@ -69,7 +72,7 @@ def _group_size(args) -> int:
 
 class CollectiveRecorder(TorchDispatchMode):
     """Record every ``c10d`` collective dispatched while active: ``calls`` is a list of ``(op, numel,
-    group_size)`` in issue order (``group_size``: ranks of the process group it ran on, 0 if unknown) (``op`` ∈ all_reduce, reduce, broadcast, all_gather, reduce_scatter, or the raw operator name for
+    group_size)`` in issue order (``group_size``: ranks of the process group it ran on, 0 if unknown) (``op`` ∈ all_reduce, reduce, broadcast, all_gather, reduce_scatter, gather, scatter, or the raw operator name for
     anything else). Messages of at most ``min_numel`` elements (loss and gradient-norm scalars, DeepSpeed's
     overflow flag) and messages of integers (ZeRO-3's check that all ranks traced the same parameter order,
     ``assert_ints_same_as_other_ranks``) are kept apart in ``other``: they carry no model data. Barriers are

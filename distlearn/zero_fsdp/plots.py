@@ -13,8 +13,10 @@ from distlearn.core import plots
 from distlearn.core.i18n import bi
 from distlearn.memory.formulas import bytes_per_param, model_state_bytes
 from distlearn.core.guard import read_only
+from distlearn.zero_fsdp.muon import compute_per_rank, owner_of, step_traffic
 
-__all__ = ["zero_stages", "lifecycle_events", "fsdp_lifecycle", "STATE_NAMES", "STAGE_NAMES", "EVENT_NAMES"]
+__all__ = ["zero_stages", "lifecycle_events", "fsdp_lifecycle", "muon_forms", "STATE_NAMES", "STAGE_NAMES",
+           "EVENT_NAMES", "MUON_FORM_NAMES"]
 
 STATE_NAMES = read_only({"params": ("parameters", "参数"), "grads": ("gradients", "梯度"),
                "optimizer": ("optimizer states", "优化器状态")})
@@ -118,4 +120,62 @@ def fsdp_lifecycle(num_units: int = 3, ax=None):
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.02), ncols=3, fontsize=8, frameon=False)
     plots.title(ax, "One FSDP step: each unit is whole only while it computes (tall block), then freed",
                 "FSDP 的一步：每个单元只在计算时是完整的（高块），算完就释放")
+    return ax
+
+
+MUON_FORM_NAMES = read_only({
+    "local": ("Newton–Schulz on each rank's rows (wrong)", "每个 rank 只对自己的行做 Newton–Schulz（错误）"),
+    "all_gather": ("(1) all-gather: every rank computes every matrix", "(1) AllGather：每个 rank 都算每个矩阵"),
+    "owner": ("(2) owner: matrix i on rank i mod W", "(2) 持有者：矩阵 i 由 rank i mod W 计算"),
+})
+
+
+def muon_forms(world_size: int = 4, num_matrices: int = 3, rows: int = 8, cols: int = 8, ax=None):
+    """Three rows (the wrong shardwise Newton–Schulz, the all-gather form, the owner form), one box per rank. In each
+    box one small matrix per Muon matrix, cut into ``world_size`` row bands: the rank's own band is dark, rows it
+    gathered from other ranks are light, rows it never sees are an outline. "NS" marks the rows Newton–Schulz runs
+    on in that box (only the own band in the wrong form). Right of each row: the Newton–Schulz count of the busiest
+    rank and the elements one rank sends per step, from :func:`distlearn.zero_fsdp.muon.compute_per_rank` and
+    :func:`distlearn.zero_fsdp.muon.step_traffic` for ``num_matrices`` matrices of (rows, cols). Returns the axes."""
+    if ax is None:
+        _, ax = plots.new_figure(10.0, 5.6)
+    shapes = [(rows, cols)] * num_matrices
+    box_w, gap, mat_w, row_h = 1.0 + 0.02, 0.25, 0.26, 1.5
+    band = 0.8 / world_size
+    own, got, none = plots.COLORS["params"], "#A9C1E3", "white"
+    for row, form in enumerate(("local", "all_gather", "owner")):
+        y0 = (2 - row) * row_h
+        for r in range(world_size):
+            x0 = r * (box_w + gap)
+            ax.add_patch(Rectangle((x0, y0), box_w, 1.05, fill=False, ec="#555555", lw=1))
+            ax.text(x0 + box_w / 2, y0 + 1.08, f"rank {r}", ha="center", va="bottom", fontsize=7)
+            for i in range(num_matrices):
+                mx = x0 + 0.08 + i * (mat_w + 0.06)
+                whole = form == "all_gather" or (form == "owner" and owner_of(i, world_size) == r)
+                for b in range(world_size):
+                    by = y0 + 0.9 - (b + 1) * band
+                    color = own if b == r else got if whole else none
+                    ax.add_patch(Rectangle((mx, by), mat_w, band, facecolor=color, ec="#777777", lw=0.5))
+                if whole or form == "local":
+                    ny = y0 + 0.9 - (r + 0.5) * band if form == "local" else y0 + 0.5
+                    ax.text(mx + mat_w / 2, ny, "NS", ha="center", va="center", fontsize=6,
+                            color="white" if form == "local" else "#222222")
+        ax.text(-0.1, y0 + 1.32, _name(MUON_FORM_NAMES[form]), ha="left", va="bottom", fontsize=9)
+        if form == "local":
+            right = bi("no traffic,\nbut not Muon", "没有通信，\n但已不是 Muon")
+        else:
+            busiest = max(compute_per_rank(shapes, world_size, form)) // compute_per_rank(shapes[:1], 1, form)[0]
+            sent = max(step_traffic(shapes, world_size, r, form).sent for r in range(world_size))
+            right = bi(f"busiest rank: {busiest} NS\nsends ≤ {sent} elements",
+                       f"最忙的 rank：{busiest} 次 NS\n最多发送 {sent} 个元素")
+        ax.text(world_size * (box_w + gap) - gap + 0.15, y0 + 0.5, right, ha="left", va="center", fontsize=8)
+    for color, en, zh in ((own, "the rank's own rows (FSDP2 shard)", "本 rank 自己的行（FSDP2 分片）"),
+                          (got, "rows gathered from other ranks", "从其他 rank 收集来的行")):
+        ax.bar(0, 0, color=color, label=bi(en, zh))
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.01), ncols=2, fontsize=8, frameon=False)
+    ax.set_xlim(-0.2, world_size * (box_w + gap) + 1.9)
+    ax.set_ylim(-0.1, 3 * row_h + 0.2)
+    ax.set_axis_off()
+    plots.title(ax, f"Who runs Newton–Schulz on {num_matrices} matrices sharded by rows over {world_size} ranks",
+                f"{num_matrices} 个按行分片到 {world_size} 个 rank 上的矩阵：谁来做 Newton–Schulz")
     return ax
