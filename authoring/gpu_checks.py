@@ -35,7 +35,7 @@ LABS = ["distlearn.core.lab_smoke", "distlearn.collectives.lab", "distlearn.data
         "distlearn.pipeline_parallel.lab_1f1b", "distlearn.pipeline_parallel.lab_zero_bubble",
         "distlearn.zero_fsdp.lab", "distlearn.memory.lab",
         "distlearn.context_parallel.lab", "distlearn.experts.lab", "distlearn.nd_parallel.lab",
-        "distlearn.post_training.lab_reshard"]
+        "distlearn.post_training.lab_reshard", "distlearn.post_training.lab_rl", "distlearn.zero_fsdp.lab_muon"]
 """Lab modules with a ``torchrun`` entry point (``deepspeed_fsdp.lab`` and ``zero_fsdp.lab_traffic`` run DeepSpeed,
 absent on the GPU image;
 ``fault_tolerance.lab`` is started by its own torchrun driver)."""
