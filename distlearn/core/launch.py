@@ -362,16 +362,17 @@ def _stop(procs) -> None:
             p.join(timeout=5)
 
 
-def torchrun_main(fn: Callable[..., Any], *args) -> Any:
+def torchrun_main(fn: Callable[..., Any], *args, backend: str | None = None) -> Any:
     """Run ``fn(rank, world_size, *args)`` in a process started by torchrun (env:// rendezvous).
 
-    Picks NCCL and one GPU per rank when CUDA is available, else gloo on the loopback interface. Rank 0 prints
-    the result; every rank returns its own.
+    Picks NCCL and one GPU per rank when CUDA is available, else gloo on the loopback interface; ``backend="gloo"``
+    keeps a lab that computes on the CPU on gloo even where GPUs are (chapter 15's RL loop, a 584-parameter
+    policy). Rank 0 prints the result; every rank returns its own.
     """
     import torch
     import torch.distributed as dist
 
-    backend = default_backend()
+    backend = default_backend() if backend is None else check_choice("backend", backend, ("gloo", "nccl"))
     if backend == "nccl":
         torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", 0)))
     else:

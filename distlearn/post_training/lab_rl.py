@@ -357,4 +357,4 @@ def logprob_mismatch(run: RLRun, tol: float = 1e-5) -> list[int]:
 if __name__ == "__main__":
     from distlearn.core.launch import torchrun_main
 
-    torchrun_main(lab_rl, 40, 0)
+    torchrun_main(lab_rl, 40, 0, backend="gloo")   # CPU tensors throughout: gloo even on a GPU machine / 全程 CPU 张量：有 GPU 也用 gloo

@@ -64,9 +64,9 @@ def _orthogonalise(i, u, shape, form, world_size, rank, mesh):
         return _rows(newton_schulz_torch(whole), world_size, rank)
     owner = owner_of(i, world_size)
     c = -(-shape[0] // world_size)                       # ⌈rows / W⌉: gloo needs equal sizes / gloo 要求各块等长
-    pieces = [torch.empty(c, shape[1]) for _ in range(world_size)] if rank == owner else None
+    pieces = [u.new_empty(c, shape[1]) for _ in range(world_size)] if rank == owner else None
     dist.gather(_pad_rows(u, c).contiguous(), pieces, dst=owner)
-    out = torch.empty(c, shape[1])
+    out = u.new_empty(c, shape[1])                       # on u's device: NCCL needs CUDA buffers / NCCL 需要 CUDA 缓冲区
     send = None
     if rank == owner:
         whole = torch.cat([p[:n] for p, n in zip(pieces, [_rows(torch.empty(shape[0]), world_size, r).numel()
