@@ -72,7 +72,7 @@ def test_the_chapter_quotes_verls_full_gather_reshard():
 
     s = RLSetup()
     full = 2 * s.params_billion * 1e9 * (s.gpus - 1) / s.gpus
-    assert full > overheads(s).reshard_bytes          # more than the direct reshard / 比直接重分片多
+    assert full > overheads(s).reshard_bytes          # more than the direct reshard / 比直接重新分片多
     text = " ".join((ROOT / "notebooks" / "15_post_training.md").read_text(encoding="utf-8").split())
     en = f"{full / 1e9:.1f} GB per GPU here, {full / (s.nvlink_gbs * 1e9):.3f} s over NVLink"
     zh = f"每块 GPU {full / 1e9:.1f} GB，走 NVLink 要 {full / (s.nvlink_gbs * 1e9):.3f} 秒"
