@@ -279,6 +279,8 @@ def test_the_chapter_quotes_the_numbers_the_package_computes():
         "9.0 ms per token with tp = 8 but 44.7 ms with pp = 8": (f"{tp8.latency * 1e3:.1f}", f"{pp8.latency * 1e3:.1f}")
         == ("9.0", "44.7"),
         "take 0.65 ms of the 9.0": f"{tp8.comm_time * 1e3:.2f}" == "0.65",
+        "about 4 µs at NVLink speed. An α of a few microseconds is as large, and a token runs 160 of them": (
+            round(tp8.comm_time / (2 * m70.num_layers) * 1e6), 2 * m70.num_layers) == (4, 160),
         "the weights alone, 168 GB per GPU, do not fit": f"{ds8.weight_bytes / 1e9:.0f}" == "168" and not ds8.fits,
         "the whole latent cache, 73.7 GB": f"{ds16.kv_bytes / 1e9:.1f}" == "73.7" and not ds16.fits,
         "the all-gather brings 139 GB into every GPU": f"{t.all_gather / 1e9:.0f}" == "139",
@@ -297,7 +299,7 @@ def test_the_chapter_quotes_the_numbers_the_package_computes():
     for phrase, holds in expected.items():
         assert phrase in flat, phrase
         assert holds, phrase
-    zh = {"每秒约生成 220 个词元", "每秒生成 9,085 个", "每步要 87 毫秒", "每个词元 9.0 毫秒", "44.7 毫秒", "0.65 毫秒",
+    zh = {"每秒约生成 220 个词元", "每秒生成 9,085 个", "每步要 87 毫秒", "每个词元 9.0 毫秒", "44.7 毫秒", "0.65 毫秒", "约 4 微秒", "要做 160 次",
           "168 GB", "共 73.7 GB", "送进 139 GB", "只送 17.5 GB", "0.35 秒", "2.8 秒", "68.6 KiB",
           "14 + 4 ≈ 18", "约 242 次运算", "拐点 206"}
     assert all(z in text.replace("\n", "") for z in zh), [z for z in zh if z not in text.replace("\n", "")]
