@@ -105,6 +105,9 @@ def test_decode_with_cache_follows_the_closed_form():
         assert step.time == max(step.flops / 989e12, step.bytes / 3350e9)
     # the ceiling 2N / (T·k) as the batch grows (weight FLOPs only)
     assert G.decode_intensity(n, 10**9, 8192, kv) == pytest.approx(2 * n / (8192 * kv), rel=1e-3)
+    # with attention's FLOPs (decode_step), the ceiling gains n_heads / n_kv_heads FLOPs per byte of cache (GQA)
+    huge = G.decode_step(m, "h100-80gb", 10**6, 8192)
+    assert huge.intensity == pytest.approx(2 * n / (8192 * kv) + m.num_heads / m.kv_heads, rel=1e-3)
 
 
 @pytest.mark.parametrize("gpu", ["a100-80gb", "h100-80gb", "h200", "b200"])
@@ -276,6 +279,8 @@ def test_the_chapter_quotes_the_numbers_the_package_computes():
         "9.0 ms per token with tp = 8 but 44.7 ms with pp = 8": (f"{tp8.latency * 1e3:.1f}", f"{pp8.latency * 1e3:.1f}")
         == ("9.0", "44.7"),
         "take 0.65 ms of the 9.0": f"{tp8.comm_time * 1e3:.2f}" == "0.65",
+        "about 4 µs at NVLink speed. An α of a few microseconds is as large, and a token runs 160 of them": (
+            round(tp8.comm_time / (2 * m70.num_layers) * 1e6), 2 * m70.num_layers) == (4, 160),
         "the weights alone, 168 GB per GPU, do not fit": f"{ds8.weight_bytes / 1e9:.0f}" == "168" and not ds8.fits,
         "the whole latent cache, 73.7 GB": f"{ds16.kv_bytes / 1e9:.1f}" == "73.7" and not ds16.fits,
         "the all-gather brings 139 GB into every GPU": f"{t.all_gather / 1e9:.0f}" == "139",
@@ -283,10 +288,18 @@ def test_the_chapter_quotes_the_numbers_the_package_computes():
         "0.35 s instead of 2.8 s": (f"{t.direct / 50e9:.2f}", f"{t.all_gather / 50e9:.1f}") == ("0.35", "2.8"),
         "68.6 KiB per token": f"{G.kv_bytes_per_token(ds) / 2**10:.1f}" == "68.6",
         "295 on an H100": round(G.critical_batch("h100-80gb")) == 295,
+        "n_heads / n_kv_heads FLOPs per byte of cache, 4 for Llama 3 8B": m8.num_heads // m8.kv_heads == 4,
+        "14 + 4 ≈ 18 FLOPs per byte for Llama 3 8B at 8,192 tokens": (
+            round(2 * m8.active_parameters(include_embedding=False) / (8192 * G.kv_bytes_per_token(m8))),
+            round(G.decode_step(m8, "h100-80gb", 10**6, 8192).intensity)) == (14, 18),
+        "about 242 FLOPs per byte of cache, above an H200's ridge of 206": (
+            round(2 * ds.num_heads * G.kv_dims(ds)[1] / (2 * G.kv_dims(ds)[0])), round(G.critical_batch("h200")))
+        == (242, 206),
     }
     for phrase, holds in expected.items():
         assert phrase in flat, phrase
         assert holds, phrase
-    zh = {"每秒约生成 220 个词元", "每秒生成 9,085 个", "每步要 87 毫秒", "每个词元 9.0 毫秒", "44.7 毫秒", "0.65 毫秒",
-          "168 GB", "共 73.7 GB", "送进 139 GB", "只送 17.5 GB", "0.35 秒", "2.8 秒", "68.6 KiB"}
+    zh = {"每秒约生成 220 个词元", "每秒生成 9,085 个", "每步要 87 毫秒", "每个词元 9.0 毫秒", "44.7 毫秒", "0.65 毫秒", "约 4 微秒", "要做 160 次",
+          "168 GB", "共 73.7 GB", "送进 139 GB", "只送 17.5 GB", "0.35 秒", "2.8 秒", "68.6 KiB",
+          "14 + 4 ≈ 18", "约 242 次运算", "拐点 206"}
     assert all(z in text.replace("\n", "") for z in zh), [z for z in zh if z not in text.replace("\n", "")]

@@ -66,6 +66,20 @@ def test_overheads_by_hand():
     assert overheads(RLSetup(offload=False)).offload == 0
 
 
+def test_the_chapter_quotes_verls_full_gather_reshard():
+    """verl's FSDP backend gathers every weight whole: 2Ψ·(N − 1)/N bytes per GPU, the figure the aside quotes."""
+    from authoring.paths import ROOT
+
+    s = RLSetup()
+    full = 2 * s.params_billion * 1e9 * (s.gpus - 1) / s.gpus
+    assert full > overheads(s).reshard_bytes          # more than the direct reshard / 比直接重新分片多
+    text = " ".join((ROOT / "notebooks" / "15_post_training.md").read_text(encoding="utf-8").split())
+    en = f"{full / 1e9:.1f} GB per GPU here, {full / (s.nvlink_gbs * 1e9):.3f} s over NVLink"
+    zh = f"每块 GPU {full / 1e9:.1f} GB，走 NVLink 要 {full / (s.nvlink_gbs * 1e9):.3f} 秒"
+    assert en in text and zh in text, (en, zh)
+
+
+
 def test_default_numbers_by_hand():
     s = RLSetup()
     col, dis = simulate(s, "colocated"), simulate(s, "disaggregated")

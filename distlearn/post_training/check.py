@@ -152,6 +152,6 @@ def ex15_clipped_loss(fn):
                           hint_en="ρ is per token; A is per sequence, so broadcast it over the L tokens "
                                   "(adv[:, None]). Take the smaller of the two products, then the mean, then the "
                                   "minus sign.",
-                          hint_zh="ρ 按 token 计算；A 按序列给出，要在 L 个 token 上广播（adv[:, None]）。"
+                          hint_zh="ρ 按词元计算；A 按序列给出，要在 L 个词元上广播（adv[:, None]）。"
                                   "两个乘积取较小者，再取均值，最后加负号。"))
     verify("ex15_clipped_loss", fn, cases)

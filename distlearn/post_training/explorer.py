@@ -53,7 +53,7 @@ def render(res: dict) -> None:
     print(bi(f"{s.gpus} GPUs: colocated on all; disaggregated {s.gen_gpus} generate, {s.train_gpus} train.",
              f"{s.gpus} 块 GPU：共置部署时全部共用；分离部署时 {s.gen_gpus} 块生成、{s.train_gpus} 块训练。"))
     rows = [[bi("colocated", "共置部署"), f"{col.step_time:.2f}", f"{100 * col.idle_overall:.1f}", col.policy_lag,
-             bi(f"reshard {o.reshard:.2f} + offload {o.offload:.2f}", f"重分片 {o.reshard:.2f} + 卸载 {o.offload:.2f}")],
+             bi(f"reshard {o.reshard:.2f} + offload {o.offload:.2f}", f"重新分片 {o.reshard:.2f} + 卸载 {o.offload:.2f}")],
             [bi("disaggregated", "分离部署"), f"{dis.step_time:.2f}", f"{100 * dis.idle_overall:.1f}", dis.policy_lag,
              bi(f"broadcast {o.broadcast:.2f}", f"广播 {o.broadcast:.2f}")]]
     print(table([("placement", "放置方式"), ("step (s)", "每步（秒）"), ("GPU idle (%)", "GPU 空闲（%）"),

@@ -33,10 +33,12 @@ compute-bound.
 1/tp of the weights (latency ÷ tp when bandwidth-bound), at the price of two all-reduces of the batch's hidden
 states per layer (Megatron, Shoeybi et al. 2019; Pope et al. 2022 §3.2 "1D weight-stationary"); the KV cache splits
 by KV head only while ``tp ≤ kv_heads`` (beyond, heads are copied) and MLA's latent is shared by all heads, so TP
-copies it whole on every rank (the reason DeepSeek's serving runs attention data-parallel). PP splits the layers:
+copies it whole on every rank (the reason DeepSeek-V3's deployment keeps attention's TP groups small, TP 4, and
+replicates them data-parallel: DP 80 for decode, report §3.4.2). PP splits the layers:
 weights and cache ÷ pp, but a token still crosses every stage in turn, so the latency of a token does not drop.
 EP (MoE) splits the routed experts over ``ep`` GPUs that each run the attention of B/ep sequences (data-parallel
-attention, as DeepSeek-V3's deployment, report §3.4) and costs a dispatch and a combine all-to-all per MoE layer.
+attention; DeepSeek-V3's deployment, report §3.4, uses TP-4 attention groups replicated data-parallel, with EP 32
+for prefill and EP 320 for decode) and costs a dispatch and a combine all-to-all per MoE layer.
 Links: TP and EP on NVLink; PP crosses the network when the layout spans more than one node. Collective latency
 (α) is left out.
 """

@@ -15,7 +15,8 @@ with the importance ratio ρ = exp(log π_trainer − log π_generator) per toke
 
 When the generator's weights are the trainer's, ρ = 1 and the clip never acts: the objective is REINFORCE with a
 group baseline. When they differ (rollouts k versions stale, a generator in bf16, a weight sync skipped), ρ ≠ 1:
-the trainer corrects by ρ, and the clip cuts tokens whose ρ left [1 − ε, 1 + ε].
+the trainer corrects by ρ, and the clip stops the gradient of tokens whose ρ left [1 − ε, 1 + ε] on the side their
+advantage pushes toward (above 1 + ε with A > 0, below 1 − ε with A < 0).
 
 **The processes.** Rank 0 trains; ranks 1 … W − 1 generate ``batch / (W − 1)`` sequences each. Step i: each
 generator samples with weights version max(0, i − k) (version v = after v updates; k = ``staleness``) and sends its

@@ -87,7 +87,9 @@ def kv_per_token(kv_bytes: int = 2):
     ax.set_xlabel(bi("KV cache per token (KiB, bf16, all layers)", "每个词元的 KV 缓存（KiB，bf16，全部层）"))
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(facecolor=c, label=bi(en, zh)) for c, en, zh in kinds.values()], fontsize=8,
-              loc="lower right")
+              loc="lower right", bbox_to_anchor=(1, 0.08))
+    ax.text(0.99, 0.01, bi("Sources: published configs; DeepSeek-V2, Table 1", "出处：公开的模型配置；DeepSeek-V2 表 1"),
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color="0.4")
     plots.title(ax, "KV cache per token: GQA and MLA shrink what every token leaves behind",
                 "每个词元的 KV 缓存：GQA 和 MLA 让每个词元留下的更少")
     return fig
@@ -115,6 +117,8 @@ def decode_roofline(model: str = "llama3-8b", gpu: str = "h100-80gb", contexts=(
     ax.set_xlabel(bi("batch (sequences decoded together)", "批大小（一起解码的序列数）"))
     ax.set_ylabel(bi("FLOPs per byte read", "每读一个字节的 FLOPs"))
     ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0, 0.9))
+    ax.text(0.99, 0.01, bi("Roofline: Austin et al. 2025; Pope et al. 2022", "屋顶线：Austin 等 2025；Pope 等 2022"),
+            transform=ax.transAxes, ha="right", va="bottom", fontsize=6, color="0.4")
     plots.title(ax, f"Decode of {m.name}: intensity grows with the batch, until the KV cache dominates",
                 f"{m.name} 的解码：算术强度随批大小增长，直到 KV 缓存占了大头")
     return fig

@@ -11,7 +11,7 @@ from distlearn.core.guard import read_only
 KIND_COLORS = read_only({"generate": "#4C72B0", "score": "#8172B3", "train": "#55A868", "sync": "#DD8452",
                "reshard": "#C44E52", "offload": "#937860"})
 KIND_NAMES = read_only({"generate": ("generate", "生成"), "score": ("score", "打分"), "train": ("train", "训练"),
-              "sync": ("weight broadcast", "权重广播"), "reshard": ("reshard", "重分片"),
+              "sync": ("weight broadcast", "权重广播"), "reshard": ("reshard", "重新分片"),
               "offload": ("offload / reload", "卸载 / 载回")})
 POOL_NAMES = read_only({"all": ("all GPUs", "全部 GPU"), "generator": ("generator pool", "生成池"),
               "trainer": ("trainer pool", "训练池")})

@@ -38,8 +38,10 @@ g = G·N / (n_g·e) + R the generator's time per batch and t = T·N / n_t the tr
 
 Overheads (:func:`overheads`): reshard = 2Ψ·(1/t_g − 1/N) bytes into each GPU over NVLink (every GPU already holds
 its 1/N FSDP shard and gathers the rest of its tensor-parallel shard; HybridFlow §5 and Table 2 count the same
-transition for Megatron layouts); offload = 2 × 12Ψ/N bytes over PCIe (fp32 master weights and Adam's two moments,
-ZeRO's K = 12, out to the host before generation and back before training: verl's ``optimizer_offload``);
+transition for Megatron layouts; verl's FSDP backend instead gathers every weight whole, 2Ψ·(N − 1)/N bytes, and
+lets vLLM slice it, see resharding.py's all-gather baseline); offload = 2 × 12Ψ/N bytes over PCIe (fp32 master
+weights and Adam's two moments, ZeRO's K = 12, out to the host before generation and back before training: verl's
+``optimizer_offload``);
 broadcast S = 2Ψ / network bandwidth (a pipelined broadcast takes about bytes / bandwidth whatever the number of
 receivers).
 """
@@ -68,8 +70,10 @@ DEFAULTS_SOURCES = read_only({
     "gen_seconds, train_seconds": "80 s and 20 s: the 80 % / 20 % split of OpenRLHF (arXiv 2405.11143); "
                                   "the 100 s total is illustrative",
     "score_seconds": "1 s: a rule-based reward on the host (illustrative)",
-    "gen_tp": "2: rollout tensor_model_parallel_size=2 in verl's 7B GRPO example scripts",
-    "offload": "True: optimizer_offload=True in the same verl scripts",
+    "gen_tp": "2: rollout tensor_model_parallel_size=2 in verl's 7B GRPO example (examples/grpo_trainer/"
+              "run_qwen2-7b.sh)",
+    "offload": "True: verl's actor.fsdp_config.optimizer_offload=True, set in many of verl's example scripts (the 7B "
+               "GRPO example above keeps it False); on here so that its cost shows",
     "nvlink_gbs, network_gbs": "450 and 50 GB/s: the course's H100 preset (distlearn.core.hardware: NVLink 900 GB/s "
                                "in both directions; one 400 Gb/s NIC per GPU in a DGX H100)",
     "host_gbs": "25 GB/s: chapter 08's effective PCIe 4.0 x16 figure (distlearn.activation_memory.formulas)",
