@@ -303,3 +303,32 @@ def test_the_chapter_quotes_the_numbers_the_package_computes():
           "168 GB", "共 73.7 GB", "送进 139 GB", "只送 17.5 GB", "0.35 秒", "2.8 秒", "68.6 KiB",
           "14 + 4 ≈ 18", "约 242 次运算", "拐点 206"}
     assert all(z in text.replace("\n", "") for z in zh), [z for z in zh if z not in text.replace("\n", "")]
+
+
+def test_the_h200_roofline_aside_quotes_the_stored_run():
+    """The aside's numbers come from the stored H200 run (distlearn/post_training/h200_roofline.json), in both
+    languages, and the run has the roofline's shape: flat time while memory-bound, then growing with B."""
+    import re
+
+    from authoring.paths import ROOT
+    from distlearn.post_training import measured as M
+
+    s = M.h200_summary(96, 512)
+    peak_bw, peak_flops = 4.8e12, 989e12                      # H200 datasheet (the course's preset)
+    quoted = {f"{s.seconds_min * 1e6:.0f}–{s.seconds_max * 1e6:.0f}", f"{s.bandwidth_min / 1e12:.1f}–"
+              f"{s.bandwidth_max / 1e12:.1f} TB/s", f"{100 * s.bandwidth_min / peak_bw:.0f}–"
+              f"{100 * s.bandwidth_max / peak_bw:.0f}%", f"{round(s.flops_min / 1e13) * 10}–"
+              f"{round(s.flops_max / 1e13) * 10} TFLOP/s", f"{100 * s.flops_min / peak_flops:.0f}–"
+              f"{100 * s.flops_max / peak_flops:.0f}%",
+              f"{s.flops_median / 1e12:.0f}/{s.bandwidth_median / 1e12:.2f} ≈ {s.knee:.0f}"}
+    md = (ROOT / "notebooks" / "15_post_training.md").read_text(encoding="utf-8")
+    en = md[md.index("the roofline measured on one H200"):]
+    zh = md[md.index("在一块 H200 上实测的屋顶线"):]
+    for text in (en[:1500], zh[:1000]):
+        for q in quoted:
+            assert q in re.sub(r"\s+", " ", text), q
+    rows = M.h200_rows()
+    flat = [r.seconds for r in rows if r.tokens <= 96]
+    assert max(flat) < 1.1 * min(flat)                          # memory-bound: B does not change the time
+    big = [r for r in rows if r.tokens >= 512]
+    assert all(b.seconds > a.seconds * 1.5 for a, b in zip(big, big[1:]))   # compute-bound: time grows with B

@@ -229,3 +229,15 @@ def torch_exp(x):
     import torch
 
     return torch.exp(x)
+
+
+def test_torchrun_entry_splits_the_batch_evenly(monkeypatch):
+    """``torchrun --nproc-per-node 4 -m distlearn.post_training.lab_rl`` once asked 3 generators to split 64 rollouts
+    (refused): the entry takes the largest batch ≤ 64 they split evenly."""
+    import distlearn.post_training.lab_rl as L
+
+    seen = []
+    monkeypatch.setattr(L, "lab_rl", lambda rank, ws, steps, k, batch: seen.append((ws, batch)))
+    for ws in (2, 3, 4, 8):
+        L.torchrun_entry(0, ws)
+    assert seen == [(2, 64), (3, 64), (4, 63), (8, 63)]

@@ -355,7 +355,13 @@ def logprob_mismatch(run: RLRun, tol: float = 1e-5) -> list[int]:
     tol = check_number("tol", tol, minimum=0, strict_min=True)
     return [i for i, gap in enumerate(run.logprob_gap) if gap > tol]
 
+def torchrun_entry(rank: int, world_size: int):
+    """What ``torchrun --nproc-per-node N -m distlearn.post_training.lab_rl`` runs: :func:`lab_rl` for 40 steps,
+    synchronous, with the largest batch ≤ 64 that the N − 1 generators split evenly (63 on 4 processes)."""
+    return lab_rl(rank, world_size, 40, 0, batch=64 // max(world_size - 1, 1) * max(world_size - 1, 1))
+
+
 if __name__ == "__main__":
     from distlearn.core.launch import torchrun_main
 
-    torchrun_main(lab_rl, 40, 0, backend="gloo")   # CPU tensors throughout: gloo even on a GPU machine / 全程 CPU 张量：有 GPU 也用 gloo
+    torchrun_main(torchrun_entry, backend="gloo")   # CPU tensors throughout: gloo even on a GPU machine / 全程 CPU 张量：有 GPU 也用 gloo
