@@ -11,7 +11,8 @@ from authoring import lang_audit
 from authoring.comments import code_in
 from authoring.pairing import cell_key, code_fingerprint, execution_problems, first_difference, strip_volatile
 from authoring.parity import cell_language
-from authoring.paths import COPIES_DIR, COPY_LANGS, NB_VERSION, PAIRED_DIRS, ROOT, course_notebooks
+from authoring.paths import (COPIES_DIR, COPY_LANGS, NB_VERSION, PAIRED_DIRS, PLACEHOLDER, PLACEHOLDER_IN, ROOT,
+                            course_notebooks)
 
 # ---------------------------------------------------------------- split
 SWITCH_CALL = "language_switch()"
@@ -53,7 +54,7 @@ def split(nb, lang: str) -> nbformat.NotebookNode:
     for cell in out.cells:
         if cell.cell_type == "code":
             cell.outputs, cell.execution_count = [], None
-            cell.source = code_in(cell.source, lang)
+            cell.source = code_in(cell.source, lang).replace(PLACEHOLDER, PLACEHOLDER_IN[lang])
     out.metadata.pop("jupytext", None)  # a copy is not paired with the course's sources
     out.metadata.setdefault("distlearn", {}).pop("executed_code", None)
     out.metadata["distlearn"]["language"] = lang

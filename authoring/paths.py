@@ -8,6 +8,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 BEGIN, END = "### BEGIN SOLUTION", "### END SOLUTION"
 PLACEHOLDER = 'raise NotImplementedError("Your code here / 在这里写你的代码")'
+PLACEHOLDER_IN = {"en": 'raise NotImplementedError("Your code here")',
+                  "zh": 'raise NotImplementedError("在这里写你的代码")'}
+"""The exercise stub as a monolingual copy (courses/<lang>/exercises/) shows it: in its reader's language only."""
 NB_VERSION = 4
 
 PAIRED_DIRS = ("notebooks", "solutions")  # each NN_slug.ipynb has its MyST source NN_slug.md (jupytext pairing)

@@ -97,12 +97,12 @@ def reference_kv_bytes_per_token(model: ModelConfig, kv_bytes: int = 2) -> int:
     total = 0
     for _layer in range(model.num_layers):
         if model.mla is not None:
-            total += model.mla.kv_lora_rank * kv_bytes       # the compressed latent c_KV
-            total += model.mla.qk_rope_head_dim * kv_bytes   # the one rotary key all heads share
+            total += model.mla.kv_lora_rank * kv_bytes       # the compressed latent c_KV / 压缩后的潜在向量 c_KV
+            total += model.mla.qk_rope_head_dim * kv_bytes   # the one rotary key all heads share / 所有头共用的那个旋转位置键
         else:
             for _head in range(model.kv_heads):
-                total += model.head_dim * kv_bytes           # the key of this KV head
-                total += model.head_dim * kv_bytes           # and its value
+                total += model.head_dim * kv_bytes           # the key of this KV head / 这个 KV 头的键
+                total += model.head_dim * kv_bytes           # and its value / 以及它的值
     return total
 
 
