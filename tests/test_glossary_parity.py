@@ -249,7 +249,8 @@ def _check_split(src_paths, out, lang):
         assert f"lang-{other}" not in tags, src
         code = [c.source for c in original.cells if c.cell_type == "code"]
         setter = copies.language_cell_source(lang)
-        code = [code_in(s, lang) for s in code]  # each bilingual comment cut to the copy's language
+        # each bilingual comment cut to the copy's language, and the exercise stub in that language only
+        code = [code_in(s, lang).replace(paths.PLACEHOLDER, paths.PLACEHOLDER_IN[lang]) for s in code]
         expected = ([setter if copies.SWITCH_CALL in s else s for s in code] if any(copies.SWITCH_CALL in s for s in code)
                     else [setter] + code)  # the switch becomes the copy's own language, or that cell is added
         assert [c.source for c in copy.cells if c.cell_type == "code"] == expected, src
