@@ -47,7 +47,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 
 from distlearn.core.launch import device, torchrun_main
-from distlearn.zero_fsdp.lab import make_batches, next_token_loss, tiny_config
+from distlearn.zero_fsdp.lab import make_batches, next_token_loss, sharded_tiny_gpt, tiny_config
 from distlearn.core.models import build_model
 from distlearn.fault_tolerance.resume import lr_at
 from distlearn.core.validate import DistlearnValueError
@@ -57,16 +57,7 @@ GLOBAL_BATCH = 8
 
 # ---------------------------------------------------------------- DCP: sharded save, resharded load
 def _sharded_gpt(world_size: int, seed: int):
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
-    dev = device()
-    torch.manual_seed(seed)
-    model = build_model(tiny_config(), device=str(dev))
-    mesh = init_device_mesh(dev.type, (world_size,))
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model, _ = sharded_tiny_gpt(world_size, seed)
     return model, torch.optim.AdamW(model.parameters(), lr=1e-2)
 
 

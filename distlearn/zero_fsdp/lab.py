@@ -61,6 +61,27 @@ def _train_one_process(tied: bool, steps: int, global_batch: int, lr: float, see
     return model, losses
 
 
+def sharded_tiny_gpt(world_size: int, seed: int = 0, shard_size: int | None = None):
+    """The untied tiny GPT, seeded with ``seed``, built on this rank's device and sharded with FSDP2: ``fully_shard``
+    on each block, then on the root. Mesh: 1-D over ``world_size`` ranks (``shard_size`` None), or 2-D
+    ``(world_size // shard_size, shard_size)`` named ``("replicate", "shard")`` (HSDP). Returns ``(model, mesh)``.
+    Call it inside a process group (the labs of chapters 06 and 13)."""
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+
+    dev = device()
+    torch.manual_seed(seed)
+    model = build_model(tiny_config(False), device=str(dev))
+    if shard_size:
+        mesh = init_device_mesh(dev.type, (world_size // shard_size, shard_size), mesh_dim_names=("replicate", "shard"))
+    else:
+        mesh = init_device_mesh(dev.type, (world_size,))
+    for block in model.blocks:
+        fully_shard(block, mesh=mesh)
+    fully_shard(model, mesh=mesh)
+    return model, mesh
+
+
 def train_reference(tied: bool = False, steps: int = 4, global_batch: int = 8, lr: float = 1e-2, seed: int = 0):
     """Single-process training on the whole batch: the losses FSDP must reproduce (list of floats)."""
     return _train_one_process(tied, steps, global_batch, lr, seed, torch.optim.AdamW)[1]
@@ -362,9 +383,6 @@ def train_hsdp(rank: int, world_size: int, shard_size: int | None = None, steps:
     last step, and ``calls``: the collectives of the last step as ``(op, elements, group size)``
     (:class:`distlearn.zero_fsdp.lab_traffic.CollectiveRecorder`), ``padded_numel``: the parameters' elements
     after FSDP2 pads each dim 0 to a multiple of the shard group's size."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     from distlearn.zero_fsdp.lab_traffic import CollectiveRecorder
 
     if global_batch % world_size or (shard_size is not None and (shard_size < 1 or world_size % shard_size)):
@@ -373,17 +391,10 @@ def train_hsdp(rank: int, world_size: int, shard_size: int | None = None, steps:
     torch.set_num_threads(1)
     dev = device()
     cfg = tiny_config(False)
-    torch.manual_seed(seed)
-    model = build_model(cfg, device=str(dev))
-    if shard_size:
-        mesh = init_device_mesh(dev.type, (world_size // shard_size, shard_size), mesh_dim_names=("replicate", "shard"))
-    else:
-        mesh = init_device_mesh(dev.type, (world_size,))
+    model, mesh = sharded_tiny_gpt(world_size, seed, shard_size)
     s = shard_size or world_size
-    padded = sum(-(-p.shape[0] // s) * s * p[0].numel() for p in model.parameters())
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    # DTensor shapes are the global ones / DTensor 的形状是全局形状
+    padded = sum(-(-p.shape[0] // s) * s * p.shape[1:].numel() for p in model.parameters())
     opt = torch.optim.SGD(model.parameters(), lr=lr)
     b = global_batch // world_size
     losses, rec = [], CollectiveRecorder()

@@ -28,7 +28,7 @@ import torch.distributed as dist
 
 from distlearn.core.launch import device, torchrun_main
 from distlearn.core.models import build_model
-from distlearn.zero_fsdp.lab import make_batches, next_token_loss, tiny_config
+from distlearn.zero_fsdp.lab import make_batches, next_token_loss, sharded_tiny_gpt, tiny_config
 from distlearn.zero_fsdp.muon import newton_schulz_torch, owner_of, update_scale
 
 ADAMW_NAMES = ("embed.weight", "pos.weight", "lm_head.weight")   # 2-D, but not hidden matrices: AdamW
@@ -159,19 +159,10 @@ def train_muon(rank: int, world_size: int, form: str = "all_gather", steps: int 
     {name: full tensor after training}, "muon_shapes", "adamw_shapes", "elements" {op: elements} and "calls" of the
     last step's Muon collectives, "flops" (Newton–Schulz FLOPs of that step on this rank), "state_bytes" (momentum
     + AdamW moments held by this rank)}``."""
-    from torch.distributed.device_mesh import init_device_mesh
-    from torch.distributed.fsdp import fully_shard
-
     torch.set_num_threads(1)
     if form not in ("all_gather", "owner", "local"):
         raise ValueError(f"form must be 'all_gather', 'owner' or 'local', got {form!r}")
-    dev = device()
-    torch.manual_seed(seed)
-    model = build_model(tiny_config(), device=str(dev))
-    mesh = init_device_mesh(dev.type, (world_size,))
-    for block in model.blocks:
-        fully_shard(block, mesh=mesh)
-    fully_shard(model, mesh=mesh)
+    model, mesh = sharded_tiny_gpt(world_size, seed)
     return _train(model, rank, world_size, form, steps, global_batch, seed, mesh)
 
 
