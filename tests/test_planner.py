@@ -120,37 +120,17 @@ def test_zero_paper_table2_max_model_sizes(mp):
         assert model_state_bytes(int(psi / mp), dp=64, zero_stage=stage).total == pytest.approx(32e9, rel=1e-9)
 
 
-# ---------------------------------------------------------------- published runs (2021–2024), ±10 %
-@pytest.mark.parametrize("name", sorted(P.PUBLISHED_RUNS))
-def test_published_runs_within_ten_percent_or_a_stated_miss(name):
-    """Each published run on its own layout, one set of constants: predicted / published FLOP/s per GPU within
-    ±10 % (issue 22), or listed in KNOWN_MISSES with its reason — and then still a miss, so that a model change
-    which fixes it must move it out of the list."""
-    r = P.compare_published(name)
-    assert r["predicted_tokens_per_s"] / r["published_tokens_per_s"] == pytest.approx(r["ratio"], rel=1e-9)
-    assert r["tolerance"] == 0.10 and r["source"]
-    if name == "deepseek-v3":
-        # the stated reason, checked: all-to-alls fully exposed predict too slow, fully hidden too fast
-        e = r["estimate"]
-        p = e.plan
-        assert p.num_chunks == 1
-        share = (p.pp - 1) / p.num_microbatches  # the bubble holds p − 1 micro-batch times (1F1B)
-        hidden = e.time["total"] - e.time["ep_comm"] * (1 + share)
-        assert r["ratio"] < 0.9 and r["ratio"] * e.time["total"] / hidden > 1.1
-    elif name in P.KNOWN_MISSES:
-        assert not r["within"], (name, r["ratio"])
-        assert 0.75 <= r["ratio"] <= 1.25, r["ratio"]  # off, but not wildly
-    else:
-        assert r["within"], (name, r["ratio"])
-        assert abs(r["ratio"] - 1) <= 0.10
-
-
+# ---------------------------------------------------------------- published runs (2021–2024)
+# Each run's figures, the calibration of END_TO_END and the out-of-sample score: tests/test_published_runs.py.
 def test_every_published_layout_fits_and_llama3_needs_norm_act():
-    """Every published run fits on its own layout. Llama 3 405B and DeepSeek-V3 fit only because their reading
-    recomputes the norms' and the activation's outputs (norm-act; DeepSeek-V3 §3.2.3 and §3.3.3): with every tensor
-    stored they are over the 80 GB (the chapter says so); with full recomputation Llama 3 fits but is 24 % slower."""
+    """Every published run the planner can express fits on its own layout (and DeepSeek-V3). Llama 3 405B and
+    DeepSeek-V3 fit only because their reading recomputes the norms' and the activation's outputs (norm-act;
+    DeepSeek-V3 §3.2.3 and §3.3.3): with every tensor stored they are over the 80 GB (the chapter says so); with
+    full recomputation Llama 3 fits but reaches 14 % less MFU (with §3.3.2's FP32 gradients)."""
     from dataclasses import replace
     for name in P.PUBLISHED_RUNS:
+        if P.PUBLISHED_RUNS[name].get("not_modelled") and name != "deepseek-v3":
+            continue
         r = P.compare_published(name)
         assert r["fits"], (name, r["estimate"].memory)
         run = P.PUBLISHED_RUNS[name]
@@ -162,45 +142,26 @@ def test_every_published_layout_fits_and_llama3_needs_norm_act():
             assert stored.time["total"] < r["estimate"].time["total"] < 1.01 * stored.time["total"]  # 0.6 % slower
     run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
     e = P.evaluate(run["model"], replace(run["plan"], recompute="full"), global_batch=run["global_batch"],
-                   seq_len=run["seq_len"], gpu="h100-80gb")
+                   seq_len=run["seq_len"], gpu="h100-80gb", precision=run["precision"])
     own = P.compare_published("llama3-405b-8k-gpus")["estimate"]
-    assert e.fits and round(100 * (1 - e.mfu / own.mfu)) == 24  # fits, but 24 % less MFU than with norm-act
+    assert e.fits and round(100 * (1 - e.mfu / own.mfu)) == 14  # fits, but 14 % less MFU than with norm-act
 
 
 def test_the_planners_best_llama3_plan_is_at_most_ten_percent_faster_than_the_published_one():
-    """Issue 22: on each Llama 3 cluster the planner's best plan is at most 10 % faster than the published layout
-    (chapter 14: on 16,384 GPUs it is that layout; on 8,192 its best is 0.8 % faster and the published layout is
-    second)."""
-    for name, rank in (("llama3-405b-16k-gpus", 0), ("llama3-405b-8k-gpus", 1)):
+    """Issue 22: on each Llama 3 cluster the planner's best plan is at most 10 % faster than the published layout.
+    With §3.3.2's FP32 gradients (issue 38) the published ZeRO-2 layouts reduce-scatter 4-byte gradients every
+    micro-batch in this model, and the best plans are ZeRO-1 ones 9.5 % (16,384 GPUs) and 7.0 % (8,192) faster
+    (chapter 14 said: the published layout itself, and 0.8 %; issue 38's once-per-step reduce-scatter changes
+    this again)."""
+    faster = []
+    for name in ("llama3-405b-16k-gpus", "llama3-405b-8k-gpus"):
         run = P.PUBLISHED_RUNS[name]
         res = P.search(run["model"], global_batch=run["global_batch"], seq_len=run["seq_len"],
                        cluster=P.published.run_cluster(run), precision=run["precision"], top=3)
         own = P.compare_published(name)["estimate"]
         assert res.best.tokens_per_s <= 1.10 * own.tokens_per_s
-        assert res.plans[rank].plan == run["plan"], (name, [e.plan.describe() for e in res.plans])
-    assert round(100 * (res.best.tokens_per_s / own.tokens_per_s - 1), 1) == 0.8
-
-
-def test_published_figures_are_the_papers():
-    """The published numbers as the sources print them (Narayanan Table 1, BLOOM §3.4, Llama 3 Table 4)."""
-    R = P.PUBLISHED_RUNS
-    assert [R[k]["published_flops"] / 1e12 for k in ("megatron-gpt-1.7b", "megatron-gpt-18.4b",
-                                                       "megatron-gpt-145.6b", "megatron-gpt-1t")] == [137, 135, 148, 163]
-    assert R["megatron-gpt-145.6b"]["model"].num_parameters() / 1e9 == pytest.approx(145.6, abs=0.1)
-    assert R["megatron-gpt-1t"]["model"].num_parameters() / 1e9 == pytest.approx(1008, abs=1)
-    assert R["megatron-gpt-1.7b"]["model"].num_parameters() / 1e9 == pytest.approx(1.7, abs=0.06)
-    assert R["bloom-176b"]["model"].num_parameters() / 1e9 == pytest.approx(176.2, abs=0.4)
-    for k, (n, dp, cp, s, tf, mfu) in {"llama3-405b-8k-gpus": (8192, 64, 1, 8192, 430, .43),
-                                       "llama3-405b-16k-gpus": (16384, 128, 1, 8192, 400, .41),
-                                       "llama3-405b-16k-gpus-cp16": (16384, 8, 16, 131072, 380, .38)}.items():
-        run = R[k]
-        assert (run["num_gpus"], run["plan"].dp, run["plan"].cp, run["seq_len"]) == (n, dp, cp, s)
-        assert run["plan"].world_size == n and run["global_batch"] * s == 16 * 2 ** 20
-        assert run["published_flops"] == tf * 1e12 and run["published_mfu"] == mfu
-        assert tf * 1e12 / GPUS["h100-80gb"].peak_flops == pytest.approx(mfu, abs=0.01)  # TFLOP/s and MFU agree
-        r = P.compare_published(k)
-        assert r["estimate"].mfu == pytest.approx(r["ratio"] * mfu, rel=0.02)
-    assert sum(P.LLAMA3_405B_STAGES) == 126 and len(P.LLAMA3_405B_STAGES) == 16
+        faster.append(round(100 * (res.best.tokens_per_s / own.tokens_per_s - 1), 1))
+    assert faster == [9.5, 7.0]
 
 
 def test_a_broken_time_model_fails_the_published_check(monkeypatch):
@@ -833,11 +794,9 @@ def test_tables_show_context_parallelism_and_fit_100_columns():
     lines = P.format_table(res.plans).splitlines()
     assert f"8c{res.plans[0].plan.cp}" in lines[2] and all(P.display_width(x) <= 100 for x in lines)
     assert "8c16" in P.table_legend() and "上下文并行" in P.table_legend()
-    lines = P.published_table().splitlines()
-    assert all(P.display_width(x) <= 100 for x in lines)
-    table, notes = lines[:2 + len(P.PUBLISHED_RUNS)], lines[2 + len(P.PUBLISHED_RUNS):]
-    assert len({P.display_width(x) for x in table}) == 1 and "公布值" in table[1]
-    assert len(notes) == 2 and all(x.startswith("* ") for x in notes) and "1,543" in notes[0]  # the derived figure
+    lines = P.published_table().splitlines()  # its blocks: tests/test_published_runs.py
+    assert all(P.display_width(x) <= 100 for x in lines) and "公布值" in lines[1]
+    assert [x[:2] for x in lines[-2:]] == ["* ", "* "]  # the converted figures' footnote, in both languages
 
 
 # ---------------------------------------------------------------- audit of the published figures (chapter 14)
@@ -862,8 +821,9 @@ def test_deepseek_published_rate_is_the_gpu_hours_figure():
     assert r["predicted_tokens_per_s"] / 2048 / rate == pytest.approx(r["ratio"], rel=1e-9)
     row = next(line for line in P.published_table().splitlines() if line.startswith("deepseek-v3"))
     assert f"{r['published_flops'] / 1e12:.0f}*" in row and round(r["published_flops"] / 1e12) == 434  # the prose's
-    assert all(not line.split()[3].endswith("*") for line in P.published_table().splitlines()
-               if line.split()[0] in P.PUBLISHED_RUNS and line.split()[0] != "deepseek-v3")
+    for line in P.published_table().splitlines():  # '*' marks exactly the figures published as a rate or a time
+        if line.split() and line.split()[0] in P.PUBLISHED_RUNS:
+            assert ("*" in line) == ("published_flops" not in P.PUBLISHED_RUNS[line.split()[0]]), line
 
 
 def test_published_figures_of_bloom_gpt3_and_megatron_eq3():
@@ -882,25 +842,6 @@ def test_published_figures_of_bloom_gpt3_and_megatron_eq3():
         96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-12)
     # 1 T row: 163 TFLOP/s × 3072 GPUs against the 502 PFLOP/s aggregate of Table 1 (502 / 3072 = 163.4: rounded)
     assert R["megatron-gpt-1t"]["published_flops"] * 3072 / 1e15 == pytest.approx(502, abs=1.5)
-
-
-def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
-    """Attention is 8 % of the model FLOPs at 8K and 57 % at 128K (non-causal count): the CP 16 row agrees when
-    the count and the time use the same convention (0.96 causal, 0.93 not) and would read 1.34 with a causal
-    kernel beside a non-causal count, as published.py states."""
-    for name, lo, hi in (("llama3-405b-8k-gpus", 0.07, 0.09), ("llama3-405b-16k-gpus-cp16", 0.55, 0.59)):
-        run = P.PUBLISHED_RUNS[name]
-        f = P.forward_flops(run["model"], 1, run["seq_len"])
-        assert lo < f["attention"] / sum(f.values()) < hi
-    run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus-cp16"]
-    f = P.forward_flops(run["model"], 1, run["seq_len"])
-    causal_over_full = 1 - f["attention"] / 2 / sum(f.values())  # model FLOPs with half the scores
-    full = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
-    real = FL.attention_core_flops  # the count (distlearn.planning.flops) and the flash kernel's time (kernels)
-    monkeypatch.setattr(FL, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
-    causal = P.compare_published("llama3-405b-16k-gpus-cp16")["ratio"]
-    # the last: causal time, non-causal count
-    assert (round(full, 2), round(causal, 2), round(causal / causal_over_full, 2)) == (0.93, 0.96, 1.34)
 
 
 def test_cli_rows_are_the_searched_plans(capsys):
@@ -1157,11 +1098,12 @@ def test_zb_h1_never_needs_less_memory_than_1f1b():
 def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     """Chapter 14's prose: with every tensor stored 99–108 GB (DeepSeek-V3 86 GB); 141 / 128 layer-micro-batches,
     91 GB of activations before the weights at 8,192 GPUs; norm-act takes a Llama 3 layer from 15.9 to 10.6 units
-    of s·b·h/t 16-bit values for 0.6 % of the step; fused SwiGLU saves 14–15 GB and still nothing fits (≤ 0.45 /
-    0.49 GB per layer against 0.53), norm-act keeps 0.36 GB: 67 and 62 GB; full recomputation 24 % less MFU;
-    ZB-H1 about halves GPT-3 175B's bubble; on DeepSeek-V3 it reads 0.60 with 63 GB instead of 60; the planner's
-    best on 16,384 GPUs is the published layout (43 % against 41 %), on 8,192 a layout 0.8 % faster (46.5 %
-    against 46.2 %), both far ahead of full recomputation (35 %). The 141 is Megatron's interleaved warm-up of the
+    of s·b·h/t 16-bit values for 0.2 % of the step; fused SwiGLU saves 14–15 GB and still nothing fits (≤ 0.45 /
+    0.49 GB per layer against 0.53), norm-act keeps 0.36 GB: 68 and 62 GB; full recomputation 14 % less MFU;
+    ZB-H1 about halves GPT-3 175B's bubble; on DeepSeek-V3 it reads 0.61 with 63 GB instead of 60; with §3.3.2's
+    FP32 gradients the planner's best on 16,384 GPUs is the published layout with ZeRO-1 (42.6 % against 41 %), on
+    8,192 TP 8 × PP 32 (44.4 % against 41.5 %), both ahead of full recomputation (36 %). These figures change
+    with issue 38 (FP32 gradients, END_TO_END refitted to 0.80): chapter 14's prose must follow. The 141 is Megatron's interleaved warm-up of the
     second stage, 2(p − 2) + (v − 1)p chunk-forwards + the one in flight, one layer each: 17.6 micro-batches of
     its 8 layers, more than 1F1B's p − 1 = 15 (the chapter says so)."""
     from dataclasses import replace
@@ -1181,28 +1123,28 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     assert units == [15.9, 10.6]
     own8 = P.compare_published("llama3-405b-8k-gpus")["estimate"]
     l8 = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
-    kw8 = dict(global_batch=l8["global_batch"], seq_len=l8["seq_len"], gpu="h100-80gb")
+    kw8 = dict(global_batch=l8["global_batch"], seq_len=l8["seq_len"], gpu="h100-80gb", precision=l8["precision"])
     none8 = P.evaluate(l8["model"], replace(l8["plan"], recompute="none"), **kw8)
-    assert round(100 * (own8.time["total"] / none8.time["total"] - 1), 1) == 0.6
+    assert round(100 * (own8.time["total"] / none8.time["total"] - 1), 1) == 0.2  # 0.6 with bf16 gradients
     saved = [r["none"]["memory"]["total"] - r["none-fused-swiglu"]["memory"]["total"] for r in (r8, r16)]
     assert (round(min(saved) / 1e9), round(max(saved) / 1e9)) == (14, 15)
     assert not any(r[k]["fits"] for r in readings.values() for k in ("none", "none-fused-swiglu"))
     assert [round(r["none"]["layer_bytes_to_fit"] / 1e9, 2) for r in (r8, r16)] == [0.45, 0.49]
     assert round(r8["none-fused-swiglu"]["layer_bytes"] / 1e9, 2) == 0.53
     assert round(r8["norm-act"]["layer_bytes"] / 1e9, 2) == 0.36
-    assert [round(r["norm-act"]["memory"]["total"] / 1e9) for r in (r8, r16)] == [67, 62]
+    assert [round(r["norm-act"]["memory"]["total"] / 1e9) for r in (r8, r16)] == [68, 62]
     # the reserve decides it: without the 10 % allowance the fused 16K layout fits (77 GB); a real H100 has
     # 81,559 MiB (nvidia-smi) = 85.5 GB, on which the fused 8K layout with no allowance (84.3 GB) fits, 1.3 GB spare
     nofrag8, nofrag16 = (r["none-fused-swiglu-no-fragmentation"] for r in (r8, r16))
     assert not nofrag8["fits"] and nofrag16["fits"] and round(nofrag16["memory"]["total"] / 1e9) == 77
     real_h100 = 81559 * 2 ** 20
-    assert round(real_h100 / 1e9, 1) == 85.5 and round(nofrag8["memory"]["total"] / 1e9, 1) == 84.3
-    assert round((real_h100 - nofrag8["memory"]["total"]) / 1e9, 1) == 1.3
+    assert round(real_h100 / 1e9, 1) == 85.5 and round(nofrag8["memory"]["total"] / 1e9, 1) == 84.4
+    assert round((real_h100 - nofrag8["memory"]["total"]) / 1e9, 1) == 1.2  # 84.3 and 1.3 with bf16 gradients
     # storing every tensor is 0.6 % faster: each Llama 3 row stays within ±10 % either way
     for name in P.LLAMA3_RUNS:
         run = P.PUBLISHED_RUNS[name]
         none = P.evaluate(run["model"], replace(run["plan"], recompute="none"), global_batch=run["global_batch"],
-                          seq_len=run["seq_len"], gpu="h100-80gb")
+                          seq_len=run["seq_len"], gpu="h100-80gb", precision=run["precision"])
         r = P.compare_published(name)
         assert abs(r["ratio"] * r["estimate"].time["total"] / none.time["total"] - 1) <= 0.10
     run = P.PUBLISHED_RUNS["megatron-gpt3-175b"]
@@ -1214,25 +1156,29 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     ds = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=P.published.run_cluster(run),
               precision=run["precision"])
     zb = P.evaluate(run["model"], replace(run["plan"], schedule="zb-h1"), **ds)
-    assert round(r["ratio"] * r["estimate"].time["total"] / zb.time["total"], 2) == 0.60
+    assert round(r["ratio"] * r["estimate"].time["total"] / zb.time["total"], 2) == 0.61  # 0.60 at END_TO_END 0.78
     assert (round(zb.memory["total"] / 1e9), round(r["estimate"].memory["total"] / 1e9)) == (63, 60)
     assert round(P.evaluate(run["model"], replace(run["plan"], recompute="none"), **ds).memory["total"] / 1e9) == 86
     llama = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
-    kw16 = dict(global_batch=llama["global_batch"], seq_len=llama["seq_len"], gpu="h100-80gb")
+    kw16 = dict(global_batch=llama["global_batch"], seq_len=llama["seq_len"], gpu="h100-80gb",
+                precision=llama["precision"])
     own16 = P.compare_published("llama3-405b-16k-gpus")["estimate"]
     full16 = P.evaluate(llama["model"], replace(llama["plan"], recompute="full"), **kw16)
+    # with §3.3.2's FP32 gradients (issue 38), ZeRO-2 reduce-scatters 4-byte gradients every micro-batch in this
+    # model: the best plans keep the published degrees but use ZeRO-1 (chapter 14's 43 % / 46.5 % / 24 % were with
+    # bf16 gradients; issue 38's once-per-step reduce-scatter for FSDP + PP changes these again)
     best16 = P.search(llama["model"], num_gpus=16384, top=1, **kw16).best
-    assert best16.plan == llama["plan"] and (round(100 * best16.mfu), round(100 * llama["published_mfu"])) == (43, 41)
-    second16 = P.search(llama["model"], num_gpus=16384, top=2, **kw16).plans[1]
-    assert (second16.plan.pp, second16.plan.dp) == (8, 256) and 1 - second16.mfu / best16.mfu < 0.001  # a tie
+    assert best16.plan == replace(llama["plan"], zero_stage=1)
+    assert (round(100 * best16.mfu, 1), round(100 * own16.mfu, 1), round(100 * llama["published_mfu"])) == \
+        (42.6, 38.9, 41)
     best8 = P.search(l8["model"], num_gpus=8192, top=1, **kw8).best
     full8 = P.evaluate(l8["model"], replace(l8["plan"], recompute="full"), **kw8)
-    assert (best8.plan.pp, best8.plan.dp, best8.plan.num_microbatches, best8.plan.recompute) == (8, 128, 16, "norm-act")
-    assert (round(100 * best8.mfu, 1), round(100 * own8.mfu, 1), round(100 * full8.mfu)) == (46.5, 46.2, 35)
-    assert round(100 * (1 - full8.mfu / own8.mfu)) == round(100 * (1 - full16.mfu / own16.mfu)) == 24
+    assert (best8.plan.pp, best8.plan.dp, best8.plan.num_microbatches, best8.plan.recompute) == (32, 32, 64, "norm-act")
+    assert (round(100 * best8.mfu, 1), round(100 * own8.mfu, 1), round(100 * full8.mfu)) == (44.4, 41.5, 36)
+    assert round(100 * (1 - full8.mfu / own8.mfu)) == round(100 * (1 - full16.mfu / own16.mfu)) + 1 == 14
     without8 = P.search(l8["model"], num_gpus=8192, top=1, recompute=("none", "selective", "full"), **kw8).best
     assert (without8.plan.dp, without8.plan.tp, without8.plan.pp, without8.plan.zero_stage,
-            without8.plan.recompute, round(100 * without8.mfu, 1)) == (1024, 8, 1, 3, "full", 38.9)
+            without8.plan.recompute, round(100 * without8.mfu, 1)) == (1024, 8, 1, 3, "full", 39.8)
 
 
 def test_a_shared_memo_changes_no_number():
@@ -1427,8 +1373,8 @@ def test_kernel_parts_sum_to_the_compute_time():
 
 def test_chapter_14_best_plan_per_gpu_count_uses_norm_act():
     """Chapter 14's Llama 3 70B sweep (H100, seq 8192, batch 512): nothing fits on 16 GPUs; from 24 on every best
-    plan recomputes with norm-act; at 24 it needs no full recomputation (44.7 %), where the best without norm-act
-    does (41.2 %); from 32 to 64 it runs tp 4 where the best without runs tp 8, at 128 and 256 fewer pipeline stages
+    plan recomputes with norm-act; at 24 it needs no full recomputation (45.7 %), where the best without norm-act
+    does (42.3 %); from 32 to 64 it runs tp 4 where the best without runs tp 8, at 128 and 256 fewer pipeline stages
     (2 or 1 instead of 4); none of these plans fits without norm-act; per-GPU throughput within a few percent from
     32 to 256."""
     from dataclasses import replace
@@ -1440,7 +1386,7 @@ def test_chapter_14_best_plan_per_gpu_count_uses_norm_act():
     assert best[16] is None
     assert all(b.plan.recompute == "norm-act" for n, b in best.items() if n >= 24)
     assert without[24].plan.recompute == "full" and (round(100 * best[24].mfu, 1), round(100 * without[24].mfu, 1)) \
-        == (44.7, 41.2)
+        == (45.7, 42.3)  # (44.7, 41.2) at the END_TO_END of 0.78 before issue 38's calibration
     for n in (32, 48, 64):
         assert (best[n].plan.tp, without[n].plan.tp) == (4, 8)
     for n in (128, 256):

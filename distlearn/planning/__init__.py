@@ -18,8 +18,12 @@ The package is split by job; everything public is re-exported here, so ``from di
   and its :class:`Estimate`.
 - :mod:`~distlearn.planning.plan_search` — enumerate the valid plans, keep those that fit, rank them;
   :func:`search`, and :func:`suggest_fix` when none fits.
-- :mod:`~distlearn.planning.published` — the published runs the model is checked against (Megatron-LM, BLOOM,
-  Llama 3, DeepSeek-V3), with sources; :func:`compare_published`, :func:`published_table`.
+- :mod:`~distlearn.planning.published_runs` — the published runs, each read as its source writes it (Megatron-LM,
+  BLOOM, Llama 3, DeepSeek-V3, MegaScale, Megatron-Core, Nemotron-4, torchtitan), with sources and readings.
+- :mod:`~distlearn.planning.calibration` — the runs that fix END_TO_END (:func:`calibrate`), every other run out of
+  sample (:func:`validation_report`), :func:`compare_run` for any run in that format, :func:`deepseek_steps`.
+- :mod:`~distlearn.planning.published` — :func:`compare_published`, :func:`published_table`, the Llama 3 memory
+  readings.
 - :mod:`~distlearn.planning.rooflines` — when each kind of parallelism hides its communication.
 - :mod:`~distlearn.planning.command_line` — the table (:func:`format_table`) and ``python -m distlearn plan``
   (:func:`cli`).
@@ -33,6 +37,7 @@ from distlearn.planning.step_time import bubble_fraction, bubble_ratio, kernel_s
 from distlearn.planning import kernels
 from distlearn.planning.kernels import END_TO_END, FLASH_SHARE, GEMM_CEILING
 from distlearn.planning.plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Group, SearchResult, any_plan_fits, balanced_stages, candidate_groups, candidate_plans, no_layout_message, search, suggest_fix)
+from distlearn.planning.calibration import (CALIBRATION_RUNS, ValidationReport, calibrate, check_run, compare_run, deepseek_steps, validation_report, with_end_to_end)
 from distlearn.planning.published import (BLOOM_176B, GPT3_175B_MEGATRON, GPT_1T_MEGATRON, KNOWN_MISSES, LLAMA3_405B_STAGES, PUBLISHED_RUNS, TOLERANCE, compare_published, published_table, LLAMA3_RUNS, memory_readings, run_reading, run_source)
 
 __all__ = [
@@ -45,7 +50,8 @@ __all__ = [
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
     "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",
     "LLAMA3_405B_STAGES", "compare_published", "published_table", "LLAMA3_RUNS", "memory_readings",
-    "run_source", "run_reading",
+    "run_source", "run_reading", "CALIBRATION_RUNS", "ValidationReport", "calibrate", "check_run", "compare_run",
+    "deepseek_steps", "validation_report", "with_end_to_end",
     "HEADER", "HEADER_ZH", "RECOMPUTE_ZH", "WIDTHS", "display_width", "format_table", "table_legend", "parser", "positive_int",
     "cli",
 ]

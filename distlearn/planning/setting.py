@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from distlearn.activation_memory.formulas import RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
+from distlearn.activation_memory.formulas import ATTENTION, RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
 from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
@@ -158,13 +158,16 @@ class Setting:
 
     def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
                  optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
-                 swiglu: str = "unfused", shared: dict | None = None):
+                 swiglu: str = "unfused", shared: dict | None = None, attention: str | None = None):
         self.model, self.cluster = model, cluster
+        # the attention kernel: the model's default (GPT presets materialise the scores, Llama runs flash) unless
+        # the run says otherwise (a 2024 Megatron-Core GPT runs fused flash attention)
+        self.attention = default_attention(model) if attention is None else attention
         # memo entries that depend on the model, sequence and recipe only, not on the GPU or the cluster: settings
         # built for the same model and recipe (the suggestions of a search) may share them, keyed by their values
         self._shared = shared
         self._shared_key = None if shared is None else (
-            type(model), dataclasses.astuple(model), seq_len, precision, optimizer, swiglu)
+            type(model), dataclasses.astuple(model), seq_len, precision, optimizer, swiglu, self.attention)
         self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
@@ -183,7 +186,6 @@ class Setting:
         self.kernel_model = efficiency is None and cluster.gpu.hbm_bw is not None
         self.eff = COMPUTE_EFFICIENCY if efficiency is None else efficiency
         self.alpha = ALPHA  # seconds per ring step of every collective and p2p message
-        self.attention = default_attention(model)
         g = cluster.gpu
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
@@ -220,7 +222,7 @@ class Setting:
             return hit
         return self.cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else self.attention, swiglu=self.swiglu))
 
     def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
@@ -236,7 +238,7 @@ class Setting:
             ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn))
         return self.cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
             dense(), seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else None, swiglu=self.swiglu))
+            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else self.attention, swiglu=self.swiglu))
 
     def stage_sums(self, start: int, n: int) -> StageSums:
         """:meth:`~distlearn.planning.flops.ModelCounts.stage_sums` of the ``n`` layers from layer ``start``,
@@ -309,15 +311,18 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
                  efficiency=None, reserve_bytes=RESERVE_BYTES,
-                 fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None) -> Setting:
+                 fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None,
+                 attention: str | None = None) -> Setting:
     """A validated :class:`Setting`. ``global_batch`` sequences of ``seq_len`` tokens per step; ``efficiency``:
     ``None`` for the kernel model of :mod:`distlearn.planning.kernels`, or a share of the peak for the flat model
     (every FLOP at peak × efficiency, the planner before issue 22; :data:`COMPUTE_EFFICIENCY` was its default);
     ``reserve_bytes`` (bytes) + ``fragmentation`` × the device's memory are held back per GPU. ``swiglu``: the Llama
     MLP's kernel, ``"unfused"`` (the eager module keeps 4·f values per token) or ``"fused"`` (Megatron-Core's fused
-    SwiGLU keeps 3·f; chapter 08). Raises DistlearnValueError for non-positive sizes, an efficiency outside (0, 1],
-    a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe or SwiGLU kernel, fp32 on a GPU
-    without an fp32 peak, or FP8 on a GPU without FP8 tensor cores."""
+    SwiGLU keeps 3·f; chapter 08). ``attention``: the attention kernel, ``None`` for the model's default
+    (:func:`~distlearn.activation_memory.formulas.default_attention`), ``"materialised"`` or ``"flash"`` (e.g. a
+    2024 Megatron-Core GPT, which runs fused flash attention). Raises DistlearnValueError for non-positive sizes,
+    an efficiency outside (0, 1], a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe,
+    SwiGLU or attention kernel, fp32 on a GPU without an fp32 peak, or FP8 on a GPU without FP8 tensor cores."""
     check_int("global_batch", global_batch, minimum=1)
     check_int("seq_len", seq_len, minimum=1)
     if efficiency is not None:
@@ -325,9 +330,11 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     check_number("reserve_bytes", reserve_bytes, minimum=0)
     check_number("fragmentation", fragmentation, minimum=0, maximum=0.9)
     check_choice("swiglu", swiglu, SWIGLU)
+    if attention is not None:
+        check_choice("attention", attention, ATTENTION)
     check_choice("precision", precision, PLANNER_PRECISIONS)
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                   fragmentation, swiglu, shared)
+                   fragmentation, swiglu, shared, attention)
 
 
 # ---------------------------------------------------------------- the formulas' entry test (issue 33)

@@ -1,0 +1,375 @@
+"""The published training runs the planner meets, each read as its source writes it (issue 38): the data.
+
+Every run is a dict of one format (:func:`distlearn.planning.calibration.compare_run` takes any dict in it, so a
+reviewer's private run is met the same way):
+
+- ``model`` (:class:`~distlearn.core.models.ModelConfig`), ``gpu`` (a preset name or a :class:`GPU`),
+  ``num_gpus``, ``global_batch`` (sequences), ``seq_len`` (tokens), ``precision`` (one of
+  :data:`~distlearn.planning.flops.PLANNER_PRECISIONS`), ``plan`` (:class:`~distlearn.planning.setting.Plan`);
+- the published figure, exactly one of ``published_flops`` (FLOP/s per GPU, counted the ``count`` way:
+  ``"megatron"`` = Narayanan et al. 2021 eq. 3 with recomputation, ``"model"`` = model FLOPs without
+  recomputation, attention without the causal mask, ``"model-causal"`` = the same with half the attention
+  scores), ``published_tokens_per_gpu`` (tokens/s per GPU) or ``published_step_seconds`` (seconds per step);
+  optional ``published_mfu`` (as printed, for the tests);
+- ``source`` / ``source_zh`` (where layout and figure come from, with section or table), ``reading`` /
+  ``reading_zh`` (what the source leaves open and we chose), optional ``options`` (keyword options of
+  :func:`~distlearn.planning.evaluation.evaluate` that the run needs, e.g. ``{"causal": True}``; an option the
+  installed planner does not have yet is reported as pending, never silently changed), optional
+  ``not_modelled`` / ``not_modelled_zh`` (why the planner cannot express the run: it is then shown but kept out
+  of the validation score).
+
+Sources (each row's ``source`` names its table or section):
+
+- Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU Clusters Using Megatron-LM"
+  (arXiv 2104.04473), §5.1 and Table 1: ten GPT models, vocabulary 51,200, sequence 2048, A100 80 GB, "we use the
+  interleaved pipeline schedule with the scatter/gather optimization enabled"; FLOP/s counted with eq. 3.
+- Megatron-LM README of January 2021 (commit 152aab3) and ``examples/pretrain_gpt3_175B.sh``: GPT-3 175B, TP 8 ×
+  PP 16, micro-batch 1, batch 1536, fp16, ``--checkpoint-activations``, no interleaving flag; "each iteration takes
+  around 32 seconds resulting in 138 teraFLOPs per GPU".
+- BLOOM (BigScience 2022, §3.4), Llama 3 (Dubey et al. 2024, Table 4, §3.3.2), DeepSeek-V3 (DeepSeek-AI 2024):
+  as before (see :mod:`distlearn.planning.published`).
+- MegaScale (Jiang et al. 2024, arXiv 2402.15627, §6.1, Tables 1 and 2): 175B GPT (128 heads, hidden 12288, 96
+  layers, TP 8 × PP 8), interleaved with six chunks, sequence 2048, vocabulary 64,000, Ampere GPUs; the
+  Megatron-LM baseline rows (commit 285068c8) and MegaScale's own 12,288-GPU row (55.2 % MFU).
+- Megatron-Core scaling table (Megatron-LM README "Performance Benchmarking", ``images/model_table.png`` of July
+  2024, Megatron-Core r0.8.0; the table is an image, read here cell by cell): GPT models 1.7B–462B, vocabulary
+  131,072, sequence 4096, H100, DP 48, with DP/TP/PP overlap flags.
+- Nemotron-4 340B (NVIDIA 2024, arXiv 2406.11704, §2.3 and Table 2): 6,144 H100, TP 8 × PP 12 × DP 64, batch
+  2304, 8.0 s per iteration at the end of the batch ramp.
+- torchtitan (pytorch/torchtitan ``benchmarks/llama3_h100_202412_torchtitan.md``, Dec 2024): Llama 3.1 8B / 70B /
+  405B on H100 96 GB HBM2e at 500 W, tokens/s per GPU.
+- picotron (huggingface/picotron README): "38% MFU on a LLaMA-2-7B model using 64 H100 GPUs" (no layout given).
+"""
+from __future__ import annotations
+
+from distlearn.core.hardware import GB_S, GPUS
+from distlearn.core.models import MOE_PRESETS, ModelConfig, get_preset
+from distlearn.core.guard import read_only
+from distlearn.core.validate import check_int
+from distlearn.planning.plan_search import balanced_stages
+from distlearn.planning.setting import Plan
+
+
+def _gpt(name: str, vocab: int, hidden: int, layers: int, heads: int, seq: int, tied: bool = True) -> ModelConfig:
+    """A GPT of the Megatron papers: 4h GELU MLP, learned positions, the given vocabulary and sequence."""
+    return ModelConfig(name, "gpt", vocab, hidden, layers, heads, 4 * hidden, seq, tied_embeddings=tied)
+
+
+def _megatron_gpt(name: str, hidden: int, layers: int, heads: int) -> ModelConfig:
+    """A GPT of Narayanan et al. 2021 Table 1: vocabulary 51,200, sequence 2048, 4h MLP, tied embeddings."""
+    return _gpt(name, 51200, hidden, layers, heads, 2048)
+
+
+# Narayanan et al. 2021 Table 1: (parameters B, heads, hidden, layers, TP, PP, GPUs, batch, TFLOP/s, % of peak)
+MEGATRON_TABLE1 = read_only({
+    "1.7b": (1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 44), "3.6b": (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 44),
+    "7.5b": (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 46), "18.4b": (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 43),
+    "39.1b": (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 44), "76.1b": (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 45),
+    "145.6b": (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 47),
+    "310.1b": (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 50),
+    "529.6b": (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 52),
+    "1t": (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 52)})
+MEGATRON_MODELS = read_only({k: _megatron_gpt(f"gpt-{k}-megatron", r[2], r[3], r[1])
+                             for k, r in MEGATRON_TABLE1.items()})
+GPT_1_7B_MEGATRON = MEGATRON_MODELS["1.7b"]
+GPT_18B_MEGATRON = MEGATRON_MODELS["18.4b"]
+GPT_146B_MEGATRON = MEGATRON_MODELS["145.6b"]
+GPT_1T_MEGATRON = MEGATRON_MODELS["1t"]
+GPT3_175B_MEGATRON = _megatron_gpt("gpt3-175b-megatron", 12288, 96, 96)
+# BLOOM-176B (HF bigscience/bloom config.json: n_embed 14336, n_layer 70, n_head 112, vocab 250880; ALiBi: the
+# learned-position table our GPT blocks add is 0.02 % of the parameters)
+BLOOM_176B = ModelConfig("bloom-176b", "gpt", 250880, 14336, 70, 112, 4 * 14336, 2048, tied_embeddings=True)
+# MegaScale Table 1 / §6.1: 175B, 128 heads, hidden 12288, 96 layers, vocabulary 64,000, sequence 2048 (tied: the
+# Megatron-LM default)
+GPT_175B_MEGASCALE = _gpt("gpt-175b-megascale", 64000, 12288, 96, 128, 2048)
+# Megatron-Core's scaling table (README, images/model_table.png): (name, heads, hidden, layers, TP, PP, GPUs, batch,
+# TFLOP/s per GPU, MFU %); vocabulary 131,072, sequence 4096, DP 48 on every row. Untied embeddings: the parameter
+# counts it prints (1.7B … 462B) need them (e.g. 12·24·2048² + 2·131072·2048 = 1.75B)
+MCORE_TABLE = read_only({
+    "1.7b": (16, 2048, 24, 1, 1, 48, 192, 408.8, 41), "7.1b": (32, 4096, 30, 2, 1, 96, 192, 465.9, 47),
+    "16b": (48, 6144, 32, 4, 1, 192, 192, 489.1, 49), "32b": (56, 7168, 48, 8, 1, 384, 192, 459.6, 46),
+    "70b": (64, 8192, 84, 8, 2, 768, 384, 419.7, 42), "119b": (80, 10240, 92, 8, 4, 1536, 768, 420.5, 43),
+    "177b": (96, 12288, 96, 8, 6, 2304, 1152, 432.8, 44), "314b": (128, 16384, 96, 8, 8, 3072, 1536, 474.4, 48),
+    "462b": (144, 18432, 112, 8, 16, 6144, 3072, 459.9, 47)})
+MCORE_MODELS = read_only({k: _gpt(f"gpt-{k}-mcore", 131072, r[1], r[2], r[0], 4096, tied=False)
+                          for k, r in MCORE_TABLE.items()})
+# Nemotron-4 340B (arXiv 2406.11704 §2.1: 96 layers, hidden 18432, 96 heads, 8 KV heads, squared-ReLU MLP of 73,728,
+# vocabulary 256,000, untied, RoPE, no biases). The planner has no squared-ReLU MLP: a SwiGLU of 49,152 has the same
+# two-matrix FLOPs and parameters (3 × 49,152 = 2 × 73,728), named in the row's reading
+NEMOTRON4_340B = ModelConfig("nemotron-4-340b", "llama", 256000, 18432, 96, 96, 49152, 4096, num_kv_heads=8)
+
+JEAN_ZAY_A100 = GPUS["a100-80gb"].with_(
+    name="a100-80gb-jean-zay", network_bw=4 * 100e9 / 8 / 8,
+    source="BLOOM paper §3.4.1: 8 A100 80GB per node (NVLink), 4 x 100 Gb/s Omni-Path per node")
+H800 = GPUS["h100-80gb"].with_(
+    name="h800", nvlink_bw=160 * GB_S, network_bw=50 * GB_S,
+    source="DeepSeek-V3 report §3.2.2: NVLink 160 GB/s, IB 50 GB/s; tensor-core peaks of the H100 SXM")
+# torchtitan's benchmark GPUs: "96GB HBM2e with 2.4 TB/sec", 500 W; "the actual peak TFLOPs number is between SXM and
+# NVL, and we don't know its exact value" — the SXM peak here is an upper bound, hence not_modelled on those rows
+H100_96GB_500W = GPUS["h100-80gb"].with_(
+    name="h100-96gb-hbm2e-500w", memory_bytes=96e9, hbm_bw=2400 * GB_S,
+    source="torchtitan benchmarks/llama3_h100_202412_torchtitan.md: Grand Teton, 8 H100 96GB HBM2e per host "
+           "(2.4 TB/s), 400 Gb/s per GPU, 500 W power limit; peak between H100 SXM and NVL (unknown): SXM's used")
+LLAMA3_405B_STAGES = (7,) + (8,) * 14 + (7,)  # Llama 3 §3.3.2: one layer fewer on the first and the last stage
+
+
+def least_chunks(layers_per_stage: int) -> int:
+    """The fewest interleaved chunks v > 1 that give every chunk whole layers (the smallest divisor > 1 of
+    ``layers_per_stage``): Narayanan et al. 2021 §5.1 interleave every pipelined run without saying how many
+    chunks; this is our reading. 1 when ``layers_per_stage`` is 1 (no interleaving possible). Raises
+    DistlearnValueError unless ``layers_per_stage`` is a whole number in [1, 2**20]."""
+    check_int("layers_per_stage", layers_per_stage, minimum=1, maximum=2 ** 20)
+    return next((v for v in range(2, layers_per_stage + 1) if layers_per_stage % v == 0), 1)
+
+
+def _megatron_row(key: str) -> dict:
+    """Narayanan et al. 2021 Table 1, row ``key``, with the interleaved schedule of §5.1."""
+    params, heads, hidden, layers, tp, pp, gpus, batch, tflops, peak = MEGATRON_TABLE1[key]
+    dp = gpus // (tp * pp)
+    v = least_chunks(layers // pp) if pp > 1 else 1
+    chunks = (f"v = {v} chunks (the fewest with whole layers per chunk: the paper says 'interleaved' but not how "
+              f"many)" if v > 1 else "no pipeline, so no interleaving")
+    chunks_zh = (f"每个 rank {v} 个模型块（论文只说用交错调度，没说分几块；取每块层数为整数的最小块数）" if v > 1
+                 else "没有流水线，也就谈不上交错")
+    return dict(model=MEGATRON_MODELS[key], gpu="a100-80gb", num_gpus=gpus, global_batch=batch, seq_len=2048,
+                precision="mixed-fp32-grads", count="megatron",
+                plan=Plan(dp=dp, tp=tp, pp=pp, recompute="full", micro_batch_size=1, num_microbatches=batch // dp,
+                          num_chunks=v, sequence_parallel=False),
+                published_flops=tflops * 1e12, published_mfu=peak / 100,
+                source=f"Narayanan et al. 2021 (arXiv 2104.04473) §5.1, Table 1 ({params} B: TP {tp} × PP {pp}, "
+                       f"{gpus} A100, batch {batch}, {tflops} TFLOP/s = {peak} % of peak)",
+                source_zh=f"Narayanan 等 2021（arXiv 2104.04473）§5.1，表 1（{params} B：TP {tp} × PP {pp}，"
+                          f"{gpus} 块 A100，全局批量 {batch}，{tflops} TFLOP/s，峰值的 {peak} %）",
+                reading=f"micro-batch 1; {chunks}; full recomputation (eq. 3 counts it); no sequence parallelism "
+                        f"(2021); fp32 gradient buffer",
+                reading_zh=f"微批次大小 1；{chunks_zh}；完全重计算（公式 3 把它算在内）；不用序列并行（2021 年）；"
+                           f"梯度缓冲区为 fp32")
+
+
+def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
+    """Llama 3 405B, Table 4 row: FP32 gradient accumulation and reduce-scatter (§3.3.2)."""
+    batch = 16 * 2 ** 20 // seq_len  # 16M tokens per step
+    causal = cp > 1
+    row = dict(model=get_preset("llama3.1-405b"), gpu="h100-80gb", num_gpus=num_gpus, global_batch=batch,
+               seq_len=seq_len, precision="mixed-fp32-grads", count="model-causal" if causal else "model",
+               plan=Plan(dp=dp, tp=8, pp=16, cp=cp, zero_stage=2, recompute="norm-act", micro_batch_size=1,
+                         num_microbatches=batch // dp, num_chunks=8, stage_layers=LLAMA3_405B_STAGES),
+               published_flops=published, published_mfu=mfu,
+               source=f"Llama 3 paper (Dubey et al. 2024), Table 4: {num_gpus} H100, TP 8 × CP {cp} × PP 16 × "
+                      f"DP {dp}, seq {seq_len}, {published / 1e12:.0f} TFLOP/s, BF16 MFU {mfu:.0%}; §3.3.2: FP32 "
+                      f"gradient accumulation and FP32 reduce-scatter",
+               source_zh=f"Llama 3 论文（Dubey 等 2024）表 4：{num_gpus} 块 H100，TP 8 × CP {cp} × PP 16 × "
+                         f"DP {dp}，序列长度 {seq_len}，{published / 1e12:.0f} TFLOP/s，BF16 MFU {mfu:.0%}；"
+                         f"§3.3.2：梯度按 FP32 累加，FP32 做 reduce-scatter",
+               reading="micro-batch 1, v = 8 chunks; the norms' and SwiGLU's outputs recomputed, not stored "
+                       "(norm-act: the paper says 'without activation checkpointing', but with every tensor "
+                       "stored the layout does not fit, chapter 14); FSDP sharding gradients and optimizer "
+                       "state, weights not resharded after forward = ZeRO-2; pipeline warm-up depth N = p "
+                       "(Megatron's; §3.3.2 makes N tunable)",
+               reading_zh="微批次大小 1，每个 rank 8 个模型块（v = 8）；归一化层和 SwiGLU 的输出不保存，反向时重计算"
+                          "（norm-act。论文说“不使用激活检查点”，但把所有张量都存下来时这个布局放不下，见第 14 章）；"
+                          "FSDP 对梯度和优化器状态分片，前向之后不再对权重重新分片，即 ZeRO-2；流水线预热深度 N = p"
+                          "（Megatron 的取法；§3.3.2 说 N 可调）")
+    if causal:
+        row["options"] = {"causal": True}
+        row["reading"] += ("; causal attention kernel (FlashAttention skips the masked blocks) and the FLOPs "
+                           "counted the same way, half the attention scores (the paper does not say how it counts)")
+        row["reading_zh"] += "；注意力核按因果掩码计（FlashAttention 跳过被掩掉的块），FLOPs 也按同样的口径统计，只算一半注意力分数（论文没说它怎么数）"
+    else:
+        row["reading"] += "; attention FLOPs without the causal mask (8 % of the FLOPs at 8K)"
+        row["reading_zh"] += "；注意力 FLOPs 按不加因果掩码统计（8K 时只占 8 %）"
+    return row
+
+
+def _megascale_baseline(gpus, batch, tokens_per_s, mfu):
+    """MegaScale Table 2, a Megatron-LM row (commit 285068c8): 175B, TP 8 × PP 8, six interleaved chunks."""
+    dp = gpus // 64
+    return dict(model=GPT_175B_MEGASCALE, gpu="a100-80gb", num_gpus=gpus, global_batch=batch, seq_len=2048,
+                precision="mixed-fp32-grads", count="model",
+                plan=Plan(dp=dp, tp=8, pp=8, recompute="selective", micro_batch_size=1,
+                          num_microbatches=batch // dp, num_chunks=6, sequence_parallel=True),
+                published_tokens_per_gpu=tokens_per_s / gpus, published_mfu=mfu,
+                source=f"MegaScale (Jiang et al. 2024, arXiv 2402.15627) §6.1, Tables 1–2, Megatron-LM row: 175B, "
+                       f"TP 8 × PP 8, v = 6, {gpus} GPUs, batch {batch}, {tokens_per_s / 1e3:.1f}k tokens/s, "
+                       f"MFU {mfu:.1%}",
+                source_zh=f"MegaScale（Jiang 等 2024，arXiv 2402.15627）§6.1，表 1–2 的 Megatron-LM 行：175B，"
+                          f"TP 8 × PP 8，v = 6，{gpus} 块 GPU，全局批量 {batch}，每秒 {tokens_per_s / 1e3:.1f}k 个"
+                          f"词元，MFU {mfu:.1%}",
+                reading="A100 80 GB with 8 × 200 Gb/s per node (the paper says 'Ampere GPUs'); micro-batch 1; "
+                        "selective recomputation and sequence parallelism (Megatron-LM's 2023 defaults); tied "
+                        "embeddings; fp32 gradient buffer, no distributed optimizer",
+                reading_zh="A100 80 GB，每节点 8 × 200 Gb/s（论文只说“Ampere GPU”）；微批次大小 1；选择性重计算加序列"
+                           "并行（2023 年 Megatron-LM 的默认做法）；输入输出嵌入共享；梯度缓冲区为 fp32，不用分布式优化器")
+
+
+def _mcore_row(key: str, recompute: str) -> dict:
+    """Megatron-Core's scaling table, row ``key`` (README image, read cell by cell)."""
+    heads, hidden, layers, tp, pp, gpus, batch, tflops, mfu = MCORE_TABLE[key]
+    return dict(model=MCORE_MODELS[key], gpu="h100-80gb", num_gpus=gpus, global_batch=batch, seq_len=4096,
+                precision="mixed-fp32-grads", count="model",
+                plan=Plan(dp=48, tp=tp, pp=pp, zero_stage=1, recompute=recompute, micro_batch_size=1,
+                          num_microbatches=batch // 48, sequence_parallel=tp > 1),
+                published_flops=tflops * 1e12, published_mfu=mfu / 100, options={"attention": "flash"},
+                not_modelled=_MCORE_OVERLAP[0], not_modelled_zh=_MCORE_OVERLAP[1],
+                source=f"Megatron-LM README, 'Performance Benchmarking' table (images/model_table.png, Jul 2024, "
+                       f"Megatron-Core r0.8.0): {key.upper()}, TP {tp} × PP {pp} × DP 48, {gpus} H100, batch "
+                       f"{batch}, {tflops} TFLOP/s, MFU {mfu} %",
+                source_zh=f"Megatron-LM README 的“Performance Benchmarking”表（images/model_table.png，2024 年 7 月，"
+                          f"Megatron-Core r0.8.0）：{key.upper()}，TP {tp} × PP {pp} × DP 48，{gpus} 块 H100，全局批量"
+                          f" {batch}，{tflops} TFLOP/s，MFU {mfu} %",
+                reading=f"micro-batch 1, no interleaving; fused flash attention (Transformer Engine); {recompute} recomputation (the least that fits: the table "
+                        f"does not say); sequence parallelism with TP; distributed optimizer = ZeRO-1 "
+                        f"(--overlap-param-gather needs it); GELU MLP of 4h, untied embeddings (the parameter "
+                        f"counts need them)",
+                reading_zh=f"微批次大小 1，不用交错调度；融合的 flash 注意力（Transformer Engine）；重计算取 {recompute}（放得下的最少重计算：表中没说）；TP 时用"
+                           f"序列并行；分布式优化器即 ZeRO-1（--overlap-param-gather 需要它）；MLP 为 4h 的 GELU，"
+                           f"输入输出嵌入不共享（表中的参数量要求如此）")
+
+
+_MCORE_OVERLAP = ("the README's overlaps: --overlap-param-gather (ZeRO-1's all-gather hidden in the next forward), "
+                  "--overlap-grad-reduce (also across pipeline stages) and --tp-comm-overlap (TP communication "
+                  "inside the GEMMs); the planner charges the all-gather and the TP communication exposed",
+                  "README 列出的重叠：--overlap-param-gather（ZeRO-1 的 all-gather 藏在下一步的前向里）、"
+                  "--overlap-grad-reduce（流水线各阶段也重叠）和 --tp-comm-overlap（TP 通信藏在 GEMM 里）；规划器把"
+                  " all-gather 和 TP 通信都算作暴露")
+_TORCHTITAN_GPU = ("the GPU's peak is unknown (H100 96 GB HBM2e at 500 W: 'between SXM and NVL', the source says)",
+                   "GPU 峰值未知（500 W 的 H100 96 GB HBM2e：原文说“介于 SXM 和 NVL 之间”）")
+
+
+def _torchtitan(model, gpus, batch, seq_len, plan, tps, table, setup, setup_zh, precision="mixed", extra=("", "")):
+    """A torchtitan benchmark row (Dec 2024): tokens/s per GPU on H100 96 GB HBM2e at 500 W."""
+    return dict(model=get_preset(model), gpu=H100_96GB_500W, num_gpus=gpus, global_batch=batch, seq_len=seq_len,
+                precision=precision, count="model", plan=plan, published_tokens_per_gpu=tps,
+                source=f"torchtitan benchmarks/llama3_h100_202412_torchtitan.md, Table {table}: {setup}, {tps:,} "
+                       f"tokens/s per GPU",
+                source_zh=f"torchtitan benchmarks/llama3_h100_202412_torchtitan.md，表 {table}：{setup_zh}，每块 GPU"
+                          f"每秒 {tps:,} 个词元",
+                reading="sequence 8192 (torchtitan's Llama 3 default); FSDP2 = ZeRO-3; micro-batch = the local batch"
+                        + extra[0],
+                reading_zh="序列长度 8192（torchtitan 的 Llama 3 默认值）；FSDP2 即 ZeRO-3；微批次 = 本地批量" + extra[1],
+                not_modelled=_TORCHTITAN_GPU[0] + (extra[2] if len(extra) > 2 else ""),
+                not_modelled_zh=_TORCHTITAN_GPU[1] + (extra[3] if len(extra) > 3 else ""))
+
+
+PUBLISHED_RUNS = read_only({
+    **{f"megatron-gpt-{k}": _megatron_row(k) for k in MEGATRON_TABLE1},
+    "megatron-gpt3-175b": dict(
+        model=GPT3_175B_MEGATRON, gpu="a100-80gb", num_gpus=1024, global_batch=1536, seq_len=2048,
+        precision="mixed-fp32-grads", count="megatron",
+        plan=Plan(dp=8, tp=8, pp=16, recompute="full", micro_batch_size=1, num_microbatches=192,
+                  sequence_parallel=False),
+        published_flops=138e12, printed_step_seconds=32,
+        source="Megatron-LM README (Jan 2021) and examples/pretrain_gpt3_175B.sh: GPT-3 175B, TP 8 × PP 16, "
+               "micro-batch 1, batch 1536, 1024 A100, ~32 s per iteration, 138 TFLOP/s",
+        source_zh="Megatron-LM README（2021 年 1 月）与 examples/pretrain_gpt3_175B.sh：GPT-3 175B，TP 8 × PP 16，"
+                  "微批次大小 1，全局批量 1536，1024 块 A100，每步约 32 秒，138 TFLOP/s",
+        reading="no interleaving (the script sets none); full recomputation (--checkpoint-activations); fp16 with "
+                "an fp32 gradient buffer, timed as bf16",
+        reading_zh="不用交错调度（脚本没有设置）；完全重计算（--checkpoint-activations）；fp16 加 fp32 梯度缓冲区，按 bf16 计时"),
+    "bloom-176b": dict(model=BLOOM_176B, gpu=JEAN_ZAY_A100, num_gpus=384, global_batch=2048, seq_len=2048,
+                       precision="mixed-fp32-grads", count="megatron",
+                       plan=Plan(dp=8, tp=4, pp=12, zero_stage=1, recompute="full", micro_batch_size=2,
+                                 num_microbatches=128, sequence_parallel=False),
+                       published_flops=150e12,
+                       source="BLOOM paper §3.4 (BigScience 2022): 384 A100, TP 4 × PP 12 × DP 8, ZeRO-1, "
+                              "micro-batch 2, batch 2048; ~150 TFLOP/s (Bekman 2022, HF blog)",
+                       source_zh="BLOOM 论文 §3.4（BigScience 2022）：384 块 A100，TP 4 × PP 12 × DP 8，ZeRO-1，"
+                                 "微批次大小 2，全局批量 2048；约 150 TFLOP/s（Bekman 2022，Hugging Face 博客）",
+                       reading="no interleaving; fp32 gradient buffer (Megatron-DeepSpeed bf16)",
+                       reading_zh="不用交错调度；梯度缓冲区为 fp32（Megatron-DeepSpeed 的 bf16 训练就是这样）"),
+    "deepseek-v3": dict(model=MOE_PRESETS["deepseek-v3"], gpu=H800, num_gpus=2048, global_batch=15360,
+                        seq_len=4096, precision="deepseek-v3", count="model",
+                        plan=Plan(dp=128, tp=1, pp=16, ep=64, zero_stage=1, recompute="norm-act", micro_batch_size=1,
+                                  num_microbatches=120, sequence_parallel=False,
+                                  stage_layers=balanced_stages(61, 16)),
+                        published_tokens_per_gpu=1e12 / (180e3 * 3600),
+                        source="DeepSeek-V3 report: 2048 H800, PP 16 × EP 64 × ZeRO-1 DP (§3.2), FP8 (§3.3), "
+                               "180K GPU hours per 10^12 tokens (§1) = 1,543 tokens/s per GPU, a whole-run average "
+                               "(batch ramp 3072 → 15360 over the first 469B tokens, §4.2)",
+                        source_zh="DeepSeek-V3 技术报告：2048 块 H800，PP 16 × EP 64 × ZeRO-1 数据并行（§3.2），"
+                                  "FP8（§3.3），每 10^12 个词元 18 万 GPU 小时（§1）= 每块 GPU 每秒 1,543 个词元，"
+                                  "这是整个训练的平均值（前 469B 个词元里批量从 3072 增加到 15360，§4.2）",
+                        reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed; RMSNorm outputs "
+                                "recomputed (§3.2.3) and the MoE SwiGLU output recomputed from its cached input "
+                                "(§3.3.3) = norm-act, its inputs stored in 16 bits, not FP8 (MLA's up-projection "
+                                "recomputation is not modelled); each token's experts on at most 4 nodes (§3.2.2)",
+                        reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信；RMSNorm 的输出"
+                                   "在反向时重计算（§3.2.3），MoE 中 SwiGLU 的输出由缓存的输入重计算（§3.3.3），即 norm-act，"
+                                   "这些输入按 16 位而不是 FP8 保存（MLA 上投影的重计算没有建模）；每个词元的专家最多分布在"
+                                   " 4 个节点上（§3.2.2）",
+                        options={"max_nodes_per_token": 4},
+                        not_modelled="DualPipe overlaps the expert all-to-alls with the other micro-batch's compute "
+                                     "(§3.2.1), a schedule the planner does not have (see deepseek_steps)",
+                        not_modelled_zh="DualPipe 让专家 AllToAll 与另一个微批次的计算重叠（§3.2.1），规划器没有这种调度"
+                                        "（见 deepseek_steps）"),
+    "llama3-405b-8k-gpus": _llama3(8192, 64, 1, 8192, 430e12, 0.43),
+    "llama3-405b-16k-gpus": _llama3(16384, 128, 1, 8192, 400e12, 0.41),
+    "llama3-405b-16k-gpus-cp16": _llama3(16384, 8, 16, 131072, 380e12, 0.38),
+    **{f"megascale-baseline-{g}": _megascale_baseline(g, b, t, m) for g, b, t, m in (
+        (256, 768, 39.3e3, .530), (512, 768, 74.1e3, .499), (768, 768, 103.8e3, .467), (1024, 768, 132.7e3, .447),
+        (3072, 6144, 433.6e3, .487), (6144, 6144, 851.6e3, .478), (8192, 6144, 1027.9e3, .433),
+        (12288, 6144, 1466.8e3, .412))},
+    "megascale-12288": {**_megascale_baseline(12288, 6144, 1984.0e3, .552),
+                        "source": "MegaScale (Jiang et al. 2024, arXiv 2402.15627) §6.1, Table 2, MegaScale row: 175B,"
+                                  " TP 8 × PP 8, v = 6, 12,288 GPUs, batch 6144, 1984.0k tokens/s, MFU 55.2 %",
+                        "source_zh": "MegaScale（Jiang 等 2024，arXiv 2402.15627）§6.1，表 2 的 MegaScale 行：175B，"
+                                     "TP 8 × PP 8，v = 6，12,288 块 GPU，全局批量 6144，每秒 1984.0k 个词元，MFU 55.2 %",
+                        "not_modelled": "parallel transformer block, sliding-window attention, LAMB and overlapped "
+                                        "TP/PP/DP communication (Table 3: +17.6 % MFU on 256 GPUs): a different model "
+                                        "and schedule from the one timed",
+                        "not_modelled_zh": "并行 Transformer 块、滑动窗口注意力、LAMB 以及 TP/PP/DP 通信重叠（表 3：256 块"
+                                           " GPU 上 MFU 提高 17.6 %）：与规划器计时的模型和调度不同"},
+    **{f"mcore-{k}": _mcore_row(k, rc) for k, rc in (
+        ("1.7b", "none"), ("7.1b", "none"), ("16b", "none"), ("32b", "none"), ("70b", "none"),
+        ("119b", "none"), ("177b", "none"), ("314b", "none"), ("462b", "none"))},
+    "nemotron4-340b": dict(
+        model=NEMOTRON4_340B, gpu="h100-80gb", num_gpus=6144, global_batch=2304, seq_len=4096,
+        precision="mixed-fp32-grads", count="model",
+        plan=Plan(dp=64, tp=8, pp=12, zero_stage=1, recompute="selective", micro_batch_size=1, num_microbatches=36,
+                  num_chunks=8, sequence_parallel=True),
+        published_step_seconds=8.0,
+        source="Nemotron-4 340B report (NVIDIA 2024, arXiv 2406.11704) §2.3, Table 2: 6,144 H100, TP 8 × PP 12 × "
+               "DP 64, batch 2304, 8.0 s per iteration (MFU 41 %), the last stage of the batch ramp",
+        source_zh="Nemotron-4 340B 技术报告（NVIDIA 2024，arXiv 2406.11704）§2.3，表 2：6,144 块 H100，TP 8 × PP 12 × "
+                  "DP 64，全局批量 2304，每步 8.0 秒（MFU 41 %），批量递增的最后一段",
+        reading="micro-batch 1, v = 8 chunks of one layer (NVIDIA's own recipe for this model interleaves one layer "
+                "per chunk); selective recomputation; distributed optimizer = ZeRO-1; the squared-ReLU MLP timed as "
+                "a SwiGLU of the same matrix FLOPs (3 × 49,152 = 2 × 73,728)",
+        reading_zh="微批次大小 1，每个 rank 8 个模型块、每块一层（NVIDIA 为这个模型给出的配置就是每块一层）；选择性重计算；"
+                   "分布式优化器即 ZeRO-1；平方 ReLU 的 MLP 按矩阵 FLOPs 相同的 SwiGLU 计时（3 × 49,152 = 2 × 73,728）"),
+    "torchtitan-llama3.1-8b-128": _torchtitan(
+        "llama3-8b", 128, 256, 8192, Plan(dp=128, tp=1, pp=1, zero_stage=3, recompute="selective",
+                                          micro_batch_size=2, num_microbatches=1), 5605, 3,
+        "Llama 3.1 8B, FSDP on 128 GPUs, local batch 2, selective AC, no compile, bf16",
+        "Llama 3.1 8B，128 块 GPU 上 FSDP，本地批量 2，选择性激活检查点，不用 torch.compile，bf16",
+        extra=("", "", "; torchtitan's selective AC checkpoints whole layers or chosen ops, not the planner's "
+                       "'selective' (the attention core): in the planner's memory model the layout does not fit",
+               "；torchtitan 的选择性激活检查点按整层或按算子选择，不是规划器的 selective（只重算注意力核心）："
+               "按规划器的显存模型这个布局放不下")),
+    "torchtitan-llama3.1-70b-256": _torchtitan(
+        "llama3-70b", 256, 512, 8192, Plan(dp=32, tp=8, pp=1, zero_stage=3, recompute="full", micro_batch_size=16,
+                                           num_microbatches=1), 829, 4,
+        "Llama 3.1 70B, FSDP 32 × TP 8, local batch 16, full AC, torch.compile + Float8", 
+        "Llama 3.1 70B，FSDP 32 × TP 8，本地批量 16，完全激活检查点，torch.compile 加 Float8",
+        precision="torchao-fsdp2-float8",
+        extra=("; Float8 (tensorwise) linears with torch.compile", "；线性层用 Float8（按张量缩放）并用 torch.compile",
+               "; torch.compile's fusions are not modelled", "；torch.compile 的算子融合没有建模")),
+    "torchtitan-llama3.1-405b-512": _torchtitan(
+        "llama3.1-405b", 512, 256, 8192, Plan(dp=8, tp=8, pp=8, zero_stage=3, recompute="full", micro_batch_size=1,
+                                              num_microbatches=32, num_chunks=2, stage_layers=balanced_stages(126, 8)), 128, 5,
+        "Llama 3.1 405B, FSDP 8 × TP 8 × PP 8, interleaved 1F1B, local batch 32, full AC, compile + Float8 + "
+        "async TP", "Llama 3.1 405B，FSDP 8 × TP 8 × PP 8，交错 1F1B，本地批量 32，完全激活检查点，compile 加 Float8 "
+        "加异步 TP", precision="torchao-fsdp2-float8",
+        extra=("; micro-batch 1, v = 2 chunks (the source gives neither)", "；微批次大小 1，v = 2（原文都没给）",
+               "; async TP (TP communication hidden in the GEMMs) and torch.compile are not modelled",
+               "；异步 TP（TP 通信藏在 GEMM 里）和 torch.compile 没有建模")),
+})
+# Published figures the planner cannot evaluate at all: no layout, batch or sequence is given.
+UNEVALUATED_RUNS = read_only({
+    "picotron-llama2-7b-64": dict(
+        published_mfu=0.38, num_gpus=64, gpu="h100-80gb",
+        source="huggingface/picotron README: 'We observed 38% MFU on a LLaMA-2-7B model using 64 H100 GPUs'",
+        source_zh="huggingface/picotron 的 README：“在 64 块 H100 上训练 LLaMA-2-7B，MFU 为 38%”",
+        reason="no layout, batch, sequence or recomputation published: nothing to evaluate",
+        reason_zh="没有公布并行布局、批量、序列长度和重计算方式：无从评估"),
+})

@@ -1,0 +1,395 @@
+"""Published runs read as their sources print them, calibration apart from validation (issue 38).
+
+Every figure below is typed from the source (table or section named in the test), not from the code, so a row that
+drifts from its source fails here. The calibration test ties the one fitted constant to its four named runs; the
+validation tests keep the out-of-sample score honest (a miss must be named with its reason, a named miss must still
+be a miss); the boundary tests feed compare_run the malformed runs a reviewer might write.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import replace
+
+import pytest
+
+from distlearn import planning as P
+from distlearn.core.hardware import GPUS
+from distlearn.core.validate import DistlearnValueError
+from distlearn.planning import calibration as C
+from distlearn.planning import flops as FL
+from distlearn.planning import kernels as K
+from distlearn.planning import published_runs as R
+from distlearn.planning import step_time as STEP
+
+RUNS = R.PUBLISHED_RUNS
+
+
+# ---------------------------------------------------------------- every figure as its source prints it
+# Narayanan et al. 2021 (arXiv 2104.04473) Table 1, typed from the paper: parameters (B), heads, hidden, layers,
+# TP, PP, GPUs, batch, TFLOP/s per GPU, % of peak, aggregate PFLOP/s
+TABLE1 = [(1.7, 24, 2304, 24, 1, 1, 32, 512, 137, 44, 4.4), (3.6, 32, 3072, 30, 2, 1, 64, 512, 138, 44, 8.8),
+          (7.5, 32, 4096, 36, 4, 1, 128, 512, 142, 46, 18.2), (18.4, 48, 6144, 40, 8, 1, 256, 1024, 135, 43, 34.6),
+          (39.1, 64, 8192, 48, 8, 2, 512, 1536, 138, 44, 70.8), (76.1, 80, 10240, 60, 8, 4, 1024, 1792, 140, 45, 143.8),
+          (145.6, 96, 12288, 80, 8, 8, 1536, 2304, 148, 47, 227.1),
+          (310.1, 128, 16384, 96, 8, 16, 1920, 2160, 155, 50, 297.4),
+          (529.6, 128, 20480, 105, 8, 35, 2520, 2520, 163, 52, 410.2),
+          (1008.0, 160, 25600, 128, 8, 64, 3072, 3072, 163, 52, 502.0)]
+
+
+def test_megatron_table1_rows_are_the_papers():
+    """All ten rows of Table 1: shapes, layout, GPUs, batch and TFLOP/s as printed; parameters by eq. 2 within the
+    printed rounding; TFLOP/s × GPUs = the aggregate column; §5.1's interleaved schedule on every pipelined row."""
+    names = [n for n in RUNS if n.startswith("megatron-gpt-")]
+    assert len(names) == 10
+    for name, (params, heads, h, layers, tp, pp, gpus, batch, tflops, peak, agg) in zip(names, TABLE1):
+        run = RUNS[name]
+        m, p = run["model"], run["plan"]
+        assert (m.num_heads, m.hidden_size, m.num_layers, m.vocab_size, run["seq_len"]) == (heads, h, layers, 51200,
+                                                                                             2048), name
+        assert (p.tp, p.pp, run["num_gpus"], run["global_batch"], p.world_size) == (tp, pp, gpus, batch, gpus), name
+        assert run["published_flops"] == tflops * 1e12 and run["published_mfu"] == peak / 100
+        assert m.num_parameters() / 1e9 == pytest.approx(params, abs=0.06 * max(1, params / 100)), name
+        # the aggregate column: both columns are rounded (0.05 PFLOP/s, and 0.5 TFLOP/s per GPU)
+        assert tflops * gpus / 1e3 == pytest.approx(agg, abs=0.05 + 0.5 * gpus / 1e3), name
+        assert round(100 * tflops / 312) in (peak, peak + 1), name       # % of the A100's 312 TFLOP/s
+        # §5.1: "we use the interleaved pipeline schedule" — every row with a pipeline interleaves, whole layers
+        assert (p.num_chunks > 1) == (pp > 1), name
+        assert (layers // pp) % p.num_chunks == 0 and (pp == 1 or p.num_chunks == R.least_chunks(layers // pp))
+        assert "interleav" in run["reading"] and run["count"] == "megatron"
+
+
+def test_gpt3_175b_row_is_the_readme_and_script():
+    """Megatron-LM README (Jan 2021) and examples/pretrain_gpt3_175B.sh: TP 8 × PP 16, micro-batch 1, batch 1536,
+    1024 A100, ~32 s per iteration, 138 TFLOP/s (eq. 3 with the 32 s gives 138 ± 2 %: 'around 32 seconds')."""
+    run = RUNS["megatron-gpt3-175b"]
+    p = run["plan"]
+    assert (p.tp, p.pp, p.dp, p.micro_batch_size, p.num_chunks, run["global_batch"], run["num_gpus"]) == \
+        (8, 16, 8, 1, 1, 1536, 1024)
+    assert run["published_flops"] == 138e12 and run["printed_step_seconds"] == 32 and p.recompute == "full"
+    per_step = P.megatron_flops(run["model"], 1536, 2048)
+    assert per_step / (32 * 1024) / 1e12 == pytest.approx(138, rel=0.02)
+    mem = P.compare_published("megatron-gpt3-175b")["estimate"].memory["total"] / 1e9
+    assert round(mem, 1) == 41.4  # the issue's figure for PP 16 (65.8 GB with the old PP 8)
+
+
+def test_llama3_rows_are_table4_with_fp32_gradients():
+    """Llama 3 Table 4 (GPUs, TP/CP/PP/DP, seq, TFLOP/s, MFU) and §3.3.2's FP32 gradient accumulation and
+    reduce-scatter (4-byte gradients); the 128K row times and counts attention causally (pending until the
+    planner has the causal kernel); the warm-up depth N = p is named as a reading."""
+    for k, (n, dp, cp, s, tf, mfu) in {"llama3-405b-8k-gpus": (8192, 64, 1, 8192, 430, .43),
+                                       "llama3-405b-16k-gpus": (16384, 128, 1, 8192, 400, .41),
+                                       "llama3-405b-16k-gpus-cp16": (16384, 8, 16, 131072, 380, .38)}.items():
+        run = RUNS[k]
+        assert (run["num_gpus"], run["plan"].dp, run["plan"].cp, run["plan"].tp, run["plan"].pp, run["seq_len"]) \
+            == (n, dp, cp, 8, 16, s)
+        assert run["published_flops"] == tf * 1e12 and run["published_mfu"] == mfu
+        assert run["precision"] == "mixed-fp32-grads" and "FP32" in run["source"] and "N = p" in run["reading"]
+        assert "N = p" in run["reading"] and "N = p" in run["reading_zh"]
+    cp16 = RUNS["llama3-405b-16k-gpus-cp16"]
+    assert cp16["options"] == {"causal": True} and cp16["count"] == "model-causal" and "causal" in cp16["reading"]
+
+
+def test_llama3_fp32_gradients_move_the_8k_rows_to_0_95():
+    """Issue 38 item 3: with §3.3.2's FP32 reduce-scatter the 8K-GPU rows read about 0.95 (1.06 / 1.07 with bf16
+    gradients at the old END_TO_END = 0.78); the same rows with bf16 gradients are faster."""
+    for name in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus"):
+        r = P.compare_published(name)
+        bf16 = C.compare_run({**RUNS[name], "precision": "mixed"})
+        assert bf16["ratio"] > r["ratio"]
+        with C.with_end_to_end(0.78):
+            assert round(C.compare_run(RUNS[name])["ratio"], 2) == 0.95
+            assert round(C.compare_run({**RUNS[name], "precision": "mixed"})["ratio"], 2) in (1.06, 1.07)
+
+
+def test_megascale_rows_are_table2():
+    """MegaScale Table 2 (batch 768 on 256–1024 GPUs, 6144 on 3072–12288): tokens/s and MFU as printed, and the
+    printed iteration times agree with tokens/s = batch × 2048 / time; §6.1: TP 8 × PP 8, six chunks, vocabulary
+    64,000, sequence 2048; Table 1: 128 heads, hidden 12288, 96 layers."""
+    printed = {256: (40.0, 39.3e3, .530), 512: (21.2, 74.1e3, .499), 768: (15.2, 103.8e3, .467),
+               1024: (11.9, 132.7e3, .447), 3072: (29.02, 433.6e3, .487), 6144: (14.78, 851.6e3, .478),
+               8192: (12.24, 1027.9e3, .433), 12288: (8.57, 1466.8e3, .412)}
+    for gpus, (seconds, tokens, mfu) in printed.items():
+        run = RUNS[f"megascale-baseline-{gpus}"]
+        batch = 768 if gpus <= 1024 else 6144
+        assert (run["num_gpus"], run["global_batch"], run["published_mfu"]) == (gpus, batch, mfu)
+        assert run["published_tokens_per_gpu"] * gpus == pytest.approx(tokens, rel=1e-12)
+        assert batch * 2048 / seconds == pytest.approx(tokens, rel=0.012)  # the printed time, rounded
+        p, m = run["plan"], run["model"]
+        assert (p.tp, p.pp, p.num_chunks, m.num_heads, m.hidden_size, m.num_layers, m.vocab_size) == \
+            (8, 8, 6, 128, 12288, 96, 64000)
+    ms = RUNS["megascale-12288"]
+    assert ms["published_tokens_per_gpu"] * 12288 == pytest.approx(1984.0e3) and ms["published_mfu"] == 0.552
+    assert 6144 * 2048 / 6.34 == pytest.approx(1984.0e3, rel=0.002) and "LAMB" in ms["not_modelled"]
+
+
+# Megatron-Core's table (README image, Jul 2024), typed from the image: heads, hidden, layers, TP, PP, DP, GPUs,
+# batch, TFLOP/s per GPU, MFU %, aggregate PFLOP/s, parameters (B)
+MCORE = {"1.7b": (16, 2048, 24, 1, 1, 48, 48, 192, 408.8, 41, 19.6, 1.7),
+         "7.1b": (32, 4096, 30, 2, 1, 48, 96, 192, 465.9, 47, 44.7, 7.1),
+         "16b": (48, 6144, 32, 4, 1, 48, 192, 192, 489.1, 49, 93.9, 16),
+         "32b": (56, 7168, 48, 8, 1, 48, 384, 192, 459.6, 46, 176.5, 32),
+         "70b": (64, 8192, 84, 8, 2, 48, 768, 384, 419.7, 42, 322.3, 70),
+         "119b": (80, 10240, 92, 8, 4, 48, 1536, 768, 420.5, 43, 645.9, 119),
+         "177b": (96, 12288, 96, 8, 6, 48, 2304, 1152, 432.8, 44, 997.2, 177),
+         "314b": (128, 16384, 96, 8, 8, 48, 3072, 1536, 474.4, 48, 1457.4, 314),
+         "462b": (144, 18432, 112, 8, 16, 48, 6144, 3072, 459.9, 47, 2825.6, 462)}
+
+
+def test_megatron_core_rows_are_the_readme_table():
+    """Every cell of the README's scaling table; TFLOP/s / 989 = MFU and × GPUs = the aggregate column; the model
+    sizes it prints need untied embeddings of 131,072 × h (vocabulary 131,072, sequence 4096)."""
+    for key, (heads, h, layers, tp, pp, dp, gpus, batch, tf, mfu, agg, size) in MCORE.items():
+        run = RUNS[f"mcore-{key}"]
+        m, p = run["model"], run["plan"]
+        assert (m.num_heads, m.hidden_size, m.num_layers, m.vocab_size, run["seq_len"]) == (heads, h, layers,
+                                                                                             131072, 4096)
+        assert (p.tp, p.pp, p.dp, run["num_gpus"], run["global_batch"]) == (tp, pp, dp, gpus, batch)
+        assert run["published_flops"] == tf * 1e12 and run["published_mfu"] == mfu / 100
+        assert round(100 * tf / 989) == mfu and tf * gpus / 1e3 == pytest.approx(agg, abs=0.06)
+        assert m.num_parameters() / 1e9 == pytest.approx(size, rel=0.035), key  # 1.75 prints as 1.7B
+        assert run["options"] == {"attention": "flash"} and "--tp-comm-overlap" in run["not_modelled"]
+
+
+def test_megatron_core_rows_use_the_least_recomputation_that_fits():
+    """The reading 'the least recomputation that fits' holds for every Megatron-Core row: with its mode it fits,
+    with any lighter one it does not (none is the lightest, so every row reads none only if it fits)."""
+    order = ("none", "norm-act", "selective", "full")
+    for key in MCORE:
+        run = RUNS[f"mcore-{key}"]
+        r = P.compare_published(f"mcore-{key}")
+        assert r["fits"]
+        for lighter in order[:order.index(run["plan"].recompute)]:
+            assert not C.compare_run({**run, "plan": replace(run["plan"], recompute=lighter)})["fits"]
+
+
+def test_nemotron_torchtitan_deepseek_picotron_figures():
+    """Nemotron-4 340B Table 2 (6,144 GPUs, batch 2304, 8.0 s; TP 8 × PP 12 × DP 64, §2.3); its squared-ReLU MLP of
+    73,728 stood in for by a SwiGLU of 49,152 (the same matrix parameters: 340B); torchtitan's Dec 2024 tables
+    (5,605 / 829 / 128 tokens/s per GPU); DeepSeek-V3's 180K GPU hours per 10^12 tokens; picotron's 38 % MFU on
+    64 H100 (no layout: not evaluated)."""
+    n = RUNS["nemotron4-340b"]
+    assert (n["num_gpus"], n["global_batch"], n["published_step_seconds"], n["seq_len"]) == (6144, 2304, 8.0, 4096)
+    assert (n["plan"].tp, n["plan"].pp, n["plan"].dp) == (8, 12, 64) and 3 * 49152 == 2 * 73728
+    assert n["model"].num_parameters() / 1e9 == pytest.approx(340, rel=0.01)
+    tt = {"torchtitan-llama3.1-8b-128": (5605, 128, 256), "torchtitan-llama3.1-70b-256": (829, 256, 512),
+          "torchtitan-llama3.1-405b-512": (128, 512, 256)}
+    for name, (tps, gpus, batch) in tt.items():
+        run = RUNS[name]
+        assert (run["published_tokens_per_gpu"], run["num_gpus"], run["global_batch"]) == (tps, gpus, batch)
+        assert "peak is unknown" in run["not_modelled"] and run["gpu"].memory_bytes == 96e9
+    assert RUNS["deepseek-v3"]["published_tokens_per_gpu"] == pytest.approx(1543.2, abs=0.05)
+    pico = R.UNEVALUATED_RUNS["picotron-llama2-7b-64"]
+    assert (pico["published_mfu"], pico["num_gpus"]) == (0.38, 64) and "no layout" in pico["reason"]
+
+
+def test_at_least_sixteen_runs_each_with_its_source_and_reading_in_both_languages():
+    assert len(RUNS) >= 16
+    for name, run in RUNS.items():
+        C.check_run(run)
+        for key in ("source", "source_zh", "reading", "reading_zh"):
+            assert run[key], (name, key)
+        assert any("\u4e00" <= ch <= "\u9fff" for ch in run["reading_zh"]), name
+        if run.get("not_modelled"):
+            assert run["not_modelled_zh"], name
+
+
+# ---------------------------------------------------------------- calibration apart from validation
+def test_end_to_end_is_fitted_on_the_four_named_calibration_runs():
+    """The one fitted constant equals calibrate() on the named runs, rounded to 2 places; at that value the
+    calibration runs' ratios have a geometric mean of 1; GEMM_CEILING and FLASH_SHARE are not fitted."""
+    assert len(C.CALIBRATION_RUNS) <= 4 and set(C.FITTED) == {"END_TO_END"}
+    assert set(C.MEASURED) == {"GEMM_CEILING", "FLASH_SHARE"}
+    assert not any(RUNS[n].get("not_modelled") for n in C.CALIBRATION_RUNS)
+    fitted = C.calibrate(C.CALIBRATION_RUNS)
+    assert K.END_TO_END == round(fitted, 2)
+    with C.with_end_to_end(fitted):
+        logs = [math.log(C.compare_run(RUNS[n])["ratio"]) for n in C.CALIBRATION_RUNS]
+    assert abs(sum(logs) / len(logs)) < 1e-4
+
+
+def test_calibrate_moves_with_the_model_it_calibrates(monkeypatch):
+    """A deliberate break: lower every GEMM ceiling by 10 % and calibrate() gives another END_TO_END, so the
+    calibration test above fails until the constant is refitted (checked here by hand)."""
+    monkeypatch.setattr(K, "GEMM_CEILING", {k: 0.9 * v for k, v in K.GEMM_CEILING.items()})
+    assert round(C.calibrate(C.CALIBRATION_RUNS), 2) != K.END_TO_END
+
+
+def test_validation_meets_the_issue_38_thresholds():
+    """Out of sample: at least 90 % within ±10 %, every run outside ±10 % named in KNOWN_MISSES with its reason,
+    none outside ±20 % without one; every named miss still a miss; calibration runs and not-modelled runs kept
+    out of the score; the median and the worst error as the report states them."""
+    rep = C.validation_report()
+    assert set(rep.calibration) == set(C.CALIBRATION_RUNS)
+    assert not set(rep.ratios) & set(rep.calibration) and not set(rep.ratios) & set(rep.excluded)
+    assert set(rep.ratios) | set(rep.calibration) | set(rep.excluded) == set(RUNS)
+    assert len(rep.ratios) >= 12 and rep.share_within >= 0.9
+    for name, reason in rep.misses.items():
+        assert reason, f"{name} leaves ±10 % ({rep.ratios[name]:.2f}) without a stated reason"
+    assert all(rep.outside_wide[n] for n in rep.outside_wide)
+    for name in C.KNOWN_MISSES:
+        assert name in rep.misses, f"{name} is no longer a miss: move it out of KNOWN_MISSES"
+    errors = sorted(abs(x - 1) for x in rep.ratios.values())
+    assert rep.worst_error == errors[-1] and errors[0] <= rep.median_error <= errors[-1]
+
+
+def test_a_broken_time_model_fails_validation(monkeypatch):
+    """The score can fail: charge the pipeline bubble as if there were no interleaving (v times) and the
+    interleaved runs leave the band without a stated reason, which the threshold test refuses."""
+    real = STEP.bubble_share
+    monkeypatch.setattr(STEP, "bubble_share", lambda st, p: p.num_chunks * real(st, p))
+    rep = C.validation_report()
+    assert any(n.startswith("llama3") for n in rep.misses) and any(r is None for r in rep.misses.values())
+
+
+def test_not_modelled_reasons_hold_by_numbers():
+    """Megatron-Core rows: with every TP and DP collective exposed the planner is too slow, with them all hidden
+    (the README's overlap flags at their best) it is within 5 % of published or faster: the overlaps explain the
+    gap.
+    MegaScale's own row is its baseline's rate × the 1.34 it reports (the planner times the baseline)."""
+    for key in MCORE:
+        r = P.compare_published(f"mcore-{key}")
+        t = r["estimate"].time
+        hidden = t["total"] - t["tp_comm"] - t["dp_comm"]
+        assert r["ratio"] < 0.9 and r["ratio"] * t["total"] / hidden > 0.95, key
+    base, ms = P.compare_published("megascale-baseline-12288"), P.compare_published("megascale-12288")
+    assert ms["predicted_flops"] == pytest.approx(base["predicted_flops"])
+    assert ms["published_tokens_per_s"] / base["published_tokens_per_s"] == pytest.approx(1.34, abs=0.02)
+
+
+# ---------------------------------------------------------------- compare_run for any run, checked at the boundary
+def test_compare_run_meets_a_private_run_like_a_published_one():
+    """A run typed by hand in the same format (no source) gives the published comparison's numbers; a figure
+    published as tokens/s, seconds per step or FLOP/s gives the same ratio when they describe the same rate."""
+    run = RUNS["megatron-gpt-145.6b"]
+    private = {k: run[k] for k in ("model", "gpu", "num_gpus", "global_batch", "seq_len", "precision", "count",
+                                    "plan", "published_flops")}
+    a, b = C.compare_run(private), P.compare_published("megatron-gpt-145.6b")
+    assert a["ratio"] == b["ratio"] and a["source"] == ""
+    tokens = run["global_batch"] * run["seq_len"]
+    per_step = P.megatron_flops(run["model"], run["global_batch"], run["seq_len"])
+    seconds = per_step / (run["published_flops"] * run["num_gpus"])
+    as_time = {**{k: v for k, v in private.items() if k != "published_flops"}, "published_step_seconds": seconds}
+    as_rate = {**{k: v for k, v in private.items() if k != "published_flops"},
+               "published_tokens_per_gpu": tokens / seconds / run["num_gpus"]}
+    assert C.compare_run(as_time)["ratio"] == pytest.approx(a["ratio"], rel=1e-12)
+    assert C.compare_run(as_rate)["ratio"] == pytest.approx(a["ratio"], rel=1e-12)
+    assert C.compare_run(private, end_to_end=0.5)["ratio"] < a["ratio"]
+    assert K.END_TO_END == round(C.calibrate(C.CALIBRATION_RUNS), 2)  # restored after the block
+
+
+@pytest.mark.parametrize("change, param", [
+    (lambda r: "nope", "run"),
+    (lambda r: {k: v for k, v in r.items() if k != "plan"}, "run"),
+    (lambda r: {**r, "model": "llama3-8b"}, "run['model']"),
+    (lambda r: {**r, "gpu": 3}, "run['gpu']"),
+    (lambda r: {**r, "num_gpus": 0}, "run['num_gpus']"),
+    (lambda r: {**r, "global_batch": 2.5}, "run['global_batch']"),
+    (lambda r: {**r, "precision": "fp4"}, "run['precision']"),
+    (lambda r: {**r, "count": "hardware"}, "run['count']"),
+    (lambda r: {**r, "plan": "dp=32"}, "run['plan']"),
+    (lambda r: {**r, "num_gpus": 64}, "run['plan']"),
+    (lambda r: {**r, "published_tokens_per_gpu": 10.0}, "run"),
+    (lambda r: {k: v for k, v in r.items() if k != "published_flops"}, "run"),
+    (lambda r: {**r, "published_flops": float("nan")}, "run['published_flops']"),
+    (lambda r: {**r, "published_flops": -1.0}, "run['published_flops']"),
+    (lambda r: {**r, "options": {"causl": True}}, "run['options']"),
+    (lambda r: {**r, "source": 3}, "run['source']"),
+])
+def test_compare_run_refuses_malformed_runs(change, param):
+    run = dict(RUNS["megatron-gpt-1.7b"])
+    with pytest.raises(DistlearnValueError) as err:
+        C.compare_run(change(run))
+    assert err.value.param == param and err.value.en and err.value.zh
+
+
+def test_compare_run_refuses_a_bad_end_to_end_and_a_layout_the_planner_refuses():
+    run = RUNS["megatron-gpt-1.7b"]
+    for bad in (0.0, 1.5, float("nan")):
+        with pytest.raises(DistlearnValueError):
+            C.compare_run(run, end_to_end=bad)
+    with pytest.raises(DistlearnValueError) as err:
+        C.compare_run({**run, "plan": replace(run["plan"], num_microbatches=3)})
+    assert err.value.param == "num_microbatches"
+    with pytest.raises(DistlearnValueError):
+        C.calibrate(tuple(RUNS)[:5])
+    with pytest.raises(DistlearnValueError):
+        C.calibrate(("deepseek-v3",))
+
+
+def test_pending_options_are_named_and_keep_count_and_kernel_on_one_convention():
+    """An option the installed evaluate() lacks is named in ``pending`` and the run is timed without it; a causal
+    count then falls back to the non-causal one (the kernel is not causal either). The causal count is the model
+    count less half the attention scores: 3 × forward attention / 2."""
+    run = RUNS["llama3-405b-16k-gpus-cp16"]
+    r = P.compare_published("llama3-405b-16k-gpus-cp16")
+    has_causal = "causal" in C.inspect.signature(P.evaluate).parameters
+    assert ("causal" in r["pending"]) is not has_causal
+    assert r["count"] == ("model-causal" if has_causal else "model")
+    model, b, s = run["model"], run["global_batch"], run["seq_len"]
+    full = P.step_flops(model, b, s)["model"]
+    attention = P.forward_flops(model, b, s)["attention"]
+    causal = {**run, "options": {}, "count": "model-causal"}
+    rc = C.compare_run(causal)
+    assert rc["count"] == "model-causal"
+    assert rc["published_flops"] == run["published_flops"]
+    assert rc["predicted_flops"] == pytest.approx(r["predicted_flops"] * (full - 1.5 * attention) / full, rel=1e-9) \
+        or has_causal
+
+
+def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
+    """Attention is 8 % of the model FLOPs at 8K and 57 % at 128K (non-causal count): the CP 16 row agrees when
+    the count and the time use the same convention, and would read about 1.3 with a causal kernel beside a
+    non-causal count (issue 38 item 6: the headline times the causal kernel and counts the same way)."""
+    for name, lo, hi in (("llama3-405b-8k-gpus", 0.07, 0.09), ("llama3-405b-16k-gpus-cp16", 0.55, 0.59)):
+        run = RUNS[name]
+        f = P.forward_flops(run["model"], 1, run["seq_len"])
+        assert lo < f["attention"] / sum(f.values()) < hi
+    run = {**RUNS["llama3-405b-16k-gpus-cp16"], "options": {}, "count": "model"}
+    full = C.compare_run(run)["ratio"]
+    real = FL.attention_core_flops  # the count (distlearn.planning.flops) and the flash kernel's time (kernels)
+    monkeypatch.setattr(FL, "attention_core_flops", lambda m, s: 0.5 * real(m, s))
+    causal = C.compare_run(run)["ratio"]  # causal time and causal count
+    f = P.forward_flops(run["model"], 1, run["seq_len"])
+    causal_over_full = 1 - f["attention"] / sum(f.values())  # (already halved here) count with half the scores
+    assert abs(full - 1) <= 0.10 and abs(causal - 1) <= 0.10
+    assert causal / causal_over_full > 1.25  # causal kernel beside a non-causal count: a false 1.3
+
+
+# ---------------------------------------------------------------- DeepSeek-V3, step by step
+def test_deepseek_steps_explain_the_miss_by_numbers():
+    """Step 1 is the published row (all-to-alls exposed, 0.58; 0.57 at the old END_TO_END = 0.78); steps whose option the planner lacks are pending
+    (ratio None) and say which; the DualPipe bound (every expert all-to-all hidden) is too fast; the steady-state
+    ratio is the last one divided by 1 + the ramp's share of tokens (469B / 14.8T = 3.2 %)."""
+    steps = C.deepseek_steps()
+    assert len(steps) == len(C.DEEPSEEK_STEPS) + 2
+    first = steps[0]
+    with_option = C.compare_run({**RUNS["deepseek-v3"], "options": {}})["ratio"]
+    assert first.ratio == pytest.approx(with_option) and round(first.ratio, 2) == 0.58
+    for step in steps[1:len(C.DEEPSEEK_STEPS)]:
+        assert (step.ratio is None) == bool(step.pending)
+    computed = [s.ratio for s in steps[:len(C.DEEPSEEK_STEPS)] if s.ratio is not None]
+    assert computed == sorted(computed)  # every step that is modelled makes the prediction faster
+    dualpipe, steady = steps[-2], steps[-1]
+    assert dualpipe.ratio > 1.0 > computed[-1]
+    assert steady.ratio == pytest.approx(computed[-1] / (1 + 469e9 / 14.8e12))
+    assert all(s.label and s.label_zh for s in steps)
+
+
+# ---------------------------------------------------------------- the table
+def test_published_table_shows_the_sets_apart_and_the_error_distribution():
+    lines = P.published_table().splitlines()
+    assert all(P.display_width(x) <= 100 for x in lines)
+    rep = C.validation_report()
+    text = "\n".join(lines)
+    for name in RUNS:
+        assert sum(x.split()[0] == name for x in lines if x.split()) == 1, name
+    cal = next(i for i, x in enumerate(lines) if x.startswith("-- calibration"))
+    val = next(i for i, x in enumerate(lines) if x.startswith("-- validation"))
+    nm = next(i for i, x in enumerate(lines) if x.startswith("-- not modelled"))
+    assert cal < val < nm
+    assert {x.split()[0] for x in lines[cal:val] if x.split()[0] in RUNS} == set(C.CALIBRATION_RUNS)
+    assert {x.split()[0] for x in lines[nm:] if x.split() and x.split()[0] in RUNS} == set(rep.excluded)
+    assert f"median |ratio - 1| = {rep.median_error:.1%}" in text and f"worst {rep.worst_error:.1%}" in text
+    assert "校准" in text and "验证" in text and "中位数" in text
+    rows = [x for x in lines if x.split() and x.split()[0] in RUNS]
+    assert len({P.display_width(x) for x in rows}) == 1
