@@ -186,7 +186,7 @@ def test_changing_a_table_is_refused_in_both_languages_with_how_to_copy_it():
     from distlearn.data_parallel import plots
     with language("en"), pytest.raises(ConstantMutationError) as nested:   # a table inside a table
         next(iter(PUBLISHED_RUNS.values()))["gpus"] = 1
-    assert f"my = dict(published.PUBLISHED_RUNS[{next(iter(PUBLISHED_RUNS))!r}])" in str(nested.value)
+    assert f"my = dict(published_runs.PUBLISHED_RUNS[{next(iter(PUBLISHED_RUNS))!r}])" in str(nested.value)
     with language("en"), pytest.raises(ConstantMutationError, match=r"my = list\(plots.LAYERS\)"):
         plots.LAYERS.append("extra")
     from distlearn.data_parallel import explorer

@@ -384,12 +384,12 @@ def test_published_table_shows_the_sets_apart_and_the_error_distribution():
     for name in RUNS:
         assert sum(x.split()[0] == name for x in lines if x.split()) == 1, name
     cal = next(i for i, x in enumerate(lines) if x.startswith("-- calibration"))
-    val = next(i for i, x in enumerate(lines) if x.startswith("-- validation"))
+    val = next(i for i, x in enumerate(lines) if x.startswith("-- out-of-sample validation"))
     nm = next(i for i, x in enumerate(lines) if x.startswith("-- not modelled"))
     assert cal < val < nm
     assert {x.split()[0] for x in lines[cal:val] if x.split()[0] in RUNS} == set(C.CALIBRATION_RUNS)
     assert {x.split()[0] for x in lines[nm:] if x.split() and x.split()[0] in RUNS} == set(rep.excluded)
     assert f"median |ratio - 1| = {rep.median_error:.1%}" in text and f"worst {rep.worst_error:.1%}" in text
-    assert "校准" in text and "验证" in text and "中位数" in text
+    assert "校准" in text and "样本外验证" in text and "中位数" in text
     rows = [x for x in lines if x.split() and x.split()[0] in RUNS]
     assert len({P.display_width(x) for x in rows}) == 1

@@ -343,6 +343,6 @@ def deepseek_steps() -> list[Step]:
     share = DEEPSEEK_RAMP_TOKENS / DEEPSEEK_TOTAL_TOKENS
     out.append(Step(f"steady state: the ramp is {share:.1%} of the tokens; at half speed there, the steady rate is "
                     f"{share:.1%} higher and this ratio {share:.1%} lower",
-                    f"稳定阶段：批量递增占 {share:.1%} 的词元；若那段只有一半速度，稳定速率高 {share:.1%}，"
+                    f"稳定期：批量递增占 {share:.1%} 的词元；若那段只有一半速度，稳定速率高 {share:.1%}，"
                     f"比值低 {share:.1%}", {}, last["ratio"] / (1 + share), ()))
     return out

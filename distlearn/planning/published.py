@@ -111,7 +111,7 @@ def published_table() -> str:
     blocks = (
         (f"calibration: these {len(CALIBRATION_RUNS)} runs fix END_TO_END = {kernels.END_TO_END:.2f}",
          f"校准：这 {len(CALIBRATION_RUNS)} 次运行确定 END_TO_END = {kernels.END_TO_END:.2f}", list(report.calibration)),
-        ("validation: out of sample, scored", "验证：样本外，计分", list(report.ratios)),
+        ("out-of-sample validation: scored", "样本外验证：计分", list(report.ratios)),
         ("not modelled: shown, not scored (reason in the row's not_modelled)",
          "无法建模：只展示，不计分（原因见该行的 not_modelled）", list(report.excluded)))
     for title, title_zh, names in blocks:
@@ -127,12 +127,13 @@ def published_table() -> str:
                               f"{r['predicted_flops'] / 1e12:.0f}", f"{r['ratio']:.2f}",
                               yes if r["within"] else no, yes if r["fits"] else no]))
     wide = ", ".join(report.outside_wide) or bi("none", "无", sep="/")
-    lines.extend(bi(f"validation: {len(report.ratios)} runs, median |ratio - 1| = {report.median_error:.1%}, "
-                    f"worst {report.worst_error:.1%}, {report.share_within:.0%} within ±{TOLERANCE:.0%}, outside "
-                    f"±{WIDE:.0%}: {wide}",
-                    f"验证：{len(report.ratios)} 次运行，|比值 - 1| 的中位数 {report.median_error:.1%}，最差 "
-                    f"{report.worst_error:.1%}，{report.share_within:.0%} 在 ±{TOLERANCE:.0%} 内，超出 ±{WIDE:.0%}："
-                    f"{wide}", sep="\n").splitlines())
+    lines.extend(bi(f"out-of-sample validation: {len(report.ratios)} runs, median |ratio - 1| = "
+                    f"{report.median_error:.1%}, worst {report.worst_error:.1%}",
+                    f"样本外验证：{len(report.ratios)} 次运行，|比值 - 1| 的中位数 {report.median_error:.1%}，最差 "
+                    f"{report.worst_error:.1%}", sep="\n").splitlines())
+    lines.extend(bi(f"  {report.share_within:.0%} within ±{TOLERANCE:.0%}, outside ±{WIDE:.0%}: {wide}",
+                    f"  {report.share_within:.0%} 在 ±{TOLERANCE:.0%} 内，超出 ±{WIDE:.0%}：{wide}",
+                    sep="\n").splitlines())
     lines.extend(bi("* published as tokens/s per GPU or seconds per step, converted to FLOP/s with the run's count",
                     "* 公布的是每块 GPU 每秒词元数或每步秒数，按该行的 FLOPs 口径换算为 FLOP/s", sep="\n").splitlines())
     return "\n".join(lines)

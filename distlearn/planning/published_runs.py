@@ -214,7 +214,7 @@ def _mcore_row(key: str, recompute: str) -> dict:
                 source=f"Megatron-LM README, 'Performance Benchmarking' table (images/model_table.png, Jul 2024, "
                        f"Megatron-Core r0.8.0): {key.upper()}, TP {tp} × PP {pp} × DP 48, {gpus} H100, batch "
                        f"{batch}, {tflops} TFLOP/s, MFU {mfu} %",
-                source_zh=f"Megatron-LM README 的“Performance Benchmarking”表（images/model_table.png，2024 年 7 月，"
+                source_zh=f"Megatron-LM README 的“Performance Benchmarking”表（images/model_table.png，2024 年七月，"
                           f"Megatron-Core r0.8.0）：{key.upper()}，TP {tp} × PP {pp} × DP 48，{gpus} 块 H100，全局批量"
                           f" {batch}，{tflops} TFLOP/s，MFU {mfu} %",
                 reading=f"micro-batch 1, no interleaving; fused flash attention (Transformer Engine); {recompute} recomputation (the least that fits: the table "
@@ -261,7 +261,7 @@ PUBLISHED_RUNS = read_only({
         published_flops=138e12, printed_step_seconds=32,
         source="Megatron-LM README (Jan 2021) and examples/pretrain_gpt3_175B.sh: GPT-3 175B, TP 8 × PP 16, "
                "micro-batch 1, batch 1536, 1024 A100, ~32 s per iteration, 138 TFLOP/s",
-        source_zh="Megatron-LM README（2021 年 1 月）与 examples/pretrain_gpt3_175B.sh：GPT-3 175B，TP 8 × PP 16，"
+        source_zh="Megatron-LM README（2021 年一月）与 examples/pretrain_gpt3_175B.sh：GPT-3 175B，TP 8 × PP 16，"
                   "微批次大小 1，全局批量 1536，1024 块 A100，每步约 32 秒，138 TFLOP/s",
         reading="no interleaving (the script sets none); full recomputation (--checkpoint-activations); fp16 with "
                 "an fp32 gradient buffer, timed as bf16",
@@ -344,7 +344,7 @@ PUBLISHED_RUNS = read_only({
         "Llama 3.1 8B，128 块 GPU 上 FSDP，本地批量 2，选择性激活检查点，不用 torch.compile，bf16",
         extra=("", "", "; torchtitan's selective AC checkpoints whole layers or chosen ops, not the planner's "
                        "'selective' (the attention core): in the planner's memory model the layout does not fit",
-               "；torchtitan 的选择性激活检查点按整层或按算子选择，不是规划器的 selective（只重算注意力核心）："
+               "；torchtitan 的选择性激活检查点按整层或按算子选择，不是规划器的 selective（只重计算注意力核心）："
                "按规划器的显存模型这个布局放不下")),
     "torchtitan-llama3.1-70b-256": _torchtitan(
         "llama3-70b", 256, 512, 8192, Plan(dp=32, tp=8, pp=1, zero_stage=3, recompute="full", micro_batch_size=16,
