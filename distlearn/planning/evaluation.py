@@ -82,9 +82,9 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     ``model``: a preset name or :class:`~distlearn.core.models.ModelConfig`; the cluster is ``cluster`` or
     ``dp·tp·cp·pp`` GPUs of type ``gpu``; ``global_batch`` sequences of ``seq_len`` tokens per step; the recipe and
     the reserve, the SwiGLU and the attention kernel as in :func:`~distlearn.planning.setting.make_setting`.
-    Raises DistlearnValueError (bilingual, naming the parameter) when the plan is invalid (:func:`validate_plan`) or the setting is
-    (:func:`~distlearn.planning.setting.make_setting`). Everything is checked here, once; the formulas it calls
-    are arithmetic only. ZeRO 1–3 combine with pipeline parallelism (FSDP + PP as in torchtitan and Llama 3).
+    Raises DistlearnValueError (bilingual, naming the parameter) when the plan is invalid (:func:`validate_plan`)
+    or the setting is (:func:`~distlearn.planning.setting.make_setting`). Everything is checked here, once; the
+    formulas it calls are arithmetic only. ZeRO 1–3 combine with pipeline parallelism (FSDP + PP as in torchtitan and Llama 3).
     """
     validate_plan_fields(plan)  # first: the GPU count dp·tp·cp·pp needs whole degrees
     model, cluster = resolve(model, gpu, plan.world_size, cluster)

@@ -217,8 +217,8 @@ def _mcore_row(key: str, recompute: str) -> dict:
                 source_zh=f"Megatron-LM README 的“Performance Benchmarking”表（images/model_table.png，2024 年七月，"
                           f"Megatron-Core r0.8.0）：{key.upper()}，TP {tp} × PP {pp} × DP 48，{gpus} 块 H100，全局批量"
                           f" {batch}，{tflops} TFLOP/s，MFU {mfu} %",
-                reading=f"micro-batch 1, no interleaving; fused flash attention (Transformer Engine); {recompute} recomputation (the least that fits: the table "
-                        f"does not say); sequence parallelism with TP; distributed optimizer = ZeRO-1 "
+                reading=f"micro-batch 1, no interleaving; fused flash attention (Transformer Engine); {recompute} "
+                        f"recomputation (the least that fits: the table does not say); sequence parallelism with TP; distributed optimizer = ZeRO-1 "
                         f"(--overlap-param-gather needs it); GELU MLP of 4h, untied embeddings (the parameter "
                         f"counts need them)",
                 reading_zh=f"微批次大小 1，不用交错调度；融合的 flash 注意力（Transformer Engine）；重计算取 {recompute}（放得下的最少重计算：表中没说）；TP 时用"
@@ -327,7 +327,7 @@ PUBLISHED_RUNS = read_only({
         precision="mixed-fp32-grads", count="model",
         plan=Plan(dp=64, tp=8, pp=12, zero_stage=1, recompute="selective", micro_batch_size=1, num_microbatches=36,
                   num_chunks=8, sequence_parallel=True),
-        published_step_seconds=8.0,
+        published_step_seconds=8.0, published_mfu=0.41,
         source="Nemotron-4 340B report (NVIDIA 2024, arXiv 2406.11704) §2.3, Table 2: 6,144 H100, TP 8 × PP 12 × "
                "DP 64, batch 2304, 8.0 s per iteration (MFU 41 %), the last stage of the batch ramp",
         source_zh="Nemotron-4 340B 技术报告（NVIDIA 2024，arXiv 2406.11704）§2.3，表 2：6,144 块 H100，TP 8 × PP 12 × "
@@ -356,7 +356,8 @@ PUBLISHED_RUNS = read_only({
                "; torch.compile's fusions are not modelled", "；torch.compile 的算子融合没有建模")),
     "torchtitan-llama3.1-405b-512": _torchtitan(
         "llama3.1-405b", 512, 256, 8192, Plan(dp=8, tp=8, pp=8, zero_stage=3, recompute="full", micro_batch_size=1,
-                                              num_microbatches=32, num_chunks=2, stage_layers=balanced_stages(126, 8)), 128, 5,
+                                              num_microbatches=32, num_chunks=2,
+                                              stage_layers=balanced_stages(126, 8)), 128, 5,
         "Llama 3.1 405B, FSDP 8 × TP 8 × PP 8, interleaved 1F1B, local batch 32, full AC, compile + Float8 + "
         "async TP", "Llama 3.1 405B，FSDP 8 × TP 8 × PP 8，交错 1F1B，本地批量 32，完全激活检查点，compile 加 Float8 "
         "加异步 TP", precision="torchao-fsdp2-float8",

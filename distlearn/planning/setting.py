@@ -19,7 +19,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from distlearn.activation_memory.formulas import ATTENTION, RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
+from distlearn.activation_memory.formulas import (ATTENTION, RECOMPUTE_MODES, SWIGLU, config_layer_bytes,
+                                                  default_attention)
 from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
