@@ -192,6 +192,9 @@ def test_nemotron_torchtitan_deepseek_picotron_figures():
     assert RUNS["deepseek-v3"]["published_tokens_per_gpu"] == pytest.approx(1543.2, abs=0.05)
     pico = R.UNEVALUATED_RUNS["picotron-llama2-7b-64"]
     assert (pico["published_mfu"], pico["num_gpus"]) == (0.38, 64) and "no layout" in pico["reason"]
+    strong = R.UNEVALUATED_RUNS["mcore-gpt3-175b-strong-scaling"]
+    assert (strong["published_mfu"], strong["num_gpus"]) == ((0.47, 0.42), (96, 4608))
+    assert all(u["reason"] and u["reason_zh"] and u["source_zh"] for u in R.UNEVALUATED_RUNS.values())
 
 
 def test_at_least_sixteen_runs_each_with_its_source_and_reading_in_both_languages():
@@ -410,5 +413,6 @@ def test_published_table_shows_the_sets_apart_and_the_error_distribution():
     assert {x.split()[0] for x in lines[nm:] if x.split() and x.split()[0] in RUNS} == set(rep.excluded)
     assert f"median |ratio - 1| = {rep.median_error:.1%}" in text and f"worst {rep.worst_error:.1%}" in text
     assert "校准" in text and "样本外验证" in text and "中位数" in text
+    assert all(name in text for name in R.UNEVALUATED_RUNS)
     rows = [x for x in lines if x.split() and x.split()[0] in RUNS]
     assert len({P.display_width(x) for x in rows}) == 1

@@ -90,7 +90,7 @@ def published_table() -> str:
     ``not_modelled``) — one line per run: GPUs, layout, published and predicted TFLOP/s per GPU (counted the source's
     way, :func:`compare_published`), their ratio, whether it is within :data:`TOLERANCE`, whether the plan fits.
     Then the error distribution of the validation block (median and worst |ratio − 1|, share within ±10 %, runs
-    outside ±20 %). A header line and block titles in the current language (English above Chinese when both are
+    outside ±20 %) and the published figures with no layout to evaluate (:data:`UNEVALUATED_RUNS`). A header line and block titles in the current language (English above Chinese when both are
     shown), columns right-aligned by display width, at most 100 columns; a published value marked ``*`` was
     published as tokens/s per GPU or seconds per step and is converted (a footnote says so)."""
     widths = (28, 6, 19, 9, 9, 6, 6, 6)
@@ -126,14 +126,16 @@ def published_table() -> str:
             lines.append(row([name, str(run["num_gpus"]), layout, f"{r['published_flops'] / 1e12:.0f}{derived}",
                               f"{r['predicted_flops'] / 1e12:.0f}", f"{r['ratio']:.2f}",
                               yes if r["within"] else no, yes if r["fits"] else no]))
-    wide = ", ".join(report.outside_wide) or bi("none", "无", sep="/")
+    wide, wide_zh = ", ".join(report.outside_wide) or "none", ", ".join(report.outside_wide) or "无"
     lines.extend(bi(f"out-of-sample validation: {len(report.ratios)} runs, median |ratio - 1| = "
                     f"{report.median_error:.1%}, worst {report.worst_error:.1%}",
                     f"样本外验证：{len(report.ratios)} 次运行，|比值 - 1| 的中位数 {report.median_error:.1%}，最差 "
                     f"{report.worst_error:.1%}", sep="\n").splitlines())
     lines.extend(bi(f"  {report.share_within:.0%} within ±{TOLERANCE:.0%}, outside ±{WIDE:.0%}: {wide}",
-                    f"  {report.share_within:.0%} 在 ±{TOLERANCE:.0%} 内，超出 ±{WIDE:.0%}：{wide}",
+                    f"  {report.share_within:.0%} 在 ±{TOLERANCE:.0%} 内，超出 ±{WIDE:.0%}：{wide_zh}",
                     sep="\n").splitlines())
+    lines.extend(bi(f"not evaluated (no layout published): {', '.join(UNEVALUATED_RUNS)}",
+                    f"未评估（没有公布布局）：{', '.join(UNEVALUATED_RUNS)}", sep="\n").splitlines())
     lines.extend(bi("* published as tokens/s per GPU or seconds per step, converted to FLOP/s with the run's count",
                     "* 公布的是每块 GPU 每秒词元数或每步秒数，按该行的 FLOPs 口径换算为 FLOP/s", sep="\n").splitlines())
     return "\n".join(lines)

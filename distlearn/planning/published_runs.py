@@ -409,4 +409,11 @@ UNEVALUATED_RUNS = read_only({
         source_zh="huggingface/picotron 的 README：“在 64 块 H100 上训练 LLaMA-2-7B，MFU 为 38%”",
         reason="no layout, batch, sequence or recomputation published: nothing to evaluate",
         reason_zh="没有公布并行布局、批量、序列长度和重计算方式：无从评估"),
+    "mcore-gpt3-175b-strong-scaling": dict(
+        published_mfu=(0.47, 0.42), num_gpus=(96, 4608), gpu="h100-80gb",
+        source="Megatron-LM README, 'Strong Scaling Results': GPT-3 175B from 96 to 4,608 H100 at batch 1,152, "
+               "'a reduction in MFU from 47% to 42%' (the layouts are only in a plot)",
+        source_zh="Megatron-LM README 的“Strong Scaling Results”：GPT-3 175B，从 96 块到 4,608 块 H100，全局批量 1,152，"
+                  "“MFU 从 47% 降到 42%”（布局只画在图里）",
+        reason="no layout printed for either end", reason_zh="两端都没有印出并行布局"),
 })
