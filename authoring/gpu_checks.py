@@ -257,9 +257,9 @@ class _Timer:
 
     def __init__(self, torch, cuda: bool, reps: int = 10, min_seconds: float = 2e-3):
         self.torch, self.cuda, self.reps, self.min_seconds = torch, cuda, reps, min_seconds
-        self.graphs = cuda
+        self.no_graphs: set = set()   # kinds whose capture failed once: launched one by one from then on
 
-    def __call__(self, calls: list, out_bytes: int) -> dict:
+    def __call__(self, calls: list, out_bytes: int, kind: str = "") -> dict:
         torch = self.torch
         if not self.cuda:
             for f in calls[:2]:
@@ -282,7 +282,7 @@ class _Timer:
         estimate = max(a.elapsed_time(b) / 1e3 / len(calls), 1e-7)
         inner = int(min(max(1, -(-self.min_seconds // estimate)), 256, max(1, (2 << 30) // max(out_bytes, 1))))
         method, graph = "eager", None
-        if self.graphs:
+        if kind not in self.no_graphs:
             try:
                 graph = torch.cuda.CUDAGraph()
                 side = torch.cuda.Stream()
@@ -296,7 +296,8 @@ class _Timer:
                         calls[i % len(calls)]()
                 method = "cuda graph"
             except Exception as exc:  # launch them one by one, and stop trying graphs
-                graph, self.graphs = None, False
+                graph = None
+                self.no_graphs.add(kind)
                 method = f"eager (graph failed: {exc!r:.200})"
                 _settle(torch)
 
@@ -357,7 +358,7 @@ def _gemm_row(torch, timer, kind: str, m: int, n: int, k: int, dev) -> dict:
     sets = int(min(16, max(1, -(-(256 << 20) // one_set)))) if timer.cuda else 1
     try:
         calls = _gemm_calls(torch, kind, m, n, k, dev, sets)
-        row = timer(calls, m * n * 2)
+        row = timer(calls, m * n * 2, kind)
         row["tflops"] = 2 * m * n * k / row["seconds"] / 1e12
         row["operand_sets"] = sets
     except Exception as exc:

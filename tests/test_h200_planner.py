@@ -110,3 +110,104 @@ def test_bad_input_names_the_parameter():
         with pytest.raises(DistlearnValueError) as e:
             call()
         assert e.value.param == param
+
+
+# ---------------------------------------------------------------- the GPU step itself, before a GPU runs it
+def test_the_step_runs_on_the_cpu_and_its_blocks_match_the_formula():
+    """planner_measure's dry run (tiny shapes on the CPU) records every GEMM kind (or its error), and its blocks'
+    saved bytes are chapter 08's closed form plus the two RMSNorms' fp32 1/rms — the same check the H200 run gets."""
+    r = G.planner_measure(dry_run=True)
+    assert r["dry_run"] and r["gemm"] and r["square"] and not r["skipped"]
+    for row in r["gemm"] + r["square"]:
+        assert set(G.GEMM_KINDS) <= set(row)
+        assert "seconds" in row["bf16"] and "seconds" in row["fp8_tensorwise"]
+    for b in r["blocks"]:
+        assert b["attention_kernels"] == ["ScaledDotProductFlashAttentionForCpuBackward0"]
+        s, n = b["seq_len"], b["micro_batch_size"]
+        closed = llama_flash_bytes(s, n, b["hidden_size"], b["num_heads"], b["num_kv_heads"], b["ffn_hidden_size"],
+                                   b["swiglu"], b["recompute"])
+        assert b["saved_bytes"] == closed + 2 * 4 * s * n, b["name"]
+
+
+class _FakeCuda:
+    """Just enough of torch.cuda for _Timer's CUDA path: events on the CPU clock, a graph that records the calls
+    made while capturing and replays them."""
+
+    class Event:
+        def __init__(self, enable_timing=False):
+            self.t = None
+
+        def record(self):
+            import time
+            self.t = time.perf_counter()
+
+        def synchronize(self):
+            pass
+
+        def elapsed_time(self, other):
+            return (other.t - self.t) * 1e3
+
+    class CUDAGraph:
+        def __init__(self):
+            self.calls = []
+
+        def replay(self):
+            for f in self.calls:
+                f()
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    def __init__(self, fail_capture=False):
+        self.capturing, self.fail = None, fail_capture
+
+    def synchronize(self):
+        pass
+
+    def empty_cache(self):
+        pass
+
+    def current_stream(self):
+        return self.Stream()
+
+    def stream(self, s):
+        import contextlib
+        return contextlib.nullcontext()
+
+    def graph(self, g):
+        import contextlib
+        fake = self
+
+        @contextlib.contextmanager
+        def capture():
+            if fake.fail:
+                raise RuntimeError("capture failed")
+            fake.capturing = g
+            yield
+            fake.capturing = None
+        return capture()
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_the_cuda_timer_path(fail):
+    """_Timer's CUDA branch with a fake torch.cuda: the graph holds `inner` calls rotating through the operand
+    sets, and a failed capture falls back to launching them one by one for that kind only."""
+    import types
+
+    cuda = _FakeCuda(fail)
+    seen = []
+
+    def make(i):
+        def f():
+            if cuda.capturing is not None:
+                cuda.capturing.calls.append(f)
+            seen.append(i)
+        return f
+
+    timer = G._Timer(types.SimpleNamespace(cuda=cuda), cuda=True, reps=10, min_seconds=1e-4)
+    row = timer([make(0), make(1), make(2)], out_bytes=1 << 20, kind="bf16")
+    assert row["seconds"] > 0 and row["inner"] >= 1 and row["reps"] == 10
+    assert row["method"].startswith("eager (graph failed") if fail else row["method"] == "cuda graph"
+    assert set(seen) == {0, 1, 2}
+    assert ("bf16" in timer.no_graphs) == fail
