@@ -382,11 +382,12 @@ def _settle(torch) -> None:
 
 def _attention_kernels(out) -> list:
     """Names of the attention backward nodes in ``out``'s graph (which SDPA kernel ran)."""
-    names, stack, seen = set(), [out.grad_fn], set()
+    names, stack, seen, keep = set(), [out.grad_fn], set(), []
     while stack:
         fn = stack.pop()
         if fn is None or id(fn) in seen:
             continue
+        keep.append(fn)  # a node's Python object can die once popped, and a new one take its id
         seen.add(id(fn))
         if "Attention" in type(fn).__name__ or "ScaledDotProduct" in type(fn).__name__:
             names.add(type(fn).__name__)
@@ -479,6 +480,21 @@ def planner_measure(dry_run: bool = False, save=None, gemm_budget_s: float = 60.
     else:
         res["gpu"] = "cpu (dry run)"
     timer = _Timer(torch, cuda)
+
+    def sensors(tag) -> dict:
+        """SM clock (MHz), board power (mW) and temperature (°C) now, through NVML."""
+        out = {"at": tag}
+        for key, name in (("clock_mhz", "clock_rate"), ("power_mw", "power_draw"), ("temperature_c", "temperature")):
+            try:
+                out[key] = getattr(torch.cuda, name)()
+            except Exception as exc:
+                out[key] = f"{exc!r:.100}"
+        return out
+
+    res["sensors"] = []
+    reference = 8192 if cuda else 128   # the same square bf16 product first (cold) and last (after the sweep)
+    res["reference_start"] = _gemm_row(torch, timer, "bf16", reference, reference, reference, dev)
+    res["sensors"].append(sensors("after the cold reference"))
     gemms = PLANNER_GEMMS if cuda else DRY_GEMMS
     tokens = PLANNER_TOKENS if cuda else (16, 32)
     square = SQUARE if cuda else (128, 256)
@@ -492,6 +508,7 @@ def planner_measure(dry_run: bool = False, save=None, gemm_budget_s: float = 60.
                     continue
                 row[kind] = _gemm_row(torch, timer, kind, m, n, k, dev)
             res["gemm"].append(row)
+        res["sensors"].append(sensors(f"after m = {m}"))
         save(res)
     for n in square:
         row = {"m": n, "n": n, "k": n}
@@ -501,6 +518,8 @@ def planner_measure(dry_run: bool = False, save=None, gemm_budget_s: float = 60.
                 continue
             row[kind] = _gemm_row(torch, timer, kind, n, n, n, dev)
         res["square"].append(row)
+    res["reference_end"] = _gemm_row(torch, timer, "bf16", reference, reference, reference, dev)
+    res["sensors"].append(sensors("after the hot reference"))
     res["gemm_seconds"] = round(time.time() - t0, 1)
     res["timing"] = ("CUDA events around a CUDA graph of `inner` calls (each on its own operands, rotating through "
                      "`operand_sets` pairs), replayed `reps` times; median per call" if cuda else
