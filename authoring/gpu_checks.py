@@ -436,6 +436,18 @@ def _block_row(torch, case: tuple, dev, timed_reps: int = 5) -> dict:
         row["attention_kernels"] = _attention_kernels(out)
         out.backward(torch.ones_like(out))
         sync()
+        try:  # the attention operators the forward called, as PyTorch's profiler names them
+            from torch.profiler import ProfilerActivity, profile
+
+            with profile(activities=[ProfilerActivity.CPU]) as prof:
+                y = block(x)
+            del y
+            row["attention_ops"] = sorted({e.name for e in prof.events() if "attention" in e.name.lower()})
+        except Exception as exc:
+            row["attention_ops"] = f"{exc!r:.200}"
+        x.grad = None
+        block.zero_grad(set_to_none=True)
+        sync()
         if timed:
             fwd, bwd = [], []
             for _ in range(timed_reps):

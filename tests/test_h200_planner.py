@@ -123,6 +123,7 @@ def test_the_step_runs_on_the_cpu_and_its_blocks_match_the_formula():
         assert "seconds" in row["bf16"] and "seconds" in row["fp8_tensorwise"]
     for b in r["blocks"]:
         assert b["attention_kernels"] == ["ScaledDotProductFlashAttentionForCpuBackward0"]
+        assert "aten::_scaled_dot_product_flash_attention_for_cpu" in b["attention_ops"]
         s, n = b["seq_len"], b["micro_batch_size"]
         closed = llama_flash_bytes(s, n, b["hidden_size"], b["num_heads"], b["num_kv_heads"], b["ffn_hidden_size"],
                                    b["swiglu"], b["recompute"])
