@@ -212,3 +212,105 @@ def test_the_cuda_timer_path(fail):
     assert row["method"].startswith("eager (graph failed") if fail else row["method"] == "cuda graph"
     assert set(seen) == {0, 1, 2}
     assert ("bf16" in timer.no_graphs) == fail
+
+
+# ---------------------------------------------------------------- what chapter 14 quotes
+def _pct(x):
+    return f"{round(100 * x)}"
+
+
+def quoted_numbers() -> dict:
+    """Each number chapter 14's "On real hardware" quotes, recomputed from the stored run and the planner."""
+    run = H.stored_run()
+    big = {k: [p for m in H.MODELS for p in H.layer_curve(m, k) if p.m >= 4096]
+           for k in ("bf16", "fp8_tensorwise", "fp8_blockwise")}
+    lo = {k: min(p.ratio for p in v) for k, v in big.items()}
+    hi = {k: max(p.ratio for p in v) for k, v in big.items()}
+    best = H.best_share("bf16")
+    small = next(p for p in H.layer_curve("llama3-8b", "bf16") if p.m == 256)
+    c = H.block_comparison("8b s4096")
+    squares = {t.timing.m: t.timing.tflops for t in H.gemm_table("bf16", square=True)}
+    fp8_planner = H.peak("fp8_tensorwise") * K.GEMM_CEILING["h200"]
+    return {
+        "ceiling": f"{100 * K.GEMM_CEILING['h200']:.1f}%",
+        "bf16 planner": f"{2 * 8192 ** 3 / H.predicted_seconds(8192, 8192, 8192) / 1e12:.0f}",
+        "best bf16": f"{best.timing.tflops:.0f}", "best share": _pct(best.share) + "%",
+        "bf16 layers": f"{_pct(lo['bf16'])}–{_pct(hi['bf16'])}%",
+        "8b at 256": f"{small.measured_tflops:.0f}", "8b at 256 share": _pct(small.ratio) + "%",
+        "fp8 planner": f"{fp8_planner / 1e12:,.0f}",
+        "fp8 tensor layers": f"{_pct(lo['fp8_tensorwise'])}–{_pct(hi['fp8_tensorwise'])}%",
+        "fp8 block layers": f"{_pct(lo['fp8_blockwise'])}–{_pct(hi['fp8_blockwise'])}%",
+        "bf16 too short": f"{_pct(1 - hi['bf16'])}–{_pct(1 - lo['bf16'])}%",
+        "fp8 too short": f"{_pct(1 - hi['fp8_tensorwise'])}–{_pct(1 - lo['fp8_blockwise'])}%",
+        "measured bytes": f"{c.measured_bytes:,}", "formula bytes": f"{c.planner_bytes:,}",
+        "difference": f"{c.measured_bytes - c.planner_bytes:,}", "rstd each": f"2 × {c.rstd_bytes // 2:,}",
+        "state": f"{c.kernel_state_bytes}", "rounding": f"{c.allocator_rounding_bytes:,}",
+        "cudnn state": f"{H.block_comparison('8b s4096 default backend').kernel_state_bytes}",
+        "sweep": f"{json_value('gemm_seconds')}", "layers time": f"{json_value('block_seconds')}",
+        "square 4096": f"{squares[4096]:.0f}", "square 8192": f"{squares[8192]:.0f}",
+        "date": run.date[:10], "torch": run.torch.split("+")[0], "cuda": run.cuda,
+    }
+
+
+def json_value(key):
+    import json
+
+    with open(H.PATH, encoding="utf-8") as f:
+        return json.load(f)[key]
+
+
+QUOTED = {"ceiling": "80.1%", "bf16 planner": "792", "best bf16": "808", "best share": "82%", "bf16 layers": "86–91%",
+          "8b at 256": "370", "8b at 256 share": "47%", "fp8 planner": "1,585", "fp8 tensor layers": "71–86%",
+          "fp8 block layers": "62–72%", "bf16 too short": "9–14%", "fp8 too short": "14–38%",
+          "measured bytes": "688,422,936", "formula bytes": "688,390,144", "difference": "32,792",
+          "rstd each": "2 × 16,384", "state": "24", "rounding": "1,000", "cudnn state": "16", "sweep": "13.4",
+          "layers time": "6.6", "square 4096": "778", "square 8192": "700", "date": "2026-12-04", "torch": "2.11.0",
+          "cuda": "13.0"}
+
+
+def test_the_numbers_chapter_14_quotes_are_the_stored_runs():
+    assert quoted_numbers() == QUOTED
+
+
+def test_a_broken_ceiling_changes_the_quoted_numbers(monkeypatch):
+    real = K._gemm_seconds
+    monkeypatch.setattr(K, "_gemm_seconds", lambda g, peak, ceiling, bw, i, o: real(g, peak, 0.9, bw, i, o))
+    assert quoted_numbers() != QUOTED
+
+
+def test_the_kernel_that_ran_is_read_from_its_saved_tensors():
+    """Forced FlashAttention left a (b, a, s) log-sum-exp and uint64 rng_state (2,) + unused (); PyTorch's own
+    choice left cuDNN's (b, a, s, 1) log-sum-exp and two int64 philox scalars; selective recomputation kept none."""
+    for name in H.block_names():
+        c = H.block_comparison(name)
+        want = ("cudnn" if c.run.backend == "default" else "recomputed" if c.run.recompute == "selective"
+                else "flash")
+        assert c.attention_kernel == want, name
+
+
+def test_the_allocator_grew_by_the_saved_bytes():
+    """allocator growth = saved − the block's input (saved, but allocated before) + its output + rounding of each
+    saved storage up to 512 bytes: exact for every block."""
+    for name in H.block_names():
+        c = H.block_comparison(name)
+        assert c.run.allocated_bytes == c.expected_allocated_bytes + c.allocator_rounding_bytes, name
+
+
+def test_chapter_14_quotes_them_in_both_languages():
+    """The section in notebooks/14_planning.md (pasted from the issue-38 section file) quotes each number in its
+    English and its Chinese cells."""
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).parents[1] / "notebooks" / "14_planning.md").read_text(encoding="utf-8")
+    start = text.find("**On real hardware.**")
+    if start < 0:
+        pytest.skip("chapter 14 does not have the 'On real hardware' section yet")
+    end = text.find("## Step 5", start)
+    section = re.sub(r"```.*?```", "", text[text.rfind("+++", 0, start):end], flags=re.S)   # prose only
+    cells = re.split(r'\+\+\+ \{"tags": \["lang-(en|zh)"\]\}', section)
+    en = " ".join(cells[i + 1] for i in range(1, len(cells) - 1, 2) if cells[i] == "en")
+    zh = " ".join(cells[i + 1] for i in range(1, len(cells) - 1, 2) if cells[i] == "zh")
+    for key, value in QUOTED.items():
+        assert value in en, (key, value, "en")
+        assert value in zh, (key, value, "zh")

@@ -328,6 +328,31 @@ class BlockComparison:
         return sum(r.formula_bytes for r in self.rows if r.measured_bytes == 0)
 
     @property
+    def attention_kernel(self) -> str:
+        """Which SDPA kernel ran, read from what it saved (PyTorch's operator schemas): ``"flash"`` keeps a
+        log-sum-exp (b, a, s) and its outputs ``rng_state`` uint64 (2,) and ``unused`` uint64 (); ``"cudnn"`` a
+        log-sum-exp (b, a, s, 1) (and ``philox_seed``, ``philox_offset``); ``"efficient"`` a log-sum-exp
+        (b, a, s rounded up to 32) and two int64 scalars; ``"recomputed"`` when no log-sum-exp is kept (the core
+        runs under selective recomputation); ``"unknown"`` otherwise."""
+        lse = next((r for r in self.rows if r.term == "softmax_lse" and r.measured_bytes), None)
+        state = sorted((r.dtype, tuple(r.shape)) for r in self.rows if r.term == "attention kernel RNG state")
+        if lse is None:
+            return "recomputed"
+        if len(lse.shape) == 4 and lse.shape[-1] == 1:
+            return "cudnn"
+        if state == [("uint64", ()), ("uint64", (2,))]:
+            return "flash"
+        if state == [("int64", ()), ("int64", ())]:
+            return "efficient"
+        return "unknown"
+
+    @property
+    def allocator_rounding_bytes(self) -> int:
+        """What PyTorch's CUDA caching allocator adds to the saved storages: each is rounded up to a multiple of
+        512 bytes (its smallest block), so a 24-byte RNG state takes 1,024."""
+        return sum(-(-n // 512) * 512 - n for n, _, _ in self.run.storages)
+
+    @property
     def expected_allocated_bytes(self) -> int | None:
         if self.run.input_bytes is None or self.run.output_bytes is None:
             return None
