@@ -405,6 +405,12 @@ CALLS = {
     "distlearn.planning.evaluation.validate_plan_fields": lambda: {"p": _plan()},
     "distlearn.planning.flops.forward_flops": lambda: {"model": _model(), "num_sequences": 1, "seq_len": 256},
     "distlearn.planning.flops.step_flops": lambda: {"model": _model(), "num_sequences": 1, "seq_len": 256},
+    "distlearn.planning.measured.predicted_seconds": lambda: {"m": 4096, "n": 1280, "k": 8192, "kind": "bf16"},
+    "distlearn.planning.measured.gemm_table": lambda: {"kind": "fp8_rowwise_fast", "square": True},
+    "distlearn.planning.measured.layer_curve": lambda: {"model": "llama3-8b", "kind": "bf16"},
+    "distlearn.planning.measured.best_share": lambda: {"kind": "bf16"},
+    "distlearn.planning.measured.peak": lambda: {"kind": "fp8_tensorwise"},
+    "distlearn.planning.measured.block_comparison": lambda: {"name": "8b s4096"},
     "distlearn.planning.flops.measured_flops": lambda: {"model": _tiny_model(), "num_sequences": 1, "seq_len": 16},
     "distlearn.planning.flops.megatron_flops": lambda: {"model": _model(), "batch": 1, "seq_len": 256},
     "distlearn.planning.flops.flops_of_step": lambda: {

@@ -114,3 +114,54 @@ def plan_diagram(model, plan, *, global_batch: int, seq_len: int, gpu: str = "h1
     stack(axes[2], est.time, TIME_PARTS, 1.0, bi("seconds", "秒"))
     plots.title(axes[2], "Time of one step", "每步时间")
     return fig
+
+
+MODEL_COLORS = read_only({"llama3-8b": "#4C72B0", "llama3-70b": "#DD8452", "llama3.1-405b": "#55A868"})
+MODEL_LABELS = read_only({"llama3-8b": "Llama 3 8B", "llama3-70b": "Llama 3 70B", "llama3.1-405b": "Llama 3.1 405B"})
+
+
+def plot_measured_gemms(kinds=("bf16", "fp8_tensorwise")):
+    """Measured against planned: TFLOP/s of one layer's four linear GEMMs (tensor parallelism 8) over the tokens m
+    per GPU, one panel per kind of :data:`distlearn.planning.measured.GEMM_KINDS`: the stored H200 run (solid, dots)
+    and the planner's roofline (dashed) per model, the datasheet peak as a grey line. Data:
+    :func:`distlearn.planning.measured.layer_curve`. Returns the figure."""
+    from matplotlib.lines import Line2D
+
+    from distlearn.planning import measured as H
+
+    names = {"bf16": ("bf16", "bf16"), "fp8_tensorwise": ("FP8, one scale per tensor", "FP8，每个张量一个缩放因子"),
+             "fp8_tensorwise_fast": ("FP8, one scale per tensor, fast accumulation", "FP8，每个张量一个缩放因子，快速累加"),
+             "fp8_rowwise_fast": ("FP8, one scale per row", "FP8，每行一个缩放因子"),
+             "fp8_blockwise": ("FP8, 1×128 and 128×128 blocks", "FP8，1×128 与 128×128 分块")}
+    fig, axes = plots.plt.subplots(1, len(kinds), figsize=(5.2 * len(kinds), 3.9), layout="constrained",
+                                   squeeze=False)
+    for ax, kind in zip(axes[0], kinds):
+        peak = H.peak(kind) / 1e12
+        ax.axhline(peak, color="0.6", lw=1)
+        ax.annotate(bi(f"datasheet peak {peak:,.0f}", f"数据手册峰值 {peak:,.0f}"), (256, peak),
+                    textcoords="offset points", xytext=(2, -11), fontsize=8, color="0.4")
+        for model in H.MODELS:
+            curve = H.layer_curve(model, kind)
+            if not curve:
+                continue
+            m = [p.m for p in curve]
+            ax.plot(m, [p.measured_tflops for p in curve], "o-", color=MODEL_COLORS[model], label=MODEL_LABELS[model])
+            ax.plot(m, [p.predicted_tflops for p in curve], "--", color=MODEL_COLORS[model], lw=1)
+        ax.set_xscale("log", base=2)
+        ticks = [p.m for p in H.layer_curve(H.MODELS[0], kind)] or [256, 16384]
+        ax.set_xticks(ticks, [f"{t:,}" for t in ticks], fontsize=8)
+        ax.minorticks_off()
+        ax.set_ylim(0, peak * 1.08)
+        ax.set_xlabel(bi("tokens per GPU (m)", "每块 GPU 的词元数 (m)"))
+        ax.set_ylabel("TFLOP/s")
+        en, zh = names[kind]
+        if en == zh:
+            ax.set_title(en)
+        else:
+            plots.title(ax, en, zh)
+        ax.grid(alpha=0.3)
+    handles, labels = axes[0][0].get_legend_handles_labels()
+    handles += [Line2D([], [], color="k", marker="o"), Line2D([], [], color="k", ls="--", lw=1)]
+    labels += [bi("measured (H200)", "实测（H200）"), bi("planner", "规划器")]
+    axes[0][0].legend(handles, labels, fontsize=7, loc="lower right")
+    return fig
