@@ -54,6 +54,7 @@ from distlearn.context_parallel.simulation import cp_comm_bytes
 from distlearn.core.validate import check_choice, check_int, checks, each, mapping, record, whole
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
+from distlearn.precision.fp8_recipes import COMMUNICATION
 from distlearn.planning.setting import (PLAN, PLAN_RANGES, SETTING, Plan, Setting, check_plan_fields, check_setting_plan,
                                        stage_starts)
 from distlearn.core.guard import read_only
@@ -278,7 +279,8 @@ def layer_units(st: Setting, p: Plan):
     def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
         return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.KernelModel(
             m, g, gemm_peak=st.gemm_peak, peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes,
-            act_bytes=st.act_bytes, swiglu=st.swiglu).layer(
+            act_bytes=st.act_bytes, swiglu=st.swiglu, causal=st.causal,
+            fp8_block_scaled=st.precision in kernels.FINE_GRAINED_FP8_RECIPES).layer(
             micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
             attention=st.attention if p.cp == 1 else "flash", layer=index, ep=p.ep))
 
@@ -419,12 +421,17 @@ def flat_compute_seconds(st: Setting, p: Plan) -> float:
 # ---------------------------------------------------------------- communication of one micro-batch
 def ep_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds of one micro-batch's expert-parallel all-to-alls on the stage with the most MoE layers:
-    per MoE layer, forward dispatch (FP8 with an FP8 recipe, DeepSeek-V3 §3.3.2, else 16-bit) and combine
-    (16-bit), and in backward the same two in 16-bit (again when the forward is recomputed), of the
-    b·(s/cp)/tp tokens × k copies × h values each rank holds. An all-to-all of M bytes per rank over n ranks
-    costs (n − 1)·α + (n − 1)/n·M/bw — :func:`distlearn.core.cost.collective_time`'s ring all-gather coefficients
-    (each rank sends n − 1 messages of M/n). On NVLink when tp·ep fits a node, else the network. Not overlapped:
-    DeepSeek-V3 hides it behind compute with DualPipe (§3.2.1), a schedule this planner does not model yet."""
+    per MoE layer, forward dispatch and combine, and in backward the same two the other way (the dispatch again
+    when the forward is recomputed), each of the b·(s/cp)/tp tokens a rank holds × h values, sent to the k routed
+    experts. Bytes per value (:func:`all_to_all_bytes`): the recipe's
+    :data:`distlearn.precision.fp8_recipes.COMMUNICATION` (DeepSeek-V3 §3.3.3: dispatch in FP8 with one fp32 scale
+    per 128 values, the backward's activation gradient before the down-projection too, both combines in BF16),
+    else the activation dtype. Each all-to-all: :meth:`~distlearn.planning.setting.Setting.dispatch_seconds`, the
+    ep ranks spaced tp apart placed on the NVLink domains (:func:`distlearn.core.topology.per_domain`: EP 64 with
+    tp 1 on 8-GPU nodes is 8 per node, 7 of 63 peers on NVLink) and the model's node-limited routing
+    (``max_nodes_per_token``: DeepSeek-V3's token crosses InfiniBand once per target node, at most 4, then NVLink,
+    §3.2.2; :func:`distlearn.core.topology.dispatch_cost`). Not overlapped: DeepSeek-V3 hides it behind compute
+    with DualPipe (§3.2.1), a schedule this planner does not model yet."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
     m = st.model
@@ -432,22 +439,44 @@ def ep_seconds(st: Setting, p: Plan) -> float:
         return 0.0
     sizes = st.stages(p.pp, p.stage_layers)
     moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts.unchecked(sizes), sizes))
-    g = st.cluster.gpu
-    bw = g.nvlink_bw if p.tp * p.ep <= st.cluster.gpus_per_node else g.network_bw
-    values = p.micro_batch_size * (st.s // p.cp) / p.tp * m.experts_per_token * m.hidden_size
-    dispatch = 1 if st.fp8 else st.act_bytes
-    a2a = lambda nbytes: st.collective("ring_all_gather", nbytes, p.ep, bw)
-    forward = a2a(values * dispatch) + a2a(values * st.act_bytes)
-    backward = 2 * a2a(values * st.act_bytes)
+    tokens = p.micro_batch_size * (st.s // p.cp) / p.tp * m.hidden_size  # values of one copy of the rank's tokens
+    per = all_to_all_bytes(st)
+    a2a = lambda nbytes: st.dispatch_seconds(nbytes, m.experts_per_token, p.ep, p.tp)
+    forward = a2a(tokens * per["dispatch"]) + a2a(tokens * per["combine"])
+    backward = a2a(tokens * per["backward_dispatch"]) + a2a(tokens * per["backward_combine"])
     return moe_layers * (forward * (2 if p.recompute == "full" else 1) + backward)
+
+
+def all_to_all_bytes(st: Setting) -> dict[str, float]:
+    """Bytes per value of the four expert all-to-alls of an MoE layer, ``{"dispatch", "combine",
+    "backward_dispatch", "backward_combine"}`` (the backward ones: the gradient of the combine travels the
+    dispatch's way, the gradient of the dispatch the combine's way): the recipe's rows of
+    :data:`distlearn.precision.fp8_recipes.COMMUNICATION` (DeepSeek-V3: 1 + 4/128, 2, 1 + 4/128, 2), else
+    the activation dtype for all four."""
+    if type(st) is not Setting:
+        check_setting_plan(st)
+
+    def make():
+        out = dict.fromkeys(("dispatch", "combine", "backward_dispatch", "backward_combine"), float(st.act_bytes))
+        for item in COMMUNICATION:
+            if item.recipe != st.precision or item.collective != "all_to_all":
+                continue
+            if "combine" in item.what_en:
+                out["combine"] = out["backward_combine"] = item.fp8_bytes
+            elif "backward" in item.what_en:
+                out["backward_dispatch"] = item.fp8_bytes
+            else:
+                out["dispatch"] = item.fp8_bytes
+        return out
+    return st.cached(("a2a_bytes",), make)
 
 
 def cp_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds of one micro-batch's context-parallel communication on the slowest stage: per layer, the
     forward all-gather of K and V, and in backward the all-gather again plus the reduce-scatter of dK and dV
     (fp32), as :func:`distlearn.context_parallel.simulation.cp_comm_bytes` counts them (``"all-gather"``, Llama 3 §3.3.2:
-    exposed, not overlapped); a recomputed forward gathers once more. Ring collectives of
-    :func:`distlearn.core.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
+    exposed, not overlapped); a recomputed forward gathers once more. The cp ranks, spaced tp apart, placed on the
+    NVLink domains (:meth:`~distlearn.planning.setting.Setting.group_seconds`)."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
     if p.cp == 1:
@@ -461,16 +490,15 @@ def cp_layer_seconds(st: Setting, p: Plan) -> float:
     """:func:`cp_seconds` of one layer (it depends on b, tp, cp and the recomputation only)."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    m, g = st.model, st.cluster.gpu
+    m = st.model
     kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
               micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)
     fwd = cp_comm_bytes("all-gather", pass_="forward", **kw).bytes_per_rank      # (cp−1)·B_kv sent by each rank
     bwd = cp_comm_bytes("all-gather", pass_="backward", **kw).bytes_per_rank     # (cp−1)·B_kv·(p + 4)/p
-    bw = g.nvlink_bw if p.tp * p.cp <= st.cluster.gpus_per_node else g.network_bw
-    full = p.cp / (p.cp - 1)  # collective_time takes the whole gathered buffer: (cp−1)/cp of it is sent
+    full = p.cp / (p.cp - 1)  # collective_cost takes the whole gathered buffer: (cp−1)/cp of it is sent
     gathers = 3 if p.recompute == "full" else 2
-    t_gather = st.collective("ring_all_gather", fwd * full, p.cp, bw)
-    t_scatter = st.collective("ring_reduce_scatter", (bwd - fwd) * full, p.cp, bw)
+    t_gather = st.group_seconds("all_gather", fwd * full, p.cp, p.tp)
+    t_scatter = st.group_seconds("reduce_scatter", (bwd - fwd) * full, p.cp, p.tp)
     return gathers * t_gather + t_scatter
 
 
@@ -497,12 +525,11 @@ def microbatch_terms(st: Setting, p: Plan) -> MicrobatchTerms:
 
     def make():
         most_layers = max(st.stages(p.pp, p.stage_layers))
-        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
-        # time)
+        # tensor parallel: all-reduces of b·s·h activations, consecutive ranks (inside the NVLink domain when tp
+        # fits it; all-gather + reduce-scatter with SP: the same time)
         n_ar = 6 if p.recompute == "full" else 4
-        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * p.micro_batch_size
-                                                  * (st.s // p.cp) * st.model.hidden_size, p.tp,
-                                                  st.cluster.gpu.nvlink_bw)
+        t_tp = most_layers * n_ar * st.group_seconds("all_reduce", st.act_bytes * p.micro_batch_size
+                                                     * (st.s // p.cp) * st.model.hidden_size, p.tp, 1)
         return MicrobatchTerms(microbatch_compute_seconds(st, p), t_tp, cp_seconds(st, p), ep_seconds(st, p))
     return st.cached(key, make)
 
@@ -551,11 +578,12 @@ def one_f_one_b_terms(st: Setting, p: Plan) -> PipelineTerms:
     :func:`microbatch_terms` and p2p sends, and (p − 1)·:func:`bubble_share` micro-batch times of bubble."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    g, cl = st.cluster.gpu, st.cluster
+    topo = st.topology
     b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
     t = microbatch_terms(st, p)
-    # pipeline p2p: activation forward + gradient back, per chunk
-    pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
+    # pipeline p2p: activation forward + gradient back, per chunk; the stages are tp·cp·dp ranks apart: on NVLink
+    # when the whole pipeline of rank 0 sits in one domain, else some hop crosses the network (the slowest sets it)
+    pp_bw = topo.intra_bw if p.world_size <= topo.gpus_per_domain else topo.network_bw
     t_p2p = (2 * v * (st.act_bytes * b * (st.s // cp) * st.model.hidden_size / tp / pp_bw + st.alpha)
              if pp > 1 else 0.0)
     t_mb = t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t_p2p
@@ -615,7 +643,7 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds per step of the data-parallel / ZeRO collectives (they do not depend on interleaving)."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    g, cl, counts = st.cluster.gpu, st.cluster, st.counts
+    counts = st.counts
     tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
     sizes = st.stages(pp, p.stage_layers)
     t_compute = microbatch_compute_seconds(st, p)
@@ -624,11 +652,11 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     first = st.stage_sums(0, sizes[0])
     first_params = (first.dense_params + counts.embedding_params + (counts.last_stage_params if pp == 1 else 0)) / tp
     dp_n = dp * cp
-    dp_bw = g.nvlink_bw if tp * dp_n <= cl.gpus_per_node else g.network_bw
-    # (shard params, group size, bandwidth): the dense part over dp·cp; routed experts over dp·cp/ep
-    groups = [(first_params, dp_n, dp_bw)]
+    # (shard params, group size, stride): the dense part over the dp·cp ranks spaced tp apart; routed experts over
+    # the dp·cp/ep ranks holding the same experts, spaced tp·ep apart (ep folded into dp·cp, innermost)
+    groups = [(first_params, dp_n, tp)]
     if first.expert_params:
-        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, g.network_bw))
+        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, tp * p.ep))
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
     window = t_bwd if pp == 1 else 0.0
@@ -640,10 +668,10 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     t_dp = 0.0
     if dp_n > 1:
         hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
-        for phase, colls in st.dp_collectives(p.zero_stage, mb):
+        for phase, colls in st.dp_collectives(p.zero_stage, mb, pp):
             reps = mb if phase in ("forward", "backward") else 1
-            busy = sum(c.times / reps * units * st.collective(
-                RING[c.op], params * st.per["grads" if c.what == "gradients" else "params"] / units, n, bw)
-                for c in colls for params, n, bw in groups if n > 1)
+            busy = sum(c.times / reps * units * st.group_seconds(
+                c.op, params * st.per["grads" if c.what == "gradients" else "params"] / units, n, stride)
+                for c in colls for params, n, stride in groups if n > 1)
             t_dp += reps * max(0.0, busy - hide[phase])
     return t_dp
