@@ -293,9 +293,10 @@ def best_collective(topo: Topology, operation: str, nbytes: float, group: int,
     its channels, Jeaugey 2019) and the hierarchical algorithm (NCCL's tree: a chain inside the node, a tree
     between nodes, which NCCL's tuner prefers at scale and for large messages across many nodes). Arguments and
     errors as :func:`collective_cost`'s."""
+    topo = check_record("topo", topo, Topology, "make_topology('h100-80gb')")
     if operation == "all_to_all":
         return collective_cost(topo, operation, nbytes, group, per_domain, "direct")
-    k = min(group, topo.gpus_per_domain) if per_domain is None else per_domain
+    k = min(check_int("group", group, minimum=1), topo.gpus_per_domain) if per_domain is None else per_domain
     ring = collective_cost(topo, operation, nbytes, group, k, "ring", rings=k)
     if ring.domains == 1:
         return ring
