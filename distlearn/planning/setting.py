@@ -9,7 +9,7 @@ number of interleaved chunks ``v`` and the pipeline schedule. Ranks are ordered 
 Megatron-LM.
 
 The constants are assumptions, each stated once: :data:`RESERVE_BYTES` and :data:`FRAGMENTATION` (memory held
-back per GPU), :data:`ALPHA` (latency per ring step of the α-β model of :mod:`distlearn.core.cost`, Thakur et al.
+back per GPU), :data:`ALPHA` (latency per message of the α-β model of :mod:`distlearn.core.topology`, Thakur et al.
 2005) and :data:`COMPUTE_EFFICIENCY` (the flat time model's share of peak). :func:`make_setting` validates a
 setting's inputs once; the formulas that read a :class:`Setting` (:mod:`~distlearn.planning.memory`,
 :mod:`~distlearn.planning.step_time`) are arithmetic only.
@@ -20,7 +20,6 @@ import dataclasses
 from dataclasses import dataclass
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES, SWIGLU, config_layer_bytes, default_attention
-from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.topology import Topology, best_collective, dispatch_cost, per_domain as group_per_domain
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
@@ -279,15 +278,6 @@ class Setting:
         if stage_layers is not None:
             return list(stage_layers)
         return self.cached(("stages", pp), lambda: partition_layers(self.model.num_layers, pp))
-
-    def collective(self, algorithm: str, nbytes: float, n: int, bandwidth: float) -> float:
-        """Seconds of a ring collective of ``nbytes`` over ``n`` ranks at ``bandwidth`` bytes/s:
-        :func:`distlearn.core.cost.collective_time` with α = :data:`ALPHA`."""
-        key = ("coll", algorithm, nbytes, n, bandwidth)
-        hit = self.memo.get(key)
-        if hit is not None:
-            return hit
-        return self.cached(key, lambda: collective_time(algorithm, nbytes, n, alpha=self.alpha, bandwidth=bandwidth))
 
     def group_seconds(self, operation: str, nbytes: float, group: int, stride: int) -> float:
         """Seconds of ``operation`` (``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"``) on ``nbytes``

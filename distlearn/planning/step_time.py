@@ -13,13 +13,15 @@ Units: seconds; bytes; bandwidths in bytes/s.
   (:mod:`distlearn.planning.flops`) / (peak × efficiency), the peak of the precision the matrix multiplies run in
   (:func:`~distlearn.planning.flops.compute_peak`), divided by ``cp``.
 - tensor-parallel all-reduces: 2 in forward and 2 in backward per layer (+2 when the forward is recomputed), of
-  b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``), over NVLink (Shoeybi et al. 2019,
-  Fig. 4); on the critical path.
+  b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``; Shoeybi et al. 2019, Fig. 4), on
+  consecutive ranks; on the critical path.
 - pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
-  gather optimisation, Narayanan et al. 2021 §4.1), once per chunk; counted as not overlapped.
+  gather optimisation, Narayanan et al. 2021 §4.1), once per chunk; counted as not overlapped; on NVLink when the
+  whole pipeline sits in one NVLink domain, else at the network's speed.
 - context parallelism: per layer, all-gathers of K and V and a reduce-scatter of their gradients, exposed
   (:func:`cp_seconds`); expert parallelism: per MoE layer, dispatch and combine all-to-alls in forward and backward,
-  exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
+  exposed (:func:`ep_seconds`: node-limited routing and the recipe's FP8 / BF16 bytes; DeepSeek's DualPipe overlap
+  is not modelled).
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
   (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
   with uneven chunks the largest chunk sets it (:func:`bubble_share`). ``schedule="zb-h1"`` (chapter 05's
@@ -28,19 +30,28 @@ Units: seconds; bytes; bandwidths in bytes/s.
   loss to another rank, DualPipe with two copies of the weights) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only (:func:`dp_seconds`): ZeRO 0 all-reduces the gradients
   once per step, hidden behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed
-  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same
-  way and all-gathers the updated parameters after the step (exposed); ZeRO 2 reduce-scatters every micro-batch's
-  gradients (hidden behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and
-  backward of every micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their
-  phases come from :func:`distlearn.zero_fsdp.traffic.step_collectives` (engine ``"zero"``: DeepSpeed's default
-  all-reduce of the gradient buckets would double stages 1–2's gradient traffic). ZeRO 1–3 combine with pipeline
-  parallelism (FSDP + PP, as torchtitan and Llama 3; DeepSpeed's own pipeline engine refuses 2–3). Every
-  collective is issued **per layer** (an FSDP unit, a gradient bucket), so the ring's latency (n − 1)·α is paid
-  once per layer.
-- collectives: ring algorithms in the α-β model of :mod:`distlearn.core.cost` (Thakur et al. 2005; Patarasuk &
-  Yuan 2009) with α = :data:`~distlearn.planning.setting.ALPHA` per ring step. Ranks are ordered tp (innermost),
-  dp, pp as in Megatron-LM, so a dp or pp group that leaves a node runs at the network bandwidth (tp, cp, then
-  dp: a cp or dp group leaves the node once tp·cp·dp exceeds it).
+  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM). Without pipelining (``pp = 1``)
+  ZeRO 1 reduce-scatters the same way and all-gathers the updated parameters after the step (exposed); ZeRO 2
+  reduce-scatters every micro-batch's gradients (hidden behind that micro-batch's backward); ZeRO 3 also
+  all-gathers parameters in forward and backward of every micro-batch (hidden behind compute when prefetched): the
+  collectives and their phases of :func:`distlearn.zero_fsdp.traffic.step_collectives` (engine ``"zero"``:
+  DeepSpeed's default all-reduce of the gradient buckets would double stages 1–2's gradient traffic). With
+  pipelining, ZeRO 1–3 follow the setting's ``grad_sync``: ``"per_step"`` (the default) as torch 2.13's
+  pipelining runs FSDP2 (``stage.py``, ``backward_maybe_with_nosync``: gradient sync and resharding off for every
+  micro-batch, one reduce-scatter per step after the flush, exposed; the parameters all-gathered once per step,
+  or, for ZeRO 3, once per forward that freed them: :func:`distlearn.nd_parallel.simulation.fsdp_all_gathers`,
+  chapter 12's count; the stage's gradients held whole until then, :func:`distlearn.planning.memory.held_zero_stage`),
+  ``"per_microbatch"`` as without pipelining (ZeRO 2's reduce-scatter behind every backward, sharded gradients;
+  DeepSpeed's pipeline engine itself refuses ZeRO 2–3). Every collective is issued **per layer** (an FSDP unit, a
+  gradient bucket), so the latency of its algorithm is paid once per layer.
+- collectives: α-β times of :mod:`distlearn.core.topology` (chapter 02) with
+  α = :data:`~distlearn.planning.setting.ALPHA` per message (:meth:`~distlearn.planning.setting.Setting.group_seconds`). Ranks are ordered tp (innermost), cp,
+  dp (ep folded into dp·cp, spaced tp apart), pp as in Megatron-LM; a group spaced ``stride`` ranks apart has
+  :func:`~distlearn.core.topology.per_domain` of its members in each NVLink domain of ``gpus_per_node`` GPUs (8 for
+  DGX nodes, 72 for GB200 NVL72): inside one domain the ring at NVLink speed; across domains the faster of one
+  ring per NIC of the domain and the hierarchical algorithm (:func:`~distlearn.core.topology.best_collective`:
+  NCCL runs a ring per NIC, its channels, and its tree algorithm is the hierarchical one); an expert all-to-all
+  the direct one, or DeepSeek-V3's node-limited dispatch (:func:`~distlearn.core.topology.dispatch_cost`).
 
 The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled (the kernel
 model's END_TO_END stands for them).
@@ -57,9 +68,6 @@ from distlearn.planning import kernels
 from distlearn.precision.fp8_recipes import COMMUNICATION
 from distlearn.planning.setting import (PLAN, PLAN_RANGES, SETTING, Plan, Setting, check_plan_fields, check_setting_plan,
                                        stage_starts)
-from distlearn.core.guard import read_only
-
-RING = read_only({"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"})
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
