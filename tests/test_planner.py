@@ -36,7 +36,7 @@ def test_collective_times_come_from_the_topology_module(monkeypatch):
                                    bandwidth=g.nvlink_bw)
     assert e.time["tp_comm"] == pytest.approx(8 * first_layers * 4 * tp_time, rel=1e-12)
     from types import SimpleNamespace
-    monkeypatch.setattr(SET, "best_collective", lambda *a, **k: SimpleNamespace(seconds=1.0))
+    monkeypatch.setattr(SET, "best_collective", SimpleNamespace(unchecked=lambda *a, **k: SimpleNamespace(seconds=1.0)))
     e2 = P.evaluate(m, plan, global_batch=32, seq_len=2048, cluster=make_cluster("h100-80gb", 16))
     assert e2.time["dp_comm"] == 16.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
 

@@ -129,8 +129,12 @@ def causal_fraction(seq_len: int, tile: int = FLASH_TILE) -> float:
     tile). With Llama 3's load-balanced context parallelism (2·cp chunks, rank r holding chunks r and 2cp − 1 − r,
     §3.3.2; :func:`distlearn.context_parallel.simulation.layout_chunks` with ``"zigzag"``) every rank runs the same share of them.
     Raises DistlearnValueError unless ``seq_len`` and ``tile`` are integers ≥ 1."""
-    s, t = check_int("seq_len", seq_len), check_int("tile", tile)
-    n = -(-s // t)
+    return _causal_fraction(check_int("seq_len", seq_len), check_int("tile", tile))
+
+
+def _causal_fraction(seq_len: int, tile: int) -> float:
+    """:func:`causal_fraction` of checked integers."""
+    n = -(-seq_len // tile)
     return (n + 1) / (2 * n)
 
 
@@ -435,7 +439,7 @@ class KernelModel:
         if attention == "flash":
             f_attn = micro_batch * flops.attention_core_flops(model, seq_len) / (tp * cp)
             if self.causal:
-                f_attn *= causal_fraction(seq_len)
+                f_attn *= _causal_fraction(seq_len, FLASH_TILE)
             fwd_share, bwd_share = FLASH_SHARE[family]
             a_fwd = f_attn / (peak * fwd_share)
             a_bwd = FLASH_BACKWARD_FLOPS * f_attn / (peak * bwd_share)

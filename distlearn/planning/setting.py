@@ -289,8 +289,9 @@ class Setting:
         hit = self.memo.get(key)
         if hit is not None:
             return hit
-        return self.cached(key, lambda: best_collective(
-            self.topology, operation, nbytes, group, group_per_domain(self.topology, group, stride)).seconds)
+        topo = self.topology
+        return self.cached(key, lambda: best_collective.unchecked(
+            topo, operation, nbytes, group, group_per_domain.unchecked(topo, group, stride)).seconds)
 
     def dispatch_seconds(self, nbytes: float, copies: int, group: int, stride: int) -> float:
         """Seconds of one expert-parallel all-to-all of a GPU's ``nbytes`` bytes of tokens, each to ``copies``
@@ -300,8 +301,9 @@ class Setting:
         hit = self.memo.get(key)
         if hit is not None:
             return hit
-        return self.cached(key, lambda: dispatch_cost(
-            self.topology, nbytes, copies, group, group_per_domain(self.topology, group, stride),
+        topo = self.topology
+        return self.cached(key, lambda: dispatch_cost.unchecked(
+            topo, nbytes, copies, group, group_per_domain.unchecked(topo, group, stride),
             self.model.max_nodes_per_token).seconds)
 
     def per_step_sync(self, pp: int, zero_stage: int) -> bool:
@@ -315,17 +317,16 @@ class Setting:
         ``PipelineStage.backward_maybe_with_nosync`` and ``perform_reduce_grad``): one reduce-scatter of the
         gradients after the last backward, and the parameter all-gathers of
         :func:`distlearn.nd_parallel.simulation.fsdp_all_gathers` (chapter 12's count: once per step for ZeRO 1–2,
-        whose weights stay gathered; ZeRO-3 re-gathers after each forward frees them), counted with the forward."""
+        whose weights stay gathered; ZeRO-3 re-gathers after each forward frees them: the first stage's 1F1B order
+        gathers before each of its m forwards and once more before its first backward after the last forward,
+        m + 1), counted with the forward."""
         if not self.per_step_sync(pp, zero_stage):
             return self.cached(("zero_comm", zero_stage, num_microbatches), lambda: list(
                 step_collectives(zero_stage, num_microbatches).by_phase().items()))
 
         def make():
-            from distlearn.nd_parallel.simulation import fsdp_all_gathers, one_f_one_b_order
-            if zero_stage == 3:
-                order = one_f_one_b_order(pp, 0, num_microbatches)
-                gathers = [("forward", [Collective("all_gather", "parameters", "forward",
-                                                   fsdp_all_gathers(order, 3, True))])]
+            if zero_stage == 3:  # m + 1 on the first stage (tests/test_planner.py checks chapter 12's count)
+                gathers = [("forward", [Collective("all_gather", "parameters", "forward", num_microbatches + 1)])]
             else:  # ZeRO 1-2: gathered once, after the optimizer step (FSDP2: before the next step's forward)
                 gathers = [("after_step", [Collective("all_gather", "parameters", "after_step", 1)])]
             return [("last_backward", [Collective("reduce_scatter", "gradients", "last_backward", 1)])] + gathers
