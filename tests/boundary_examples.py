@@ -230,6 +230,11 @@ CALLS = {
     "distlearn.core.topology.collective_cost": lambda: {"topo": _topo(), "operation": "all_reduce", "nbytes": 1e6,
                                                         "group": 16},
     "distlearn.core.topology.group_placement": lambda: {"topo": _topo(), "ranks": [0, 8]},
+    "distlearn.core.topology.per_domain": lambda: {"topo": _topo(), "size": 64, "stride": 1},
+    "distlearn.core.topology.best_collective": lambda: {"topo": _topo(), "operation": "all_reduce", "nbytes": 1e6,
+                                                        "group": 16},
+    "distlearn.core.topology.dispatch_cost": lambda: {"topo": _topo(), "nbytes": 1e6, "copies": 8, "group": 64,
+                                                      "max_domains": 4},
     "distlearn.core.topology.placement": lambda: {"topo": _topo(), "model": "llama3-8b", "tp": 2, "dp": 2},
     "distlearn.collectives.hierarchical.simulate_hierarchical_all_reduce": lambda: {
         "arrays": [np.arange(4.0) + r for r in range(4)], "gpus_per_domain": 2},
@@ -437,6 +442,7 @@ CALLS = {
     f"{PM}.stage_states": lambda: _sp(stages=_candidate_rows()),
     f"{PM}.stage_activations": lambda: _sp(stages=_candidate_rows()),
     f"{PM}.stage_inflight": lambda: _sp(row=_candidate_rows()[0], peaks=_peaks),  # peaks(): a function
+    f"{PM}.held_zero_stage": lambda: _sp(),
     f"{PM}.memory_parts": lambda: _sp(),
     f"{PM}.plan_memory": lambda: _sp(),
     f"{PM}.memory_total": lambda: _sp(),
@@ -467,6 +473,7 @@ CALLS = {
     f"{ST}.schedule_simulation": _sp_zb,
     # cp_seconds returns 0 for cp = 1 before it calls this one
     f"{ST}.cp_layer_seconds": lambda: _sp(p=_plan(dp=1, cp=2)),
+    f"{ST}.all_to_all_bytes": lambda: {"st": _setting()},
     **{f"{ST}.{name}": _sp for name in (
         "bubble_share", "zero_bubble_terms", "schedule_bubble_ratio",
         "microbatch_compute_seconds", "layer_units", "kernel_stage_parts", "logit_seconds", "dense_stage_parts",

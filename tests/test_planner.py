@@ -16,9 +16,10 @@ from distlearn.core.validate import DistlearnValueError
 
 
 # ---------------------------------------------------------------- closed forms vs independent sources
-def test_collective_times_come_from_the_cost_module(monkeypatch):
-    """The planner's TP and DP communication times are distlearn.core.cost's α-β ring times (no copy of its own):
-    checked by value, then by replacing cost's function and seeing the planner's times follow."""
+def test_collective_times_come_from_the_topology_module(monkeypatch):
+    """The planner's TP and DP communication times are the α-β ring times (distlearn.core.cost's closed forms) of
+    groups inside one NVLink domain, taken from distlearn.core.topology (no copy of its own): checked by value,
+    then by replacing the topology's function and seeing the planner's times follow."""
     from distlearn.core import cost
     m = PRESETS["llama3-8b"]
     plan = P.Plan(dp=4, tp=2, pp=2, zero_stage=0, recompute="selective", micro_batch_size=1, num_microbatches=8)
@@ -34,7 +35,8 @@ def test_collective_times_come_from_the_cost_module(monkeypatch):
     tp_time = cost.collective_time("ring_all_reduce", 2 * 1 * 2048 * m.hidden_size, 2, alpha=P.ALPHA,
                                    bandwidth=g.nvlink_bw)
     assert e.time["tp_comm"] == pytest.approx(8 * first_layers * 4 * tp_time, rel=1e-12)
-    monkeypatch.setattr(SET, "collective_time", lambda *a, **k: 1.0)
+    from types import SimpleNamespace
+    monkeypatch.setattr(SET, "best_collective", SimpleNamespace(unchecked=lambda *a, **k: SimpleNamespace(seconds=1.0)))
     e2 = P.evaluate(m, plan, global_batch=32, seq_len=2048, cluster=make_cluster("h100-80gb", 16))
     assert e2.time["dp_comm"] == 16.0 and e2.time["tp_comm"] == 8 * first_layers * 4 * 1.0
 
@@ -259,9 +261,17 @@ def test_bad_inputs_raise_bilingual_errors():
         P.evaluate(m, P.Plan(dp=4, tp=2, pp=1, micro_batch_size=2, num_microbatches=1), global_batch=10,
                    seq_len=1024)
     assert e.value.param == "global_batch" and _bilingual(e.value)
-    # ZeRO 3 (FSDP) with pipeline parallelism is a plan (torchtitan, Llama 3); stage 4 is not
-    assert P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4), global_batch=8,
-                      seq_len=1024).memory["zero3_buffer"] > 0
+    # ZeRO 3 (FSDP) with pipeline parallelism is a plan (torchtitan, Llama 3); stage 4 is not. Reduced every
+    # micro-batch it keeps ZeRO-3's buffer; under torch's pipelining (per_step, the default) the stage's weights
+    # stay gathered after each backward and its gradients whole: no buffer, 2 bytes x the stage's parameters / tp
+    z3 = P.Plan(dp=2, tp=2, pp=2, zero_stage=3, num_microbatches=4)
+    assert P.evaluate(m, z3, global_batch=8, seq_len=1024, grad_sync="per_microbatch").memory["zero3_buffer"] > 0
+    held = P.evaluate(m, z3, global_batch=8, seq_len=1024).memory
+    last_stage = (16 * m.layer_parameters() + m.vocab_size * m.hidden_size + m.hidden_size) / 2  # + output, norm
+    assert held["zero3_buffer"] == 0 and held["grads"] == pytest.approx(2 * last_stage, rel=1e-9)
+    with pytest.raises(DistlearnValueError) as e:
+        P.evaluate(m, z3, global_batch=8, seq_len=1024, grad_sync="sometimes")
+    assert e.value.param == "grad_sync" and _bilingual(e.value)
     with pytest.raises(DistlearnValueError) as e:
         P.evaluate(m, P.Plan(dp=2, tp=2, pp=2, zero_stage=4, num_microbatches=4), global_batch=8, seq_len=1024)
     assert e.value.param == "zero_stage"
@@ -740,6 +750,13 @@ def _no_latency(monkeypatch):
     monkeypatch.setattr(SET, "ALPHA", 0.0)
 
 
+def _one_gpu_per_node(n):
+    """n H100s, one per node: every ring step and every all-to-all message crosses a NIC, the rooflines' W (with 8
+    per node the planner runs a ring per NIC or the hierarchical algorithm, and half an EP 16 group's peers are on
+    NVLink: faster than the rooflines' W)."""
+    return Cluster(GPUS["h100-80gb"].with_(gpus_per_node=1), n)
+
+
 @pytest.mark.parametrize("factor,hidden", [(1.3, True), (0.7, False)])
 def test_dp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
     """Pure data parallelism across 2 nodes (ZeRO 0, one micro-batch): the planner's all-reduce is hidden behind the
@@ -751,7 +768,7 @@ def test_dp_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
     b = max(1, round(tokens / 512))
     e = P.evaluate(m, P.Plan(dp=16, tp=1, pp=1, zero_stage=0, recompute="none", micro_batch_size=b,
                              num_microbatches=1, sequence_parallel=False), global_batch=16 * b, seq_len=512,
-                   gpu="h100-80gb", efficiency=P.COMPUTE_EFFICIENCY)  # the roofline's C = peak × efficiency
+                   cluster=_one_gpu_per_node(16), efficiency=P.COMPUTE_EFFICIENCY)  # C = peak × efficiency
     assert (e.time["dp_comm"] == 0) is hidden
 
 
@@ -782,7 +799,7 @@ def test_ep_roofline_agrees_with_the_planner(monkeypatch, factor, hidden):
     m = ModelConfig("moe-fe", "llama", 1024, 1024, 2, 8, 1024, 1024, num_experts=16, experts_per_token=2,
                     expert_ffn_hidden_size=f_e)
     e = P.evaluate(m, P.Plan(dp=16, tp=1, pp=1, ep=16, recompute="none", micro_batch_size=1, num_microbatches=1,
-                             sequence_parallel=False), global_batch=16, seq_len=1024, gpu="h100-80gb",
+                             sequence_parallel=False), global_batch=16, seq_len=1024, cluster=_one_gpu_per_node(16),
                    efficiency=P.COMPUTE_EFFICIENCY)
     experts_forward = 2 * 1024 * 2 * 2 * 3 * 1024 * f_e / (GPUS["h100-80gb"].peak_flops * P.COMPUTE_EFFICIENCY)
     assert (e.time["ep_comm"] / 2 <= experts_forward) is hidden  # forward: dispatch + combine of 4 all-to-alls
@@ -805,10 +822,17 @@ def test_llama3_layouts_shard_gradients_as_the_paper_says():
     forward: ZeRO-2 (FSDP's SHARD_GRAD_OP), not ZeRO-1, whose unsharded gradients cost 6.4 GB per GPU here."""
     for name in ("llama3-405b-8k-gpus", "llama3-405b-16k-gpus", "llama3-405b-16k-gpus-cp16"):
         run = P.PUBLISHED_RUNS[name]
-        e = P.compare_published(name)["estimate"]
         assert run["plan"].zero_stage == 2, name
+        kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=P.published.run_cluster(run),
+                  precision=run["precision"])
         stage_params = 405.9e9 / (run["plan"].tp * run["plan"].pp)  # ≈ 3.2 G parameters per GPU
-        assert e.memory["grads"] < 0.05 * 2 * stage_params  # sharded over dp·cp, not 2 bytes × every parameter
+        # reduce-scattered every micro-batch: sharded over dp·cp, not 2 bytes × every parameter
+        e = P.evaluate(run["model"], run["plan"], grad_sync="per_microbatch", **kw)
+        assert e.memory["grads"] < 0.05 * 2 * stage_params
+        # torch's pipelining (per_step) holds a middle stage's 8 layers' gradients whole until the last backward
+        middle = 8 * run["model"].layer_parameters() / run["plan"].tp
+        e = P.evaluate(run["model"], run["plan"], grad_sync="per_step", **kw)
+        assert e.memory["grads"] == pytest.approx(2 * middle, rel=1e-9) and 6.3e9 < 2 * middle < 6.5e9
 
 
 def test_deepseek_published_rate_is_the_gpu_hours_figure():
@@ -842,6 +866,28 @@ def test_published_figures_of_bloom_gpt3_and_megatron_eq3():
         96 * B * s * l * h ** 2 * (1 + s / (6 * h) + V / (16 * l * h)), rel=1e-12)
     # 1 T row: 163 TFLOP/s × 3072 GPUs against the 502 PFLOP/s aggregate of Table 1 (502 / 3072 = 163.4: rounded)
     assert R["megatron-gpt-1t"]["published_flops"] * 3072 / 1e15 == pytest.approx(502, abs=1.5)
+
+
+def test_llama3_128k_row_depends_on_the_attention_convention():
+    """Attention is 8 % of the model FLOPs at 8K and 57 % at 128K (non-causal count). The time charges the kernel
+    that runs: a causal flash kernel computes (n + 1)/(2n) of the n × n tiles of 128 tokens (n = 1024 at 128K,
+    0.50049), so the attention part of the CP 16 row's compute is that share of the non-causal kernel's, exactly;
+    the count is a separate convention (step_flops(causal_count=True): half of the scores)."""
+    for name, lo, hi in (("llama3-405b-8k-gpus", 0.07, 0.09), ("llama3-405b-16k-gpus-cp16", 0.55, 0.59)):
+        run = P.PUBLISHED_RUNS[name]
+        f = P.forward_flops(run["model"], 1, run["seq_len"])
+        assert lo < f["attention"] / sum(f.values()) < hi
+    run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus-cp16"]
+    assert K.causal_fraction(131072) == 1025 / 2048 and K.causal_fraction(128) == 1.0
+    st = SET.make_setting(run["model"], P.published.run_cluster(run), run["global_batch"], run["seq_len"])
+    causal = STEP.kernel_stage_parts(st, run["plan"])
+    full = STEP.kernel_stage_parts(SET.make_setting(run["model"], P.published.run_cluster(run), run["global_batch"],
+                                                    run["seq_len"], causal=False), run["plan"])
+    assert causal["attention"] == pytest.approx(1025 / 2048 * full["attention"], rel=1e-12)
+    assert causal["gemm"] == full["gemm"] and causal["elementwise"] == full["elementwise"]
+    f = P.forward_flops(run["model"], run["global_batch"], run["seq_len"])
+    counted = P.step_flops(run["model"], run["global_batch"], run["seq_len"], causal_count=True)["model"]
+    assert counted == pytest.approx(3 * (f["layers"] + f["attention"] / 2 + f["logits"]), rel=1e-12)
 
 
 def test_cli_rows_are_the_searched_plans(capsys):
@@ -1313,6 +1359,7 @@ def test_kernel_model_without_its_memory_bound_parts_is_the_flat_model(monkeypat
     from dataclasses import replace
     e = 0.6
     monkeypatch.setattr(K, "GEMM_CEILING", {k: e for k in K.GEMM_CEILING})
+    monkeypatch.setattr(K, "FP8_BLOCK_CEILING", {k: e for k in K.FP8_BLOCK_CEILING})
     monkeypatch.setattr(K, "FLASH_SHARE", {k: (e, 1.25 * e) for k in K.FLASH_SHARE})
     monkeypatch.setattr(K, "END_TO_END", 1.0)
     run = P.PUBLISHED_RUNS[name]
@@ -1320,7 +1367,8 @@ def test_kernel_model_without_its_memory_bound_parts_is_the_flat_model(monkeypat
     cluster = Cluster(cluster.gpu.with_(hbm_bw=1e40), cluster.num_nodes)
     plan = replace(run["plan"], recompute=recompute)
     kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=cluster, precision=run["precision"])
-    kernel, flat = P.evaluate(run["model"], plan, **kw), P.evaluate(run["model"], plan, efficiency=e, **kw)
+    # the flat model counts every score: the kernel model with a non-causal kernel is the same arithmetic
+    kernel, flat = P.evaluate(run["model"], plan, causal=False, **kw), P.evaluate(run["model"], plan, efficiency=e, **kw)
     assert kernel.time["compute"] == pytest.approx(flat.time["compute"], rel=1e-9)
 
 
@@ -1433,3 +1481,145 @@ def test_cli_limits_the_recomputation_modes(capsys, lang, monkeypatch):
         assert "--recompute" in err and "norm-act" in err and ("必须" in err) == (lang == "zh")
     finally:
         i18n.set_language(old)
+
+
+# ---------------------------------------------------------------- issue 38: the time model's parts, against counts
+def _cc(topo, op, nbytes, g, k):
+    """The faster of collective_cost's two closed forms across domains (one ring per NIC, hierarchical)."""
+    from distlearn.core.topology import collective_cost
+    if g // k == 1:
+        return collective_cost(topo, op, nbytes, g, k, "ring", rings=k).seconds
+    return min(collective_cost(topo, op, nbytes, g, k, "ring", rings=k).seconds,
+               collective_cost(topo, op, nbytes, g, k, "hierarchical").seconds)
+
+
+@pytest.mark.parametrize("tp, per_node", [(8, 1), (2, 4)])
+def test_dp_group_across_nodes_is_the_topologys_closed_form(tp, per_node):
+    """DDP across 4 H100 nodes, pp = 2 (the all-reduce exposed after the flush): the dp ranks spaced tp apart sit
+    per_node to a node, and each layer's all-reduce costs what collective_cost's closed forms say (tp 8: one per
+    node, the ring through one NIC; tp 2: four per node, the faster of 4 rings and the hierarchical algorithm)."""
+    from distlearn.core.topology import Topology
+    m = PRESETS["llama3-8b"]
+    dp = 16 // tp
+    plan = P.Plan(dp=dp, tp=tp, pp=2, zero_stage=0, recompute="selective", micro_batch_size=1, num_microbatches=8)
+    e = P.evaluate(m, plan, global_batch=8 * dp, seq_len=2048, cluster=make_cluster("h100-80gb", 32))
+    g = GPUS["h100-80gb"]
+    topo = Topology("h100", 8, g.nvlink_bw, g.network_bw, alpha_intra=P.ALPHA, alpha_network=P.ALPHA)
+    shard = (16 * m.layer_parameters() + m.vocab_size * m.hidden_size + m.hidden_size) / tp  # the last stage's
+    first = (16 * m.layer_parameters() + m.embedding_parameters()) / tp
+    assert e.time["dp_comm"] == pytest.approx(16 * _cc(topo, "all_reduce", 2 * first / 16, dp, per_node), rel=1e-12)
+    assert shard > first  # the first stage's shard is the one the planner charges (its layers' buckets)
+
+
+def test_deepseek_expert_all_to_all_is_the_reports_infiniband_volume():
+    """DeepSeek-V3's EP 64 over 8 H800 nodes (tp 1, b = 1, s = 4096): per MoE layer and micro-batch, four
+    all-to-alls of the 4096 × 7168 values a GPU holds — dispatch and the backward's dispatch-direction one in FP8
+    with a 4-byte scale per 128 values, both combines in BF16 (§3.3.3) — each crossing InfiniBand with
+    3.5 copies per token (at most 4 target nodes, the own one among them 1 time in 2, §2.1.2 / §3.2.2), the
+    NVLink forwarding of 7 copies hidden under it (160 GB/s against 50), 63 messages of α each."""
+    run = P.PUBLISHED_RUNS["deepseek-v3"]
+    model, plan = run["model"], run["plan"]
+    assert model.max_nodes_per_token == 4 and plan.tp == 1 and plan.ep == 64 and plan.micro_batch_size == 1
+    st = SET.make_setting(model, P.published.run_cluster(run), run["global_batch"], run["seq_len"],
+                          precision=run["precision"])
+    assert STEP.all_to_all_bytes(st) == {"dispatch": 1 + 4 / 128, "combine": 2.0, "backward_dispatch": 1 + 4 / 128,
+                                         "backward_combine": 2.0}
+    values = 4096 * 7168
+    one = lambda per: 63 * P.ALPHA + 3.5 * values * per / 50e9  # noqa: E731
+    starts = [sum(plan.stage_layers[:i]) for i in range(plan.pp)]
+    moe = max(sum(1 for layer in range(a, a + n) if layer >= 3) for a, n in zip(starts, plan.stage_layers))
+    layer = 2 * one(1 + 4 / 128) + 2 * one(2.0)
+    assert STEP.ep_seconds(st, plan) == pytest.approx(moe * layer, rel=1e-12)
+    # without the node limit each of the 8 copies is its own message: 56/64 of them cross InfiniBand, twice as many
+    free = SET.make_setting(model.with_(max_nodes_per_token=None), P.published.run_cluster(run), run["global_batch"],
+                            run["seq_len"], precision=run["precision"])
+    ib = lambda per: 63 * P.ALPHA + 7 * values * per / 50e9  # noqa: E731
+    assert STEP.ep_seconds(free, plan) == pytest.approx(moe * (2 * ib(1 + 4 / 128) + 2 * ib(2.0)), rel=1e-12)
+
+
+def test_ep_and_cp_groups_inside_a_gb200_domain_stay_on_nvlink():
+    """On GB200 NVL72 (72 GPUs in one NVLink domain) an EP 32 group with tp 2 (64 GPUs) stays inside the domain: its
+    all-to-all is the direct one at 900 GB/s with no network bytes; on 8-GPU H100 nodes the same group spans 8."""
+    from distlearn.core.topology import collective_cost
+    from distlearn.core.models import MOE_PRESETS
+    m = MOE_PRESETS["mixtral-8x7b"].with_(num_experts=32)
+    plan = P.Plan(dp=32, tp=2, pp=1, ep=32, recompute="selective", micro_batch_size=1, num_microbatches=1)
+    st = SET.make_setting(m, Cluster(GPUS["gb200-nvl72"], 1), 32, 4096)
+    assert st.topology.gpus_per_domain == 72
+    values = 4096 / 2 * m.hidden_size
+    expect = collective_cost(st.topology, "all_to_all", 2 * values * 2, 32, 32, "direct")
+    assert expect.network_bytes == 0
+    assert STEP.ep_seconds(st, plan) == pytest.approx(m.num_layers * 4 * expect.seconds, rel=1e-12)
+    h100 = SET.make_setting(m, make_cluster("h100-80gb", 64), 32, 4096)
+    across = collective_cost(h100.topology, "all_to_all", 2 * values * 2, 32, 4, "direct")
+    assert STEP.ep_seconds(h100, plan) == pytest.approx(m.num_layers * 4 * across.seconds, rel=1e-12)
+
+
+def test_fsdp_with_pipelining_reduces_once_per_step_as_torch_does():
+    """torch 2.13's pipelining turns gradient sync off for every micro-batch (backward_maybe_with_nosync) and
+    reduce-scatters once per step (perform_reduce_grad): the planner's collectives per step are chapter 12's
+    (distlearn.nd_parallel.simulation, whose counts tests/test_labs_nd_parallel.py checks against the real engine):
+    one reduce-scatter per FSDP group, fsdp_all_gathers' all-gathers (1 for ZeRO 2, one per forward that freed the
+    weights for ZeRO 3). Its time: exposed after the flush; per_microbatch keeps the reduce-scatter of every
+    micro-batch behind its backward."""
+    from distlearn.core.topology import collective_cost
+    from distlearn.nd_parallel import simulation as ND
+    m = PRESETS["llama3-8b"]
+    pp, mb = 4, 8
+    st = SET.make_setting(m, make_cluster("h100-80gb", 32), 64, 2048)
+    for zero in (2, 3):
+        phases = dict(st.dp_collectives(zero, mb, pp))
+        rs = [c for cs in phases.values() for c in cs if c.op == "reduce_scatter"]
+        ag = [c for cs in phases.values() for c in cs if c.op == "all_gather"]
+        lay = ND.Layout(pp=pp, dp=2, tp=1, zero_stage=zero, num_microbatches=mb)
+        traffic = ND.group_traffic(get_preset("llama3-8b").with_(num_layers=8, vocab_size=64, hidden_size=64,
+                                                                 num_heads=4, num_kv_heads=2, ffn_hidden_size=128),
+                                   lay, 0, seq_len=16)
+        per_group = {t.collective: t.calls for t in traffic if t.dim == "dp"}
+        assert [c.times for c in rs] == [per_group["reduce_scatter"]] == [1]
+        assert [c.times for c in ag] == [per_group["all_gather"]]
+        assert per_group["all_gather"] == ND.fsdp_all_gathers(ND.one_f_one_b_order(pp, 0, mb), zero, True)
+    plan = P.Plan(dp=8, tp=1, pp=pp, zero_stage=2, recompute="selective", micro_batch_size=1, num_microbatches=mb)
+    e = P.evaluate(m, plan, global_batch=64, seq_len=2048, cluster=make_cluster("h100-80gb", 32))
+    # the first stage's 8 layers and embedding in bf16, one collective per layer (a bucket) inside the node
+    shard = 2 * (8 * m.layer_parameters() + m.embedding_parameters())
+    one = lambda op: 8 * collective_cost(st.topology, op, shard / 8, 8, 8, "ring", rings=8).seconds  # noqa: E731
+    assert e.time["dp_comm"] == pytest.approx(one("reduce_scatter") + one("all_gather"), rel=1e-12)
+    each = P.evaluate(m, plan, global_batch=64, seq_len=2048, cluster=make_cluster("h100-80gb", 32),
+                      grad_sync="per_microbatch")
+    assert each.time["dp_comm"] == pytest.approx(one("all_gather"), rel=1e-12)  # the reduce-scatters hidden
+
+
+def test_fine_grained_fp8_gemms_run_at_deepgemms_measured_speed():
+    """DeepGEMM's README (H800 SXM5): 1426 TFLOP/s at M = 4096, N = 7168, K = 16384 — its best normal GEMM —
+    of the 1979 TFLOP/s FP8 peak. A compute-bound FP8 GEMM of the DeepSeek-V3 recipe takes FLOPs / 1426e12;
+    the Transformer Engine recipes keep the bf16 share (792.1 of 989)."""
+    h800 = GPUS["h800"]
+    assert K.FP8_BLOCK_CEILING["h800"] * h800.peak_fp8_flops == pytest.approx(1426e12)
+    m = PRESETS["llama3-70b"]
+    kw = dict(micro_batch=1, seq_len=8192, tp=8, attention="flash", gemm_peak=h800.peak_fp8_flops,
+              peak=h800.peak_flops, gemm_bytes=1)
+    block = K.layer_seconds(m, h800, fp8_block_scaled=True, **kw)
+    tensor = K.layer_seconds(m, h800, **kw)
+    flops = 2 * 8192 * FL.matmul_params_per_layer(m) / 8
+    assert block.gemm_forward == pytest.approx(flops / 1426e12, rel=1e-12)
+    assert tensor.gemm_forward == pytest.approx(flops / (1979e12 * 792.1 / 989), rel=1e-12)
+    assert "deepseek-v3" in K.FINE_GRAINED_FP8_RECIPES and "te-fp8" not in K.FINE_GRAINED_FP8_RECIPES
+
+
+def test_causal_mask_changes_the_flash_kernel_only():
+    """A flash kernel skips the tiles above the diagonal: 65/128 of the scores at 8K (64 tiles of 128); the
+    materialised attention of Megatron-LM 2021 computes them all, causal or not."""
+    g = GPUS["h100-80gb"]
+    m = PRESETS["llama3-70b"]
+    kw = dict(micro_batch=1, seq_len=8192, tp=8, gemm_peak=g.peak_flops, peak=g.peak_flops)
+    c, f = (K.layer_seconds(m, g, attention="flash", causal=x, **kw) for x in (True, False))
+    assert c.attention_forward == pytest.approx(65 / 128 * f.attention_forward, rel=1e-12)
+    assert c.attention_backward == pytest.approx(65 / 128 * f.attention_backward, rel=1e-12)
+    c, f = (K.layer_seconds(m, g, attention="materialised", causal=x, **kw) for x in (True, False))
+    assert c == f
+    run = P.PUBLISHED_RUNS["megatron-gpt-145.6b"]
+    kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=P.published.run_cluster(run),
+              precision=run["precision"])
+    assert P.evaluate(run["model"], run["plan"], causal=True, **kw).time == P.evaluate(
+        run["model"], run["plan"], causal=False, **kw).time

@@ -129,7 +129,8 @@ def test_one_evaluate_checks_each_input_once_at_its_boundary(monkeypatch, plan, 
     checks = [c[2:] for c in ours]  # (parameter, check): global_batch is both a whole number and divisible by dp·b
     assert len(checks) == len(set(checks)), sorted(c for c in checks if checks.count(c) > 1)  # each input once
     # the other chapters' functions also check their booleans since issue 33: about 100 checks, none repeated per stage
-    assert 15 <= len(ours) <= 25 and len(calls) <= 110, (len(ours), len(calls))
+    # (make_setting's grad_sync and causal, issue 38, are two more inputs checked once)
+    assert 15 <= len(ours) <= 27 and len(calls) <= 110, (len(ours), len(calls))
 
 
 def test_the_number_of_checks_does_not_grow_with_the_pipeline(monkeypatch):

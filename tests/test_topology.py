@@ -294,3 +294,63 @@ def test_chapter02_prose_numbers_are_the_closed_forms():
     for t in step.values():
         assert section.count(f"{t:.3f} s") >= 2, t
     assert f"{step['tp across'] / step['tp inside']:.1f} times" in section and "9.0 倍" in section
+
+
+# ---------------------------------------------------------------- 5. what the planner reads (issue 38)
+def test_per_domain_places_a_strided_group_on_the_domains():
+    """A group of n ranks spaced s apart shares a domain of D GPUs with min(n, D // s) of its members (rounded down
+    to a divisor of n): EP 64 with tp 1 → 8 per 8-GPU node; DP with tp 8 → 1; tp 2 → 4; a GB200 NVL72 domain holds
+    16 of a stride-4 group, 8 of 128 at stride 8 (9 would not divide 128)."""
+    from distlearn.core.topology import make_topology, per_domain
+    h100, nvl = make_topology("h100-80gb"), make_topology("gb200-nvl72")
+    cases = [(h100, 64, 1, 8), (h100, 64, 8, 1), (h100, 128, 2, 4), (h100, 4, 1, 4), (h100, 16, 16, 1),
+             (nvl, 16, 4, 16), (nvl, 128, 8, 8), (nvl, 64, 1, 64)]
+    assert [per_domain(t, n, s) for t, n, s, _ in cases] == [k for *_, k in cases]
+    with pytest.raises(DistlearnValueError) as e:
+        per_domain(h100, 0, 1)
+    assert e.value.param == "size"
+
+
+def test_best_collective_is_the_faster_closed_form():
+    """All-reduce of 1 GB on 16 H100s: 2 nodes × 8 → 8 rings, one per NIC: 2·15/16·1e9 / (8 × 50e9) = 4.6875 ms,
+    faster than the hierarchical 6.39 ms (the docstring example); 16 nodes × 1 → the one ring at 50 GB/s, 37.5 ms;
+    inside one node the ring at 450 GB/s; an all-to-all is the direct one."""
+    from distlearn.core.topology import best_collective, collective_cost, make_topology
+    t = make_topology("h100-80gb")
+    two = best_collective(t, "all_reduce", 1e9, 16, 8)
+    assert two.algorithm == "ring" and two.seconds == pytest.approx(2 * 15 / 16 * 1e9 / 400e9, rel=1e-12)
+    assert collective_cost(t, "all_reduce", 1e9, 16, 8, "hierarchical").seconds == pytest.approx(6.39e-3, abs=1e-5)
+    one = best_collective(t, "all_reduce", 1e9, 16, 1)
+    assert one.seconds == pytest.approx(2 * 15 / 16 * 1e9 / 50e9, rel=1e-12)
+    assert best_collective(t, "all_gather", 1e9, 8).seconds == pytest.approx(7 / 8 * 1e9 / 450e9, rel=1e-12)
+    # few NICs per domain against a slow network: the hierarchical one wins (k = 2 rings of 1 GB/s vs NVLink)
+    slow = t.with_(network_bw=1e9)
+    tree = best_collective(slow, "all_reduce", 1e9, 16, 2)
+    assert tree.algorithm == "hierarchical" and tree.seconds < collective_cost(
+        slow, "all_reduce", 1e9, 16, 2, "ring", rings=2).seconds
+    assert best_collective(t, "all_to_all", 1e9, 16, 8).algorithm == "direct"
+
+
+def test_node_limited_dispatch_halves_deepseeks_infiniband_bytes():
+    """DeepSeek-V3 (§2.1.2, §3.2.2): EP 64 over 8 H800 nodes, k = 8 experts per token on at most M = 4 nodes. Per
+    token of X bytes: unrestricted, 56 of the 64 expert GPUs sit on other nodes, 8·56/64 = 7 X over InfiniBand;
+    node-limited, one copy per remote target node, 4 × 7/8 = 3.5 X (the targets are the own node 1 time in 2),
+    and every copy off its landing GPU forwarded over NVLink, 8 × 7/8 = 7 X. IB-bound both ways (3.5 X / 50 GB/s
+    > 7 X / 160 GB/s): the time halves. M ≥ d routes to all d − 1 other domains once."""
+    from distlearn.core.hardware import GB_S
+    from distlearn.core.topology import Topology, collective_cost, dispatch_cost
+    h800 = Topology("h800", 8, 160 * GB_S, 50 * GB_S, alpha_network=5e-6)
+    X = 4096 * 7168 * (1 + 4 / 128)  # one micro-batch of tokens in FP8 with its 1 x 128 scales
+    free = dispatch_cost(h800, X, 8, 64, 8)
+    limited = dispatch_cost(h800, X, 8, 64, 8, max_domains=4)
+    assert free == collective_cost(h800, "all_to_all", 8 * X, 64, 8, "direct")
+    assert free.network_bytes == pytest.approx(7 * X) and limited.network_bytes == pytest.approx(3.5 * X)
+    assert limited.intra_bytes == pytest.approx(7 * X)
+    assert limited.seconds == pytest.approx(63 * 5e-6 + 3.5 * X / 50e9, rel=1e-12)
+    assert free.seconds == pytest.approx(63 * 5e-6 + 7 * X / 50e9, rel=1e-12)
+    assert dispatch_cost(h800, X, 8, 32, 8, max_domains=4).network_bytes == pytest.approx(3 * X)  # 4 nodes: all 3
+    assert dispatch_cost(h800, X, 8, 16, 8, max_domains=4).network_bytes == pytest.approx(X)  # 2 nodes: the other
+    assert dispatch_cost(h800, X, 8, 8, 8, max_domains=4).network_bytes == 0   # inside one node
+    with pytest.raises(DistlearnValueError) as e:
+        dispatch_cost(h800, X, 8, 64, 8, max_domains=0)
+    assert e.value.param == "max_domains"

@@ -91,7 +91,10 @@ class ModelConfig:
     ``"sigmoid"``: DeepSeek-V3, sigmoid affinities, top-k, normalize). ``mla``: multi-head latent attention instead
     of (grouped-query) attention. ``num_mtp_modules``: DeepSeek-V3's multi-token prediction modules, each one
     projection ``2h → h``, two RMSNorms, one more transformer block and its own final RMSNorm, sharing the
-    embedding and the LM head with the main model.
+    embedding and the LM head with the main model. ``max_nodes_per_token``: node-limited routing, each token's
+    routed experts on at most this many nodes (DeepSeek-V3 §2.1.2: M = 4; its config.json ``topk_group`` 4 of
+    ``n_group`` 8), ``None`` = unrestricted; ignored by a dense model (the planner's expert all-to-all,
+    :func:`distlearn.core.topology.dispatch_cost`).
     """
 
     name: str
@@ -113,6 +116,7 @@ class ModelConfig:
     router: str = "softmax"
     mla: MLA | None = None
     num_mtp_modules: int = 0
+    max_nodes_per_token: int | None = None
 
     def __post_init__(self):
         check_choice("arch", self.arch, ARCHS)
@@ -145,6 +149,8 @@ class ModelConfig:
         check_choice("router", self.router, ROUTERS)
         if self.expert_ffn_hidden_size is not None:
             check_int("expert_ffn_hidden_size", self.expert_ffn_hidden_size, minimum=1)
+        if self.max_nodes_per_token is not None:  # a dense model has no routing to limit: ignored there
+            check_int("max_nodes_per_token", self.max_nodes_per_token, minimum=1)
         if e == 0:
             if self.experts_per_token or self.num_shared_experts:
                 raise DistlearnValueError(
@@ -307,13 +313,13 @@ PRESETS: dict[str, ModelConfig] = read_only({c.name: c for c in [
 #   (q_lora_rank 1536, kv_lora_rank 512, qk_nope_head_dim 128, qk_rope_head_dim 64, v_head_dim 128),
 #   n_routed_experts 256, n_shared_experts 1, num_experts_per_tok 8, moe_intermediate_size 2048,
 #   intermediate_size 18432 (dense layers), vocab 129280, untied, scoring_func sigmoid, num_nextn_predict_layers 1,
-#   max positions 163840.
+#   max positions 163840; n_group 8, topk_group 4: node-limited routing to at most 4 of the 8 nodes (report §2.1.2).
 MOE_PRESETS: dict[str, ModelConfig] = read_only({c.name: c for c in [
     ModelConfig("mixtral-8x7b", "llama", 32000, 4096, 32, 32, 14336, 32768, num_kv_heads=8,
                 num_experts=8, experts_per_token=2),
     ModelConfig("deepseek-v3", "llama", 129280, 7168, 61, 128, 18432, 163840,
                 num_experts=256, experts_per_token=8, num_shared_experts=1, expert_ffn_hidden_size=2048,
-                first_dense_layers=3, router="sigmoid", num_mtp_modules=1,
+                first_dense_layers=3, router="sigmoid", num_mtp_modules=1, max_nodes_per_token=4,
                 mla=MLA(q_lora_rank=1536, kv_lora_rank=512, qk_nope_head_dim=128, qk_rope_head_dim=64,
                         v_head_dim=128)),
 ]})

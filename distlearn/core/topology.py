@@ -234,6 +234,13 @@ def collective_cost(topo: Topology, operation: str, nbytes: float, group: int, p
         raise DistlearnValueError(
             "algorithm", "all_to_all takes algorithm 'direct'; the other operations take 'ring' or 'hierarchical'.",
             "all_to_all 只能用 algorithm 'direct'；其他操作用 'ring' 或 'hierarchical'。")
+    return _collective_cost(topo, operation, nbytes, g, k, algorithm, r)
+
+
+def _collective_cost(topo: Topology, operation: str, nbytes: float, g: int, k: int, algorithm: str,
+                     r: int) -> CollectiveCost:
+    """:func:`collective_cost` of checked arguments (``k`` = per_domain, ``r`` = rings)."""
+    d = g // k
     levels: list[Level] = []
     if g == 1:
         pass
@@ -264,6 +271,116 @@ def collective_cost(topo: Topology, operation: str, nbytes: float, group: int, p
         levels += [_level(topo, "reduce_scatter inside", "intra", "reduce_scatter", k, nbytes),
                    _level(topo, "reduce_scatter across", "network", "reduce_scatter", d, nbytes / k)]
     return CollectiveCost(operation, algorithm, g, k, nbytes, tuple(levels))
+
+
+def per_domain(topo: Topology, size: int, stride: int) -> int:
+    """GPUs of one group that share an NVLink domain: a group of ``size`` ranks spaced ``stride`` apart (ranks
+    numbered domain by domain, the group starting on a domain boundary, as Megatron-LM orders tp, cp, ep, dp, pp).
+    ``stride ≥ gpus_per_domain``: one per domain; else the largest divisor of ``size`` that is at most
+    ``gpus_per_domain // stride`` (a group the domain size does not divide is counted as the even placement just
+    below it). Example: EP 64 with stride 1 on domains of 8: 8 per domain, 8 domains; DP 64 with stride 8 (TP 8):
+    1 per domain. Raises DistlearnValueError unless ``size`` and ``stride`` are integers ≥ 1
+    (``per_domain.unchecked`` skips the checks)."""
+    topo = check_record("topo", topo, Topology, "make_topology('h100-80gb')")
+    return _per_domain(topo, check_int("size", size, minimum=1), check_int("stride", stride, minimum=1))
+
+
+def _per_domain(topo: Topology, size: int, stride: int) -> int:
+    """:func:`per_domain` of checked arguments (``per_domain.unchecked``)."""
+    fit = min(size, topo.gpus_per_domain // stride)
+    while fit > 1 and size % fit:
+        fit -= 1
+    return max(fit, 1)
+
+
+per_domain.unchecked = _per_domain
+
+
+def best_collective(topo: Topology, operation: str, nbytes: float, group: int,
+                    per_domain: int | None = None) -> CollectiveCost:
+    """The :func:`collective_cost` NCCL's choice comes to for this placement: the direct all-to-all; inside one
+    domain the ring; across domains the faster of the ring on ``per_domain`` rings (NCCL runs one ring per NIC,
+    its channels, Jeaugey 2019) and the hierarchical algorithm (NCCL's tree: a chain inside the node, a tree
+    between nodes, which NCCL's tuner prefers at scale and for large messages across many nodes). Arguments and
+    errors as :func:`collective_cost`'s. ``best_collective.unchecked(topo, operation, nbytes, group, per_domain)``
+    skips the checks (for the planner, which checked its inputs once; ``per_domain`` then required)."""
+    topo = check_record("topo", topo, Topology, "make_topology('h100-80gb')")
+    operation = check_choice("operation", operation, OPERATIONS)
+    nbytes = check_number("nbytes", nbytes, minimum=0)
+    g = check_int("group", group, minimum=1)
+    k = min(g, topo.gpus_per_domain) if per_domain is None else check_int(
+        "per_domain", per_domain, minimum=1, maximum=min(g, topo.gpus_per_domain))
+    if g % k:
+        raise DistlearnValueError("per_domain", f"per_domain = {k} must divide group = {g} (equal parts per domain).",
+                                  f"per_domain = {k} 必须整除 group = {g}（每个域放同样多的 GPU）。")
+    return _best_collective(topo, operation, nbytes, g, k)
+
+
+def _best_collective(topo: Topology, operation: str, nbytes: float, g: int, k: int) -> CollectiveCost:
+    """:func:`best_collective` of checked arguments."""
+    if operation == "all_to_all":
+        return _collective_cost(topo, operation, nbytes, g, k, "direct", 1)
+    ring = _collective_cost(topo, operation, nbytes, g, k, "ring", k)
+    if g == k:
+        return ring
+    tree = _collective_cost(topo, operation, nbytes, g, k, "hierarchical", 1)
+    return tree if tree.seconds < ring.seconds else ring
+
+
+best_collective.unchecked = _best_collective
+
+
+def dispatch_cost(topo: Topology, nbytes: float, copies: int, group: int, per_domain: int | None = None,
+                  max_domains: int | None = None) -> CollectiveCost:
+    """α-β cost of one expert-parallel all-to-all that sends each of a GPU's tokens to ``copies`` experts (top-k)
+    spread evenly over the ``group`` GPUs (``per_domain`` to a domain, d = group/per_domain domains). ``nbytes``:
+    bytes of the GPU's tokens, one copy each (tokens × h × bytes per value).
+
+    - ``max_domains=None``: every copy is its own message, the direct all-to-all of :func:`collective_cost` on
+      ``copies × nbytes`` bytes (k − 1 of g − 1 peers on NVLink);
+    - ``max_domains=M`` (node-limited routing, DeepSeek-V3 §2.1.2: each token's experts on at most M = 4 nodes;
+      §3.2.2: a token crosses InfiniBand once per target node, to the GPU of the same local index, which forwards
+      it over NVLink to the GPUs of its experts there): per token, M' = min(M, d) target domains of which
+      M'·(d − 1)/d are remote (the targets uniform over the d domains) cross the network once each, and each of
+      the ``copies`` travels over NVLink once unless it lands on the GPU it arrived at (1 in ``per_domain``):
+      network bytes M'·(d − 1)/d·``nbytes``, NVLink bytes copies·(k − 1)/k·``nbytes``, time
+      (g − 1)·α + max(network bytes / network_bw, NVLink bytes / intra_bw) (the two overlap, §3.2.2). Two experts
+      of one token on one GPU are counted as two copies (an upper bound).
+
+    The combine all-to-all (and the backward ones) move the same bytes the other way. Raises DistlearnValueError
+    for a bad ``nbytes``, ``copies`` or ``max_domains`` (integers ≥ 1) or placement.
+    ``dispatch_cost.unchecked(topo, nbytes, copies, group, per_domain, max_domains)`` skips the checks."""
+    topo = check_record("topo", topo, Topology, "make_topology('h100-80gb')")
+    nbytes = check_number("nbytes", nbytes, minimum=0)
+    copies = check_int("copies", copies, minimum=1)
+    m = None if max_domains is None else check_int("max_domains", max_domains, minimum=1)
+    g = check_int("group", group, minimum=1)
+    k = min(g, topo.gpus_per_domain) if per_domain is None else check_int(
+        "per_domain", per_domain, minimum=1, maximum=min(g, topo.gpus_per_domain))
+    if g % k:
+        raise DistlearnValueError("per_domain", f"per_domain = {k} must divide group = {g} (equal parts per domain).",
+                                  f"per_domain = {k} 必须整除 group = {g}（每个域放同样多的 GPU）。")
+    return _dispatch_cost(topo, nbytes, copies, g, k, m)
+
+
+def _dispatch_cost(topo: Topology, nbytes: float, copies: int, g: int, k: int, m: int | None) -> CollectiveCost:
+    """:func:`dispatch_cost` of checked arguments."""
+    if m is None:
+        return _collective_cost(topo, "all_to_all", copies * nbytes, g, k, "direct", 1)
+    d = g // k
+    if g == 1:
+        return CollectiveCost("all_to_all", "node-limited", g, k, nbytes, ())
+    across = min(m, d) * (d - 1) / d * nbytes
+    inside = copies * (k - 1) / k * nbytes
+    alpha = topo.alpha_network if d > 1 else topo.alpha_intra
+    seconds = (g - 1) * alpha + max(inside / topo.intra_bw, across / topo.network_bw)
+    levels = [Level("dispatch inside (NVLink forwarding)", "intra", k, inside, seconds)]
+    if d > 1:   # runs at the same time as the NVLink part: its time is in the max above
+        levels.append(Level(f"dispatch across (at most {min(m, d)} domains per token)", "network", d, across, 0.0))
+    return CollectiveCost("all_to_all", "node-limited", g, k, nbytes, tuple(levels))
+
+
+dispatch_cost.unchecked = _dispatch_cost
 
 
 def group_placement(topo: Topology, ranks) -> tuple[int, int]:
@@ -322,13 +439,8 @@ class PlacementRow:
 
 
 def _best(topo: Topology, operation: str, nbytes: float, g: int, k: int) -> float:
-    """Seconds of the better algorithm NCCL could pick for this placement (ring on k rings, or hierarchical)."""
-    if operation == "all_to_all":
-        return collective_cost(topo, operation, nbytes, g, k, "direct").seconds
-    ring = collective_cost(topo, operation, nbytes, g, k, "ring", rings=k).seconds
-    if g // k == 1:
-        return ring
-    return min(ring, collective_cost(topo, operation, nbytes, g, k, "hierarchical").seconds)
+    """Seconds of the better algorithm NCCL could pick for this placement (:func:`best_collective`)."""
+    return best_collective(topo, operation, nbytes, g, k).seconds
 
 
 def placement(topo: Topology, model, *, tp: int = 1, cp: int = 1, ep: int = 1, dp: int = 1, pp: int = 1,

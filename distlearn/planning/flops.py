@@ -23,8 +23,8 @@ from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.core.hardware import GPU, peak_flops
 from distlearn.core.models import ModelConfig, build_model
 from distlearn.core.records import GPU as GPU_SPEC, MODEL
-from distlearn.core.validate import (DistlearnValueError, check_choice, check_elements, check_int, check_seed, checks,
-                                     mapping)
+from distlearn.core.validate import (DistlearnValueError, check_bool, check_choice, check_elements, check_int,
+                                     check_seed, checks, mapping)
 from distlearn.memory.formulas import PRECISIONS
 from distlearn.precision.fp8_recipes import RECIPES as FP8_RECIPES
 
@@ -82,12 +82,19 @@ def _forward_flops(model: ModelConfig, B: int, s: int) -> dict[str, float]:
 
 
 @checks(model=MODEL)
-def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: str = "none") -> dict[str, float]:
+def step_flops(model: ModelConfig, num_sequences: int, seq_len: int, recompute: str = "none", *,
+               causal_count: bool = False) -> dict[str, float]:
     """FLOPs of one training step: ``{"model", "hardware"}`` (:func:`flops_of_step` of :func:`forward_flops`).
-    Raises DistlearnValueError for a ``recompute`` not in
-    :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`."""
+    ``causal_count``: a counting convention for MFU, not what a kernel runs — count the attention core under the
+    causal mask, half of :func:`attention_core_flops` (the scores above the diagonal left out), instead of all of
+    it (the default, Narayanan et al. 2021 eq. 3's 4·s²·h per layer). Raises DistlearnValueError for a
+    ``recompute`` not in :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES` or a ``causal_count`` that is
+    not a bool."""
     check_choice("recompute", recompute, RECOMPUTE_MODES)
-    return _flops_of_step(forward_flops(model, num_sequences, seq_len), recompute)
+    forward = forward_flops(model, num_sequences, seq_len)
+    if check_bool("causal_count", causal_count):
+        forward = {**forward, "attention": forward["attention"] / 2}
+    return _flops_of_step(forward, recompute)
 
 
 @checks(forward=mapping(("layers", "logits")))

@@ -34,8 +34,17 @@ backward one pessimistic; together they time the flash kernel about 2 % slower t
 with the 2.5 × backward FLOPs below). We take FlashAttention-3 for the H100 because it is the best published Hopper kernel
 (FA2 without Hopper instructions is the 35 %); the Llama 3 paper does not say which kernel it ran. The flash
 backward runs 2.5 × the forward's FLOPs (five matmuls against two: it recomputes the scores; Dao 2023 §4.1 and the
-FlashAttention-2 benchmark script count it so, which is also how its 63 % backward share is measured), the causal
-mask is not exploited (the FLOPs the planner counts).
+FlashAttention-2 benchmark script count it so, which is also how its 63 % backward share is measured). With a
+causal mask (``causal=True``, the planner's default for a flash kernel: every decoder here is causal) the kernel
+skips the tiles above the diagonal, :func:`causal_fraction` ≈ ½ of the scores, at the same share of the peak (an
+assumption: FlashAttention-3's causal figures at head dimension 128 read a few per cent lower than the non-causal
+ones). The materialised core of Megatron-LM 2021 computes every score and masks them in the softmax: charged in
+full. How MFU *counts* attention FLOPs is a separate convention (:func:`distlearn.planning.flops.step_flops`,
+``causal_count``).
+
+**FP8 GEMMs** run at the FP8 peak × :data:`GEMM_CEILING` (the bf16 share) for per-tensor-scaled recipes, and at
+:data:`FP8_BLOCK_CEILING` (DeepGEMM's measured 1426 of 1979 TFLOP/s on the H800) for fine-grained scaling
+(:data:`FINE_GRAINED_FP8_RECIPES`).
 
 **Elementwise, memory-bound work** (:func:`elementwise_ops`): bytes read + written per layer, forward and
 backward, tensor by tensor, at the GPU's HBM bandwidth (``GPU.hbm_bw``, datasheets). GPT as Megatron-LM runs it
@@ -84,6 +93,19 @@ GEMM_CEILING = read_only({"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.
 FLASH_SHARE = read_only({"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
                "h800": (0.75, 0.525)})
 FLASH_BACKWARD_FLOPS = 2.5  # a flash backward recomputes the scores: 5 matmuls against the forward's 2
+# FP8 GEMMs with fine-grained scaling (1 × 128 activation tiles, 128 × 128 weight blocks, promotion to CUDA cores
+# for the accumulation: DeepSeek-V3 §3.3.2), share of the dense FP8 peak (1979 TFLOP/s, H100 / H800 SXM): DeepGEMM's
+# README (github.com/deepseek-ai/DeepGEMM, "Normal GEMMs for dense models", commit 55ab91f of 2025-03-25, H800 SXM5,
+# NVCC 12.8), its best shape M = 4096, N = 7168, K = 16384 at 1426 TFLOP/s (the table's M = 4096 rows: 751–1426;
+# 1.3 x the CUTLASS 3.6 kernel DeepSeek ran before it); the README's later headline "up to 1550 TFLOPS on H800"
+# (2025-04-18) is 78 %. Hopper only (DeepGEMM supports nothing else): other GPUs keep GEMM_CEILING.
+FP8_BLOCK_CEILING = read_only({"h100": 1426 / 1979, "h200": 1426 / 1979, "h800": 1426 / 1979})
+# recipes whose linear layers run such fine-grained-scaled FP8 GEMMs (distlearn.precision.fp8_recipes keys); the
+# Transformer Engine recipes (per-tensor scales) keep the bf16 share GEMM_CEILING, an assumption
+FINE_GRAINED_FP8_RECIPES = ("deepseek-v3",)
+# FlashAttention's tile of keys and queries (FlashAttention-2/3 forward kernels: 128 query rows; Dao 2023 §3.1):
+# with a causal mask the kernel skips every tile above the diagonal and computes the diagonal tiles whole
+FLASH_TILE = 128
 # The one fitted constant: the share of the modelled kernel speed reached end to end (launch gaps, optimizer step,
 # data loading, ...), the same for every run and GPU, never tuned per run. Fitted on the four calibration runs of
 # distlearn.planning.calibration (calibrate(): their ratios' geometric mean = 1; tests/test_published_runs.py checks
@@ -101,6 +123,21 @@ def gpu_family(gpu: GPU) -> str:
         if gpu.name.lower().startswith(key):
             return key
     return "a100"
+
+
+def causal_fraction(seq_len: int, tile: int = FLASH_TILE) -> float:
+    """Share of a flash kernel's score tiles computed under a causal mask: n = ⌈s / tile⌉ tiles per side, the
+    n(n + 1)/2 on and below the diagonal of n², i.e. (n + 1)/(2n) (0.508 at s = 8192, 0.5005 at 131,072; 1 for one
+    tile). With Llama 3's load-balanced context parallelism (2·cp chunks, rank r holding chunks r and 2cp − 1 − r,
+    §3.3.2; :func:`distlearn.context_parallel.simulation.layout_chunks` with ``"zigzag"``) every rank runs the same share of them.
+    Raises DistlearnValueError unless ``seq_len`` and ``tile`` are integers ≥ 1."""
+    return _causal_fraction(check_int("seq_len", seq_len), check_int("tile", tile))
+
+
+def _causal_fraction(seq_len: int, tile: int) -> float:
+    """:func:`causal_fraction` of checked integers."""
+    n = -(-seq_len // tile)
+    return (n + 1) / (2 * n)
 
 
 @dataclass(frozen=True)
@@ -334,12 +371,15 @@ class LayerSeconds:
 def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: int, tp: int, cp: int = 1,
                   sequence_parallel: bool = True, attention: str = "materialised", swiglu: str = "unfused",
                   gemm_peak: float, peak: float, gemm_bytes: float = 2, act_bytes: float = 2,
-                  layer: int | None = None, ep: int = 1) -> LayerSeconds:
+                  layer: int | None = None, ep: int = 1, causal: bool = False,
+                  fp8_block_scaled: bool = False) -> LayerSeconds:
     """:class:`LayerSeconds` of one layer (``layer``: which one, for a model mixing dense and MoE layers).
 
     ``gemm_peak``: FLOP/s of the linear layers' GEMMs (FP8 for the FP8 recipes, TF32 for fp32), ``gemm_bytes`` their
     input bytes (1 for FP8; outputs in ``act_bytes``); ``peak``: the attention core's 16-bit (fp32) peak. With
-    ``cp`` > 1 each rank holds s/cp queries against all s keys (flash attention).
+    ``cp`` > 1 each rank holds s/cp queries against all s keys (flash attention). ``causal``: the flash kernel
+    runs :func:`causal_fraction` of the score tiles (a materialised core computes every score regardless);
+    ``fp8_block_scaled``: the linear GEMMs at :data:`FP8_BLOCK_CEILING` instead of :data:`GEMM_CEILING`.
 
     Raises DistlearnValueError for a GPU without ``hbm_bw``, or unless ``micro_batch``, ``seq_len``, ``tp``, ``cp``
     and ``ep`` are integers ≥ 1, ``sequence_parallel`` a bool, ``attention`` and ``swiglu`` known names (see
@@ -351,11 +391,13 @@ def layer_seconds(model: ModelConfig, gpu: GPU, *, micro_batch: int, seq_len: in
                       attention=attention, swiglu=swiglu, seq_len=seq_len, layer=layer)
     check_int("cp", cp)
     check_int("ep", ep)
+    check_bool("causal", causal)
+    check_bool("fp8_block_scaled", fp8_block_scaled)
     for name, value in (("gemm_peak", gemm_peak), ("peak", peak), ("gemm_bytes", gemm_bytes),
                         ("act_bytes", act_bytes)):
         check_positive(name, value)
     return KernelModel(model, gpu, gemm_peak=gemm_peak, peak=peak, gemm_bytes=gemm_bytes, act_bytes=act_bytes,
-                       swiglu=swiglu).layer(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
+                       swiglu=swiglu, fp8_block_scaled=fp8_block_scaled, causal=causal).layer(micro_batch=micro_batch, seq_len=seq_len, tp=tp, cp=cp,
                                             sequence_parallel=sequence_parallel, attention=attention, layer=layer,
                                             ep=ep)
 
@@ -382,6 +424,8 @@ class KernelModel:
     gemm_bytes: float = 2
     act_bytes: float = 2
     swiglu: str = "unfused"
+    fp8_block_scaled: bool = False   # the linear GEMMs at FP8_BLOCK_CEILING (fine-grained FP8, DeepGEMM)
+    causal: bool = False             # the flash kernel skips masked tiles (causal_fraction)
 
     def layer(self, *, micro_batch: int, seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = True,
               attention: str = "materialised", layer: int | None = None, ep: int = 1) -> LayerSeconds:
@@ -390,11 +434,14 @@ class KernelModel:
         gemm_bytes, act_bytes, swiglu = self.gemm_bytes, self.act_bytes, self.swiglu
         family = gpu_family(gpu)
         e, bw = GEMM_CEILING[family], gpu.hbm_bw
+        e_linear = FP8_BLOCK_CEILING.get(family, e) if self.fp8_block_scaled else e
         tokens = micro_batch * seq_len / cp
         gemms = layer_gemms(model, tokens, tp, layer, ep)
-        g_fwd = sum(_gemm_seconds(g, gemm_peak, e, bw, gemm_bytes, act_bytes) for g in gemms)
+        g_fwd = sum(_gemm_seconds(g, gemm_peak, e_linear, bw, gemm_bytes, act_bytes) for g in gemms)
         if attention == "flash":
             f_attn = micro_batch * flops.attention_core_flops(model, seq_len) / (tp * cp)
+            if self.causal:
+                f_attn *= _causal_fraction(seq_len, FLASH_TILE)
             fwd_share, bwd_share = FLASH_SHARE[family]
             a_fwd = f_attn / (peak * fwd_share)
             a_bwd = FLASH_BACKWARD_FLOPS * f_attn / (peak * bwd_share)

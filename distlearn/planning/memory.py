@@ -27,6 +27,8 @@ Units: bytes (GB = 1e9, GiB = 2**30). The worst pipeline stage is reported (the 
   Korthikanti §4.3), the embedding dropout mask s·b·h/t per micro-batch in flight on the first stage (GPT only:
   Llama has no dropout);
 - ZeRO-3 working buffer: two layers' gathered parameters (the one computing and the one prefetched);
+- ZeRO 1–3 under pipeline parallelism with ``grad_sync="per_step"`` (torch's pipelining, the default): the
+  stage's gradients held whole until the last micro-batch and its parameters gathered, :func:`held_zero_stage`;
 - a stated reserve: :data:`~distlearn.planning.setting.RESERVE_BYTES` for the CUDA context, cuBLAS workspaces
   and NCCL buffers, plus :data:`~distlearn.planning.setting.FRAGMENTATION` of the device memory for the caching
   allocator's fragmentation and temporaries.
@@ -219,18 +221,32 @@ def candidate_rows(st: Setting, p: Plan) -> list[CandidateStage]:
 # ---------------------------------------------------------------- the terms
 @checks(st=SETTING, p=PLAN, stages=each(CANDIDATE))
 def stage_states(st: Setting, p: Plan, stages: list[CandidateStage]) -> list[StageStates]:
-    """:class:`StageStates` of each of ``stages`` for the plan's tp, dp·cp, ep and ZeRO stage."""
+    """:class:`StageStates` of each of ``stages`` for the plan's tp, dp·cp, ep and ZeRO stage (as held:
+    :func:`held_zero_stage`)."""
     tp, cp = p.tp, p.cp
+    stage = held_zero_stage(st, p)
     out = []
     for row in stages:
         states: ModelStateBytes = st.states(max(1, round((row.sums.dense_params + row.extra_params) / tp)),
-                                            p.dp * cp, p.zero_stage)
+                                            p.dp * cp, stage)
         params, grads, optimizer = states.params, states.grads, states.optimizer
         if row.sums.expert_params:  # routed experts: 1/ep of them here, data-parallel over dp·cp/ep ranks
-            ex = st.states(max(1, round(row.sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, p.zero_stage)
+            ex = st.states(max(1, round(row.sums.expert_params / (tp * p.ep))), p.dp * cp // p.ep, stage)
             params, grads, optimizer = params + ex.params, grads + ex.grads, optimizer + ex.optimizer
         out.append(StageStates(params, grads, optimizer, params + grads + optimizer))
     return out
+
+
+def held_zero_stage(st: Setting, p: Plan) -> int:
+    """The ZeRO stage whose sharding a GPU holds at its peak: the plan's, except under pipeline parallelism with
+    ``grad_sync="per_step"`` (:meth:`~distlearn.planning.setting.Setting.per_step_sync`), where torch's pipelining
+    keeps the stage's gradients unsharded until the last micro-batch (``set_requires_gradient_sync(False)``) and
+    its parameters gathered after each backward (``set_reshard_after_backward(False)``): ZeRO-1's count, whole
+    parameters and gradients of the stage, sharded optimizer states, for ZeRO 1, 2 and 3 alike (the sharded
+    gradients the last reduce-scatter writes are not added)."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
+    return 1 if st.per_step_sync(p.pp, p.zero_stage) else p.zero_stage
 
 
 def stage_inflight(st: Setting, p: Plan, row: CandidateStage, peaks) -> float:
@@ -305,9 +321,10 @@ def memory_parts(st: Setting, p: Plan) -> MemoryParts:
     held = memo.get(key)
     if held is None:
         held = st.cached(key, lambda: stage_activations.unchecked(st, p, stages))
-    buffer = 2 * st.per["params"] * st.counts.largest_layer_params / tp if p.zero_stage == 3 else 0.0
+    stage = held_zero_stage(st, p)
+    buffer = 2 * st.per["params"] * st.counts.largest_layer_params / tp if stage == 3 else 0.0
     # the model states do not depend on the micro-batches: one computation for every batching of the layout
-    key = ("stage_states", tp, pp, p.dp * cp, p.ep, p.zero_stage, p.stage_layers)
+    key = ("stage_states", tp, pp, p.dp * cp, p.ep, stage, p.stage_layers)
     held_states = memo.get(key)
     if held_states is None:
         held_states = st.cached(key, lambda: stage_states.unchecked(st, p, stages))

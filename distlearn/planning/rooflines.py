@@ -5,7 +5,11 @@ transformer" (Austin et al. 2025, for TPUs), here with the GPU presets of :mod:`
 Notation: C = FLOP/s one GPU reaches (``peak × efficiency``, the planner's :data:`COMPUTE_EFFICIENCY` by default),
 W = bytes/s per GPU per direction of the link the collective uses (NVLink inside a node, the network across), Ψ
 parameters, T tokens, 16-bit values (2 bytes), ring collectives with (n − 1)/n → 1 and latency left out (the
-planner adds both). Each condition compares two times, so it holds whatever the size of the model:
+planner adds both). W is one GPU's link: a group with k GPUs in each node runs k rings, one per NIC (NCCL's
+channels; the planner's :func:`distlearn.core.topology.best_collective`), or the hierarchical algorithm, and so
+crosses the network up to k times faster; an expert all-to-all sends its (k − 1)/g share over NVLink. The
+conditions below are those of a group with one GPU per node. Each condition compares two times, so it holds
+whatever the size of the model:
 
 - **DP** (gradient all-reduce behind backward): backward 4ΨT/C vs all-reduce 2·2Ψ/W → T ≥ C/W tokens per GPU per
   step (per micro-batch that carries the all-reduce).

@@ -9,7 +9,7 @@ number of interleaved chunks ``v`` and the pipeline schedule. Ranks are ordered 
 Megatron-LM.
 
 The constants are assumptions, each stated once: :data:`RESERVE_BYTES` and :data:`FRAGMENTATION` (memory held
-back per GPU), :data:`ALPHA` (latency per ring step of the α-β model of :mod:`distlearn.core.cost`, Thakur et al.
+back per GPU), :data:`ALPHA` (latency per message of the α-β model of :mod:`distlearn.core.topology`, Thakur et al.
 2005) and :data:`COMPUTE_EFFICIENCY` (the flat time model's share of peak). :func:`make_setting` validates a
 setting's inputs once; the formulas that read a :class:`Setting` (:mod:`~distlearn.planning.memory`,
 :mod:`~distlearn.planning.step_time`) are arithmetic only.
@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 from distlearn.activation_memory.formulas import (ATTENTION, RECOMPUTE_MODES, SWIGLU, config_layer_bytes,
                                                   default_attention)
-from distlearn.core.cost import collective_time
 from distlearn.core.hardware import GPU, Cluster, make_cluster
+from distlearn.core.topology import Topology, best_collective, dispatch_cost, per_domain as group_per_domain
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
 from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice, check_int,
                                      check_number, checks, each, record, whole)
@@ -31,7 +31,7 @@ from distlearn.pipeline_parallel.schedules import partition_layers
 from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
                                       model_counts)
 from distlearn.precision.fp8_recipes import bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
-from distlearn.zero_fsdp.traffic import step_collectives
+from distlearn.zero_fsdp.traffic import Collective, step_collectives
 from distlearn.core.guard import read_only
 
 COMPUTE_EFFICIENCY = 0.55  # the FLAT model's share of peak (efficiency= given, GPUs without hbm_bw, the rooflines'
@@ -43,6 +43,13 @@ ALPHA = 5e-6               # latency per ring step, seconds (order of magnitude 
 # simulated by distlearn.pipeline_parallel.zero_bubble; the V-shaped and DualPipe schedules move the logits to
 # another rank and are not plan options yet
 PLAN_SCHEDULES = ("1f1b", "zb-h1")
+# when ZeRO 1-3 reduce the gradients under pipeline parallelism (a Setting option, make_setting(grad_sync=...)):
+# "per_step" as torch.distributed.pipelining does with FSDP2 (torch 2.13, stage.py backward_maybe_with_nosync:
+# set_requires_gradient_sync(False) and set_reshard_after_backward(False) for every micro-batch, one
+# reduce-scatter per step in perform_reduce_grad; torchtitan; chapter 12), the stage's gradients held unsharded
+# until the last micro-batch; "per_microbatch": reduce-scattered after every micro-batch's backward and kept
+# sharded (DeepSpeed's ZeRO-2, and a reading of Llama 3 §3.3.2)
+GRAD_SYNCS = ("per_step", "per_microbatch")
 # the range of each integer field of a Plan (Plan.__post_init__ refuses others; the bubble functions of
 # distlearn.planning.step_time take the same pp, num_microbatches and num_chunks): far beyond any real run (a degree
 # up to 2**20 GPUs, 2**20 micro-batches, 1024 interleaved chunks), small enough to refuse a typo such as 10**12
@@ -159,7 +166,8 @@ class Setting:
 
     def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
                  optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
-                 swiglu: str = "unfused", shared: dict | None = None, attention: str | None = None):
+                 swiglu: str = "unfused", shared: dict | None = None, attention: str | None = None,
+                 grad_sync: str = "per_step", causal: bool = True):
         self.model, self.cluster = model, cluster
         # the attention kernel: the model's default (GPT presets materialise the scores, Llama runs flash) unless
         # the run says otherwise (a 2024 Megatron-Core GPT runs fused flash attention)
@@ -170,6 +178,8 @@ class Setting:
         self._shared_key = None if shared is None else (
             type(model), dataclasses.astuple(model), seq_len, precision, optimizer, swiglu, self.attention)
         self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
+        self.grad_sync = grad_sync  # GRAD_SYNCS: when ZeRO 1-3 reduce gradients under pipeline parallelism
+        self.causal = causal  # a flash kernel skips the blocks the causal mask hides (kernels.causal_fraction)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
         # FLOP/s of the linear layers' GEMMs, and of the attention core, logits and everything else: 16-bit (fp32
@@ -187,6 +197,12 @@ class Setting:
         self.kernel_model = efficiency is None and cluster.gpu.hbm_bw is not None
         self.eff = COMPUTE_EFFICIENCY if efficiency is None else efficiency
         self.alpha = ALPHA  # seconds per ring step of every collective and p2p message
+        # where the groups sit (distlearn.core.topology, chapter 02): NVLink domains of gpus_per_node GPUs (8 for
+        # DGX, 72 for GB200 NVL72), one NIC per GPU between them, α = ALPHA per message on both
+        g = cluster.gpu
+        host = 8 if cluster.gpus_per_node % 8 == 0 else cluster.gpus_per_node
+        self.topology = Topology(g.name, cluster.gpus_per_node, g.nvlink_bw, g.network_bw, gpus_per_host=host,
+                                 nics_per_host=host, alpha_intra=ALPHA, alpha_network=ALPHA, source=g.source)
         g = cluster.gpu
         self.capacity = g.memory_bytes
         self.reserve = reserve_bytes + fragmentation * g.memory_bytes
@@ -266,20 +282,58 @@ class Setting:
             return list(stage_layers)
         return self.cached(("stages", pp), lambda: partition_layers(self.model.num_layers, pp))
 
-    def collective(self, algorithm: str, nbytes: float, n: int, bandwidth: float) -> float:
-        """Seconds of a ring collective of ``nbytes`` over ``n`` ranks at ``bandwidth`` bytes/s:
-        :func:`distlearn.core.cost.collective_time` with α = :data:`ALPHA`."""
-        key = ("coll", algorithm, nbytes, n, bandwidth)
+    def group_seconds(self, operation: str, nbytes: float, group: int, stride: int) -> float:
+        """Seconds of ``operation`` (``"all_reduce"``, ``"all_gather"``, ``"reduce_scatter"``) on ``nbytes``
+        bytes over a group of ``group`` ranks spaced ``stride`` apart: :func:`distlearn.core.topology.best_collective`
+        on :attr:`topology` with the group placed as :func:`distlearn.core.topology.per_domain` says (inside one
+        NVLink domain when it fits; across domains the better of the ring on one NIC per GPU of the domain and the
+        hierarchical algorithm), memoized."""
+        key = ("gcoll", operation, nbytes, group, stride)
         hit = self.memo.get(key)
         if hit is not None:
             return hit
-        return self.cached(key, lambda: collective_time(algorithm, nbytes, n, alpha=self.alpha, bandwidth=bandwidth))
+        topo = self.topology
+        return self.cached(key, lambda: best_collective.unchecked(
+            topo, operation, nbytes, group, group_per_domain.unchecked(topo, group, stride)).seconds)
 
-    def dp_collectives(self, zero_stage: int, num_microbatches: int) -> list:
+    def dispatch_seconds(self, nbytes: float, copies: int, group: int, stride: int) -> float:
+        """Seconds of one expert-parallel all-to-all of a GPU's ``nbytes`` bytes of tokens, each to ``copies``
+        experts, over ``group`` ranks spaced ``stride`` apart: :func:`distlearn.core.topology.dispatch_cost` with the
+        model's ``max_nodes_per_token`` (node-limited routing) as ``max_domains``, memoized."""
+        key = ("dispatch", nbytes, copies, group, stride)
+        hit = self.memo.get(key)
+        if hit is not None:
+            return hit
+        topo = self.topology
+        return self.cached(key, lambda: dispatch_cost.unchecked(
+            topo, nbytes, copies, group, group_per_domain.unchecked(topo, group, stride),
+            self.model.max_nodes_per_token).seconds)
+
+    def per_step_sync(self, pp: int, zero_stage: int) -> bool:
+        """Whether ZeRO ``zero_stage`` under ``pp`` stages reduces the gradients once per step and holds them
+        unsharded until then (``grad_sync="per_step"``, pp > 1, stage ≥ 1: torch's pipelining with FSDP2)."""
+        return pp > 1 and zero_stage >= 1 and self.grad_sync == "per_step"
+
+    def dp_collectives(self, zero_stage: int, num_microbatches: int, pp: int = 1) -> list:
         """``(phase, collectives)`` of one optimizer step: :func:`distlearn.zero_fsdp.traffic.step_collectives` by
-        phase."""
-        return self.cached(("zero_comm", zero_stage, num_microbatches), lambda: list(
-            step_collectives(zero_stage, num_microbatches).by_phase().items()))
+        phase; under :meth:`per_step_sync` what torch's pipelining runs on the first stage (torch 2.13,
+        ``PipelineStage.backward_maybe_with_nosync`` and ``perform_reduce_grad``): one reduce-scatter of the
+        gradients after the last backward, and the parameter all-gathers of
+        :func:`distlearn.nd_parallel.simulation.fsdp_all_gathers` (chapter 12's count: once per step for ZeRO 1–2,
+        whose weights stay gathered; ZeRO-3 re-gathers after each forward frees them: the first stage's 1F1B order
+        gathers before each of its m forwards and once more before its first backward after the last forward,
+        m + 1), counted with the forward."""
+        if not self.per_step_sync(pp, zero_stage):
+            return self.cached(("zero_comm", zero_stage, num_microbatches), lambda: list(
+                step_collectives(zero_stage, num_microbatches).by_phase().items()))
+
+        def make():
+            if zero_stage == 3:  # m + 1 on the first stage (tests/test_planner.py checks chapter 12's count)
+                gathers = [("forward", [Collective("all_gather", "parameters", "forward", num_microbatches + 1)])]
+            else:  # ZeRO 1-2: gathered once, after the optimizer step (FSDP2: before the next step's forward)
+                gathers = [("after_step", [Collective("all_gather", "parameters", "after_step", 1)])]
+            return [("last_backward", [Collective("reduce_scatter", "gradients", "last_backward", 1)])] + gathers
+        return self.cached(("zero_comm_per_step", zero_stage, num_microbatches, pp), make)
 
     def hardware_flops(self, recompute: str) -> float:
         """FLOPs of one step with ``recompute``'s extra forward work (:func:`~distlearn.planning.flops.step_flops`)."""
@@ -313,7 +367,7 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
                  efficiency=None, reserve_bytes=RESERVE_BYTES,
                  fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None,
-                 attention: str | None = None) -> Setting:
+                 attention: str | None = None, grad_sync="per_step", causal=True) -> Setting:
     """A validated :class:`Setting`. ``global_batch`` sequences of ``seq_len`` tokens per step; ``efficiency``:
     ``None`` for the kernel model of :mod:`distlearn.planning.kernels`, or a share of the peak for the flat model
     (every FLOP at peak × efficiency, the planner before issue 22; :data:`COMPUTE_EFFICIENCY` was its default);
@@ -321,7 +375,11 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     MLP's kernel, ``"unfused"`` (the eager module keeps 4·f values per token) or ``"fused"`` (Megatron-Core's fused
     SwiGLU keeps 3·f; chapter 08). ``attention``: the attention kernel, ``None`` for the model's default
     (:func:`~distlearn.activation_memory.formulas.default_attention`), ``"materialised"`` or ``"flash"`` (e.g. a
-    2024 Megatron-Core GPT, which runs fused flash attention). Raises DistlearnValueError for non-positive sizes,
+    2024 Megatron-Core GPT, which runs fused flash attention).
+    ``grad_sync``: one of :data:`GRAD_SYNCS`, when ZeRO 1–3 reduce the gradients under pipeline parallelism
+    (``"per_step"``: torch's pipelining, the default; ``"per_microbatch"``). ``causal``: the flash attention kernel
+    skips the tiles the causal mask hides (:func:`~distlearn.planning.kernels.causal_fraction`; materialised
+    attention computes all scores either way). Raises DistlearnValueError for non-positive sizes,
     an efficiency outside (0, 1], a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe,
     SwiGLU or attention kernel, fp32 on a GPU without an fp32 peak, or FP8 on a GPU without FP8 tensor cores."""
     check_int("global_batch", global_batch, minimum=1)
@@ -334,8 +392,10 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     if attention is not None:
         check_choice("attention", attention, ATTENTION)
     check_choice("precision", precision, PLANNER_PRECISIONS)
+    check_choice("grad_sync", grad_sync, GRAD_SYNCS)
+    check_bool("causal", causal)
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                   fragmentation, swiglu, shared, attention)
+                   fragmentation, swiglu, shared, attention, grad_sync, causal)
 
 
 # ---------------------------------------------------------------- the formulas' entry test (issue 33)

@@ -13,13 +13,15 @@ Units: seconds; bytes; bandwidths in bytes/s.
   (:mod:`distlearn.planning.flops`) / (peak × efficiency), the peak of the precision the matrix multiplies run in
   (:func:`~distlearn.planning.flops.compute_peak`), divided by ``cp``.
 - tensor-parallel all-reduces: 2 in forward and 2 in backward per layer (+2 when the forward is recomputed), of
-  b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``), over NVLink (Shoeybi et al. 2019,
-  Fig. 4); on the critical path.
+  b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``; Shoeybi et al. 2019, Fig. 4), on
+  consecutive ranks; on the critical path.
 - pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
-  gather optimisation, Narayanan et al. 2021 §4.1), once per chunk; counted as not overlapped.
+  gather optimisation, Narayanan et al. 2021 §4.1), once per chunk; counted as not overlapped; on NVLink when the
+  whole pipeline sits in one NVLink domain, else at the network's speed.
 - context parallelism: per layer, all-gathers of K and V and a reduce-scatter of their gradients, exposed
   (:func:`cp_seconds`); expert parallelism: per MoE layer, dispatch and combine all-to-alls in forward and backward,
-  exposed (:func:`ep_seconds`: DeepSeek's DualPipe overlap is not modelled).
+  exposed (:func:`ep_seconds`: node-limited routing and the recipe's FP8 / BF16 bytes; DeepSeek's DualPipe overlap
+  is not modelled).
 - pipeline bubble: (p − 1)/v micro-batch times, i.e. the Megatron ratio (p − 1)/(v·m) of the ideal time
   (Narayanan §2.2), see :func:`bubble_ratio`; as an idle share of the pipeline's time, :func:`bubble_fraction`;
   with uneven chunks the largest chunk sets it (:func:`bubble_share`). ``schedule="zb-h1"`` (chapter 05's
@@ -28,19 +30,28 @@ Units: seconds; bytes; bandwidths in bytes/s.
   loss to another rank, DualPipe with two copies of the weights) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only (:func:`dp_seconds`): ZeRO 0 all-reduces the gradients
   once per step, hidden behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed
-  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM); ZeRO 1 reduce-scatters the same
-  way and all-gathers the updated parameters after the step (exposed); ZeRO 2 reduce-scatters every micro-batch's
-  gradients (hidden behind that micro-batch's backward); ZeRO 3 also all-gathers parameters in forward and
-  backward of every micro-batch (3m·Ψ traffic, hidden behind compute when prefetched). The collectives and their
-  phases come from :func:`distlearn.zero_fsdp.traffic.step_collectives` (engine ``"zero"``: DeepSpeed's default
-  all-reduce of the gradient buckets would double stages 1–2's gradient traffic). ZeRO 1–3 combine with pipeline
-  parallelism (FSDP + PP, as torchtitan and Llama 3; DeepSpeed's own pipeline engine refuses 2–3). Every
-  collective is issued **per layer** (an FSDP unit, a gradient bucket), so the ring's latency (n − 1)·α is paid
-  once per layer.
-- collectives: ring algorithms in the α-β model of :mod:`distlearn.core.cost` (Thakur et al. 2005; Patarasuk &
-  Yuan 2009) with α = :data:`~distlearn.planning.setting.ALPHA` per ring step. Ranks are ordered tp (innermost),
-  dp, pp as in Megatron-LM, so a dp or pp group that leaves a node runs at the network bandwidth (tp, cp, then
-  dp: a cp or dp group leaves the node once tp·cp·dp exceeds it).
+  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM). Without pipelining (``pp = 1``)
+  ZeRO 1 reduce-scatters the same way and all-gathers the updated parameters after the step (exposed); ZeRO 2
+  reduce-scatters every micro-batch's gradients (hidden behind that micro-batch's backward); ZeRO 3 also
+  all-gathers parameters in forward and backward of every micro-batch (hidden behind compute when prefetched): the
+  collectives and their phases of :func:`distlearn.zero_fsdp.traffic.step_collectives` (engine ``"zero"``:
+  DeepSpeed's default all-reduce of the gradient buckets would double stages 1–2's gradient traffic). With
+  pipelining, ZeRO 1–3 follow the setting's ``grad_sync``: ``"per_step"`` (the default) as torch 2.13's
+  pipelining runs FSDP2 (``stage.py``, ``backward_maybe_with_nosync``: gradient sync and resharding off for every
+  micro-batch, one reduce-scatter per step after the flush, exposed; the parameters all-gathered once per step,
+  or, for ZeRO 3, once per forward that freed them: :func:`distlearn.nd_parallel.simulation.fsdp_all_gathers`,
+  chapter 12's count; the stage's gradients held whole until then, :func:`distlearn.planning.memory.held_zero_stage`),
+  ``"per_microbatch"`` as without pipelining (ZeRO 2's reduce-scatter behind every backward, sharded gradients;
+  DeepSpeed's pipeline engine itself refuses ZeRO 2–3). Every collective is issued **per layer** (an FSDP unit, a
+  gradient bucket), so the latency of its algorithm is paid once per layer.
+- collectives: α-β times of :mod:`distlearn.core.topology` (chapter 02) with
+  α = :data:`~distlearn.planning.setting.ALPHA` per message (:meth:`~distlearn.planning.setting.Setting.group_seconds`). Ranks are ordered tp (innermost), cp,
+  dp (ep folded into dp·cp, spaced tp apart), pp as in Megatron-LM; a group spaced ``stride`` ranks apart has
+  :func:`~distlearn.core.topology.per_domain` of its members in each NVLink domain of ``gpus_per_node`` GPUs (8 for
+  DGX nodes, 72 for GB200 NVL72): inside one domain the ring at NVLink speed; across domains the faster of one
+  ring per NIC of the domain and the hierarchical algorithm (:func:`~distlearn.core.topology.best_collective`:
+  NCCL runs a ring per NIC, its channels, and its tree algorithm is the hierarchical one); an expert all-to-all
+  the direct one, or DeepSeek-V3's node-limited dispatch (:func:`~distlearn.core.topology.dispatch_cost`).
 
 The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled (the kernel
 model's END_TO_END stands for them).
@@ -54,11 +65,9 @@ from distlearn.context_parallel.simulation import cp_comm_bytes
 from distlearn.core.validate import check_choice, check_int, checks, each, mapping, record, whole
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
+from distlearn.precision.fp8_recipes import COMMUNICATION
 from distlearn.planning.setting import (PLAN, PLAN_RANGES, SETTING, Plan, Setting, check_plan_fields, check_setting_plan,
                                        stage_starts)
-from distlearn.core.guard import read_only
-
-RING = read_only({"all_reduce": "ring_all_reduce", "reduce_scatter": "ring_reduce_scatter", "all_gather": "ring_all_gather"})
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
@@ -278,7 +287,8 @@ def layer_units(st: Setting, p: Plan):
     def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
         return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.KernelModel(
             m, g, gemm_peak=st.gemm_peak, peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes,
-            act_bytes=st.act_bytes, swiglu=st.swiglu).layer(
+            act_bytes=st.act_bytes, swiglu=st.swiglu, causal=st.causal,
+            fp8_block_scaled=st.precision in kernels.FINE_GRAINED_FP8_RECIPES).layer(
             micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
             attention=st.attention if p.cp == 1 else "flash", layer=index, ep=p.ep))
 
@@ -419,12 +429,17 @@ def flat_compute_seconds(st: Setting, p: Plan) -> float:
 # ---------------------------------------------------------------- communication of one micro-batch
 def ep_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds of one micro-batch's expert-parallel all-to-alls on the stage with the most MoE layers:
-    per MoE layer, forward dispatch (FP8 with an FP8 recipe, DeepSeek-V3 §3.3.2, else 16-bit) and combine
-    (16-bit), and in backward the same two in 16-bit (again when the forward is recomputed), of the
-    b·(s/cp)/tp tokens × k copies × h values each rank holds. An all-to-all of M bytes per rank over n ranks
-    costs (n − 1)·α + (n − 1)/n·M/bw — :func:`distlearn.core.cost.collective_time`'s ring all-gather coefficients
-    (each rank sends n − 1 messages of M/n). On NVLink when tp·ep fits a node, else the network. Not overlapped:
-    DeepSeek-V3 hides it behind compute with DualPipe (§3.2.1), a schedule this planner does not model yet."""
+    per MoE layer, forward dispatch and combine, and in backward the same two the other way (the dispatch again
+    when the forward is recomputed), each of the b·(s/cp)/tp tokens a rank holds × h values, sent to the k routed
+    experts. Bytes per value (:func:`all_to_all_bytes`): the recipe's
+    :data:`distlearn.precision.fp8_recipes.COMMUNICATION` (DeepSeek-V3 §3.3.3: dispatch in FP8 with one fp32 scale
+    per 128 values, the backward's activation gradient before the down-projection too, both combines in BF16),
+    else the activation dtype. Each all-to-all: :meth:`~distlearn.planning.setting.Setting.dispatch_seconds`, the
+    ep ranks spaced tp apart placed on the NVLink domains (:func:`distlearn.core.topology.per_domain`: EP 64 with
+    tp 1 on 8-GPU nodes is 8 per node, 7 of 63 peers on NVLink) and the model's node-limited routing
+    (``max_nodes_per_token``: DeepSeek-V3's token crosses InfiniBand once per target node, at most 4, then NVLink,
+    §3.2.2; :func:`distlearn.core.topology.dispatch_cost`). Not overlapped: DeepSeek-V3 hides it behind compute
+    with DualPipe (§3.2.1), a schedule this planner does not model yet."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
     m = st.model
@@ -432,22 +447,44 @@ def ep_seconds(st: Setting, p: Plan) -> float:
         return 0.0
     sizes = st.stages(p.pp, p.stage_layers)
     moe_layers = max(st.stage_sums(a, n).moe_layers for a, n in zip(stage_starts.unchecked(sizes), sizes))
-    g = st.cluster.gpu
-    bw = g.nvlink_bw if p.tp * p.ep <= st.cluster.gpus_per_node else g.network_bw
-    values = p.micro_batch_size * (st.s // p.cp) / p.tp * m.experts_per_token * m.hidden_size
-    dispatch = 1 if st.fp8 else st.act_bytes
-    a2a = lambda nbytes: st.collective("ring_all_gather", nbytes, p.ep, bw)
-    forward = a2a(values * dispatch) + a2a(values * st.act_bytes)
-    backward = 2 * a2a(values * st.act_bytes)
+    tokens = p.micro_batch_size * (st.s // p.cp) / p.tp * m.hidden_size  # values of one copy of the rank's tokens
+    per = all_to_all_bytes(st)
+    a2a = lambda nbytes: st.dispatch_seconds(nbytes, m.experts_per_token, p.ep, p.tp)
+    forward = a2a(tokens * per["dispatch"]) + a2a(tokens * per["combine"])
+    backward = a2a(tokens * per["backward_dispatch"]) + a2a(tokens * per["backward_combine"])
     return moe_layers * (forward * (2 if p.recompute == "full" else 1) + backward)
+
+
+def all_to_all_bytes(st: Setting) -> dict[str, float]:
+    """Bytes per value of the four expert all-to-alls of an MoE layer, ``{"dispatch", "combine",
+    "backward_dispatch", "backward_combine"}`` (the backward ones: the gradient of the combine travels the
+    dispatch's way, the gradient of the dispatch the combine's way): the recipe's rows of
+    :data:`distlearn.precision.fp8_recipes.COMMUNICATION` (DeepSeek-V3: 1 + 4/128, 2, 1 + 4/128, 2), else
+    the activation dtype for all four."""
+    if type(st) is not Setting:
+        check_setting_plan(st)
+
+    def make():
+        out = dict.fromkeys(("dispatch", "combine", "backward_dispatch", "backward_combine"), float(st.act_bytes))
+        for item in COMMUNICATION:
+            if item.recipe != st.precision or item.collective != "all_to_all":
+                continue
+            if "combine" in item.what_en:
+                out["combine"] = out["backward_combine"] = item.fp8_bytes
+            elif "backward" in item.what_en:
+                out["backward_dispatch"] = item.fp8_bytes
+            else:
+                out["dispatch"] = item.fp8_bytes
+        return out
+    return st.cached(("a2a_bytes",), make)
 
 
 def cp_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds of one micro-batch's context-parallel communication on the slowest stage: per layer, the
     forward all-gather of K and V, and in backward the all-gather again plus the reduce-scatter of dK and dV
     (fp32), as :func:`distlearn.context_parallel.simulation.cp_comm_bytes` counts them (``"all-gather"``, Llama 3 §3.3.2:
-    exposed, not overlapped); a recomputed forward gathers once more. Ring collectives of
-    :func:`distlearn.core.cost.collective_time`, on NVLink when tp·cp fits a node, else on the network."""
+    exposed, not overlapped); a recomputed forward gathers once more. The cp ranks, spaced tp apart, placed on the
+    NVLink domains (:meth:`~distlearn.planning.setting.Setting.group_seconds`)."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
     if p.cp == 1:
@@ -461,16 +498,15 @@ def cp_layer_seconds(st: Setting, p: Plan) -> float:
     """:func:`cp_seconds` of one layer (it depends on b, tp, cp and the recomputation only)."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    m, g = st.model, st.cluster.gpu
+    m = st.model
     kw = dict(seq_len=st.s, num_heads=m.num_heads, num_kv_heads=m.kv_heads, head_dim=m.head_dim, cp=p.cp,
               micro_batch_size=p.micro_batch_size, tp=p.tp, dtype_bytes=st.act_bytes)
     fwd = cp_comm_bytes("all-gather", pass_="forward", **kw).bytes_per_rank      # (cp−1)·B_kv sent by each rank
     bwd = cp_comm_bytes("all-gather", pass_="backward", **kw).bytes_per_rank     # (cp−1)·B_kv·(p + 4)/p
-    bw = g.nvlink_bw if p.tp * p.cp <= st.cluster.gpus_per_node else g.network_bw
-    full = p.cp / (p.cp - 1)  # collective_time takes the whole gathered buffer: (cp−1)/cp of it is sent
+    full = p.cp / (p.cp - 1)  # collective_cost takes the whole gathered buffer: (cp−1)/cp of it is sent
     gathers = 3 if p.recompute == "full" else 2
-    t_gather = st.collective("ring_all_gather", fwd * full, p.cp, bw)
-    t_scatter = st.collective("ring_reduce_scatter", (bwd - fwd) * full, p.cp, bw)
+    t_gather = st.group_seconds("all_gather", fwd * full, p.cp, p.tp)
+    t_scatter = st.group_seconds("reduce_scatter", (bwd - fwd) * full, p.cp, p.tp)
     return gathers * t_gather + t_scatter
 
 
@@ -497,12 +533,11 @@ def microbatch_terms(st: Setting, p: Plan) -> MicrobatchTerms:
 
     def make():
         most_layers = max(st.stages(p.pp, p.stage_layers))
-        # tensor parallel: all-reduces of b·s·h activations on NVLink (all-gather + reduce-scatter with SP: same
-        # time)
+        # tensor parallel: all-reduces of b·s·h activations, consecutive ranks (inside the NVLink domain when tp
+        # fits it; all-gather + reduce-scatter with SP: the same time)
         n_ar = 6 if p.recompute == "full" else 4
-        t_tp = most_layers * n_ar * st.collective("ring_all_reduce", st.act_bytes * p.micro_batch_size
-                                                  * (st.s // p.cp) * st.model.hidden_size, p.tp,
-                                                  st.cluster.gpu.nvlink_bw)
+        t_tp = most_layers * n_ar * st.group_seconds("all_reduce", st.act_bytes * p.micro_batch_size
+                                                     * (st.s // p.cp) * st.model.hidden_size, p.tp, 1)
         return MicrobatchTerms(microbatch_compute_seconds(st, p), t_tp, cp_seconds(st, p), ep_seconds(st, p))
     return st.cached(key, make)
 
@@ -551,11 +586,12 @@ def one_f_one_b_terms(st: Setting, p: Plan) -> PipelineTerms:
     :func:`microbatch_terms` and p2p sends, and (p − 1)·:func:`bubble_share` micro-batch times of bubble."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    g, cl = st.cluster.gpu, st.cluster
+    topo = st.topology
     b, tp, pp, v, mb, cp = p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp
     t = microbatch_terms(st, p)
-    # pipeline p2p: activation forward + gradient back, per chunk
-    pp_bw = g.nvlink_bw if cl.world_size <= cl.gpus_per_node else g.network_bw
+    # pipeline p2p: activation forward + gradient back, per chunk; the stages are tp·cp·dp ranks apart: on NVLink
+    # when the whole pipeline of rank 0 sits in one domain, else some hop crosses the network (the slowest sets it)
+    pp_bw = topo.intra_bw if p.world_size <= topo.gpus_per_domain else topo.network_bw
     t_p2p = (2 * v * (st.act_bytes * b * (st.s // cp) * st.model.hidden_size / tp / pp_bw + st.alpha)
              if pp > 1 else 0.0)
     t_mb = t.compute + t.tp_comm + t.cp_comm + t.ep_comm + t_p2p
@@ -615,7 +651,7 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     """Exposed seconds per step of the data-parallel / ZeRO collectives (they do not depend on interleaving)."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    g, cl, counts = st.cluster.gpu, st.cluster, st.counts
+    counts = st.counts
     tp, pp, dp, mb, cp = p.tp, p.pp, p.dp, p.num_microbatches, p.cp
     sizes = st.stages(pp, p.stage_layers)
     t_compute = microbatch_compute_seconds(st, p)
@@ -624,11 +660,11 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     first = st.stage_sums(0, sizes[0])
     first_params = (first.dense_params + counts.embedding_params + (counts.last_stage_params if pp == 1 else 0)) / tp
     dp_n = dp * cp
-    dp_bw = g.nvlink_bw if tp * dp_n <= cl.gpus_per_node else g.network_bw
-    # (shard params, group size, bandwidth): the dense part over dp·cp; routed experts over dp·cp/ep
-    groups = [(first_params, dp_n, dp_bw)]
+    # (shard params, group size, stride): the dense part over the dp·cp ranks spaced tp apart; routed experts over
+    # the dp·cp/ep ranks holding the same experts, spaced tp·ep apart (ep folded into dp·cp, innermost)
+    groups = [(first_params, dp_n, tp)]
     if first.expert_params:
-        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, g.network_bw))
+        groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, tp * p.ep))
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
     window = t_bwd if pp == 1 else 0.0
@@ -640,10 +676,10 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     t_dp = 0.0
     if dp_n > 1:
         hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
-        for phase, colls in st.dp_collectives(p.zero_stage, mb):
+        for phase, colls in st.dp_collectives(p.zero_stage, mb, pp):
             reps = mb if phase in ("forward", "backward") else 1
-            busy = sum(c.times / reps * units * st.collective(
-                RING[c.op], params * st.per["grads" if c.what == "gradients" else "params"] / units, n, bw)
-                for c in colls for params, n, bw in groups if n > 1)
+            busy = sum(c.times / reps * units * st.group_seconds(
+                c.op, params * st.per["grads" if c.what == "gradients" else "params"] / units, n, stride)
+                for c in colls for params, n, stride in groups if n > 1)
             t_dp += reps * max(0.0, busy - hide[phase])
     return t_dp
