@@ -24,7 +24,7 @@ the boundary. :func:`deepseek_steps` explains DeepSeek-V3's miss step by step.
 """
 from __future__ import annotations
 
-import inspect
+import dataclasses
 import math
 import threading
 from dataclasses import dataclass
@@ -35,9 +35,9 @@ from distlearn.core.validate import (DistlearnValueError, check_choice, check_in
                                      check_text)
 from distlearn.planning import kernels
 from distlearn.planning.evaluation import evaluate
-from distlearn.planning.flops import PLANNER_PRECISIONS, forward_flops, megatron_flops, step_flops
+from distlearn.planning.flops import PLANNER_PRECISIONS, megatron_flops, step_flops
 from distlearn.planning.published_runs import PUBLISHED_RUNS
-from distlearn.planning.setting import Plan
+from distlearn.planning.setting import Overlap, Plan
 from distlearn.core.guard import read_only
 
 TOLERANCE = 0.10  # predicted / published within ±10 % (issue 22), one set of constants for every run
@@ -47,11 +47,15 @@ FITTED = read_only({"END_TO_END": CALIBRATION_RUNS})
 MEASURED = ("GEMM_CEILING", "FLASH_SHARE")  # from microbenchmarks, not fitted on any run
 COUNTS = ("megatron", "model", "model-causal")
 FIGURES = ("published_flops", "published_tokens_per_gpu", "published_step_seconds")
-# evaluate() options a run may name: those of this planner, and those announced by the time-model work of issue 38
-# (the causal flash kernel, DeepSeek's node-limited routing, its FP8 dispatch and fine-grained FP8 GEMMs). An option
-# the installed evaluate() lacks is reported as pending (the run is then timed without it), never dropped silently.
-KNOWN_OPTIONS = ("swiglu", "attention", "causal", "max_nodes_per_token", "fp8_dispatch", "fp8_gemm_ceiling",
-                 "reserve_bytes", "fragmentation")
+# options a run may name: evaluate()'s keywords, the fields of an Overlap (setting.Overlap, named as the source's
+# flags: Megatron-Core --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather; fp8_dispatch and
+# fp8_block_ceiling switch DeepSeek-V3's FP8 all-to-all bytes and FP8 GEMM ceiling) and the model's
+# max_nodes_per_token (DeepSeek-V3's node-limited routing, ModelConfig field)
+OVERLAP_OPTIONS = read_only({"tp_comm_overlap": "tp_comm", "overlap_grad_reduce": "grad_reduce",
+                             "overlap_param_gather": "param_gather", "fp8_dispatch": "fp8_dispatch",
+                             "fp8_block_ceiling": "fp8_block_ceiling"})
+EVALUATE_OPTIONS = ("swiglu", "attention", "causal", "grad_sync", "reserve_bytes", "fragmentation")
+KNOWN_OPTIONS = EVALUATE_OPTIONS + tuple(OVERLAP_OPTIONS) + ("max_nodes_per_token",)
 # Out-of-sample runs outside ±TOLERANCE, each with its reason (the tests keep these misses honest: a model change that
 # brings one inside must move it out of this table)
 KNOWN_MISSES = read_only({})
@@ -140,27 +144,24 @@ def check_run(run) -> dict:
     return run
 
 
-def _supported(options: dict) -> tuple[dict, tuple[str, ...]]:
-    """(the options the installed :func:`evaluate` takes, the names it does not take yet)."""
-    have = inspect.signature(evaluate).parameters
-    return ({k: v for k, v in options.items() if k in have}, tuple(k for k in options if k not in have))
-
-
 def _compare(run: dict) -> dict:
-    """:func:`compare_run` of a checked run, at the current END_TO_END."""
-    options, pending = _supported(dict(run.get("options", {})))
-    est = evaluate(run["model"], run["plan"], global_batch=run["global_batch"], seq_len=run["seq_len"],
-                   cluster=_cluster(run), precision=run["precision"], **options)
+    """:func:`compare_run` of a checked run, at the current END_TO_END: the run's options passed to
+    :func:`evaluate` (its overlaps as an :class:`~distlearn.planning.setting.Overlap`, ``max_nodes_per_token`` into
+    the model) and its count to :func:`step_flops` (``"model-causal"``: ``causal_count=True``)."""
+    opts = dict(run.get("options", {}))
+    model = run["model"]
+    if "max_nodes_per_token" in opts:
+        model = dataclasses.replace(model, max_nodes_per_token=opts.pop("max_nodes_per_token"))
+    overlap = Overlap(**{OVERLAP_OPTIONS[k]: opts.pop(k) for k in list(opts) if k in OVERLAP_OPTIONS})
+    est = evaluate(model, run["plan"], global_batch=run["global_batch"], seq_len=run["seq_len"],
+                   cluster=_cluster(run), precision=run["precision"], overlap=overlap, **opts)
     count = run["count"]
-    if count == "model-causal" and "causal" in pending:
-        count = "model"  # the kernel is not causal yet: count the way it times, one convention for both
     tokens = run["global_batch"] * run["seq_len"]
     if count == "megatron":
-        per_step = megatron_flops(run["model"], run["global_batch"], run["seq_len"])
+        per_step = megatron_flops(model, run["global_batch"], run["seq_len"])
     else:
-        per_step = step_flops(run["model"], run["global_batch"], run["seq_len"])["model"]
-        if count == "model-causal":  # half the attention scores: 3 × (forward attention core) / 2 fewer
-            per_step -= 1.5 * forward_flops(run["model"], run["global_batch"], run["seq_len"])["attention"]
+        per_step = step_flops(model, run["global_batch"], run["seq_len"],
+                              causal_count=count == "model-causal")["model"]
     n = run["num_gpus"]
     if "published_flops" in run:
         published = run["published_flops"]
@@ -174,7 +175,7 @@ def _compare(run: dict) -> dict:
             "ratio": ratio, "published_tokens_per_s": published * n / per_step * tokens,
             "predicted_tokens_per_s": est.tokens_per_s, "source": run.get("source", ""),
             "reading": run.get("reading", ""), "source_zh": run.get("source_zh", ""),
-            "reading_zh": run.get("reading_zh", ""), "count": count, "pending": pending,
+            "reading_zh": run.get("reading_zh", ""), "count": count, "pending": (),
             "not_modelled": run.get("not_modelled"), "not_modelled_zh": run.get("not_modelled_zh"),
             "tolerance": TOLERANCE, "within": abs(ratio - 1) <= TOLERANCE}
 
@@ -302,16 +303,20 @@ class Step:
     pending: tuple
 
 
+_BF16_ALL = {"max_nodes_per_token": None, "fp8_dispatch": False, "fp8_block_ceiling": False}
 DEEPSEEK_STEPS = read_only((
-    ("1F1B, every all-to-all exposed, each token's 8 experts on up to 8 nodes",
-     "1F1B，AllToAll 全部暴露，每个词元的 8 个专家最多分布在 8 个节点", {}),
+    ("1F1B, every all-to-all exposed in BF16, each token's 8 experts on up to 8 nodes, FP8 GEMMs at the plain "
+     "FP8 ceiling",
+     "1F1B，AllToAll 全部暴露且为 BF16，每个词元的 8 个专家最多分布在 8 个节点，FP8 GEMM 按普通 FP8 上限", _BF16_ALL),
     ("node-limited routing: at most 4 nodes per token over InfiniBand (§2.1.2, §3.2.2)",
-     "限制节点的路由：每个词元最多经 InfiniBand 发往 4 个节点（§2.1.2、§3.2.2）", {"max_nodes_per_token": 4}),
-    ("the backward's dispatch-direction all-to-all in FP8 (§3.3.4)",
-     "反向中与分发同向的 AllToAll 用 FP8（§3.3.4）", {"max_nodes_per_token": 4, "fp8_dispatch": True}),
-    ("FP8 GEMMs at the fine-grained-scaling ceiling, not the BF16 one (§3.3)",
-     "FP8 GEMM 按细粒度缩放的上限，而非 BF16 的上限（§3.3）",
-     {"max_nodes_per_token": 4, "fp8_dispatch": True, "fp8_gemm_ceiling": True}),
+     "限制节点的路由：每个词元最多经 InfiniBand 发往 4 个节点（§2.1.2、§3.2.2）",
+     {**_BF16_ALL, "max_nodes_per_token": 4}),
+    ("dispatch in FP8: the forward dispatch and the backward's dispatch-direction all-to-all (§3.3.3, §3.3.4)",
+     "分发用 FP8：前向分发与反向中与分发同向的 AllToAll（§3.3.3、§3.3.4）",
+     {"max_nodes_per_token": 4, "fp8_dispatch": True, "fp8_block_ceiling": False}),
+    ("FP8 GEMMs at the fine-grained-scaling ceiling (DeepGEMM), not the plain FP8 one (§3.3)",
+     "FP8 GEMM 按细粒度缩放的上限（DeepGEMM），而非普通 FP8 上限（§3.3）",
+     {"max_nodes_per_token": 4, "fp8_dispatch": True, "fp8_block_ceiling": True}),
 ))
 DEEPSEEK_RAMP_TOKENS = 469e9      # §4.2: the batch grows from 3072 to 15360 over the first 469B tokens
 DEEPSEEK_TOTAL_TOKENS = 14.8e12   # §4.2 / Table 1: pre-training tokens; 2.664M GPU hours = 180K per 10^12 tokens

@@ -77,12 +77,12 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
              cluster: Cluster | None = None, precision: str = "mixed", optimizer: str = "adam",
              efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
              fragmentation: float = FRAGMENTATION, swiglu: str = "unfused", attention: str | None = None,
-             grad_sync: str = "per_step", causal: bool = True) -> Estimate:
+             grad_sync: str = "per_step", causal: bool = True, overlap: Overlap | None = None) -> Estimate:
     """Memory, time and throughput of one given ``plan`` (whether or not it fits: see ``Estimate.fits``).
 
     ``model``: a preset name or :class:`~distlearn.core.models.ModelConfig`; the cluster is ``cluster`` or
     ``dp·tp·cp·pp`` GPUs of type ``gpu``; ``global_batch`` sequences of ``seq_len`` tokens per step; the recipe and
-    the reserve, the SwiGLU and the attention kernel, ``grad_sync`` and ``causal`` as in
+    the reserve, the SwiGLU and the attention kernel, ``grad_sync``, ``causal`` and ``overlap`` as in
     :func:`~distlearn.planning.setting.make_setting`. Raises DistlearnValueError (bilingual, naming the parameter)
     when the plan is invalid (:func:`validate_plan`) or the setting is (:func:`~distlearn.planning.setting.make_setting`).
     Everything is checked here, once; the formulas it calls are arithmetic only. ZeRO 1–3 combine with pipeline
@@ -92,7 +92,7 @@ def evaluate(model, plan: Plan, *, global_batch: int, seq_len: int, gpu: str | G
     model, cluster = resolve(model, gpu, plan.world_size, cluster)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
                       fragmentation, swiglu, attention=attention, grad_sync=grad_sync,
-                      causal=causal)  # checks global_batch and seq_len (once)
+                      causal=causal, overlap=overlap)  # checks global_batch and seq_len (once)
     _check_layout(model, cluster, plan, global_batch, seq_len)
     return estimate(st, plan)
 

@@ -175,8 +175,9 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
                           "（norm-act。论文说“不使用激活检查点”，但把所有张量都存下来时这个布局放不下，见第 14 章）；"
                           "FSDP 对梯度和优化器状态分片，前向之后不再对权重重新分片，即 ZeRO-2；流水线预热深度 N = p"
                           "（Megatron 的取法；§3.3.2 说 N 可调）")
+    # §3.3.2: gradients accumulated in FP32 over the micro-batches, then reduce-scattered in FP32 = once per step
+    row["options"] = {"grad_sync": "per_step", "causal": True}
     if causal:
-        row["options"] = {"causal": True}
         row["reading"] += ("; causal attention kernel (FlashAttention skips the masked blocks) and the FLOPs "
                            "counted the same way, half the attention scores (the paper does not say how it counts)")
         row["reading_zh"] += "；注意力核按因果掩码计（FlashAttention 跳过被掩掉的块），FLOPs 也按同样的口径统计，只算一半注意力分数（论文没说它怎么数）"
@@ -214,8 +215,7 @@ def _mcore_row(key: str, recompute: str) -> dict:
                 precision="mixed-fp32-grads", count="model",
                 plan=Plan(dp=48, tp=tp, pp=pp, zero_stage=1, recompute=recompute, micro_batch_size=1,
                           num_microbatches=batch // 48, sequence_parallel=tp > 1),
-                published_flops=tflops * 1e12, published_mfu=mfu / 100, options={"attention": "flash"},
-                not_modelled=_MCORE_OVERLAP[0], not_modelled_zh=_MCORE_OVERLAP[1],
+                published_flops=tflops * 1e12, published_mfu=mfu / 100, options={"attention": "flash", **MEGATRON_OVERLAPS},
                 source=f"Megatron-LM README, 'Performance Benchmarking' table (images/model_table.png, Jul 2024, "
                        f"Megatron-Core r0.8.0): {key.upper()}, TP {tp} × PP {pp} × DP 48, {gpus} H100, batch "
                        f"{batch}, {tflops} TFLOP/s, MFU {mfu} %",
@@ -231,19 +231,10 @@ def _mcore_row(key: str, recompute: str) -> dict:
                            f"输入输出嵌入不共享（表中的参数量要求如此）")
 
 
-_MCORE_OVERLAP = ("the README's overlaps: --overlap-param-gather (ZeRO-1's all-gather hidden in the next forward), "
-                  "--overlap-grad-reduce (also across pipeline stages) and --tp-comm-overlap (TP communication "
-                  "inside the GEMMs); the planner charges the all-gather and the TP communication exposed",
-                  "README 列出的重叠：--overlap-param-gather（ZeRO-1 的 all-gather 藏在下一步的前向里）、"
-                  "--overlap-grad-reduce（流水线各阶段也重叠）和 --tp-comm-overlap（TP 通信藏在 GEMM 里）；规划器把"
-                  " all-gather 和 TP 通信都算作暴露")
-_NEMO_OVERLAP = ("NeMo's distributed optimizer overlaps its reduce-scatter and all-gather with compute "
-                 "(overlap_grad_sync / overlap_param_sync in NeMo's Nemotron configs; the report names only the "
-                 "distributed optimizer) and the planner charges the all-gather exposed: at 4 micro-batches per step "
-                 "that is about 30 % of its step",
-                 "NeMo 的分布式优化器让 reduce-scatter 和 all-gather 与计算重叠（NeMo 的 Nemotron 配置中的 "
-                 "overlap_grad_sync / overlap_param_sync；报告只提到分布式优化器），规划器把 all-gather 算作暴露："
-                 "每步只有 4 个微批次时，这约占它预测的每步时间的 30 %")
+# the overlap flags of Megatron-Core's README benchmark command (--tp-comm-overlap, --overlap-grad-reduce,
+# --overlap-param-gather) and of NeMo's Nemotron-4 recipes (tp_comm_overlap, overlap_grad_sync,
+# overlap_param_sync: the same Megatron-Core code), timed by distlearn.planning.setting.Overlap
+MEGATRON_OVERLAPS = read_only({"tp_comm_overlap": True, "overlap_grad_reduce": True, "overlap_param_gather": True})
 
 
 def _nemotron15b(dp, seconds, mfu, batch):
@@ -263,7 +254,7 @@ def _nemotron15b(dp, seconds, mfu, batch):
                         "optimizer = ZeRO-1; the squared-ReLU MLP timed as a SwiGLU of the same matrix FLOPs",
                 reading_zh="微批次大小 1；不重计算（放得下的最少重计算）；序列并行；分布式优化器即 ZeRO-1；平方 ReLU 的 "
                            "MLP 按矩阵 FLOPs 相同的 SwiGLU 计时",
-                not_modelled=_NEMO_OVERLAP[0], not_modelled_zh=_NEMO_OVERLAP[1])
+                options=dict(MEGATRON_OVERLAPS))
 
 
 _TORCHTITAN_GPU = ("the GPU's peak is unknown (H100 96 GB HBM2e at 500 W: 'between SXM and NVL', the source says)",
@@ -361,7 +352,7 @@ PUBLISHED_RUNS = read_only({
         precision="mixed-fp32-grads", count="model",
         plan=Plan(dp=64, tp=8, pp=12, zero_stage=1, recompute="selective", micro_batch_size=1, num_microbatches=36,
                   num_chunks=8, sequence_parallel=True),
-        published_step_seconds=8.0, published_mfu=0.41,
+        published_step_seconds=8.0, published_mfu=0.41, options=dict(MEGATRON_OVERLAPS),
         source="Nemotron-4 340B report (NVIDIA 2024, arXiv 2406.11704) §2.3, Table 2: 6,144 H100, TP 8 × PP 12 × "
                "DP 64, batch 2304, 8.0 s per iteration (MFU 41 %), the last stage of the batch ramp",
         source_zh="Nemotron-4 340B 技术报告（NVIDIA 2024，arXiv 2406.11704）§2.3，表 2：6,144 块 H100，TP 8 × PP 12 × "

@@ -24,7 +24,7 @@ from distlearn.activation_memory.formulas import (ATTENTION, RECOMPUTE_MODES, SW
 from distlearn.core.hardware import GPU, Cluster, make_cluster
 from distlearn.core.topology import Topology, best_collective, dispatch_cost, per_domain as group_per_domain
 from distlearn.core.models import PRESETS, ModelConfig, get_preset
-from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice, check_int,
+from distlearn.core.validate import (MAX_WORLD_SIZE, DistlearnValueError, check_bool, check_choice, check_record, check_int,
                                      check_number, checks, each, record, whole)
 from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_state_bytes
 from distlearn.pipeline_parallel.schedules import partition_layers
@@ -50,6 +50,44 @@ PLAN_SCHEDULES = ("1f1b", "zb-h1")
 # until the last micro-batch; "per_microbatch": reduce-scattered after every micro-batch's backward and kept
 # sharded (DeepSpeed's ZeRO-2, and a reading of Llama 3 §3.3.2)
 GRAD_SYNCS = ("per_step", "per_microbatch")
+
+
+@dataclass(frozen=True)
+class Overlap:
+    """A run's communication overlaps and DeepSeek-V3's FP8 switches (make_setting(overlap=...)); every field off
+    is the planner's plain model (each collective exposed except as the module docstring of
+    :mod:`distlearn.planning.step_time` says).
+
+    - ``tp_comm``: Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers: the sequence-parallel
+      all-gather split into chunks and pipelined with the column-parallel GEMM that consumes it, the reduce-scatter
+      with the row-parallel GEMM that produces it; Wang et al. 2023, "Overlap communication with dependent
+      computation", and torchtitan's async TP do the same): per micro-batch the tensor-parallel time is exposed only
+      beyond the linear layers' GEMM time, max(0, t_tp − t_gemm).
+    - ``grad_reduce``: Megatron-Core ``--overlap-grad-reduce`` (distributed/param_and_grad_buffer.py: a bucket's
+      reduce-scatter starts once its gradients are ready; with pp > 1 only during the last micro-batch's backward,
+      ``is_last_microbatch``): the step's gradient reduce-scatter hides behind one micro-batch's backward (the
+      planner already hides it so when pp = 1).
+    - ``param_gather``: Megatron-Core ``--overlap-param-gather`` (distributed optimizer: the all-gather of the
+      updated parameters, bucket by bucket, is dispatched with the next step's forward, ``forward_pre_hook``): the
+      after-step all-gather hides behind one micro-batch's forward.
+    - ``fp8_dispatch``: the FP8 recipe's all-to-all bytes of :data:`distlearn.precision.fp8_recipes.COMMUNICATION`
+      (``False``: every all-to-all in the activation dtype, for DeepSeek-V3's step-by-step account).
+    - ``fp8_block_ceiling``: the fine-grained FP8 GEMM ceiling of :data:`distlearn.planning.kernels.FP8_BLOCK_CEILING`
+      for the recipes of :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` (``False``: the plain FP8
+      ceiling)."""
+
+    tp_comm: bool = False
+    grad_reduce: bool = False
+    param_gather: bool = False
+    fp8_dispatch: bool = True
+    fp8_block_ceiling: bool = True
+
+    def __post_init__(self):
+        for name in ("tp_comm", "grad_reduce", "param_gather", "fp8_dispatch", "fp8_block_ceiling"):
+            check_bool(f"overlap.{name}", getattr(self, name))
+
+
+NO_OVERLAP = Overlap()
 # the range of each integer field of a Plan (Plan.__post_init__ refuses others; the bubble functions of
 # distlearn.planning.step_time take the same pp, num_microbatches and num_chunks): far beyond any real run (a degree
 # up to 2**20 GPUs, 2**20 micro-batches, 1024 interleaved chunks), small enough to refuse a typo such as 10**12
@@ -167,7 +205,7 @@ class Setting:
     def __init__(self, model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str,
                  optimizer: str, efficiency: float, reserve_bytes: float, fragmentation: float,
                  swiglu: str = "unfused", shared: dict | None = None, attention: str | None = None,
-                 grad_sync: str = "per_step", causal: bool = True):
+                 grad_sync: str = "per_step", causal: bool = True, overlap: "Overlap | None" = None):
         self.model, self.cluster = model, cluster
         # the attention kernel: the model's default (GPT presets materialise the scores, Llama runs flash) unless
         # the run says otherwise (a 2024 Megatron-Core GPT runs fused flash attention)
@@ -180,6 +218,7 @@ class Setting:
         self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.grad_sync = grad_sync  # GRAD_SYNCS: when ZeRO 1-3 reduce gradients under pipeline parallelism
         self.causal = causal  # a flash kernel skips the blocks the causal mask hides (kernels.causal_fraction)
+        self.overlap = NO_OVERLAP if overlap is None else overlap  # the run's communication overlaps (Overlap)
         self.B, self.s = global_batch, seq_len
         self.precision, self.optimizer = precision, optimizer
         # FLOP/s of the linear layers' GEMMs, and of the attention core, logits and everything else: 16-bit (fp32
@@ -367,7 +406,8 @@ def resolve(model, gpu, num_gpus, cluster) -> tuple[ModelConfig, Cluster]:
 def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, precision="mixed", optimizer="adam",
                  efficiency=None, reserve_bytes=RESERVE_BYTES,
                  fragmentation=FRAGMENTATION, swiglu="unfused", shared: dict | None = None,
-                 attention: str | None = None, grad_sync="per_step", causal=True) -> Setting:
+                 attention: str | None = None, grad_sync="per_step", causal=True,
+                 overlap: Overlap | None = None) -> Setting:
     """A validated :class:`Setting`. ``global_batch`` sequences of ``seq_len`` tokens per step; ``efficiency``:
     ``None`` for the kernel model of :mod:`distlearn.planning.kernels`, or a share of the peak for the flat model
     (every FLOP at peak × efficiency, the planner before issue 22; :data:`COMPUTE_EFFICIENCY` was its default);
@@ -379,7 +419,8 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     ``grad_sync``: one of :data:`GRAD_SYNCS`, when ZeRO 1–3 reduce the gradients under pipeline parallelism
     (``"per_step"``: torch's pipelining, the default; ``"per_microbatch"``). ``causal``: the flash attention kernel
     skips the tiles the causal mask hides (:func:`~distlearn.planning.kernels.causal_fraction`; materialised
-    attention computes all scores either way). Raises DistlearnValueError for non-positive sizes,
+    attention computes all scores either way). ``overlap``: an :class:`Overlap` (``None``: none of them).
+    Raises DistlearnValueError for non-positive sizes,
     an efficiency outside (0, 1], a negative reserve, a fragmentation outside [0, 0.9], an unknown recipe,
     SwiGLU or attention kernel, fp32 on a GPU without an fp32 peak, or FP8 on a GPU without FP8 tensor cores."""
     check_int("global_batch", global_batch, minimum=1)
@@ -394,8 +435,10 @@ def make_setting(model: ModelConfig, cluster: Cluster, global_batch, seq_len, pr
     check_choice("precision", precision, PLANNER_PRECISIONS)
     check_choice("grad_sync", grad_sync, GRAD_SYNCS)
     check_bool("causal", causal)
+    if overlap is not None:
+        check_record("overlap", overlap, Overlap, "Overlap(tp_comm=True)")
     return Setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                   fragmentation, swiglu, shared, attention, grad_sync, causal)
+                   fragmentation, swiglu, shared, attention, grad_sync, causal, overlap)
 
 
 # ---------------------------------------------------------------- the formulas' entry test (issue 33)

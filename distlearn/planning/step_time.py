@@ -288,7 +288,8 @@ def layer_units(st: Setting, p: Plan):
         return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.KernelModel(
             m, g, gemm_peak=st.gemm_peak, peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes,
             act_bytes=st.act_bytes, swiglu=st.swiglu, causal=st.causal,
-            fp8_block_scaled=st.precision in kernels.FINE_GRAINED_FP8_RECIPES).layer(
+            fp8_block_scaled=st.overlap.fp8_block_ceiling and st.precision in kernels.FINE_GRAINED_FP8_RECIPES
+        ).layer(
             micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
             attention=st.attention if p.cp == 1 else "flash", layer=index, ep=p.ep))
 
@@ -467,7 +468,7 @@ def all_to_all_bytes(st: Setting) -> dict[str, float]:
     def make():
         out = dict.fromkeys(("dispatch", "combine", "backward_dispatch", "backward_combine"), float(st.act_bytes))
         for item in COMMUNICATION:
-            if item.recipe != st.precision or item.collective != "all_to_all":
+            if not st.overlap.fp8_dispatch or item.recipe != st.precision or item.collective != "all_to_all":
                 continue
             if "combine" in item.what_en:
                 out["combine"] = out["backward_combine"] = item.fp8_bytes
@@ -538,8 +539,23 @@ def microbatch_terms(st: Setting, p: Plan) -> MicrobatchTerms:
         n_ar = 6 if p.recompute == "full" else 4
         t_tp = most_layers * n_ar * st.group_seconds("all_reduce", st.act_bytes * p.micro_batch_size
                                                      * (st.s // p.cp) * st.model.hidden_size, p.tp, 1)
+        if st.overlap.tp_comm and p.tp > 1:  # Overlap.tp_comm: hidden behind the linear layers' GEMMs, up to them
+            t_tp = max(0.0, t_tp - tp_overlap_seconds(st, p))
         return MicrobatchTerms(microbatch_compute_seconds(st, p), t_tp, cp_seconds(st, p), ep_seconds(st, p))
     return st.cached(key, make)
+
+
+def tp_overlap_seconds(st: Setting, p: Plan) -> float:
+    """Seconds of one micro-batch's linear-layer GEMMs on the slowest stage (forward, backward and recomputed), the
+    work the tensor-parallel all-gathers / reduce-scatters hide behind under ``Overlap.tp_comm`` (Transformer
+    Engine userbuffers pipeline each chunk of the collective with the GEMM that consumes or produces it): the kernel
+    model's ``"gemm"`` part at the end-to-end speed (/ END_TO_END); the flat model has no GEMM part and uses the
+    whole micro-batch compute."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
+    if st.kernel_model:
+        return kernel_stage_parts(st, p)["gemm"] / kernels.END_TO_END
+    return microbatch_compute_seconds(st, p)
 
 
 def microbatch_lower_bound(st: Setting, p: Plan) -> float:
@@ -667,7 +683,11 @@ def dp_seconds(st: Setting, p: Plan) -> float:
         groups.append((first.expert_params / (tp * p.ep), dp_n // p.ep, tp * p.ep))
     t_bwd = t_compute * (3 / 4 if p.recompute == "full" else 2 / 3)  # backward (+ recomputed forward) share
     t_fwd = t_compute - t_bwd
-    window = t_bwd if pp == 1 else 0.0
+    # the reduce-scatter after the last backward hides behind it when pp = 1, or under Overlap.grad_reduce
+    # (Megatron-Core: during the last micro-batch's backward); the after-step all-gather behind the next forward
+    # under Overlap.param_gather
+    window = t_bwd if pp == 1 or st.overlap.grad_reduce else 0.0
+    after = t_fwd if st.overlap.param_gather else 0.0
     # one optimizer step's collectives from distlearn.zero_fsdp.traffic (the ZeRO design, reduce-scatter for stages
     # 1–2); each phase's collectives hide behind that phase's compute, the rest is exposed
     # per-unit counts: one collective per layer of the stage (an FSDP unit, a gradient bucket), so the latency of
@@ -675,7 +695,7 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     units = sizes[0]
     t_dp = 0.0
     if dp_n > 1:
-        hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": 0.0}
+        hide = {"forward": t_fwd, "backward": t_bwd, "last_backward": window, "after_step": after}
         for phase, colls in st.dp_collectives(p.zero_stage, mb, pp):
             reps = mb if phase in ("forward", "backward") else 1
             busy = sum(c.times / reps * units * st.group_seconds(
