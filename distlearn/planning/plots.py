@@ -165,3 +165,53 @@ def plot_measured_gemms(kinds=("bf16", "fp8_tensorwise")):
     labels += [bi("measured (H200)", "实测（H200）"), bi("planner", "规划器")]
     axes[0][0].legend(handles, labels, fontsize=7, loc="lower right")
     return fig
+
+
+def plot_validation():
+    """Calibration apart from validation, in one picture: predicted / published of every evaluated published run
+    (:func:`distlearn.planning.calibration.validation_report`), one row per run, in three groups from the top: the
+    calibration runs that fix END_TO_END (black squares), the out-of-sample runs that are scored (blue dots; orange
+    when outside ±10 %, each with its stated reason in ``KNOWN_MISSES``) and the runs the planner cannot express
+    (grey crosses, not scored). Shaded bands at ±10 % and ±20 %; the sources, per run, are
+    :func:`distlearn.planning.published.run_source`, named under the figure. Returns the figure."""
+    from distlearn.planning.calibration import TOLERANCE, WIDE, validation_report
+    from distlearn.planning import kernels
+
+    report = validation_report()
+    groups = ((bi(f"calibration (fits END_TO_END = {kernels.END_TO_END:.2f})",
+                  f"校准（确定 END_TO_END = {kernels.END_TO_END:.2f}）"), report.calibration, "s", "k"),
+              (bi("out of sample, scored", "样本外，计分"), report.ratios, "o", "tab:blue"),
+              (bi("not modelled, not scored", "无法建模，不计分"),
+               {n: v[0] for n, v in report.excluded.items()}, "x", "0.45"))
+    rows = sum(len(g[1]) for g in groups) + 2 * (len(groups) - 1)
+    height = 0.16 * rows + 2.2
+    fig, ax = plots.plt.subplots(figsize=(7.4, height))
+    fig.subplots_adjust(left=0.3, right=0.97, top=1 - 0.75 / height, bottom=1.25 / height)
+    ax.axvspan(1 - WIDE, 1 + WIDE, color="0.93", zorder=0)
+    ax.axvspan(1 - TOLERANCE, 1 + TOLERANCE, color="0.84", zorder=0)
+    ax.axvline(1, color="0.3", lw=0.8)
+    y, ticks, labels = 0, [], []
+    for title, ratios, marker, color in groups:
+        ax.text(0.52, y - 1.1, title, fontsize=8, ha="left", va="center")
+        for name, ratio in ratios.items():
+            miss = marker == "o" and abs(ratio - 1) > TOLERANCE
+            ax.plot(min(ratio, 1.7), y, marker, color="tab:orange" if miss else color, ms=5)
+            ticks.append(y)
+            labels.append(name)
+            y += 1
+        y += 2
+    ax.set_yticks(ticks, labels, fontsize=6.5)
+    ax.set_ylim(y - 1.5, -2)
+    ax.set_xlim(0.5, 1.7)
+    ax.set_xlabel(bi("predicted / published", "预测值 / 公布值"))
+    for band in (TOLERANCE, WIDE):
+        ax.text(1 + band, y - 1.7, f"+{band:.0%}", fontsize=7, ha="right", va="bottom", color="0.3")
+        ax.text(1 - band, y - 1.7, f"−{band:.0%}", fontsize=7, ha="left", va="bottom", color="0.3")
+    ax.grid(axis="x", alpha=0.3)
+    plots.title(ax, "The planner against published runs", "规划器与已发表的训练")
+    fig.text(0.01, 0.01, bi("Sources: Narayanan et al. 2021, Table 1; Megatron-LM README; BLOOM; Llama 3, Table 4;\n"
+                            "MegaScale, Table 2; Megatron-Core README; Nemotron-4; torchtitan; DeepSeek-V3",
+                            "出处：Narayanan 等 2021 表 1；Megatron-LM README；BLOOM；Llama 3 表 4；\n"
+                            "MegaScale 表 2；Megatron-Core README；Nemotron-4；torchtitan；DeepSeek-V3",
+                            sep="\n"), fontsize=6.5, color="0.35", va="bottom")
+    return fig
