@@ -1,0 +1,111 @@
+"""Chapter 14 quotes numbers that the planner computes (issue 38): each number the prose of notebooks/14_planning.md
+quotes about calibration, validation, DeepSeek-V3's steps, Llama 3's memory and layouts and our plan's step is
+recomputed here from the code and must appear, formatted as quoted, in the English and in the Chinese prose. A change
+of the model or of a published row that moves a number fails this test until the prose follows."""
+import re
+from dataclasses import replace
+
+import jupytext
+import pytest
+
+from authoring.paths import ROOT
+from distlearn import planning as planner
+from distlearn.core.hardware import make_cluster
+from distlearn.core.models import PRESETS
+from distlearn.memory.formulas import GB
+from distlearn.planning import calibration
+
+PATH = ROOT / "notebooks" / "14_planning.md"
+WORDS = {2: ("two", "两"), 3: ("three", "三"), 4: ("four", "四"), 5: ("Five", "五"), 6: ("Six", "六")}
+
+
+def _prose(lang: str) -> str:
+    """The chapter's markdown cells of one language, joined, every run of whitespace one space."""
+    cells = [c.source for c in jupytext.read(PATH).cells
+             if c.cell_type == "markdown" and f"lang-{lang}" in c.metadata.get("tags", [])]
+    return re.sub(r"\s+", " ", "\n".join(cells))
+
+
+@pytest.fixture(scope="module")
+def prose():
+    return {"en": _prose("en"), "zh": _prose("zh").replace(" ", "")}
+
+
+def _check(prose, en: list[str], zh: list[str]):
+    for q in en:
+        assert re.sub(r"\s+", " ", q) in prose["en"], f"English prose does not quote: {q!r}"
+    for q in zh:
+        assert q.replace(" ", "") in prose["zh"], f"Chinese prose does not quote: {q!r}"
+
+
+def test_calibration_and_validation_quotes(prose):
+    report = planner.validation_report()
+    e2e = f"END_TO_END = {planner.END_TO_END:.2f}"
+    assert planner.END_TO_END == round(planner.calibrate(), 2)
+    n_cal, n_scored, n_excl = len(calibration.CALIBRATION_RUNS), len(report.ratios), len(report.excluded)
+    med, worst = f"{report.median_error:.1%}", f"{report.worst_error:.1%}"
+    _check(prose,
+           [e2e, f"fitted on {WORDS[n_cal][0]} runs", f"{n_scored} are scored out of sample",
+            f"is {med}, the worst {worst}", f"{WORDS[n_excl][0]} runs use something the planner cannot express",
+            f"The {n_scored} other runs", f"median error {med}, worst {worst}"],
+           [e2e, f"用{WORDS[n_cal][1]}次点名的训练", f"有{n_scored}次作为样本外验证计分", f"中位数是{med}，最差的是{worst}",
+            f"有{WORDS[n_excl][1]}次训练用到了规划器无法表示的东西", f"另外{n_scored}次训练", f"误差中位数{med}，最差{worst}"])
+
+
+def test_deepseek_quotes(prose):
+    steps = planner.deepseek_steps()
+    computed = [s for s in steps if s.options]
+    first, last = f"{computed[0].ratio:.2f}", f"{computed[-1].ratio:.2f}"
+    bound = steps[-2].ratio
+    assert bound > 1 > computed[-1].ratio  # hiding every all-to-all overshoots: the truth lies between
+    assert computed[1].ratio - computed[0].ratio == max(b.ratio - a.ratio for a, b in zip(computed, computed[1:]))
+    _check(prose, [f"climbs from {first} to {last}"], [f"比值从{first}升到{last}"])
+
+
+def test_llama3_memory_and_layout_quotes(prose):
+    l8 = planner.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
+    readings = {n: planner.memory_readings(n) for n in planner.LLAMA3_RUNS}
+    assert all(r["none"]["memory"]["total"] > 110 * GB for r in readings.values())  # "more than 110 GB per GPU"
+    assert all(not r[k]["fits"] for r in readings.values() for k in r if k != "norm-act")  # only norm-act comes close
+    own8 = planner.compare_published("llama3-405b-8k-gpus")["estimate"]
+    mem8 = f"{own8.memory['total'] / GB:.1f} GB"
+    kw8 = dict(global_batch=l8["global_batch"], seq_len=l8["seq_len"], gpu="h100-80gb", precision=l8["precision"])
+    full8 = planner.evaluate(l8["model"], replace(l8["plan"], recompute="full"), **kw8)
+    best8 = planner.search(l8["model"], num_gpus=8192, top=1, **kw8).best
+    gain = f"{best8.time['total'] / own8.time['total'] - 1:.1%}"
+    mfu8, mfu_full = f"{own8.mfu:.1%}", f"{full8.mfu:.1%}"
+    assert not own8.fits and 80 * GB < own8.memory["total"] < 85.5 * GB  # over the course's 80 GB, under a real H100
+    e16 = planner.compare_published("llama3-405b-16k-gpus")["estimate"]
+    llama = planner.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
+    best16 = planner.search(llama["model"], global_batch=llama["global_batch"], seq_len=llama["seq_len"],
+                            gpu="h100-80gb", num_gpus=16384, top=2, precision=llama["precision"]).plans
+    assert {b.plan.zero_stage for b in best16} == {1, 2}
+    assert all(replace(b.plan, zero_stage=2) == llama["plan"] for b in best16)  # the published layout itself
+    _check(prose,
+           [f"needs {mem8} per GPU", f"{mfu8} → {mfu_full} at 8,192 GPUs", f"{gain} slower than the published layout",
+            f"{e16.mfu:.1%} MFU predicted"],
+           [f"需要{mem8}", f"从{mfu8}降到{mfu_full}", f"慢{gain}", f"预测MFU{e16.mfu:.1%}"])
+
+
+def test_our_plan_step_quotes(prose):
+    plan = planner.Plan(dp=8, tp=8, pp=1, zero_stage=2, recompute="selective", micro_batch_size=1,
+                        num_microbatches=64)
+    est = planner.evaluate(PRESETS["llama3-70b"], plan, global_batch=512, seq_len=8192, gpu="h100-80gb")
+    c, t, tp = (f"{est.time[k]:.1f}" for k in ("compute", "total", "tp_comm"))
+    st70 = planner.make_setting(PRESETS["llama3-70b"], make_cluster("h100-80gb", 64), 512, 8192)
+    shares = {}
+    for label, st_, p_ in [("70b", st70, plan)] + [
+            (n, planner.make_setting(r["model"], planner.published.run_cluster(r), r["global_batch"], r["seq_len"],
+                                     r["precision"]), r["plan"])
+            for n, r in ((n, planner.PUBLISHED_RUNS[n]) for n in ("megatron-gpt-1.7b", "megatron-gpt-1t"))]:
+        parts = planner.kernel_stage_parts(st_, p_)
+        shares[label] = {k: f"{v / sum(parts.values()):.0%}" for k, v in parts.items()}
+    s17, s1t, s70 = shares["megatron-gpt-1.7b"], shares["megatron-gpt-1t"], shares["70b"]
+    _check(prose,
+           [f"Compute takes {c} of the {t} s", f"all-reduces take {tp} s", f"gives {est.mfu:.1%} MFU",
+            f"Element-wise work is {s17['elementwise']} of the 1.7 B model's time but {s1t['elementwise']} of the 1 T "
+            f"model's, where GEMMs take {s1t['gemm']}", f"core takes {s70['attention']}",
+            f"unmodelled {s70['unmodelled']} is END_TO_END"],
+           [f"{t}秒中计算占{c}秒", f"AllReduce占{tp}秒", f"MFU为{est.mfu:.1%}",
+            f"逐元素运算在1.7B模型中占{s17['elementwise']}，在1T模型中只占{s1t['elementwise']}，GEMM则占到{s1t['gemm']}",
+            f"用因果算子时占{s70['attention']}", f"未建模的{s70['unmodelled']}"])
