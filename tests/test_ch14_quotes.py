@@ -109,3 +109,29 @@ def test_our_plan_step_quotes(prose):
            [f"{t}秒中计算占{c}秒", f"AllReduce占{tp}秒", f"MFU为{est.mfu:.1%}",
             f"逐元素运算在1.7B模型中占{s17['elementwise']}，在1T模型中只占{s1t['elementwise']}，GEMM则占到{s1t['gemm']}",
             f"用因果算子时占{s70['attention']}", f"未建模的{s70['unmodelled']}"])
+
+
+def test_picture_search_and_step7_quotes(prose):
+    model = PRESETS["llama3-70b"]
+    e = planner.evaluate(model, planner.Plan(dp=4, tp=8, pp=2, zero_stage=2, recompute="selective",
+                                             micro_batch_size=1, num_microbatches=128),
+                         global_batch=512, seq_len=8192, gpu="h100-80gb")
+    mem, step = f"{e.memory['total'] / GB:.0f}", f"{e.time['total']:.0f}"
+    res = planner.search("llama3-70b", global_batch=512, seq_len=8192, gpu="h100-80gb", num_gpus=64)
+    b = res.best
+    assert (b.plan.dp, b.plan.tp, b.plan.pp, b.plan.zero_stage, b.plan.recompute) == (16, 4, 1, 3, "norm-act")
+    m8 = PRESETS["llama3-8b"]
+    rows = []
+    for batch in (64, 512):
+        p = planner.Plan(dp=64, tp=1, pp=1, zero_stage=0, recompute="selective", micro_batch_size=1,
+                         num_microbatches=batch // 64, sequence_parallel=False)
+        rows.append(planner.evaluate(m8, p, global_batch=batch, seq_len=1024, gpu="h100-80gb"))
+    share = [f"{r.comm_fraction:.0%}" for r in rows]
+    mfu = [f"{r.mfu:.1%}" for r in rows]
+    _check(prose,
+           [f"using about {mem} of the 80 GB, and its step takes about {step} s",
+            f"Of {res.num_evaluated:,} plans, {len(res.plans):,} fit", f"{b.mfu:.1%} MFU against our",
+            f"{b.time['total']:.1f} s per step, {b.mfu:.1%} MFU",
+            f"falls from {share[0]} to {share[1]}, and MFU rises from {mfu[0]} to {mfu[1]}"],
+           [f"80GB中用了约{mem}GB。一步约{step}秒", f"{res.num_evaluated:,}个方案中有{len(res.plans):,}个放得下",
+            f"每步{b.time['total']:.1f}秒，MFU{b.mfu:.1%}", f"通信占比从{share[0]}降到{share[1]}，MFU从{mfu[0]}升到{mfu[1]}"])
