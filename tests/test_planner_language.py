@@ -116,3 +116,32 @@ def test_plan_diagram_draws_in_the_readers_language(lang):
                 assert not re.search(r"\b(replica|stage|capacity|activations|seconds)\b", words), words
         finally:
             plt.close("all")
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_validation_plot_draws_every_run_in_its_group_in_the_readers_language(lang):
+    """Issue 38: chapter 14's picture of calibration apart from validation: one point per evaluated published run at
+    its ratio (calibration, scored, not modelled, in that order from the top), the ±10 % and ±20 % bands, the sources
+    named under the figure; every text follows the course language."""
+    import matplotlib.pyplot as plt
+    from distlearn.planning import calibration as C
+    from distlearn.planning.plots import plot_validation
+
+    report = C.validation_report()
+    with language(lang):
+        fig = plot_validation()
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        names = [t.get_text() for t in ax.get_yticklabels()]
+        points = {n: line.get_xdata()[0] for n, line in zip(names, ax.lines[1:])}
+        texts = [ax.get_title(), ax.get_xlabel()] + [t.get_text() for t in ax.texts] + [t.get_text() for t in fig.texts]
+    plt.close(fig)
+    order = list(report.calibration) + list(report.ratios) + list(report.excluded)
+    assert names == order
+    ratios = {**report.calibration, **report.ratios, **{n: v[0] for n, v in report.excluded.items()}}
+    assert all(points[n] == pytest.approx(min(ratios[n], 1.7)) for n in order)
+    spans = sorted(round(p.get_width(), 6) for p in ax.patches)
+    assert spans == [2 * C.TOLERANCE, 2 * C.WIDE]
+    assert any("Narayanan" in t for t in texts) and any("DeepSeek-V3" in t for t in texts)
+    for t in texts:
+        assert A.readable(t, lang), t
