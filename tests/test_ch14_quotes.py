@@ -46,10 +46,10 @@ def test_calibration_and_validation_quotes(prose):
     med, worst = f"{report.median_error:.1%}", f"{report.worst_error:.1%}"
     _check(prose,
            [e2e, f"fitted on {WORDS[n_cal][0]} runs", f"{n_scored} are scored out of sample",
-            f"is {med}, the worst {worst}", f"{WORDS[n_excl][0]} runs use something the planner cannot express",
+            f"is {med}, the worst {worst}", f"{WORDS[n_excl][0]} runs are shown but not scored",
             f"The {n_scored} other runs", f"median error {med}, worst {worst}"],
            [e2e, f"用{WORDS[n_cal][1]}次点名的训练", f"有{n_scored}次作为样本外验证计分", f"中位数是{med}，最差的是{worst}",
-            f"有{WORDS[n_excl][1]}次训练用到了规划器无法表示的东西", f"另外{n_scored}次训练", f"误差中位数{med}，最差{worst}"])
+            f"有{WORDS[n_excl][1]}次训练只展示、不计分", f"另外{n_scored}次训练", f"误差中位数{med}，最差{worst}"])
 
 
 def test_deepseek_quotes(prose):
