@@ -135,3 +135,19 @@ def test_picture_search_and_step7_quotes(prose):
             f"falls from {share[0]} to {share[1]}, and MFU rises from {mfu[0]} to {mfu[1]}"],
            [f"80GB中用了约{mem}GB。一步约{step}秒", f"{res.num_evaluated:,}个方案中有{len(res.plans):,}个放得下",
             f"每步{b.time['total']:.1f}秒，MFU{b.mfu:.1%}", f"通信占比从{share[0]}降到{share[1]}，MFU从{mfu[0]}升到{mfu[1]}"])
+
+
+def test_gpu_count_quotes(prose):
+    kw = dict(global_batch=512, seq_len=8192, gpu="h100-80gb", top=1)
+    best = {n: planner.search("llama3-70b", num_gpus=n, **kw).best for n in (16, 24, 32, 64, 128, 256)}
+    without = {n: planner.search("llama3-70b", num_gpus=n, recompute=("none", "selective", "full"), **kw).best
+               for n in (24, 32, 64, 128, 256)}
+    assert best[16] is None
+    assert best[24].plan.recompute == "norm-act" and without[24].plan.recompute == "full"
+    assert all(best[n].plan.tp == 4 and without[n].plan.tp == 8 for n in (32, 64))
+    assert best[128].plan == without[128].plan and best[128].plan.recompute == "none"
+    assert (best[256].plan.tp, without[256].plan.tp) == (2, 4)
+    assert all(without[n].plan.recompute != "selective" for n in without)
+    a, b = f"{best[24].mfu:.1%}", f"{without[24].mfu:.1%}"
+    _check(prose, [f"no full recomputation needed: {a} MFU | full recomputation: {b}"],
+           [f"不必完全重计算：MFU{a}|要完全重计算：{b}"])
