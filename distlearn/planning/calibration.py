@@ -174,17 +174,34 @@ def check_run(run) -> dict:
     return run
 
 
+def run_options(run: dict) -> dict:
+    """The keyword options of :func:`~distlearn.planning.evaluation.evaluate` a run in the published format
+    implies: its ``options`` among :data:`EVALUATE_OPTIONS`, and those of :data:`OVERLAP_OPTIONS` as one
+    ``overlap=`` :class:`~distlearn.planning.setting.Overlap` (always given: none set is no overlap). Raises
+    DistlearnValueError for a malformed run (:func:`check_run`)."""
+    check_run(run)
+    opts = run.get("options", {})
+    out = {k: v for k, v in opts.items() if k in EVALUATE_OPTIONS}
+    out["overlap"] = Overlap(**{OVERLAP_OPTIONS[k]: v for k, v in opts.items() if k in OVERLAP_OPTIONS})
+    return out
+
+
+def run_model(run: dict) -> ModelConfig:
+    """The run's model with its ``max_nodes_per_token`` option applied (DeepSeek-V3's node-limited routing), else
+    ``run["model"]`` itself. Raises DistlearnValueError for a malformed run (:func:`check_run`)."""
+    check_run(run)
+    if "max_nodes_per_token" in run.get("options", {}):
+        return dataclasses.replace(run["model"], max_nodes_per_token=run["options"]["max_nodes_per_token"])
+    return run["model"]
+
+
 def _compare(run: dict) -> dict:
     """:func:`compare_run` of a checked run, at the current END_TO_END: the run's options passed to
     :func:`evaluate` (its overlaps as an :class:`~distlearn.planning.setting.Overlap`, ``max_nodes_per_token`` into
     the model) and its count to :func:`step_flops` (``"model-causal"``: ``causal_count=True``)."""
-    opts = dict(run.get("options", {}))
-    model = run["model"]
-    if "max_nodes_per_token" in opts:
-        model = dataclasses.replace(model, max_nodes_per_token=opts.pop("max_nodes_per_token"))
-    overlap = Overlap(**{OVERLAP_OPTIONS[k]: opts.pop(k) for k in list(opts) if k in OVERLAP_OPTIONS})
+    model, opts = run_model(run), run_options(run)
     est = evaluate(model, run["plan"], global_batch=run["global_batch"], seq_len=run["seq_len"],
-                   cluster=_cluster(run), precision=run["precision"], overlap=overlap, **opts)
+                   cluster=_cluster(run), precision=run["precision"], **opts)
     count = run["count"]
     tokens = run["global_batch"] * run["seq_len"]
     if count == "megatron":
