@@ -453,6 +453,8 @@ CALLS = {
     "distlearn.planning.published.memory_readings": lambda: {"name": "llama3-405b-8k-gpus"},
     "distlearn.planning.calibration.compare_run": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.check_run": lambda: {"run": _published_run()},
+    "distlearn.planning.calibration.run_options": lambda: {"run": _published_run()},
+    "distlearn.planning.calibration.run_model": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.calibrate": lambda: {"runs": ("megatron-gpt-1.7b",)},
     "distlearn.planning.calibration.with_end_to_end": lambda: {"value": 0.8},
     "distlearn.planning.kernels.end_to_end_as": lambda: {"value": 0.8},
@@ -476,7 +478,8 @@ CALLS = {
     f"{ST}.all_to_all_bytes": lambda: {"st": _setting()},
     **{f"{ST}.{name}": _sp for name in (
         "bubble_share", "zero_bubble_terms", "schedule_bubble_ratio",
-        "microbatch_compute_seconds", "layer_units", "kernel_stage_parts", "logit_seconds", "dense_stage_parts",
+        "microbatch_compute_seconds", "tp_overlap_seconds", "layer_units", "kernel_stage_parts", "logit_seconds",
+        "dense_stage_parts",
         "moe_stage_parts", "flat_compute_seconds", "ep_seconds", "cp_seconds",
         "microbatch_terms", "microbatch_lower_bound", "pipeline_terms", "one_f_one_b_terms",
         "step_seconds_lower_bound", "plan_time", "plan_seconds", "dp_term", "dp_seconds")},

@@ -35,7 +35,8 @@ from dataclasses import replace
 from distlearn.core.hardware import Cluster, make_cluster
 from distlearn.core.i18n import bi, get_language
 from distlearn.core.validate import check_choice, checks, mapping
-from distlearn.planning.calibration import (CALIBRATION_RUNS, KNOWN_MISSES, TOLERANCE, WIDE, compare_run,
+from distlearn.planning.calibration import (CALIBRATION_RUNS, KNOWN_MISSES, TOLERANCE, WIDE, compare_run, run_options,
+                                            run_model,
                                             validation_report)
 from distlearn.planning.command_line import display_width
 from distlearn.planning import kernels
@@ -168,7 +169,7 @@ def memory_readings(name: str) -> dict[str, dict]:
         p = replace(run["plan"], recompute=recompute)
         peaks = stage_peak_layers(p.pp, p.num_microbatches, p.num_chunks, p.stage_layers)
         st = make_setting(run["model"], run_cluster(run), run["global_batch"], run["seq_len"], run["precision"],
-                          swiglu=swiglu, **extra)
+                          swiglu=swiglu, **{**run_options(run), **extra})
         mem = plan_memory(st, p)
         per_layer = st.act(p.micro_batch_size, p.tp, p.sequence_parallel, p.recompute, p.cp)
         other = mem["total"] - mem["activations"]

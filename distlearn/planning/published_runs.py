@@ -175,8 +175,14 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
                           "（norm-act。论文说“不使用激活检查点”，但把所有张量都存下来时这个布局放不下，见第 14 章）；"
                           "FSDP 对梯度和优化器状态分片，前向之后不再对权重重新分片，即 ZeRO-2；流水线预热深度 N = p"
                           "（Megatron 的取法；§3.3.2 说 N 可调）")
-    # §3.3.2: gradients accumulated in FP32 over the micro-batches, then reduce-scattered in FP32 = once per step
-    row["options"] = {"grad_sync": "per_step", "causal": True}
+    row["reading"] += ("; gradients reduce-scattered after every micro-batch into the sharded FP32 accumulator "
+                       "(grad_sync='per_microbatch')")
+    row["reading_zh"] += "；每个微批次的反向之后就把梯度 reduce-scatter 到分片的 FP32 累加缓冲区（grad_sync='per_microbatch'）"
+    # §3.3.2: FSDP shards the gradients and accumulates them in FP32 over the micro-batches, reduce-scattered in
+    # FP32: a sharded FP32 accumulator is only filled by a reduce-scatter after each micro-batch's backward, so
+    # per_microbatch (per_step would hold the stage's gradients unsharded: +6.4 GB per GPU, and the 8K-GPU layout
+    # would not fit the 80 GB it ran on)
+    row["options"] = {"grad_sync": "per_microbatch", "causal": True}
     if causal:
         row["reading"] += ("; causal attention kernel (FlashAttention skips the masked blocks) and the FLOPs "
                            "counted the same way, half the attention scores (the paper does not say how it counts)")
