@@ -64,27 +64,40 @@ def test_deepseek_quotes(prose):
 
 def test_llama3_memory_and_layout_quotes(prose):
     l8 = planner.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
-    readings = {n: planner.memory_readings(n) for n in planner.LLAMA3_RUNS}
-    assert all(r["none"]["memory"]["total"] > 110 * GB for r in readings.values())  # "more than 110 GB per GPU"
-    assert all(not r[k]["fits"] for r in readings.values() for k in r if k != "norm-act")  # only norm-act comes close
-    own8 = planner.compare_published("llama3-405b-8k-gpus")["estimate"]
-    mem8 = f"{own8.memory['total'] / GB:.1f} GB"
+    rd = {n: planner.memory_readings(n) for n in planner.LLAMA3_RUNS}
+    r8, r16 = rd["llama3-405b-8k-gpus"], rd["llama3-405b-16k-gpus"]
+    tot = lambda r, k: r[k]["memory"]["total"] / GB  # noqa: E731
+    every = [tot(r, "none") for r in rd.values()]
+    assert all(not r[k]["fits"] for r in rd.values() for k in ("none", "none-fused-swiglu"))
+    assert all(r["norm-act"]["fits"] for r in rd.values())
+    assert r16["none-fused-swiglu-no-fragmentation"]["fits"] and not r8["none-fused-swiglu-no-fragmentation"]["fits"]
+    fused8 = tot(r8, "none-fused-swiglu-no-fragmentation")
+    assert fused8 < 85.5  # fits a real H100's 81,559 MiB
+    assert all(13 < tot(r, "none") - tot(r, "none-fused-swiglu") < 17 for r in rd.values())  # "about 15 GB"
     kw8 = dict(global_batch=l8["global_batch"], seq_len=l8["seq_len"], gpu="h100-80gb", precision=l8["precision"])
+    own8 = planner.compare_published("llama3-405b-8k-gpus")["estimate"]
+    step8 = planner.evaluate(l8["model"], l8["plan"], grad_sync="per_step", causal=True, **kw8)
+    assert l8["options"]["grad_sync"] == "per_microbatch" and own8.fits and not step8.fits
     full8 = planner.evaluate(l8["model"], replace(l8["plan"], recompute="full"), **kw8)
     best8 = planner.search(l8["model"], num_gpus=8192, top=1, **kw8).best
-    gain = f"{best8.time['total'] / own8.time['total'] - 1:.1%}"
-    mfu8, mfu_full = f"{own8.mfu:.1%}", f"{full8.mfu:.1%}"
-    assert not own8.fits and 80 * GB < own8.memory["total"] < 85.5 * GB  # over the course's 80 GB, under a real H100
-    e16 = planner.compare_published("llama3-405b-16k-gpus")["estimate"]
+    gain = f"{own8.time['total'] / best8.time['total'] - 1:.1%}"
+    assert (best8.plan.pp, best8.plan.num_chunks, best8.plan.dp) == (32, 4, 32)
+    assert own8.time["dp_comm"] - step8.time["dp_comm"] > own8.time["total"] - best8.time["total"]  # the gradients
     llama = planner.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
     best16 = planner.search(llama["model"], global_batch=llama["global_batch"], seq_len=llama["seq_len"],
                             gpu="h100-80gb", num_gpus=16384, top=2, precision=llama["precision"]).plans
     assert {b.plan.zero_stage for b in best16} == {1, 2}
     assert all(replace(b.plan, zero_stage=2) == llama["plan"] for b in best16)  # the published layout itself
+    lo, hi = f"{min(every):.0f}", f"{max(every):.0f}"
+    n8, n16, f8, s8 = (f"{x:.1f}" for x in (tot(r8, "norm-act"), tot(r16, "norm-act"), fused8,
+                                             step8.memory["total"] / GB))
+    mfu8, mfu_full = f"{own8.mfu:.1%}", f"{full8.mfu:.1%}"
     _check(prose,
-           [f"needs {mem8} per GPU", f"{mfu8} → {mfu_full} at 8,192 GPUs", f"{gain} slower than the published layout",
-            f"{e16.mfu:.1%} MFU predicted"],
-           [f"需要{mem8}", f"从{mfu8}降到{mfu_full}", f"慢{gain}", f"预测MFU{e16.mfu:.1%}"])
+           [f"need {lo}–{hi} GB per GPU", f"{n8} GB per GPU at 8,192 GPUs, {n16} GB at 16,384", f"at {f8} GB, fits",
+            f"would need {s8} GB and not fit", f"{mfu8} → {mfu_full} at 8,192 GPUs", f"{gain} more tokens/s",
+            f"A {gain} gap"],
+           [f"需要{lo}–{hi}GB", f"每块{n8}GB，16,384块时{n16}GB", f"需要{f8}GB，在真卡上也放得下", f"需要{s8}GB，放不下",
+            f"从{mfu8}降到{mfu_full}", f"每秒词元数多{gain}", f"{gain}的差距"])
 
 
 def test_our_plan_step_quotes(prose):
