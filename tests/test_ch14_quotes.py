@@ -44,6 +44,7 @@ def test_calibration_and_validation_quotes(prose):
     assert planner.END_TO_END == round(planner.calibrate(), 2)
     n_cal, n_scored, n_excl = len(calibration.CALIBRATION_RUNS), len(report.ratios), len(report.excluded)
     med, worst = f"{report.median_error:.1%}", f"{report.worst_error:.1%}"
+    assert sorted(report.outside_wide) == ["mcore-1.7b", "mcore-7.1b"] and all(report.outside_wide.values())
     _check(prose,
            [e2e, f"fitted on {WORDS[n_cal][0]} runs", f"{n_scored} are scored out of sample",
             f"is {med}, the worst {worst}", f"{WORDS[n_excl][0]} runs are shown but not scored",
