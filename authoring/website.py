@@ -46,7 +46,7 @@ from pathlib import Path
 
 import nbformat
 
-from authoring import lang_audit, copies, parity, paths
+from authoring import lang_audit, copies, parity, paths, web_explorers
 
 ROOT = paths.ROOT
 CONF_DIR = ROOT / "website"
@@ -237,6 +237,29 @@ def site_explorer_note(lang: str, page_path: str) -> str:
     return f'<p class="distlearn-explorer-site-note" style="color:#b35900">▶ {text}</p>'
 
 
+_IMPORT = re.compile(r"^\s*from\s+(distlearn(?:\.\w+)*)\s+import\s+(\w+)(?:\s+as\s+(\w+))?", re.M)
+
+
+def explorer_in_cell(source: str) -> str | None:
+    """The explorer a code cell shows (``from distlearn.memory import explorer as m`` … ``m.explorer()``), by its
+    :func:`distlearn.core.explorer.explorer_modules` name (``"memory"``), or None."""
+    from distlearn.core.explorer import explorer_modules
+
+    names = {module: name for name, module in explorer_modules().items()}
+    for m in _IMPORT.finditer(source):
+        module = f"{m.group(1)}.{m.group(2)}"
+        if module in names and re.search(rf"\b{re.escape(m.group(3) or m.group(2))}\.explorer\(\)", source):
+            return names[module]
+    return None
+
+
+def live_explorer(html_text: str, name: str, lang: str) -> str:
+    """An explorer's static picture wrapped for ``website/_static/distlearn-explorer.js``, which puts the live
+    explorer ``name`` (data from :mod:`authoring.web_explorers`) in its place; the picture stays without JavaScript."""
+    return (f'<div class="distlearn-live-explorer" data-distlearn-explorer="{html.escape(name, quote=True)}" '
+            f'data-lang="{lang}">\n{html_text}\n</div>')
+
+
 def prose_in(nb, lang: str):
     """A copy of the notebook with the prose cells of ``lang`` (and untagged ones) and every code cell with its
     stored outputs (a stored copy ``courses/<lang>/`` has only ``lang``'s prose already; this keeps
@@ -246,12 +269,13 @@ def prose_in(nb, lang: str):
     return out
 
 
-def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True):
+def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True,
+                live: frozenset = frozenset()):
     """The page's notebook for the ``lang`` site: :func:`prose_in`, then on every markdown cell :func:`relink` (and
     :func:`drop_answers` without solutions), a solution title on a solution page (:func:`solution_title`), the site's
     caption on an explorer's static picture (:func:`site_explorer_note`) and a note in place of an explorer output
     stored without one; consecutive stream outputs of one name joined into one (:func:`authoring.lang_audit.
-    merge_streams`)."""
+    merge_streams`); the picture of an explorer named in ``live`` wrapped for the live explorer (:func:`live_explorer`)."""
     out = prose_in(nb, lang)
     retitle = here.startswith("solutions/")
     for cell in out.cells:
@@ -276,6 +300,9 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 elif WIDGET_VIEW in data:
                     data["text/html"] = _RUN_NOTE.sub(
                         lambda _m: site_explorer_note(lang, f"{here}.ipynb"), "".join(data["text/html"]), count=1)
+                    name = explorer_in_cell(cell.source)
+                    if name in live:
+                        data["text/html"] = live_explorer(data["text/html"], name, lang)
     return out
 
 
@@ -315,9 +342,11 @@ def index_page(lang: str, pages: list[Page], titles: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
-def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True) -> None:
+def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True,
+                  live: frozenset = frozenset()) -> None:
     """Write the ``lang`` site's sources under ``src`` (emptied first): each page's notebook from its stored ``lang``
-    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual`, and ``index.md``."""
+    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual` (``live``: the explorers shown
+    live), and ``index.md``."""
     if src.exists():
         shutil.rmtree(src)
     built = {p.docname for p in pages}
@@ -327,7 +356,7 @@ def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, so
         titles[p.docname] = title_of(nb, lang)
         target = src / p.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(monolingual(nb, lang, p.docname, built, solutions), target)
+        nbformat.write(monolingual(nb, lang, p.docname, built, solutions, live), target)
     (src / "index.md").write_text(index_page(lang, pages, titles), encoding="utf-8")
 
 
@@ -383,9 +412,22 @@ def run_sphinx(commands: dict[str, list[str]]) -> dict[str, list[str]]:
     return warnings
 
 
+def shown_explorers(work: Path, languages) -> set[str]:
+    """The explorers that the written sources under ``work/<lang>/src`` wrap for the live view."""
+    found = set()
+    for lang in languages:
+        for nb in (work / lang / "src").rglob("*.ipynb"):
+            found |= set(re.findall(r'data-distlearn-explorer=\\"([\w.]+)\\"', nb.read_text(encoding="utf-8")))
+    return found
+
+
 def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = True,
-          languages: tuple[str, ...] = ("en", "zh"), jobs: int = 1, root: Path = ROOT, log=print) -> SiteBuild:
+          languages: tuple[str, ...] = ("en", "zh"), jobs: int = 1, root: Path = ROOT, log=print,
+          explorers: bool = True) -> SiteBuild:
     """Build the site of each language into ``out/<lang>/`` and the chooser page ``out/index.html``.
+
+    ``explorers``: show the explorers live (:mod:`authoring.web_explorers`; False keeps their static pictures and
+    renders nothing).
 
     Sources and Sphinx's own files go to ``<out>-work/<lang>/`` (e.g. ``build/site-work/en/src``).
     """
@@ -401,12 +443,16 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
         if folder.exists():
             shutil.rmtree(folder)
     result = SiteBuild(out, pages, tuple(languages), 0.0)
+    live = frozenset(web_explorers.live_names(log=log)) if explorers else frozenset()
     for lang in languages:
-        write_sources(lang, pages, work / lang / "src", root, solutions)
+        write_sources(lang, pages, work / lang / "src", root, solutions, live)
     result.warnings = run_sphinx({lang: sphinx_command(lang, work / lang, jobs) for lang in languages})
     out.mkdir(parents=True)
     for lang in languages:
         shutil.move(work / lang / "html", out / lang)
+    shown = sorted(live & shown_explorers(work, languages))
+    if shown:  # the live explorers' data: each explorer's own Python over its web controls' settings
+        web_explorers.write_data(out, tuple(languages), shown, jobs=max(1, jobs), log=log)
     for lang in languages:
         log(f"{lang}: {len(pages) + 1} pages, {len(result.warnings[lang])} warning(s) / "
             f"{len(pages) + 1} 个页面，{len(result.warnings[lang])} 条警告")
