@@ -53,7 +53,7 @@ CACHE = ROOT / "build" / "web-explorers-cache"
 STATIC = "_static/explorers"
 MAX_SETTINGS = 1000     # settings per explorer (a settings table of ~20 bytes each)
 MAX_RENDERS = 400       # distinct compute() results per explorer: ~0.2 s of matplotlib each, ~0.5 kB of data
-FORMAT = 1              # the data layout below; the JS checks it
+FORMAT = 2              # the data layout and SVG processing: raise it when they change (cache key)
 
 # The values each web control offers, where an explorer's whole grid is too large (see the module doc). A control
 # not named keeps every option of its notebook control; the notebook default must be among the values given.
@@ -78,7 +78,7 @@ WEB_OPTIONS: dict[str, dict[str, list]] = {
                     "rank": [0, 1, 3, 7], "num_microbatches": [2]},
     "overlap_prefetch": {"ratio": [0.3, 0.6, 1.5], "depth": [0, 1, 2, 4], "units": [2, 6, 16]},
     "pipeline_parallel": {"num_stages": [2, 4, 8], "num_microbatches": [4, 8, 16], "num_chunks": [1, 2],
-                          "bwd_ratio": [1.0, 2.0], "p2p_time": [0.0, 0.1], "wgrad_share": [0.5]},
+                          "bwd_ratio": [2.0], "p2p_time": [0.0, 0.1], "wgrad_share": [0.5]},
     "planning": {"model": ["llama3-8b", "llama3-70b", "deepseek-v3"], "gpu": ["h100-80gb", "b200"],
                  "num_gpus": [8, 16, 256], "seq_len": [4096], "global_batch": [256], "precision": ["mixed", "te-fp8"],
                  "cp": [1, 2], "ep": [1, 8], "rank": [1, 2]},
@@ -196,15 +196,25 @@ _SVG_HEAD = re.compile(r"\A.*?(?=<svg\b)", re.S)
 _SVG_META = re.compile(r"\s*<metadata>.*?</metadata>", re.S)
 
 
+# matplotlib's SVG carries this style sheet. Inside an HTML page it would apply to the whole page, and inserting a
+# <style> element makes the browser restyle the whole page (50-90 ms on a chapter page, measured), so it is left
+# out and website/_static/distlearn-explorer.css applies the same rule to the figure's elements only.
+SVG_STYLE = '<style type="text/css">*{stroke-linejoin: round; stroke-linecap: butt}</style>'
+
+
 def figure_svg(fig) -> str:
-    """matplotlib's SVG of ``fig``, without the XML declaration, doctype and metadata (a date), glyphs as paths;
-    deterministic (``svg.hashsalt``)."""
+    """matplotlib's SVG of ``fig``, without the XML declaration, doctype, metadata (a date) and its one style sheet
+    (:data:`SVG_STYLE`), glyphs as paths; deterministic (``svg.hashsalt``). Raises ValueError if matplotlib wrote
+    another style sheet (the page's CSS would not match it)."""
     import matplotlib
 
     buf = io.StringIO()
     with matplotlib.rc_context({"svg.fonttype": "path", "svg.hashsalt": "distlearn"}):
         fig.savefig(buf, format="svg", metadata={"Date": None})
-    return _SVG_META.sub("", _SVG_HEAD.sub("", buf.getvalue()), count=1)
+    svg = _SVG_META.sub("", _SVG_HEAD.sub("", buf.getvalue()), count=1).replace(SVG_STYLE, "", 1)
+    if "<style" in svg:
+        raise ValueError("matplotlib's SVG has a style sheet that distlearn-explorer.css does not apply")
+    return svg
 
 
 def render_setting(module, values: dict, result=None) -> Shown:
@@ -307,7 +317,8 @@ def explorer_data(name: str, lang: str, log=None, only: set | None = None) -> di
         table[key] = [outputs[enc], [list(controls).index(c) for c in inactive_controls(module, values)]]
         if log and n % 100 == 99:
             log(f"  {name} [{lang}]: {n + 1} settings, {len(drawn)} drawn, {time.perf_counter() - t0:.0f} s")
-    return {"format": FORMAT, "name": name, "lang": lang, "title": title_of(module), "controls": ctl,
+    reduced = any(len(grid[c]) < len(control_options(controls[c])) for c in controls)
+    return {"format": FORMAT, "name": name, "lang": lang, "title": title_of(module), "controls": ctl, "reduced": reduced,
             "pool": list(pool), "outputs": out_list, "settings": table}
 
 

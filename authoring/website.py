@@ -452,7 +452,7 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
         shutil.move(work / lang / "html", out / lang)
     shown = sorted(live & shown_explorers(work, languages))
     if shown:  # the live explorers' data: each explorer's own Python over its web controls' settings
-        web_explorers.write_data(out, tuple(languages), shown, jobs=max(1, jobs), log=log)
+        web_explorers.write_data(out, tuple(languages), shown, jobs=max(2, jobs), log=log)
     for lang in languages:
         log(f"{lang}: {len(pages) + 1} pages, {len(result.warnings[lang])} warning(s) / "
             f"{len(pages) + 1} 个页面，{len(result.warnings[lang])} 条警告")

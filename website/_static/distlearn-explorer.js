@@ -12,10 +12,10 @@
   if (typeof DecompressionStream === "undefined" || typeof Blob === "undefined") return;
 
   var NOTE = {
-    en: ["Live explorer: every setting offered here was computed by this explorer's Python when the site was built " +
-         "(the notebook offers more values).", "fixed on this page", "This setting could not be shown."],
-    zh: ["可交互的探索器：这里提供的每组设置，都由探索器自己的 Python 代码在生成网站时算好" +
-         "（笔记本中可选的取值更多）。", "本页固定", "无法显示这组设置。"]
+    en: ["Live explorer: every setting offered here was computed by this explorer's Python when the site was built.",
+         "fixed on this page", "This setting could not be shown.", " The notebook offers more values."],
+    zh: ["可交互的探索器：这里提供的每组设置，都由探索器自己的 Python 代码在生成网站时算好。", "本页固定",
+         "无法显示这组设置。", "笔记本中可选的取值更多。"]
   };
 
   function siteRoot() {
@@ -55,12 +55,13 @@
     var note = NOTE[lang] || NOTE.en;
     var live = el("div", {"class": "distlearn-live", "lang": lang});
     if (data.title) live.appendChild(el("p", {"class": "distlearn-live-title"})).appendChild(el("b", {}, data.title));
-    live.appendChild(el("p", {"class": "distlearn-live-note"}, "▶ " + note[0]));
+    live.appendChild(el("p", {"class": "distlearn-live-note"}, "▶ " + note[0] + (data.reduced ? note[3] : "")));
     var form = live.appendChild(el("div", {"class": "distlearn-live-controls"}));
     var out = live.appendChild(el("div", {"class": "distlearn-live-output", "aria-live": "polite"}));
     var index = data.controls.map(function (c) { return c["default"]; });
     var inputs = [];
     var texts = {};  // decoded output parts, by output number
+    var nodes = {};  // their elements
 
     data.controls.forEach(function (c, i) {
       var row = form.appendChild(el("div", {"class": "distlearn-live-row", "data-control": c.name}));
@@ -107,6 +108,18 @@
       return texts[o];
     }
 
+    function view(o) {  // the output's elements, built once and kept (moving back to a setting is instant)
+      if (!nodes[o]) {
+        nodes[o] = part(o).map(function (p) {
+          if (p[0] !== "svg") return el("pre", {"class": "distlearn-live-" + p[0]}, p[1]);
+          var fig = el("div", {"class": "distlearn-live-figure"});
+          fig.innerHTML = p[1];
+          return fig;
+        });
+      }
+      return nodes[o];
+    }
+
     function update() {
       var t0 = performance.now();
       var key = index.join(".");
@@ -115,14 +128,7 @@
       if (!entry) {
         out.appendChild(el("p", {"class": "distlearn-live-missing"}, note[2]));
       } else {
-        part(entry[0]).forEach(function (p) {
-          if (p[0] === "svg") {
-            var fig = out.appendChild(el("div", {"class": "distlearn-live-figure"}));
-            fig.innerHTML = p[1];
-          } else {
-            out.appendChild(el("pre", {"class": "distlearn-live-" + p[0]}, p[1]));
-          }
-        });
+        view(entry[0]).forEach(function (n) { out.appendChild(n); });
         var off = entry[1];
         inputs.forEach(function (inp, i) {
           if (data.controls[i].values.length > 1) {
