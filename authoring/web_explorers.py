@@ -99,8 +99,6 @@ def control_options(control) -> list:
     each step (rounded to 10 decimals, as ipywidgets shows them), a drop-down's or selection slider's options."""
     import ipywidgets as W
 
-    from distlearn.core import explorer as base
-
     if isinstance(control, W.Checkbox):
         return [False, True]
     if isinstance(control, W.IntSlider):
@@ -108,7 +106,9 @@ def control_options(control) -> list:
     if isinstance(control, W.FloatSlider):
         n = round((control.max - control.min) / control.step)
         return [round(control.min + i * control.step, 10) for i in range(n + 1)]
-    return base._options(control) if hasattr(control, "options") else [control.value]
+    if hasattr(control, "options"):
+        return list(dict.fromkeys(o[1] if isinstance(o, tuple) else o for o in control.options))
+    return [control.value]
 
 
 def option_labels(control, values: list) -> list[str]:
