@@ -15,21 +15,23 @@ What a build does, for each language ``en`` and ``zh``:
    links to pages that are not built are rewritten (:func:`relink`), and an explorer output with no stored static
    picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
 2. write that language's home page with the chapter, exercise and solution lists (:func:`index_page`);
-3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side).
+3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side);
+4. write the live explorers' data (:mod:`authoring.web_explorers`: each explorer's own Python run over the settings
+   its web controls offer, cached in ``build/web-explorers-cache/``): the one step that runs code.
 
 Then ``build/site/index.html`` lets a reader choose a language. Every page has a toggle to the same page in the other
 language: both sites have the same page names (``notebooks/05_pipeline_parallel.html``), see :func:`other_language_url`.
 Opened as a file, search lists its results without snippets (``website/_static/distlearn-file-search.js``: a browser
 refuses the snippet fetches from ``file://``); served (``python -m http.server -d build/site``), with them.
 
-Nothing is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
+Nothing else is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
 current and ``make check`` checks. A build stops, naming them, if a page's stored copy is missing or not current
 (:func:`authoring.copies.copy_problems`): it would show outputs of other code, or of both languages.
 
 Command line::
 
     python -m authoring.website build [--out build/site] [--chapters 05_pipeline_parallel 06_zero_fsdp]
-                                      [--no-solutions] [--lang en zh] [--jobs N]
+                                      [--no-solutions] [--lang en zh] [--jobs N] [--no-explorers]
 """
 from __future__ import annotations
 
@@ -452,7 +454,10 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
         shutil.move(work / lang / "html", out / lang)
     shown = sorted(live & shown_explorers(work, languages))
     if shown:  # the live explorers' data: each explorer's own Python over its web controls' settings
-        web_explorers.write_data(out, tuple(languages), shown, jobs=max(2, jobs), log=log)
+        try:
+            web_explorers.write_data(out, tuple(languages), shown, jobs=max(2, jobs), log=log)
+        except ValueError as err:  # a WEB_OPTIONS grid with more distinct results than MAX_RENDERS
+            raise RuntimeError(f"web explorers / 网页探索器: {err}") from err
     for lang in languages:
         log(f"{lang}: {len(pages) + 1} pages, {len(result.warnings[lang])} warning(s) / "
             f"{len(pages) + 1} 个页面，{len(result.warnings[lang])} 条警告")
@@ -498,9 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--lang", nargs="*", default=["en", "zh"], choices=["en", "zh"],
                    help="languages to build (default both; with one, its toggle leads nowhere)")
     b.add_argument("--jobs", type=int, default=1, help="Sphinx worker processes per language")
+    b.add_argument("--no-explorers", action="store_true",
+                   help="static explorer pictures only (renders no explorer data: a quicker build)")
     args = ap.parse_args(argv)
     try:
-        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs)
+        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs,
+                    explorers=not args.no_explorers)
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1

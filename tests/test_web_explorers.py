@@ -304,6 +304,14 @@ def test_every_control_of_every_live_explorer_in_chromium(live_site):
                                                     f"{list(shown.inactive)}")
                     outside = [u for u in requests if not u.startswith(base) and not u.startswith("data:")]
                     problems += [f"{rel}: external request {u}" for u in outside]
+            # Without JavaScript the static picture shows, as before.
+            still = browser.new_context(java_script_enabled=False).new_page()
+            for rel in list(weights)[:1] + [w for w in weights if w.startswith("zh/")][:1]:
+                still.goto(f"{base}/{rel}", wait_until="load")
+                if not still.evaluate("() => { const s = document.querySelector('[data-distlearn-explorer] "
+                                      ".distlearn-explorer-static'); return !!s && s.offsetHeight > 0 && "
+                                      "!document.querySelector('.distlearn-live'); }"):
+                    problems.append(f"{rel}: no static picture without JavaScript")
             browser.close()
     finally:
         srv.shutdown()
