@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import contextlib
 import gzip
 import hashlib
 import importlib
@@ -250,6 +251,21 @@ def _result_key(result) -> bytes | None:
 
 
 # ---------------------------------------------------------------- one explorer's data
+@contextlib.contextmanager
+def language(lang: str):
+    """Run the block with the course in ``lang`` (``distlearn.set_language``), then put back the language it had."""
+    import distlearn
+    from distlearn.core.current_language import get_language
+
+    before = get_language()
+    distlearn.set_language(lang)
+    try:
+        yield
+    finally:
+        distlearn.set_language(before)
+
+
+
 def module_of(name: str):
     from distlearn.core.explorer import explorer_modules
 
@@ -269,12 +285,14 @@ def explorer_data(name: str, lang: str, log=None, only: set | None = None) -> di
     """Explorer ``name``'s web data in ``lang``: its controls (label, kind, offered values and their labels, the
     default's index), a pool of distinct lines and, per setting key, what it shows as line numbers (see
     :func:`decode`). ``only``: the setting keys to include (a sample, for tests); default every one."""
+    with language(lang):
+        return _explorer_data(name, lang, log, only)
+
+
+def _explorer_data(name: str, lang: str, log, only) -> dict:
     import matplotlib
 
     matplotlib.use("Agg")
-    import distlearn
-
-    distlearn.set_language(lang)
     module = module_of(name)
     controls = module.controls()
     grid = web_grid(name, controls)
@@ -349,12 +367,14 @@ def data_problems(data: dict, keys=None) -> list[str]:
     (default: every one), the text and SVG figures of ``render(compute(**values))`` and the greyed-out controls,
     run afresh in the data's language; also the controls' labels and offered values (:func:`web_grid`), and that
     the data has a setting for each key of the grid. Empty when they agree."""
+    with language(data["lang"]):
+        return _data_problems(data, keys)
+
+
+def _data_problems(data: dict, keys) -> list[str]:
     import matplotlib
 
     matplotlib.use("Agg")
-    import distlearn
-
-    distlearn.set_language(data["lang"])
     module = module_of(data["name"])
     controls = module.controls()
     problems = []

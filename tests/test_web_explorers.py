@@ -173,7 +173,9 @@ JS_MOVE = """([sel, name, k]) => {
                  n.getAttribute('x') || '', n.getAttribute('y') || '', n.getAttribute('transform') || '',
                  n.getAttribute('style') || ''])];
   });
-  const off = Array.from(host.querySelectorAll('.distlearn-live-row')).filter(r => r.querySelector('input, select').disabled && !r.classList.contains('distlearn-live-fixed')).map(r => r.dataset.control).sort();
+  const off = Array.from(host.querySelectorAll('.distlearn-live-row'))
+    .filter(r => r.querySelector('input, select').disabled && !r.classList.contains('distlearn-live-fixed'))
+    .map(r => r.dataset.control).sort();
   return {ms, key: host.dataset.setting, parts, off};
 }"""
 
@@ -254,56 +256,54 @@ def test_every_control_of_every_live_explorer_in_chromium(live_site):
             page.on("request", lambda r: requests.append(r.url))
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
             for lang in ("en", "zh"):
-                import distlearn
-
-                distlearn.set_language(lang)
-                for html_file in sorted((live_site.out / lang / "notebooks").glob("*.html")):
-                    rel = html_file.relative_to(live_site.out).as_posix()
-                    hosts = re.findall(r'data-distlearn-explorer="([\w.]+)"', html_file.read_text(encoding="utf-8"))
-                    if not hosts:
-                        continue
-                    requests.clear()
-                    page.goto(f"{base}/{rel}", wait_until="load")
-                    page.wait_for_function(f"document.querySelectorAll('.distlearn-live-ready').length === {len(hosts)}",
-                                           timeout=30000)
-                    weight = sum((live_site.out / lang / "_static" / "explorers" / f"{n}.js").stat().st_size
-                                 for n in set(hosts))
-                    weight += sum((live_site.out / lang / "_static" / f).stat().st_size
-                                  for f in ("distlearn-explorer.js", "distlearn-explorer.css"))
-                    weights[rel] = weight
-                    for name in hosts:
-                        sel = f'[data-distlearn-explorer="{name}"]'
-                        module = wx.module_of(name)
-                        data = wx.from_js((live_site.out / lang / "_static" / "explorers" / f"{name}.js")
-                                          .read_text(encoding="utf-8"))
-                        defaults = [c["default"] for c in data["controls"]]
-                        grid = {c["name"]: c["values"] for c in data["controls"]}
-                        ctl = page.evaluate(JS_CONTROLS, page.query_selector(sel))
-                        assert [c["name"] for c in ctl] == [c["name"] for c in data["controls"]]
-                        for i, c in enumerate(data["controls"]):
-                            if len(c["values"]) < 2:  # shown fixed, disabled
-                                assert ctl[i]["disabled"], (rel, name, c["name"])
-                                continue
-                            for k in list(range(len(c["values"]))) + [c["default"]]:
-                                res = page.evaluate(JS_MOVE, [sel, c["name"], k if c["kind"] != "checkbox"
-                                                               else int(c["values"][k] is True)])
-                                index = list(defaults)
-                                index[i] = k
-                                key = ".".join(map(str, index))
-                                timings.append(res["ms"])
-                                if res["key"] != key:
-                                    problems.append(f"{rel} {name}.{c['name']}={c['values'][k]}: shows {res['key']}")
+                with wx.language(lang):
+                    for html_file in sorted((live_site.out / lang / "notebooks").glob("*.html")):
+                        rel = html_file.relative_to(live_site.out).as_posix()
+                        hosts = re.findall(r'data-distlearn-explorer="([\w.]+)"', html_file.read_text(encoding="utf-8"))
+                        if not hosts:
+                            continue
+                        requests.clear()
+                        page.goto(f"{base}/{rel}", wait_until="load")
+                        page.wait_for_function(f"document.querySelectorAll('.distlearn-live-ready').length === {len(hosts)}",
+                                               timeout=30000)
+                        weight = sum((live_site.out / lang / "_static" / "explorers" / f"{n}.js").stat().st_size
+                                     for n in set(hosts))
+                        weight += sum((live_site.out / lang / "_static" / f).stat().st_size
+                                      for f in ("distlearn-explorer.js", "distlearn-explorer.css"))
+                        weights[rel] = weight
+                        for name in hosts:
+                            sel = f'[data-distlearn-explorer="{name}"]'
+                            module = wx.module_of(name)
+                            data = wx.from_js((live_site.out / lang / "_static" / "explorers" / f"{name}.js")
+                                              .read_text(encoding="utf-8"))
+                            defaults = [c["default"] for c in data["controls"]]
+                            grid = {c["name"]: c["values"] for c in data["controls"]}
+                            ctl = page.evaluate(JS_CONTROLS, page.query_selector(sel))
+                            assert [c["name"] for c in ctl] == [c["name"] for c in data["controls"]]
+                            for i, c in enumerate(data["controls"]):
+                                if len(c["values"]) < 2:  # shown fixed, disabled
+                                    assert ctl[i]["disabled"], (rel, name, c["name"])
                                     continue
-                                values = wx.setting_values(data, key)
-                                shown = wx.render_setting(module, values)
-                                if normalised(res["parts"]) != normalised(python_view(shown)):
-                                    problems.append(f"{rel} {name} {values}: shown output is not Python's")
-                                movable = [n for n in shown.inactive if len(grid[n]) > 1]
-                                if res["off"] != movable:
-                                    problems.append(f"{rel} {name} {values}: greyed out {res['off']} != "
-                                                    f"{list(shown.inactive)}")
-                    outside = [u for u in requests if not u.startswith(base) and not u.startswith("data:")]
-                    problems += [f"{rel}: external request {u}" for u in outside]
+                                for k in list(range(len(c["values"]))) + [c["default"]]:
+                                    res = page.evaluate(JS_MOVE, [sel, c["name"], k if c["kind"] != "checkbox"
+                                                                   else int(c["values"][k] is True)])
+                                    index = list(defaults)
+                                    index[i] = k
+                                    key = ".".join(map(str, index))
+                                    timings.append(res["ms"])
+                                    if res["key"] != key:
+                                        problems.append(f"{rel} {name}.{c['name']}={c['values'][k]}: shows {res['key']}")
+                                        continue
+                                    values = wx.setting_values(data, key)
+                                    shown = wx.render_setting(module, values)
+                                    if normalised(res["parts"]) != normalised(python_view(shown)):
+                                        problems.append(f"{rel} {name} {values}: shown output is not Python's")
+                                    movable = [n for n in shown.inactive if len(grid[n]) > 1]
+                                    if res["off"] != movable:
+                                        problems.append(f"{rel} {name} {values}: greyed out {res['off']} != "
+                                                        f"{list(shown.inactive)}")
+                        outside = [u for u in requests if not u.startswith(base) and not u.startswith("data:")]
+                        problems += [f"{rel}: external request {u}" for u in outside]
             # Without JavaScript the static picture shows, as before.
             still = browser.new_context(java_script_enabled=False).new_page()
             for rel in list(weights)[:1] + [w for w in weights if w.startswith("zh/")][:1]:
