@@ -14,7 +14,8 @@ Which settings. An explorer's whole grid is the product of its controls' options
 from 72 settings (chapter 08's FP8 explorer) to 7.7 × 10⁹ (chapter 03). A control keeps all its options while the
 product stays small; otherwise :data:`WEB_OPTIONS` names the values its web control offers (the notebook's default
 always among them), and the web control offers exactly those, so every setting offered on the web is exact. The
-limit is page weight (< 1.5 MB added per chapter) and build time, see :data:`MAX_SETTINGS`.
+limit is page weight (< 1.5 MB added per chapter) and build time, see :data:`MAX_SETTINGS` and
+:data:`MAX_RENDERS`. Settings whose ``compute`` results are equal (a greyed-out control) are drawn once.
 
 Size. Figures of neighbouring settings share most of their SVG (axes, ticks, legend, glyph definitions), so each
 explorer's data is one pool of distinct SVG / text lines plus, per setting, the list of its line numbers; the JSON is
@@ -24,9 +25,15 @@ be refused) that the page decompresses with the browser's ``DecompressionStream`
 
 Files: ``<site>/<lang>/_static/explorers/<name>.js`` for each explorer ``name`` of
 :func:`distlearn.core.explorer.explorer_modules`; results are cached under ``build/web-explorers-cache/`` keyed on
-the explorer's package source, the spec and the language, so a rebuild with unchanged code renders nothing.
+the source of ``distlearn/``, matplotlib's and numpy's versions, the spec and the language, so a rebuild with unchanged
+code renders nothing.
 
-Command line (what :func:`authoring.website.build` runs)::
+Measured (2026-12-04, headless Chromium, all 18 explorers in both languages, 858 control moves): redraw from the
+input event to the laid-out output 7.8 ms median, 17.3 ms p95, 28.9 ms at most; data added per chapter 12 kB
+(chapter 03) to 1.40 MB (chapter 05 in Chinese, 324 pipeline schedules). A first build runs 5,309 settings per
+language (3,446 distinct outputs): about 30 min on a busy 2-core machine.
+
+Command line (:func:`authoring.website.build` calls :func:`write_data` after Sphinx)::
 
     python -m authoring.web_explorers [--names memory precision] [--lang en zh] [--out build/site]
 """
