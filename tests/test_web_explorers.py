@@ -316,6 +316,7 @@ def test_every_control_of_every_live_explorer_in_chromium(live_site):
             page = browser.new_page(viewport={"width": 1280, "height": 900})
             page.on("request", lambda r: requests.append(r.url))
             page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+            page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
             for lang in ("en", "zh"):
                 with wx.language(lang):
                     for html_file in sorted((live_site.out / lang / "notebooks").glob("*.html")):
