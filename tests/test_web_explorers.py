@@ -61,7 +61,7 @@ def test_site_static_files_reference_nothing_outside_the_site():
         assert external_references(p.read_text(encoding="utf-8")) == [], p
 
 
-def test_every_explorer_has_a_valid_web_grid():
+def test_every_explorer_has_a_valid_web_grid(monkeypatch):
     """Every explorer is converted: its web controls offer values of the notebook control, the default among them,
     and the grid stays within the limits (MAX_SETTINGS settings; MAX_RENDERS is checked when the data is made)."""
     assert wx.live_names(log=lambda *a: None) == list(explorer_modules())   # (web_grid of each one)
@@ -69,13 +69,14 @@ def test_every_explorer_has_a_valid_web_grid():
         grid = wx.web_grid(name, wx.module_of(name).controls())
         assert all(len(v) >= 1 for v in grid.values())
         assert sum(len(v) > 1 for v in grid.values()) >= min(2, len(grid)), name  # a live explorer moves
-    bad = {"memory": {"dp": [3]}}
-    with pytest.raises(ValueError, match="not options"):
-        wx.WEB_OPTIONS, saved = {**wx.WEB_OPTIONS, **bad}, wx.WEB_OPTIONS
-        try:
+    for spec, error in (({"dp": [3, 8]}, "not options"), ({"dp": [1, 2]}, "default"),
+                        ({"zoom": [1]}, "names no control"), ({"custom_billions": list(range(1, 13))}, "not options")):
+        monkeypatch.setattr(wx, "WEB_OPTIONS", {**wx.WEB_OPTIONS, "memory": spec})
+        with pytest.raises(ValueError, match=error):
             wx.web_grid("memory", wx.module_of("memory").controls())
-        finally:
-            wx.WEB_OPTIONS = saved
+    monkeypatch.setattr(wx, "WEB_OPTIONS", {**wx.WEB_OPTIONS, "memory": {}})   # the whole grid: 1,372,800
+    with pytest.raises(ValueError, match="settings >"):
+        wx.web_grid("memory", wx.module_of("memory").controls())
 
 
 def _sample_keys(name: str) -> set[str]:
