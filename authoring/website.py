@@ -15,21 +15,23 @@ What a build does, for each language ``en`` and ``zh``:
    links to pages that are not built are rewritten (:func:`relink`), and an explorer output with no stored static
    picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
 2. write that language's home page with the chapter, exercise and solution lists (:func:`index_page`);
-3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side).
+3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side);
+4. write the live explorers' data (:mod:`authoring.web_explorers`: each explorer's own Python run over the settings
+   its web controls offer, cached in ``build/web-explorers-cache/``): the one step that runs code.
 
 Then ``build/site/index.html`` lets a reader choose a language. Every page has a toggle to the same page in the other
 language: both sites have the same page names (``notebooks/05_pipeline_parallel.html``), see :func:`other_language_url`.
 Opened as a file, search lists its results without snippets (``website/_static/distlearn-file-search.js``: a browser
 refuses the snippet fetches from ``file://``); served (``python -m http.server -d build/site``), with them.
 
-Nothing is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
+Nothing else is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
 current and ``make check`` checks. A build stops, naming them, if a page's stored copy is missing or not current
 (:func:`authoring.copies.copy_problems`): it would show outputs of other code, or of both languages.
 
 Command line::
 
     python -m authoring.website build [--out build/site] [--chapters 05_pipeline_parallel 06_zero_fsdp]
-                                      [--no-solutions] [--lang en zh] [--jobs N]
+                                      [--no-solutions] [--lang en zh] [--jobs N] [--no-explorers]
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ from pathlib import Path
 
 import nbformat
 
-from authoring import lang_audit, copies, parity, paths
+from authoring import lang_audit, copies, parity, paths, web_explorers
 
 ROOT = paths.ROOT
 CONF_DIR = ROOT / "website"
@@ -237,6 +239,29 @@ def site_explorer_note(lang: str, page_path: str) -> str:
     return f'<p class="distlearn-explorer-site-note" style="color:#b35900">▶ {text}</p>'
 
 
+_IMPORT = re.compile(r"^\s*from\s+(distlearn(?:\.\w+)*)\s+import\s+(\w+)(?:\s+as\s+(\w+))?", re.M)
+
+
+def explorer_in_cell(source: str) -> str | None:
+    """The explorer a code cell shows (``from distlearn.memory import explorer as m`` … ``m.explorer()``), by its
+    :func:`distlearn.core.explorer.explorer_modules` name (``"memory"``), or None."""
+    from distlearn.core.explorer import explorer_modules
+
+    names = {module: name for name, module in explorer_modules().items()}
+    for m in _IMPORT.finditer(source):
+        module = f"{m.group(1)}.{m.group(2)}"
+        if module in names and re.search(rf"\b{re.escape(m.group(3) or m.group(2))}\.explorer\(\)", source):
+            return names[module]
+    return None
+
+
+def live_explorer(html_text: str, name: str, lang: str) -> str:
+    """An explorer's static picture wrapped for ``website/_static/distlearn-explorer.js``, which puts the live
+    explorer ``name`` (data from :mod:`authoring.web_explorers`) in its place; the picture stays without JavaScript."""
+    return (f'<div class="distlearn-live-explorer" data-distlearn-explorer="{html.escape(name, quote=True)}" '
+            f'data-lang="{lang}">\n{html_text}\n</div>')
+
+
 def prose_in(nb, lang: str):
     """A copy of the notebook with the prose cells of ``lang`` (and untagged ones) and every code cell with its
     stored outputs (a stored copy ``courses/<lang>/`` has only ``lang``'s prose already; this keeps
@@ -246,12 +271,13 @@ def prose_in(nb, lang: str):
     return out
 
 
-def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True):
+def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True,
+                live: frozenset = frozenset()):
     """The page's notebook for the ``lang`` site: :func:`prose_in`, then on every markdown cell :func:`relink` (and
     :func:`drop_answers` without solutions), a solution title on a solution page (:func:`solution_title`), the site's
     caption on an explorer's static picture (:func:`site_explorer_note`) and a note in place of an explorer output
     stored without one; consecutive stream outputs of one name joined into one (:func:`authoring.lang_audit.
-    merge_streams`)."""
+    merge_streams`); the picture of an explorer named in ``live`` wrapped for the live explorer (:func:`live_explorer`)."""
     out = prose_in(nb, lang)
     retitle = here.startswith("solutions/")
     for cell in out.cells:
@@ -276,6 +302,9 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 elif WIDGET_VIEW in data:
                     data["text/html"] = _RUN_NOTE.sub(
                         lambda _m: site_explorer_note(lang, f"{here}.ipynb"), "".join(data["text/html"]), count=1)
+                    name = explorer_in_cell(cell.source)
+                    if name in live:
+                        data["text/html"] = live_explorer(data["text/html"], name, lang)
     return out
 
 
@@ -315,9 +344,11 @@ def index_page(lang: str, pages: list[Page], titles: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
-def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True) -> None:
+def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True,
+                  live: frozenset = frozenset()) -> None:
     """Write the ``lang`` site's sources under ``src`` (emptied first): each page's notebook from its stored ``lang``
-    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual`, and ``index.md``."""
+    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual` (``live``: the explorers shown
+    live), and ``index.md``."""
     if src.exists():
         shutil.rmtree(src)
     built = {p.docname for p in pages}
@@ -327,7 +358,7 @@ def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, so
         titles[p.docname] = title_of(nb, lang)
         target = src / p.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(monolingual(nb, lang, p.docname, built, solutions), target)
+        nbformat.write(monolingual(nb, lang, p.docname, built, solutions, live), target)
     (src / "index.md").write_text(index_page(lang, pages, titles), encoding="utf-8")
 
 
@@ -383,9 +414,22 @@ def run_sphinx(commands: dict[str, list[str]]) -> dict[str, list[str]]:
     return warnings
 
 
+def shown_explorers(work: Path, languages) -> set[str]:
+    """The explorers that the written sources under ``work/<lang>/src`` wrap for the live view."""
+    found = set()
+    for lang in languages:
+        for nb in (work / lang / "src").rglob("*.ipynb"):
+            found |= set(re.findall(r'data-distlearn-explorer=\\"([\w.]+)\\"', nb.read_text(encoding="utf-8")))
+    return found
+
+
 def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = True,
-          languages: tuple[str, ...] = ("en", "zh"), jobs: int = 1, root: Path = ROOT, log=print) -> SiteBuild:
+          languages: tuple[str, ...] = ("en", "zh"), jobs: int = 1, root: Path = ROOT, log=print,
+          explorers: bool = True) -> SiteBuild:
     """Build the site of each language into ``out/<lang>/`` and the chooser page ``out/index.html``.
+
+    ``explorers``: show the explorers live (:mod:`authoring.web_explorers`; False keeps their static pictures and
+    renders nothing).
 
     Sources and Sphinx's own files go to ``<out>-work/<lang>/`` (e.g. ``build/site-work/en/src``).
     """
@@ -401,12 +445,19 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
         if folder.exists():
             shutil.rmtree(folder)
     result = SiteBuild(out, pages, tuple(languages), 0.0)
+    live = frozenset(web_explorers.live_names(log=log)) if explorers else frozenset()
     for lang in languages:
-        write_sources(lang, pages, work / lang / "src", root, solutions)
+        write_sources(lang, pages, work / lang / "src", root, solutions, live)
     result.warnings = run_sphinx({lang: sphinx_command(lang, work / lang, jobs) for lang in languages})
     out.mkdir(parents=True)
     for lang in languages:
         shutil.move(work / lang / "html", out / lang)
+    shown = sorted(live & shown_explorers(work, languages))
+    if shown:  # the live explorers' data: each explorer's own Python over its web controls' settings
+        try:
+            web_explorers.write_data(out, tuple(languages), shown, jobs=max(2, jobs), log=log)
+        except ValueError as err:  # a WEB_OPTIONS grid with more distinct results than MAX_RENDERS
+            raise RuntimeError(f"web explorers / 网页探索器: {err}") from err
     for lang in languages:
         log(f"{lang}: {len(pages) + 1} pages, {len(result.warnings[lang])} warning(s) / "
             f"{len(pages) + 1} 个页面，{len(result.warnings[lang])} 条警告")
@@ -452,9 +503,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--lang", nargs="*", default=["en", "zh"], choices=["en", "zh"],
                    help="languages to build (default both; with one, its toggle leads nowhere)")
     b.add_argument("--jobs", type=int, default=1, help="Sphinx worker processes per language")
+    b.add_argument("--no-explorers", action="store_true",
+                   help="static explorer pictures only (renders no explorer data: a quicker build)")
     args = ap.parse_args(argv)
     try:
-        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs)
+        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs,
+                    explorers=not args.no_explorers)
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1

@@ -370,7 +370,7 @@ def test_furniture_check_catches_the_other_language():
 def built():
     _require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
              HOW_TO_GET_SPHINX)
-    res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None)
+    res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None, explorers=False)  # live: test_web_explorers
     print(f"site build ({len(res.pages)} pages x {len(res.languages)} languages): {res.seconds:.1f} s")
     return res
 

@@ -31,9 +31,11 @@ templates_path = ["_templates"]
 locale_dirs = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "locale")]
 gettext_compact = False
 html_static_path = ["_static"]
-html_css_files = ["distlearn-site.css"]
+html_css_files = ["distlearn-site.css",
+                  "distlearn-explorer.css"]  # live explorers (authoring/web_explorers.py)
 html_js_files = ["distlearn-file-search.js",  # opened from file://: search results without snippets (no CORS error)
-                 "distlearn-zh-search.js"]   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-zh-search.js",   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-explorer.js"]    # live explorers over the data of authoring/web_explorers.py
 html_theme = "sphinx_book_theme"
 html_title = "distlearn"
 html_favicon = "_static/favicon.svg"  # also spares the browser a request for /favicon.ico
