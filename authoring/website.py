@@ -352,6 +352,56 @@ def chooser_page(languages: tuple[str, ...]) -> str:
             f"<ul>\n{links}\n</ul>\n</body></html>\n")
 
 
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def search_words() -> list[str]:
+    """The glossary's Chinese forms (``docs/glossary.md`` as :func:`authoring.parity.glossary_terms` reads it:
+    "专家并行", "有效训练时间占比", "零冗余优化器", "K/V 块"), each with a Chinese character: the words the Chinese
+    site's search index holds whole (:func:`chinese_search_language`)."""
+    return sorted({form for term in parity.glossary_terms() for form in term.zh if _HAN.search(form)})
+
+
+def index_word(form: str) -> str:
+    """How the Chinese index holds a glossary form: spaces removed, lower case ("K/V 块" → "k/v块"); the search
+    page looks a whole query up in this form first (``website/_static/distlearn-search.js``)."""
+    return re.sub(r"\s+", "", form).lower()
+
+
+def chinese_search_language():
+    """Sphinx's Chinese search language (``sphinx/search/zh.py``) with the glossary's terms as whole words.
+
+    Sphinx cuts the Chinese site's text into words with jieba's ``cut_for_search``, whose dictionary lacks most of
+    the course's compound terms: "有效训练时间占比" became 有效, 训练, 时间, 占, 比 and "专家并行" 专家, 并行, so a query
+    for the whole term found no page. This language adds each space-free form of :func:`search_words` to jieba's
+    dictionary (a text cut around it keeps it whole) and indexes every form that a text contains as one more word
+    (:func:`index_word`): "全局批量" is found inside "全局批量大小", "K/V 块" (whose parts are one letter or one
+    character, words the index drops) as itself. The search page cuts a query into the index's own words
+    (``website/_static/distlearn-search.js``). Registered by :func:`setup`; needs the ``.[site]`` extra.
+    """
+    from sphinx.search.zh import SearchChinese
+
+    forms = search_words()
+    whole = sorted({index_word(f) for f in forms})
+
+    class GlossaryChinese(SearchChinese):
+        def init(self, options: dict) -> None:
+            super().init(options)
+            try:
+                import jieba
+            except ImportError:  # Sphinx then indexes no Chinese word at all; the glossary's forms still are
+                return
+            for form in forms:
+                if not re.search(r"\s", form):
+                    jieba.add_word(form)
+
+        def split(self, input: str) -> list[str]:
+            flat = index_word(input)
+            return super().split(input) + [w for w in whole if w in flat]
+
+    return GlossaryChinese
+
+
 def sphinx_command(lang: str, work: Path, jobs: int = 1) -> list[str]:
     """The ``sphinx-build`` command line of one language: sources in ``work/src``, pages to ``work/html``, and
     everything else Sphinx and MyST-NB write (doctrees, ``jupyter_execute/``, warnings) also under ``work``, so that
@@ -425,8 +475,44 @@ def add_page_context(app, pagename, templatename, context, doctree) -> None:
     context["distlearn_other_url"] = other_language_url(pagename, lang)
 
 
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_CJK_BREAK = re.compile(f"(?<=[{_CJK}])[ \\t]*\\n[ \\t]*(?=[{_CJK}])")
+
+
+def join_soft_breaks(app, doctree) -> None:
+    """Make each run of text of a paragraph one text node, and on the Chinese site drop a source line break between
+    two Chinese characters (or Chinese punctuation).
+
+    MyST gives a line break inside a paragraph its own text node: the search index, which cuts words one node at a
+    time, never saw "完全分片数据并行" written across a break as one word; and Chromium draws such a break as a space
+    between two Chinese characters ("完全分片 数据并行"), which Chinese text never has. Code, literals and math
+    keep their text as it is."""
+    from docutils import nodes
+
+    zh = (app.config.language or "").startswith("zh")
+    for parent in list(doctree.findall(nodes.TextElement)):
+        if isinstance(parent, (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.raw)):
+            continue
+        kids, i = parent.children, 0
+        while i < len(kids):
+            if not isinstance(kids[i], nodes.Text):
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(kids) and isinstance(kids[j + 1], nodes.Text):
+                j += 1
+            text = "".join(str(k) for k in kids[i:j + 1])
+            if zh:
+                text = _CJK_BREAK.sub("", text)
+            if j > i or text != str(kids[i]):
+                parent[i:j + 1] = [nodes.Text(text)]
+            i += 1
+
+
 def setup(app):
     app.connect("html-page-context", add_page_context)
+    app.connect("doctree-read", join_soft_breaks)
+    app.add_search_language(chinese_search_language())  # the Chinese index holds the glossary's terms whole
     # The Chinese site's page furniture that Sphinx and the themes leave untranslated: website/locale/zh_CN/
     # LC_MESSAGES/ (conf.py's locale_dirs). Sphinx compiles only the "sphinx" catalog before the extensions load,
     # so the .mo files are written here, and sphinx-book-theme's "booktheme" catalog is registered before the

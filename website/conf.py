@@ -33,7 +33,8 @@ gettext_compact = False
 html_static_path = ["_static"]
 html_css_files = ["distlearn-site.css"]
 html_js_files = ["distlearn-file-search.js",  # opened from file://: search results without snippets (no CORS error)
-                 "distlearn-zh-search.js"]   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-zh-search.js",   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-search.js"]      # Chinese queries cut into the index's words; snippets at the match
 html_theme = "sphinx_book_theme"
 html_title = "distlearn"
 html_favicon = "_static/favicon.svg"  # also spares the browser a request for /favicon.ico
