@@ -139,12 +139,13 @@ def course_pages(root: Path = ROOT, chapters: list[str] | None = None, solutions
     return pages
 
 
-def relink(markdown: str, here: str, built: set[str], solutions: bool = True) -> str:
+def relink(markdown: str, here: str, built: set[str], solutions: bool = True, lang: str | None = None) -> str:
     """Rewrite the relative links of a markdown cell of page ``here`` (e.g. ``"notebooks/05_pipeline_parallel"``).
 
     A link to a built page is kept (Sphinx turns it into a link to that page). A link to a solution when solutions
     are not published becomes its plain text. Any other relative link (a page not built, a file of the repository)
-    goes to the file in the repository. Web links and anchors are kept.
+    goes to the file in the repository; on the ``lang`` site a notebook's link goes to that language's copy
+    (:func:`course_copy`). Web links and anchors are kept.
     """
     folder = posixpath.dirname(here)
 
@@ -159,6 +160,8 @@ def relink(markdown: str, here: str, built: set[str], solutions: bool = True) ->
             return m.group(0)
         if resolved.startswith("solutions/") and not solutions:
             return m.group("text")
+        if lang and doc and resolved.split("/")[0] in SECTIONS:
+            resolved = course_copy(lang, resolved)
         return f"[{m.group('text')}]({REPOSITORY}/blob/main/{resolved}{'#' + anchor if anchor else ''})"
 
     return _LINK.sub(fix, markdown)
@@ -221,12 +224,19 @@ def _explorer_note(lang: str) -> str:
 _RUN_NOTE = re.compile(r"<p[^>]*>▶[^<]*</p>")
 
 
+def course_copy(lang: str, page_path: str) -> str:
+    """Where the repository keeps the ``lang`` copy of a page's notebook, the one the ``lang`` site shows and its
+    Binder and repository links open: ``course_copy("zh", "notebooks/05_pipeline_parallel.ipynb")`` is
+    ``"courses/zh/notebooks/05_pipeline_parallel.ipynb"`` (:func:`authoring.copies.copy_path`)."""
+    return f"courses/{lang}/{page_path}"
+
+
 def site_explorer_note(lang: str, page_path: str) -> str:
     """The caption of an explorer's static picture on the ``lang`` site, for the notebook ``page_path`` (e.g.
     ``"notebooks/05_pipeline_parallel.ipynb"``): the picture is the explorer at its default settings, live when the
     notebook runs, with links to run it on Binder and to the notebook in the repository."""
-    binder = html.escape(BINDER + page_path, quote=True)
-    repo = html.escape(f"{REPOSITORY}/blob/main/{page_path}", quote=True)
+    binder = html.escape(BINDER + course_copy(lang, page_path), quote=True)
+    repo = html.escape(f"{REPOSITORY}/blob/main/{course_copy(lang, page_path)}", quote=True)
     if lang == "en":
         text = (f'Static picture: the explorer at its default settings. It is live (its controls move) when the '
                 f'notebook runs: <a href="{binder}">run it on Binder</a>, or open '
@@ -260,7 +270,7 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 retitle = False
             if not solutions:
                 cell.source = drop_answers(cell.source, here)
-            cell.source = relink(cell.source, here, built, solutions)
+            cell.source = relink(cell.source, here, built, solutions, lang)
         elif cell.cell_type == "code":
             # The notebook's language switch, or the copy's cell that sets its language (its output is the hidden
             # style widget that hides the other language's prose in Jupyter): the site has its own toggle.
@@ -411,6 +421,8 @@ def sphinx_command(lang: str, work: Path, jobs: int = 1) -> list[str]:
             "-c", str(CONF_DIR), "-d", str(work / "doctrees"), "-w", str(work / "warnings.txt"),
             "-D", f"language={L.sphinx}", "-D", f"html_title={L.title}", "-D", f"author={L.author}",
             "-D", f"copyright={L.copyright}", "-D", f"html_theme_options.search_bar_text={L.search_hint}",
+            # the launch (Binder) and repository buttons open this language's copy, courses/<lang>/notebooks/…
+            "-D", f"html_theme_options.path_to_docs={course_copy(lang, '').rstrip('/')}",
             "-A", f"distlearn_lang={lang}",
             str(work / "src"), str(work / "html")]
 

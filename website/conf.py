@@ -45,7 +45,9 @@ html_context = {"default_mode": "light"}  # pydata-sphinx-theme: light unless th
 html_theme_options = {
     "repository_url": "https://github.com/distlearn/distlearn",
     "repository_branch": "main",
-    "path_to_docs": "",          # build/site-work/<lang>/src/ mirrors the repository: notebooks/, exercises/, solutions/
+    # build/site-work/<lang>/src/ mirrors courses/<lang>/ (notebooks/, exercises/, solutions/): authoring.website
+    # sets "courses/<lang>" here, so that the launch (Binder) and repository buttons open that language's copy
+    "path_to_docs": "",
     "use_repository_button": True,
     "use_source_button": True,   # "open": the notebook in the repository
     "use_download_button": True,
