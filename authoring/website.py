@@ -350,16 +350,47 @@ def other_language_url(pagename: str, lang: str) -> str:
     return "../" * (pagename.count("/") + 1) + f"{other(lang)}/{pagename}.html"
 
 
+# The chooser page's look: the theme's (pydata-sphinx-theme's light and dark colours, its system font stack with the
+# CJK font for Chinese), two cards side by side on a desktop, one under the other on a phone.
+CHOOSER_CSS = """
+:root { --fg: #222832; --muted: #48566b; --bg: #fff; --surface: #f3f4f5; --border: #d1d5da; --primary: #0a7d91; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #ced6dd; --muted: #9ca4af; --bg: #14181e; --surface: #29313d; --border: #48566b; --primary: #3fb1c5; }
+}
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg); line-height: 1.6;
+       font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Noto Sans CJK SC",
+                    "PingFang SC", "Microsoft YaHei", sans-serif; }
+main { max-width: 46rem; margin: 0 auto; padding: 12vh 1.25rem 2rem; }
+.brand { display: flex; align-items: center; gap: .6rem; margin: 0 0 .25rem; font-size: 2rem; font-weight: 600; }
+.brand img { width: 2rem; height: 2rem; }
+.lead { color: var(--muted); margin: 0 0 2rem; }
+.choices { display: grid; grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); gap: 1rem; padding: 0;
+           margin: 0; list-style: none; }
+.choices a { display: block; height: 100%; padding: 1.1rem 1.25rem; border: 1px solid var(--border);
+             border-radius: .5rem; background: var(--surface); color: var(--fg); text-decoration: none;
+             transition: border-color .15s, box-shadow .15s; }
+.choices a:hover, .choices a:focus-visible { border-color: var(--primary); box-shadow: 0 0 0 1px var(--primary);
+                                             outline: none; }
+.choices .language { display: block; font-size: 1.35rem; font-weight: 600; color: var(--primary); }
+.choices .title { display: block; color: var(--muted); font-size: .95rem; margin-top: .25rem; }
+"""
+
+
 def chooser_page(languages: tuple[str, ...]) -> str:
-    """``build/site/index.html``: a link to each language's home page."""
-    links = "\n".join(f'<li><a href="{c}/index.html" hreflang="{c}" lang="{c}">{html.escape(LANGUAGES[c].title)}'
-                      f"</a></li>" for c in languages)
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>distlearn</title>\n"
+    """``build/site/index.html``: a card for each language's home page (its name in that language and the site's
+    title), in the theme's fonts and colours (:data:`CHOOSER_CSS`)."""
+    links = "\n".join(f'<li><a href="{c}/index.html" hreflang="{c}" lang="{LANGUAGES[c].sphinx.replace("_", "-")}">'
+                      f'<span class="language">{html.escape(LANGUAGES[c].label)}</span>'
+                      f'<span class="title">{html.escape(LANGUAGES[c].title)}</span></a></li>' for c in languages)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>distlearn</title>\n"
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<link rel="icon" href="{languages[0]}/_static/favicon.svg" type="image/svg+xml"></head>\n'
-            '<body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">\n'
-            "<h1>distlearn</h1>\n<p>Choose a language / 选择语言：</p>\n"
-            f"<ul>\n{links}\n</ul>\n</body></html>\n")
+            '<meta name="color-scheme" content="light dark">\n'
+            f'<link rel="icon" href="{languages[0]}/_static/favicon.svg" type="image/svg+xml">\n'
+            f"<style>{CHOOSER_CSS}</style></head>\n<body><main>\n"
+            f'<h1 class="brand"><img src="{languages[0]}/_static/favicon.svg" alt="">distlearn</h1>\n'
+            '<p class="lead">Choose a language / 选择语言</p>\n'
+            f'<ul class="choices">\n{links}\n</ul>\n</main></body></html>\n')
 
 
 _HAN = re.compile(r"[\u4e00-\u9fff]")

@@ -650,3 +650,45 @@ def test_binder_repository_and_download_links_open_the_page_language_copy(built)
             problems += [f"{lang}/{p.docname}: {x}" for x in copy_link_problems(html_text, lang, p.docname,
                                                                                 built.out / lang)]
     assert problems == []
+
+
+# What a reader sees of the language chooser and the toggle: their font, colour and size, and whether every header
+# button of a chapter page lies inside the window.
+_CHOOSER_LOOK = """() => { const a = document.querySelector('ul.choices a'), s = getComputedStyle(a);
+  const name = getComputedStyle(a.querySelector('.language'));
+  return {font: getComputedStyle(document.body).fontFamily, color: name.color, border: s.borderTopWidth,
+          cards: [...document.querySelectorAll('ul.choices a')].map((e) => e.getBoundingClientRect().toJSON())}; }"""
+_HEADER_LOOK = """() => { const t = document.querySelector('a.distlearn-lang-toggle'), s = getComputedStyle(t);
+  const buttons = [...document.querySelectorAll('.bd-header-article .btn, .bd-header-article button')]
+    .filter((b) => b.offsetParent !== null).map((b) => b.getBoundingClientRect().right);
+  return {size: parseFloat(s.fontSize), border: s.borderTopWidth, icon: !!t.querySelector('.fa-language'),
+          right: Math.max(...buttons), width: document.documentElement.clientWidth}; }"""
+
+
+@pytest.mark.slow
+def test_language_chooser_and_toggle_look_like_the_site(built, browser, server):
+    """Issue 39: the chooser (build/site/index.html) was an unstyled list in the browser's serif font; the toggle
+    was a bare 1.3rem word. On a phone (390×844) and a desktop (1366×900): the chooser uses the theme's font stack
+    and primary colour, one card per language (side by side on the desktop); the toggle is a small outlined button
+    with the language icon; every header button of a chapter page lies inside the window. Screenshots:
+    build/screenshots/site-{chooser,toggle}-{phone,desktop}.png."""
+    bh.SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for name, (w, h) in {"phone": (390, 844), "desktop": (1366, 900)}.items():
+        page = browser.new_page(viewport={"width": w, "height": h})
+        try:
+            page.goto(f"{server}/index.html", wait_until="load")
+            look = page.evaluate(_CHOOSER_LOOK)
+            page.screenshot(path=str(bh.SCREENSHOTS / f"site-chooser-{name}.png"))
+            assert "system-ui" in look["font"] and look["color"] == "rgb(10, 125, 145)", look
+            assert look["border"] == "1px" and len(look["cards"]) == 2
+            tops = [c["top"] for c in look["cards"]]
+            assert (tops[0] == tops[1]) == (name == "desktop"), look["cards"]
+            for lang in ("en", "zh"):
+                page.goto(f"{server}/{lang}/{PAGE}.html", wait_until="load")
+                header = page.evaluate(_HEADER_LOOK)
+                assert header["size"] <= 15 and header["border"] == "1px" and header["icon"], header
+                assert header["right"] <= header["width"], (name, lang, header)
+            page.screenshot(path=str(bh.SCREENSHOTS / f"site-toggle-{name}.png"), clip={"x": 0, "y": 0, "width": w,
+                                                                                         "height": min(h, 300)})
+        finally:
+            page.close()
