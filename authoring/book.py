@@ -11,7 +11,7 @@ without one, every Chinese character is an empty box, which the check in ``tests
 
 What a build does, for each language:
 
-1. build the website (chapters and exercises, no solutions) into ``build/book/site/`` (:func:`authoring.website.
+1. build the website (chapters and exercises, no solutions, explorers as their static pictures) into ``build/book/site/`` (:func:`authoring.website.
    build`: the stored copies, nothing executed);
 2. write ``build/book/site/<lang>/notebooks/book.html`` (:func:`book_page`): a title page, the contents, and each
    chapter's article in course order, each from a new page; element ids made unique per chapter, links between
@@ -392,7 +392,7 @@ def build(out: Path = OUT, languages: tuple[str, ...] = ("en", "zh"), chapters: 
         raise RuntimeError(HOW_TO_GET_CJK)
     out = Path(out)
     site = website.build(out / "site", chapters=chapters, solutions=False, languages=tuple(languages),
-                         log=lambda *a: None)
+                         log=lambda *a: None, explorers=False)  # paper shows each explorer's static picture
     if any(site.warnings.values()):
         raise RuntimeError(f"site build warnings / 网站构建警告: {site.warnings}")
     stems = [p.stem for p in site.pages if p.section == "notebooks"]
