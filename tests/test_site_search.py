@@ -194,7 +194,7 @@ def test_chinese_index_holds_the_compounds_whole():
 def site():
     if importlib.util.find_spec("sphinx") is None or importlib.util.find_spec("myst_nb") is None:
         (pytest.fail if os.environ.get("CI") else pytest.skip)("the website needs the .[site] extra (make site)")
-    res = website.build(OUT, jobs=1, log=lambda *a: None)
+    res = website.build(OUT, jobs=1, log=lambda *a: None, explorers=False)  # search needs no live explorer
     assert not any(res.warnings.values()), res.warnings
     return res
 

@@ -299,6 +299,7 @@ def live_site():
 
 @pytest.mark.extended
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the module's site build renders every explorer setting: ~20-30 min on 2 cores, once
 def test_every_control_of_every_live_explorer_in_chromium(live_site):
     from playwright.sync_api import sync_playwright
 
@@ -371,6 +372,7 @@ def test_every_control_of_every_live_explorer_in_chromium(live_site):
 
 @pytest.mark.extended
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the module's site build renders every explorer setting: ~20-30 min on 2 cores, once
 def test_built_site_loads_nothing_from_outside(live_site):
     for p in live_site.out.rglob("*"):
         if p.suffix in (".html", ".js", ".css", ".svg"):
