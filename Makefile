@@ -27,7 +27,7 @@ help:
 	@echo "make lab-refresh [COURSE_LANG=zh|en] - bring a newer course into your copy (build/course*/), keeping your edits"
 	@echo "make classroom STUDENTS=students.txt [CLASSROOM_PORT=8000] [CLASSROOM_ARGS='--memory-gib 3 --max-ranks 8'] - JupyterHub for a class on this machine: one server and one copy of the course per student (docs/teaching.md)"
 	@echo "make test  - set up .venv and run every test"
-	@echo "make test-extended - the few tests of minutes each, kept out of make test (about 2 min; CI runs it)"
+	@echo "make test-extended - the tests of minutes each, kept out of make test: the book, site search, every live explorer in Chromium (about 40 min on 2 cores the first time; CI runs it)"
 	@echo "make test-classroom - three students at once in a real JupyterHub and Chromium, each isolated (about 3 min; CI runs it)"
 	@echo "make test-binder - build binder/ as Binder does in a fresh venv under /tmp, time it, size it, run chapter 01 (downloads)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
