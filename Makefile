@@ -19,7 +19,7 @@ LAB_ARGS ?=
 # JupyterLab settings every user of .venv gets (no "would you like news?" pop-up on first open), as on Binder.
 LAB_OVERRIDES := $(VENV)/share/jupyter/lab/settings/overrides.json
 
-.PHONY: all setup site-setup site lab lab-refresh classroom test-binder split audit-lang test test-classroom test-extended test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
+.PHONY: all setup site-setup site book lab lab-refresh classroom test-binder split audit-lang test test-classroom test-extended test-languages test-fast mutants bench screenshot notebooks check exercises parity nbgrader clean help
 all: help
 help:
 	@echo "make lab [COURSE_LANG=zh|en] [LAB_ARGS='--no-browser --ip=0.0.0.0'] - set up .venv and open the course in JupyterLab (COURSE_LANG: in one language)"
@@ -27,12 +27,13 @@ help:
 	@echo "make lab-refresh [COURSE_LANG=zh|en] - bring a newer course into your copy (build/course*/), keeping your edits"
 	@echo "make classroom STUDENTS=students.txt [CLASSROOM_PORT=8000] [CLASSROOM_ARGS='--memory-gib 3 --max-ranks 8'] - JupyterHub for a class on this machine: one server and one copy of the course per student (docs/teaching.md)"
 	@echo "make test  - set up .venv and run every test"
-	@echo "make test-extended - the few tests of minutes each, kept out of make test (about 2 min; CI runs it)"
+	@echo "make test-extended - the tests of minutes each, kept out of make test: the book, site search, every live explorer in Chromium (about 40 min on 2 cores the first time; CI runs it)"
 	@echo "make test-classroom - three students at once in a real JupyterHub and Chromium, each isolated (about 3 min; CI runs it)"
 	@echo "make test-binder - build binder/ as Binder does in a fresh venv under /tmp, time it, size it, run chapter 01 (downloads)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
 	@echo "make check - are the .md sources, stored notebooks, exercises and courses/{en,zh}/ copies in sync and fully executed?"
 	@echo "make site [SITE_SOLUTIONS=0] - build the course website (English and Chinese) into build/site/"
+	@echo "make book - the course as a book: build/book/distlearn-en.pdf and distlearn-zh.pdf (Chromium; Chinese: apt-get install fonts-noto-cjk)"
 	@echo "make mutants - mutation test of the simulation modules (about 10 min): kill rate and every survivor"
 	@echo "make bench - run the speed benchmarks (pytest-benchmark), fail on a missed goal, rewrite benchmarks/README.md"
 	@echo "make screenshot [SCREENSHOT_NOTEBOOK=notebooks/NN_x.ipynb] - refresh docs/img/explorer.png in a real browser"
@@ -82,7 +83,7 @@ site-setup: $(SITE_STAMP)
 
 # A goal that needs the website tools (make test, make site) installs them with the rest, in one install and one
 # byte-compile (two took 38 s of a fresh set-up, one 33 s); the recipe below then finds its stamp already there.
-STAMP_EXTRAS := test$(if $(filter test site site-setup,$(MAKECMDGOALS)),$(comma)site)$(if $(filter test,$(MAKECMDGOALS)),$(comma)teach$(comma)classroom)
+STAMP_EXTRAS := test$(if $(filter test site site-setup book,$(MAKECMDGOALS)),$(comma)site)$(if $(filter test,$(MAKECMDGOALS)),$(comma)teach$(comma)classroom)
 $(SITE_STAMP): $(STAMP)
 	@if [ ! -f $@ ] || [ $(STAMP) -nt $@ ]; then \
 	  echo "Installing the website tools (Sphinx, MyST-NB) / 安装网站构建工具（Sphinx、MyST-NB）..."; \
@@ -115,6 +116,11 @@ classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 
 site: $(SITE_STAMP)
 	$(PY) -m authoring.website build $(if $(filter 0 no false,$(SITE_SOLUTIONS)),--no-solutions) $(SITE_ARGS)
+
+# The course as a book (authoring/book.py): the site's chapter pages, printed by headless Chromium to one PDF per
+# language in build/book/ (the Chinese one needs a CJK font: Debian's fonts-noto-cjk).
+book: $(SITE_STAMP)
+	$(PY) -m authoring.book build
 
 lab: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m authoring.course lab --lang '$(or $(strip $(COURSE_LANG)),both)' --port $(PORT) --lab-args='$(LAB_ARGS)'

@@ -15,21 +15,23 @@ What a build does, for each language ``en`` and ``zh``:
    links to pages that are not built are rewritten (:func:`relink`), and an explorer output with no stored static
    picture gets a short note instead of the ``VBox(children=…`` text (:func:`_explorer_note`);
 2. write that language's home page with the chapter, exercise and solution lists (:func:`index_page`);
-3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side).
+3. run Sphinx with ``website/conf.py`` into ``build/site/<lang>/`` (the two languages in two processes side by side);
+4. write the live explorers' data (:mod:`authoring.web_explorers`: each explorer's own Python run over the settings
+   its web controls offer, cached in ``build/web-explorers-cache/``): the one step that runs code.
 
 Then ``build/site/index.html`` lets a reader choose a language. Every page has a toggle to the same page in the other
 language: both sites have the same page names (``notebooks/05_pipeline_parallel.html``), see :func:`other_language_url`.
 Opened as a file, search lists its results without snippets (``website/_static/distlearn-file-search.js``: a browser
 refuses the snippet fetches from ``file://``); served (``python -m http.server -d build/site``), with them.
 
-Nothing is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
+Nothing else is executed at build time: the outputs are those stored in ``courses/<lang>/``, which ``make notebooks`` keeps
 current and ``make check`` checks. A build stops, naming them, if a page's stored copy is missing or not current
 (:func:`authoring.copies.copy_problems`): it would show outputs of other code, or of both languages.
 
 Command line::
 
     python -m authoring.website build [--out build/site] [--chapters 05_pipeline_parallel 06_zero_fsdp]
-                                      [--no-solutions] [--lang en zh] [--jobs N]
+                                      [--no-solutions] [--lang en zh] [--jobs N] [--no-explorers]
 """
 from __future__ import annotations
 
@@ -46,7 +48,7 @@ from pathlib import Path
 
 import nbformat
 
-from authoring import lang_audit, copies, parity, paths
+from authoring import lang_audit, copies, parity, paths, web_explorers
 
 ROOT = paths.ROOT
 CONF_DIR = ROOT / "website"
@@ -139,12 +141,13 @@ def course_pages(root: Path = ROOT, chapters: list[str] | None = None, solutions
     return pages
 
 
-def relink(markdown: str, here: str, built: set[str], solutions: bool = True) -> str:
+def relink(markdown: str, here: str, built: set[str], solutions: bool = True, lang: str | None = None) -> str:
     """Rewrite the relative links of a markdown cell of page ``here`` (e.g. ``"notebooks/05_pipeline_parallel"``).
 
     A link to a built page is kept (Sphinx turns it into a link to that page). A link to a solution when solutions
     are not published becomes its plain text. Any other relative link (a page not built, a file of the repository)
-    goes to the file in the repository. Web links and anchors are kept.
+    goes to the file in the repository; on the ``lang`` site a notebook's link goes to that language's copy
+    (:func:`course_copy`). Web links and anchors are kept.
     """
     folder = posixpath.dirname(here)
 
@@ -159,6 +162,8 @@ def relink(markdown: str, here: str, built: set[str], solutions: bool = True) ->
             return m.group(0)
         if resolved.startswith("solutions/") and not solutions:
             return m.group("text")
+        if lang and doc and resolved.split("/")[0] in SECTIONS:
+            resolved = course_copy(lang, resolved)
         return f"[{m.group('text')}]({REPOSITORY}/blob/main/{resolved}{'#' + anchor if anchor else ''})"
 
     return _LINK.sub(fix, markdown)
@@ -221,12 +226,19 @@ def _explorer_note(lang: str) -> str:
 _RUN_NOTE = re.compile(r"<p[^>]*>▶[^<]*</p>")
 
 
+def course_copy(lang: str, page_path: str) -> str:
+    """Where the repository keeps the ``lang`` copy of a page's notebook, the one the ``lang`` site shows and its
+    Binder and repository links open: ``course_copy("zh", "notebooks/05_pipeline_parallel.ipynb")`` is
+    ``"courses/zh/notebooks/05_pipeline_parallel.ipynb"`` (:func:`authoring.copies.copy_path`)."""
+    return f"courses/{lang}/{page_path}"
+
+
 def site_explorer_note(lang: str, page_path: str) -> str:
     """The caption of an explorer's static picture on the ``lang`` site, for the notebook ``page_path`` (e.g.
     ``"notebooks/05_pipeline_parallel.ipynb"``): the picture is the explorer at its default settings, live when the
     notebook runs, with links to run it on Binder and to the notebook in the repository."""
-    binder = html.escape(BINDER + page_path, quote=True)
-    repo = html.escape(f"{REPOSITORY}/blob/main/{page_path}", quote=True)
+    binder = html.escape(BINDER + course_copy(lang, page_path), quote=True)
+    repo = html.escape(f"{REPOSITORY}/blob/main/{course_copy(lang, page_path)}", quote=True)
     if lang == "en":
         text = (f'Static picture: the explorer at its default settings. It is live (its controls move) when the '
                 f'notebook runs: <a href="{binder}">run it on Binder</a>, or open '
@@ -235,6 +247,29 @@ def site_explorer_note(lang: str, page_path: str) -> str:
         text = (f'静态图：探索器在默认设置下的样子。运行笔记本后，控件即可拖动：<a href="{binder}">在 Binder 上运行</a>，'
                 f'或在 Jupyter 中打开<a href="{repo}">这个笔记本</a>。')
     return f'<p class="distlearn-explorer-site-note" style="color:#b35900">▶ {text}</p>'
+
+
+_IMPORT = re.compile(r"^\s*from\s+(distlearn(?:\.\w+)*)\s+import\s+(\w+)(?:\s+as\s+(\w+))?", re.M)
+
+
+def explorer_in_cell(source: str) -> str | None:
+    """The explorer a code cell shows (``from distlearn.memory import explorer as m`` … ``m.explorer()``), by its
+    :func:`distlearn.core.explorer.explorer_modules` name (``"memory"``), or None."""
+    from distlearn.core.explorer import explorer_modules
+
+    names = {module: name for name, module in explorer_modules().items()}
+    for m in _IMPORT.finditer(source):
+        module = f"{m.group(1)}.{m.group(2)}"
+        if module in names and re.search(rf"\b{re.escape(m.group(3) or m.group(2))}\.explorer\(\)", source):
+            return names[module]
+    return None
+
+
+def live_explorer(html_text: str, name: str, lang: str) -> str:
+    """An explorer's static picture wrapped for ``website/_static/distlearn-explorer.js``, which puts the live
+    explorer ``name`` (data from :mod:`authoring.web_explorers`) in its place; the picture stays without JavaScript."""
+    return (f'<div class="distlearn-live-explorer" data-distlearn-explorer="{html.escape(name, quote=True)}" '
+            f'data-lang="{lang}">\n{html_text}\n</div>')
 
 
 def prose_in(nb, lang: str):
@@ -246,12 +281,13 @@ def prose_in(nb, lang: str):
     return out
 
 
-def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True):
+def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = True,
+                live: frozenset = frozenset()):
     """The page's notebook for the ``lang`` site: :func:`prose_in`, then on every markdown cell :func:`relink` (and
     :func:`drop_answers` without solutions), a solution title on a solution page (:func:`solution_title`), the site's
     caption on an explorer's static picture (:func:`site_explorer_note`) and a note in place of an explorer output
     stored without one; consecutive stream outputs of one name joined into one (:func:`authoring.lang_audit.
-    merge_streams`)."""
+    merge_streams`); the picture of an explorer named in ``live`` wrapped for the live explorer (:func:`live_explorer`)."""
     out = prose_in(nb, lang)
     retitle = here.startswith("solutions/")
     for cell in out.cells:
@@ -260,7 +296,7 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 retitle = False
             if not solutions:
                 cell.source = drop_answers(cell.source, here)
-            cell.source = relink(cell.source, here, built, solutions)
+            cell.source = relink(cell.source, here, built, solutions, lang)
         elif cell.cell_type == "code":
             # The notebook's language switch, or the copy's cell that sets its language (its output is the hidden
             # style widget that hides the other language's prose in Jupyter): the site has its own toggle.
@@ -276,6 +312,9 @@ def monolingual(nb, lang: str, here: str, built: set[str], solutions: bool = Tru
                 elif WIDGET_VIEW in data:
                     data["text/html"] = _RUN_NOTE.sub(
                         lambda _m: site_explorer_note(lang, f"{here}.ipynb"), "".join(data["text/html"]), count=1)
+                    name = explorer_in_cell(cell.source)
+                    if name in live:
+                        data["text/html"] = live_explorer(data["text/html"], name, lang)
     return out
 
 
@@ -315,9 +354,11 @@ def index_page(lang: str, pages: list[Page], titles: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
-def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True) -> None:
+def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, solutions: bool = True,
+                  live: frozenset = frozenset()) -> None:
     """Write the ``lang`` site's sources under ``src`` (emptied first): each page's notebook from its stored ``lang``
-    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual`, and ``index.md``."""
+    copy (``courses/<lang>/``, outputs in ``lang``) through :func:`monolingual` (``live``: the explorers shown
+    live), and ``index.md``."""
     if src.exists():
         shutil.rmtree(src)
     built = {p.docname for p in pages}
@@ -327,7 +368,7 @@ def write_sources(lang: str, pages: list[Page], src: Path, root: Path = ROOT, so
         titles[p.docname] = title_of(nb, lang)
         target = src / p.path
         target.parent.mkdir(parents=True, exist_ok=True)
-        nbformat.write(monolingual(nb, lang, p.docname, built, solutions), target)
+        nbformat.write(monolingual(nb, lang, p.docname, built, solutions, live), target)
     (src / "index.md").write_text(index_page(lang, pages, titles), encoding="utf-8")
 
 
@@ -340,16 +381,97 @@ def other_language_url(pagename: str, lang: str) -> str:
     return "../" * (pagename.count("/") + 1) + f"{other(lang)}/{pagename}.html"
 
 
+# The chooser page's look: the theme's (pydata-sphinx-theme's light and dark colours, its system font stack with the
+# CJK font for Chinese), two cards side by side on a desktop, one under the other on a phone.
+CHOOSER_CSS = """
+:root { --fg: #222832; --muted: #48566b; --bg: #fff; --surface: #f3f4f5; --border: #d1d5da; --primary: #0a7d91; }
+@media (prefers-color-scheme: dark) {
+  :root { --fg: #ced6dd; --muted: #9ca4af; --bg: #14181e; --surface: #29313d; --border: #48566b; --primary: #3fb1c5; }
+}
+* { box-sizing: border-box; }
+body { margin: 0; background: var(--bg); color: var(--fg); line-height: 1.6;
+       font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Helvetica Neue", "Noto Sans", "Noto Sans CJK SC",
+                    "PingFang SC", "Microsoft YaHei", sans-serif; }
+main { max-width: 46rem; margin: 0 auto; padding: 12vh 1.25rem 2rem; }
+.brand { display: flex; align-items: center; gap: .6rem; margin: 0 0 .25rem; font-size: 2rem; font-weight: 600; }
+.brand img { width: 2rem; height: 2rem; }
+.lead { color: var(--muted); margin: 0 0 2rem; }
+.choices { display: grid; grid-template-columns: repeat(auto-fit, minmax(15rem, 1fr)); gap: 1rem; padding: 0;
+           margin: 0; list-style: none; }
+.choices a { display: block; height: 100%; padding: 1.1rem 1.25rem; border: 1px solid var(--border);
+             border-radius: .5rem; background: var(--surface); color: var(--fg); text-decoration: none;
+             transition: border-color .15s, box-shadow .15s; }
+.choices a:hover, .choices a:focus-visible { border-color: var(--primary); box-shadow: 0 0 0 1px var(--primary);
+                                             outline: none; }
+.choices .language { display: block; font-size: 1.35rem; font-weight: 600; color: var(--primary); }
+.choices .title { display: block; color: var(--muted); font-size: .95rem; margin-top: .25rem; }
+"""
+
+
 def chooser_page(languages: tuple[str, ...]) -> str:
-    """``build/site/index.html``: a link to each language's home page."""
-    links = "\n".join(f'<li><a href="{c}/index.html" hreflang="{c}" lang="{c}">{html.escape(LANGUAGES[c].title)}'
-                      f"</a></li>" for c in languages)
-    return ("<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>distlearn</title>\n"
+    """``build/site/index.html``: a card for each language's home page (its name in that language and the site's
+    title), in the theme's fonts and colours (:data:`CHOOSER_CSS`)."""
+    links = "\n".join(f'<li><a href="{c}/index.html" hreflang="{c}" lang="{LANGUAGES[c].sphinx.replace("_", "-")}">'
+                      f'<span class="language">{html.escape(LANGUAGES[c].label)}</span>'
+                      f'<span class="title">{html.escape(LANGUAGES[c].title)}</span></a></li>' for c in languages)
+    return ("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><title>distlearn</title>\n"
             '<meta name="viewport" content="width=device-width, initial-scale=1">\n'
-            f'<link rel="icon" href="{languages[0]}/_static/favicon.svg" type="image/svg+xml"></head>\n'
-            '<body style="font-family: sans-serif; max-width: 40em; margin: 4em auto">\n'
-            "<h1>distlearn</h1>\n<p>Choose a language / 选择语言：</p>\n"
-            f"<ul>\n{links}\n</ul>\n</body></html>\n")
+            '<meta name="color-scheme" content="light dark">\n'
+            f'<link rel="icon" href="{languages[0]}/_static/favicon.svg" type="image/svg+xml">\n'
+            f"<style>{CHOOSER_CSS}</style></head>\n<body><main>\n"
+            f'<h1 class="brand"><img src="{languages[0]}/_static/favicon.svg" alt="">distlearn</h1>\n'
+            '<p class="lead">Choose a language / 选择语言</p>\n'
+            f'<ul class="choices">\n{links}\n</ul>\n</main></body></html>\n')
+
+
+_HAN = re.compile(r"[\u4e00-\u9fff]")
+
+
+def search_words() -> list[str]:
+    """The glossary's Chinese forms (``docs/glossary.md`` as :func:`authoring.parity.glossary_terms` reads it:
+    "专家并行", "有效训练时间占比", "零冗余优化器", "K/V 块"), each with a Chinese character: the words the Chinese
+    site's search index holds whole (:func:`chinese_search_language`)."""
+    return sorted({form for term in parity.glossary_terms() for form in term.zh if _HAN.search(form)})
+
+
+def index_word(form: str) -> str:
+    """How the Chinese index holds a glossary form: spaces removed, lower case ("K/V 块" → "k/v块"); the search
+    page looks a whole query up in this form first (``website/_static/distlearn-search.js``)."""
+    return re.sub(r"\s+", "", form).lower()
+
+
+def chinese_search_language():
+    """Sphinx's Chinese search language (``sphinx/search/zh.py``) with the glossary's terms as whole words.
+
+    Sphinx cuts the Chinese site's text into words with jieba's ``cut_for_search``, whose dictionary lacks most of
+    the course's compound terms: "有效训练时间占比" became 有效, 训练, 时间, 占, 比 and "专家并行" 专家, 并行, so a query
+    for the whole term found no page. This language adds each space-free form of :func:`search_words` to jieba's
+    dictionary (a text cut around it keeps it whole) and indexes every form that a text contains as one more word
+    (:func:`index_word`): "全局批量" is found inside "全局批量大小", "K/V 块" (whose parts are one letter or one
+    character, words the index drops) as itself. The search page cuts a query into the index's own words
+    (``website/_static/distlearn-search.js``). Registered by :func:`setup`; needs the ``.[site]`` extra.
+    """
+    from sphinx.search.zh import SearchChinese
+
+    forms = search_words()
+    whole = sorted({index_word(f) for f in forms})
+
+    class GlossaryChinese(SearchChinese):
+        def init(self, options: dict) -> None:
+            super().init(options)
+            try:
+                import jieba
+            except ImportError:  # Sphinx then indexes no Chinese word at all; the glossary's forms still are
+                return
+            for form in forms:
+                if not re.search(r"\s", form):
+                    jieba.add_word(form)
+
+        def split(self, input: str) -> list[str]:
+            flat = index_word(input)
+            return super().split(input) + [w for w in whole if w in flat]
+
+    return GlossaryChinese
 
 
 def sphinx_command(lang: str, work: Path, jobs: int = 1) -> list[str]:
@@ -361,6 +483,8 @@ def sphinx_command(lang: str, work: Path, jobs: int = 1) -> list[str]:
             "-c", str(CONF_DIR), "-d", str(work / "doctrees"), "-w", str(work / "warnings.txt"),
             "-D", f"language={L.sphinx}", "-D", f"html_title={L.title}", "-D", f"author={L.author}",
             "-D", f"copyright={L.copyright}", "-D", f"html_theme_options.search_bar_text={L.search_hint}",
+            # the launch (Binder) and repository buttons open this language's copy, courses/<lang>/notebooks/…
+            "-D", f"html_theme_options.path_to_docs={course_copy(lang, '').rstrip('/')}",
             "-A", f"distlearn_lang={lang}",
             str(work / "src"), str(work / "html")]
 
@@ -383,9 +507,22 @@ def run_sphinx(commands: dict[str, list[str]]) -> dict[str, list[str]]:
     return warnings
 
 
+def shown_explorers(work: Path, languages) -> set[str]:
+    """The explorers that the written sources under ``work/<lang>/src`` wrap for the live view."""
+    found = set()
+    for lang in languages:
+        for nb in (work / lang / "src").rglob("*.ipynb"):
+            found |= set(re.findall(r'data-distlearn-explorer=\\"([\w.]+)\\"', nb.read_text(encoding="utf-8")))
+    return found
+
+
 def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = True,
-          languages: tuple[str, ...] = ("en", "zh"), jobs: int = 1, root: Path = ROOT, log=print) -> SiteBuild:
+          languages: tuple[str, ...] = ("en", "zh"), jobs: int = 1, root: Path = ROOT, log=print,
+          explorers: bool = True) -> SiteBuild:
     """Build the site of each language into ``out/<lang>/`` and the chooser page ``out/index.html``.
+
+    ``explorers``: show the explorers live (:mod:`authoring.web_explorers`; False keeps their static pictures and
+    renders nothing).
 
     Sources and Sphinx's own files go to ``<out>-work/<lang>/`` (e.g. ``build/site-work/en/src``).
     """
@@ -401,12 +538,19 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
         if folder.exists():
             shutil.rmtree(folder)
     result = SiteBuild(out, pages, tuple(languages), 0.0)
+    live = frozenset(web_explorers.live_names(log=log)) if explorers else frozenset()
     for lang in languages:
-        write_sources(lang, pages, work / lang / "src", root, solutions)
+        write_sources(lang, pages, work / lang / "src", root, solutions, live)
     result.warnings = run_sphinx({lang: sphinx_command(lang, work / lang, jobs) for lang in languages})
     out.mkdir(parents=True)
     for lang in languages:
         shutil.move(work / lang / "html", out / lang)
+    shown = sorted(live & shown_explorers(work, languages))
+    if shown:  # the live explorers' data: each explorer's own Python over its web controls' settings
+        try:
+            web_explorers.write_data(out, tuple(languages), shown, jobs=max(2, jobs), log=log)
+        except ValueError as err:  # a WEB_OPTIONS grid with more distinct results than MAX_RENDERS
+            raise RuntimeError(f"web explorers / 网页探索器: {err}") from err
     for lang in languages:
         log(f"{lang}: {len(pages) + 1} pages, {len(result.warnings[lang])} warning(s) / "
             f"{len(pages) + 1} 个页面，{len(result.warnings[lang])} 条警告")
@@ -425,8 +569,44 @@ def add_page_context(app, pagename, templatename, context, doctree) -> None:
     context["distlearn_other_url"] = other_language_url(pagename, lang)
 
 
+_CJK = "\u3000-\u303f\u4e00-\u9fff\uff00-\uffef"
+_CJK_BREAK = re.compile(f"(?<=[{_CJK}])[ \\t]*\\n[ \\t]*(?=[{_CJK}])")
+
+
+def join_soft_breaks(app, doctree) -> None:
+    """Make each run of text of a paragraph one text node, and on the Chinese site drop a source line break between
+    two Chinese characters (or Chinese punctuation).
+
+    MyST gives a line break inside a paragraph its own text node: the search index, which cuts words one node at a
+    time, never saw "完全分片数据并行" written across a break as one word; and Chromium draws such a break as a space
+    between two Chinese characters ("完全分片 数据并行"), which Chinese text never has. Code, literals and math
+    keep their text as it is."""
+    from docutils import nodes
+
+    zh = (app.config.language or "").startswith("zh")
+    for parent in list(doctree.findall(nodes.TextElement)):
+        if isinstance(parent, (nodes.FixedTextElement, nodes.literal, nodes.math, nodes.raw)):
+            continue
+        kids, i = parent.children, 0
+        while i < len(kids):
+            if not isinstance(kids[i], nodes.Text):
+                i += 1
+                continue
+            j = i
+            while j + 1 < len(kids) and isinstance(kids[j + 1], nodes.Text):
+                j += 1
+            text = "".join(str(k) for k in kids[i:j + 1])
+            if zh:
+                text = _CJK_BREAK.sub("", text)
+            if j > i or text != str(kids[i]):
+                parent[i:j + 1] = [nodes.Text(text)]
+            i += 1
+
+
 def setup(app):
     app.connect("html-page-context", add_page_context)
+    app.connect("doctree-read", join_soft_breaks)
+    app.add_search_language(chinese_search_language())  # the Chinese index holds the glossary's terms whole
     # The Chinese site's page furniture that Sphinx and the themes leave untranslated: website/locale/zh_CN/
     # LC_MESSAGES/ (conf.py's locale_dirs). Sphinx compiles only the "sphinx" catalog before the extensions load,
     # so the .mo files are written here, and sphinx-book-theme's "booktheme" catalog is registered before the
@@ -452,9 +632,12 @@ def main(argv: list[str] | None = None) -> int:
     b.add_argument("--lang", nargs="*", default=["en", "zh"], choices=["en", "zh"],
                    help="languages to build (default both; with one, its toggle leads nowhere)")
     b.add_argument("--jobs", type=int, default=1, help="Sphinx worker processes per language")
+    b.add_argument("--no-explorers", action="store_true",
+                   help="static explorer pictures only (renders no explorer data: a quicker build)")
     args = ap.parse_args(argv)
     try:
-        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs)
+        res = build(Path(args.out), args.chapters, not args.no_solutions, tuple(args.lang), args.jobs,
+                    explorers=not args.no_explorers)
     except RuntimeError as err:
         print(err, file=sys.stderr)
         return 1

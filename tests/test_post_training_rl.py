@@ -198,7 +198,7 @@ def test_colocated_lab_on_four_ranks_matches_the_reference():
 
 
 # ------------------------------------------------------------------ the checkers
-def test_checkers_accept_the_solutions_and_refuse_wrong_answers():
+def test_checkers_accept_the_solutions_and_refuse_wrong_answers(capsys):
     def step(gen, train, gpus, gen_gpus, sync, k):
         g, t = gen * gpus / gen_gpus, train * gpus / (gpus - gen_gpus)
         return (g + t if k == 0 else max(g, t)) + sync
@@ -223,12 +223,22 @@ def test_checkers_accept_the_solutions_and_refuse_wrong_answers():
         rl_check.ex15_policy_lag(lambda g, t, k: k)
     with pytest.raises(CheckFailed):
         rl_check.ex15_clipped_loss(lambda lp, lg, adv, eps: -(torch_exp(lp - lg) * adv[:, None]).mean().item())
+    capsys.readouterr()
+    with pytest.raises(CheckFailed):  # the exercise asks for a Python float, not a 0-d tensor holding the right value
+        rl_check.ex15_clipped_loss(lambda lp, lg, adv, eps: torch_tensor(loss(lp, lg, adv, eps)))
+    assert "return a Python float" in capsys.readouterr().out
 
 
 def torch_exp(x):
     import torch
 
     return torch.exp(x)
+
+
+def torch_tensor(x):
+    import torch
+
+    return torch.tensor(x)
 
 
 def test_torchrun_entry_splits_the_batch_evenly(monkeypatch):

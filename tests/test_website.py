@@ -22,6 +22,7 @@ from html import unescape
 import http.server
 import importlib.util
 import os
+import posixpath
 import re
 import threading
 from pathlib import Path
@@ -200,6 +201,9 @@ def test_relink_keeps_built_pages_and_points_the_rest_at_the_repository():
     assert f"[07]({website.REPOSITORY}/blob/main/notebooks/07_overlap_prefetch.ipynb)" in got
     with_solutions = website.relink(md, "notebooks/05_pipeline_parallel", built, solutions=True)
     assert f"[sol]({website.REPOSITORY}/blob/main/solutions/05_pipeline_parallel.ipynb)" in with_solutions
+    zh = website.relink(md + " [glossary](../docs/glossary.md)", "notebooks/05_pipeline_parallel", built, lang="zh")
+    assert f"[07]({website.REPOSITORY}/blob/main/courses/zh/notebooks/07_overlap_prefetch.ipynb)" in zh
+    assert f"[glossary]({website.REPOSITORY}/blob/main/docs/glossary.md)" in zh  # not a notebook: one file
 
 
 def test_pages_sections_and_the_solutions_setting():
@@ -272,7 +276,7 @@ def test_explorer_caption_on_the_site_says_defaults_and_links_binder():
         assert len(shown) == len(stored)
         for h in shown:
             assert "Run this cell" not in h and "运行本单元格" not in h and says in h, h[:400]
-            assert f'href="{website.BINDER}{PAGE}.ipynb"' in h and "<img" in h
+            assert f'href="{website.BINDER}courses/{lang}/{PAGE}.ipynb"' in h and "<img" in h  # this language's copy
             other = "默认设置" if lang == "en" else "default settings"
             assert other not in h
 
@@ -370,7 +374,7 @@ def test_furniture_check_catches_the_other_language():
 def built():
     _require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
              HOW_TO_GET_SPHINX)
-    res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None)
+    res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None, explorers=False)  # live: test_web_explorers
     print(f"site build ({len(res.pages)} pages x {len(res.languages)} languages): {res.seconds:.1f} s")
     return res
 
@@ -589,3 +593,102 @@ def test_site_opened_as_a_file_searches_without_errors(built, browser):
     assert serve in (bh.ROOT / "README.md").read_text(encoding="utf-8")
     assert serve in (bh.ROOT / "README.zh-CN.md").read_text(encoding="utf-8")
     assert serve in (bh.ROOT / "Makefile").read_text(encoding="utf-8")
+
+
+def copy_link_problems(page_html: str, lang: str, docname: str, site_lang: Path) -> list[str]:
+    """Links of a built page that do not lead to the page language's copy: a Binder link not opening
+    ``courses/<lang>/<docname>.ipynb`` (the launch button, an explorer's caption), a repository link to a notebook
+    outside ``courses/<lang>/`` or to a file the repository lacks, or a download (``_sources/…ipynb``) whose prose is
+    not in ``lang`` alone."""
+    problems = []
+    hrefs = [unescape(h) for h in re.findall(r'href="([^"]+)"', page_html)]
+    binder = [h for h in hrefs if "mybinder.org" in h]
+    if not binder:
+        problems.append("no Binder link")
+    problems += [f"Binder: {h}" for h in binder if not h.endswith(f"urlpath=lab/tree/courses/{lang}/{docname}.ipynb")]
+    blob = f"{website.REPOSITORY}/blob/main/"
+    for h in hrefs:
+        if h.startswith(blob):
+            path = h[len(blob):].split("#")[0].split("?")[0]
+            if path.endswith(".ipynb") and not path.startswith(f"courses/{lang}/"):
+                problems.append(f"repository link to another copy: {h}")
+            elif not (bh.ROOT / path).exists():
+                problems.append(f"repository link to a missing file: {h}")
+    downloads = [h for h in hrefs if "_sources/" in h and h.endswith(".ipynb")]
+    if not downloads:
+        problems.append("no .ipynb download")
+    for h in downloads:
+        target = site_lang / posixpath.normpath(posixpath.join(posixpath.dirname(docname), h))
+        if not target.is_file():
+            problems.append(f"download missing: {h}")
+            continue
+        nb = nbformat.read(target, as_version=4)
+        others = [c.source[:40] for c in nb.cells if c.cell_type == "markdown"
+                  and parity.cell_language(c) not in (lang, None)]
+        chinese = sum(bool(CJK.search(c.source)) for c in nb.cells if c.cell_type == "markdown")
+        if others or (chinese == 0 if lang == "zh" else False):
+            problems.append(f"download {h} is not the {lang} copy: {others[:2]}")
+    return problems
+
+
+def test_copy_link_check_catches_the_bilingual_notebook(tmp_path):
+    page = ('<a href="https://mybinder.org/v2/gh/distlearn/distlearn/main?urlpath=lab/tree/notebooks/05_x.ipynb">'
+            f'<a href="{website.REPOSITORY}/blob/main/notebooks/05_x.ipynb">')
+    problems = copy_link_problems(page, "zh", "notebooks/05_x", tmp_path)
+    assert len(problems) == 3 and problems[0].startswith("Binder") and "another copy" in problems[1], problems
+
+
+@pytest.mark.slow
+def test_binder_repository_and_download_links_open_the_page_language_copy(built):
+    """Issue 39: the Chinese site's Binder button opened the bilingual notebook. Every page built, in each language:
+    the launch button and the explorers' captions open courses/<lang>/…, the repository links to a notebook go to
+    that copy, the .ipynb download is that language's notebook."""
+    problems = []
+    for lang in ("en", "zh"):
+        for p in built.pages:
+            html_text = (built.out / lang / f"{p.docname}.html").read_text(encoding="utf-8")
+            problems += [f"{lang}/{p.docname}: {x}" for x in copy_link_problems(html_text, lang, p.docname,
+                                                                                built.out / lang)]
+    assert problems == []
+
+
+# What a reader sees of the language chooser and the toggle: their font, colour and size, and whether every header
+# button of a chapter page lies inside the window.
+_CHOOSER_LOOK = """() => { const a = document.querySelector('ul.choices a'), s = getComputedStyle(a);
+  const name = getComputedStyle(a.querySelector('.language'));
+  return {font: getComputedStyle(document.body).fontFamily, color: name.color, border: s.borderTopWidth,
+          cards: [...document.querySelectorAll('ul.choices a')].map((e) => e.getBoundingClientRect().toJSON())}; }"""
+_HEADER_LOOK = """() => { const t = document.querySelector('a.distlearn-lang-toggle'), s = getComputedStyle(t);
+  const buttons = [...document.querySelectorAll('.bd-header-article .btn, .bd-header-article button')]
+    .filter((b) => b.offsetParent !== null).map((b) => b.getBoundingClientRect().right);
+  return {size: parseFloat(s.fontSize), border: s.borderTopWidth, icon: !!t.querySelector('.fa-language'),
+          right: Math.max(...buttons), width: document.documentElement.clientWidth}; }"""
+
+
+@pytest.mark.slow
+def test_language_chooser_and_toggle_look_like_the_site(built, browser, server):
+    """Issue 39: the chooser (build/site/index.html) was an unstyled list in the browser's serif font; the toggle
+    was a bare 1.3rem word. On a phone (390×844) and a desktop (1366×900): the chooser uses the theme's font stack
+    and primary colour, one card per language (side by side on the desktop); the toggle is a small outlined button
+    with the language icon; every header button of a chapter page lies inside the window. Screenshots:
+    build/screenshots/site-{chooser,toggle}-{phone,desktop}.png."""
+    bh.SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for name, (w, h) in {"phone": (390, 844), "desktop": (1366, 900)}.items():
+        page = browser.new_page(viewport={"width": w, "height": h})
+        try:
+            page.goto(f"{server}/index.html", wait_until="load")
+            look = page.evaluate(_CHOOSER_LOOK)
+            page.screenshot(path=str(bh.SCREENSHOTS / f"site-chooser-{name}.png"))
+            assert "system-ui" in look["font"] and look["color"] == "rgb(10, 125, 145)", look
+            assert look["border"] == "1px" and len(look["cards"]) == 2
+            tops = [c["top"] for c in look["cards"]]
+            assert (tops[0] == tops[1]) == (name == "desktop"), look["cards"]
+            for lang in ("en", "zh"):
+                page.goto(f"{server}/{lang}/{PAGE}.html", wait_until="load")
+                header = page.evaluate(_HEADER_LOOK)
+                assert header["size"] <= 15 and header["border"] == "1px" and header["icon"], header
+                assert header["right"] <= header["width"], (name, lang, header)
+            page.screenshot(path=str(bh.SCREENSHOTS / f"site-toggle-{name}.png"), clip={"x": 0, "y": 0, "width": w,
+                                                                                         "height": min(h, 300)})
+        finally:
+            page.close()

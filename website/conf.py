@@ -31,9 +31,12 @@ templates_path = ["_templates"]
 locale_dirs = [os.path.join(os.path.dirname(os.path.abspath(__file__)), "locale")]
 gettext_compact = False
 html_static_path = ["_static"]
-html_css_files = ["distlearn-site.css"]
+html_css_files = ["distlearn-site.css",
+                  "distlearn-explorer.css"]  # live explorers (authoring/web_explorers.py)
 html_js_files = ["distlearn-file-search.js",  # opened from file://: search results without snippets (no CORS error)
-                 "distlearn-zh-search.js"]   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-zh-search.js",   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-explorer.js",    # live explorers over the data of authoring/web_explorers.py
+                 "distlearn-search.js"]      # Chinese queries cut into the index's words; snippets at the match
 html_theme = "sphinx_book_theme"
 html_title = "distlearn"
 html_favicon = "_static/favicon.svg"  # also spares the browser a request for /favicon.ico
@@ -44,7 +47,9 @@ html_context = {"default_mode": "light"}  # pydata-sphinx-theme: light unless th
 html_theme_options = {
     "repository_url": "https://github.com/distlearn/distlearn",
     "repository_branch": "main",
-    "path_to_docs": "",          # build/site-work/<lang>/src/ mirrors the repository: notebooks/, exercises/, solutions/
+    # build/site-work/<lang>/src/ mirrors courses/<lang>/ (notebooks/, exercises/, solutions/): authoring.website
+    # sets "courses/<lang>" here, so that the launch (Binder) and repository buttons open that language's copy
+    "path_to_docs": "",
     "use_repository_button": True,
     "use_source_button": True,   # "open": the notebook in the repository
     "use_download_button": True,

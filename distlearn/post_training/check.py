@@ -4,7 +4,7 @@ intensity against :func:`~distlearn.post_training.generation.decode_step`) and
 :mod:`distlearn.post_training.resharding` (tested against the bytes the gloo lab counts)."""
 from __future__ import annotations
 
-from distlearn.core.check import Case, CheckFailed, verify  # CheckFailed: what a wrong answer raises
+from distlearn.core.check import Case, CheckFailed, Why, verify  # CheckFailed: what a wrong answer raises
 from distlearn.core.models import MLA, MOE_PRESETS, PRESETS, ModelConfig
 from distlearn.post_training.generation import decode_intensity, generation_layout, kv_bytes_per_token
 from distlearn.post_training.lab_rl import policy_loss
@@ -135,6 +135,14 @@ def ex15_policy_lag(fn):
     verify("ex15_policy_lag", fn, cases)
 
 
+def _python_float_close(got, expected) -> bool | Why:
+    """``got`` is a Python number (not a tensor, not a bool) within rtol 1e-5 / atol 1e-6 of ``expected``."""
+    if isinstance(got, bool) or not isinstance(got, (int, float)):
+        return Why(f"returned {type(got).__name__}: return a Python float (a 0-d tensor's .item())",
+                   f"返回的是 {type(got).__name__}：请返回 Python 浮点数（0 维张量用 .item() 取出）")
+    return abs(got - expected) <= 1e-6 + 1e-5 * abs(expected)
+
+
 def ex15_clipped_loss(fn):
     """``fn(logp_train, logp_gen, adv, eps)`` (torch tensors (B, L), (B, L), (B,); eps a float) → the PPO clipped
     loss as a Python float: − mean over tokens of min(ρ·A, clip(ρ, 1 − eps, 1 + eps)·A), ρ = exp(logp_train −
@@ -148,7 +156,7 @@ def ex15_clipped_loss(fn):
         logp_train = logp_gen + shift * torch.randn(b, n, generator=g)
         adv = torch.randn(b, generator=g)
         expected = policy_loss(logp_train, logp_gen, adv, eps)[0].item()
-        cases.append(Case((logp_train, logp_gen, adv, eps), expected=expected, rtol=1e-5, atol=1e-6,
+        cases.append(Case((logp_train, logp_gen, adv, eps), expected=expected, compare=_python_float_close,
                           hint_en="ρ is per token; A is per sequence, so broadcast it over the L tokens "
                                   "(adv[:, None]). Take the smaller of the two products, then the mean, then the "
                                   "minus sign.",
