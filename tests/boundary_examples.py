@@ -456,6 +456,7 @@ CALLS = {
     "distlearn.planning.calibration.run_options": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.run_model": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.calibrate": lambda: {"runs": ("megatron-gpt-1.7b",)},
+    "distlearn.planning.calibration.family": lambda: {"name": "megatron-gpt-7.5b"},
     "distlearn.planning.calibration.with_end_to_end": lambda: {"value": 0.8},
     "distlearn.planning.kernels.end_to_end_as": lambda: {"value": 0.8},
     "distlearn.planning.published_runs.least_chunks": lambda: {"layers_per_stage": 10},

@@ -13,11 +13,10 @@ Notes on single rows, kept here because chapter 14 reads them:
   ``precision="mixed-fp32-grads"`` (4-byte gradients in the reduce-scatter). Compared as MFU (model FLOPs without
   recomputation / (time × GPUs × 989 TFLOP/s)). The paper does not say how it counts the attention FLOPs: at 8K
   tokens attention is 8 % of the FLOPs (non-causal count), at 128K 57 %, so the CP 16 row depends on the
-  convention. Its headline times the causal kernel (FlashAttention skips the masked blocks) with the FLOPs counted
-  the same way (``count="model-causal"``): a causal kernel beside a non-causal count would read 1.34
-  (tests/test_planner.py). Until the planner has the causal option the row is timed and counted non-causally
-  (one convention for both; :func:`compare_published` names the pending option). The pipeline warm-up depth
-  N = p is Megatron's; §3.3.2 makes N tunable ("between DFS and BFS"): a reading, named in the row. The paper
+  convention. All three rows of Table 4 (one table, one convention) time the causal kernel (FlashAttention skips
+  the masked blocks) and count the FLOPs the same way (``count="model-causal"``), a named reading; the CP 16 row
+  with a causal kernel beside a non-causal count would read 1.36 (tests/test_published_runs.py). The pipeline
+  warm-up depth N = p is Megatron's; §3.3.2 makes N tunable ("between DFS and BFS"): a reading, named in the row. The paper
   says pre-training at 8K ran "without activation checkpointing" (§3.3.2); with every tensor stored the layout
   fits the course's 80 GB and reserve only with no allowance for fragmentation (16K GPUs, fused SwiGLU) or not at
   all (8K), see :func:`memory_readings` and chapter 14, which says why the reading differs from the sentence.
@@ -65,7 +64,7 @@ def compare_published(name: str) -> dict:
     """The planner's estimate of the published run ``name``'s own plan beside its published throughput:
     :func:`~distlearn.planning.calibration.compare_run` of ``PUBLISHED_RUNS[name]`` (its keys: ``estimate``,
     ``fits``, ``published_flops``, ``predicted_flops``, ``ratio``, ``published_tokens_per_s``,
-    ``predicted_tokens_per_s``, ``source``, ``reading``, ``source_zh``, ``reading_zh``, ``count``, ``pending``,
+    ``predicted_tokens_per_s``, ``source``, ``reading``, ``source_zh``, ``reading_zh``, ``count``,
     ``not_modelled``, ``not_modelled_zh``, ``tolerance``, ``within``). Raises DistlearnValueError for an unknown
     name."""
     return compare_run(PUBLISHED_RUNS[check_choice("name", name, tuple(PUBLISHED_RUNS))])
@@ -135,6 +134,11 @@ def published_table() -> str:
     lines.extend(bi(f"  {report.share_within:.0%} within ±{TOLERANCE:.0%}, outside ±{WIDE:.0%}: {wide}",
                     f"  {report.share_within:.0%} 在 ±{TOLERANCE:.0%} 内，超出 ±{WIDE:.0%}：{wide_zh}",
                     sep="\n").splitlines())
+    fams = [f"{f} {n}: {share:.0%}, {med:.1%}" for f, (n, share, med) in report.families.items()]
+    fams = ["; ".join(fams[i:i + 3]) for i in range(0, len(fams), 3)]  # three families a line (100 columns)
+    lines.extend(bi(f"  by source (runs: within ±{TOLERANCE:.0%}, median):",
+                    f"  按来源（运行数：±{TOLERANCE:.0%} 内的比例，中位数）：", sep="\n").splitlines())
+    lines.extend(f"    {f}" for f in fams)
     lines.extend(bi(f"not evaluated (no layout published): {', '.join(UNEVALUATED_RUNS)}",
                     f"未评估（没有公布布局）：{', '.join(UNEVALUATED_RUNS)}", sep="\n").splitlines())
     lines.extend(bi("* published as tokens/s per GPU or seconds per step, converted to FLOP/s with the run's count",

@@ -74,16 +74,22 @@ class Overlap:
       (``False``: every all-to-all in the activation dtype, for DeepSeek-V3's step-by-step account).
     - ``fp8_block_ceiling``: the fine-grained FP8 GEMM ceiling of :data:`distlearn.planning.kernels.FP8_BLOCK_CEILING`
       for the recipes of :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` (``False``: the plain FP8
-      ceiling)."""
+      ceiling).
+    - ``grad_reduce_exposed``: Megatron-LM 2021's default ``--DDP-impl local`` (``megatron/training.py``,
+      ``train_step``: ``model.allreduce_gradients()`` runs after ``forward_backward_func`` has finished the whole
+      backward): the step's gradient all-reduce is exposed even when ``pp = 1`` (off: hidden behind the last
+      micro-batch's backward, as torch DDP's buckets do). It overrides the window ``grad_reduce`` would give."""
 
     tp_comm: bool = False
     grad_reduce: bool = False
     param_gather: bool = False
     fp8_dispatch: bool = True
     fp8_block_ceiling: bool = True
+    grad_reduce_exposed: bool = False
 
     def __post_init__(self):
-        for name in ("tp_comm", "grad_reduce", "param_gather", "fp8_dispatch", "fp8_block_ceiling"):
+        for name in ("tp_comm", "grad_reduce", "param_gather", "fp8_dispatch", "fp8_block_ceiling",
+                     "grad_reduce_exposed"):
             check_bool(f"overlap.{name}", getattr(self, name))
 
 

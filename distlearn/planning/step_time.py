@@ -30,7 +30,8 @@ Units: seconds; bytes; bandwidths in bytes/s.
   loss to another rank, DualPipe with two copies of the weights) are not plan options yet.
 - data-parallel gradient synchronization, exposed part only (:func:`dp_seconds`): ZeRO 0 all-reduces the gradients
   once per step, hidden behind the last micro-batch's backward when ``pp = 1`` (DDP buckets) and fully exposed
-  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM). Without pipelining (``pp = 1``)
+  with ``pp > 1`` (the all-reduce follows the pipeline flush, as in Megatron-LM) or under
+  ``Overlap.grad_reduce_exposed`` (Megatron-LM 2021's ``--DDP-impl local``: after the whole backward). Without pipelining (``pp = 1``)
   ZeRO 1 reduce-scatters the same way and all-gathers the updated parameters after the step (exposed); ZeRO 2
   reduce-scatters every micro-batch's gradients (hidden behind that micro-batch's backward); ZeRO 3 also
   all-gathers parameters in forward and backward of every micro-batch (hidden behind compute when prefetched): the
@@ -686,7 +687,8 @@ def dp_seconds(st: Setting, p: Plan) -> float:
     # the reduce-scatter after the last backward hides behind it when pp = 1, or under Overlap.grad_reduce
     # (Megatron-Core: during the last micro-batch's backward); the after-step all-gather behind the next forward
     # under Overlap.param_gather
-    window = t_bwd if pp == 1 or st.overlap.grad_reduce else 0.0
+    # (Megatron-LM 2021's --DDP-impl local, Overlap.grad_reduce_exposed: after the whole backward, no window)
+    window = 0.0 if st.overlap.grad_reduce_exposed else t_bwd if pp == 1 or st.overlap.grad_reduce else 0.0
     after = t_fwd if st.overlap.param_gather else 0.0
     # one optimizer step's collectives from distlearn.zero_fsdp.traffic (the ZeRO design, reduce-scatter for stages
     # 1–2); each phase's collectives hide behind that phase's compute, the rest is exposed
