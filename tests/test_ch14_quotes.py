@@ -44,13 +44,19 @@ def test_calibration_and_validation_quotes(prose):
     assert planner.END_TO_END == round(planner.calibrate(), 2)
     n_cal, n_scored, n_excl = len(calibration.CALIBRATION_RUNS), len(report.ratios), len(report.excluded)
     med, worst = f"{report.median_error:.1%}", f"{report.worst_error:.1%}"
+    within = sum(abs(r - 1) <= 0.10 for r in report.ratios.values())
+    assert within / n_scored == pytest.approx(report.share_within)
+    nemo = [n for n in report.misses if n.startswith("nemotron4")]  # "Three NeMo runs come out too fast"
+    assert len(nemo) == 3 and all(report.ratios[n] > 1.1 for n in nemo)
     assert sorted(report.outside_wide) == ["mcore-1.7b", "mcore-7.1b"] and all(report.outside_wide.values())
     _check(prose,
            [e2e, f"fitted on {WORDS[n_cal][0]} runs", f"{n_scored} are scored out of sample",
             f"is {med}, the worst {worst}", f"{WORDS[n_excl][0]} runs are shown but not scored",
-            f"The {n_scored} other runs", f"median error {med}, worst {worst}"],
+            f"The {n_scored} other runs", f"median error {med}, worst {worst}",
+            f"That is {within} of {n_scored} within ±10%"],
            [e2e, f"用{WORDS[n_cal][1]}次点名的训练", f"有{n_scored}次作为样本外验证计分", f"中位数是{med}，最差的是{worst}",
-            f"有{WORDS[n_excl][1]}次训练只展示、不计分", f"另外{n_scored}次训练", f"误差中位数{med}，最差{worst}"])
+            f"有{WORDS[n_excl][1]}次训练只展示、不计分", f"另外{n_scored}次训练", f"误差中位数{med}，最差{worst}",
+            f"{n_scored}次中有{within}次在±10%以内"])
 
 
 def test_deepseek_quotes(prose):
