@@ -134,11 +134,14 @@ def published_table() -> str:
     lines.extend(bi(f"  {report.share_within:.0%} within ±{TOLERANCE:.0%}, outside ±{WIDE:.0%}: {wide}",
                     f"  {report.share_within:.0%} 在 ±{TOLERANCE:.0%} 内，超出 ±{WIDE:.0%}：{wide_zh}",
                     sep="\n").splitlines())
-    fams = [f"{f} {n}: {share:.0%}, {med:.1%}" for f, (n, share, med) in report.families.items()]
-    fams = ["; ".join(fams[i:i + 3]) for i in range(0, len(fams), 3)]  # three families a line (100 columns)
+    fams = list(report.families.items())
     lines.extend(bi(f"  by source (runs: within ±{TOLERANCE:.0%}, median):",
                     f"  按来源（运行数：±{TOLERANCE:.0%} 内的比例，中位数）：", sep="\n").splitlines())
-    lines.extend(f"    {f}" for f in fams)
+    for i in range(0, len(fams), 3):  # three families a line (100 columns)
+        part = fams[i:i + 3]
+        lines.extend(bi("    " + "; ".join(f"{f} {n}: {share:.0%}, {med:.1%}" for f, (n, share, med) in part),
+                        "    " + "；".join(f"{f} {n} 次：{share:.0%}，{med:.1%}" for f, (n, share, med) in part),
+                        sep="\n").splitlines())
     lines.extend(bi(f"not evaluated (no layout published): {', '.join(UNEVALUATED_RUNS)}",
                     f"未评估（没有公布布局）：{', '.join(UNEVALUATED_RUNS)}", sep="\n").splitlines())
     lines.extend(bi("* published as tokens/s per GPU or seconds per step, converted to FLOP/s with the run's count",

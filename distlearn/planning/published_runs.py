@@ -199,7 +199,7 @@ def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
                        "(the same groups inside an 8-GPU node)")
     row["reading_zh"] += ("；注意力核按因果掩码计（FlashAttention 跳过被掩掉的块），表 4 的三行一律按同样的口径统计 FLOPs，"
                           "只算一半注意力分数（论文没说它怎么数）；rank 按 [tp, cp, dp, pp] 排列，而 §3.3.2 是 "
-                          "[TP, CP, PP, DP]（8 卡节点内的组相同）")
+                          "[TP, CP, PP, DP]（8 块 GPU 的节点内，各组相同）")
     return row
 
 
