@@ -226,6 +226,14 @@ def _explorer_note(lang: str) -> str:
 _RUN_NOTE = re.compile(r"<p[^>]*>▶[^<]*</p>")
 
 
+def home_source_link(index_html: Path, lang: str) -> None:
+    """The home page is generated (:func:`index_page`), so the theme's "view source" link to
+    ``courses/<lang>/index.md`` would open a missing file on GitHub: point it at its generator, this module."""
+    page = index_html.read_text(encoding="utf-8")
+    index_md = f"{REPOSITORY}/blob/main/{course_copy(lang, 'index.md')}?plain=1"
+    index_html.write_text(page.replace(index_md, f"{REPOSITORY}/blob/main/authoring/website.py"), encoding="utf-8")
+
+
 def course_copy(lang: str, page_path: str) -> str:
     """Where the repository keeps the ``lang`` copy of a page's notebook, the one the ``lang`` site shows and its
     Binder and repository links open: ``course_copy("zh", "notebooks/05_pipeline_parallel.ipynb")`` is
@@ -545,6 +553,7 @@ def build(out: Path = OUT, chapters: list[str] | None = None, solutions: bool = 
     out.mkdir(parents=True)
     for lang in languages:
         shutil.move(work / lang / "html", out / lang)
+        home_source_link(out / lang / "index.html", lang)
     shown = sorted(live & shown_explorers(work, languages))
     if shown:  # the live explorers' data: each explorer's own Python over its web controls' settings
         try:

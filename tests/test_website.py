@@ -692,3 +692,22 @@ def test_language_chooser_and_toggle_look_like_the_site(built, browser, server):
                                                                                          "height": min(h, 300)})
         finally:
             page.close()
+
+
+@pytest.mark.slow
+def test_phone_page_does_not_pan_sideways_and_home_source_link_exists(built, browser, server):
+    """Read on a phone (390×844), chapter 05 was 528 px wide: one long name in inline code (inside a closed aside)
+    could not break, so the whole page panned sideways into blank space. And the home page's "view source" opened
+    courses/<lang>/index.md on GitHub, a file that does not exist (the home page is generated): it opens its
+    generator, authoring/website.py."""
+    page = browser.new_page(viewport={"width": 390, "height": 844})
+    try:
+        for lang in ("en", "zh"):
+            page.goto(f"{server}/{lang}/{PAGE}.html", wait_until="load")
+            width = page.evaluate("() => document.documentElement.scrollWidth")
+            assert width <= 390, (lang, width)
+    finally:
+        page.close()
+    for lang in ("en", "zh"):
+        home = (built.out / lang / "index.html").read_text(encoding="utf-8")
+        assert "index.md?plain=1" not in home and f"{website.REPOSITORY}/blob/main/authoring/website.py" in home
