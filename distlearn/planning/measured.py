@@ -37,6 +37,8 @@ import os
 from dataclasses import dataclass
 
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.planning import kernels
+from distlearn.planning.setting import make_setting
 
 PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "h200_gemm_blocks.json")
 """The stored measurement (JSON, the ``planner_measure`` step's result as it wrote it)."""
@@ -189,7 +191,6 @@ def predicted_seconds(m: int, n: int, k: int, kind: str = "bf16") -> float:
 
 
 def _predicted(m: int, n: int, k: int, kind: str) -> float:
-    from distlearn.planning import kernels
 
     gpu = _gpu()
     peak, in_bytes = _peak_and_bytes(kind)
@@ -388,7 +389,6 @@ def _planner_bytes(b: BlockRun) -> int | None:
     """:meth:`Setting.act` for the block, if its shape is one of the Llama presets (else None)."""
     from distlearn.core.hardware import make_cluster
     from distlearn.core.models import get_preset
-    from distlearn.planning.setting import make_setting
 
     for name in MODELS:
         c = get_preset(name)

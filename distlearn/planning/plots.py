@@ -6,7 +6,8 @@ import numpy as np
 
 from distlearn.core import plots
 from distlearn.core.i18n import bi, get_language
-from distlearn.planning import rooflines as R
+from distlearn.planning import kernels, measured as H, rooflines as R
+from distlearn.planning.calibration import TOLERANCE, WIDE, validation_report
 from distlearn.planning.evaluation import evaluate
 from distlearn.core.guard import read_only
 
@@ -127,7 +128,6 @@ def plot_measured_gemms(kinds=("bf16", "fp8_tensorwise")):
     :func:`distlearn.planning.measured.layer_curve`. Returns the figure."""
     from matplotlib.lines import Line2D
 
-    from distlearn.planning import measured as H
 
     names = {"bf16": ("bf16", "bf16"), "fp8_tensorwise": ("FP8, one scale per tensor", "FP8，每个张量一个缩放因子"),
              "fp8_tensorwise_fast": ("FP8, one scale per tensor, fast accumulation", "FP8，每个张量一个缩放因子，快速累加"),
@@ -174,8 +174,6 @@ def plot_validation():
     when outside ±10 %, each with its stated reason in ``KNOWN_MISSES``) and the runs the planner cannot express
     (grey crosses, not scored). Shaded bands at ±10 % and ±20 %; the sources, per run, are
     :func:`distlearn.planning.published.run_source`, named under the figure. Returns the figure."""
-    from distlearn.planning.calibration import TOLERANCE, WIDE, validation_report
-    from distlearn.planning import kernels
 
     report = validation_report()
     groups = ((bi(f"calibration (fits END_TO_END = {kernels.END_TO_END:.2f})",
