@@ -48,6 +48,8 @@ def test_calibration_and_validation_quotes(prose):
     assert within / n_scored == pytest.approx(report.share_within)
     nemo = [n for n in report.misses if n.startswith("nemotron4")]  # "Three NeMo runs come out too fast"
     assert len(nemo) == 3 and all(report.ratios[n] > 1.1 for n in nemo)
+    assert "mcore-32b" in report.misses and report.ratios["mcore-32b"] < 0.9  # "comes out too slow"
+    assert len(report.misses) == 6  # the three NeMo runs, mcore-32b and the two smallest Megatron-Core runs
     assert sorted(report.outside_wide) == ["mcore-1.7b", "mcore-7.1b"] and all(report.outside_wide.values())
     _check(prose,
            [e2e, f"fitted on {WORDS[n_cal][0]} runs", f"{n_scored} are scored out of sample",
