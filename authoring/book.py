@@ -30,15 +30,12 @@ Command line::
 from __future__ import annotations
 
 import argparse
-import functools
 import html
-import http.server
 import os
 import posixpath
 import re
 import shutil
 import sys
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -205,15 +202,8 @@ def print_pdf(site: Path, page_path: str, pdf: Path, chromium: str, env: dict | 
     ``env``: the browser's environment (e.g. ``FONTCONFIG_FILE``). Raises RuntimeError on a page error."""
     from playwright.sync_api import sync_playwright
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site)))
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
     errors = []
-    try:
+    with website.serve(site) as base:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, env=env or dict(os.environ),
                                          args=["--headless", "--no-sandbox", "--disable-gpu",
@@ -223,7 +213,7 @@ def print_pdf(site: Path, page_path: str, pdf: Path, chromium: str, env: dict | 
                 page = browser.new_page()
                 page.set_default_timeout(timeout_ms)
                 page.on("pageerror", lambda e: errors.append(str(e)))
-                page.goto(f"http://127.0.0.1:{srv.server_port}/{page_path}", wait_until="load")
+                page.goto(f"{base}/{page_path}", wait_until="load")
                 if page.evaluate("() => !!document.querySelector('script[src*=\"mathjax/\"]')"):
                     page.wait_for_function("() => !!(window.MathJax && MathJax.startup && MathJax.startup.promise)",
                                            timeout=60_000)
@@ -237,10 +227,6 @@ def print_pdf(site: Path, page_path: str, pdf: Path, chromium: str, env: dict | 
                          margin={"top": "16mm", "bottom": "18mm", "left": "15mm", "right": "15mm"})
             finally:
                 browser.close()
-    finally:
-        srv.shutdown()
-        srv.server_close()
-        thread.join(10)
     if errors:
         raise RuntimeError(f"{page_path}: page errors / 页面错误: {errors[:3]}")
 

@@ -36,12 +36,16 @@ Command line::
 from __future__ import annotations
 
 import argparse
+import contextlib
+import functools
 import html
+import http.server
 import posixpath
 import re
 import shutil
 import subprocess
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -224,6 +228,25 @@ def _explorer_note(lang: str) -> str:
 # The note that distlearn.core.explorer.Explorer.static_html writes above its picture ("▶ Static picture of the
 # explorer's first view. Run this cell (and the cells above it) …"): right in Jupyter, not on a web page.
 _RUN_NOTE = re.compile(r"<p[^>]*>▶[^<]*</p>")
+
+
+@contextlib.contextmanager
+def serve(directory: Path):
+    """Serve ``directory`` over HTTP on 127.0.0.1 (a free port, no request log) while the ``with`` block runs; yields
+    the base URL, ``http://127.0.0.1:<port>``. The book's printer and the site's browser tests read pages this way."""
+    class Quiet(http.server.SimpleHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(directory)))
+    thread = threading.Thread(target=srv.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_port}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+        thread.join(10)
 
 
 def home_source_link(index_html: Path, lang: str) -> None:

@@ -20,11 +20,9 @@ result list and its snippets.
 from __future__ import annotations
 
 import functools
-import http.server
 import importlib.util
 import os
 import re
-import threading
 from pathlib import Path
 
 import nbformat
@@ -201,17 +199,8 @@ def site():
 
 @pytest.fixture(scope="module")
 def base_url(site):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(site.out)))
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
-    srv.server_close()
-    thread.join(10)
+    with website.serve(site.out) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")

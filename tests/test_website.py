@@ -17,14 +17,11 @@ CI (``CI=true``) where they fail. Screenshots of chapter 05 go to ``build/screen
 """
 from __future__ import annotations
 
-import functools
 from html import unescape
-import http.server
 import importlib.util
 import os
 import posixpath
 import re
-import threading
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
@@ -381,17 +378,8 @@ def built():
 
 @pytest.fixture(scope="module")
 def server(built):
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(built.out)))
-    thread = threading.Thread(target=srv.serve_forever, daemon=True)
-    thread.start()
-    yield f"http://127.0.0.1:{srv.server_port}"
-    srv.shutdown()
-    srv.server_close()
-    thread.join(10)
+    with website.serve(built.out) as base:
+        yield base
 
 
 @pytest.fixture(scope="module")
