@@ -383,12 +383,14 @@ def validation_report() -> ValidationReport:
 @dataclass(frozen=True)
 class Step:
     """One step of :func:`deepseek_steps`: what changes (en, zh), the options it times with, its ratio predicted /
-    published."""
+    published; ``upper_bound`` marks the DualPipe bound, printed beside the chain of steps and not a step of it
+    (the next step continues from the one before it)."""
 
     label: str
     label_zh: str
     options: dict
     ratio: float
+    upper_bound: bool = False
 
 
 _BF16_ALL = {"max_nodes_per_token": None, "fp8_dispatch": False, "fp8_block_ceiling": False}
@@ -429,7 +431,8 @@ def deepseek_steps() -> list[Step]:
     p = e.plan
     hidden = e.time["total"] - e.time["ep_comm"] * (1 + (p.pp - 1) / p.num_microbatches)
     out.append(Step("DualPipe bound: every expert all-to-all hidden (§3.2.1)",
-                    "DualPipe 上限：专家 AllToAll 全部被隐藏（§3.2.1）", {}, last["ratio"] * e.time["total"] / hidden))
+                    "DualPipe 上限：专家 AllToAll 全部被隐藏（§3.2.1）", {}, last["ratio"] * e.time["total"] / hidden,
+                    upper_bound=True))
     share = DEEPSEEK_RAMP_TOKENS / DEEPSEEK_TOTAL_TOKENS
     out.append(Step(f"steady state: the ramp is {share:.1%} of the tokens; at half speed there, the steady rate is "
                     f"{share:.1%} higher and this ratio {share:.1%} lower",
