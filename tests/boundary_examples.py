@@ -400,6 +400,7 @@ CALLS = {
     "distlearn.planning.command_line.display_width": lambda: {"text": "数据 parallel"},
     "distlearn.planning.command_line.share": lambda: {"text": "0.4"},
     "distlearn.planning.command_line.recompute_modes": lambda: {"text": "full,selective"},
+    "distlearn.planning.command_line.overlap_flags": lambda: {"text": "tp_comm,grad_reduce"},
     "distlearn.planning.command_line.format_table": lambda: {"plans": _plans()},
     "distlearn.planning.command_line.cli": lambda: {"argv": ["--model", "llama3-8b", "--gpus", "8", "--top", "1"]},
     "distlearn.planning.evaluation.estimate": lambda: _sp(),
