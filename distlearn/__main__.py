@@ -7,9 +7,10 @@ import textwrap
 
 def commands() -> dict:
     """``{name: (function, English description, Chinese description)}`` of every command."""
-    from distlearn.planning import command_line  # chapter 14
+    from distlearn.planning import command_line, run_files  # chapter 14
 
-    return {"plan": (command_line.cli, command_line.DESCRIPTION_EN, command_line.DESCRIPTION_ZH)}
+    return {"plan": (command_line.cli, command_line.DESCRIPTION_EN, command_line.DESCRIPTION_ZH),
+            "compare": (run_files.cli, run_files.DESCRIPTION_EN, run_files.DESCRIPTION_ZH)}
 
 
 def usage() -> str:
@@ -19,15 +20,18 @@ def usage() -> str:
     lang = get_language()
     lines = bi("usage: python -m distlearn <command> [options]", "用法：python -m distlearn <命令> [选项]",
                sep="\n").splitlines() + ["", bi("commands:", "命令：")]
-    for name, (_, en, zh) in commands().items():
+    table = commands()
+    w = max(map(len, table))       # the names' column
+    pad = " " * (w + 3)
+    for name, (_, en, zh) in table.items():
         first = True
         if lang != "zh":
-            lines += textwrap.wrap(en, 100, initial_indent=f"  {name:6} ", subsequent_indent=" " * 9)
+            lines += textwrap.wrap(en, 100, initial_indent=f"  {name:{w}} ", subsequent_indent=pad)
             first = False
         if lang != "en":
-            lines += [f"  {name:6} {zh}" if first else f"{'':9}{zh}"]
-        lines += [f"{'':9}" + bi(f"options: python -m distlearn {name} --help",
-                                 f"选项：python -m distlearn {name} --help")]
+            lines += [f"  {name:{w}} {zh}" if first else f"{pad}{zh}"]
+        lines += [pad + bi(f"options: python -m distlearn {name} --help",
+                           f"选项：python -m distlearn {name} --help")]
     return "\n".join(lines)
 
 

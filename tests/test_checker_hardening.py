@@ -152,6 +152,15 @@ def test_sys_exit_and_keyboard_interrupt_are_lines_not_crashes(capsys):
 
 
 @pytest.mark.timeout(60)
+def test_a_raising_answer_is_explained_in_chinese_and_pythons_message_marked_as_such(capsys):
+    """Python's exception messages are English only: under zh the feedback glosses the type in Chinese and marks the
+    message as Python's own text, so a Chinese-only reader knows what went wrong and what the English is."""
+    out = fails_within(lambda precision, optimizer: 1 / 0, capsys)
+    assert "raised ZeroDivisionError: division by zero (line" in out
+    assert "抛出 ZeroDivisionError（除数为零；Python 原文：division by zero）" in out
+
+
+@pytest.mark.timeout(60)
 def test_os_exit_and_a_crash_end_only_the_worker(capsys):
     out = fails_within(lambda precision, optimizer: os._exit(7), capsys)
     assert "your code ended the process (exit code 7)" in out and "你的代码结束了进程（退出码 7）" in out

@@ -434,6 +434,63 @@ def test_search_equals_brute_force(model, num_gpus, gpu, batch, seq, top):
     assert P.any_plan_fits(m, cluster, batch, seq) == bool(brute)
 
 
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(model=st.sampled_from(["gpt2-small", "llama3-8b", "llama2-70b", "gpt3-175b"]),
+       num_gpus=st.sampled_from([8, 16, 64]), gpu=st.sampled_from(["a100-80gb", "h100-80gb", "b200"]),
+       batch=st.sampled_from([16, 64, 512]), seq=st.sampled_from([2048, 8192]), top=st.sampled_from([1, 3, 10]),
+       grad_sync=st.sampled_from(["per_step", "per_microbatch"]), attention=st.sampled_from([None, "flash",
+                                                                                          "materialised"]),
+       causal=st.booleans(), overlap=st.sampled_from([None, SET.Overlap(tp_comm=True),
+                                                      SET.Overlap(tp_comm=True, grad_reduce=True, param_gather=True),
+                                                      SET.Overlap(grad_reduce_exposed=True)]))
+def test_search_with_a_runs_options_equals_brute_force(model, num_gpus, gpu, batch, seq, top, grad_sync, attention,
+                                                        causal, overlap):
+    """search() with the options evaluate() takes (issue 38: a run's gradient sync, attention kernel and overlaps)
+    ranks exactly what evaluating every candidate with the same options ranks, with and without ``top`` (the
+    pruning bounds stay lower bounds), and any_plan_fits agrees with it."""
+    assume(_whole_nodes(gpu, num_gpus))
+    m, cluster = PRESETS[model], make_cluster(gpu, num_gpus)
+    opts = dict(grad_sync=grad_sync, attention=attention, causal=causal, overlap=overlap)
+    brute = _brute_force(m, cluster, batch, seq, **opts)
+    kw = dict(global_batch=batch, seq_len=seq, cluster=cluster, suggest=False, **opts)
+    assert P.search(m, **kw).plans == brute
+    assert P.search(m, top=top, **kw).plans == brute[:top]
+    assert P.any_plan_fits(m, cluster, batch, seq, attention=attention, grad_sync=grad_sync) == bool(brute)
+
+
+def test_search_with_metas_options_times_metas_layout_as_compare_run_does():
+    """Searched with the run's own options (FP32 gradients reduce-scattered every micro-batch, Llama 3 §3.3.2), the
+    search times Meta's layout for Llama 3 405B on 16,384 H100 exactly as compare_run does; the best plan keeps its
+    degrees, chunks and micro-batches at ZeRO-1 (one reduce-scatter per step), faster by the gradient traffic alone.
+    With the search's default (per_step) Meta's layout itself is credited the once-per-step reduce-scatter."""
+    from dataclasses import replace
+    run = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
+    opts = P.published.run_options(run)
+    assert opts.get("grad_sync") == "per_microbatch"
+    kw = dict(global_batch=run["global_batch"], seq_len=run["seq_len"], cluster=P.published.run_cluster(run),
+              precision=run["precision"], top=10)
+    own = P.compare_published("llama3-405b-16k-gpus")["estimate"]
+    res = P.search(run["model"], **kw, **opts)
+    metas = [e for e in res.plans if e.plan == run["plan"]]
+    assert len(metas) == 1 and metas[0].tokens_per_s == pytest.approx(own.tokens_per_s, rel=1e-12)
+    assert res.best.plan == replace(run["plan"], zero_stage=1)
+    assert res.best.time["total"] - own.time["total"] == pytest.approx(
+        res.best.time["dp_comm"] - own.time["dp_comm"], rel=1e-9)
+    default = [e for e in P.search(run["model"], **kw).plans if e.plan == run["plan"]]
+    assert len(default) == 1 and default[0].tokens_per_s > 1.05 * own.tokens_per_s
+
+
+def test_search_options_reach_the_suggestion():
+    """When nothing fits, the suggestion is computed with the search's memory options: holding gradients whole
+    until the step's end (per_step under pipeline parallelism) needs at least as many GPUs as sharding them every
+    micro-batch."""
+    kw = dict(global_batch=64, seq_len=8192, gpu="h100-80gb", num_gpus=16)
+    a = P.search("llama3.1-405b", grad_sync="per_step", **kw)
+    b = P.search("llama3.1-405b", grad_sync="per_microbatch", **kw)
+    assert not a.plans and not b.plans
+    assert a.suggestion["num_gpus"] >= b.suggestion["num_gpus"]
+
+
 @settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(case=st.sampled_from([("mixtral-8x7b", 1, None), ("mixtral-8x7b", 2, 2), ("deepseek-v3", 8, None),
                              ("deepseek-v3", 2, 4), ("llama3-8b@30", 1, 2), ("llama3.1-405b@126", 1, None)]),
@@ -1493,6 +1550,31 @@ def test_cli_limits_the_recomputation_modes(capsys, lang, monkeypatch):
         assert P.cli(["--recompute", "nope"]) == 2
         err = capsys.readouterr().err
         assert "--recompute" in err and "norm-act" in err and ("必须" in err) == (lang == "zh")
+    finally:
+        i18n.set_language(old)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_cli_takes_a_runs_gradient_sync_and_overlaps(capsys, lang):
+    """``--grad-sync`` and ``--overlap`` reach the search: the table's best plan is search()'s with the same options,
+    the options are named above the table, and an unknown overlap is a clear error (status 2) in the reader's
+    language."""
+    from distlearn.core import i18n
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        argv = ["--model", "llama3-70b", "--gpus", "64", "--seq-len", "8192", "--global-batch", "512", "--top", "1"]
+        assert P.cli(argv + ["--grad-sync", "per_microbatch", "--overlap", "tp_comm,grad_reduce"]) == 0
+        out = capsys.readouterr().out
+        assert "per_microbatch" in out and "tp_comm" in out and ("重叠" in out) == (lang == "zh")
+        best = P.search("llama3-70b", num_gpus=64, gpu="h100-80gb", seq_len=8192, global_batch=512, top=1,
+                        grad_sync="per_microbatch", overlap=SET.Overlap(tp_comm=True, grad_reduce=True)).best
+        plain = P.search("llama3-70b", num_gpus=64, gpu="h100-80gb", seq_len=8192, global_batch=512, top=1).best
+        assert best.tokens_per_s != plain.tokens_per_s
+        assert f"{best.tokens_per_s:,.0f}" in out
+        assert P.cli(["--overlap", "tp,bogus"]) == 2
+        err = capsys.readouterr().err
+        assert "--overlap" in err and "param_gather" in err and ("必须" in err) == (lang == "zh")
     finally:
         i18n.set_language(old)
 

@@ -27,6 +27,7 @@ from typing import Any, Callable
 import numpy as np
 
 from distlearn.core import sandbox
+from distlearn.core.guard import read_only
 from distlearn.core.i18n import bi, get_language
 
 DEFAULT_TIMEOUT = 20.0   # seconds one hidden case may run (its call and the comparison); the first case past it ends the check
@@ -276,6 +277,17 @@ def _judge(fn: Callable, case: Case):
                    f"无法比较你的答案：{sandbox.describe(exc)}")
 
 
+EXCEPTION_ZH = read_only({
+    "ZeroDivisionError": "除数为零", "TypeError": "类型不对", "ValueError": "取值不对", "NameError": "名字未定义",
+    "IndexError": "下标越界", "KeyError": "字典里没有这个键", "AttributeError": "对象没有这个属性",
+    "RecursionError": "递归太深", "MemoryError": "内存不够", "OverflowError": "数值溢出",
+    "AssertionError": "断言不成立", "NotImplementedError": "还没有实现", "RuntimeError": "运行时错误",
+    "UnboundLocalError": "局部变量在赋值前被使用", "ImportError": "导入失败", "ModuleNotFoundError": "找不到模块",
+    "KeyboardInterrupt": "被中断", "StopIteration": "迭代器已耗尽", "FloatingPointError": "浮点运算错误"})
+"""A Chinese gloss of Python's common exception types: a student's exception quoted under zh names the type, says
+what it means in Chinese, and marks the message as Python's own English text (Python does not translate it)."""
+
+
 def _raised(exc: BaseException) -> Why:
     """What the student's code raised (SystemExit: what it exited with), and where in their code."""
     if isinstance(exc, SystemExit):
@@ -284,7 +296,11 @@ def _raised(exc: BaseException) -> Why:
                    "not to end the program",
                    f"调用了 sys.exit({code})（SystemExit）：检查需要函数返回答案，而不是结束程序")
     text = sandbox.describe(exc)
-    en, zh = f"raised {text}", f"抛出 {text.replace(': ', '：', 1)}"
+    en = f"raised {text}"
+    name, _, message = text.partition(": ")
+    gloss = EXCEPTION_ZH.get(type(exc).__name__)
+    inside = "；".join(x for x in (gloss, f"Python 原文：{message}" if message else "") if x)
+    zh = f"抛出 {name}（{inside}）" if inside else f"抛出 {name}"
     where = _where_in_student_code(exc)
     if where:
         line, source = where

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import re
 import sys
 
 from distlearn.core.i18n import bi, get_language
@@ -47,6 +48,22 @@ BOTH = read_only({"%(prog)s: error: %(message)s\n": "%(prog)s: error / 错误: %
 PLURALS = read_only({("expected %s argument", "expected %s arguments"): "需要 %s 个值"})
 
 
+class _Pair(str):
+    """One argparse message in both languages whose ``%`` fills each language's form with the same arguments and
+    then joins them (``bi(en, zh) % x`` would see two positional ``%s`` and only one argument)."""
+
+    def __new__(cls, en: str, zh: str):
+        pair = super().__new__(cls, bi(en, zh))
+        pair.en, pair.zh = en, zh
+        return pair
+
+    def __mod__(self, args):
+        return bi(self.en % args, self.zh % args)
+
+
+_POSITIONAL = re.compile(r"%[sr]")
+
+
 def translate(message: str) -> str:
     """argparse's ``message`` in the current language (unknown messages unchanged)."""
     zh = MESSAGES.get(message)
@@ -56,6 +73,8 @@ def translate(message: str) -> str:
         return {"en": "usage: ", "zh": "用法：", "both": "usage / 用法: "}[get_language()]
     if get_language() == "both" and message in BOTH:  # the message inside may itself be bilingual: say it once
         return BOTH[message]
+    if get_language() == "both" and _POSITIONAL.search(message):  # e.g. "unrecognized arguments: %s"
+        return _Pair(message, zh)
     if message.endswith("\n"):
         return bi(message[:-1], zh[:-1]) + "\n"
     return bi(message, zh)
@@ -64,6 +83,8 @@ def translate(message: str) -> str:
 def translate_plural(singular: str, plural: str, n: int) -> str:
     zh = PLURALS.get((singular, plural))
     en = singular if n == 1 else plural
+    if zh and get_language() == "both":
+        return _Pair(en, zh)
     return bi(en, zh) if zh else en
 
 
@@ -113,6 +134,10 @@ class ArgumentParser(argparse.ArgumentParser):
     def parse_known_args(self, args=None, namespace=None):
         with _speaking():
             return super().parse_known_args(args, namespace)
+
+    def parse_args(self, args=None, namespace=None):  # its own "unrecognized arguments: %s" too
+        with _speaking():
+            return super().parse_args(args, namespace)
 
     def format_help(self) -> str:
         with _speaking():

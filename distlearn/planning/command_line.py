@@ -17,7 +17,7 @@ from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute
 from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
 from distlearn.planning.evaluation import Estimate
 from distlearn.planning.plan_search import search
-from distlearn.planning.setting import FRAGMENTATION, RESERVE_BYTES
+from distlearn.planning.setting import FRAGMENTATION, GRAD_SYNCS, RESERVE_BYTES, Overlap
 from distlearn.precision.fp8_recipes import RECIPES
 from distlearn.core.guard import read_only
 
@@ -164,7 +164,37 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--recompute", type=recompute_modes, default=",".join(RECOMPUTE_MODES),
                     help=bi("recomputation modes to search, comma-separated (norm-act: chapter 14)",
                             "要搜索的重计算方式，用逗号分隔（norm-act 见第 14 章）"))
+    ap.add_argument("--grad-sync", default="per_step", choices=GRAD_SYNCS,
+                    help=bi("when ZeRO 2/3 reduce-scatter gradients under pipeline parallelism: once per step "
+                            "(torch's pipelining) or every micro-batch (Llama 3's FSDP)",
+                            "流水线并行下 ZeRO 2/3 何时 reduce-scatter 梯度：每步一次（torch 的 pipelining）或每个微批次"
+                            "一次（Llama 3 的 FSDP）"))
+    ap.add_argument("--overlap", type=overlap_flags, default=Overlap(),
+                    help=bi(f"communication the framework overlaps, comma-separated: {', '.join(CLI_OVERLAPS)} "
+                            f"(Megatron-Core's --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather; "
+                            f"default: none)",
+                            f"框架重叠的通信，用逗号分隔：{'、'.join(CLI_OVERLAPS)}（即 Megatron-Core 的 "
+                            f"--tp-comm-overlap、--overlap-grad-reduce、--overlap-param-gather；默认都不重叠）"))
     return ap
+
+
+CLI_OVERLAPS = ("tp_comm", "grad_reduce", "param_gather")
+"""``--overlap``'s names: fields of :class:`~distlearn.planning.setting.Overlap`."""
+
+
+def overlap_flags(text: str) -> Overlap:
+    """``--overlap``'s value: names of :data:`CLI_OVERLAPS`, comma-separated, as an
+    :class:`~distlearn.planning.setting.Overlap` with those fields on (an empty text: none). argparse turns the
+    ArgumentTypeError raised for an unknown name into its usage error. Raises DistlearnValueError for a ``text``
+    that is not a string (argparse always passes one)."""
+    text = check_text("text", text)
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    bad = [n for n in names if n not in CLI_OVERLAPS]
+    if bad:
+        raise argparse.ArgumentTypeError(bi(
+            f"must be comma-separated names from {', '.join(CLI_OVERLAPS)}; got {text!r}",
+            f"必须是用逗号分隔的名称，可选 {'、'.join(CLI_OVERLAPS)}；收到 {text!r}", sep="\n"))
+    return Overlap(**{n: True for n in names})
 
 
 def recompute_modes(text: str) -> tuple[str, ...]:
@@ -195,7 +225,7 @@ def cli(argv: list[str]) -> int:
     try:
         res = search(args.model, global_batch=args.global_batch, seq_len=args.seq_len, gpu=args.gpu,
                      num_gpus=args.gpus, precision=args.precision, efficiency=args.efficiency,
-                     recompute=args.recompute)
+                     recompute=args.recompute, grad_sync=args.grad_sync, overlap=args.overlap)
     except DistlearnValueError as exc:  # argparse's convention: the error on stderr, exit status 2
         # argparse's own line for an error, in the reader's language (Chinese: full-width colons, 'plan：错误：')
         print(translate("%(prog)s: error: %(message)s\n") % {"prog": "python -m distlearn plan", "message": exc},
@@ -205,6 +235,10 @@ def cli(argv: list[str]) -> int:
     print(bi(f"{args.model} · {args.gpus} × {g.name} · seq {args.seq_len} · batch {args.global_batch} · "
              f"{args.precision}", f"{args.model} · {args.gpus} × {g.name} · 序列长度 {args.seq_len} · 全局批量大小 "
              f"{args.global_batch} · {precision_label(args.precision)[1]}", sep="\n"))
+    on = [n for n in CLI_OVERLAPS if getattr(args.overlap, n)]
+    if args.grad_sync != "per_step" or on:
+        print(bi(f"gradient sync {args.grad_sync} · overlapped: {', '.join(on) or 'nothing'}",
+                 f"梯度同步 {args.grad_sync} · 重叠的通信：{'、'.join(on) or '无'}", sep="\n"))
     if res.num_evaluated == 0:
         print(res.message)
         return 1

@@ -36,8 +36,8 @@ from distlearn.core.models import ModelConfig, get_preset
 from distlearn.core.validate import check_bool, DistlearnValueError, check_choice, check_divisible, check_int
 from distlearn.planning.evaluation import Estimate, estimate
 from distlearn.planning.memory import memory_total, plan_memory
-from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Plan, Setting, make_setting,
-                                        resolve)
+from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Overlap, Plan, Setting,
+                                        make_setting, resolve)
 from distlearn.planning.step_time import microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
@@ -297,7 +297,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
            efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
            fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
            swiglu: str = "unfused", cp: int | None = None, ep: int = 1,
-           recompute: tuple[str, ...] | None = None) -> SearchResult:
+           recompute: tuple[str, ...] | None = None, attention: str | None = None, grad_sync: str = "per_step",
+           causal: bool = True, overlap: Overlap | None = None) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
@@ -308,7 +309,10 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     context-parallel degree (``None``: searched), ``ep`` the expert-parallel degree of a mixture-of-experts model
     (:func:`candidate_groups`); ``recompute`` limits the recomputation modes searched (``None``: all of
     :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`; e.g. ``("none", "selective", "full")`` for a framework without
-    norm-act; a single mode may be given by name); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
+    norm-act; a single mode may be given by name); ``attention``, ``grad_sync``, ``causal`` and ``overlap`` as in
+    :func:`~distlearn.planning.evaluation.evaluate` (the attention kernel, when ZeRO reduces gradients under
+    pipeline parallelism, the causal flash kernel, a framework's communication overlaps: a run's own options of
+    :mod:`distlearn.planning.published_runs` searched around its own layout); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
     whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
 
@@ -341,7 +345,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                                       f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
         check_divisible("num_experts", model.num_experts, "ep", ep)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu)
+                      fragmentation, swiglu, attention=attention, grad_sync=grad_sync, causal=causal,
+                      overlap=overlap)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
@@ -381,7 +386,8 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
-                                            fragmentation=fragmentation)
+                                            fragmentation=fragmentation, swiglu=swiglu, attention=attention,
+                                            grad_sync=grad_sync)
     return result
 
 
@@ -412,12 +418,14 @@ def no_layout_message(model: ModelConfig, cluster: Cluster, global_batch: int) -
 
 def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                   optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES,
-                  fragmentation: float = FRAGMENTATION, shared: dict | None = None) -> bool:
+                  fragmentation: float = FRAGMENTATION, shared: dict | None = None, *, swiglu: str = "unfused",
+                  attention: str | None = None, grad_sync: str = "per_step") -> bool:
     """Whether some valid plan fits in memory — the same answer as ``bool(search(...).plans)``, found by looking
     at each group's memory-minimal plans only (module docstring). ``shared``: a memo that calls for the same
-    model and recipe may share (:class:`~distlearn.planning.setting.Setting`)."""
+    model and recipe may share (:class:`~distlearn.planning.setting.Setting`); ``swiglu``, ``attention`` and
+    ``grad_sync``: the options of :func:`search` that change a plan's memory."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
-                      reserve_bytes, fragmentation, shared=shared)
+                      reserve_bytes, fragmentation, swiglu, shared=shared, attention=attention, grad_sync=grad_sync)
     for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
         # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective, norm-act or full
         # recomputation (the orderings of _kept): the other pairs cannot fit where these do not
@@ -469,16 +477,19 @@ def _longest_fitting(lengths: list[int], fits) -> int | None:
 
 def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                 optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
-                max_factor: int = 64) -> dict:
+                max_factor: int = 64, swiglu: str = "unfused", attention: str | None = None,
+                grad_sync: str = "per_step") -> dict:
     """The smallest single change that makes some plan fit, for each kind of change:
 
     ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
     ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
     seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
-    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language. ``swiglu``,
+    ``attention`` and ``grad_sync``: as in :func:`search` (they change a plan's memory).
     """
     model = get_preset(model) if isinstance(model, str) else model
     args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
+    memory_options = dict(swiglu=swiglu, attention=attention, grad_sync=grad_sync)
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
     full = GPUS.get(cluster.gpu.name)
@@ -486,7 +497,8 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     if cluster.num_nodes == 1 and node < node_size:  # part of a node: try 2×, 4×, … GPUs up to a whole node
         k = node * 2
         while k <= node_size and out["num_gpus"] is None:
-            if any_plan_fits(model, make_cluster(cluster.gpu.with_(gpus_per_node=node_size), k), *args):
+            bigger = make_cluster(cluster.gpu.with_(gpus_per_node=node_size), k)
+            if any_plan_fits(model, bigger, *args, **memory_options):
                 out["num_gpus"] = k
             k *= 2
         grow = Cluster(cluster.gpu.with_(gpus_per_node=node_size), 1)
@@ -497,13 +509,13 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     lo, hi = grow.num_nodes, None
     nodes = grow.num_nodes * 2
     while out["num_gpus"] is None and nodes <= grow.num_nodes * max_factor:
-        if any_plan_fits(model, Cluster(grow.gpu, nodes), *args):
+        if any_plan_fits(model, Cluster(grow.gpu, nodes), *args, **memory_options):
             hi = nodes
             break
         lo, nodes = nodes, nodes * 2
     while hi is not None and hi - lo > 1:
         mid = (lo + hi) // 2
-        if any_plan_fits(model, Cluster(grow.gpu, mid), *args):
+        if any_plan_fits(model, Cluster(grow.gpu, mid), *args, **memory_options):
             hi = mid
         else:
             lo = mid
@@ -513,11 +525,12 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
     while s >= 1:
         lengths.append(s)
         s //= 2
-    out["seq_len"] = _longest_fitting(lengths, lambda s: any_plan_fits(model, cluster, global_batch, s, *args[2:]))
+    out["seq_len"] = _longest_fitting(lengths, lambda s: any_plan_fits(model, cluster, global_batch, s, *args[2:],
+                                                                       **memory_options))
     for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes):
         if g.memory_bytes > cluster.gpu.memory_bytes:
             c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
-            if any_plan_fits(model, c, *args):
+            if any_plan_fits(model, c, *args, **memory_options):
                 out["gpu"] = g.name
                 break
     en, zh = [], []

@@ -72,10 +72,11 @@ def ex15_reshard_received(fn):
 def ex15_tp_kv_per_gpu(fn):
     """``fn(model, batch, context_len, tp)`` → bytes of bf16 KV cache one GPU of a TP group of ``tp`` holds for
     ``batch`` sequences of ``context_len`` cached tokens (expected: :func:`generation_layout`'s ``kv_bytes``)."""
-    hint_gqa_en = ("A TP rank keeps the cache of its own KV heads: ceil(kv_heads / tp) of them. When tp exceeds the "
-                   "number of KV heads, each rank still needs one whole KV head: the heads are copied, not split.")
-    hint_gqa_zh = ("一个张量并行 rank 只保留自己那些 KV 头的缓存：ceil(kv_heads / tp) 个。tp 大于 KV 头数时，每个 rank 仍需要一个"
-                   "完整的 KV 头：这些头是被复制，而不是被切开。")
+    hint_gqa_en = ("Tensor parallelism splits attention by heads, so a rank caches only the KV heads it serves. How "
+                   "many is that? Check your count when tp is larger than model.kv_heads: can a rank serve part of "
+                   "a head?")
+    hint_gqa_zh = ("张量并行按头切分注意力，一个 rank 只缓存自己负责的 KV 头。那是几个？再看 tp 大于 model.kv_heads "
+                   "的情形：一个 rank 能只负责半个头吗？")
     hint_mla_en = ("Latent attention caches one latent per token that every head reads, so tensor parallelism cannot "
                    "split it: every TP rank keeps all of it.")
     hint_mla_zh = "潜在注意力每个词元只缓存一个所有头都要读的潜向量，张量并行切不开它：每个张量并行 rank 都保留完整的一份。"
