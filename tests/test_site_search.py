@@ -307,6 +307,14 @@ def test_search_page_lists_the_chapter_with_a_snippet_at_the_match(site, base_ur
     want = teaching_chapter(query, lang) or teaching_chapter(query.split()[0], lang)
     assert any(r["href"].startswith(want) for r in results), (want, [r["href"] for r in results])
     assert snippet_problems(results, [query] + words) == []
+    # the chapter before the exercises and solutions that repeat its words (Scorer.score): the first result is a
+    # chapter, and no exercise or solution page comes before the teaching chapter
+    kinds = [r["href"].split("/")[0] for r in results]
+    first_want = next(i for i, r in enumerate(results) if r["href"].startswith(want))
+    assert kinds[0] == "notebooks" and not {"exercises", "solutions"} & set(kinds[:first_want]), kinds
+    # the language switch keeps the query
+    toggle = page.evaluate("() => document.querySelector('a.distlearn-lang-toggle').href")
+    assert "search.html?q=" in toggle and ("/zh/" if lang == "en" else "/en/") in toggle, toggle
 
 
 def test_soft_breaks_are_joined_and_dropped_between_chinese_characters():

@@ -13,9 +13,24 @@
 //    <main>, and starts 120 characters before a match.
 // This file loads before searchtools.js (html_js_files): `splitQuery` defined here is kept by it, and the Search
 // object is patched on DOMContentLoaded, before searchtools' own handler runs the query.
+// 3. Ranking: the chapters come before the exercises and solutions that repeat their words (Sphinx scores a page by
+//    the words it holds, 15 for a heading, 5 for text: "专家并行" listed solutions/11 above notebooks/11); an exercise
+//    still shows, after them, and first when no chapter matches. Sphinx keeps a `Scorer` defined before its
+//    own (searchtools.js: `if (typeof Scorer === "undefined")`) and calls `Scorer.score(result)` on every result;
+//    the constants below are Sphinx's own defaults.
+// 4. The search page's language switch keeps the query (?q=…), so a reader who switches language sees the same
+//    search in the other language.
 "use strict";
 
 var DISTLEARN_HAN = /\p{Script=Han}+/gu;
+var DISTLEARN_DEMOTED = /^(exercises|solutions)\//;   // docnames ranked below the chapters
+var DISTLEARN_DEMOTION = 100;  // more than any page's score for a query of a few words: chapters, then the rest
+
+var Scorer = {
+  score: (result) => (DISTLEARN_DEMOTED.test(result[0]) ? result[4] - DISTLEARN_DEMOTION : result[4]),
+  objNameMatch: 11, objPartialMatch: 6, objPrio: { 0: 15, 1: 5, 2: -5 }, objPrioDefault: 0,
+  title: 15, partialTitle: 7, term: 5, partialTerm: 2,
+};
 
 // Whether `word` is a word of the loaded index (its text or its titles).
 function distlearnIndexed(word) {
@@ -124,4 +139,15 @@ document.addEventListener("DOMContentLoaded", () => {
     return parsed;
   };
   Search.makeSearchSummary = distlearnSummary;
+});
+
+document.addEventListener("DOMContentLoaded", () => {
+  const q = new URLSearchParams(window.location.search).get("q");
+  if (!q) return;
+  document.querySelectorAll("a.distlearn-lang-toggle").forEach((a) => {
+    const url = new URL(a.getAttribute("href"), window.location.href);
+    if (!url.pathname.endsWith("/search.html")) return;
+    url.searchParams.set("q", q);
+    a.setAttribute("href", url.href);
+  });
 });
