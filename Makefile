@@ -1,7 +1,7 @@
 # distlearn: two commands do all set-up on a fresh machine with Python 3.10+ and make.
 #   make lab    create .venv, install, open JupyterLab on the course
 #               (a classroom server: make lab LAB_ARGS="--no-browser --ip=0.0.0.0"; see docs/teaching.md)
-#   make test   create or reuse .venv, install, run every test
+#   make test   create or reuse .venv, install, run the tests (< 10 min; the longer ones: make test-extended)
 #   make site   the course as a static website, English and Chinese, in build/site/: open build/site/index.html
 #               (search without snippets) or serve it, `python -m http.server -d build/site` (search with snippets)
 PYTHON ?= python3
@@ -26,8 +26,8 @@ help:
 	@echo "make lab PORT=8890 - JupyterLab on another port (default 8888; a --port in LAB_ARGS wins)"
 	@echo "make lab-refresh [COURSE_LANG=zh|en] - bring a newer course into your copy (build/course*/), keeping your edits"
 	@echo "make classroom STUDENTS=students.txt [CLASSROOM_PORT=8000] [CLASSROOM_ARGS='--memory-gib 3 --max-ranks 8'] - JupyterHub for a class on this machine: one server and one copy of the course per student (docs/teaching.md)"
-	@echo "make test  - set up .venv and run every test"
-	@echo "make test-extended - the tests of minutes each, kept out of make test: the book, site search, every live explorer in Chromium (about 40 min on 2 cores the first time; CI runs it)"
+	@echo "make test  - set up .venv and run every test but those of test-extended, test-classroom and test-languages (under 10 min on 2 cores)"
+	@echo "make test-extended - the tests kept out of make test for their time: every chapter's explorers in JupyterLab and Chromium, the website and its search, every live explorer on it, the book (about 45 min on 2 cores the first time; CI runs it)"
 	@echo "make test-classroom - three students at once in a real JupyterHub and Chromium, each isolated (about 3 min; CI runs it)"
 	@echo "make test-binder - build binder/ as Binder does in a fresh venv under /tmp, time it, size it, run chapter 01 (downloads)"
 	@echo "make notebooks [NAMES='06_zero_fsdp ...'] - sync each .md with its .ipynb, re-execute what changed, rebuild exercises and courses/{en,zh}/"
@@ -170,14 +170,19 @@ test: $(STAMP) $(SITE_STAMP) $(TEACH_STAMP) $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 test-classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests/test_classroom.py $(PYTEST_ARGS)
 
+# The tests kept out of make test's 10 minutes for their time (pytest marker `extended`); .ci/run runs them after it:
+# every chapter's explorers in JupyterLab and Chromium but the two make test opens (tests/test_browser.py, ~2.5 min),
+# the website of two chapters read in Chromium (tests/test_website.py, ~1 min), the whole site's search
+# (tests/test_site_search.py), every live explorer moved through every setting on the whole site
+# (tests/test_web_explorers.py: ~20 min the first time, its renders then cached in build/web-explorers-cache/), the
+# PDF book (tests/test_book.py, ~5 min), PyTorch's flex-attention context parallelism (torch.compile) and the
+# checkers' real 20 s limit. About 45 min on 2 cores the first time.
+test-extended: $(STAMP) $(SITE_STAMP) $(LAB_OVERRIDES)
+	$(PY) -m pytest -p no:cacheprovider tests -m extended $(PYTEST_ARGS)
+
 # The whole course executed once per language, every printed line, plot text and widget label checked for a reader
 # of that language alone (tests/test_language_outputs.py; about 15 min on 2 cores, so not part of make test, which
 # checks the same rule on the stored copies courses/en/ and courses/zh/ without running them)
-# Single tests that take minutes each (PyTorch's flex-attention context parallelism builds its mask with
-# torch.compile, about 2 min on 2 cores): kept out of make test's 10 minutes; .ci/run runs them after it.
-test-extended: $(STAMP)
-	$(PY) -m pytest -p no:cacheprovider tests -m extended $(PYTEST_ARGS)
-
 test-languages: $(STAMP) $(LAB_OVERRIDES)
 	$(PY) -m pytest -p no:cacheprovider tests/test_language_outputs.py -m course_languages $(PYTEST_ARGS)
 

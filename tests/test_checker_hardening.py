@@ -246,10 +246,13 @@ def test_without_fork_a_python_loop_is_stopped_and_tables_are_put_back(short_lim
     assert formulas.OPTIMIZERS is optimizers and formulas.PRECISION_LABELS == labels and formulas.GB == 1e9
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.timeout(60)
 def test_the_course_limit_ends_a_sleeping_answer_within_25_s(capsys):
-    """With the course's own limit (20 s), an answer that sleeps an hour ends the check within 25 s."""
+    """With the course's own limit (20 s), an answer that sleeps an hour ends the check within 25 s. It waits the
+    20 s out, so it runs in make test-extended; make test checks the same kill with a 2 s limit
+    (``test_a_sleep_in_c_is_killed``) and the limit's value (``test_the_teaching_guide_states_the_limits_…``)."""
     assert check.DEFAULT_TIMEOUT == 20.0
     out = fails_within(lambda precision, optimizer: time.sleep(3600), capsys, seconds=BOUND)
     assert "did not finish within 20 s" in out and "stopped at hidden case 1 of 7" in out
@@ -291,6 +294,7 @@ def test_the_teaching_guide_states_the_limits_the_checkers_use():
     """docs/teaching.md promises the per-case limit and the output cut, in both languages, as the code has them."""
     with open(os.path.join(ROOT, "docs", "teaching.md"), encoding="utf-8") as f:
         guide = f.read()
+    assert check.DEFAULT_TIMEOUT == 20.0 and check.DEFAULT_TIMEOUT + 5 <= BOUND  # a hung check ends within BOUND
     limit, shown = f"{check.DEFAULT_TIMEOUT:g}", f"{sandbox.OUTPUT_LIMIT:,}"
     assert f"runs past {limit} s" in guide and f"超过 {limit} 秒的用例" in guide
     assert f"up to {shown} characters per check" in guide and f"最多显示 {shown} 个字符" in guide

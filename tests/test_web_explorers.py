@@ -14,13 +14,10 @@ request leaves the site.
 """
 from __future__ import annotations
 
-import functools
-import http.server
 import importlib.util
 import json
 import re
 import statistics
-import threading
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
@@ -303,60 +300,49 @@ def live_site():
 def test_every_control_of_every_live_explorer_in_chromium(live_site):
     from playwright.sync_api import sync_playwright
 
-    class Quiet(http.server.SimpleHTTPRequestHandler):
-        def log_message(self, *args):
-            pass
-
-    srv = http.server.ThreadingHTTPServer(("127.0.0.1", 0), functools.partial(Quiet, directory=str(live_site.out)))
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
-    base = f"http://127.0.0.1:{srv.server_port}"
     problems, timings, weights, requests = [], [], {}, []
-    try:
-        with sync_playwright() as pw:
-            browser = pw.chromium.launch(executable_path=bh.find_chromium(),
-                                         args=[a for a in bh.CHROMIUM_FLAGS if a != "--headless"])
-            page = browser.new_page(viewport={"width": 1280, "height": 900})
-            page.on("request", lambda r: requests.append(r.url))
-            page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
-            page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
-            for lang in ("en", "zh"):
-                with wx.language(lang):
-                    for html_file in sorted((live_site.out / lang / "notebooks").glob("*.html")):
-                        rel = html_file.relative_to(live_site.out).as_posix()
-                        hosts = re.findall(r'data-distlearn-explorer="([\w.]+)"', html_file.read_text(encoding="utf-8"))
-                        if not hosts:
-                            continue
-                        requests.clear()
-                        page.goto(f"{base}/{rel}", wait_until="load")
-                        page.wait_for_function(f"document.querySelectorAll('.distlearn-live-ready').length === {len(hosts)}",
-                                               timeout=30000)
-                        weight = sum((live_site.out / lang / "_static" / "explorers" / f"{n}.js").stat().st_size
-                                     for n in set(hosts))
-                        weight += sum((live_site.out / lang / "_static" / f).stat().st_size
-                                      for f in ("distlearn-explorer.js", "distlearn-explorer.css"))
-                        weights[rel] = weight
-                        for name in hosts:
-                            sel = f'[data-distlearn-explorer="{name}"]'
-                            module = wx.module_of(name)
-                            data = wx.from_js((live_site.out / lang / "_static" / "explorers" / f"{name}.js")
-                                              .read_text(encoding="utf-8"))
-                            ctl = page.evaluate(JS_CONTROLS, page.query_selector(sel))
-                            assert [c["name"] for c in ctl] == [c["name"] for c in data["controls"]]
-                            problems += sweep(page, sel, data, module, rel, timings)
-                        outside = [u for u in requests if not u.startswith(base) and not u.startswith("data:")]
-                        problems += [f"{rel}: external request {u}" for u in outside]
-            # Without JavaScript the static picture shows, as before.
-            still = browser.new_context(java_script_enabled=False).new_page()
-            for rel in list(weights)[:1] + [w for w in weights if w.startswith("zh/")][:1]:
-                still.goto(f"{base}/{rel}", wait_until="load")
-                if not still.evaluate("() => { const s = document.querySelector('[data-distlearn-explorer] "
-                                      ".distlearn-explorer-static'); return !!s && s.offsetHeight > 0 && "
-                                      "!document.querySelector('.distlearn-live'); }"):
-                    problems.append(f"{rel}: no static picture without JavaScript")
-            browser.close()
-    finally:
-        srv.shutdown()
-        srv.server_close()
+    with website.serve(live_site.out) as base, sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=bh.find_chromium(),
+                                     args=[a for a in bh.CHROMIUM_FLAGS if a != "--headless"])
+        page = browser.new_page(viewport={"width": 1280, "height": 900})
+        page.on("request", lambda r: requests.append(r.url))
+        page.on("pageerror", lambda e: problems.append(f"page error: {e}"))
+        page.on("console", lambda m: m.type == "error" and problems.append(f"console error: {m.text}"))
+        for lang in ("en", "zh"):
+            with wx.language(lang):
+                for html_file in sorted((live_site.out / lang / "notebooks").glob("*.html")):
+                    rel = html_file.relative_to(live_site.out).as_posix()
+                    hosts = re.findall(r'data-distlearn-explorer="([\w.]+)"', html_file.read_text(encoding="utf-8"))
+                    if not hosts:
+                        continue
+                    requests.clear()
+                    page.goto(f"{base}/{rel}", wait_until="load")
+                    page.wait_for_function(f"document.querySelectorAll('.distlearn-live-ready').length === {len(hosts)}",
+                                           timeout=30000)
+                    weight = sum((live_site.out / lang / "_static" / "explorers" / f"{n}.js").stat().st_size
+                                 for n in set(hosts))
+                    weight += sum((live_site.out / lang / "_static" / f).stat().st_size
+                                  for f in ("distlearn-explorer.js", "distlearn-explorer.css"))
+                    weights[rel] = weight
+                    for name in hosts:
+                        sel = f'[data-distlearn-explorer="{name}"]'
+                        module = wx.module_of(name)
+                        data = wx.from_js((live_site.out / lang / "_static" / "explorers" / f"{name}.js")
+                                          .read_text(encoding="utf-8"))
+                        ctl = page.evaluate(JS_CONTROLS, page.query_selector(sel))
+                        assert [c["name"] for c in ctl] == [c["name"] for c in data["controls"]]
+                        problems += sweep(page, sel, data, module, rel, timings)
+                    outside = [u for u in requests if not u.startswith(base) and not u.startswith("data:")]
+                    problems += [f"{rel}: external request {u}" for u in outside]
+        # Without JavaScript the static picture shows, as before.
+        still = browser.new_context(java_script_enabled=False).new_page()
+        for rel in list(weights)[:1] + [w for w in weights if w.startswith("zh/")][:1]:
+            still.goto(f"{base}/{rel}", wait_until="load")
+            if not still.evaluate("() => { const s = document.querySelector('[data-distlearn-explorer] "
+                                  ".distlearn-explorer-static'); return !!s && s.offsetHeight > 0 && "
+                                  "!document.querySelector('.distlearn-live'); }"):
+                problems.append(f"{rel}: no static picture without JavaScript")
+        browser.close()
     timings.sort()
     p95 = timings[int(0.95 * (len(timings) - 1))]
     print(f"\n{len(timings)} moves: redraw median {statistics.median(timings):.1f} ms, p95 {p95:.1f} ms, "

@@ -12,6 +12,11 @@ link leads to the next chapter; the language toggle leads to the same page in th
 term in each language. Each check is a function returning problems, and each is also fed a page broken on purpose
 so that it is seen to fail. ``make site`` builds every chapter; a subset keeps this test near 30 s on 2 cores.
 
+The tests that build the site are marked ``extended``: ``make test-extended`` (run by CI after ``make test``) runs
+them, about 1 min on 2 cores. ``make test`` runs the rest in about a second, with no Sphinx build and no browser:
+what the site makes of each notebook before Sphinx (monolingual pages, links, titles, captions) and each page check
+fed pages broken on purpose.
+
 Without Sphinx (``pip install -e '.[site]'``) or Chromium the slow tests are skipped with instructions, except in
 CI (``CI=true``) where they fail. Screenshots of chapter 05 go to ``build/screenshots/site-05-{en,zh}.png``.
 """
@@ -436,6 +441,7 @@ def reader(browser, server):
     r.page.close()
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_site_builds_without_warnings_and_links_resolve(built):
     assert not any(built.warnings.values()), built.warnings
@@ -471,12 +477,14 @@ def visited(built, reader):
     return out
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_every_page_loads_without_console_errors(built, visited):
     assert len(visited) >= 2 * (len(built.pages) + 3)   # + home, search and index pages in each language
     assert [f"{path}: {e}" for path, (_, errors) in visited.items() for e in errors] == []
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_chapter_page_as_a_reader_sees_it(visited, lang):
@@ -486,6 +494,7 @@ def test_chapter_page_as_a_reader_sees_it(visited, lang):
     assert picture_problems(facts) == []
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_each_chapter_page_shows_its_core_idea_diagram(visited, lang):
@@ -498,6 +507,7 @@ def test_each_chapter_page_shows_its_core_idea_diagram(visited, lang):
     assert problems == []
 
 
+@pytest.mark.extended
 def test_page_furniture_is_in_the_page_language(built):
     """Menus, buttons, tooltips, the search field and the footer of every page built speak the page's language:
     the Chinese site's untranslated theme strings come from website/locale/zh_CN/ and website/_templates/."""
@@ -510,6 +520,7 @@ def test_page_furniture_is_in_the_page_language(built):
     assert problems == {}
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_outputs_are_in_the_page_language(built, visited):
     """Each site shows the outputs stored in its own language's copy: no Chinese output line on an English page, no
@@ -527,6 +538,7 @@ def test_outputs_are_in_the_page_language(built, visited):
     assert min(seen.values()) > 100, seen  # the check read the outputs, not an empty page
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_next_link_and_language_toggle(reader):
     reader.open(f"en/{PAGE}.html")
@@ -542,6 +554,7 @@ def test_next_link_and_language_toggle(reader):
     assert reader.page.url.endswith(f"/en/{NEXT}.html"), reader.page.url
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 @pytest.mark.parametrize("lang", ["en", "zh"])
 def test_search_finds_a_term_in_each_language(reader, lang):
@@ -558,6 +571,7 @@ def test_search_finds_a_term_in_each_language(reader, lang):
     assert ("搜索完成" in text and "Search" not in text) if lang == "zh" else "Search finished" in text, text
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_site_opened_as_a_file_searches_without_errors(built, browser):
     """The README says to open build/site/index.html: from file:// a browser refuses the fetches that Sphinx's
@@ -626,6 +640,7 @@ def test_copy_link_check_catches_the_bilingual_notebook(tmp_path):
     assert len(problems) == 3 and problems[0].startswith("Binder") and "another copy" in problems[1], problems
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_binder_repository_and_download_links_open_the_page_language_copy(built):
     """Issue 39: the Chinese site's Binder button opened the bilingual notebook. Every page built, in each language:
@@ -653,6 +668,7 @@ _HEADER_LOOK = """() => { const t = document.querySelector('a.distlearn-lang-tog
           right: Math.max(...buttons), width: document.documentElement.clientWidth}; }"""
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_language_chooser_and_toggle_look_like_the_site(built, browser, server):
     """Issue 39: the chooser (build/site/index.html) was an unstyled list in the browser's serif font; the toggle
@@ -682,6 +698,7 @@ def test_language_chooser_and_toggle_look_like_the_site(built, browser, server):
             page.close()
 
 
+@pytest.mark.extended
 @pytest.mark.slow
 def test_phone_page_does_not_pan_sideways_and_home_source_link_exists(built, browser, server):
     """Read on a phone (390×844), chapter 05 was 528 px wide: one long name in inline code (inside a closed aside)
