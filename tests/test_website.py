@@ -716,3 +716,17 @@ def test_phone_page_does_not_pan_sideways_and_home_source_link_exists(built, bro
     for lang in ("en", "zh"):
         home = (built.out / lang / "index.html").read_text(encoding="utf-8")
         assert "index.md?plain=1" not in home and f"{website.REPOSITORY}/blob/main/authoring/website.py" in home
+
+
+@pytest.mark.extended
+def test_home_tab_title_says_the_site_title_once(built):
+    """The home page's tab reads the site's title once (it read "distlearn … — distlearn …"); a chapter's tab keeps
+    "chapter — site"."""
+    def tab(path):
+        return re.search(r"<title>(.*?)</title>", path.read_text(encoding="utf-8"), re.S).group(1).strip()
+    for lang in ("en", "zh"):
+        home = tab(built.out / lang / "index.html")
+        assert "&#8212;" not in home and "—" not in home and home.startswith("distlearn"), home
+        page = built.pages[0].docname
+        chapter = tab(built.out / lang / f"{page}.html")
+        assert chapter.endswith(home) and chapter != home, (chapter, home)
