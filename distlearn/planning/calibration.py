@@ -83,11 +83,13 @@ KNOWN_MISSES = read_only({
                    "词元的微批次共 0.37 秒，hidden 2,048），所以任何关于重叠的读法都解释不了。小 GEMM 只能解释一部分："
                    "在 H200 上（distlearn.planning.measured）最接近的形状（m 4,096，k 1,792–2,048）只到峰值的 0.70，"
                    "而与校准运行相近的 Llama 大层是 0.76–0.78，约差 8 %，不是 23 %。其余原因未知；未拟合"),
-    "mcore-7.1b": ("as mcore-1.7b, predicted too fast with every collective hidden; its GEMMs per GPU (TP 2: k "
-                   "2,048–8,192, n 4,096–8,192) are larger than 1.7B's yet it misses as much, so small GEMMs do "
-                   "not carry this miss: not known; not fitted",
-                   "同 mcore-1.7b，所有集合通信都被隐藏而预测偏快；它每块 GPU 上的 GEMM（TP 2：k 2,048–8,192，"
-                   "n 4,096–8,192）比 1.7B 的大，偏差却一样大，所以小 GEMM 撑不起这个偏差：原因未知；未拟合"),
+    "mcore-7.1b": ("as mcore-1.7b, predicted too fast with every collective hidden; the TP overlap credit carries "
+                   "only part of it (with every TP all-gather and reduce-scatter exposed the row still reads 1.15); "
+                   "its GEMMs per GPU (TP 2: k 2,048–8,192, n 4,096–8,192) are larger than 1.7B's yet it misses as "
+                   "much, so small GEMMs do not carry this miss either: not known; not fitted",
+                   "同 mcore-1.7b，所有集合通信都被隐藏而预测偏快；TP 重叠的功劳只占其中一部分（TP 的 all-gather 和 "
+                   "reduce-scatter 全部暴露时，这一行仍是 1.15）；它每块 GPU 上的 GEMM（TP 2：k 2,048–8,192，"
+                   "n 4,096–8,192）比 1.7B 的大，偏差却一样大，所以小 GEMM 也撑不起这个偏差：原因未知；未拟合"),
     "mcore-32b": ("with pp = 1 Megatron-Core reduce-scatters only in the last micro-batch's backward, and "
                   "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.00 s); "
                   "whether this README run reduced the gradients in FP32 is a reading (BF16 would halve it)",
