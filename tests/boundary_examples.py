@@ -486,6 +486,8 @@ CALLS = {
     # cp_seconds returns 0 for cp = 1 before it calls this one
     f"{ST}.cp_layer_seconds": lambda: _sp(p=_plan(dp=1, cp=2)),
     f"{ST}.all_to_all_bytes": lambda: {"st": _setting()},
+    f"{ST}.kernel_model": lambda: {"st": _setting()},
+    f"{ST}.tp_exposed_seconds": lambda: {**_sp(), "t_ar": 1e-3, "layers": 4},
     **{f"{ST}.{name}": _sp for name in (
         "bubble_share", "zero_bubble_terms", "schedule_bubble_ratio",
         "microbatch_compute_seconds", "tp_overlap_seconds", "layer_units", "kernel_stage_parts", "logit_seconds",

@@ -241,9 +241,9 @@ def test_validation_meets_the_issue_38_thresholds():
     assert set(rep.calibration) == set(C.CALIBRATION_RUNS)
     assert not set(rep.ratios) & set(rep.calibration) and not set(rep.ratios) & set(rep.excluded)
     assert set(rep.ratios) | set(rep.calibration) | set(rep.excluded) == set(RUNS)
-    # issue 38 aims at 90 %; the planner meets 26 of 32 scored runs (81 %), the 6 others named in KNOWN_MISSES
+    # issue 38 aims at 90 %; the planner meets 28 of 32 scored runs (87.5 %), the 4 others named in KNOWN_MISSES
     # (a floor that holds today, not the target: the report says so)
-    assert len(rep.ratios) >= 16 and rep.share_within >= 0.8
+    assert len(rep.ratios) >= 16 and rep.share_within >= 0.85
     for name, reason in rep.misses.items():
         assert reason, f"{name} leaves ±10 % ({rep.ratios[name]:.2f}) without a stated reason"
     assert all(rep.outside_wide[n] for n in rep.outside_wide)
@@ -262,10 +262,27 @@ def test_a_broken_time_model_fails_validation(monkeypatch):
     assert any(n.startswith("llama3") for n in rep.misses) and any(r is None for r in rep.misses.values())
 
 
+def _exposed_by_hand(run, t_ar: float) -> float:
+    """One layer's TP seconds left under --tp-comm-overlap, counted here from the GEMM rooflines: each all-gather or
+    reduce-scatter (t_ar / 2) against the one forward GEMM it feeds or follows, in backward against that layer's
+    two GEMMs, the GEMMs at the end-to-end speed."""
+    model, plan = run["model"], run["plan"]
+    gpu = GPUS[run["gpu"]]
+    c = t_ar / 2
+    forward = backward = 0.0
+    for g in K.layer_gemms(model, plan.micro_batch_size * run["seq_len"] / plan.cp, plan.tp):
+        t = max(2 * g.m * g.n * g.k / (gpu.peak_flops * K.GEMM_CEILING["h100"]),
+                (g.m * g.k + g.k * g.n + g.m * g.n) * 2 / gpu.hbm_bw) / K.END_TO_END
+        forward += max(0.0, c - t)
+        backward += max(0.0, c - 2 * t)
+    return (2 if plan.recompute == "full" else 1) * forward + backward
+
+
 def test_overlap_flags_hide_what_their_sources_say():
     """Megatron-Core and Nemotron-4 rows with their overlap flags against the same rows with none: per micro-batch
-    the TP time left is max(0, t_tp − the linear GEMMs' time) (--tp-comm-overlap), the data-parallel time never
-    grows; with pp > 1 the gradient reduce-scatter hides behind one micro-batch's backward
+    each TP collective is exposed only beyond the GEMM it feeds or follows (--tp-comm-overlap, counted by hand in
+    :func:`_exposed_by_hand`), between the pooled bound max(0, t_tp − all the linear GEMMs' time) and no overlap;
+    the data-parallel time never grows; with pp > 1 the gradient reduce-scatter hides behind one micro-batch's backward
     (--overlap-grad-reduce) and the after-step all-gather behind one forward (--overlap-param-gather), so the
     exposed DP time falls by at most a micro-batch's compute. MegaScale's own row is its baseline's rate × the 1.34
     it reports (the planner times the baseline)."""
@@ -282,7 +299,12 @@ def test_overlap_flags_hide_what_their_sources_say():
                           attention=run["options"].get("attention"))
         gemm = ST.tp_overlap_seconds(st, p)
         per_mb = t_off["tp_comm"] / p.num_microbatches
-        assert t_on["tp_comm"] == pytest.approx(p.num_microbatches * max(0.0, per_mb - gemm), rel=1e-9), name
+        layers = max(st.stages(p.pp, p.stage_layers))
+        t_ar = per_mb / (layers * (6 if p.recompute == "full" else 4))
+        hand = p.num_microbatches * layers * _exposed_by_hand(run, t_ar)
+        assert t_on["tp_comm"] == pytest.approx(hand, rel=1e-9, abs=1e-12), name
+        pooled = p.num_microbatches * max(0.0, per_mb - gemm)
+        assert pooled - 1e-12 <= t_on["tp_comm"] <= t_off["tp_comm"] + 1e-12, name
         assert t_on["dp_comm"] <= t_off["dp_comm"] + 1e-12, name
         if p.pp > 1:
             compute = ST.microbatch_compute_seconds(st, p)
@@ -511,14 +533,20 @@ def test_nemotron_and_mcore_32b_miss_reasons_hold_by_numbers():
     15B rows fall below 1; mcore-32b is too slow and blames the exposed FP32 gradient reduce-scatter, which is
     there (0.31 s of 1.00 s)."""
     rep = C.validation_report()
-    for name in ("nemotron4-340b", "nemotron4-15b-768", "nemotron4-15b-2304"):
-        run = RUNS[name]
-        bare = C.compare_run({**run, "options": {}})["ratio"]
-        assert rep.ratios[name] > 1 + C.TOLERANCE and "too fast" in C.KNOWN_MISSES[name][0], name
-        assert bare < 1 + C.TOLERANCE if name == "nemotron4-340b" else bare < 1, name
+    run = RUNS["nemotron4-340b"]
+    bare = C.compare_run({**run, "options": {}})
+    assert rep.ratios["nemotron4-340b"] > 1 + C.TOLERANCE and "too fast" in C.KNOWN_MISSES["nemotron4-340b"][0]
+    assert bare["ratio"] < 1 + C.TOLERANCE and round(bare["estimate"].time["tp_comm"], 2) == 0.76
+    assert C.compare_run(run)["estimate"].time["tp_comm"] == 0  # each collective shorter than its GEMM
+    # the 15B rows (hidden 6,144, TP 8): their attention GEMMs are shorter than the collectives beside them, so
+    # per-collective overlap leaves part exposed and the rows sit within ±10 %; with no overlap they fall below 1
+    for name in ("nemotron4-15b-768", "nemotron4-15b-1536", "nemotron4-15b-2304"):
+        t = C.compare_run(RUNS[name])["estimate"].time
+        assert abs(rep.ratios[name] - 1) <= C.TOLERANCE and 0 < t["tp_comm"] and name not in C.KNOWN_MISSES, name
+        assert C.compare_run({**RUNS[name], "options": {}})["ratio"] < 1, name
     t = C.compare_run(RUNS["mcore-32b"])["estimate"].time
     assert rep.ratios["mcore-32b"] < 1 - C.TOLERANCE
-    assert (round(t["dp_comm"], 2), round(t["total"], 2)) == (0.31, 1.00)
+    assert (round(t["dp_comm"], 2), round(t["total"], 2)) == (0.31, 1.01)
 
 
 def test_h200_gemm_shares_do_not_single_out_the_small_runs():

@@ -91,29 +91,20 @@ KNOWN_MISSES = read_only({
                    "reduce-scatter 全部暴露时，这一行仍是 1.15）；它每块 GPU 上的 GEMM（TP 2：k 2,048–8,192，"
                    "n 4,096–8,192）比 1.7B 的大，偏差却一样大，所以小 GEMM 也撑不起这个偏差：原因未知；未拟合"),
     "mcore-32b": ("with pp = 1 Megatron-Core reduce-scatters only in the last micro-batch's backward, and "
-                  "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.00 s); "
+                  "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.01 s); "
                   "whether this README run reduced the gradients in FP32 is a reading (BF16 would halve it)",
                   "pp = 1 时 Megatron-Core 只在最后一个微批次的反向中做 reduce-scatter，4 个微批次让 40 亿参数"
-                  "的 FP32 梯度大多暴露（1.00 秒中的 0.31 秒）；这次 README 的运行是否用 FP32 归约梯度是一种读法"
+                  "的 FP32 梯度大多暴露（1.01 秒中的 0.31 秒）；这次 README 的运行是否用 FP32 归约梯度是一种读法"
                   "（BF16 会减半）"),
     "nemotron4-340b": ("predicted too fast, on the communication side: the planner credits NeMo's "
-                       "--tp-comm-overlap with hiding all of the TP time (0.76 s of a 7.9 s step without it) and "
+                       "--tp-comm-overlap with hiding all of the TP time (0.76 s of a 7.9 s step without it: at "
+                       "hidden 18,432 each all-gather and reduce-scatter is shorter than the GEMM it overlaps) and "
                        "the distributed optimizer's overlaps with 0.17 s more; with none of them the row reads "
                        "1.01, so a partial overlap would meet it. The flags come from NeMo's recipe, not the report, "
                        "and the squared-ReLU MLP is timed as a SwiGLU of the same matrix FLOPs: readings; not fitted",
                        "预测偏快，偏在通信上：规划器认为 NeMo 的 --tp-comm-overlap 把 TP 时间全部藏住（不重叠时每步 7.9 秒"
-                       "中的 0.76 秒），分布式优化器的重叠又藏住 0.17 秒；一个都不重叠时这一行是 1.01，所以部分重叠就能吻合。"
+                       "中的 0.76 秒：hidden 为 18,432 时，每次 all-gather 和 reduce-scatter 都比与它重叠的 GEMM 短），分布式优化器的重叠又藏住 0.17 秒；一个都不重叠时这一行是 1.01，所以部分重叠就能吻合。"
                        "这些开关来自 NeMo 的配置而非报告，平方 ReLU 的 MLP 按矩阵 FLOPs 相同的 SwiGLU 计时：都是读法；未拟合"),
-    **{f"nemotron4-15b-{g}": ("predicted too fast, on the communication side: with the overlap flags every TP "
-                              "all-gather and reduce-scatter is hidden (0.14 s of a 0.7 s step without them); with "
-                              "no overlap the three rows read 0.82–0.87, so the published steps lie between full "
-                              "and no overlap. The flags come from NeMo's recipe, not the report, and the "
-                              "squared-ReLU MLP is timed as a SwiGLU: readings; the 1,536-GPU row is within ±10 %; "
-                              "not fitted",
-                              "预测偏快，偏在通信上：开了重叠开关，TP 的 all-gather 和 reduce-scatter 全被藏住（不重叠时每步"
-                              "约 0.7 秒中的 0.14 秒）；完全不重叠时三行是 0.82–0.87，所以公布的每步时间介于完全重叠与不重叠"
-                              "之间。这些开关来自 NeMo 的配置而非报告，平方 ReLU 的 MLP 按 SwiGLU 计时：都是读法；1,536 块 "
-                              "GPU 那一行在 ±10 % 内；未拟合") for g in (768, 2304)},
 })
 _LOCK = threading.RLock()
 # source families of the published runs (a run name's prefix): the calibrators come from "megatron" (Narayanan et al.

@@ -455,6 +455,16 @@ class KernelModel:
         ops = _elementwise_ops(model, micro_batch, tokens, tp, sequence_parallel, attention, swiglu, seq_len, layer)
         return _layer_total(ops, act_bytes, bw, g_fwd, a_fwd, a_bwd)
 
+    def linear_seconds(self, *, tokens: float, tp: int, layer: int | None = None, ep: int = 1) -> list[float]:
+        """Forward seconds of each linear-layer GEMM of :func:`layer_gemms` (the same order), as :meth:`layer` times
+        them (before END_TO_END): what each tensor-parallel collective can hide behind under
+        ``Overlap.tp_comm`` (:func:`distlearn.planning.step_time.tp_exposed_seconds`)."""
+        family = gpu_family(self.gpu)
+        e = GEMM_CEILING[family]
+        e_linear = FP8_BLOCK_CEILING.get(family, e) if self.fp8_block_scaled else e
+        return [_gemm_seconds(g, self.gemm_peak, e_linear, self.gpu.hbm_bw, self.gemm_bytes, self.act_bytes)
+                for g in layer_gemms(self.model, tokens, tp, layer, ep)]
+
     def logits(self, *, tokens: float, tp: int) -> float:
         """:func:`logits_seconds` of checked arguments (its ``peak`` and ``act_bytes``: this model's)."""
         model, gpu = self.model, self.gpu

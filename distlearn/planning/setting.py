@@ -61,8 +61,9 @@ class Overlap:
     - ``tp_comm``: Megatron-Core ``--tp-comm-overlap`` (Transformer Engine userbuffers: the sequence-parallel
       all-gather split into chunks and pipelined with the column-parallel GEMM that consumes it, the reduce-scatter
       with the row-parallel GEMM that produces it; Wang et al. 2023, "Overlap communication with dependent
-      computation", and torchtitan's async TP do the same): per micro-batch the tensor-parallel time is exposed only
-      beyond the linear layers' GEMM time, max(0, t_tp − t_gemm).
+      computation", and torchtitan's async TP do the same): each collective is exposed only beyond the GEMM it
+      feeds or follows (in backward: that linear layer's two GEMMs),
+      :func:`~distlearn.planning.step_time.tp_exposed_seconds`.
     - ``grad_reduce``: Megatron-Core ``--overlap-grad-reduce`` (distributed/param_and_grad_buffer.py: a bucket's
       reduce-scatter starts once its gradients are ready; with pp > 1 only during the last micro-batch's backward,
       ``is_last_microbatch``): the step's gradient reduce-scatter hides behind one micro-batch's backward (the

@@ -14,7 +14,8 @@ Units: seconds; bytes; bandwidths in bytes/s.
   (:func:`~distlearn.planning.flops.compute_peak`), divided by ``cp``.
 - tensor-parallel all-reduces: 2 in forward and 2 in backward per layer (+2 when the forward is recomputed), of
   b·s·h activation values each (16-bit, fp32 with ``precision="fp32"``; Shoeybi et al. 2019, Fig. 4), on
-  consecutive ranks; on the critical path.
+  consecutive ranks; on the critical path, or under ``Overlap.tp_comm`` each all-gather / reduce-scatter behind
+  the one GEMM it feeds or follows (:func:`tp_exposed_seconds`).
 - pipeline p2p: each micro-batch sends its activation forward and its gradient back, b·s·h/t values (scatter /
   gather optimisation, Narayanan et al. 2021 §4.1), once per chunk; counted as not overlapped; on NVLink when the
   whole pipeline sits in one NVLink domain, else at the network's speed.
@@ -63,7 +64,7 @@ from typing import NamedTuple
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
 from distlearn.context_parallel.simulation import cp_comm_bytes
-from distlearn.core.validate import check_choice, check_int, checks, each, mapping, record, whole
+from distlearn.core.validate import check_choice, check_int, check_number, checks, each, mapping, record, whole
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
 from distlearn.planning import kernels
 from distlearn.precision.fp8_recipes import COMMUNICATION
@@ -277,6 +278,17 @@ def _layer_parts(ls: kernels.LayerSeconds, n: int, recompute: str) -> dict[str, 
             "elementwise": n * (f * ls.elementwise_forward + ls.elementwise_backward + elem_extra)}
 
 
+def kernel_model(st: Setting) -> kernels.KernelModel:
+    """The :class:`~distlearn.planning.kernels.KernelModel` of setting ``st`` (its peaks, bytes per value, SwiGLU,
+    causal kernel and fine-grained FP8 ceiling), memoized."""
+    if type(st) is not Setting:
+        SETTING.check("st", st, {})
+    return st.cached(("kernel_model",), lambda: kernels.KernelModel(
+        st.model, st.cluster.gpu, gemm_peak=st.gemm_peak, peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes,
+        act_bytes=st.act_bytes, swiglu=st.swiglu, causal=st.causal,
+        fp8_block_scaled=st.overlap.fp8_block_ceiling and st.precision in kernels.FINE_GRAINED_FP8_RECIPES))
+
+
 def layer_units(st: Setting, p: Plan):
     """One layer's parts per recomputation mode, ``{mode: (parts, their sum)}`` (:func:`layer_parts`), for a dense
     and for an MoE layer (``None`` for a kind the model lacks), memoized: the same for every pp."""
@@ -286,11 +298,7 @@ def layer_units(st: Setting, p: Plan):
     b, tp = p.micro_batch_size, p.tp
 
     def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
-        return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernels.KernelModel(
-            m, g, gemm_peak=st.gemm_peak, peak=st.peak, gemm_bytes=1 if st.fp8 else st.act_bytes,
-            act_bytes=st.act_bytes, swiglu=st.swiglu, causal=st.causal,
-            fp8_block_scaled=st.overlap.fp8_block_ceiling and st.precision in kernels.FINE_GRAINED_FP8_RECIPES
-        ).layer(
+        return st.cached(("layer_s", b, tp, p.cp, p.sequence_parallel, p.ep, index), lambda: kernel_model(st).layer(
             micro_batch=b, seq_len=st.s, tp=tp, cp=p.cp, sequence_parallel=p.sequence_parallel,
             attention=st.attention if p.cp == 1 else "flash", layer=index, ep=p.ep))
 
@@ -538,12 +546,44 @@ def microbatch_terms(st: Setting, p: Plan) -> MicrobatchTerms:
         # tensor parallel: all-reduces of b·s·h activations, consecutive ranks (inside the NVLink domain when tp
         # fits it; all-gather + reduce-scatter with SP: the same time)
         n_ar = 6 if p.recompute == "full" else 4
-        t_tp = most_layers * n_ar * st.group_seconds("all_reduce", st.act_bytes * p.micro_batch_size
-                                                     * (st.s // p.cp) * st.model.hidden_size, p.tp, 1)
-        if st.overlap.tp_comm and p.tp > 1:  # Overlap.tp_comm: hidden behind the linear layers' GEMMs, up to them
-            t_tp = max(0.0, t_tp - tp_overlap_seconds(st, p))
+        t_ar = st.group_seconds("all_reduce", st.act_bytes * p.micro_batch_size * (st.s // p.cp)
+                                * st.model.hidden_size, p.tp, 1)
+        t_tp = most_layers * n_ar * t_ar
+        if st.overlap.tp_comm and p.tp > 1:  # Overlap.tp_comm: each collective behind the GEMM it feeds or follows
+            t_tp = _tp_exposed_seconds(st, p, t_ar, most_layers)
         return MicrobatchTerms(microbatch_compute_seconds(st, p), t_tp, cp_seconds(st, p), ep_seconds(st, p))
     return st.cached(key, make)
+
+
+def tp_exposed_seconds(st: Setting, p: Plan, t_ar: float, layers: int) -> float:
+    """Seconds of one micro-batch's tensor-parallel collectives left exposed under ``Overlap.tp_comm`` on a stage of
+    ``layers`` layers, each all-reduce of b·s·h taking ``t_ar`` seconds (an all-gather or a reduce-scatter: half).
+
+    Transformer Engine's userbuffers (Megatron-Core ``--tp-comm-overlap``; Wang et al. 2023) pipeline each
+    sequence-parallel collective with the one GEMM it feeds or follows: the all-gather with the column-parallel
+    GEMM that consumes it (QKV, MLP up), the reduce-scatter with the row-parallel GEMM that produces it (attention
+    output, MLP down); in backward each linear layer's collective with that layer's two GEMMs (data and weight
+    gradients). A collective longer than its GEMM shows the difference: per dense layer
+    Σ max(0, t_ar/2 − g) over the four forward GEMMs g (twice with full recomputation) + Σ max(0, t_ar/2 − 2g) in
+    backward, the GEMMs at the end-to-end speed (/ END_TO_END) as the compute they hide behind. A layer whose GEMMs
+    are not the four of a dense block (MLA's fused projections, an MoE layer) and the flat model: the pooled bound
+    of :func:`tp_overlap_seconds` (all the stage's TP time against all its linear GEMM time). Raises
+    DistlearnValueError for a bad setting or plan, ``t_ar`` not a finite number ≥ 0 or ``layers`` not an integer
+    ≥ 1."""
+    check_setting_plan(st, p)
+    return _tp_exposed_seconds(st, p, check_number("t_ar", t_ar, minimum=0), check_int("layers", layers, minimum=1))
+
+
+def _tp_exposed_seconds(st: Setting, p: Plan, t_ar: float, layers: int) -> float:
+    """:func:`tp_exposed_seconds` of checked arguments."""
+    m = st.model
+    if not st.kernel_model or m.is_moe or m.mla is not None:
+        return max(0.0, layers * (6 if p.recompute == "full" else 4) * t_ar - tp_overlap_seconds(st, p))
+    gemms = kernel_model(st).linear_seconds(tokens=p.micro_batch_size * st.s / p.cp, tp=p.tp)
+    c, e2e = t_ar / 2, kernels.END_TO_END
+    forward = sum(max(0.0, c - g / e2e) for g in gemms)
+    backward = sum(max(0.0, c - 2 * g / e2e) for g in gemms)
+    return layers * ((2 if p.recompute == "full" else 1) * forward + backward)
 
 
 def tp_overlap_seconds(st: Setting, p: Plan) -> float:
