@@ -340,8 +340,9 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                                             f"(use ep = 1).",
                                       f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
         check_divisible("num_experts", model.num_experts, "ep", ep)
+    shared: dict = {}  # the memo entries its setting shares with the suggestion's (same model, sequence, recipe)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu)
+                      fragmentation, swiglu, shared=shared)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
@@ -381,7 +382,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
-                                            fragmentation=fragmentation)
+                                            fragmentation=fragmentation, shared=shared)
     return result
 
 
@@ -418,22 +419,54 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
     model and recipe may share (:class:`~distlearn.planning.setting.Setting`)."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation, shared=shared)
-    for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
-        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective, norm-act or full
-        # recomputation (the orderings of _kept): the other pairs cannot fit where these do not
+    for group, plan in _memory_minimal_plans(st):
+        mem = memory_total(st, plan)
+        if mem <= st.capacity:
+            return True
+        if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
+            whole = next(g for g in candidate_groups(model, cluster, global_batch, seq_len)
+                         if (g.tp, g.cp, g.pp) == (group.tp, group.cp, group.pp))
+            if next(_fitting_plans(st, whole), None) is not None:
+                return True
+    return False
+
+
+def _memory_minimal_plans(st: Setting):
+    """Yield ``(group, plan)`` for the plans :func:`any_plan_fits` looks at, in its order: each group's smallest
+    plan at ZeRO 2 or 3 (or 0 when dp·cp = 1) with selective, norm-act or full recomputation (the orderings of
+    _kept): the other pairs cannot fit where these do not."""
+    for group in candidate_groups(st.model, st.cluster, st.B, st.s, smallest_only=True):
         stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
         modes = _least_memory_modes(st, group)
         for z in stages:
             for r in modes:
-                mem = memory_total(st, group.smallest(z, r))
-                if mem <= st.capacity:
-                    return True
-                if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
-                    whole = next(g for g in candidate_groups(model, cluster, global_batch, seq_len)
-                                 if (g.tp, g.cp, g.pp) == (group.tp, group.cp, group.pp))
-                    if next(_fitting_plans(st, whole), None) is not None:
-                        return True
-    return False
+                yield group, group.smallest(z, r)
+
+
+def _first_fitting_gpu(model: ModelConfig, cluster: Cluster, gpus: list[GPU], args: tuple) -> str | None:
+    """The name of the first of ``gpus`` on which :func:`any_plan_fits` holds for ``cluster``'s node size and node
+    count (``args``: its arguments after the cluster, the shared memo last), or None: the same answer as asking
+    GPU by GPU, with the plans' memory computed once. The plans depend on the GPU count and node size only and
+    their bytes on the model, sequence and recipe, not on the GPU: a GPU adds its own reserve and has its own
+    capacity. Adding the same reserve to every stage keeps their order (rounding is monotone), so the worst
+    stage's bytes plus the reserve are exactly the total :func:`~distlearn.planning.memory.memory_total` gives."""
+    global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, shared = args
+    bytes_without_reserve = None
+    for g in gpus:
+        c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
+        # the GPU's own setting: its reserve and capacity, and the error any_plan_fits would raise for this GPU
+        st = make_setting(model, c, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY, reserve_bytes,
+                          fragmentation, shared=shared)
+        if bytes_without_reserve is None:
+            bare = make_setting(model, c, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY, 0.0, 0.0,
+                                shared=shared)
+            bytes_without_reserve = [memory_total(bare, plan) for _, plan in _memory_minimal_plans(bare)]
+        totals = [b + st.reserve for b in bytes_without_reserve]
+        if any(t <= st.capacity for t in totals):
+            return g.name
+        if any(t <= st.capacity * (1 + ROUNDING_MARGIN) for t in totals) and any_plan_fits(model, c, *args):
+            return g.name  # within rounding of the capacity: any_plan_fits looks at the whole group
+    return None
 
 
 def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
@@ -469,16 +502,19 @@ def _longest_fitting(lengths: list[int], fits) -> int | None:
 
 def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                 optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
-                max_factor: int = 64) -> dict:
+                max_factor: int = 64, shared: dict | None = None) -> dict:
     """The smallest single change that makes some plan fit, for each kind of change:
 
     ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
     ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
     seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
-    key is ``None`` when no such change fits. ``message`` says it in the reader's language.
+    key is ``None`` when no such change fits. ``message`` says it in the reader's language. ``shared``: a memo
+    shared with the caller's settings of the same model and recipe (:class:`~distlearn.planning.setting.Setting`;
+    :func:`search` passes its own), ``None`` for a new one.
     """
     model = get_preset(model) if isinstance(model, str) else model
-    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation,
+            {} if shared is None else shared)  # + a shared memo
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
     full = GPUS.get(cluster.gpu.name)
@@ -514,12 +550,9 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
         lengths.append(s)
         s //= 2
     out["seq_len"] = _longest_fitting(lengths, lambda s: any_plan_fits(model, cluster, global_batch, s, *args[2:]))
-    for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes):
-        if g.memory_bytes > cluster.gpu.memory_bytes:
-            c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
-            if any_plan_fits(model, c, *args):
-                out["gpu"] = g.name
-                break
+    larger = [g for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes)
+              if g.memory_bytes > cluster.gpu.memory_bytes]
+    out["gpu"] = _first_fitting_gpu(model, cluster, larger, args)
     en, zh = [], []
     if out["num_gpus"]:
         en.append(f"use {out['num_gpus']} GPUs")
