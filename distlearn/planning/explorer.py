@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import matplotlib.pyplot as plt
 
 from distlearn import planning as planner
@@ -60,6 +62,22 @@ def controls() -> dict:
     }
 
 
+MEMOS_KEPT = 16  # search memos kept, one per (model, sequence length, precision), least recently used dropped
+_memos: OrderedDict = OrderedDict()
+
+
+def _memo(model: str, seq_len: int, precision: str) -> dict:
+    """The search memo of this model, sequence length and recipe (planner.search's ``memo``): a slider move that
+    keeps them (GPU type or count, batch, cp, ep, plan number) finds their per-layer bytes and model states
+    computed; at most :data:`MEMOS_KEPT` memos are kept."""
+    key = (model, seq_len, precision)
+    memo = _memos.pop(key, None)
+    _memos[key] = memo = {} if memo is None else memo
+    while len(_memos) > MEMOS_KEPT:
+        _memos.popitem(last=False)
+    return memo
+
+
 @base.within_controls(lambda: controls())
 def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, precision="mixed",
             cp=1, ep=1, rank=1) -> dict:
@@ -69,7 +87,8 @@ def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, globa
     :data:`distlearn.planning.PLANNER_PRECISIONS`."""
     try:
         res = planner.search(MOE_PRESETS.get(model, model), global_batch=global_batch, seq_len=seq_len, gpu=gpu, num_gpus=num_gpus,
-                             top=10, precision=precision, cp=None if cp == 1 else cp, ep=ep)
+                             top=10, precision=precision, cp=None if cp == 1 else cp, ep=ep,
+                             memo=_memo(model, seq_len, precision))
     except DistlearnValueError as exc:
         return {"error": str(exc)}
     if not res.plans:  # no suggestion when no plan can even be formed: the message says why

@@ -21,7 +21,8 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
   full recomputation and whichever of selective and norm-act keeps less.
 - **memo tables** in :class:`~distlearn.planning.setting.Setting` for what many plans share.
 - **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
-  that fits is found by bisection instead of trying every halving.
+  that fits is found by bisection instead of trying every halving; the larger GPUs are tried in one pass over
+  the memory-minimal plans, whose bytes do not depend on the GPU (:func:`_first_fitting_gpu`).
 """
 from __future__ import annotations
 
@@ -297,7 +298,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
            efficiency: float | None = None, reserve_bytes: float = RESERVE_BYTES,
            fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
            swiglu: str = "unfused", cp: int | None = None, ep: int = 1,
-           recompute: tuple[str, ...] | None = None) -> SearchResult:
+           recompute: tuple[str, ...] | None = None, memo: dict | None = None) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
@@ -310,7 +311,10 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     :data:`~distlearn.activation_memory.formulas.RECOMPUTE_MODES`; e.g. ``("none", "selective", "full")`` for a framework without
     norm-act; a single mode may be given by name); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
-    whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
+    whole share of the batch), ``message`` says why and ``suggestion`` is ``None``. ``memo``: a dict that
+    searches may share (``None``: none shared, the suggestion's settings share a new one): the entries that depend on the model, sequence and recipe only
+    (:data:`~distlearn.planning.setting.SHAREABLE`, keyed by their values), so that a search of the same model
+    and recipe on another cluster or batch, and the suggestion's searches, do not compute them again.
 
     Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes, a
     ``global_batch`` above :data:`MAX_GLOBAL_BATCH`,
@@ -340,9 +344,13 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                                             f"(use ep = 1).",
                                       f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
         check_divisible("num_experts", model.num_experts, "ep", ep)
-    shared: dict = {}  # the memo entries its setting shares with the suggestion's (same model, sequence, recipe)
+    if memo is not None and not isinstance(memo, dict):
+        raise DistlearnValueError("memo", f"memo must be a dict (or None); got {type(memo).__name__}.",
+                                  f"memo 必须是 dict（或 None）；收到 {type(memo).__name__}。")
+    # with a memo the search's own setting shares it with the suggestion's; without one it keeps its entries to
+    # itself (a shared entry costs a longer key: a single search that fits is a few % faster without)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu, shared=shared)
+                      fragmentation, swiglu, shared=memo)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
@@ -382,7 +390,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         if suggest:
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
-                                            fragmentation=fragmentation, shared=shared)
+                                            fragmentation=fragmentation, shared=memo)
     return result
 
 
