@@ -62,15 +62,17 @@ def controls() -> dict:
     }
 
 
-MEMOS_KEPT = 16  # search memos kept, one per (model, sequence length, precision), least recently used dropped
+MEMOS_KEPT = 32  # search memos kept, one per (model, sequence length, global batch, precision), LRU
 _memos: OrderedDict = OrderedDict()
 
 
-def _memo(model: str, seq_len: int, precision: str) -> dict:
-    """The search memo of this model, sequence length and recipe (planner.search's ``memo``): a slider move that
-    keeps them (GPU type or count, batch, cp, ep, plan number) finds their per-layer bytes and model states
-    computed; at most :data:`MEMOS_KEPT` memos are kept."""
-    key = (model, seq_len, precision)
+def _memo(model: str, seq_len: int, global_batch: int, precision: str) -> dict:
+    """The search memo of this model, sequence length, global batch and recipe (planner.search's ``memo``): a
+    slider move that keeps them (GPU type or count, cp, ep, plan number) finds their per-layer bytes and model
+    states computed; at most :data:`MEMOS_KEPT` memos are kept. The batch is part of the key although the shared
+    entries are keyed by the model, sequence and recipe: "zb_closed" comes from the FLOP counts of one batch
+    (their ratio, equal for every batch only up to rounding)."""
+    key = (model, seq_len, global_batch, precision)
     memo = _memos.pop(key, None)
     _memos[key] = memo = {} if memo is None else memo
     while len(_memos) > MEMOS_KEPT:
@@ -88,7 +90,7 @@ def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, globa
     try:
         res = planner.search(MOE_PRESETS.get(model, model), global_batch=global_batch, seq_len=seq_len, gpu=gpu, num_gpus=num_gpus,
                              top=10, precision=precision, cp=None if cp == 1 else cp, ep=ep,
-                             memo=_memo(model, seq_len, precision))
+                             memo=_memo(model, seq_len, global_batch, precision))
     except DistlearnValueError as exc:
         return {"error": str(exc)}
     if not res.plans:  # no suggestion when no plan can even be formed: the message says why
