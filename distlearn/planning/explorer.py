@@ -5,6 +5,8 @@
 """
 from __future__ import annotations
 
+from collections import OrderedDict
+
 import matplotlib.pyplot as plt
 
 from distlearn import planning as planner
@@ -60,6 +62,24 @@ def controls() -> dict:
     }
 
 
+MEMOS_KEPT = 32  # search memos kept, one per (model, sequence length, global batch, precision), LRU
+_memos: OrderedDict = OrderedDict()
+
+
+def _memo(model: str, seq_len: int, global_batch: int, precision: str) -> dict:
+    """The search memo of this model, sequence length, global batch and recipe (planner.search's ``memo``): a
+    slider move that keeps them (GPU type or count, cp, ep, plan number) finds their per-layer bytes and model
+    states computed; at most :data:`MEMOS_KEPT` memos are kept. The batch is part of the key although the shared
+    entries are keyed by the model, sequence and recipe: "zb_closed" comes from the FLOP counts of one batch
+    (their ratio, equal for every batch only up to rounding)."""
+    key = (model, seq_len, global_batch, precision)
+    memo = _memos.pop(key, None)
+    _memos[key] = memo = {} if memo is None else memo
+    while len(_memos) > MEMOS_KEPT:
+        _memos.popitem(last=False)
+    return memo
+
+
 @base.within_controls(lambda: controls())
 def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, global_batch=256, precision="mixed",
             cp=1, ep=1, rank=1) -> dict:
@@ -69,7 +89,8 @@ def compute(model="llama3-8b", gpu="h100-80gb", num_gpus=16, seq_len=4096, globa
     :data:`distlearn.planning.PLANNER_PRECISIONS`."""
     try:
         res = planner.search(MOE_PRESETS.get(model, model), global_batch=global_batch, seq_len=seq_len, gpu=gpu, num_gpus=num_gpus,
-                             top=10, precision=precision, cp=None if cp == 1 else cp, ep=ep)
+                             top=10, precision=precision, cp=None if cp == 1 else cp, ep=ep,
+                             memo=_memo(model, seq_len, global_batch, precision))
     except DistlearnValueError as exc:
         return {"error": str(exc)}
     if not res.plans:  # no suggestion when no plan can even be formed: the message says why

@@ -21,7 +21,8 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
   full recomputation and whichever of selective and norm-act keeps less.
 - **memo tables** in :class:`~distlearn.planning.setting.Setting` for what many plans share.
 - **monotone suggestion searches**: memory grows with the sequence length for every plan, so the longest sequence
-  that fits is found by bisection instead of trying every halving.
+  that fits is found by bisection instead of trying every halving; the larger GPUs are tried in one pass over
+  the memory-minimal plans, whose bytes do not depend on the GPU (:func:`_first_fitting_gpu`).
 """
 from __future__ import annotations
 
@@ -298,7 +299,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
            fragmentation: float = FRAGMENTATION, top: int | None = None, suggest: bool = True,
            swiglu: str = "unfused", cp: int | None = None, ep: int = 1,
            recompute: tuple[str, ...] | None = None, attention: str | None = None, grad_sync: str = "per_step",
-           causal: bool = True, overlap: Overlap | None = None) -> SearchResult:
+           causal: bool = True, overlap: Overlap | None = None, memo: dict | None = None) -> SearchResult:
     """Every valid plan for ``model`` on ``num_gpus`` GPUs of type ``gpu`` (or on ``cluster``): those that fit,
     ranked by tokens/s (fastest first; ties: less memory, then search order).
 
@@ -314,7 +315,10 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     pipeline parallelism, the causal flash kernel, a framework's communication overlaps: a run's own options of
     :mod:`distlearn.planning.published_runs` searched around its own layout); ``top`` (≥ 1) keeps the best ``top`` plans. When nothing fits, ``message`` says so and ``suggestion`` gives the smallest change that
     would (see :func:`suggest_fix`); when no plan can even be formed (no layout gives every data-parallel replica a
-    whole share of the batch), ``message`` says why and ``suggestion`` is ``None``.
+    whole share of the batch), ``message`` says why and ``suggestion`` is ``None``. ``memo``: a dict that
+    searches may share (``None``: none shared, the suggestion's settings share a new one): the entries that depend on the model, sequence and recipe only
+    (:data:`~distlearn.planning.setting.SHAREABLE`, keyed by their values), so that a search of the same model
+    and recipe on another cluster or batch, and the suggestion's searches, do not compute them again.
 
     Raises DistlearnValueError for an unknown model or GPU, GPUs that are not a whole number of nodes, a
     ``global_batch`` above :data:`MAX_GLOBAL_BATCH`,
@@ -344,8 +348,13 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                                             f"(use ep = 1).",
                                       f"ep = {ep} 需要混合专家 (MoE) 模型；{model.name} 是稠密模型（请用 ep = 1）。")
         check_divisible("num_experts", model.num_experts, "ep", ep)
+    if memo is not None and not isinstance(memo, dict):
+        raise DistlearnValueError("memo", f"memo must be a dict (or None); got {type(memo).__name__}.",
+                                  f"memo 必须是 dict（或 None）；收到 {type(memo).__name__}。")
+    # with a memo the search's own setting shares it with the suggestion's; without one it keeps its entries to
+    # itself (a shared entry costs a longer key: a single search that fits is a few % faster without)
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, efficiency, reserve_bytes,
-                      fragmentation, swiglu, attention=attention, grad_sync=grad_sync, causal=causal,
+                      fragmentation, swiglu, shared=memo, attention=attention, grad_sync=grad_sync, causal=causal,
                       overlap=overlap)
     fits, count = [], 0
     best = _Best(top) if top is not None else None
@@ -387,7 +396,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
             result.suggestion = suggest_fix(model, cluster=cluster, global_batch=global_batch, seq_len=seq_len,
                                             precision=precision, optimizer=optimizer, reserve_bytes=reserve_bytes,
                                             fragmentation=fragmentation, swiglu=swiglu, attention=attention,
-                                            grad_sync=grad_sync)
+                                            grad_sync=grad_sync, shared=memo)
     return result
 
 
@@ -426,22 +435,57 @@ def any_plan_fits(model: ModelConfig, cluster: Cluster, global_batch: int, seq_l
     ``grad_sync``: the options of :func:`search` that change a plan's memory."""
     st = make_setting(model, cluster, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY,
                       reserve_bytes, fragmentation, swiglu, shared=shared, attention=attention, grad_sync=grad_sync)
-    for group in candidate_groups(model, cluster, global_batch, seq_len, smallest_only=True):
-        # the least memory is at ZeRO 2 or 3 (or 0 when dp·cp = 1) and with selective, norm-act or full
-        # recomputation (the orderings of _kept): the other pairs cannot fit where these do not
+    for group, plan in _memory_minimal_plans(st):
+        mem = memory_total(st, plan)
+        if mem <= st.capacity:
+            return True
+        if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
+            whole = next(g for g in candidate_groups(model, cluster, global_batch, seq_len)
+                         if (g.tp, g.cp, g.pp) == (group.tp, group.cp, group.pp))
+            if next(_fitting_plans(st, whole), None) is not None:
+                return True
+    return False
+
+
+def _memory_minimal_plans(st: Setting):
+    """Yield ``(group, plan)`` for the plans :func:`any_plan_fits` looks at, in its order: each group's smallest
+    plan at ZeRO 2 or 3 (or 0 when dp·cp = 1) with selective, norm-act or full recomputation (the orderings of
+    _kept): the other pairs cannot fit where these do not."""
+    for group in candidate_groups(st.model, st.cluster, st.B, st.s, smallest_only=True):
         stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
         modes = _least_memory_modes(st, group)
         for z in stages:
             for r in modes:
-                mem = memory_total(st, group.smallest(z, r))
-                if mem <= st.capacity:
-                    return True
-                if mem <= st.capacity * (1 + ROUNDING_MARGIN):  # within rounding: look at the whole group
-                    whole = next(g for g in candidate_groups(model, cluster, global_batch, seq_len)
-                                 if (g.tp, g.cp, g.pp) == (group.tp, group.cp, group.pp))
-                    if next(_fitting_plans(st, whole), None) is not None:
-                        return True
-    return False
+                yield group, group.smallest(z, r)
+
+
+def _first_fitting_gpu(model: ModelConfig, cluster: Cluster, gpus: list[GPU], args: tuple,
+                       memory_options: dict) -> str | None:
+    """The name of the first of ``gpus`` on which :func:`any_plan_fits` holds for ``cluster``'s node size and node
+    count (``args``: its arguments after the cluster, the shared memo last; ``memory_options``: its keyword
+    options), or None: the same answer as asking
+    GPU by GPU, with the plans' memory computed once. The plans depend on the GPU count and node size only and
+    their bytes on the model, sequence and recipe, not on the GPU: a GPU adds its own reserve and has its own
+    capacity. Adding the same reserve to every stage keeps their order (rounding is monotone), so the worst
+    stage's bytes plus the reserve are exactly the total :func:`~distlearn.planning.memory.memory_total` gives."""
+    global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, shared = args
+    bytes_without_reserve = None
+    for g in gpus:
+        c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
+        # the GPU's own setting: its reserve and capacity, and the error any_plan_fits would raise for this GPU
+        st = make_setting(model, c, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY, reserve_bytes,
+                          fragmentation, shared=shared, **memory_options)
+        if bytes_without_reserve is None:
+            bare = make_setting(model, c, global_batch, seq_len, precision, optimizer, COMPUTE_EFFICIENCY, 0.0, 0.0,
+                                shared=shared, **memory_options)
+            bytes_without_reserve = [memory_total(bare, plan) for _, plan in _memory_minimal_plans(bare)]
+        totals = [b + st.reserve for b in bytes_without_reserve]
+        if any(t <= st.capacity for t in totals):
+            return g.name
+        if any(t <= st.capacity * (1 + ROUNDING_MARGIN) for t in totals) and any_plan_fits(model, c, *args,
+                                                                                          **memory_options):
+            return g.name  # within rounding of the capacity: any_plan_fits looks at the whole group
+    return None
 
 
 def _least_memory_modes(st: Setting, group: Group) -> tuple[str, ...]:
@@ -478,17 +522,20 @@ def _longest_fitting(lengths: list[int], fits) -> int | None:
 def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, precision: str = "mixed",
                 optimizer: str = "adam", reserve_bytes: float = RESERVE_BYTES, fragmentation: float = FRAGMENTATION,
                 max_factor: int = 64, swiglu: str = "unfused", attention: str | None = None,
-                grad_sync: str = "per_step") -> dict:
+                grad_sync: str = "per_step", shared: dict | None = None) -> dict:
     """The smallest single change that makes some plan fit, for each kind of change:
 
     ``num_gpus`` (on part of a node: 2×, 4×, … GPUs up to a whole node; then the fewest whole nodes, up to
     ``max_factor`` × today's, found by doubling then bisecting), ``seq_len`` (the longest of today's halvings
     seq_len // 2, seq_len // 4, … down to 1 that fits), ``gpu`` (the first preset with more memory that fits). A
     key is ``None`` when no such change fits. ``message`` says it in the reader's language. ``swiglu``,
-    ``attention`` and ``grad_sync``: as in :func:`search` (they change a plan's memory).
+    ``attention`` and ``grad_sync``: as in :func:`search` (they change a plan's memory). ``shared``: a memo
+    shared with the caller's settings of the same model and recipe (:class:`~distlearn.planning.setting.Setting`;
+    :func:`search` passes its own), ``None`` for a new one.
     """
     model = get_preset(model) if isinstance(model, str) else model
-    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation, {})  # + a shared memo
+    args = (global_batch, seq_len, precision, optimizer, reserve_bytes, fragmentation,
+            {} if shared is None else shared)  # + a shared memo
     memory_options = dict(swiglu=swiglu, attention=attention, grad_sync=grad_sync)
     out = {"num_gpus": None, "seq_len": None, "gpu": None}
     node = cluster.gpus_per_node
@@ -527,12 +574,9 @@ def suggest_fix(model, *, cluster: Cluster, global_batch: int, seq_len: int, pre
         s //= 2
     out["seq_len"] = _longest_fitting(lengths, lambda s: any_plan_fits(model, cluster, global_batch, s, *args[2:],
                                                                        **memory_options))
-    for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes):
-        if g.memory_bytes > cluster.gpu.memory_bytes:
-            c = Cluster(g.with_(gpus_per_node=cluster.gpus_per_node), cluster.num_nodes)
-            if any_plan_fits(model, c, *args, **memory_options):
-                out["gpu"] = g.name
-                break
+    larger = [g for g in sorted(GPUS.values(), key=lambda g: g.memory_bytes)
+              if g.memory_bytes > cluster.gpu.memory_bytes]
+    out["gpu"] = _first_fitting_gpu(model, cluster, larger, args, memory_options)
     en, zh = [], []
     if out["num_gpus"]:
         en.append(f"use {out['num_gpus']} GPUs")

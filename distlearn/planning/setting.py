@@ -221,7 +221,8 @@ class Setting:
         # built for the same model and recipe (the suggestions of a search) may share them, keyed by their values
         self._shared = shared
         self._shared_key = None if shared is None else (
-            type(model), dataclasses.astuple(model), seq_len, precision, optimizer, swiglu, self.attention)
+            type(model), dataclasses.astuple(model), seq_len, precision, optimizer, swiglu, self.attention, grad_sync,
+            causal, None if overlap is None else dataclasses.astuple(overlap))
         self.swiglu = swiglu  # Llama MLP kernel: "unfused" (the eager module) or "fused" (Megatron-Core's)
         self.grad_sync = grad_sync  # GRAD_SYNCS: when ZeRO 1-3 reduce gradients under pipeline parallelism
         self.causal = causal  # a flash kernel skips the blocks the causal mask hides (kernels.causal_fraction)

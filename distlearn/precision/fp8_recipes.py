@@ -49,6 +49,7 @@ modules, normalization operators, and attention operators").
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 
 from distlearn.activation_memory.formulas import layer_activation_table
@@ -209,7 +210,14 @@ def bytes_per_param(recipe: str) -> dict[str, float]:
     For the planner (chapter 14): bf16-mixed 18, te-fp8 20, te-fp32-params 18, deepseek-v3 13.000244
     (4 + 4 + 2 + 2 + 1 + 4/16384), torchao-fsdp2-float8 16. Raises DistlearnValueError for an unknown recipe.
     """
-    return get_recipe(recipe).bytes_per_param()
+    return dict(_recipe_bytes(get_recipe(recipe).key))  # a copy: the caller may change it
+
+
+@functools.lru_cache(maxsize=None)
+def _recipe_bytes(key: str) -> tuple[tuple[str, float], ...]:
+    """``RECIPES[key].bytes_per_param()`` as items, computed once per recipe (the recipes are read-only; the
+    planner asks for them thousands of times per search)."""
+    return tuple(RECIPES[key].bytes_per_param().items())
 
 
 @dataclass(frozen=True)
