@@ -23,6 +23,13 @@ gzipped and base64-encoded into a ``.js`` file (a ``<script>`` loads over ``file
 be refused) that the page decompresses with the browser's ``DecompressionStream``. Without JavaScript (or without
 ``DecompressionStream``) the page keeps the stored static picture.
 
+Controls that move together (:mod:`distlearn.core.explorer`'s module doc): an explorer's ``LINKS`` table (choosing a
+model sets its number of experts) goes into the data as, per offered value of the linking control, the option indices
+each linked control may keep (the first is taken otherwise); its ``limits`` (the last step of the chosen collective)
+as, per setting, the index of each limited slider's last offered value. The page applies both exactly as the
+notebook does (:func:`move` is the same rule in Python, for tests); every value a link or a limit can reach must be
+offered on the web (:func:`web_grid`, :func:`explorer_data` check it).
+
 Files: ``<site>/<lang>/_static/explorers/<name>.js`` for each explorer ``name`` of
 :func:`distlearn.core.explorer.explorer_modules`; results are cached under ``build/web-explorers-cache/`` keyed on
 the source of ``distlearn/``, matplotlib's and numpy's versions, the spec and the language, so a rebuild with unchanged
@@ -61,7 +68,7 @@ CACHE = ROOT / "build" / "web-explorers-cache"
 STATIC = "_static/explorers"
 MAX_SETTINGS = 1000     # settings per explorer (a settings table of ~20 bytes each)
 MAX_RENDERS = 400       # distinct compute() results per explorer: ~0.2 s of matplotlib each, ~0.5 kB of data
-FORMAT = 2              # the data layout and SVG processing: raise it when they change (cache key)
+FORMAT = 3              # the data layout and SVG processing: raise it when they change (cache key)
 
 # The values each web control offers, where an explorer's whole grid is too large (see the module doc). A control
 # not named keeps every option of its notebook control; the notebook default must be among the values given.
@@ -173,6 +180,7 @@ def web_grid(name: str, controls: dict) -> dict[str, list]:
         if control.value not in values:
             raise ValueError(f"{name}.{cname}: the notebook default {control.value!r} must be offered ({values})")
         grid[cname] = [v for v in full if v in values]  # in the control's order
+    web_links(name, controls, grid)  # (raises if a link reaches a value not offered)
     size = 1
     for v in grid.values():
         size *= len(v)
@@ -180,6 +188,62 @@ def web_grid(name: str, controls: dict) -> dict[str, list]:
         raise ValueError(f"{name}: {size} settings > {MAX_SETTINGS}; name fewer values in WEB_OPTIONS[{name!r}] "
                          f"({ {k: len(v) for k, v in grid.items()} })")
     return grid
+
+
+def links_of(module) -> dict:
+    """The explorer's ``LINKS`` table (``{}`` without one)."""
+    return getattr(module, "LINKS", None) or {}
+
+
+def web_links(name: str, controls: dict, grid: dict[str, list], links: dict | None = None) -> dict[str, list]:
+    """Explorer ``name``'s ``LINKS`` (or ``links``) in web form: for each linking control, per offered value (in
+    order), the list of ``[j, [k, ...]]``: linked control number ``j`` (in control order) keeps its option index
+    if it is one of the ``k``, else takes the first. Raises ValueError if the table names no control, or if what a
+    link sets (a plain value, or a tuple's first) is not offered on the web."""
+    if links is None:
+        links = links_of(module_of(name))
+    names = list(controls)
+    out = {}
+    for cname, table in links.items():
+        unknown = ({cname} | {o for rule in table.values() for o in rule}) - set(controls)
+        if unknown:
+            raise ValueError(f"{name}.LINKS names no control {sorted(unknown)} (controls: {names})")
+        rules = []
+        for value in grid[cname]:
+            rule = []
+            for other, want in table.get(value, {}).items():
+                allowed = want if isinstance(want, tuple) else (want,)
+                if allowed[0] not in grid[other]:
+                    raise ValueError(f"{name}.LINKS: {cname}={value!r} sets {other}={allowed[0]!r}, which the web "
+                                     f"control does not offer ({grid[other]}); add it to WEB_OPTIONS[{name!r}]")
+                rule.append([names.index(other), [grid[other].index(v) for v in allowed if v in grid[other]]])
+            rules.append(rule)
+        out[cname] = rules
+    return out
+
+
+def limits_of(module, values: dict) -> tuple:
+    """The explorer's ``limits(values)`` as sorted ``(name, largest value)`` pairs (none without ``limits``)."""
+    if not hasattr(module, "limits"):
+        return ()
+    return tuple(sorted(module.limits(dict(values)).items()))
+
+
+def move(data: dict, index: list[int], i: int, k: int) -> list[int]:
+    """The option indices the page shows after the reader moves control ``i`` to option ``k`` from ``index``: what
+    ``distlearn-explorer.js`` does, in Python (for tests). The links of control ``i``'s new value first (a linked
+    control keeps its index if allowed, else takes the first allowed), then each limited slider brought down to the
+    last option its setting offers."""
+    index = list(index)
+    index[i] = k
+    rules = data["controls"][i].get("links")
+    for j, allowed in (rules[k] if rules else []):
+        if index[j] not in allowed:
+            index[j] = allowed[0]
+    entry = data["settings"].get(".".join(map(str, index)))
+    for j, high in (entry[2] if entry and len(entry) > 2 else []):
+        index[j] = min(index[j], high)
+    return index
 
 
 def settings(grid: dict[str, list]):
@@ -194,10 +258,12 @@ def settings(grid: dict[str, list]):
 @dataclass(frozen=True)
 class Shown:
     """What an explorer shows for one setting: ``parts``, in order, each ``("stdout" | "stderr", text)`` or
-    ``("svg", svg_text)``; ``inactive``: the controls greyed out (its ``active``)."""
+    ``("svg", svg_text)``; ``inactive``: the controls greyed out (its ``active``); ``limits``: each limited slider's
+    last value (its ``limits``, :func:`limits_of`)."""
 
     parts: tuple
     inactive: tuple
+    limits: tuple = ()
 
 
 _SVG_HEAD = re.compile(r"\A.*?(?=<svg\b)", re.S)
@@ -236,7 +302,7 @@ def render_setting(module, values: dict, result=None) -> Shown:
     outputs = base.capture(lambda: module.render(result), on_figure=lambda f: svgs.append(figure_svg(f)))
     parts = [(o["name"], o["text"]) for o in outputs if o["output_type"] == "stream"]
     parts += [("svg", s) for s in svgs]
-    return Shown(tuple(parts), inactive_controls(module, values))
+    return Shown(tuple(parts), inactive_controls(module, values), limits_of(module, values))
 
 
 def inactive_controls(module, values: dict) -> tuple:
@@ -312,6 +378,8 @@ def _explorer_data(name: str, lang: str, log, only) -> dict:
             control.description
         ctl.append({"name": cname, "label": label, "kind": kind_of(control), "values": values,
                     "labels": option_labels(control, values), "default": values.index(control.value)})
+    for cname, rules in web_links(name, controls, grid, links_of(module)).items():
+        ctl[list(controls).index(cname)]["links"] = rules
     pool: dict[str, int] = {}
     outputs: dict[str, int] = {}
     out_list, table = [], {}
@@ -340,6 +408,9 @@ def _explorer_data(name: str, lang: str, log, only) -> dict:
             outputs[enc] = len(out_list)
             out_list.append(json.loads(enc))
         table[key] = [outputs[enc], [list(controls).index(c) for c in inactive_controls(module, values)]]
+        if hasattr(module, "limits"):
+            table[key].append([[list(controls).index(c), _offered_index(name, grid, c, high)]
+                               for c, high in limits_of(module, values)])
         if log and n % 100 == 99:
             log(f"  {name} [{lang}]: {n + 1} settings, {len(drawn)} drawn, {time.perf_counter() - t0:.0f} s")
     reduced = any(len(grid[c]) < len(control_options(controls[c])) for c in controls)
@@ -347,11 +418,22 @@ def _explorer_data(name: str, lang: str, log, only) -> dict:
             "pool": list(pool), "outputs": out_list, "settings": table}
 
 
+def _offered_index(name: str, grid: dict, control: str, value) -> int:
+    """The index of ``value`` among control ``control``'s offered values. Raises ValueError if it is not offered (a
+    limit the web slider could not show)."""
+    if value not in grid[control]:
+        raise ValueError(f"{name}.limits: {control} ends at {value!r}, which the web control does not offer "
+                         f"({grid[control]}); offer it in WEB_OPTIONS[{name!r}]")
+    return grid[control].index(value)
+
+
 def decode(data: dict, key: str) -> Shown:
     """What setting ``key`` shows, read back from ``data`` (what the page's JavaScript does)."""
-    out, inactive = data["settings"][key]
+    out, inactive, *rest = data["settings"][key]
     parts = tuple((kind, "\n".join(data["pool"][i] for i in idx)) for kind, idx in data["outputs"][out])
-    return Shown(parts, tuple(sorted(data["controls"][i]["name"] for i in inactive)))
+    limits = tuple(sorted((data["controls"][j]["name"], data["controls"][j]["values"][k]) for j, k in
+                          (rest[0] if rest else [])))
+    return Shown(parts, tuple(sorted(data["controls"][i]["name"] for i in inactive)), limits)
 
 
 def setting_values(data: dict, key: str) -> dict:
@@ -389,10 +471,13 @@ def _data_problems(data: dict, keys) -> list[str]:
     if [c["name"] for c in data["controls"]] != list(grid):
         problems.append(f"controls {[c['name'] for c in data['controls']]} != {list(grid)}")
         return problems
+    links = web_links(data["name"], controls, grid, links_of(module))
     for c in data["controls"]:
         control = controls[c["name"]]
         if c["values"] != grid[c["name"]] or c["labels"] != option_labels(control, grid[c["name"]]):
             problems.append(f"{c['name']}: offered {c['values']} {c['labels']}")
+        if c.get("links") != links.get(c["name"]):
+            problems.append(f"{c['name']}: links {c.get('links')} != {links.get(c['name'])}")
     for key in (data["settings"] if keys is None else keys):
         if key not in data["settings"]:
             problems.append(f"setting {key} missing")
@@ -404,6 +489,8 @@ def _data_problems(data: dict, keys) -> list[str]:
                          enumerate(zip(want.parts, got.parts)) if w != g), f"{len(got.parts)} parts != {len(want.parts)}")
             if want.inactive != got.inactive:
                 diff = f"greyed out {got.inactive} != {want.inactive}"
+            elif want.limits != got.limits:
+                diff = f"slider ends {got.limits} != {want.limits}"
             problems.append(f"{data['name']} [{data['lang']}] {values}: {diff}")
     return problems
 

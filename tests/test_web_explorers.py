@@ -143,6 +143,121 @@ def test_a_chapter_page_wraps_its_explorer_for_the_live_view():
     assert website.explorer_in_cell("from distlearn.memory import explorer as m\nm.compute()") is None
 
 
+# ---------------------------------------------------------------- controls that move together (issue 39 leftovers)
+def _key(data: dict, **values) -> str:
+    """The setting key of ``values`` (the others at their defaults)."""
+    return ".".join(str(c["values"].index(values[c["name"]]) if c["name"] in values else c["default"])
+                    for c in data["controls"])
+
+
+def test_web_data_carries_the_model_links_and_the_step_limits():
+    """Choosing Mixtral on the web sets E = 8, k = 2 and an EP degree that divides 8, as in the notebook; the Step
+    slider of chapter 02 ends at the operation's last step, and a step past it comes back to it."""
+    from distlearn.collectives import explorer as coll
+
+    exp = wx.explorer_data("experts", "en", only=set())
+    mixtral = next(c for c in exp["controls"] if c["name"] == "model")["values"].index("mixtral-8x7b")
+    start = [c["default"] for c in exp["controls"]]
+    moved = wx.setting_values(exp, ".".join(map(str, wx.move(exp, start, 0, mixtral))))
+    assert (moved["num_experts"], moved["k"], moved["ep"]) == (8, 2, 8), moved
+    assert wx.setting_values(exp, ".".join(map(str, wx.move(exp, start, 1, 0))))["k"] == 8   # E alone: no link
+
+    empty = wx.explorer_data("collectives", "en", only=set())
+    col = wx.explorer_data("collectives", "en", only={_key(empty, **v) for v in (
+        {"world_size": 8, "step": 14}, {"world_size": 8, "step": 7, "operation": "broadcast"},
+        {"world_size": 8, "operation": "broadcast"}, {"world_size": 8, "step": 14, "operation": "broadcast"})})
+    assert wx.data_problems(col, list(col["settings"])) == []
+    at14 = [int(x) for x in _key(col, world_size=8, step=14).split(".")]
+    after = wx.setting_values(col, ".".join(map(str, wx.move(col, at14, 0, 0))))       # → broadcast
+    assert (after["operation"], after["step"]) == ("broadcast", coll.num_steps("broadcast", 8)) == ("broadcast", 7)
+    labels = next(c for c in col["controls"] if c["name"] == "operation")["labels"]
+    assert "all-reduce" in labels and not any("_" in x for x in labels), labels
+
+
+def test_a_wrong_link_or_limit_is_caught(monkeypatch):
+    """A data file whose link or slider end differs from Python's is reported; a link to a value the web control
+    does not offer is refused when the grid is made."""
+    col = wx.explorer_data("collectives", "en", only={"0.1.0.0"})
+    assert wx.data_problems(col, ["0.1.0.0"]) == []
+    col["settings"]["0.1.0.0"][2][0][1] += 1
+    assert any("slider ends" in p for p in wx.data_problems(col, ["0.1.0.0"]))
+    exp = wx.explorer_data("experts", "en", only=set())
+    exp["controls"][0]["links"][0] = []
+    assert any("links" in p for p in wx.data_problems(exp, []))
+    monkeypatch.setattr(wx, "WEB_OPTIONS", {**wx.WEB_OPTIONS, "experts": {**wx.WEB_OPTIONS["experts"],
+                                                                           "num_experts": [256]}})
+    with pytest.raises(ValueError, match="sets num_experts=8"):
+        wx.web_grid("experts", wx.module_of("experts").controls())
+
+
+JS_STATE = """(host) => Array.from(host.querySelectorAll('.distlearn-live-row')).map(r => {
+  const i = r.querySelector('input, select');
+  return [r.dataset.control, i.type === 'checkbox' ? (i.checked ? 1 : 0) : +i.value, i.type === 'range' ? +i.max : -1];
+})"""
+
+
+def write_page(path: Path, datas: list[dict], lang: str = "en") -> None:
+    """A bare page at ``path`` with the site's explorer script and the explorers of ``datas`` (web data), each
+    inline: the script's behaviour without building the site."""
+    script = (ROOT / "website" / "_static" / "distlearn-explorer.js").read_text(encoding="utf-8")
+    path.write_text(f"<!doctype html><html lang='{lang}'><head><meta charset='utf-8'></head><body>"
+                    + "".join(f'<div data-distlearn-explorer="{d["name"]}" data-lang="{lang}"></div>' for d in datas)
+                    + "".join(f"<script>{wx.to_js(d)}</script>" for d in datas) + f"<script>{script}</script>"
+                    + "</body></html>", encoding="utf-8")
+
+
+@pytest.mark.slow
+def test_page_script_applies_links_and_limits_as_python_does(tmp_path):
+    """The site's own script in headless Chromium, on a page with two explorers' data (a few settings): choosing
+    Mixtral moves the E, k and ep controls to the setting :func:`move` gives, and the Step slider's end follows
+    the operation (a step past it is brought back, as shown)."""
+    if bh.find_chromium() is None:
+        pytest.skip("needs Chromium")
+    from playwright.sync_api import sync_playwright
+
+    exp = wx.explorer_data("experts", "en", only=set())
+    start = [c["default"] for c in exp["controls"]]
+    mixtral = exp["controls"][0]["values"].index("mixtral-8x7b")
+    want = wx.move(exp, start, 0, mixtral)
+    exp = wx.explorer_data("experts", "en", only={".".join(map(str, start)), ".".join(map(str, want))})
+    empty = wx.explorer_data("collectives", "en", only=set())
+    keys = {_key(empty, world_size=8, step=s, operation=op) for s in (0, 7, 14) for op in ("broadcast", "all_reduce")}
+    keys |= {_key(empty, world_size=4, step=s) for s in range(7)}
+    col = wx.explorer_data("collectives", "en", only=keys)
+    write_page(tmp_path / "page.html", [exp, col])
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path=bh.find_chromium(), args=bh.CHROMIUM_FLAGS)
+        try:
+            page = browser.new_page()
+            errors = []
+            page.on("pageerror", lambda e: errors.append(str(e)))
+            page.goto((tmp_path / "page.html").as_uri(), wait_until="load")
+            page.wait_for_function("document.querySelectorAll('.distlearn-live-ready').length === 2", timeout=30000)
+            ex, co = '[data-distlearn-explorer="experts"]', '[data-distlearn-explorer="collectives"]'
+            res = _move(page, ex, exp["controls"][0], mixtral)
+            assert [int(x) for x in res["key"].split(".")] == want and res["parts"], res["key"]
+            shown = {n: v for n, v, _ in page.evaluate(JS_STATE, page.query_selector(ex))}
+            assert [shown[c["name"]] for c in exp["controls"] if c["kind"] != "checkbox"] == want
+            state = {n: (v, hi) for n, v, hi in page.evaluate(JS_STATE, page.query_selector(co))}
+            assert state["step"] == (0, 6)                                   # all-reduce on 4 ranks: 6 steps
+            ctl = {c["name"]: c for c in col["controls"]}
+            _move(page, co, ctl["world_size"], ctl["world_size"]["values"].index(8))
+            _move(page, co, ctl["step"], 14)
+            res = _move(page, co, ctl["operation"], ctl["operation"]["values"].index("broadcast"))
+            assert wx.setting_values(col, res["key"])["step"] == 7, res["key"]
+            state = {n: (v, hi) for n, v, hi in page.evaluate(JS_STATE, page.query_selector(co))}
+            assert state["step"] == (7, 7) and not errors, (state, errors)
+            with wx.language("en"):
+                python = wx.render_setting(wx.module_of("collectives"), wx.setting_values(col, res["key"]))
+            assert normalised(res["parts"]) == normalised(python_view(python))   # broadcast's step 7 of 7, shown
+
+            res = _move(page, co, ctl["operation"], ctl["operation"]["values"].index("all_reduce"))
+            state = {n: (v, hi) for n, v, hi in page.evaluate(JS_STATE, page.query_selector(co))}
+            assert state["step"] == (7, 14) and wx.setting_values(col, res["key"])["step"] == 7
+        finally:
+            browser.close()
+
+
 # ---------------------------------------------------------------- the built site in headless Chromium (extended)
 OUT = ROOT / "build" / "site-explorers-test"
 
@@ -265,15 +380,21 @@ def sweep(page, sel: str, data: dict, module, rel: str, timings: list) -> list[s
             live = [[int(x) for x in k.split(".")] for k, v in data["settings"].items() if i not in v[1]]
             base = min(live, key=lambda idx: sum(a != b for a, b in zip(idx, defaults)))
         _go_to(page, sel, data, base)
-        for k in list(range(len(c["values"]))) + [base[i]]:
+        base = [int(x) for x in page.evaluate("(s) => document.querySelector(s).dataset.setting", sel).split(".")]
+        # a limited slider offers its options up to its setting's end only (chapter 02's step)
+        entry = data["settings"][".".join(map(str, base))]
+        high = dict(map(tuple, entry[2] if len(entry) > 2 else [])).get(i, len(c["values"]) - 1)
+        if page.evaluate(JS_CONTROLS, page.query_selector(sel))[i]["n"] != high + 1:
+            problems.append(f"{rel} {name}.{c['name']}: the slider offers options past its end {high}")
+        for k in list(range(high + 1)) + [base[i]]:
             res = _move(page, sel, c, k)
-            index = list(base)
-            index[i] = k
+            index = wx.move(data, base, i, k)   # links of the new value and slider ends, as the page applies them
             key = ".".join(map(str, index))
             timings.append(res["ms"])
             if res["key"] != key:
                 problems.append(f"{rel} {name}.{c['name']}={c['values'][k]}: shows setting {res['key']}, not {key}")
                 continue
+            base = index                        # (a link may have moved other controls: the next move starts here)
             values = wx.setting_values(data, key)
             shown = wx.render_setting(module, values)
             if normalised(res["parts"]) != normalised(python_view(shown)):

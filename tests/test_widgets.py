@@ -684,3 +684,126 @@ def test_chapter_cells_that_read_a_compute_result_check_it_first():
                 if call.group(1) in MODULES and not cell[:call.start()].rstrip().endswith("checked("):
                     unchecked.append(f"{md.name}: {cell[call.start():call.start() + 60]}")
     assert unchecked == []
+
+
+# ---------------------------------------------------------------- controls that move together (issue 39 leftovers)
+def control_options(control) -> list:
+    """Every value ``control`` can show: an integer slider's every step, a drop-down's or slider's options."""
+    if isinstance(control, W.IntSlider):
+        return list(range(control.min, control.max + 1, control.step))
+    return [o[1] if isinstance(o, tuple) else o for o in control.options]
+
+
+@pytest.mark.parametrize("name", [n for n in MODULES if getattr(importlib.import_module(explorer_modules()[n]),
+                                                                "LINKS", None)])
+def test_every_link_sets_values_its_controls_offer_and_computes(name):
+    """A LINKS table reaches only values its controls can show (a tuple's every value), and the setting a link
+    makes from the defaults computes without an error."""
+    mod = importlib.import_module(explorer_modules()[name])
+    controls = mod.controls()
+    defaults = {n: c.value for n, c in controls.items()}
+    for cname, table in mod.LINKS.items():
+        for value, rule in table.items():
+            assert base.control_problem(cname, controls[cname], value) is None, (cname, value)
+            for other, want in rule.items():
+                for v in (want if isinstance(want, tuple) else (want,)):
+                    assert v in control_options(controls[other]), (other, v)
+            values = {**defaults, cname: value}
+            values.update(base.linked_values(mod.LINKS, cname, value, values))
+            assert "error" not in mod.compute(**values), values
+
+
+def test_choosing_mixtral_sets_its_experts_and_k_in_one_render():
+    """Issue 39 leftovers, item 1: "mixtral-8x7b" kept DeepSeek-V3's 256 experts and k = 8. The model's own E and k
+    (MOE_PRESETS), an EP degree that divides E, one render; the reader may move them afterwards."""
+    from distlearn.core.models import MOE_PRESETS
+    from distlearn.experts import explorer as experts
+
+    box = experts.explorer()
+    c = box.controls
+    c["model"].value = "mixtral-8x7b"
+    mixtral = MOE_PRESETS["mixtral-8x7b"]
+    assert (c["num_experts"].value, c["k"].value) == (mixtral.num_experts, mixtral.experts_per_token) == (8, 2)
+    assert c["ep"].value == 8 and box.renders == 2
+    assert "error" not in experts.compute(**box.values())
+    assert "k = 2 →" in box.output.outputs[0]["text"]
+    c["k"].value = 1                                   # still the reader's to move
+    c["ep"].value = 2
+    assert box.values()["k"] == 1 and c["model"].value == "mixtral-8x7b"
+    c["model"].value = "deepseek-v3"                   # ep = 2 still divides 256: kept
+    assert (c["num_experts"].value, c["k"].value, c["ep"].value) == (256, 8, 2)
+
+
+def test_a_link_keeps_a_value_still_allowed_and_replaces_one_that_is_not():
+    links = {"model": {"a": {"n": 8, "ep": (8, 4, 2, 1)}}}
+    assert base.linked_values(links, "model", "a", {"n": 256, "ep": 2}) == {"n": 8}
+    assert base.linked_values(links, "model", "a", {"n": 256, "ep": 64}) == {"n": 8, "ep": 8}
+    assert base.linked_values(links, "model", "b", {"n": 256, "ep": 64}) == {}
+    assert base.linked_values(links, "ep", 4, {"n": 256, "ep": 64}) == {}
+
+
+def test_pipeline_chunks_grey_out_unless_the_schedule_interleaves_and_schedules_are_named():
+    """Issue 39 leftovers, item 2: with DualPipe the chunks v stayed live and the note said "dualpipe"."""
+    from distlearn.core import i18n
+    from distlearn.pipeline_parallel import explorer as pipeline
+
+    box = pipeline.explorer()
+    v, w, schedule = box.controls["num_chunks"], box.controls["wgrad_share"], box.controls["schedule"]
+    assert v.disabled and w.disabled                        # 1F1B: one chunk per stage, no split backward
+    for name, chunks, split in (("dualpipe", False, True), ("interleaved-1f1b", True, False),
+                                ("interleaved-zb", True, True), ("zbv", False, True), ("gpipe", False, False)):
+        schedule.value = name
+        assert (not v.disabled, not w.disabled) == (chunks, split), name
+    before = i18n.get_language()
+    try:
+        for lang, label in (("en", "DualPipe has a fixed layout"), ("zh", "DualPipe 的布局是固定的")):
+            i18n.set_language(lang)
+            text_, _, _ = shown(pipeline, {**box.values(), "schedule": "dualpipe", "num_chunks": 2})
+            assert label in text_ and "dualpipe" not in text_, text_
+    finally:
+        i18n.set_language(before)
+
+
+def test_collective_step_slider_ends_at_the_operations_last_step():
+    """Issue 39 leftovers, item 3: the Step slider ran 0–14 whatever the operation. Its end is now the operation's
+    own last step, which compute (the VirtualCluster run) confirms: the end shows a step of its own, one past it
+    shows the same (compute clamps), and a value past a new end comes back to it."""
+    from distlearn.collectives import explorer as coll
+    from distlearn.core.comm import OPERATIONS
+
+    for op in OPERATIONS:
+        for ws in range(2, coll.MAX_WS + 1):
+            high = coll.limits({"operation": op, "world_size": ws})["step"]
+            assert coll.compute(operation=op, world_size=ws, step=high)["step"] == high
+            assert coll.compute(operation=op, world_size=ws, step=high + 1)["step"] == high
+            assert coll.compute(operation=op, world_size=ws, step=high - 1)["step"] == high - 1
+            assert high == (2 * (ws - 1) if op == "all_reduce" else ws - 1)      # ring / chain closed forms
+    box = coll.explorer()
+    c = box.controls
+    assert c["step"].max == 6                                  # all-reduce on 4 ranks
+    c["world_size"].value = 8
+    c["step"].value = 14
+    c["operation"].value = "broadcast"
+    assert (c["step"].max, c["step"].value) == (7, 7) and box.renders == 4
+    c["operation"].value = "all_reduce"
+    assert (c["step"].max, c["step"].value) == (14, 7)
+
+
+def test_collective_names_in_the_english_explorer_are_labels_not_identifiers():
+    from distlearn.collectives import explorer as coll
+    from distlearn.core import i18n
+
+    before = i18n.get_language()
+    try:
+        i18n.set_language("en")
+        box = coll.explorer()
+        labels = [o[0] for o in box.controls["operation"].options]
+        assert "all-reduce" in labels and not any("_" in label for label in labels), labels
+        import matplotlib.pyplot as plt
+        titles = []
+        base.capture(lambda: coll.render(coll.compute(operation="reduce_scatter")),
+                     on_figure=lambda f: titles.extend(ax.get_title() for ax in f.axes))
+        assert titles[0].startswith("reduce-scatter: step 0/3"), titles
+        plt.close("all")
+    finally:
+        i18n.set_language(before)

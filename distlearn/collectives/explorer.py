@@ -3,6 +3,8 @@ many ranks' data it already contains), the messages of that step, and the bytes 
 message of the chosen size."""
 from __future__ import annotations
 
+import functools
+
 import matplotlib.pyplot as plt
 import numpy as np
 
@@ -34,6 +36,11 @@ def op_label_zh(operation: str) -> str:
     return f"{OP_LABELS_ZH.get(operation, zh_name(operation))}（{operation}）"
 
 
+# English names of the collectives (glossary), for the drop-down and the plot title: "all-reduce", not "all_reduce".
+OP_NAMES_EN = read_only({"broadcast": "broadcast", "reduce": "reduce", "all_reduce": "all-reduce",
+                         "all_gather": "all-gather", "reduce_scatter": "reduce-scatter", "all_to_all": "all-to-all"})
+
+
 # Glossary names (docs/glossary.md) of the collectives, for labels.
 OP_LABELS_ZH = read_only({"broadcast": "广播 Broadcast", "reduce": "规约 Reduce", "all_reduce": "全规约 AllReduce",
                 "all_gather": "全收集 AllGather", "reduce_scatter": "规约-分散 ReduceScatter",
@@ -62,6 +69,19 @@ def run_steps(operation: str, world_size: int):
         return c, 4 * n * 8  # the output
     c.run(operation, xs)
     return c, xs[0].nbytes
+
+
+@functools.lru_cache(maxsize=None)
+def num_steps(operation: str, world_size: int) -> int:
+    """How many steps ``operation`` takes on ``world_size`` ranks in :class:`~distlearn.core.comm.VirtualCluster`
+    (step 0, the start, not counted): n − 1 for a chain or ring of one phase, 2(n − 1) for the ring all-reduce."""
+    return len(run_steps(operation, world_size)[0].steps) - 1
+
+
+def limits(values: dict) -> dict:
+    """The Step slider ends at the chosen operation's last step on the chosen world size (all-reduce on 8 ranks:
+    14; broadcast on 4: 3), so that it offers no step that does not exist."""
+    return {"step": num_steps(values["operation"], values["world_size"])}
 
 
 @base.within_controls(lambda: controls())
@@ -113,7 +133,7 @@ def render(result: dict) -> None:
     fig, (ax1, ax2) = plots.new_figure(10, 3.6, ncols=2)
     draw_holdings(ax1, hold, result["vmax"])
     op, phase = result["operation"], result["phase"]
-    plots.title(ax1, f"{op}: step {result['step']}/{result['num_steps']} ({phase})",
+    plots.title(ax1, f"{OP_NAMES_EN.get(op, op)}: step {result['step']}/{result['num_steps']} ({phase})",
                 f"{zh_name(op)}：第 {result['step']}/{result['num_steps']} 步（{zh_name(phase)}）")
     ax2.bar(range(n), result["bytes_sent"] / 1e6, color=plots.COLORS["comm"])
     ax2.axhline(result["formula_per_rank"] / 1e6, color="k", ls="--", lw=1)
@@ -137,7 +157,8 @@ def formula_title(operation: str) -> tuple[str, str]:
 
 
 def controls() -> dict:
-    return {"operation": base.dropdown(L_OP, [((op, op_label_zh(op)), op) for op in OPERATIONS], "all_reduce"),
+    return {"operation": base.dropdown(L_OP, [((OP_NAMES_EN[op], op_label_zh(op)), op) for op in OPERATIONS],
+                                       "all_reduce"),
             "world_size": base.int_slider(L_WS, 4, 2, MAX_WS),
             "step": base.int_slider(L_STEP, 0, 0, 2 * (MAX_WS - 1)),
             "message_mb": base.log2_slider(L_MB, 64, 1, 1024)}
@@ -145,4 +166,4 @@ def controls() -> dict:
 
 def explorer():
     return base.build(controls(), lambda **kw: compute(**kw), render,
-                      title=bi("Collectives step by step", "集合通信逐步演示"))
+                      title=bi("Collectives step by step", "集合通信逐步演示"), limits=limits)

@@ -45,6 +45,16 @@ otherwise (an untrusted notebook never renders widget views, whatever the kernel
 Tests call ``compute`` at every control's extremes through :func:`extreme_settings` and move every control
 through its range through :func:`range_settings` (``tests/test_widgets.py``).
 
+Controls that move together (issue 39 leftovers). An explorer may give ``links``, a table "when control X takes
+value v, set these controls": ``{"model": {"mixtral-8x7b": {"num_experts": 8, "k": 2, "ep": (8, 4, 2, 1)}}}``. A
+plain value is set; a tuple means "keep the current value if it is one of these, else take the first" (an EP degree
+that still divides the new number of experts stays). It applies when the reader changes X, never at start-up, and
+the reader may move the other controls afterwards. An explorer may also give ``limits(values) -> {name: max}``: the
+largest value an integer slider offers under the other values (chapter 02's step slider: each collective has its
+own number of steps); the slider's end follows at once and a value beyond it is brought back to it. The website's
+explorers (``authoring/web_explorers.py``, ``website/_static/distlearn-explorer.js``) honour both, from the same
+``LINKS`` table and ``limits`` function.
+
 Labels (a control's description, a drop-down's or slider's option labels, the title) may be a
 :class:`~distlearn.core.i18n.Text`, an ``(en, zh)`` pair or a plain string; the first two follow the language switch
 live: after :func:`distlearn.set_language` every explorer on screen relabels its controls (keeping their values)
@@ -423,6 +433,28 @@ def _guard_inline_flush() -> None:
             callbacks[i] = _MainThreadFlush(hook, threading.get_ident())
 
 
+# ---------------------------------------------------------------- controls that move together
+def linked_values(links: dict | None, name: str, value, values: dict) -> dict:
+    """The controls that change when control ``name`` takes ``value`` (the others at ``values``), by the explorer's
+    ``links`` table (see the module doc): ``{other: new value}``, only those whose value changes. A plain value in
+    the table is taken; a tuple keeps the current value if it is in the tuple, else takes the tuple's first."""
+    out = {}
+    for other, want in ((links or {}).get(name, {}).get(value, {})).items():
+        allowed = want if isinstance(want, tuple) else (want,)
+        if values.get(other) not in allowed:
+            out[other] = allowed[0]
+    return out
+
+
+def limited_values(limits: Callable[[dict], dict] | None, values: dict) -> dict:
+    """``values`` with each slider that ``limits(values)`` bounds brought back to at most its bound (a new dict)."""
+    out = dict(values)
+    for name, high in (limits(dict(values)) if limits else {}).items():
+        if out[name] > high:
+            out[name] = high
+    return out
+
+
 # ---------------------------------------------------------------- the explorer
 def _main_loop():
     """The running kernel's main-thread IO loop (tornado), or None outside a kernel."""
@@ -437,11 +469,16 @@ def _main_loop():
 class Explorer(W.VBox):
     """Controls above an output area that shows ``render(compute(**values))``; see the module doc for how updates
     run. ``controls`` maps ``compute``'s parameter names to widgets; ``active(values)`` (optional) says which
-    controls matter for ``values`` (``{name: bool}``): the others are greyed out."""
+    controls matter for ``values`` (``{name: bool}``): the others are greyed out. ``links`` (optional): the
+    controls a control's new value sets (:func:`linked_values`); ``limits(values)`` (optional): the largest value
+    of integer sliders under the other values (:func:`limited_values`)."""
 
     def __init__(self, controls: dict[str, W.Widget], compute: Callable[..., dict], render: Callable[[dict], None],
-                 title: Label | None = None, active: Callable[[dict], dict] | None = None):
+                 title: Label | None = None, active: Callable[[dict], dict] | None = None,
+                 links: dict | None = None, limits: Callable[[dict], dict] | None = None):
         self.controls, self._compute, self._render, self._active = controls, compute, render, active
+        self._links, self._limits = links, limits
+        self._adjusting = False              # set while links or limits move controls: their changes are ours
         self.output = W.Output()
         self.status = W.HTML("")             # "⏳ updating… / 更新中…" while pending, empty otherwise
         self.renders = 0                     # how many times the output area was filled
@@ -453,6 +490,7 @@ class Explorer(W.VBox):
         super().__init__(([self._header] if self._header else []) + [W.VBox(list(controls.values())), self.status,
                                                                       self.output])
         self.add_class("distlearn-explorer")
+        self._adjust()
         for c in controls.values():
             c.observe(self._changed, names="value")
         self.refresh()
@@ -485,6 +523,21 @@ class Explorer(W.VBox):
         """The output shows the newest values again (call with ``self._lock`` held)."""
         self.output.remove_class(PENDING)
         self.status.value = ""
+
+    def _adjust(self, change=None) -> None:
+        """Set the controls that ``change`` (a control's value change) links to, then bring every limited slider's
+        end (and value) to what the other values allow; the value changes this makes trigger nothing."""
+        self._adjusting = True
+        try:
+            if change is not None and self._links:
+                name = next((n for n, c in self.controls.items() if c is change["owner"]), None)
+                for other, value in linked_values(self._links, name, change["new"], self.values()).items():
+                    self.controls[other].value = value
+            if self._limits is not None:
+                for name, high in self._limits(self.values()).items():
+                    self.controls[name].max = high   # ipywidgets brings a value above it down to it
+        finally:
+            self._adjusting = False
 
     def _apply_active(self, values: dict) -> None:
         """Grey out the controls that do not matter for ``values``."""
@@ -533,9 +586,10 @@ class Explorer(W.VBox):
         self._forget_language()
         super().close()
 
-    def _changed(self, _change=None) -> None:
-        if self._relabelling:
+    def _changed(self, change=None) -> None:
+        if self._relabelling or self._adjusting:
             return
+        self._adjust(change)               # linked controls and slider ends first: one render of the outcome
         self._apply_active(self.values())  # at once: a control that no longer applies must not look live
         loop = _main_loop()
         if loop is None:  # plain Python: no threads, no front end to race with
@@ -578,10 +632,12 @@ class Explorer(W.VBox):
 
 
 def build(controls: dict[str, W.Widget], compute: Callable[..., dict], render: Callable[[dict], None],
-          title: Label | None = None, active: Callable[[dict], dict] | None = None) -> Explorer:
+          title: Label | None = None, active: Callable[[dict], dict] | None = None, links: dict | None = None,
+          limits: Callable[[dict], dict] | None = None) -> Explorer:
     """Lay out ``controls`` above an output area that shows ``render(compute(**values))`` after every change, and
-    again, relabelled, after every language change (:func:`distlearn.set_language`)."""
-    return Explorer(controls, compute, render, title=title, active=active)
+    again, relabelled, after every language change (:func:`distlearn.set_language`). ``active``, ``links`` and
+    ``limits``: see :class:`Explorer` and the module doc."""
+    return Explorer(controls, compute, render, title=title, active=active, links=links, limits=limits)
 
 
 # ---------------------------------------------------------------- values for tests

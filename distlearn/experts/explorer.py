@@ -33,6 +33,15 @@ TITLE = text("experts.title", "Mixture of experts: routing, capacity and expert 
              "混合专家：路由、容量与专家并行")
 
 
+EP_OPTIONS = (1, 2, 4, 8, 16, 32, 64)   # the EP slider's values
+# Choosing a model shape sets E and k to that model's own (Mixtral 8×7B: 8 experts, top-2; DeepSeek-V3: 256, top-8),
+# and ep to the largest option dividing E unless the current one still does (a tuple: keep if in it, else its
+# first); the reader may move them afterwards / 选择模型形状时，E 和 k 取该模型自己的值，ep 不再整除 E 时取能整除的最大值
+LINKS = {"model": {name: {"num_experts": cfg.num_experts, "k": cfg.experts_per_token,
+                          "ep": tuple(sorted((d for d in EP_OPTIONS if cfg.num_experts % d == 0), reverse=True))}
+                   for name, cfg in MOE_PRESETS.items()}}
+
+
 @base.within_controls(lambda: controls())
 def compute(model: str = "deepseek-v3", num_experts: int = 256, k: int = 8, capacity_factor: float = 1.25,
             ep: int = 64, skew: float = 0.25, dp: int = 2048) -> dict:
@@ -87,7 +96,7 @@ def controls() -> dict:
         "k": base.int_slider(L_K, 8, 1, 8),
         "capacity_factor": base.selection_slider(L_CF, [("1.0", 1.0), ("1.25", 1.25), ("1.5", 1.5), ("2.0", 2.0),
                                                         ("4.0", 4.0), (L_NONE, 0.0)], 1.25),  # 0: no limit
-        "ep": base.log2_slider(L_EP, 64, 1, 64),
+        "ep": base.log2_slider(L_EP, 64, EP_OPTIONS[0], EP_OPTIONS[-1]),
         "skew": base.float_slider(L_SKEW, 0.25, 0.0, 2.0, 0.25),
         "dp": base.log2_slider(L_DP, 2048, 8, 2048),
     }
@@ -137,4 +146,4 @@ def render(res: dict) -> None:
 
 def explorer():
     """The chapter-11 explorer widget."""
-    return base.build(controls(), compute, render, title=TITLE)
+    return base.build(controls(), compute, render, title=TITLE, links=LINKS)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from distlearn.core.i18n import bi, text
 from distlearn.pipeline_parallel import zero_bubble
+from distlearn.pipeline_parallel.plots import NAMES
 from distlearn.pipeline_parallel.schedules import ALL_SCHEDULES, closed_form, simulate
 from distlearn.pipeline_parallel.zero_bubble import ZERO_BUBBLE_SCHEDULES
 from distlearn.core.validate import DistlearnValueError
@@ -18,6 +19,7 @@ T_MB = text("pipeline.num_microbatches_short", "micro-batches m", "微批次数 
 T_CHUNKS = text("pipeline.num_chunks", "chunks per stage v", "每阶段模型块数 v")
 T_RATIO = text("pipeline.bwd_ratio", "backward / forward time", "反向 / 前向 耗时比")
 T_P2P = text("pipeline.p2p_time", "p2p time (× forward)", "点对点通信时间（× 前向）")
+INTERLEAVED = ("interleaved-1f1b", "interleaved-zb")   # the schedules whose number of chunks v the reader picks
 T_WSHARE = text("pipeline.wgrad_share", "weight-gradient share of the backward (W / B)", "反向中权重梯度的占比（W / B）")
 
 
@@ -69,7 +71,8 @@ def _compute_split(schedule, p, m, num_chunks, bwd_ratio, p2p_time, wgrad_share)
     v = num_chunks if schedule == "interleaved-zb" else 1
     note = ""
     if schedule != "interleaved-zb" and num_chunks > 1:
-        note = bi(f"chunks: {schedule} has a fixed layout.", f"模型块数：{schedule} 的布局是固定的。")
+        en, zh = NAMES[schedule]
+        note = bi(f"chunks: {en} has a fixed layout (v is not used).", f"模型块数：{zh} 的布局是固定的（不使用 v）。")
     try:
         r = simulate(schedule, p, m, fwd_time=1.0, bwd_time=bwd_ratio, wgrad_time=wgrad_share * bwd_ratio,
                      num_chunks=v, p2p_time=p2p_time)
@@ -119,5 +122,11 @@ def render(out: dict) -> None:
     plt.show()
 
 
+def active(values: dict) -> dict:
+    """Which controls matter: the chunks v only for the interleaved schedules (the others have one chunk per stage,
+    or the fixed two of ZB-V, DualPipeV and DualPipe), the weight-gradient share only when the backward is split."""
+    return {"num_chunks": values["schedule"] in INTERLEAVED, "wgrad_share": values["schedule"] in ZERO_BUBBLE_SCHEDULES}
+
+
 def explorer():
-    return base.build(controls(), compute, render, title=T_TITLE)
+    return base.build(controls(), compute, render, title=T_TITLE, active=active)

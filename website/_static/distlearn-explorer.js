@@ -6,6 +6,12 @@
  * DecompressionStream. It then puts the notebook's controls above the output and, on every move, shows the
  * stored text and SVG figure of that setting. Nothing is computed here and nothing is fetched from outside
  * the site. Without JavaScript, or without DecompressionStream, the static picture stays.
+ *
+ * Controls that move together, as in the notebook (distlearn/core/explorer.py): a control's "links" list, per
+ * offered value, the controls that value sets ([j, allowed option indices]: control j keeps its index if allowed,
+ * else takes the first); a setting's third entry lists each limited slider's last option ([j, k]): the slider
+ * offers no option past it, and a value past it is brought back to it. authoring/web_explorers.py's move() is the
+ * same rule in Python.
  */
 (function () {
   "use strict";
@@ -60,6 +66,7 @@
     var out = live.appendChild(el("div", {"class": "distlearn-live-output", "aria-live": "polite"}));
     var index = data.controls.map(function (c) { return c["default"]; });
     var inputs = [];
+    var readouts = [];  // a slider's value as text, by control number
     var texts = {};  // decoded output parts, by output number
     var nodes = {};  // their elements
 
@@ -75,20 +82,20 @@
         input.addEventListener("change", function () {
           var k = c.values.indexOf(input.checked);
           if (k < 0) { input.checked = !input.checked; return; }
-          index[i] = k; update();
+          index[i] = k; follow(i); update();
         });
       } else if (c.kind === "select") {
         input = row.appendChild(el("select", {id: id}));
         c.labels.forEach(function (l, k) { input.appendChild(el("option", {value: String(k)}, l)); });
         input.value = String(c["default"]);
-        input.addEventListener("change", function () { index[i] = +input.value; update(); });
+        input.addEventListener("change", function () { index[i] = +input.value; follow(i); update(); });
       } else {
         input = row.appendChild(el("input", {type: "range", id: id, min: "0", max: String(c.values.length - 1),
                                             step: "1"}));
         input.value = String(c["default"]);
         shown = row.appendChild(el("output", {"for": id}, c.labels[c["default"]]));
         input.addEventListener("input", function () {
-          index[i] = +input.value; shown.textContent = c.labels[index[i]]; update();
+          index[i] = +input.value; shown.textContent = c.labels[index[i]]; follow(i); update();
         });
       }
       if (fixed) {
@@ -97,7 +104,32 @@
         row.appendChild(el("span", {"class": "distlearn-live-fixed-note"}, "(" + note[1] + ")"));
       }
       inputs.push(input);
+      readouts.push(shown);
     });
+
+    function sync(j) {  // show control j at option index[j] (after a link or a limit moved it)
+      var c = data.controls[j], input = inputs[j];
+      if (c.kind === "checkbox") input.checked = c.values[index[j]] === true;
+      else input.value = String(index[j]);
+      if (readouts[j]) readouts[j].textContent = c.labels[index[j]];
+    }
+
+    function follow(i) {  // the controls that control i's new value sets
+      var rules = data.controls[i].links;
+      (rules ? rules[index[i]] : []).forEach(function (r) {
+        if (r[1].indexOf(index[r[0]]) < 0) { index[r[0]] = r[1][0]; sync(r[0]); }
+      });
+    }
+
+    function limit(entry) {  // each limited slider ends at its setting's last option; true if a value moved
+      var moved = false;
+      ((entry && entry[2]) || []).forEach(function (l) {
+        inputs[l[0]].max = String(l[1]);
+        if (index[l[0]] > l[1]) { index[l[0]] = l[1]; moved = true; }
+        sync(l[0]);
+      });
+      return moved;
+    }
 
     function part(o) {
       if (!texts[o]) {
@@ -124,6 +156,7 @@
       var t0 = performance.now();
       var key = index.join(".");
       var entry = data.settings[key];
+      if (limit(entry)) { key = index.join("."); entry = data.settings[key]; }
       out.textContent = "";
       if (!entry) {
         out.appendChild(el("p", {"class": "distlearn-live-missing"}, note[2]));
