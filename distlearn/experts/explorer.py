@@ -18,6 +18,7 @@ from distlearn.core.hardware import get_gpu
 from distlearn.core.i18n import bi, text
 from distlearn.core.models import MOE_PRESETS
 from distlearn.core import explorer as base
+from distlearn.core.guard import read_only
 
 TOKENS = 4096
 GPU = "h100-80gb"
@@ -37,9 +38,10 @@ EP_OPTIONS = (1, 2, 4, 8, 16, 32, 64)   # the EP slider's values
 # Choosing a model shape sets E and k to that model's own (Mixtral 8×7B: 8 experts, top-2; DeepSeek-V3: 256, top-8),
 # and ep to the largest option dividing E unless the current one still does (a tuple: keep if in it, else its
 # first); the reader may move them afterwards / 选择模型形状时，E 和 k 取该模型自己的值，ep 不再整除 E 时取能整除的最大值
-LINKS = {"model": {name: {"num_experts": cfg.num_experts, "k": cfg.experts_per_token,
-                          "ep": tuple(sorted((d for d in EP_OPTIONS if cfg.num_experts % d == 0), reverse=True))}
-                   for name, cfg in MOE_PRESETS.items()}}
+LINKS = read_only({"model": {name: {"num_experts": cfg.num_experts, "k": cfg.experts_per_token,
+                                    "ep": tuple(sorted((d for d in EP_OPTIONS if cfg.num_experts % d == 0),
+                                                       reverse=True))}
+                             for name, cfg in MOE_PRESETS.items()}})
 
 
 @base.within_controls(lambda: controls())
