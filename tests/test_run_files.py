@@ -121,3 +121,31 @@ def test_argparse_messages_with_a_positional_placeholder_speak_every_language(ca
         assert expected[1] in capsys.readouterr().err
     finally:
         i18n.set_language(old)
+
+
+def test_run_names_are_never_dropped(tmp_path, capsys):
+    """Two runs of one file with the same name are an error naming it; the same name in two files keeps both, the
+    second named by its file (audit: one run silently replaced the other)."""
+    run = _one_run(name="y")
+    with pytest.raises(DistlearnValueError) as info:
+        run_files.load_runs(_write(tmp_path, {"runs": [run, run]}))
+    assert info.value.param == "name" and "y" in info.value.en and "名字" in info.value.zh
+    a, b = _write(tmp_path, run, "a.json"), _write(tmp_path, run, "b.json")
+    assert main(["compare", a, b]) == 0
+    out = capsys.readouterr().out
+    assert "y:" in out and "b.json: y:" in out and "2 runs" in out
+
+
+def test_a_gpu_with_changes_takes_part_of_a_node_like_a_preset(tmp_path):
+    """{"preset": ..., changes} is a GPU object: 4 of a node's 8 GPUs make one smaller node, as the preset's name
+    does (it failed with 'num_nodes must be ≥ 1'); 12 is refused naming num_gpus."""
+    small = dict(model="llama3-8b", num_gpus=4, global_batch=16, seq_len=4096, precision="mixed",
+                 count="model-causal", plan={"dp": 4, "tp": 1, "pp": 1, "zero_stage": 3, "num_microbatches": 4},
+                 published_tokens_per_gpu=9000.0)
+    by_name = run_files.run_from_json({**small, "gpu": "h100-80gb"})
+    changed = run_files.run_from_json({**small, "gpu": {"preset": "h100-80gb", "network_bw": 25e9}})
+    assert P.compare_run(by_name)["ratio"] == pytest.approx(P.compare_run(changed)["ratio"], rel=1e-12)
+    with pytest.raises(DistlearnValueError) as info:
+        P.compare_run(run_files.run_from_json({**small, "num_gpus": 12, "global_batch": 12, "plan": {"dp": 12, "tp": 1, "pp": 1},
+                                               "gpu": {"preset": "h100-80gb"}}))
+    assert info.value.param == "num_gpus"

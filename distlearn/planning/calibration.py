@@ -153,9 +153,9 @@ class _Locked:
 
 
 def _cluster(run) -> Cluster:
-    gpu = run["gpu"]
-    return make_cluster(gpu, run["num_gpus"]) if isinstance(gpu, str) else Cluster(gpu, run["num_gpus"] //
-                                                                                     gpu.gpus_per_node)
+    """The run's cluster: :func:`~distlearn.core.hardware.make_cluster` of its GPU (a preset name or a GPU) and its
+    GPU count (part of one node, or whole nodes; a bad count is a bilingual error naming num_gpus)."""
+    return make_cluster(run["gpu"], run["num_gpus"])
 
 
 def check_run(run) -> dict:
@@ -376,7 +376,8 @@ def validation_report() -> ValidationReport:
 @dataclass(frozen=True)
 class Step:
     """One step of :func:`deepseek_steps`: what changes (en, zh), the options it times with, its ratio predicted /
-    published; ``upper_bound`` marks the DualPipe bound, printed beside the chain of steps and not a step of it
+    published; ``upper_bound`` marks the DualPipe what-if (every all-to-all hidden, 1F1B's bubble kept: not a strict bound, as
+    DualPipe also shrinks the bubble), printed beside the chain of steps and not a step of it
     (the next step continues from the one before it)."""
 
     label: str
@@ -423,8 +424,9 @@ def deepseek_steps() -> list[Step]:
     e = last["estimate"]
     p = e.plan
     hidden = e.time["total"] - e.time["ep_comm"] * (1 + (p.pp - 1) / p.num_microbatches)
-    out.append(Step("DualPipe bound: every expert all-to-all hidden (§3.2.1)",
-                    "DualPipe 上限：专家 AllToAll 全部被隐藏（§3.2.1）", {}, last["ratio"] * e.time["total"] / hidden,
+    out.append(Step("DualPipe what-if: every expert all-to-all hidden, the 1F1B bubble kept (§3.2.1)",
+                    "DualPipe 假设情形：专家 AllToAll 全部被掩盖，1F1B 的气泡不变（§3.2.1）", {},
+                    last["ratio"] * e.time["total"] / hidden,
                     upper_bound=True))
     share = DEEPSEEK_RAMP_TOKENS / DEEPSEEK_TOTAL_TOKENS
     out.append(Step(f"steady state: the ramp is {share:.1%} of the tokens; at half speed there, the steady rate is "

@@ -172,9 +172,12 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--overlap", type=overlap_flags, default=Overlap(),
                     help=bi(f"communication the framework overlaps, comma-separated: {', '.join(CLI_OVERLAPS)} "
                             f"(Megatron-Core's --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather; "
-                            f"default: none)",
+                            f"default: none of these; the planner always hides the gradient reduction behind the "
+                            f"last backward when pp = 1, as DDP's buckets do, and ZeRO-3's prefetched gathers)",
                             f"框架重叠的通信，用逗号分隔：{'、'.join(CLI_OVERLAPS)}（即 Megatron-Core 的 "
-                            f"--tp-comm-overlap、--overlap-grad-reduce、--overlap-param-gather；默认都不重叠）"))
+                            f"--tp-comm-overlap、--overlap-grad-reduce、--overlap-param-gather；默认这三项都不重叠；"
+                            f"pp = 1 时梯度归约总是与最后一次反向传播重叠（同 DDP 的分桶），ZeRO-3 预取的 all-gather "
+                            f"也总是被掩盖）"))
     return ap
 
 

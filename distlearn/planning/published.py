@@ -54,10 +54,7 @@ __all__ = ["BLOOM_176B", "GPT3_175B_MEGATRON", "GPT_1_7B_MEGATRON", "GPT_146B_ME
 @checks(run=mapping(("gpu", "num_gpus"), numbers=False))
 def run_cluster(run) -> Cluster:
     """The cluster a published run used: ``run["num_gpus"]`` GPUs of ``run["gpu"]`` (a preset name or a :class:`GPU`)."""
-    gpu = run["gpu"]
-    if isinstance(gpu, str):
-        return make_cluster(gpu, run["num_gpus"])
-    return Cluster(gpu, run["num_gpus"] // gpu.gpus_per_node)
+    return make_cluster(run["gpu"], run["num_gpus"])
 
 
 def compare_published(name: str) -> dict:

@@ -40,8 +40,10 @@ from distlearn.planning.setting import Plan
 DESCRIPTION_EN = "meet your own runs (a JSON file each) with the planner, as chapter 14 meets the published ones"
 DESCRIPTION_ZH = "用规划器检验你自己的训练记录（JSON 文件），方法与第 14 章检验公开训练相同"
 RUN_KEYS = frozenset(("name", "model", "gpu", "num_gpus", "global_batch", "seq_len", "precision", "count", "plan",
-                      "options", "source", "source_zh", "reading", "reading_zh") + FIGURES)
-"""The keys a run of a file may have (a misspelt one is an error, not ignored)."""
+                      "options", "source", "source_zh", "reading", "reading_zh", "published_mfu",
+                      "printed_step_seconds") + FIGURES)
+"""The keys a run of a file may have (a misspelt one is an error, not ignored). ``published_mfu`` and
+``printed_step_seconds`` are shown by the published table only; the ratio uses the one figure of ``FIGURES``."""
 TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm")
 """The step-time terms printed for each run (:func:`~distlearn.planning.step_time.plan_time`)."""
 
@@ -151,6 +153,9 @@ def load_runs(path: str) -> dict[str, dict]:
     runs = {}
     for i, obj in enumerate(items):
         name = obj.get("name") if isinstance(obj, dict) and isinstance(obj.get("name"), str) else f"{base}[{i}]"
+        if name in runs:
+            raise _bad(f"{base}: {name}", "name", "two runs have this name; give each run its own.",
+                       "有两次运行用了这个名字；请给每次运行起不同的名字。")
         runs[name] = run_from_json(obj, f"{base}: {name}")
     return runs
 
@@ -219,7 +224,9 @@ def cli(argv: list[str]) -> int:
     try:
         runs = {}
         for path in args.files:
-            runs.update(load_runs(path))
+            for name, run in load_runs(path).items():
+                # the same name in two files: both kept, each named by its file
+                runs[name if name not in runs else f"{os.path.basename(path)}: {name}"] = run
         results = {name: compare_run(run) for name, run in runs.items()}
     except DistlearnValueError as exc:
         print(translate("%(prog)s: error: %(message)s\n") % {"prog": "python -m distlearn compare", "message": exc},
