@@ -238,7 +238,8 @@ def _run(args, lang):
 @pytest.mark.parametrize("lang", ["zh", "en"])
 @pytest.mark.parametrize("args", [["authoring.course", "--help"], ["authoring.course", "split", "--help"],
                                   ["authoring.course", "split"], ["authoring.course", "bogus"],
-                                  ["distlearn", "plan", "--help"], ["distlearn", "plan", "--gpus", "x"]])
+                                  ["distlearn", "plan", "--help"], ["distlearn", "plan", "--gpus", "x"],
+                                  ["distlearn", "compare", "--help"], ["distlearn", "compare", "missing.json"]])
 def test_command_lines_speak_the_language(args, lang):
     r = _run(args, lang)
     lines = [ln for ln in (r.stdout + r.stderr).splitlines() if ln.strip()]

@@ -164,11 +164,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument("--recompute", type=recompute_modes, default=",".join(RECOMPUTE_MODES),
                     help=bi("recomputation modes to search, comma-separated (norm-act: chapter 14)",
                             "要搜索的重计算方式，用逗号分隔（norm-act 见第 14 章）"))
-    ap.add_argument("--grad-sync", default="per_step", choices=GRAD_SYNCS,
-                    help=bi("when ZeRO 2/3 reduce-scatter gradients under pipeline parallelism: once per step "
-                            "(torch's pipelining) or every micro-batch (Llama 3's FSDP)",
-                            "流水线并行下 ZeRO 2/3 何时 reduce-scatter 梯度：每步一次（torch 的 pipelining）或每个微批次"
-                            "一次（Llama 3 的 FSDP）"))
+    ap.add_argument("--grad-sync", default="per_step", choices=GRAD_SYNCS, metavar="GRAD_SYNC",
+                    help=bi("when ZeRO 2/3 reduce-scatter gradients under pipeline parallelism: per_step, once per "
+                            "step (torch's pipelining), or per_microbatch (Llama 3's FSDP, as we read it)",
+                            "流水线并行下 ZeRO 2/3 何时 reduce-scatter 梯度：per_step 为每步一次（torch 的 pipelining），"
+                            "per_microbatch 为每个微批次一次（我们对 Llama 3 的 FSDP 的读法）"))
     ap.add_argument("--overlap", type=overlap_flags, default=Overlap(),
                     help=bi(f"communication the framework overlaps, comma-separated: {', '.join(CLI_OVERLAPS)} "
                             f"(Megatron-Core's --tp-comm-overlap, --overlap-grad-reduce, --overlap-param-gather; "
