@@ -407,6 +407,7 @@ CALLS = {
         "precision": "mixed", "count": "model-causal", "plan": {"dp": 8, "tp": 1, "pp": 1},
         "published_tokens_per_gpu": 8000.0}, "where": "run"},
     "distlearn.planning.run_files.summarize": lambda: {"ratios": {"a": 1.02, "b": 0.85}},
+    "distlearn.planning.calibration.median_error": lambda: {"ratios": [1.02, 0.85, 1.1]},
     "distlearn.planning.run_files.parser": lambda: {},
     "distlearn.planning.run_files.cli": lambda: {"argv": ["examples/private_run.json"]},
     "distlearn.planning.command_line.format_table": lambda: {"plans": _plans()},

@@ -433,14 +433,12 @@ class KernelModel:
     def layer(self, *, micro_batch: int, seq_len: int, tp: int, cp: int = 1, sequence_parallel: bool = True,
               attention: str = "materialised", layer: int | None = None, ep: int = 1) -> LayerSeconds:
         """:func:`layer_seconds` of checked arguments."""
-        model, gpu, gemm_peak, peak = self.model, self.gpu, self.gemm_peak, self.peak
-        gemm_bytes, act_bytes, swiglu = self.gemm_bytes, self.act_bytes, self.swiglu
+        model, gpu, peak = self.model, self.gpu, self.peak
+        act_bytes, swiglu = self.act_bytes, self.swiglu
         family = gpu_family(gpu)
         e, bw = GEMM_CEILING[family], gpu.hbm_bw
-        e_linear = FP8_BLOCK_CEILING.get(family, e) if self.fp8_block_scaled else e
         tokens = micro_batch * seq_len / cp
-        gemms = layer_gemms(model, tokens, tp, layer, ep)
-        g_fwd = sum(_gemm_seconds(g, gemm_peak, e_linear, bw, gemm_bytes, act_bytes) for g in gemms)
+        g_fwd = sum(self.linear_seconds(tokens=tokens, tp=tp, layer=layer, ep=ep))
         if attention == "flash":
             f_attn = micro_batch * flops.attention_core_flops(model, seq_len) / (tp * cp)
             if self.causal:

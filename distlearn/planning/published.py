@@ -35,7 +35,7 @@ from distlearn.core.hardware import Cluster, make_cluster
 from distlearn.core.i18n import bi, get_language
 from distlearn.core.validate import check_choice, checks, mapping
 from distlearn.planning.calibration import (CALIBRATION_RUNS, KNOWN_MISSES, TOLERANCE, WIDE, compare_run, run_options,
-                                            run_model,
+                                            median_error, run_model,
                                             validation_report)
 from distlearn.planning.command_line import display_width
 from distlearn.planning import kernels
@@ -140,9 +140,9 @@ def published_table() -> str:
         lines.extend(bi("    " + "; ".join(f"{f} {n}: {share:.0%}, {med:.1%}" for f, (n, share, med) in part),
                         "    " + "；".join(f"{f} {n} 次：{share:.0%}，{med:.1%}" for f, (n, share, med) in part),
                         sep="\n").splitlines())
-    every = sorted(abs(x - 1) for x in [*report.ratios.values(), *(r for r, _, _ in report.excluded.values())])
+    every = [*report.ratios.values(), *(r for r, _, _ in report.excluded.values())]
     n_all, n_out = len(every), sum(abs(r - 1) > TOLERANCE for r, _, _ in report.excluded.values())
-    in_all, med_all = sum(e <= TOLERANCE for e in every), (every[(n_all - 1) // 2] + every[n_all // 2]) / 2
+    in_all, med_all = sum(abs(r - 1) <= TOLERANCE for r in every), median_error(every)
     lines.extend(bi(f"  leaving out the runs not modelled flatters the score: {n_out} of {len(report.excluded)} miss "
                     f"±{TOLERANCE:.0%};\n  with them, {in_all} of {n_all} runs are within ±{TOLERANCE:.0%}, median "
                     f"|ratio - 1| = {med_all:.1%}",

@@ -34,7 +34,7 @@ from distlearn.core.i18n import bi
 from distlearn.core.models import MLA, MOE_PRESETS, PRESETS, ModelConfig
 from distlearn.core.validate import DistlearnValueError, check_text, each, record
 from distlearn.planning.plots import TIME_PARTS
-from distlearn.planning.calibration import FIGURES, TOLERANCE, WIDE, check_run, compare_run
+from distlearn.planning.calibration import FIGURES, TOLERANCE, WIDE, check_run, compare_run, median_error
 from distlearn.planning.setting import Plan
 
 DESCRIPTION_EN = "meet your own runs (a JSON file each) with the planner, as chapter 14 meets the published ones"
@@ -180,11 +180,11 @@ def summarize(ratios: dict[str, float]) -> RunSummary:
     if not isinstance(ratios, dict):
         raise DistlearnValueError("ratios", f"ratios must be a dict {{name: ratio}}; got {type(ratios).__name__}.",
                                   f"ratios 必须是字典 {{名称：比值}}；收到 {type(ratios).__name__}。")
-    each(record(float, "1.0"), min_len=1).check("ratios", list(ratios.values()), {})
+    median = median_error(list(ratios.values()))  # (checks the ratios)
     errors = sorted(abs(x - 1) for x in ratios.values())
     k = len(errors)
-    return RunSummary(k, sum(e <= TOLERANCE for e in errors) / k, (errors[(k - 1) // 2] + errors[k // 2]) / 2,
-                      errors[-1], tuple(n for n, x in ratios.items() if abs(x - 1) > WIDE))
+    return RunSummary(k, sum(e <= TOLERANCE for e in errors) / k, median, errors[-1],
+                      tuple(n for n, x in ratios.items() if abs(x - 1) > WIDE))
 
 
 def _report(name: str, r: dict) -> str:

@@ -294,7 +294,7 @@ def layer_units(st: Setting, p: Plan):
     and for an MoE layer (``None`` for a kind the model lacks), memoized: the same for every pp."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    m, g = st.model, st.cluster.gpu
+    m = st.model
     b, tp = p.micro_batch_size, p.tp
 
     def layer(index):  # LayerSeconds of layer ``index`` (all layers of one kind cost the same)
