@@ -9,6 +9,7 @@ from distlearn.core.i18n import bi, get_language
 from distlearn.planning import kernels, measured as H, rooflines as R
 from distlearn.planning.calibration import TOLERANCE, WIDE, validation_report
 from distlearn.planning.evaluation import evaluate
+from distlearn.planning.step_time import TIME_PARTS
 from distlearn.core.guard import read_only
 
 KIND_LABELS = read_only({"dp": ("DP", "数据并行"), "fsdp": ("FSDP", "FSDP"), "tp": ("TP", "张量并行"), "cp": ("CP", "上下文并行"),
@@ -42,9 +43,6 @@ STAGE_COLORS = ("#4C72B0", "#DD8452", "#55A868", "#C44E52", "#8172B3", "#937860"
 MEMORY_PARTS = read_only({"params": ("weights", "权重"), "grads": ("gradients", "梯度"), "optimizer": ("optimizer states", "优化器状态"),
                 "activations": ("activations", "激活值"), "logits": ("logits", "logits（输出层）"),
                 "zero3_buffer": ("ZeRO-3 buffer", "ZeRO-3 缓冲区"), "reserve": ("reserve", "预留")})
-TIME_PARTS = read_only({"compute": ("compute", "计算"), "tp_comm": ("TP comm.", "张量并行通信"), "cp_comm": ("CP comm.", "上下文并行通信"),
-              "ep_comm": ("EP comm.", "专家并行通信"), "pp_comm": ("PP comm.", "流水线通信"), "bubble": ("bubble", "气泡"),
-              "dp_comm": ("DP comm. (exposed)", "数据并行通信（未被隐藏）")})
 
 
 def plan_diagram(model, plan, *, global_batch: int, seq_len: int, gpu: str = "h100-80gb"):

@@ -33,9 +33,9 @@ from distlearn.core.hardware import GPUS
 from distlearn.core.i18n import bi
 from distlearn.core.models import MLA, MOE_PRESETS, PRESETS, ModelConfig
 from distlearn.core.validate import DistlearnValueError, check_text, each, record
-from distlearn.planning.plots import TIME_PARTS
 from distlearn.planning.calibration import FIGURES, TOLERANCE, WIDE, check_run, compare_run, median_error
 from distlearn.planning.setting import Plan
+from distlearn.planning.step_time import TIME_PARTS
 
 DESCRIPTION_EN = "meet your own runs (a JSON file each) with the planner, as chapter 14 meets the published ones"
 DESCRIPTION_ZH = "用规划器检验你自己的训练记录（JSON 文件），方法与第 14 章检验公开训练相同"
@@ -44,8 +44,6 @@ RUN_KEYS = frozenset(("name", "model", "gpu", "num_gpus", "global_batch", "seq_l
                       "printed_step_seconds") + FIGURES)
 """The keys a run of a file may have (a misspelt one is an error, not ignored). ``published_mfu`` and
 ``printed_step_seconds`` are shown by the published table only; the ratio uses the one figure of ``FIGURES``."""
-TERMS = ("compute", "tp_comm", "cp_comm", "ep_comm", "pp_comm", "bubble", "dp_comm")
-"""The step-time terms printed for each run (:func:`~distlearn.planning.step_time.plan_time`)."""
 
 
 def _bad(where: str, key: str, en: str, zh: str) -> DistlearnValueError:
@@ -190,7 +188,7 @@ def summarize(ratios: dict[str, float]) -> RunSummary:
 def _report(name: str, r: dict) -> str:
     """Two lines on one run, each language on its own (the step's terms by :data:`TIME_PARTS`' names)."""
     est = r["estimate"]
-    shown = [t for t in TERMS if est.time.get(t)]
+    shown = [t for t in TIME_PARTS if est.time.get(t)]
     terms_en = " · ".join(f"{TIME_PARTS[t][0]} {est.time[t]:.3g}" for t in shown)
     terms_zh = " · ".join(f"{TIME_PARTS[t][1]} {est.time[t]:.3g}" for t in shown)
     pred, pub, ratio, total = r["predicted_flops"] / 1e12, r["published_flops"] / 1e12, r["ratio"], est.time["total"]

@@ -63,6 +63,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
+from distlearn.core.guard import read_only
 from distlearn.context_parallel.simulation import cp_comm_bytes
 from distlearn.core.validate import check_choice, check_int, check_number, checks, each, mapping, record, whole
 from distlearn.pipeline_parallel import schedules as pipeline, zero_bubble
@@ -70,6 +71,13 @@ from distlearn.planning import kernels
 from distlearn.precision.fp8_recipes import COMMUNICATION
 from distlearn.planning.setting import (PLAN, PLAN_RANGES, SETTING, Plan, Setting, check_plan_fields, check_setting_plan,
                                        stage_starts)
+
+
+# the terms of plan_time, in the order plots and printouts stack them, with their (English, Chinese) names
+TIME_PARTS = read_only({"compute": ("compute", "计算"), "tp_comm": ("TP comm.", "张量并行通信"),
+                        "cp_comm": ("CP comm.", "上下文并行通信"), "ep_comm": ("EP comm.", "专家并行通信"),
+                        "pp_comm": ("PP comm.", "流水线通信"), "bubble": ("bubble", "气泡"),
+                        "dp_comm": ("DP comm. (exposed)", "数据并行通信（未被隐藏）")})
 
 
 # ---------------------------------------------------------------- pipeline bubble (chapter 05's two definitions)
