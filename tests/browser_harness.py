@@ -783,17 +783,21 @@ class Session:
             return page.evaluate(_JS_OUTPUT, handle)
         if self.offline is None:
             self.offline = OfflineRenderer(self.root, tuple(self.module_paths)).__enter__()
-        values = values_from_dom(res.module, page.evaluate(_JS_CONTROLS, handle))
-        res.values = values
-        want = self.offline.render(res.module, values)
+        # The controls are read again on every poll: a move the browser sent just before the kernel went idle may
+        # still be on its way (seen under load in CI: the kernel had set k = 2 by a link and gone idle, the browser
+        # showed 2, then the key press's k = 7 arrived and both showed 7), so one early reading of them is not final.
         deadline = time.monotonic() + self.final_timeout
-        why = ""
+        values, want, why = None, None, ""
         while True:
+            now = values_from_dom(res.module, page.evaluate(_JS_CONTROLS, handle))
+            if now != values:
+                values, want = now, self.offline.render(res.module, now)
             got = page.evaluate(_JS_OUTPUT, handle)
             why = _compare(got, want)
             if not why or time.monotonic() > deadline:
                 break
             page.wait_for_timeout(300)
+        res.values = values
         res.complete = not why
         if why and got and got.get("pngs") and want.pngs:  # keep both pictures to look at
             import base64
