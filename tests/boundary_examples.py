@@ -465,6 +465,7 @@ CALLS = {
     "distlearn.planning.calibration.check_run": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.run_options": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.run_model": lambda: {"run": _published_run()},
+    "distlearn.planning.calibration.run_setting": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.calibrate": lambda: {"runs": ("megatron-gpt-1.7b",)},
     "distlearn.planning.calibration.family": lambda: {"name": "megatron-gpt-7.5b"},
     "distlearn.planning.calibration.with_end_to_end": lambda: {"value": 0.8},

@@ -128,3 +128,96 @@ def test_the_check_fails_a_rule_off_by_one_layout():
         out = [r for r in ineffective_options(st, p) if r.option != "tp_comm"]
         return out + ([IneffectiveOption("tp_comm", True, "", "")] if st.overlap.tp_comm and p.tp <= 2 else [])
     assert any("tp_comm called ineffective" in line for line in problems(broken, ("dense",)))
+
+
+# ---------------------------------------------------------------- the published runs and the two commands
+def test_run_setting_is_the_setting_compare_run_evaluates():
+    from distlearn.planning.calibration import compare_run, run_setting
+    from distlearn.planning.evaluation import estimate
+    from distlearn.planning.published_runs import PUBLISHED_RUNS
+
+    for name, run in PUBLISHED_RUNS.items():
+        assert estimate(run_setting(run), run["plan"]) == compare_run(run)["estimate"], name
+
+
+def test_on_every_published_run_an_option_called_ineffective_can_be_dropped_without_a_change():
+    """The published layouts themselves (16,384 GPUs, DeepSeek-V3, ...): dropping an option the function names
+    leaves the run's estimate identical; the GPT-3 175B row's ddp_impl_local (pp = 16: exposed anyway) is one."""
+    from distlearn.planning.calibration import OVERLAP_OPTIONS, compare_run, run_setting
+    from distlearn.planning.published_runs import PUBLISHED_RUNS
+
+    key = {field: k for k, field in OVERLAP_OPTIONS.items()} | {"grad_sync": "grad_sync"}
+    named = {}
+    for name, run in PUBLISHED_RUNS.items():
+        for x in ineffective_options(run_setting(run), run["plan"]):
+            without = {**run, "options": {k: v for k, v in run["options"].items() if k != key[x.option]}}
+            assert compare_run(without)["estimate"] == compare_run(run)["estimate"], (name, x.option)
+            named.setdefault(name, []).append(x.option)
+    assert named.get("megatron-gpt3-175b") == ["grad_reduce_exposed"], named
+
+
+def _zh_readable(out, lang):
+    from authoring import lang_audit as A
+
+    lines = [line for line in out.splitlines() if line.strip()]
+    return [line for line in lines if not A.readable(line, lang)]
+
+
+def _file(tmp_path, **plan):
+    run = json.load(open("examples/private_run.json", encoding="utf-8"))["runs"][0]
+    run["plan"].update(plan)
+    run["options"] = {"tp_comm_overlap": True, "overlap_param_gather": True, "grad_sync": "per_microbatch"}
+    path = tmp_path / "mine.json"
+    path.write_text(json.dumps(run), encoding="utf-8")
+    return str(path)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_compare_names_each_option_that_changes_nothing_under_the_run(tmp_path, capsys, lang):
+    """GPT-3 175B with tp 8 · pp 16 · ZeRO 0: the TP overlap changes the step (no note); the parameter gather (DDP
+    gathers nothing) and grad_sync (ZeRO 0) change nothing, and ddp_impl_local is gone; with tp = 1 (dp = 64) the TP
+    overlap gets its note too. One line each, in the reader's language."""
+    from distlearn.__main__ import main
+    from distlearn.core import i18n
+
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        assert main(["compare", _file(tmp_path)]) == 0
+        out = capsys.readouterr().out
+        assert main(["compare", _file(tmp_path, tp=1, dp=64, num_microbatches=24)]) == 0
+        tp1 = capsys.readouterr().out
+    finally:
+        i18n.set_language(old)
+    words = {"en": "changes nothing here: ", "zh": "在这里不影响预测："}[lang]
+    notes = [line.strip() for line in out.splitlines() if words in line]
+    assert [n.split(words)[0] for n in notes] == ["grad_sync = per_microbatch ", "overlap_param_gather = true "]
+    assert ("DDP" in notes[1]) and ("ZeRO 0" in notes[0] if lang == "en" else "不用 ZeRO" in notes[0])
+    assert "tp_comm_overlap = true " + words in tp1 and ("tp = 1" in tp1)
+    assert not _zh_readable(out + tp1, lang)
+
+
+@pytest.mark.parametrize("lang", ["en", "zh"])
+def test_plan_command_notes_an_option_that_changes_none_of_the_plans_shown(capsys, lang):
+    """llama3-8b on 8 GPUs, batch 64: the best plans are pp = 1, so --overlap grad_reduce changes none of them (the
+    planner hides the reduction behind the last backward already); --overlap tp_comm changes some (tp = 2): no
+    note. The same notes whichever recomputation modes are searched."""
+    from distlearn.core import i18n
+    from distlearn.planning.command_line import cli
+
+    args = ["--model", "llama3-8b", "--gpus", "8", "--seq-len", "4096", "--global-batch", "64", "--top", "3",
+            "--overlap", "tp_comm,grad_reduce", "--recompute", "none"]
+    old = i18n.get_language()
+    i18n.set_language(lang)
+    try:
+        assert cli(args) == 0
+        out = capsys.readouterr().out
+        assert cli(args[:-2]) == 0  # every recomputation mode: the same notes
+        again = capsys.readouterr().out
+    finally:
+        i18n.set_language(old)
+    notes = [line for line in out.splitlines() if line.startswith("--")]
+    assert len(notes) == 1 and notes[0].startswith("--overlap grad_reduce ") and "pp = 1" in notes[0], out
+    assert ("3 plans shown" in notes[0]) if lang == "en" else ("显示的 3 个方案" in notes[0])
+    assert [line for line in again.splitlines() if line.startswith("--")] == notes
+    assert not _zh_readable(out, lang)

@@ -812,7 +812,7 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
 
     if st.grad_sync != "per_step":
         if p.pp == 1:
-            add("grad_sync", st.grad_sync, ("it matters only with pipeline parallelism (pp > 1) and ZeRO-2 or ZeRO-3",
+            add("grad_sync", st.grad_sync, ("it matters only with pp > 1 and ZeRO-2 or ZeRO-3",
                                             "它只在流水线并行（pp > 1）且用 ZeRO-2 或 ZeRO-3 时起作用"))
         elif z <= 1:
             add("grad_sync", st.grad_sync, (f"{zero[0]} reduces the gradients once per step either way",
@@ -848,8 +848,8 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
             add("grad_reduce_exposed", True, (f"{zero[0]} reduces the gradients during every micro-batch's backward",
                                               f"{zero[1]} 在每个微批次的反向传播中规约梯度"))
         elif p.pp > 1 and not o.grad_reduce:
-            add("grad_reduce_exposed", True, ("with pp > 1 the gradient reduction after the flush is exposed already",
-                                              "pp > 1 时梯度规约在流水线排空之后，本来就是未被隐藏的通信"))
+            add("grad_reduce_exposed", True, ("with pp > 1 the gradient reduction is exposed already",
+                                              "pp > 1 时梯度规约本来就是未被隐藏的通信"))
     if not o.fp8_dispatch:
         if not st.model.is_moe or p.ep == 1:
             add("fp8_dispatch", False, ("there is no expert parallelism (a dense model or ep = 1)",
