@@ -1,8 +1,10 @@
 """Your own runs against the planner (issue 38: "runs kept private by the project's reviewers are met the same
 way"): a JSON file in the format of :mod:`distlearn.planning.published_runs`, read by :func:`load_runs` and met by
 :func:`~distlearn.planning.calibration.compare_run`, the same function and constants as every published run.
-``python -m distlearn compare FILE.json [...]`` prints each run's ratio and, for several runs, the same summary
-as chapter 14's validation (share within ±10 %, median and worst |ratio − 1|, runs outside ±20 %).
+``python -m distlearn compare FILE.json [...]`` prints each run's ratio, under it one line per option of the run
+that changes nothing in its prediction (:func:`~distlearn.planning.step_time.ineffective_options`: e.g.
+``ddp_impl_local`` with pp > 1, where the gradient all-reduce is exposed anyway) and, for several runs, the same
+summary as chapter 14's validation (share within ±10 %, median and worst |ratio − 1|, runs outside ±20 %).
 
 A file holds one run (an object) or several (a list, or ``{"runs": [...]}``). A run's keys are those of
 :func:`~distlearn.planning.calibration.check_run`, written as JSON:

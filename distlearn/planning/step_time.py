@@ -55,6 +55,9 @@ Units: seconds; bytes; bandwidths in bytes/s.
   NCCL runs a ring per NIC, its channels, and its tree algorithm is the hierarchical one); an expert all-to-all
   the direct one, or DeepSeek-V3's node-limited dispatch (:func:`~distlearn.core.topology.dispatch_cost`).
 
+A run option that changes none of these terms for a plan (``--overlap tp_comm`` with tp = 1, ``grad_sync`` without
+pipelining, ...) is named with its reason by :func:`ineffective_options`, next to the code above that reads it.
+
 The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled (the kernel
 model's END_TO_END stands for them).
 """
