@@ -465,6 +465,7 @@ CALLS = {
     "distlearn.planning.calibration.check_run": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.run_options": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.run_model": lambda: {"run": _published_run()},
+    "distlearn.planning.calibration.run_setting": lambda: {"run": _published_run()},
     "distlearn.planning.calibration.calibrate": lambda: {"runs": ("megatron-gpt-1.7b",)},
     "distlearn.planning.calibration.family": lambda: {"name": "megatron-gpt-7.5b"},
     "distlearn.planning.calibration.with_end_to_end": lambda: {"value": 0.8},
@@ -495,7 +496,7 @@ CALLS = {
         "dense_stage_parts",
         "moe_stage_parts", "flat_compute_seconds", "ep_seconds", "cp_seconds",
         "microbatch_terms", "microbatch_lower_bound", "pipeline_terms", "one_f_one_b_terms",
-        "step_seconds_lower_bound", "plan_time", "plan_seconds", "dp_term", "dp_seconds")},
+        "step_seconds_lower_bound", "plan_time", "plan_seconds", "dp_term", "dp_seconds", "ineffective_options")},
     # ------------------------------------------------------------------ precision (chapter 01's formats, 08)
     "distlearn.precision.formats.get_format": lambda: {"name": "e4m3"},
     "distlearn.precision.formats.reference_decode": lambda: {"fmt": _fmt(), "code": 0x38},

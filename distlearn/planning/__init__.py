@@ -11,7 +11,8 @@ The package is split by job; everything public is re-exported here, so ``from di
 - :mod:`~distlearn.planning.memory` — bytes per GPU of a plan's worst stage (:func:`plan_memory`), the ZeRO paper's
   largest model (:func:`zero_max_params`).
 - :mod:`~distlearn.planning.step_time` — seconds per step (:func:`plan_time`): compute, communication, pipeline
-  bubble and schedule costs. Collective times come from :mod:`distlearn.core.cost`.
+  bubble and schedule costs, and the run options that change nothing for a plan (:func:`ineffective_options`).
+  Collective times come from :mod:`distlearn.core.cost`.
 - :mod:`~distlearn.planning.kernels` — the time of one layer kernel by kernel (GEMM rooflines, attention,
   memory-bound work).
 - :mod:`~distlearn.planning.evaluation` — :func:`evaluate`, the public entry point that validates one plan once,
@@ -33,7 +34,7 @@ from distlearn.planning.evaluation import Estimate, evaluate, validate_plan
 from distlearn.planning.flops import (PLANNER_PRECISIONS, ModelCounts, compute_peak, forward_flops, matmul_params_per_layer, measured_flops, megatron_flops, step_flops)
 from distlearn.planning.memory import plan_memory, stage_peak_layers, zero_max_params
 from distlearn.planning.setting import ALPHA, COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Plan, Setting, make_setting
-from distlearn.planning.step_time import bubble_fraction, bubble_ratio, kernel_stage_parts, plan_time
+from distlearn.planning.step_time import bubble_fraction, bubble_ratio, ineffective_options, kernel_stage_parts, plan_time
 from distlearn.planning import kernels
 from distlearn.planning.kernels import END_TO_END, FLASH_SHARE, GEMM_CEILING
 from distlearn.planning.plan_search import (MAX_CHUNKS, MAX_CP, MAX_MICRO_BATCH, MIN_CP_TOKENS, Group, SearchResult, any_plan_fits, balanced_stages, candidate_groups, candidate_plans, no_layout_message, search, suggest_fix)
@@ -46,6 +47,7 @@ __all__ = [
     "Plan", "Estimate", "Setting", "ModelCounts", "SearchResult", "Group",
     "bubble_fraction", "bubble_ratio", "compute_peak", "forward_flops", "step_flops", "measured_flops",
     "megatron_flops", "matmul_params_per_layer", "zero_max_params", "make_setting", "plan_memory", "plan_time", "stage_peak_layers",
+    "ineffective_options",
     "evaluate", "validate_plan", "kernel_stage_parts", "kernels", "END_TO_END", "GEMM_CEILING", "FLASH_SHARE",
     "candidate_groups", "candidate_plans", "search", "any_plan_fits", "suggest_fix", "no_layout_message",
     "GPT3_175B_MEGATRON", "GPT_1T_MEGATRON", "BLOOM_176B", "PUBLISHED_RUNS", "KNOWN_MISSES", "TOLERANCE",

@@ -49,7 +49,7 @@ from distlearn.planning import kernels
 from distlearn.planning.evaluation import evaluate
 from distlearn.planning.flops import PLANNER_PRECISIONS, megatron_flops, step_flops
 from distlearn.planning.published_runs import PUBLISHED_RUNS
-from distlearn.planning.setting import Overlap, Plan
+from distlearn.planning.setting import Overlap, Plan, Setting, make_setting
 from distlearn.core.guard import read_only
 
 TOLERANCE = 0.10  # predicted / published within ±10 % (issue 22), one set of constants for every run
@@ -224,6 +224,18 @@ def run_model(run: dict) -> ModelConfig:
     if "max_nodes_per_token" in run.get("options", {}):
         return dataclasses.replace(run["model"], max_nodes_per_token=run["options"]["max_nodes_per_token"])
     return run["model"]
+
+
+def run_setting(run: dict) -> Setting:
+    """The :class:`~distlearn.planning.setting.Setting` :func:`compare_run` evaluates ``run`` in: its model
+    (:func:`run_model`), cluster, batch, sequence length, recipe and :func:`run_options` given to
+    :func:`~distlearn.planning.setting.make_setting`, as :func:`~distlearn.planning.evaluation.evaluate` builds it
+    (tests/test_ineffective_options.py checks both give the same estimate). For what only a setting says, e.g.
+    :func:`~distlearn.planning.step_time.ineffective_options`. Raises DistlearnValueError for a malformed run
+    (:func:`check_run`) or a setting make_setting refuses."""
+    check_run(run)
+    return make_setting(run_model(run), _cluster(run), run["global_batch"], run["seq_len"], run["precision"],
+                        **run_options(run))
 
 
 def _compare(run: dict) -> dict:

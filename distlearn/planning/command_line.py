@@ -17,7 +17,8 @@ from distlearn.planning.flops import FP8_PRECISIONS, PLANNER_PRECISIONS, compute
 from distlearn.planning.kernels import END_TO_END, GEMM_CEILING, gpu_family
 from distlearn.planning.evaluation import Estimate
 from distlearn.planning.plan_search import search
-from distlearn.planning.setting import FRAGMENTATION, GRAD_SYNCS, RESERVE_BYTES, Overlap
+from distlearn.planning.setting import FRAGMENTATION, GRAD_SYNCS, RESERVE_BYTES, Overlap, make_setting, resolve
+from distlearn.planning.step_time import ineffective_options
 from distlearn.precision.fp8_recipes import RECIPES
 from distlearn.core.guard import read_only
 
@@ -213,10 +214,33 @@ def recompute_modes(text: str) -> tuple[str, ...]:
     return modes
 
 
+def _ineffective_notes(args, plans) -> str | None:
+    """One line per option of the command (``--grad-sync``, ``--overlap``) that changes nothing in any of the
+    ``plans`` shown, with the reasons :func:`~distlearn.planning.step_time.ineffective_options` gives for them
+    (issue 38 audit); ``None`` when every option set changes some plan shown, or none is set."""
+    if args.grad_sync == "per_step" and args.overlap == Overlap():
+        return None
+    st = make_setting(*resolve(args.model, args.gpu, args.gpus, None), args.global_batch, args.seq_len,
+                      args.precision, efficiency=args.efficiency, grad_sync=args.grad_sync, overlap=args.overlap)
+    found = [{x.option: x for x in ineffective_options(st, e.plan)} for e in plans]
+    en, zh, n = [], [], len(plans)
+    for option in found[0]:
+        if not all(option in f for f in found):
+            continue
+        label = f"--grad-sync {args.grad_sync}" if option == "grad_sync" else f"--overlap {option}"
+        why_en = "; ".join(dict.fromkeys(f[option].why_en for f in found))
+        why_zh = "；".join(dict.fromkeys(f[option].why_zh for f in found))
+        shown_en = "the plan shown" if n == 1 else f"any of the {n} plans shown"
+        en.append(f"{label} changes nothing in {shown_en}: {why_en}")
+        zh.append(f"{label} 不影响显示的{'' if n == 1 else f' {n} 个'}方案的预测：{why_zh}")
+    return bi("\n".join(en), "\n".join(zh), sep="\n") if en else None
+
+
 def cli(argv: list[str]) -> int:
     """``python -m distlearn plan --model llama3-70b --gpus 64 --gpu h100-80gb --seq-len 8192 --global-batch 512``
 
-    Prints the best plans as a table with its legend; returns 0, 1 when no plan fits (with the smallest change that
+    Prints the best plans as a table, a note on each ``--grad-sync`` / ``--overlap`` option that changes none of
+    the plans shown, and the table's legend; returns 0, 1 when no plan fits (with the smallest change that
     would, or why no plan can be formed), 2 on bad input (with the message in the reader's language). ``--help``
     returns 0.
     """
@@ -252,6 +276,9 @@ def cli(argv: list[str]) -> int:
         print(res.suggestion["message"])
         return 1
     print(format_table(res.plans, args.top))
+    notes = _ineffective_notes(args, res.plans[:args.top])
+    if notes:
+        print(notes)
     print(table_legend())
     peak = compute_peak(g, args.precision) / 1e12
     kind, kind_zh = ("fp32/TF32", "fp32/TF32 ") if args.precision == "fp32" else (

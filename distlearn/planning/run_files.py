@@ -1,8 +1,10 @@
 """Your own runs against the planner (issue 38: "runs kept private by the project's reviewers are met the same
 way"): a JSON file in the format of :mod:`distlearn.planning.published_runs`, read by :func:`load_runs` and met by
 :func:`~distlearn.planning.calibration.compare_run`, the same function and constants as every published run.
-``python -m distlearn compare FILE.json [...]`` prints each run's ratio and, for several runs, the same summary
-as chapter 14's validation (share within ±10 %, median and worst |ratio − 1|, runs outside ±20 %).
+``python -m distlearn compare FILE.json [...]`` prints each run's ratio, under it one line per option of the run
+that changes nothing in its prediction (:func:`~distlearn.planning.step_time.ineffective_options`: e.g.
+``ddp_impl_local`` with pp > 1, where the gradient all-reduce is exposed anyway) and, for several runs, the same
+summary as chapter 14's validation (share within ±10 %, median and worst |ratio − 1|, runs outside ±20 %).
 
 A file holds one run (an object) or several (a list, or ``{"runs": [...]}``). A run's keys are those of
 :func:`~distlearn.planning.calibration.check_run`, written as JSON:
@@ -33,9 +35,10 @@ from distlearn.core.hardware import GPUS
 from distlearn.core.i18n import bi
 from distlearn.core.models import MLA, MOE_PRESETS, PRESETS, ModelConfig
 from distlearn.core.validate import DistlearnValueError, check_text, each, record
-from distlearn.planning.calibration import FIGURES, TOLERANCE, WIDE, check_run, compare_run, median_error
+from distlearn.planning.calibration import (FIGURES, OVERLAP_OPTIONS, TOLERANCE, WIDE, check_run, compare_run,
+                                          median_error, run_setting)
 from distlearn.planning.setting import Plan
-from distlearn.planning.step_time import TIME_PARTS
+from distlearn.planning.step_time import TIME_PARTS, IneffectiveOption, ineffective_options
 
 DESCRIPTION_EN = "meet your own runs (a JSON file each) with the planner, as chapter 14 meets the published ones"
 DESCRIPTION_ZH = "用规划器检验你自己的训练记录（JSON 文件），方法与第 14 章检验公开训练相同"
@@ -185,8 +188,16 @@ def summarize(ratios: dict[str, float]) -> RunSummary:
                       tuple(n for n, x in ratios.items() if abs(x - 1) > WIDE))
 
 
-def _report(name: str, r: dict) -> str:
-    """Two lines on one run, each language on its own (the step's terms by :data:`TIME_PARTS`' names)."""
+def _option_name(option: str) -> str:
+    """The file's name of a setting option (an :class:`~distlearn.planning.setting.Overlap` field under its
+    source flag's name of :data:`~distlearn.planning.calibration.OVERLAP_OPTIONS`, ``grad_sync`` itself)."""
+    return next((key for key, field in OVERLAP_OPTIONS.items() if field == option), option)
+
+
+def _report(name: str, r: dict, ineffective: list[IneffectiveOption] = ()) -> str:
+    """Two lines on one run, each language on its own (the step's terms by :data:`TIME_PARTS`' names), and one line
+    per option of the run that changes nothing in its prediction (issue 38 audit:
+    :func:`~distlearn.planning.step_time.ineffective_options`), named as the file writes it."""
     est = r["estimate"]
     shown = [t for t in TIME_PARTS if est.time.get(t)]
     terms_en = " · ".join(f"{TIME_PARTS[t][0]} {est.time[t]:.3g}" for t in shown)
@@ -194,10 +205,13 @@ def _report(name: str, r: dict) -> str:
     pred, pub, ratio, total = r["predicted_flops"] / 1e12, r["published_flops"] / 1e12, r["ratio"], est.time["total"]
     verdict_en, verdict_zh = ("within ±10 %", "在 ±10 % 内") if r["within"] else ("outside ±10 %", "超出 ±10 %")
     fits_en, fits_zh = ("", "") if r["fits"] else (" · does not fit in memory", " · 显存放不下")
+    notes = [(f"{_option_name(x.option)} = {json.dumps(x.value).strip(chr(34))}", x) for x in ineffective]
     return bi(f"{name}: predicted {pred:.1f} TFLOP/s per GPU, published {pub:.1f}; ratio {ratio:.3f} "
-              f"({verdict_en}){fits_en}\n  step {total:.3g} s: {terms_en}",
+              f"({verdict_en}){fits_en}\n  step {total:.3g} s: {terms_en}"
+              + "".join(f"\n  {label} changes nothing here: {x.why_en}" for label, x in notes),
               f"{name}：预测每块 GPU {pred:.1f} TFLOP/s，公布值 {pub:.1f}；比值 {ratio:.3f}（{verdict_zh}）{fits_zh}\n"
-              f"  每步 {total:.3g} 秒：{terms_zh}", sep="\n")
+              f"  每步 {total:.3g} 秒：{terms_zh}"
+              + "".join(f"\n  {label} 在这里不影响预测：{x.why_zh}" for label, x in notes), sep="\n")
 
 
 def parser() -> ArgumentParser:
@@ -211,8 +225,8 @@ def parser() -> ArgumentParser:
 
 
 def cli(argv: list[str]) -> int:
-    """``python -m distlearn compare examples/private_run.json``: each run's ratio predicted / published and its
-    step-time terms; for two runs or more, chapter 14's summary. Returns 0, 2 on a bad file (the message on stderr
+    """``python -m distlearn compare examples/private_run.json``: each run's ratio predicted / published, its
+    step-time terms and a note on each of its options that changes nothing; for two runs or more, chapter 14's summary. Returns 0, 2 on a bad file (the message on stderr
     in the reader's language)."""
     each(record(str, "'run.json'"), min_len=0, max_len=1000).check("argv", argv, {})
     try:
@@ -226,12 +240,13 @@ def cli(argv: list[str]) -> int:
                 # the same name in two files: both kept, each named by its file
                 runs[name if name not in runs else f"{os.path.basename(path)}: {name}"] = run
         results = {name: compare_run(run) for name, run in runs.items()}
+        ineffective = {name: ineffective_options(run_setting(run), run["plan"]) for name, run in runs.items()}
     except DistlearnValueError as exc:
         print(translate("%(prog)s: error: %(message)s\n") % {"prog": "python -m distlearn compare", "message": exc},
               file=sys.stderr, end="")
         return 2
     for name, r in results.items():
-        print(_report(name, r))
+        print(_report(name, r, ineffective[name]))
     if len(results) > 1:
         s = summarize({n: r["ratio"] for n, r in results.items()})
         print(bi(f"{s.count} runs: {s.share_within:.0%} within ±10 %, median |ratio − 1| {s.median_error:.1%}, worst "

@@ -55,11 +55,15 @@ Units: seconds; bytes; bandwidths in bytes/s.
   NCCL runs a ring per NIC, its channels, and its tree algorithm is the hierarchical one); an expert all-to-all
   the direct one, or DeepSeek-V3's node-limited dispatch (:func:`~distlearn.core.topology.dispatch_cost`).
 
+A run option that changes none of these terms for a plan (``--overlap tp_comm`` with tp = 1, ``grad_sync`` without
+pipelining, ...) is named with its reason by :func:`ineffective_options`, next to the code above that reads it.
+
 The optimizer step, the embedding's gradient all-reduce and kernel launch gaps are not modelled (the kernel
 model's END_TO_END stands for them).
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import NamedTuple
 
 from distlearn.activation_memory.formulas import RECOMPUTE_MODES
@@ -753,3 +757,117 @@ def dp_seconds(st: Setting, p: Plan) -> float:
                 for c in colls for params, n, stride in groups if n > 1)
             t_dp += reps * max(0.0, busy - hide[phase])
     return t_dp
+
+
+# ---------------------------------------------------------------- options that change nothing (issue 38 audit)
+@dataclass(frozen=True)
+class IneffectiveOption:
+    """A run option of the setting that changes neither the plan's predicted step time nor its memory
+    (:func:`ineffective_options`): ``option`` names a field of :class:`~distlearn.planning.setting.Overlap` or
+    ``"grad_sync"``, ``value`` is the setting's (not the default), ``why_en`` / ``why_zh`` say why in one clause."""
+
+    option: str
+    value: object
+    why_en: str
+    why_zh: str
+
+
+def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
+    """The options of setting ``st`` set away from :func:`~distlearn.planning.setting.make_setting`'s default
+    (``grad_sync`` other than ``"per_step"``, a field of ``st.overlap`` other than
+    :data:`~distlearn.planning.setting.NO_OVERLAP`'s) that leave :func:`plan_time` and
+    :func:`distlearn.planning.memory.plan_memory` of plan ``p`` exactly as they are without them, each with the
+    reason, read off the code that uses the option:
+
+    - ``grad_sync`` (:meth:`~distlearn.planning.setting.Setting.per_step_sync`): only with pp > 1 and ZeRO 2–3
+      (ZeRO 0 and 1 reduce the gradients once per step either way, the same collectives and shards); ZeRO 2 with
+      dp·cp = 1 has nothing to reduce or shard (ZeRO 3 still holds its gathered-layer buffer or not);
+    - ``tp_comm`` (:func:`microbatch_terms`): only with tp > 1;
+    - ``grad_reduce`` (:func:`dp_seconds`' ``window``): no effect when ``grad_reduce_exposed`` overrides it, when
+      dp·cp = 1, when pp = 1 (the reduction is hidden behind the last backward already) or when the step has no
+      gradient reduction after the last backward (ZeRO 2–3 without ``per_step`` sync reduce during every
+      micro-batch's backward);
+    - ``param_gather`` (``after``): no effect when dp·cp = 1 or the step has no parameter all-gather after the
+      optimizer step (ZeRO 0; ZeRO 3 gathers in forward and backward);
+    - ``grad_reduce_exposed``: no effect when dp·cp = 1, when there is no reduction after the last backward, or when
+      pp > 1 without ``grad_reduce`` (exposed already);
+    - ``fp8_dispatch`` (:func:`all_to_all_bytes`): no effect without expert parallelism (a dense model, ep = 1) or
+      when the recipe sends no FP8 all-to-all (:data:`distlearn.precision.fp8_recipes.COMMUNICATION`);
+    - ``fp8_block_ceiling`` (:func:`kernel_model`): no effect with the flat time model, a recipe outside
+      :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` or a GPU without a
+      :data:`~distlearn.planning.kernels.FP8_BLOCK_CEILING`.
+
+    An option not listed may still change nothing for some plan (the list errs that way, never the other):
+    tests/test_ineffective_options.py checks over small layouts that every option listed leaves the time and the
+    memory identical, and that each kind of option does change them on some layout where it is not listed.
+    Raises DistlearnValueError when ``st`` is not a Setting or ``p`` not a Plan."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
+    out = []
+    o, z, dp_n = st.overlap, p.zero_stage, p.dp * p.cp
+    # the phases of the step's data-parallel collectives, as dp_seconds reads them (none when dp·cp = 1)
+    phases = {phase for phase, _ in st.dp_collectives(z, p.num_microbatches, p.pp)} if dp_n > 1 else set()
+    no_dp = ("there is no data-parallel communication (dp × cp = 1)", "没有数据并行通信（dp × cp = 1）")
+    zero = (f"ZeRO-{z}", f"ZeRO-{z}") if z else ("DDP (ZeRO 0)", "DDP（不用 ZeRO）")
+
+    def add(option, value, why):
+        out.append(IneffectiveOption(option, value, *why))
+
+    if st.grad_sync != "per_step":
+        if p.pp == 1:
+            add("grad_sync", st.grad_sync, ("it matters only with pp > 1 and ZeRO-2 or ZeRO-3",
+                                            "它只在流水线并行（pp > 1）且用 ZeRO-2 或 ZeRO-3 时起作用"))
+        elif z <= 1:
+            add("grad_sync", st.grad_sync, (f"{zero[0]} reduces the gradients once per step either way",
+                                            f"{zero[1]} 无论如何都是每步规约一次梯度"))
+        elif z == 2 and dp_n == 1:
+            add("grad_sync", st.grad_sync, ("with dp × cp = 1 ZeRO-2 has no gradients to reduce or shard",
+                                            "dp × cp = 1 时 ZeRO-2 没有要规约或分片的梯度"))
+    if o.tp_comm and p.tp == 1:
+        add("tp_comm", True, ("there is no tensor parallelism (tp = 1)", "没有张量并行（tp = 1）"))
+    last = "last_backward" in phases
+    if o.grad_reduce:
+        if o.grad_reduce_exposed:
+            add("grad_reduce", True, ("Megatron-LM's --DDP-impl local (ddp_impl_local) overrides it",
+                                      "Megatron-LM 的 --DDP-impl local（ddp_impl_local）会覆盖它"))
+        elif dp_n == 1:
+            add("grad_reduce", True, no_dp)
+        elif p.pp == 1:
+            add("grad_reduce", True, ("with pp = 1 the gradient reduction is hidden behind the last backward already",
+                                      "pp = 1 时梯度规约本来就与最后一次反向传播重叠"))
+        elif not last:
+            add("grad_reduce", True, (f"{zero[0]} reduces the gradients during every micro-batch's backward",
+                                      f"{zero[1]} 在每个微批次的反向传播中规约梯度"))
+    if o.param_gather:
+        if dp_n == 1:
+            add("param_gather", True, no_dp)
+        elif "after_step" not in phases:
+            add("param_gather", True, (f"{zero[0]} gathers no parameters after the optimizer step",
+                                       f"{zero[1]} 在优化器更新之后不 AllGather 参数"))
+    if o.grad_reduce_exposed:
+        if dp_n == 1:
+            add("grad_reduce_exposed", True, no_dp)
+        elif not last:
+            add("grad_reduce_exposed", True, (f"{zero[0]} reduces the gradients during every micro-batch's backward",
+                                              f"{zero[1]} 在每个微批次的反向传播中规约梯度"))
+        elif p.pp > 1 and not o.grad_reduce:
+            add("grad_reduce_exposed", True, ("with pp > 1 the gradient reduction is exposed already",
+                                              "pp > 1 时梯度规约本来就是未被隐藏的通信"))
+    if not o.fp8_dispatch:
+        if not st.model.is_moe or p.ep == 1:
+            add("fp8_dispatch", False, ("there is no expert parallelism (a dense model or ep = 1)",
+                                        "没有专家并行（稠密模型，或 ep = 1）"))
+        elif not any(c.recipe == st.precision and c.collective == "all_to_all" for c in COMMUNICATION):
+            add("fp8_dispatch", False, (f"the recipe {st.precision} sends no FP8 all-to-all",
+                                        f"精度方案 {st.precision} 没有 FP8 的 AllToAll"))
+    if not o.fp8_block_ceiling:
+        if not st.kernel_model:
+            add("fp8_block_ceiling", False, ("the flat time model (efficiency given) has no GEMM ceiling",
+                                             "平坦时间模型（给定了 efficiency）没有 GEMM 上限"))
+        elif st.precision not in kernels.FINE_GRAINED_FP8_RECIPES:
+            add("fp8_block_ceiling", False, (f"it applies only to {', '.join(kernels.FINE_GRAINED_FP8_RECIPES)}",
+                                             f"它只用于 {'、'.join(kernels.FINE_GRAINED_FP8_RECIPES)}"))
+        elif kernels.gpu_family(st.cluster.gpu) not in kernels.FP8_BLOCK_CEILING:
+            add("fp8_block_ceiling", False, (f"no fine-grained FP8 ceiling is known for the {st.cluster.gpu.name}",
+                                             f"{st.cluster.gpu.name} 没有已知的细粒度 FP8 上限"))
+    return out
