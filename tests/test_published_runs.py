@@ -125,6 +125,84 @@ def test_megascale_rows_are_table2():
     assert 6144 * 2048 / 6.34 == pytest.approx(1984.0e3, rel=0.002) and "LAMB" in ms["not_modelled"]
 
 
+
+# Megatron-Turing NLG 530B (Smith et al. 2022, arXiv 2201.11990) §2.4, typed from the paper: DGX A100 servers →
+# (seconds per iteration, TFLOP/s per GPU); §3.2: 105 layers, hidden 20480, 128 heads, sequence 2048, batch 1920,
+# TP 8 × PP 35
+MTNLG = {280: (60.1, 126), 350: (50.2, 121), 420: (44.4, 113)}
+
+
+def test_mtnlg_rows_are_the_papers():
+    """Shapes, layout, servers, batch and iteration times as printed; A100 80 GB (§2.3); 1F1B without interleaving
+    (DeepSpeed's pipeline engine); full recomputation; the printed TFLOP/s are eq. 3 (with recomputation) of the
+    iteration times, within their rounding (120.4 is printed 121: 0.5 %)."""
+    names = [n for n in RUNS if n.startswith("mtnlg-")]
+    assert names == [f"mtnlg-530b-{8 * n}" for n in MTNLG]
+    for servers, (seconds, tflops) in MTNLG.items():
+        run = RUNS[f"mtnlg-530b-{8 * servers}"]
+        m, p = run["model"], run["plan"]
+        assert (m.num_layers, m.hidden_size, m.num_heads, run["seq_len"], run["global_batch"]) == \
+            (105, 20480, 128, 2048, 1920)
+        assert (p.tp, p.pp, p.world_size, run["num_gpus"], run["gpu"]) == (8, 35, 8 * servers, 8 * servers,
+                                                                             "a100-80gb")
+        assert (p.num_chunks, p.micro_batch_size, p.recompute, p.schedule) == (1, 1, "full", "1f1b")
+        assert p.micro_batch_size * p.num_microbatches * p.dp == 1920
+        assert run["published_step_seconds"] == seconds and run["printed_flops"] == tflops * 1e12
+        eq3 = FL.megatron_flops(m, 1920, 2048) / (seconds * 8 * servers)
+        assert eq3 / 1e12 == pytest.approx(tflops, rel=0.006)
+        # the published figure the score uses is the iteration time; its FLOP/s are eq. 3's
+        assert C.compare_run(run)["published_flops"] == pytest.approx(eq3, rel=1e-12)
+        assert run["count"] == "megatron" and "1F1B" in run["reading"] and "micro-batch 1" in run["reading"]
+
+
+# (published / step at Megatron-LM's own speed per micro-batch) of each MT-NLG row, computed by hand below from
+# Narayanan et al.'s 529.6B row: the figure the rows' KNOWN_MISSES entries quote
+MTNLG_SLOWER = {280: 1.181, 350: 1.193, 420: 1.226}
+
+
+def _mtnlg_hand_step(run) -> float:
+    """An MT-NLG step at the speed per micro-batch Megatron-LM measured on the same model and cluster (Narayanan et
+    al. 2021 Table 1, 529.6B: 163 TFLOP/s on 2520 A100, batch 2520, TP 8 × PP 35 × DP 9, v = 3), by hand: that
+    row's step by eq. 3, less its fp32 gradient all-reduce, over its (m + (p − 1)/v) micro-batch times gives τ; this
+    row's step is τ·(m + p − 1) (1F1B) plus its own all-reduce. All-reduce: ring over dp GPUs, 2(dp − 1)/dp of a
+    first-stage GPU's fp32 gradient shard (3 layers of 12h² and the embedding V·h, over TP 8) at 200 Gb/s."""
+    h, V = 20480, 51200
+    shard = (3 * 12 * h * h + V * h) / 8 * 4
+    all_reduce = lambda dp: 2 * (dp - 1) / dp * shard / 25e9  # noqa: E731
+    t1 = 96 * 2520 * 2048 * 105 * h * h * (1 + 2048 / (6 * h) + V / (16 * 105 * h)) / (163e12 * 2520)
+    tau = (t1 - all_reduce(9)) / (280 + 34 / 3)
+    p = run["plan"]
+    return tau * (p.num_microbatches + p.pp - 1) + all_reduce(p.dp)
+
+
+def test_mtnlg_misses_against_megatron_lm_s_own_run_of_the_same_model():
+    """Out of sample, the MT-NLG rows come out 21–26 % too fast. By hand (:func:`_mtnlg_hand_step`), at the speed
+    Megatron-LM measured on this very model and cluster, with 1F1B's larger bubble and the all-reduce charged, the
+    published steps are 18–23 % slower: the planner, which meets that Table 1 row at 1.02, predicts these rows by
+    the same factor (within 1.5 %: the point-to-point and tensor-parallel terms the hand count leaves out). The
+    numbers the KNOWN_MISSES entries quote are these."""
+    t1 = C.compare_run(RUNS["megatron-gpt-529.6b"])["ratio"]
+    assert t1 == pytest.approx(1.02, abs=0.005)
+    rep = C.validation_report()
+    for servers, slower in MTNLG_SLOWER.items():
+        name = f"mtnlg-530b-{8 * servers}"
+        run = RUNS[name]
+        hand = _mtnlg_hand_step(run)
+        assert run["published_step_seconds"] / hand == pytest.approx(slower, abs=0.0015), name
+        r = C.compare_run(run)
+        assert r["ratio"] / t1 == pytest.approx(run["published_step_seconds"] / hand, rel=0.015), name
+        assert rep.ratios[name] == r["ratio"] and 1.2 < r["ratio"] < 1.3 and name in rep.outside_wide
+        e = r["estimate"]
+        mb2 = C.compare_run({**run, "plan": replace(run["plan"], micro_batch_size=2,
+                                                    num_microbatches=run["plan"].num_microbatches // 2)})["ratio"]
+        en, zh = C.KNOWN_MISSES[name]
+        for text in (en, zh):
+            for quoted in (f"{e.time['total']:.1f}", f"{run['published_step_seconds']}", f"{hand:.1f}",
+                           f"{slower - 1:.0%}".replace("%", " %"), f"{mb2:.2f}", f"{e.time['bubble']:.1f}",
+                           f"{e.time['dp_comm']:.1f}", f"{t1:.2f}", f"{(hand - e.time['dp_comm']) / 274:.3f}"
+                           if servers == 280 else ""):
+                assert quoted in text, (name, quoted)
+
 # Megatron-Core's table (README image, Jul 2024), typed from the image: heads, hidden, layers, TP, PP, DP, GPUs,
 # batch, TFLOP/s per GPU, MFU %, aggregate PFLOP/s, parameters (B)
 MCORE = {"1.7b": (16, 2048, 24, 1, 1, 48, 48, 192, 408.8, 41, 19.6, 1.7),
@@ -241,9 +319,10 @@ def test_validation_meets_the_issue_38_thresholds():
     assert set(rep.calibration) == set(C.CALIBRATION_RUNS)
     assert not set(rep.ratios) & set(rep.calibration) and not set(rep.ratios) & set(rep.excluded)
     assert set(rep.ratios) | set(rep.calibration) | set(rep.excluded) == set(RUNS)
-    # issue 38 aims at 90 %; the planner meets 28 of 32 scored runs (87.5 %), the 4 others named in KNOWN_MISSES
-    # (a floor that holds today, not the target: the report says so)
-    assert len(rep.ratios) >= 16 and rep.share_within >= 0.85
+    # issue 38 aims at 90 %; the planner meets 28 of 35 scored runs (80 %), the 7 others named in KNOWN_MISSES
+    # (a floor that holds today, not the target: the report says so). It was 85 % (28 of 32) until the three
+    # Megatron-Turing NLG rows joined out of sample and all three missed (see their KNOWN_MISSES entries)
+    assert len(rep.ratios) >= 16 and rep.share_within >= 0.80
     for name, reason in rep.misses.items():
         assert reason, f"{name} leaves ±10 % ({rep.ratios[name]:.2f}) without a stated reason"
     assert all(rep.outside_wide[n] for n in rep.outside_wide)

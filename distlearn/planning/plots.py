@@ -206,8 +206,8 @@ def plot_validation():
     ax.grid(axis="x", alpha=0.3)
     plots.title(ax, "The planner against published runs", "规划器与已发表的训练")
     fig.text(0.01, 0.01, bi("Sources: Narayanan et al. 2021, Table 1; Megatron-LM README; BLOOM; Llama 3, Table 4;\n"
-                            "MegaScale, Table 2; Megatron-Core README; Nemotron-4; torchtitan; DeepSeek-V3",
+                            "MegaScale, Table 2; Megatron-Core README; Nemotron-4; torchtitan; DeepSeek-V3; MT-NLG §2.4",
                             "出处：Narayanan 等 2021 表 1；Megatron-LM README；BLOOM；Llama 3 表 4；\n"
-                            "MegaScale 表 2；Megatron-Core README；Nemotron-4；torchtitan；DeepSeek-V3",
+                            "MegaScale 表 2；Megatron-Core README；Nemotron-4；torchtitan；DeepSeek-V3；MT-NLG §2.4",
                             sep="\n"), fontsize=6.5, color="0.35", va="bottom")
     return fig

@@ -45,6 +45,12 @@ Sources (each row's ``source`` names its table or section):
 - torchtitan (pytorch/torchtitan ``benchmarks/llama3_h100_202412_torchtitan.md``, Dec 2024): Llama 3.1 8B / 70B /
   405B on H100 96 GB HBM2e at 500 W, tokens/s per GPU.
 - picotron (huggingface/picotron README): "38% MFU on a LLaMA-2-7B model using 64 H100 GPUs" (no layout given).
+- Megatron-Turing NLG 530B (Smith et al. 2022, arXiv 2201.11990): 105 layers, hidden 20480, 128 heads, sequence 2048,
+  batch 1920, TP 8 × PP 35 (DeepSpeed's pipeline and data parallelism with Megatron's tensor slicing), bf16 mixed
+  precision on Selene (§2.3: 8 A100 80 GB per DGX A100, 8 × 200 Gb/s HDR InfiniBand); §2.4: 280 / 350 / 420 servers,
+  60.1 / 50.2 / 44.4 s per iteration, 126 / 121 / 113 TFLOP/s per GPU (eq. 3 of the iteration time: 125.7 / 120.4 /
+  113.5). DeepSpeed's pipeline engine runs 1F1B only (DeepSpeed issue #1110) and splits the activations it sends
+  between stages over the tensor-parallel ranks (``deepspeed/runtime/pipe/engine.py``, ``is_pipe_partitioned``).
 """
 from __future__ import annotations
 
@@ -82,6 +88,9 @@ GPT_18B_MEGATRON = MEGATRON_MODELS["18.4b"]
 GPT_146B_MEGATRON = MEGATRON_MODELS["145.6b"]
 GPT_1T_MEGATRON = MEGATRON_MODELS["1t"]
 GPT3_175B_MEGATRON = _megatron_gpt("gpt3-175b-megatron", 12288, 96, 96)
+# Megatron-Turing NLG 530B (arXiv 2201.11990 §3.2: 105 layers, hidden 20480, 128 heads, sequence 2048): the model of
+# Narayanan et al.'s 529.6B row; GPT-2's 50,257 tokens padded by Megatron to 51,200 (a multiple of 128 · TP), tied
+MT_NLG_530B = _megatron_gpt("mt-nlg-530b", 20480, 105, 128)
 # BLOOM-176B (HF bigscience/bloom config.json: n_embed 14336, n_layer 70, n_head 112, vocab 250880; ALiBi: the
 # learned-position table our GPT blocks add is 0.02 % of the parameters)
 BLOOM_176B = ModelConfig("bloom-176b", "gpt", 250880, 14336, 70, 112, 4 * 14336, 2048, tied_embeddings=True)
@@ -160,6 +169,49 @@ def _megatron_row(key: str) -> dict:
                            f"（megatron/training.py 的 train_step）；梯度按 fp32 做 all-reduce（论文没说；"
                            f"--accumulate-allreduce-grads-in-fp32 不是默认值，fp16 的话字节数减半）")
 
+
+
+# Smith et al. 2022 §2.4: DGX A100 servers → (seconds per iteration, TFLOP/s per GPU as printed)
+MT_NLG_TABLE = read_only({280: (60.1, 126), 350: (50.2, 121), 420: (44.4, 113)})
+
+
+def _mtnlg_row(servers: int) -> dict:
+    """Megatron-Turing NLG 530B on ``servers`` DGX A100 (Smith et al. 2022 §2.4): TP 8 × PP 35 × DP, batch 1920."""
+    seconds, tflops = MT_NLG_TABLE[servers]
+    gpus = 8 * servers
+    dp = gpus // (8 * 35)
+    return dict(model=MT_NLG_530B, gpu="a100-80gb", num_gpus=gpus, global_batch=1920, seq_len=2048,
+                precision="mixed-fp32-grads", count="megatron",
+                plan=Plan(dp=dp, tp=8, pp=35, zero_stage=0, recompute="full", micro_batch_size=1,
+                          num_microbatches=1920 // dp, sequence_parallel=False),
+                published_step_seconds=seconds, printed_flops=tflops * 1e12,
+                source=f"Megatron-Turing NLG 530B (Smith et al. 2022, arXiv 2201.11990) §2.4: {servers} DGX A100 "
+                       f"servers ({gpus} A100 80 GB, §2.3), batch 1920, {seconds} s per iteration, {tflops} TFLOP/s "
+                       f"per GPU; §3.2: 105 layers, hidden 20480, 128 heads, sequence 2048, 8-way tensor and 35-way "
+                       f"pipeline parallelism",
+                source_zh=f"Megatron-Turing NLG 530B（Smith 等 2022，arXiv 2201.11990）§2.4：{servers} 台 DGX A100 "
+                          f"服务器（{gpus} 块 A100 80 GB，§2.3），全局批量 1920，每步 {seconds} 秒，每块 GPU {tflops} "
+                          f"TFLOP/s；§3.2：105 层，hidden 20480，128 个头，序列长度 2048，8 路张量并行、35 路流水线并行",
+                reading="micro-batch 1 (the paper does not say; Megatron-LM's own script for this model and Narayanan "
+                        "et al.'s Table 1 use 1, and 2 would double the bubble); DeepSpeed's pipeline engine: 1F1B, no "
+                        "interleaving (its only schedule), the activations between stages split over the 8 tensor "
+                        "ranks (engine.py, is_pipe_partitioned: Megatron's scatter/gather); full recomputation of "
+                        "every transformer block (§2.1 stores only the blocks' inputs; the printed TFLOP/s are eq. 3, "
+                        "which counts the recomputation: 125.7 / 120.4 / 113.5 from the iteration times); plain data "
+                        "parallelism, no ZeRO (the paper names none for this run; ZeRO-1 would move the same bytes), "
+                        "the gradient all-reduce after the pipeline flush, exposed; gradients all-reduced in fp32 (a "
+                        "reading: bf16 mixed precision, §2.3, and the paper does not say; bf16 would halve the bytes, "
+                        "0.3 s of the step); vocabulary 51,200 (GPT-2's 50,257 padded by Megatron to a multiple of "
+                        "128 · TP), tied embeddings; Selene's 8 × 200 Gb/s HDR InfiniBand per node (§2.3)",
+                reading_zh="微批次大小 1（论文没说；Megatron-LM 为这个模型写的脚本和 Narayanan 等的表 1 都用 1，取 2 则"
+                           "气泡加倍）；DeepSpeed 的流水线引擎：1F1B，不交错（它只有这一种调度），阶段之间传递的激活按 8 个"
+                           "张量并行 rank 切分（engine.py 的 is_pipe_partitioned，即 Megatron 的 scatter/gather）；每个 "
+                           "Transformer 块完全重计算（§2.1 只保存各块的输入；公布的 TFLOP/s 按公式 3 计，公式 3 把重计算算在"
+                           "内：由每步时间算得 125.7 / 120.4 / 113.5）；普通数据并行，不用 ZeRO（论文没有为这次训练提到 "
+                           "ZeRO；ZeRO-1 传输的字节数相同），梯度在流水线排空之后 all-reduce，不被隐藏；梯度按 fp32 做 "
+                           "all-reduce（这是读法：§2.3 只说 bf16 混合精度；按 bf16 字节数减半，每步少 0.3 秒）；词表 51,200"
+                           "（GPT-2 的 50,257 由 Megatron 补齐到 128 · TP 的倍数），输入输出嵌入共享；Selene 每节点 "
+                           "8 × 200 Gb/s HDR InfiniBand（§2.3）")
 
 def _llama3(num_gpus, dp, cp, seq_len, published, mfu):
     """Llama 3 405B, Table 4 row: FP32 gradient accumulation and reduce-scatter (§3.3.2)."""
@@ -441,6 +493,7 @@ PUBLISHED_RUNS = read_only({
         extra=("; micro-batch 1, v = 2 chunks (the source gives neither)", "；微批次大小 1，v = 2（原文都没给）",
                "; torch.compile's fusions are not modelled (async TP is: tp_comm_overlap)",
                "；torch.compile 的算子融合没有建模（异步 TP 已建模：tp_comm_overlap）")),
+    **{f"mtnlg-530b-{8 * n}": _mtnlg_row(n) for n in MT_NLG_TABLE},
 })
 # Published figures the planner cannot evaluate at all: no layout, batch or sequence is given.
 UNEVALUATED_RUNS = read_only({
