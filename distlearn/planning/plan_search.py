@@ -39,7 +39,7 @@ from distlearn.planning.evaluation import Estimate, estimate
 from distlearn.planning.memory import memory_total, plan_memory
 from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Overlap, Plan, Setting,
                                         make_setting, resolve)
-from distlearn.planning.step_time import microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
+from distlearn.planning.step_time import dp_term, microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -242,41 +242,65 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, .
     kept = {(z, r) for z, r in _kept(st, group) if r in modes}
     if not kept:
         return
-    for b, m, chunks in group.batching:  # group.plans' order. The bounds: "microbatch" depends on neither the
-        # chunk count, the schedule nor the ZeRO stage; "pipeline" not on the ZeRO stage
-        slow_b = {}
-        if too_slow is not None:  # no recomputation has the lowest "microbatch" bound (every other mode adds work
-            # to its terms): when even it is too slow, so is every plan of this b
+    for b, m, chunks in group.batching:  # group.plans' order
+        for p, mem, _ in _fitting_batch(st, group, kept, b, m, chunks, too_slow):
+            yield p, mem
+
+
+def _fitting_batch(st: Setting, group: Group, kept: set, b: int, m: int, chunks: list[int], too_slow=None,
+                   none_checked: bool = False):
+    """Yield (plan, memory, step seconds or ``None``) for the plans of ``group`` with micro-batch size ``b`` (``m``
+    micro-batches, ``chunks`` the chunk counts) and (zero_stage, recompute) in ``kept`` that fit, in search order,
+    leaving out those for which ``too_slow`` (as in :func:`_fitting_plans`) is true: then the step seconds are
+    :func:`~distlearn.planning.step_time.plan_seconds`'s (the "pipeline" bound, which does not depend on the ZeRO
+    stage, plus the data-parallel term: the same two numbers added), else ``None``. ``none_checked``: the caller
+    already found that the "microbatch" bound without recomputation is not too slow."""
+    # the bounds: "microbatch" depends on neither the chunk count, the schedule nor the ZeRO stage; "pipeline"
+    # not on the ZeRO stage
+    slow_b = {}
+    if too_slow is not None:  # no recomputation has the lowest "microbatch" bound (every other mode adds work
+        # to its terms): when even it is too slow, so is every plan of this b
+        if none_checked:
+            slow_b["none"] = False
+        else:
             z0 = group.zero_stages[0]
             slow_b["none"] = too_slow(group._plan(z0, "none", b, m, chunks[0], "1f1b"), "microbatch")
             if slow_b["none"]:
-                continue
-        for v in chunks:
-            too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
-            for sched in group.schedules(v, m):
-                slow = {}
-                for z in group.zero_stages:
-                    for r in RECOMPUTE:
-                        if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
-                            continue
-                        p = None  # built when first needed, and then used for the bounds and the plan itself
-                        if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
-                            if r not in slow_b:  # all chunk counts and schedules of this b at once
-                                p = group._plan(z, r, b, m, v, sched)
-                                slow_b[r] = too_slow(p, "microbatch")
-                            if r not in slow:
+                return
+    for v in chunks:
+        too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
+        for sched in group.schedules(v, m):
+            pipe = {}  # recomputation mode → its "pipeline" bound in seconds, None when too slow
+            for z in group.zero_stages:
+                for r in RECOMPUTE:
+                    if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
+                        continue
+                    p = None  # built when first needed, and then used for the bounds and the plan itself
+                    seconds = None
+                    if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
+                        if r not in slow_b:  # all chunk counts and schedules of this b at once
+                            p = group._plan(z, r, b, m, v, sched)
+                            slow_b[r] = too_slow(p, "microbatch")
+                        if r not in pipe:
+                            pipe[r] = None
+                            if not slow_b[r]:
                                 p = p or group._plan(z, r, b, m, v, sched)
-                                slow[r] = slow_b[r] or too_slow(p, "pipeline")
-                            if slow[r]:
-                                continue
-                        p = p or group._plan(z, r, b, m, v, sched)
-                        if too_slow is not None and too_slow(p, "exact"):
+                                lower = step_seconds_lower_bound(st, p)
+                                if not too_slow(lower, "seconds"):
+                                    pipe[r] = lower
+                        if pipe[r] is None:
                             continue
-                        mem = plan_memory(st, p)
-                        if mem["total"] <= st.capacity:
-                            yield p, mem
-                        elif sched == "1f1b":
-                            too_big.add((z, r))
+                        p = p or group._plan(z, r, b, m, v, sched)
+                        seconds = pipe[r] + dp_term(st, p)  # plan_seconds(st, p)
+                        if too_slow(seconds, "seconds"):
+                            continue
+                    else:
+                        p = group._plan(z, r, b, m, v, sched)
+                    mem = plan_memory(st, p)
+                    if mem["total"] <= st.capacity:
+                        yield p, mem, seconds
+                    elif sched == "1f1b":
+                        too_big.add((z, r))
 
 
 class _Best:
@@ -359,20 +383,47 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
+    tokens = st.B * st.s  # per step
+
     def too_slow(p, bound):
         """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
         (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and schedule),
         "pipeline" (:func:`~distlearn.planning.step_time.step_seconds_lower_bound`, every ZeRO stage) or "exact"
-        (its step time)."""
-        seconds = (microbatch_lower_bound(st, p) if bound == "microbatch" else
+        (its step time); with ``bound`` "seconds", ``p`` is a lower bound on a plan's step time in seconds."""
+        seconds = (p if bound == "seconds" else microbatch_lower_bound(st, p) if bound == "microbatch" else
                    step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
-        return best.beats(st.B * st.s / seconds)
+        return best.beats(tokens / seconds)
     too_slow = None if best is None else too_slow
-    for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
+    # the plans of one (group, micro-batch size) form a unit; with ``top`` the units are searched fastest bound
+    # first (the "microbatch" bound without recomputation, the lowest of the unit), so that the k best fill early
+    # and prune more, and the search stops at the first unit whose bound is already too slow (every later one is
+    # slower). A plan's place in the search order, (group, micro-batch size, place in the unit), breaks ties
+    units = []
+    for gi, group in enumerate(candidate_groups(model, cluster, global_batch, seq_len, cp, ep)):
         count += group.size // len(RECOMPUTE) * len(set(modes))
-        for p, mem in _fitting_plans(st, group, too_slow, modes):
+        kept = {(z, r) for z, r in _kept(st, group) if r in modes}
+        if not kept:
+            continue
+        z0 = group.zero_stages[0]
+        kept_modes = ("none",) if any(r == "none" for _, r in kept) else tuple(
+            r for r in RECOMPUTE if any(rr == r for _, rr in kept))
+        for bk, (b, m, chunks) in enumerate(group.batching):
+            bound = guess = 0.0
+            if best is not None:
+                bound = max(st.B * st.s / microbatch_lower_bound(st, group._plan(z0, r, b, m, chunks[0], "1f1b"))
+                            for r in kept_modes)
+                guess = bound / (1 + (group.pp - 1) / (max(chunks) * m))
+            units.append((-guess, gi, bk, group, kept, b, m, chunks, bound))
+    if best is not None:
+        units.sort(key=lambda u: u[:3])
+    for neg_guess, gi, bk, group, kept, b, m, chunks, bound in units:
+        if best is not None and best.beats(bound):
+            continue  # this unit's plans are too slow
+        for j, (p, mem, seconds) in enumerate(_fitting_batch(st, group, kept, b, m, chunks, too_slow,
+                                                             none_checked=True)):
             # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
-            fits.append((st.B * st.s / plan_seconds(st, p), mem["total"], len(fits), p, mem))
+            seconds = plan_seconds(st, p) if seconds is None else seconds
+            fits.append((tokens / seconds, mem["total"], (gi, bk, j), p, mem))
             if best is not None:
                 best.add(fits[-1][0])
     fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
