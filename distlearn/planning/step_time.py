@@ -512,7 +512,8 @@ def cp_seconds(st: Setting, p: Plan) -> float:
     if p.cp == 1:
         return 0.0
     layers = max(st.stages(p.pp, p.stage_layers))
-    return layers * st.cached(("cp_layer_s", p.micro_batch_size, p.tp, p.cp, p.recompute),
+    # the recomputation enters only as full or not (a recomputed forward gathers once more)
+    return layers * st.cached(("cp_layer_s", p.micro_batch_size, p.tp, p.cp, p.recompute == "full"),
                               lambda: cp_layer_seconds(st, p))
 
 
