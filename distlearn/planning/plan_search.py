@@ -39,7 +39,9 @@ from distlearn.planning.evaluation import Estimate, estimate
 from distlearn.planning.memory import memory_total, plan_memory
 from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Overlap, Plan, Setting,
                                         make_setting, resolve)
-from distlearn.planning.step_time import dp_term, microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
+from distlearn.planning.step_time import (bubble_share, dp_term, microbatch_lower_bound, microbatch_seconds, partial_sum,
+                                          pipeline_terms, plan_seconds, schedule_bubble_ratio,
+                                          step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -247,6 +249,31 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, .
             yield p, mem
 
 
+def _batch_floor(st: Setting, group: Group, kept: set, b: int, m: int, chunks: list[int]) -> float:
+    """A lower bound on :func:`~distlearn.planning.step_time.step_seconds_lower_bound` of every plan of ``group``
+    with micro-batch size ``b`` (``m`` micro-batches), every chunk count of ``chunks``, every schedule and every
+    (zero_stage, recompute) of ``kept``. The terms of the plan with one chunk under 1F1B without recomputation (its
+    compute, tp, cp and ep terms add up to no more than any mode's, as :func:`_fitting_batch` uses; its p2p term is
+    every one-chunk plan's, and each chunk adds sends), its bubble replaced by the least one: each schedule's own
+    factor ((p − 1) × bubble share for 1F1B with v chunks; the zero-bubble ratio × m for ZB-H1, of no
+    recomputation, which selective and norm-act share, and of full recomputation when it is kept), computed as
+    :func:`~distlearn.planning.step_time.pipeline_terms` does, times that plan's micro-batch time, no more than any
+    other's. Added in the same order as the plans' own terms: rounding is monotone, so the bound holds in floating
+    point too."""
+    z0 = group.zero_stages[0]
+    one = group._plan(z0, "none", b, m, 1, "1f1b")
+    terms = pipeline_terms(st, one)
+    if group.pp == 1:  # one chunk, one schedule, no bubble
+        return partial_sum.unchecked(terms)
+    factors = [(group.pp - 1) * bubble_share(st, one if v == 1 else group._plan(z0, "none", b, m, v, "1f1b"))
+               for v in chunks]
+    for sched in group.schedules(1, m):
+        if sched != "1f1b":
+            for r in sorted({"full" if r == "full" else "none" for _, r in kept}):
+                factors.append(schedule_bubble_ratio(st, group._plan(z0, r, b, m, 1, sched)) * m)
+    return partial_sum.unchecked({**terms, "bubble": min(factors) * microbatch_seconds(st, one)})
+
+
 def _fitting_batch(st: Setting, group: Group, kept: set, b: int, m: int, chunks: list[int], too_slow=None,
                    none_checked: bool = False):
     """Yield (plan, memory, step seconds or ``None``) for the plans of ``group`` with micro-batch size ``b`` (``m``
@@ -404,21 +431,14 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         kept = {(z, r) for z, r in _kept(st, group) if r in modes}
         if not kept:
             continue
-        z0 = group.zero_stages[0]
-        kept_modes = ("none",) if any(r == "none" for _, r in kept) else tuple(
-            r for r in RECOMPUTE if any(rr == r for _, rr in kept))
         for bk, (b, m, chunks) in enumerate(group.batching):
-            bound = guess = 0.0
-            if best is not None:
-                bound = max(st.B * st.s / microbatch_lower_bound(st, group._plan(z0, r, b, m, chunks[0], "1f1b"))
-                            for r in kept_modes)
-                guess = bound / (1 + (group.pp - 1) / (max(chunks) * m))
-            units.append((-guess, gi, bk, group, kept, b, m, chunks, bound))
+            bound = 0.0 if best is None else tokens / _batch_floor(st, group, kept, b, m, chunks)
+            units.append((-bound, gi, bk, group, kept, b, m, chunks))
     if best is not None:
         units.sort(key=lambda u: u[:3])
-    for neg_guess, gi, bk, group, kept, b, m, chunks, bound in units:
-        if best is not None and best.beats(bound):
-            continue  # this unit's plans are too slow
+    for neg_bound, gi, bk, group, kept, b, m, chunks in units:
+        if best is not None and best.beats(-neg_bound):
+            break  # no plan of this unit nor of any later one reaches the k-th best
         for j, (p, mem, seconds) in enumerate(_fitting_batch(st, group, kept, b, m, chunks, too_slow,
                                                              none_checked=True)):
             # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
