@@ -421,31 +421,42 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
                    step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
         return best.beats(tokens / seconds)
     too_slow = None if best is None else too_slow
-    # the plans of one (group, micro-batch size) form a unit; with ``top`` the units are searched fastest bound
-    # first (the "microbatch" bound without recomputation, the lowest of the unit), so that the k best fill early
-    # and prune more, and the search stops at the first unit whose bound is already too slow (every later one is
-    # slower). A plan's place in the search order, (group, micro-batch size, place in the unit), breaks ties
-    units = []
+    # the plans of one (group, micro-batch size) form a unit. With ``top`` the units are searched best bound first,
+    # so that the k best fill early, and the search stops at the first unit whose bound is already too slow (every
+    # later one's is lower). A unit's bound, in tokens/s, is first its "microbatch" bound without recomputation
+    # (the lowest of its modes); when it comes first it is refined to :func:`_batch_floor` (its bubble counted)
+    # and goes back in the queue, and the unit is searched when it comes first again. A plan's place in the search
+    # order, (group, micro-batch size, place in the unit), breaks ties
+    units, queue = {}, []
     for gi, group in enumerate(candidate_groups(model, cluster, global_batch, seq_len, cp, ep)):
         count += group.size // len(RECOMPUTE) * len(set(modes))
         kept = {(z, r) for z, r in _kept(st, group) if r in modes}
         if not kept:
             continue
         for bk, (b, m, chunks) in enumerate(group.batching):
-            bound = 0.0 if best is None else tokens / _batch_floor(st, group, kept, b, m, chunks)
-            units.append((-bound, gi, bk, group, kept, b, m, chunks))
-    if best is not None:
-        units.sort(key=lambda u: u[:3])
-    for neg_bound, gi, bk, group, kept, b, m, chunks in units:
-        if best is not None and best.beats(-neg_bound):
+            units[gi, bk] = (group, kept, b, m, chunks)
+            if best is not None:
+                bound = tokens / microbatch_lower_bound(st, group._plan(group.zero_stages[0], "none", b, m,
+                                                                        chunks[0], "1f1b"))
+                queue.append((-bound, gi, bk, False))
+    if best is None:  # every unit in search order
+        for (gi, bk), (group, kept, b, m, chunks) in units.items():
+            for j, (p, mem, _) in enumerate(_fitting_batch(st, group, kept, b, m, chunks)):
+                # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
+                fits.append((tokens / plan_seconds(st, p), mem["total"], (gi, bk, j), p, mem))
+    heapq.heapify(queue)
+    while queue:
+        neg_bound, gi, bk, refined = heapq.heappop(queue)
+        if best.beats(-neg_bound):
             break  # no plan of this unit nor of any later one reaches the k-th best
+        group, kept, b, m, chunks = units[gi, bk]
+        if not refined:
+            heapq.heappush(queue, (-(tokens / _batch_floor(st, group, kept, b, m, chunks)), gi, bk, True))
+            continue
         for j, (p, mem, seconds) in enumerate(_fitting_batch(st, group, kept, b, m, chunks, too_slow,
                                                              none_checked=True)):
-            # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
-            seconds = plan_seconds(st, p) if seconds is None else seconds
             fits.append((tokens / seconds, mem["total"], (gi, bk, j), p, mem))
-            if best is not None:
-                best.add(fits[-1][0])
+            best.add(fits[-1][0])
     fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
     if top is not None:
         fits = fits[:top]
