@@ -200,6 +200,14 @@ def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool
     return memory_total(st, group.smallest(zero_stage, recompute)) <= st.capacity * (1 + ROUNDING_MARGIN)
 
 
+def _smallest_may_fit(st: Setting, group: Group) -> bool:
+    """Whether one of the group's memory-minimal plans :func:`_may_fit` (those :func:`any_plan_fits` looks at:
+    ZeRO 2 or 3, or 0 when dp·cp = 1, with the modes of :func:`_least_memory_modes`): when none does, no plan of
+    the group fits (the orderings of :func:`_kept`) and :func:`_kept` finds no pair."""
+    stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
+    return any(_may_fit(st, group, z, r) for z in stages for r in _least_memory_modes(st, group))
+
+
 def _kept(st: Setting, group: Group) -> set:
     """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
     the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
@@ -249,10 +257,10 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, .
             yield p, mem
 
 
-def _batch_floor(st: Setting, group: Group, kept: set, b: int, m: int, chunks: list[int]) -> float:
+def _batch_floor(st: Setting, group: Group, kept: set | None, b: int, m: int, chunks: list[int]) -> float:
     """A lower bound on :func:`~distlearn.planning.step_time.step_seconds_lower_bound` of every plan of ``group``
     with micro-batch size ``b`` (``m`` micro-batches), every chunk count of ``chunks``, every schedule and every
-    (zero_stage, recompute) of ``kept``. The terms of the plan with one chunk under 1F1B without recomputation (its
+    (zero_stage, recompute) of ``kept`` (``None``: every pair). The terms of the plan with one chunk under 1F1B without recomputation (its
     compute, tp, cp and ep terms add up to no more than any mode's, as :func:`_fitting_batch` uses; its p2p term is
     every one-chunk plan's, and each chunk adds sends), its bubble replaced by the least one: each schedule's own
     factor ((p − 1) × bubble share for 1F1B with v chunks; the zero-bubble ratio × m for ZB-H1, of no
@@ -269,7 +277,8 @@ def _batch_floor(st: Setting, group: Group, kept: set, b: int, m: int, chunks: l
                for v in chunks]
     for sched in group.schedules(1, m):
         if sched != "1f1b":
-            for r in sorted({"full" if r == "full" else "none" for _, r in kept}):
+            for r in (("none", "full") if kept is None else sorted({"full" if r == "full" else "none"
+                                                                       for _, r in kept})):
                 factors.append(schedule_bubble_ratio(st, group._plan(z0, r, b, m, 1, sched)) * m)
     return partial_sum.unchecked({**terms, "bubble": min(factors) * microbatch_seconds(st, one)})
 
@@ -427,21 +436,26 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     # (the lowest of its modes); when it comes first it is refined to :func:`_batch_floor` (its bubble counted)
     # and goes back in the queue, and the unit is searched when it comes first again. A plan's place in the search
     # order, (group, micro-batch size, place in the unit), breaks ties
-    units, queue = {}, []
+    # The (zero_stage, recompute) pairs that may fit (:func:`_kept`) are found when a group's unit is first
+    # searched; before, a group whose memory-minimal plans do not fit is left out (nothing of it fits)
+    units, queue, kept_of = {}, [], {}
     for gi, group in enumerate(candidate_groups(model, cluster, global_batch, seq_len, cp, ep)):
         count += group.size // len(RECOMPUTE) * len(set(modes))
-        kept = {(z, r) for z, r in _kept(st, group) if r in modes}
-        if not kept:
+        if best is None:
+            kept_of[gi] = {(z, r) for z, r in _kept(st, group) if r in modes}
+            if not kept_of[gi]:
+                continue
+        elif not _smallest_may_fit(st, group):
             continue
         for bk, (b, m, chunks) in enumerate(group.batching):
-            units[gi, bk] = (group, kept, b, m, chunks)
+            units[gi, bk] = (group, b, m, chunks)
             if best is not None:
                 bound = tokens / microbatch_lower_bound(st, group._plan(group.zero_stages[0], "none", b, m,
                                                                         chunks[0], "1f1b"))
                 queue.append((-bound, gi, bk, False))
     if best is None:  # every unit in search order
-        for (gi, bk), (group, kept, b, m, chunks) in units.items():
-            for j, (p, mem, _) in enumerate(_fitting_batch(st, group, kept, b, m, chunks)):
+        for (gi, bk), (group, b, m, chunks) in units.items():
+            for j, (p, mem, _) in enumerate(_fitting_batch(st, group, kept_of[gi], b, m, chunks)):
                 # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
                 fits.append((tokens / plan_seconds(st, p), mem["total"], (gi, bk, j), p, mem))
     heapq.heapify(queue)
@@ -449,9 +463,14 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
         neg_bound, gi, bk, refined = heapq.heappop(queue)
         if best.beats(-neg_bound):
             break  # no plan of this unit nor of any later one reaches the k-th best
-        group, kept, b, m, chunks = units[gi, bk]
+        group, b, m, chunks = units[gi, bk]
         if not refined:
-            heapq.heappush(queue, (-(tokens / _batch_floor(st, group, kept, b, m, chunks)), gi, bk, True))
+            heapq.heappush(queue, (-(tokens / _batch_floor(st, group, None, b, m, chunks)), gi, bk, True))
+            continue
+        if gi not in kept_of:
+            kept_of[gi] = {(z, r) for z, r in _kept(st, group) if r in modes}
+        kept = kept_of[gi]
+        if not kept:
             continue
         for j, (p, mem, seconds) in enumerate(_fitting_batch(st, group, kept, b, m, chunks, too_slow,
                                                              none_checked=True)):
