@@ -13,7 +13,12 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
   step time is already below the k-th best found so far: its real tokens/s is lower still, so it cannot be among
   the k best. Three bounds, cheapest first, each checked before the memory: per micro-batch size, the compute
   and tp/cp/ep terms (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and
-  schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself.
+  schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself. The
+  plans of one (group, micro-batch size) unit are searched together, units in the order of an upper bound on
+  their tokens/s (the "microbatch" bound without recomputation, refined when it comes first to
+  :func:`_batch_floor`, which also counts the least pipeline bubble), so that the k best fill with fast plans
+  early; the search stops at the first unit whose bound the k-th best beats. Ties between equally fast plans
+  of equal memory still go to the one earlier in the search order of :func:`candidate_groups`.
 - **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective or norm-act
   recomputation compared with none, and of two modes other than full the one keeping fewer bytes per layer never
   needs more (checked by tests/test_planner.py on every group): lower stages are only tried when a higher one
