@@ -495,7 +495,7 @@ CALLS = {
         "microbatch_compute_seconds", "tp_overlap_seconds", "layer_units", "kernel_stage_parts", "logit_seconds",
         "dense_stage_parts",
         "moe_stage_parts", "flat_compute_seconds", "ep_seconds", "cp_seconds",
-        "microbatch_terms", "microbatch_lower_bound", "pipeline_terms", "one_f_one_b_terms",
+        "microbatch_terms", "microbatch_lower_bound", "pipeline_terms", "microbatch_seconds", "one_f_one_b_terms",
         "step_seconds_lower_bound", "plan_time", "plan_seconds", "dp_term", "dp_seconds", "ineffective_options")},
     # ------------------------------------------------------------------ precision (chapter 01's formats, 08)
     "distlearn.precision.formats.get_format": lambda: {"name": "e4m3"},

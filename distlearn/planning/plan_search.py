@@ -13,7 +13,12 @@ by ``make bench``) comes from five exact shortcuts, none of which changes a resu
   step time is already below the k-th best found so far: its real tokens/s is lower still, so it cannot be among
   the k best. Three bounds, cheapest first, each checked before the memory: per micro-batch size, the compute
   and tp/cp/ep terms (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and
-  schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself.
+  schedule); per schedule, everything but the data-parallel term; per ZeRO stage, the step time itself. The
+  plans of one (group, micro-batch size) unit are searched together, units in the order of an upper bound on
+  their tokens/s (the "microbatch" bound without recomputation, refined when it comes first to
+  :func:`_batch_floor`, which also counts the least pipeline bubble), so that the k best fill with fast plans
+  early; the search stops at the first unit whose bound the k-th best beats. Ties between equally fast plans
+  of equal memory still go to the one earlier in the search order of :func:`candidate_groups`.
 - **memory orderings.** A higher ZeRO stage up to 2 never needs more memory, nor does selective or norm-act
   recomputation compared with none, and of two modes other than full the one keeping fewer bytes per layer never
   needs more (checked by tests/test_planner.py on every group): lower stages are only tried when a higher one
@@ -39,7 +44,9 @@ from distlearn.planning.evaluation import Estimate, estimate
 from distlearn.planning.memory import memory_total, plan_memory
 from distlearn.planning.setting import (COMPUTE_EFFICIENCY, FRAGMENTATION, RESERVE_BYTES, Overlap, Plan, Setting,
                                         make_setting, resolve)
-from distlearn.planning.step_time import microbatch_lower_bound, plan_seconds, step_seconds_lower_bound
+from distlearn.planning.step_time import (bubble_share, dp_term, microbatch_lower_bound, microbatch_seconds, partial_sum,
+                                          pipeline_terms, plan_seconds, schedule_bubble_ratio,
+                                          step_seconds_lower_bound)
 
 MAX_MICRO_BATCH = 16       # micro-batch sizes searched: divisors of global_batch/dp up to this
 MAX_CHUNKS = 8             # interleaving: chunks per GPU searched up to this
@@ -198,6 +205,14 @@ def _may_fit(st: Setting, group: Group, zero_stage: int, recompute: str) -> bool
     return memory_total(st, group.smallest(zero_stage, recompute)) <= st.capacity * (1 + ROUNDING_MARGIN)
 
 
+def _smallest_may_fit(st: Setting, group: Group) -> bool:
+    """Whether one of the group's memory-minimal plans :func:`_may_fit` (those :func:`any_plan_fits` looks at:
+    ZeRO 2 or 3, or 0 when dp·cp = 1, with the modes of :func:`_least_memory_modes`): when none does, no plan of
+    the group fits (the orderings of :func:`_kept`) and :func:`_kept` finds no pair."""
+    stages = [z for z in group.zero_stages if z >= 2] or list(group.zero_stages)
+    return any(_may_fit(st, group, z, r) for z in stages for r in _least_memory_modes(st, group))
+
+
 def _kept(st: Setting, group: Group) -> set:
     """The (zero_stage, recompute) pairs of ``group`` that :func:`_may_fit`, computed with two exact orderings of
     the memory: a higher ZeRO stage up to 2 never needs more (stage 1 shards the optimizer state, stage 2 also the
@@ -242,41 +257,91 @@ def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, .
     kept = {(z, r) for z, r in _kept(st, group) if r in modes}
     if not kept:
         return
-    for b, m, chunks in group.batching:  # group.plans' order. The bounds: "microbatch" depends on neither the
-        # chunk count, the schedule nor the ZeRO stage; "pipeline" not on the ZeRO stage
-        slow_b = {}
-        if too_slow is not None:  # no recomputation has the lowest "microbatch" bound (every other mode adds work
-            # to its terms): when even it is too slow, so is every plan of this b
+    for b, m, chunks in group.batching:  # group.plans' order
+        for p, mem, _ in _fitting_batch(st, group, kept, b, m, chunks, too_slow):
+            yield p, mem
+
+
+def _batch_floor(st: Setting, group: Group, kept: set | None, b: int, m: int, chunks: list[int]) -> float:
+    """A lower bound on :func:`~distlearn.planning.step_time.step_seconds_lower_bound` of every plan of ``group``
+    with micro-batch size ``b`` (``m`` micro-batches), every chunk count of ``chunks``, every schedule and every
+    (zero_stage, recompute) of ``kept`` (``None``: every pair). The terms of the plan with one chunk under 1F1B without recomputation (its
+    compute, tp, cp and ep terms add up to no more than any mode's, as :func:`_fitting_batch` uses; its p2p term is
+    every one-chunk plan's, and each chunk adds sends), its bubble replaced by the least one: each schedule's own
+    factor ((p − 1) × bubble share for 1F1B with v chunks; the zero-bubble ratio × m for ZB-H1, of no
+    recomputation, which selective and norm-act share, and of full recomputation when it is kept), computed as
+    :func:`~distlearn.planning.step_time.pipeline_terms` does, times that plan's micro-batch time, no more than any
+    other's. Added in the same order as the plans' own terms: rounding is monotone, so the bound holds in floating
+    point too."""
+    z0 = group.zero_stages[0]
+    one = group._plan(z0, "none", b, m, 1, "1f1b")
+    terms = pipeline_terms(st, one)
+    if group.pp == 1:  # one chunk, one schedule, no bubble
+        return partial_sum.unchecked(terms)
+    factors = [(group.pp - 1) * bubble_share(st, one if v == 1 else group._plan(z0, "none", b, m, v, "1f1b"))
+               for v in chunks]
+    for sched in group.schedules(1, m):
+        if sched != "1f1b":
+            for r in (("none", "full") if kept is None else sorted({"full" if r == "full" else "none"
+                                                                       for _, r in kept})):
+                factors.append(schedule_bubble_ratio(st, group._plan(z0, r, b, m, 1, sched)) * m)
+    return partial_sum.unchecked({**terms, "bubble": min(factors) * microbatch_seconds(st, one)})
+
+
+def _fitting_batch(st: Setting, group: Group, kept: set, b: int, m: int, chunks: list[int], too_slow=None,
+                   none_checked: bool = False):
+    """Yield (plan, memory, step seconds or ``None``) for the plans of ``group`` with micro-batch size ``b`` (``m``
+    micro-batches, ``chunks`` the chunk counts) and (zero_stage, recompute) in ``kept`` that fit, in search order,
+    leaving out those for which ``too_slow`` (as in :func:`_fitting_plans`) is true: then the step seconds are
+    :func:`~distlearn.planning.step_time.plan_seconds`'s (the "pipeline" bound, which does not depend on the ZeRO
+    stage, plus the data-parallel term: the same two numbers added), else ``None``. ``none_checked``: the caller
+    already found that the "microbatch" bound without recomputation is not too slow."""
+    # the bounds: "microbatch" depends on neither the chunk count, the schedule nor the ZeRO stage; "pipeline"
+    # not on the ZeRO stage
+    slow_b = {}
+    if too_slow is not None:  # no recomputation has the lowest "microbatch" bound (every other mode adds work
+        # to its terms): when even it is too slow, so is every plan of this b
+        if none_checked:
+            slow_b["none"] = False
+        else:
             z0 = group.zero_stages[0]
             slow_b["none"] = too_slow(group._plan(z0, "none", b, m, chunks[0], "1f1b"), "microbatch")
             if slow_b["none"]:
-                continue
-        for v in chunks:
-            too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
-            for sched in group.schedules(v, m):
-                slow = {}
-                for z in group.zero_stages:
-                    for r in RECOMPUTE:
-                        if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
-                            continue
-                        p = None  # built when first needed, and then used for the bounds and the plan itself
-                        if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
-                            if r not in slow_b:  # all chunk counts and schedules of this b at once
-                                p = group._plan(z, r, b, m, v, sched)
-                                slow_b[r] = too_slow(p, "microbatch")
-                            if r not in slow:
+                return
+    for v in chunks:
+        too_big = set()  # ZB-H1 holds p micro-batches on every stage, 1F1B min(p − i, m): never less memory
+        for sched in group.schedules(v, m):
+            pipe = {}  # recomputation mode → its "pipeline" bound in seconds, None when too slow
+            for z in group.zero_stages:
+                for r in RECOMPUTE:
+                    if (z, r) not in kept or (sched != "1f1b" and (z, r) in too_big):
+                        continue
+                    p = None  # built when first needed, and then used for the bounds and the plan itself
+                    seconds = None
+                    if too_slow is not None:  # the bounds do not depend on z: one plan per r decides
+                        if r not in slow_b:  # all chunk counts and schedules of this b at once
+                            p = group._plan(z, r, b, m, v, sched)
+                            slow_b[r] = too_slow(p, "microbatch")
+                        if r not in pipe:
+                            pipe[r] = None
+                            if not slow_b[r]:
                                 p = p or group._plan(z, r, b, m, v, sched)
-                                slow[r] = slow_b[r] or too_slow(p, "pipeline")
-                            if slow[r]:
-                                continue
-                        p = p or group._plan(z, r, b, m, v, sched)
-                        if too_slow is not None and too_slow(p, "exact"):
+                                lower = step_seconds_lower_bound(st, p)
+                                if not too_slow(lower, "seconds"):
+                                    pipe[r] = lower
+                        if pipe[r] is None:
                             continue
-                        mem = plan_memory(st, p)
-                        if mem["total"] <= st.capacity:
-                            yield p, mem
-                        elif sched == "1f1b":
-                            too_big.add((z, r))
+                        p = p or group._plan(z, r, b, m, v, sched)
+                        seconds = pipe[r] + dp_term(st, p)  # plan_seconds(st, p)
+                        if too_slow(seconds, "seconds"):
+                            continue
+                    else:
+                        p = group._plan(z, r, b, m, v, sched)
+                    mem = plan_memory(st, p)
+                    if mem["total"] <= st.capacity:
+                        yield p, mem, seconds
+                    elif sched == "1f1b":
+                        too_big.add((z, r))
 
 
 class _Best:
@@ -359,22 +424,63 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     fits, count = [], 0
     best = _Best(top) if top is not None else None
     # with ``top``, skip plans whose step time, or a lower bound on it, already ranks below ``top`` plans found
+    tokens = st.B * st.s  # per step
+
     def too_slow(p, bound):
         """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
         (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and schedule),
         "pipeline" (:func:`~distlearn.planning.step_time.step_seconds_lower_bound`, every ZeRO stage) or "exact"
-        (its step time)."""
-        seconds = (microbatch_lower_bound(st, p) if bound == "microbatch" else
+        (its step time); with ``bound`` "seconds", ``p`` is a lower bound on a plan's step time in seconds."""
+        seconds = (p if bound == "seconds" else microbatch_lower_bound(st, p) if bound == "microbatch" else
                    step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
-        return best.beats(st.B * st.s / seconds)
+        return best.beats(tokens / seconds)
     too_slow = None if best is None else too_slow
-    for group in candidate_groups(model, cluster, global_batch, seq_len, cp, ep):
+    # the plans of one (group, micro-batch size) form a unit. With ``top`` the units are searched best bound first,
+    # so that the k best fill early, and the search stops at the first unit whose bound is already too slow (every
+    # later one's is lower). A unit's bound, in tokens/s, is first its "microbatch" bound without recomputation
+    # (the lowest of its modes); when it comes first it is refined to :func:`_batch_floor` (its bubble counted)
+    # and goes back in the queue, and the unit is searched when it comes first again. A plan's place in the search
+    # order, (group, micro-batch size, place in the unit), breaks ties
+    # The (zero_stage, recompute) pairs that may fit (:func:`_kept`) are found when a group's unit is first
+    # searched; before, a group whose memory-minimal plans do not fit is left out (nothing of it fits)
+    units, queue, kept_of = {}, [], {}
+    for gi, group in enumerate(candidate_groups(model, cluster, global_batch, seq_len, cp, ep)):
         count += group.size // len(RECOMPUTE) * len(set(modes))
-        for p, mem in _fitting_plans(st, group, too_slow, modes):
-            # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
-            fits.append((st.B * st.s / plan_seconds(st, p), mem["total"], len(fits), p, mem))
+        if best is None:
+            kept_of[gi] = {(z, r) for z, r in _kept(st, group) if r in modes}
+            if not kept_of[gi]:
+                continue
+        elif not _smallest_may_fit(st, group):
+            continue
+        for bk, (b, m, chunks) in enumerate(group.batching):
+            units[gi, bk] = (group, b, m, chunks)
             if best is not None:
-                best.add(fits[-1][0])
+                bound = tokens / microbatch_lower_bound(st, group._plan(group.zero_stages[0], "none", b, m,
+                                                                        chunks[0], "1f1b"))
+                queue.append((-bound, gi, bk, False))
+    if best is None:  # every unit in search order
+        for (gi, bk), (group, b, m, chunks) in units.items():
+            for j, (p, mem, _) in enumerate(_fitting_batch(st, group, kept_of[gi], b, m, chunks)):
+                # tokens/s as estimate() computes it; the Estimate itself is built only for the plans returned
+                fits.append((tokens / plan_seconds(st, p), mem["total"], (gi, bk, j), p, mem))
+    heapq.heapify(queue)
+    while queue:
+        neg_bound, gi, bk, refined = heapq.heappop(queue)
+        if best.beats(-neg_bound):
+            break  # no plan of this unit nor of any later one reaches the k-th best
+        group, b, m, chunks = units[gi, bk]
+        if not refined:
+            heapq.heappush(queue, (-(tokens / _batch_floor(st, group, None, b, m, chunks)), gi, bk, True))
+            continue
+        if gi not in kept_of:
+            kept_of[gi] = {(z, r) for z, r in _kept(st, group) if r in modes}
+        kept = kept_of[gi]
+        if not kept:
+            continue
+        for j, (p, mem, seconds) in enumerate(_fitting_batch(st, group, kept, b, m, chunks, too_slow,
+                                                             none_checked=True)):
+            fits.append((tokens / seconds, mem["total"], (gi, bk, j), p, mem))
+            best.add(fits[-1][0])
     fits.sort(key=lambda f: (-f[0], f[1], f[2]))  # fastest first; ties: less memory, then search order
     if top is not None:
         fits = fits[:top]

@@ -512,7 +512,8 @@ def cp_seconds(st: Setting, p: Plan) -> float:
     if p.cp == 1:
         return 0.0
     layers = max(st.stages(p.pp, p.stage_layers))
-    return layers * st.cached(("cp_layer_s", p.micro_batch_size, p.tp, p.cp, p.recompute),
+    # the recomputation enters only as full or not (a recomputed forward gathers once more)
+    return layers * st.cached(("cp_layer_s", p.micro_batch_size, p.tp, p.cp, p.recompute == "full"),
                               lambda: cp_layer_seconds(st, p))
 
 
@@ -648,6 +649,20 @@ def pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
         terms, t_mb = st.cached(key, lambda: one_f_one_b_terms(st, p))
         return {**terms, "bubble": schedule_bubble_ratio(st, p) * p.num_microbatches * t_mb}
     return st.cached(key + (p.schedule,), zero_bubble)
+
+
+def microbatch_seconds(st: Setting, p: Plan) -> float:
+    """Seconds of one micro-batch through the plan's slowest stage under (interleaved) 1F1B with its chunk count:
+    compute + tp + cp + ep + p2p (:func:`one_f_one_b_terms`' ``microbatch_seconds``, the time the bubble of
+    :func:`pipeline_terms` is counted in, for either schedule), memoized with :func:`pipeline_terms`."""
+    if type(st) is not Setting or type(p) is not Plan:
+        check_setting_plan(st, p)
+    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
+           p.stage_layers, p.sequence_parallel, p.ep)
+    hit = st.memo.get(key)
+    if hit is None:
+        hit = st.cached(key, lambda: one_f_one_b_terms(st, p))
+    return hit.microbatch_seconds
 
 
 def one_f_one_b_terms(st: Setting, p: Plan) -> PipelineTerms:
