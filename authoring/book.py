@@ -57,7 +57,11 @@ SUBTITLE = {"en": "An open, bilingual course on training large models on many GP
             "zh": "一门开放的中英双语课程：大模型如何在多块 GPU 上训练"}
 CONTENTS = {"en": "Contents", "zh": "目录"}
 # The printed page: A4, each chapter from a new page, code wrapped rather than cut at the margin, no permalink
-# marks, pictures and table rows kept whole.
+# marks, pictures and table rows kept whole. A code cell is kept whole too when it fits on a page; a taller one splits
+# between lines, with its frame and background drawn on each piece (box-decoration-break). Code blocks print with
+# overflow visible: the theme's `pre { overflow: auto }` made each one monolithic in Chromium's print, so a cell that
+# met the page's end left its frame behind as an empty green box and moved its code to the next page whole (and code
+# taller than a page would have been cut).
 PRINT_CSS = """
 @page { size: A4; margin: 16mm 15mm 18mm 15mm; }
 html { font-size: 13px; }
@@ -70,6 +74,9 @@ pre, .highlight pre, .output pre { white-space: pre-wrap; overflow-wrap: anywher
 .headerlink { display: none !important; }
 .bd-main .bd-content .bd-article h1:first-of-type { display: block !important; }  /* the theme hides it in print */
 img, figure, .cell_output, tr { break-inside: avoid; }
+pre, div.highlight { overflow: visible !important; }
+div.cell > div.cell_input { display: block; break-inside: avoid; -webkit-box-decoration-break: clone;
+  box-decoration-break: clone; }
 img { max-width: 100%; height: auto; }
 h1, h2, h3, h4 { break-after: avoid; }
 .bd-article-container, .bd-content, .bd-main, .bd-container, .bd-page-width { max-width: none !important;

@@ -157,6 +157,29 @@ def test_book_page_joins_the_chapters_with_links_inside_the_book(tmp_path):
         'id="chapter-01_memory"')
 
 
+def _css_rules(css: str) -> dict[str, str]:
+    """``{selector: declarations}`` of a flat style sheet (no @media blocks; @page kept as a selector)."""
+    return {sel.strip(): body for sels, body in re.findall(r"([^{}]+)\{([^{}]*)\}", css) for sel in sels.split(",")}
+
+
+def test_print_css_keeps_code_cells_whole_and_never_leaves_an_empty_frame(tmp_path):
+    """Issue 39 leftover: where a code cell met a page's end the PDF showed its frame as an empty green box and the
+    code on the next page. The theme's ``pre { overflow: auto }`` makes a code block monolithic in Chromium's print;
+    printed with overflow visible, the cell is kept whole when it fits (``break-inside: avoid`` on MyST-NB's
+    ``div.cell > div.cell_input``, the element with the green frame) and split between lines, frame repeated on each
+    piece, when it is taller than a page. Seen on real PDFs of chapter 02 (pages 4, 8 and 12 ended in an empty
+    frame before, none after; a 150-line cell printed all its lines over three pages, framed on each)."""
+    rules = _css_rules(book.PRINT_CSS)
+    norm = {sel: re.sub(r"\s+", " ", body) for sel, body in rules.items()}
+    for sel in ("pre", "div.highlight"):
+        assert "overflow: visible !important" in norm[sel], sel
+    cell = norm["div.cell > div.cell_input"]
+    assert "break-inside: avoid" in cell and "display: block" in cell
+    assert " box-decoration-break: clone" in cell and "-webkit-box-decoration-break: clone" in cell
+    assert "break-inside: avoid" in norm[".cell_output"]                   # outputs and pictures stay whole too
+    assert book.PRINT_CSS in book.book_page(_fake_site(tmp_path, "en"), "en", ["00_welcome"])
+
+
 def test_title_check_reports_a_missing_chapter():
     titles = {"05_pipeline_parallel": "05 · 流水线并行", "06_zero_fsdp": "06 · ZeRO 与 FSDP"}
     text = "...05·流水线并行...06·ZeRO与FSDP"

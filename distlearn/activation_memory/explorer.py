@@ -110,8 +110,11 @@ def render(result: dict) -> None:
         ax.barh([0], [value / GB], left=left, color=plots.COLORS[key], label=PARTS[key].render())
         left += value / GB
     ax.axvline(result["gpu_bytes"] / GB, color="black", ls="--", label=bi("GPU size", "GPU 容量"))
-    # the total at the bar's end: a small model stays readable next to the GPU size
-    ax.annotate(f"{left:.3g} GB", (left, 0), xytext=(4, 0), textcoords="offset points", va="center", fontsize=9)
+    # the total at the bar's end: a small model stays readable next to the GPU size / 条形末端标出合计：小模型在 GPU 容量旁也看得清
+    ax.annotate(f"{left:,.0f} GB" if left >= 1000 else f"{left:.3g} GB", (left, 0), xytext=(4, 0),
+                textcoords="offset points", va="center", fontsize=9)
+    # room on the right for that total, so it never runs under the legend / 右侧留出合计的位置，免得它压在图例下面
+    ax.set_xlim(0, max(left, result["gpu_bytes"] / GB) * 1.16)
     ax.set_yticks([])
     ax.set_xlabel(bi("GB per GPU (1 GB = 1e9 bytes)", "每块 GPU 的 GB（1 GB = 1e9 字节）"))
     ax.legend(loc="center left", bbox_to_anchor=(1.01, 0.5), fontsize=8)

@@ -96,7 +96,7 @@ def seed_grid_figure(rows: list[dict], gpu_gb: float = 80.0):
     fig, ax = plots.new_figure(10, 4)
     x = np.arange(len(rows))
     ax.bar(x - 0.2, [r["seed_gb"] for r in rows], 0.38, color="#BBBBBB", hatch="//",
-           label=bi("seed estimate_memory", "原始示例代码的 estimate_memory"))
+           label=bi("seed estimate_memory", "原始示例代码的 estimate_memory", sep="\n"))
     bottom = np.zeros(len(rows))
     for key, color, en, zh in [("states", plots.COLORS["optimizer"], "model states", "模型状态"),
                                ("activations", plots.COLORS["activations"], "activations", "激活值"),
@@ -105,13 +105,14 @@ def seed_grid_figure(rows: list[dict], gpu_gb: float = 80.0):
             vals = np.array([(r["real"]["params"] + r["real"]["grads"] + r["real"]["optimizer"]) / GB for r in rows])
         else:
             vals = np.array([r["real"][key] / GB for r in rows])
-        ax.bar(x + 0.2, vals, 0.38, bottom=bottom, color=color, label=bi(en, zh))
+        ax.bar(x + 0.2, vals, 0.38, bottom=bottom, color=color, label=bi(en, zh, sep="\n"))
         bottom += vals
     ax.axhline(gpu_gb, color="black", ls="--", label=bi(f"{gpu_gb:.0f} GB GPU", f"{gpu_gb:.0f} GB GPU"))
     ax.set_xticks(x, [f"bf16={int(r['bf16'])}\noffload={int(r['offload'])}\nckpt={int(r['ckpt'])}" for r in rows],
                   fontsize=8)
     ax.set_ylabel(bi("GB per GPU", "每块 GPU 的 GB"))
-    ax.legend(fontsize=8, loc="upper right")
+    # the legend beside the axes, never over a tall bar; both languages one line each / 图例放在坐标区右侧，不会压住高的柱子；双语时各占一行
+    ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     plots.title(ax, "Seed grid vs real formulas (Llama-2-70B, ZeRO-3 over 8 GPUs, s = 2048, b = 1)",
                 "原始示例代码的表格与真实公式（Llama-2-70B，8 块 GPU 上 ZeRO-3，s = 2048，b = 1）")
     return fig, ax

@@ -55,7 +55,7 @@ def render(res: dict) -> None:
     ax.bar(labels, [r.rest_error for r in res["rows"]], color=[plots.COLORS["params"], "#C44E52", "#55A868"])
     ax.set_yscale("log")
     ax.set_ylim(1e-3, 1.5)
-    ax.set_ylabel(str(T["ylabel"]))
+    ax.set_ylabel(T["ylabel"].render(sep="\n"))  # both languages: one line each, to fit the 3-inch height / 双语时各占一行，才放得进 3 英寸高
     plots.title(ax, f"outlier ×{res['outlier']:g}, {res['fmt'].upper()}", f"异常值 ×{res['outlier']:g}，{res['fmt'].upper()}")
     plt.show()
 

@@ -61,15 +61,16 @@ def render(res: dict) -> None:
     pts = [p for p in res["points"] if p.block_size]
     if pts:
         ax.plot([p.block_size for p in pts], [max(p.others_error, 1e-4) for p in pts], "o-",
-                color=plots.COLORS["params"], label=bi(*en_zh))
+                color=plots.COLORS["params"], label=bi(*en_zh, sep="\n"))
         ax.plot([c.block_size], [max(c.others_error, 1e-4)], "o", ms=11, mfc="none", color="#C44E52")
     ax.axhline(max(res["tensor"].others_error, 1e-4), ls="--", color="gray",
-               label=bi("FP8 E4M3, one scale per tensor", "FP8 E4M3，每个张量一个缩放因子"))
+               label=bi("FP8 E4M3, one scale per tensor", "FP8 E4M3，每个张量一个缩放因子", sep="\n"))
     ax.set_xscale("log", base=2)
     ax.set_yscale("log")
     ax.set_ylim(1e-4, 2)
-    ax.set_xlabel(str(T["xlabel"]))
-    ax.set_ylabel(str(T["ylabel"]))
+    # both languages: one line each, so that labels and legend stay as wide as the axes / 双语时各占一行，标签和图例不比坐标区宽
+    ax.set_xlabel(T["xlabel"].render(sep="\n"))
+    ax.set_ylabel(T["ylabel"].render(sep="\n"))
     ax.legend(fontsize=7)
     plots.title(ax, f"outlier ×{res['outlier']:g}", f"异常值 ×{res['outlier']:g}")
     plt.show()
