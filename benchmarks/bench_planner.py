@@ -2,8 +2,8 @@
 corners included (they re-run the search for more GPUs, shorter sequences and larger GPUs); a full search from
 the command line in < 2 s.
 
-The slider grid (every model × GPU × GPU count × sequence length × global batch, 36,960 settings) was timed in
-full with ``make bench BENCH_ARGS=--full-grid``; ``CORNERS`` keeps its slowest settings, and the default run times
+The slider grid (every model × GPU × GPU count × sequence length × global batch; the results table prints how
+many) was timed in full with ``make bench BENCH_ARGS=--full-grid``; ``CORNERS`` keeps its slowest settings, and the default run times
 every 15th setting of the grid (the slowest ones again, median of 5) and the listed corners.
 """
 from __future__ import annotations
