@@ -84,12 +84,16 @@ def test_calibration_and_validation_quotes(prose):
                   for n in mtnlg)
     t1 = report.ratios["megatron-gpt-529.6b"]
     gpus = ", ".join(f"{planner.PUBLISHED_RUNS[n]['num_gpus']:,}" for n in mtnlg[:2])
-    too_fast, slower = (f"{100 * (a - 1):.0f}–{100 * (b - 1):.0f}%" for a, b in ((r[0], r[-1]), (slow[0], slow[-1])))
+    slow2 = sorted(planner.PUBLISHED_RUNS[n]["published_step_seconds"] / _mtnlg_hand_step(planner.PUBLISHED_RUNS[n], 2)
+                   for n in mtnlg)  # the same at micro-batch 2, which the paper leaves open
+    too_fast, slower, slower2 = (f"{100 * (a - 1):.0f}–{100 * (b - 1):.0f}%"
+                                 for a, b in ((r[0], r[-1]), (slow[0], slow[-1]), (slow2[0], slow2[-1])))
     _check(prose, [f"ran on {gpus} and {planner.PUBLISHED_RUNS[mtnlg[2]]['num_gpus']:,} GPUs",
                    f"predicts all three {too_fast} too fast", f"meets that Table 1 run at {t1:.2f}",
-                   f"are still {slower} slower per micro-batch"],
+                   f"are still {slower} slower per micro-batch", f"the gap shrinks to {slower2}"],
            [f"分别在{gpus.replace(', ', '、')}和{planner.PUBLISHED_RUNS[mtnlg[2]]['num_gpus']:,}块GPU上训练",
-            f"预测都快了{too_fast}", f"规划器对表1那次训练的比值是{t1:.2f}", f"每个微批次仍然慢{slower}"])
+            f"预测都快了{too_fast}", f"规划器对表1那次训练的比值是{t1:.2f}", f"每个微批次仍然慢{slower}",
+            f"差距就缩小到{slower2}"])
     # the runs not scored all miss; counting them (the table's line) makes the score worse
     excl = [r for r, _, _ in report.excluded.values()]
     assert all(abs(r - 1) > 0.10 for r in excl)
