@@ -548,20 +548,30 @@ def test_published_table_shows_the_sets_apart_and_the_error_distribution():
 
 
 # ---------------------------------------------------------------- Megatron-LM 2021: --DDP-impl local (audit 38, 7)
+# Megatron-LM's examples/sc21/run_table_1.sh (Aug 2021), typed from the script: MBS and DDP per Table 1 row
+SC21_SCRIPT = {"1.7b": (16, "torch"), "3.6b": (16, "torch"), "7.5b": (16, "torch"), "18.4b": (8, "torch"),
+               "39.1b": (4, "local"), "76.1b": (2, "local"), "145.6b": (2, "local"), "310.1b": (1, "local"),
+               "529.6b": (1, "local"), "1t": (1, "local")}
+
+
 def test_megatron_2021_rows_expose_the_gradient_all_reduce():
-    """Megatron-LM 2021 defaults to --DDP-impl local, whose train_step all-reduces the gradients after the whole
-    backward: with pp = 1 the row's exposed DP time is the whole all-reduce, where the planner's default hides it
-    behind the last micro-batch's backward (closed form: hidden = max(0, exposed − backward)); with pp > 1 the
-    all-reduce already follows the flush, so the option changes nothing; a row read with it is never faster."""
+    """Megatron-LM 2021's --DDP-impl local (the script's choice from 39.1B up) all-reduces the gradients after the
+    whole backward: with pp = 1 the exposed DP time is the whole all-reduce, where PyTorch DDP (--DDP-impl torch,
+    the script's choice up to 18.4B) and the planner's default hide it behind the last micro-batch's backward (closed
+    form: hidden = max(0, exposed − backward)); with pp > 1 the all-reduce already follows the flush, so the option
+    changes nothing; a row read with it is never faster. Each row's micro-batch size and DDP are the script's."""
     from distlearn.planning import step_time as ST
     from distlearn.planning.setting import Overlap, make_setting
     from distlearn.planning import published
-    for key in R.MEGATRON_TABLE1:
+    assert set(SC21_SCRIPT) == set(R.MEGATRON_TABLE1)
+    for key, (mbs, ddp) in SC21_SCRIPT.items():
         name = f"megatron-gpt-{key}"
         run = RUNS[name]
-        assert run["options"] == {"ddp_impl_local": True} and "--DDP-impl local" in run["reading"], name
-        assert "--DDP-impl local" in run["reading_zh"], name
-        local = C.compare_run(run)
+        p = run["plan"]
+        assert p.micro_batch_size == mbs and p.dp * mbs * p.num_microbatches == run["global_batch"], name
+        assert run["options"] == ({"ddp_impl_local": True} if ddp == "local" else {}), name
+        assert f"--DDP-impl {ddp}" in run["reading"] and f"--DDP-impl {ddp}" in run["reading_zh"], name
+        local = C.compare_run({**run, "options": {"ddp_impl_local": True}})
         off = C.compare_run({**run, "options": {}})
         t_local, t_off, p = local["estimate"].time["dp_comm"], off["estimate"].time["dp_comm"], run["plan"]
         if p.pp == 1:

@@ -140,9 +140,18 @@ def least_chunks(layers_per_stage: int) -> int:
     return next((v for v in range(2, layers_per_stage + 1) if layers_per_stage % v == 0), 1)
 
 
+# Megatron-LM's scripts for Table 1 (examples/sc21/run_table_1.sh, Aug 2021): micro-batch size and --DDP-impl
+# per row ("torch": PyTorch DDP, its all-reduce overlapped with the backward; "local": after the whole backward)
+MEGATRON_TABLE1_SCRIPT = read_only({
+    "1.7b": (16, "torch"), "3.6b": (16, "torch"), "7.5b": (16, "torch"), "18.4b": (8, "torch"), "39.1b": (4, "local"),
+    "76.1b": (2, "local"), "145.6b": (2, "local"), "310.1b": (1, "local"), "529.6b": (1, "local"), "1t": (1, "local")})
+
+
 def _megatron_row(key: str) -> dict:
-    """Narayanan et al. 2021 Table 1, row ``key``, with the interleaved schedule of §5.1."""
+    """Narayanan et al. 2021 Table 1, row ``key``, with the interleaved schedule of §5.1 and the micro-batch size and
+    data-parallel implementation of Megatron-LM's script for that row (:data:`MEGATRON_TABLE1_SCRIPT`)."""
     params, heads, hidden, layers, tp, pp, gpus, batch, tflops, peak = MEGATRON_TABLE1[key]
+    mbs, ddp = MEGATRON_TABLE1_SCRIPT[key]
     dp = gpus // (tp * pp)
     v = least_chunks(layers // pp) if pp > 1 else 1
     chunks = (f"v = {v} chunks (the fewest with whole layers per chunk: the paper says 'interleaved' but not how "
@@ -151,23 +160,30 @@ def _megatron_row(key: str) -> dict:
                  else "没有流水线，也就谈不上交错")
     return dict(model=MEGATRON_MODELS[key], gpu="a100-80gb", num_gpus=gpus, global_batch=batch, seq_len=2048,
                 precision="mixed-fp32-grads", count="megatron",
-                plan=Plan(dp=dp, tp=tp, pp=pp, recompute="full", micro_batch_size=1, num_microbatches=batch // dp,
-                          num_chunks=v, sequence_parallel=False),
+                plan=Plan(dp=dp, tp=tp, pp=pp, recompute="full", micro_batch_size=mbs,
+                          num_microbatches=batch // (dp * mbs), num_chunks=v, sequence_parallel=False),
                 published_flops=tflops * 1e12, published_mfu=peak / 100,
                 source=f"Narayanan et al. 2021 (arXiv 2104.04473) §5.1, Table 1 ({params} B: TP {tp} × PP {pp}, "
                        f"{gpus} A100, batch {batch}, {tflops} TFLOP/s = {peak} % of peak)",
                 source_zh=f"Narayanan 等 2021（arXiv 2104.04473）§5.1，表 1（{params} B：TP {tp} × PP {pp}，"
                           f"{gpus} 块 A100，全局批量 {batch}，{tflops} TFLOP/s，峰值的 {peak} %）",
-                options={"ddp_impl_local": True},
-                reading=f"micro-batch 1; {chunks}; full recomputation (eq. 3 counts it); no sequence parallelism "
-                        f"(2021); Megatron-LM's default --DDP-impl local: the gradient all-reduce after the whole "
-                        f"backward, exposed (megatron/training.py, train_step); gradients all-reduced in fp32 (the "
-                        f"paper does not say; --accumulate-allreduce-grads-in-fp32 is not a default, fp16 would "
-                        f"halve the bytes)",
-                reading_zh=f"微批次大小 1；{chunks_zh}；完全重计算（公式 3 把它算在内）；不用序列并行（2021 年）；"
-                           f"Megatron-LM 默认的 --DDP-impl local：整个反向结束后才 all-reduce 梯度，不被隐藏"
-                           f"（megatron/training.py 的 train_step）；梯度按 fp32 做 all-reduce（论文没说；"
-                           f"--accumulate-allreduce-grads-in-fp32 不是默认值，fp16 的话字节数减半）")
+                options={"ddp_impl_local": True} if ddp == "local" else {},
+                reading=f"micro-batch {mbs} and --DDP-impl {ddp} (the paper gives neither; Megatron-LM's script "
+                        f"for this row, examples/sc21/run_table_1.sh, sets them); {chunks}; full recomputation (eq. 3 "
+                        f"counts it); no sequence parallelism (2021); "
+                        + ("--DDP-impl local: the gradient all-reduce after the whole backward, exposed "
+                           "(megatron/training.py, train_step)" if ddp == "local" else
+                           "--DDP-impl torch: PyTorch DDP all-reduces the gradients during the backward")
+                        + "; gradients all-reduced in fp32 (the paper does not say; --accumulate-allreduce-grads-in-fp32 "
+                          "is not a default, fp16 would halve the bytes)",
+                reading_zh=f"微批次大小 {mbs}，--DDP-impl {ddp}（论文都没给；Megatron-LM 为这一行写的脚本 "
+                           f"examples/sc21/run_table_1.sh 这样设）；{chunks_zh}；完全重计算（公式 3 把它算在内）；"
+                           f"不用序列并行（2021 年）；"
+                           + ("--DDP-impl local：整个反向结束后才 all-reduce 梯度，不被隐藏（megatron/training.py 的 "
+                              "train_step）" if ddp == "local" else
+                              "--DDP-impl torch：PyTorch DDP 在反向传播过程中 all-reduce 梯度")
+                           + "；梯度按 fp32 做 all-reduce（论文没说；--accumulate-allreduce-grads-in-fp32 不是默认值，"
+                             "fp16 的话字节数减半）")
 
 
 
