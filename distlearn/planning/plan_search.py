@@ -250,15 +250,19 @@ def _per_layer_bytes(st: Setting, group: Group) -> dict[str, tuple]:
     return st.cached(("per_layer_bytes", b, tp, cp), make)
 
 
-def _fitting_plans(st: Setting, group: Group, too_slow=None, modes: tuple[str, ...] = RECOMPUTE):
+def _kept_modes(st: Setting, group: Group, modes: tuple[str, ...]) -> set:
+    """The (zero_stage, recompute) pairs of :func:`_kept` with a recomputation mode among ``modes``."""
+    return {(z, r) for z, r in _kept(st, group) if r in modes}
+
+
+def _fitting_plans(st: Setting, group: Group, modes: tuple[str, ...] = RECOMPUTE):
     """Yield (plan, memory) for the plans of ``group`` with a recomputation mode among ``modes`` that fit, in
-    search order, leaving out those for which ``too_slow(plan, bound)`` is true (``bound``: "microbatch",
-    "pipeline" or "exact", see :func:`search`; it must be true only of plans that cannot be among the results)."""
-    kept = {(z, r) for z, r in _kept(st, group) if r in modes}
+    search order."""
+    kept = _kept_modes(st, group, modes)
     if not kept:
         return
     for b, m, chunks in group.batching:  # group.plans' order
-        for p, mem, _ in _fitting_batch(st, group, kept, b, m, chunks, too_slow):
+        for p, mem, _ in _fitting_batch(st, group, kept, b, m, chunks):
             yield p, mem
 
 
@@ -292,7 +296,8 @@ def _fitting_batch(st: Setting, group: Group, kept: set, b: int, m: int, chunks:
                    none_checked: bool = False):
     """Yield (plan, memory, step seconds or ``None``) for the plans of ``group`` with micro-batch size ``b`` (``m``
     micro-batches, ``chunks`` the chunk counts) and (zero_stage, recompute) in ``kept`` that fit, in search order,
-    leaving out those for which ``too_slow`` (as in :func:`_fitting_plans`) is true: then the step seconds are
+    leaving out those for which ``too_slow(plan or seconds, bound)`` is true (``bound`` "microbatch" or "seconds",
+    see :func:`search`; it must be true only of plans that cannot be among the results): then the step seconds are
     :func:`~distlearn.planning.step_time.plan_seconds`'s (the "pipeline" bound, which does not depend on the ZeRO
     stage, plus the data-parallel term: the same two numbers added), else ``None``. ``none_checked``: the caller
     already found that the "microbatch" bound without recomputation is not too slow."""
@@ -428,11 +433,10 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
 
     def too_slow(p, bound):
         """Whether plan ``p`` cannot be among the ``top`` best, judged by ``bound``: "microbatch"
-        (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and schedule),
-        "pipeline" (:func:`~distlearn.planning.step_time.step_seconds_lower_bound`, every ZeRO stage) or "exact"
-        (its step time); with ``bound`` "seconds", ``p`` is a lower bound on a plan's step time in seconds."""
-        seconds = (p if bound == "seconds" else microbatch_lower_bound(st, p) if bound == "microbatch" else
-                   step_seconds_lower_bound(st, p) if bound == "pipeline" else plan_seconds(st, p))
+        (:func:`~distlearn.planning.step_time.microbatch_lower_bound`, for every chunk count and schedule); with
+        ``bound`` "seconds", ``p`` is a lower bound on a plan's step time in seconds (the "pipeline" bound of
+        :func:`~distlearn.planning.step_time.step_seconds_lower_bound`, or the step time itself)."""
+        seconds = p if bound == "seconds" else microbatch_lower_bound(st, p)
         return best.beats(tokens / seconds)
     too_slow = None if best is None else too_slow
     # the plans of one (group, micro-batch size) form a unit. With ``top`` the units are searched best bound first,
@@ -447,7 +451,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
     for gi, group in enumerate(candidate_groups(model, cluster, global_batch, seq_len, cp, ep)):
         count += group.size // len(RECOMPUTE) * len(set(modes))
         if best is None:
-            kept_of[gi] = {(z, r) for z, r in _kept(st, group) if r in modes}
+            kept_of[gi] = _kept_modes(st, group, modes)
             if not kept_of[gi]:
                 continue
         elif not _smallest_may_fit(st, group):
@@ -473,7 +477,7 @@ def search(model, *, global_batch: int, seq_len: int, gpu: str | GPU = "a100-80g
             heapq.heappush(queue, (-(tokens / _batch_floor(st, group, None, b, m, chunks)), gi, bk, True))
             continue
         if gi not in kept_of:
-            kept_of[gi] = {(z, r) for z, r in _kept(st, group) if r in modes}
+            kept_of[gi] = _kept_modes(st, group, modes)
         kept = kept_of[gi]
         if not kept:
             continue

@@ -632,13 +632,19 @@ class PipelineTerms(NamedTuple):
     microbatch_seconds: float    # one micro-batch: compute + tp + cp + ep + p2p seconds
 
 
+def _terms_key(p: Plan) -> tuple:
+    """The memo key of a plan's :func:`one_f_one_b_terms` (what they depend on), shared by :func:`pipeline_terms`
+    and :func:`microbatch_seconds`."""
+    return ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
+            p.stage_layers, p.sequence_parallel, p.ep)
+
+
 def pipeline_terms(st: Setting, p: Plan) -> dict[str, float]:
     """compute, tp_comm, cp_comm, ep_comm, pp_comm and bubble seconds of :func:`plan_time` (everything but the
     data-parallel collectives; they do not depend on the ZeRO stage nor on dp), memoized."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
-           p.stage_layers, p.sequence_parallel, p.ep)
+    key = _terms_key(p)
     if p.schedule == "1f1b":
         hit = st.memo.get(key)
         if hit is not None:
@@ -657,8 +663,7 @@ def microbatch_seconds(st: Setting, p: Plan) -> float:
     :func:`pipeline_terms` is counted in, for either schedule), memoized with :func:`pipeline_terms`."""
     if type(st) is not Setting or type(p) is not Plan:
         check_setting_plan(st, p)
-    key = ("terms", p.micro_batch_size, p.tp, p.pp, p.num_chunks, p.num_microbatches, p.cp, p.recompute,
-           p.stage_layers, p.sequence_parallel, p.ep)
+    key = _terms_key(p)
     hit = st.memo.get(key)
     if hit is None:
         hit = st.cached(key, lambda: one_f_one_b_terms(st, p))
@@ -824,6 +829,8 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
     phases = {phase for phase, _ in st.dp_collectives(z, p.num_microbatches, p.pp)} if dp_n > 1 else set()
     no_dp = ("there is no data-parallel communication (dp × cp = 1)", "没有数据并行通信（dp × cp = 1）")
     zero = (f"ZeRO-{z}", f"ZeRO-{z}") if z else ("DDP (ZeRO 0)", "DDP（不用 ZeRO）")
+    every_mb = (f"{zero[0]} reduces the gradients during every micro-batch's backward",
+                f"{zero[1]} 在每个微批次的反向传播中规约梯度")
 
     def add(option, value, why):
         out.append(IneffectiveOption(option, value, *why))
@@ -851,8 +858,7 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
             add("grad_reduce", True, ("with pp = 1 the gradient reduction is hidden behind the last backward already",
                                       "pp = 1 时梯度规约本来就与最后一次反向传播重叠"))
         elif not last:
-            add("grad_reduce", True, (f"{zero[0]} reduces the gradients during every micro-batch's backward",
-                                      f"{zero[1]} 在每个微批次的反向传播中规约梯度"))
+            add("grad_reduce", True, every_mb)
     if o.param_gather:
         if dp_n == 1:
             add("param_gather", True, no_dp)
@@ -863,8 +869,7 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
         if dp_n == 1:
             add("grad_reduce_exposed", True, no_dp)
         elif not last:
-            add("grad_reduce_exposed", True, (f"{zero[0]} reduces the gradients during every micro-batch's backward",
-                                              f"{zero[1]} 在每个微批次的反向传播中规约梯度"))
+            add("grad_reduce_exposed", True, every_mb)
         elif p.pp > 1 and not o.grad_reduce:
             add("grad_reduce_exposed", True, ("with pp > 1 the gradient reduction is exposed already",
                                               "pp > 1 时梯度规约本来就是未被隐藏的通信"))
