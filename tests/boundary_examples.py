@@ -470,7 +470,6 @@ CALLS = {
     "distlearn.planning.calibration.family": lambda: {"name": "megatron-gpt-7.5b"},
     "distlearn.planning.calibration.with_end_to_end": lambda: {"value": 0.8},
     "distlearn.planning.kernels.end_to_end_as": lambda: {"value": 0.8},
-    "distlearn.planning.published_runs.least_chunks": lambda: {"layers_per_stage": 10},
     "distlearn.planning.rooflines.link_bandwidth": lambda: {"gpu": "h100-80gb", "link": "nvlink"},
     "distlearn.planning.rooflines.roofline": lambda: {"kind": "tp", "gpu": "h100-80gb", "model": _model()},
     "distlearn.planning.setting.stage_starts": lambda: {"sizes": [4, 4]},

@@ -82,7 +82,7 @@ def _mtnlg_miss(predicted: float, published: float, hand: float, slower: int, sl
     return (f"predicted too fast ({predicted} s per step against {published} s), and not by the planner's bubble or "
             f"gradient all-reduce alone: 1F1B's bubble (34 micro-batch times, 6.1 s) and the exposed fp32 all-reduce "
             f"(0.6 s) are charged. Megatron-LM's own run of this model on the same cluster (Narayanan et al.'s "
-            f"529.6B row, which the planner meets at 1.02) does a micro-batch in 0.184 s; at that speed, with the "
+            f"529.6B row, which the planner meets at 1.01) does a micro-batch in 0.185 s; at that speed, with the "
             f"same 34 micro-batch times of bubble and the all-reduce, this step would take {hand} s at micro-batch 1 "
             f"(our reading): the published run is then {slower} % slower per micro-batch than Megatron-LM's. The "
             f"paper prints no micro-batch size; at micro-batch 2 the bubble doubles, the gap shrinks to "
@@ -91,8 +91,8 @@ def _mtnlg_miss(predicted: float, published: float, hand: float, slower: int, sl
             f"source says which, and choosing 2 to land inside would be fitting. Not known; not fitted",
             f"预测偏快（每步 {predicted} 秒，公布 {published} 秒），而且不只是规划器的气泡或梯度 all-reduce 的问题："
             f"1F1B 的气泡（34 个微批次的时间，6.1 秒）和不被隐藏的 fp32 all-reduce（0.6 秒）都已计入。Megatron-LM "
-            f"自己在同一集群上训练同一个模型（Narayanan 等的 529.6B 那一行，规划器的比值是 1.02），每个微批次用 "
-            f"0.184 秒；按这个速度，加上同样 34 个微批次时间的气泡和 all-reduce，微批次大小取 1（我们的读法）时这一步"
+            f"自己在同一集群上训练同一个模型（Narayanan 等的 529.6B 那一行，规划器的比值是 1.01），每个微批次用 "
+            f"0.185 秒；按这个速度，加上同样 34 个微批次时间的气泡和 all-reduce，微批次大小取 1（我们的读法）时这一步"
             f"应当用 {hand} 秒，公布的训练每个微批次比 Megatron-LM 慢 {slower} %。论文没有给出微批次大小；取 2 的话"
             f"气泡加倍，差距缩小到 {slower_mb2} %，比值变成 {mb2}。要么 DeepSpeed 的流水线引擎（或 MT-NLG 所用的、当时"
             f"公开版 DeepSpeed 里还没有的 bf16 实现）确实慢这么多，要么这次训练用的是微批次 2：没有出处说明是哪一种，"
@@ -113,30 +113,30 @@ KNOWN_MISSES = read_only({
                    "在 H200 上（distlearn.planning.measured）最接近的形状（m 4,096，k 1,792–2,048）只到峰值的 0.70，"
                    "而与校准运行相近的 Llama 大层是 0.76–0.78，约差 8 %，不是 23 %。其余原因未知；未拟合"),
     "mcore-7.1b": ("as mcore-1.7b, predicted too fast with every collective hidden; the TP overlap credit carries "
-                   "only part of it (with every TP all-gather and reduce-scatter exposed the row still reads 1.15); "
+                   "only part of it (with every TP all-gather and reduce-scatter exposed the row still reads 1.14); "
                    "its GEMMs per GPU (TP 2: k 2,048–8,192, n 4,096–8,192) are larger than 1.7B's yet it misses as "
                    "much, so small GEMMs do not carry this miss either: not known; not fitted",
                    "同 mcore-1.7b，所有集合通信都被隐藏而预测偏快；TP 重叠的功劳只占其中一部分（TP 的 all-gather 和 "
-                   "reduce-scatter 全部暴露时，这一行仍是 1.15）；它每块 GPU 上的 GEMM（TP 2：k 2,048–8,192，"
+                   "reduce-scatter 全部暴露时，这一行仍是 1.14）；它每块 GPU 上的 GEMM（TP 2：k 2,048–8,192，"
                    "n 4,096–8,192）比 1.7B 的大，偏差却一样大，所以小 GEMM 也撑不起这个偏差：原因未知；未拟合"),
     "mcore-32b": ("with pp = 1 Megatron-Core reduce-scatters only in the last micro-batch's backward, and "
-                  "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.01 s); "
+                  "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.02 s); "
                   "whether this README run reduced the gradients in FP32 is a reading (BF16 would halve it)",
                   "pp = 1 时 Megatron-Core 只在最后一个微批次的反向中做 reduce-scatter，4 个微批次让 40 亿参数"
-                  "的 FP32 梯度大多暴露（1.01 秒中的 0.31 秒）；这次 README 的运行是否用 FP32 归约梯度是一种读法"
+                  "的 FP32 梯度大多暴露（1.02 秒中的 0.31 秒）；这次 README 的运行是否用 FP32 归约梯度是一种读法"
                   "（BF16 会减半）"),
     "nemotron4-340b": ("predicted too fast, on the communication side: the planner credits NeMo's "
-                       "--tp-comm-overlap with hiding all of the TP time (0.76 s of a 7.9 s step without it: at "
+                       "--tp-comm-overlap with hiding all of the TP time (0.76 s of an 8.0 s step without it: at "
                        "hidden 18,432 each all-gather and reduce-scatter is shorter than the GEMM it overlaps) and "
                        "the distributed optimizer's overlaps with 0.17 s more; with none of them the row reads "
-                       "1.01, so a partial overlap would meet it. The flags come from NeMo's recipe, not the report, "
+                       "1.00, so a partial overlap would meet it. The flags come from NeMo's recipe, not the report, "
                        "and the squared-ReLU MLP is timed as a SwiGLU of the same matrix FLOPs: readings; not fitted",
-                       "预测偏快，偏在通信上：规划器认为 NeMo 的 --tp-comm-overlap 把 TP 时间全部藏住（不重叠时每步 7.9 秒"
-                       "中的 0.76 秒：hidden 为 18,432 时，每次 all-gather 和 reduce-scatter 都比与它重叠的 GEMM 短），分布式优化器的重叠又藏住 0.17 秒；一个都不重叠时这一行是 1.01，所以部分重叠就能吻合。"
+                       "预测偏快，偏在通信上：规划器认为 NeMo 的 --tp-comm-overlap 把 TP 时间全部藏住（不重叠时每步 8.0 秒"
+                       "中的 0.76 秒：hidden 为 18,432 时，每次 all-gather 和 reduce-scatter 都比与它重叠的 GEMM 短），分布式优化器的重叠又藏住 0.17 秒；一个都不重叠时这一行是 1.00，所以部分重叠就能吻合。"
                        "这些开关来自 NeMo 的配置而非报告，平方 ReLU 的 MLP 按矩阵 FLOPs 相同的 SwiGLU 计时：都是读法；未拟合"),
     **{f"mtnlg-530b-{gpus}": _mtnlg_miss(*numbers) for gpus, numbers in (
-        (2240, (49.5, 60.1, 50.9, 18, 5, 1.09)), (2800, (40.9, 50.2, 42.1, 19, 4, 1.07)),
-        (3360, (35.2, 44.4, 36.2, 23, 5, 1.08)))},
+        (2240, (50.1, 60.1, 51.2, 17, 5, 1.07)), (2800, (41.4, 50.2, 42.3, 19, 3, 1.06)),
+        (3360, (35.7, 44.4, 36.4, 22, 4, 1.07)))},
 })
 
 

@@ -22,7 +22,7 @@ Notes on single rows, kept here because chapter 14 reads them:
   all (8K), see :func:`memory_readings` and chapter 14, which says why the reading differs from the sentence.
 - Megatron-Turing NLG 530B (Smith et al. 2022 §2.4): the iteration times (60.1 / 50.2 / 44.4 s) are the figure
   compared; the printed 126 / 121 / 113 TFLOP/s are eq. 3 of them. The model is Narayanan et al.'s 529.6B row,
-  run with DeepSpeed's pipeline engine (1F1B, no interleaving) at batch 1920; all three rows miss by 21–26 %
+  run with DeepSpeed's pipeline engine (1F1B, no interleaving) at batch 1920; all three rows miss by 20–25 %
   (too fast), by as much as the published runs are slower per micro-batch than Megatron-LM's own run of the same
   model (:data:`~distlearn.planning.calibration.KNOWN_MISSES`).
 - DeepSeek-V3: 1,543 tokens/s per GPU = 10^12 / (180,000 × 3600 s), a whole-run average (§1, Table 1; the batch

@@ -57,7 +57,6 @@ from __future__ import annotations
 from distlearn.core.hardware import GB_S, GPUS
 from distlearn.core.models import MOE_PRESETS, ModelConfig, get_preset
 from distlearn.core.guard import read_only
-from distlearn.core.validate import check_int
 from distlearn.planning.plan_search import balanced_stages
 from distlearn.planning.setting import Plan
 
@@ -131,35 +130,36 @@ H100_96GB_500W = GPUS["h100-80gb"].with_(
 LLAMA3_405B_STAGES = (7,) + (8,) * 14 + (7,)  # Llama 3 §3.3.2: one layer fewer on the first and the last stage
 
 
-def least_chunks(layers_per_stage: int) -> int:
-    """The fewest interleaved chunks v > 1 that give every chunk whole layers (the smallest divisor > 1 of
-    ``layers_per_stage``): Narayanan et al. 2021 §5.1 interleave every pipelined run without saying how many
-    chunks; this is our reading. 1 when ``layers_per_stage`` is 1 (no interleaving possible). Raises
-    DistlearnValueError unless ``layers_per_stage`` is a whole number in [1, 2**20]."""
-    check_int("layers_per_stage", layers_per_stage, minimum=1, maximum=2 ** 20)
-    return next((v for v in range(2, layers_per_stage + 1) if layers_per_stage % v == 0), 1)
-
-
-# Megatron-LM's scripts for Table 1 (examples/sc21/run_table_1.sh, Aug 2021): micro-batch size and --DDP-impl
-# per row ("torch": PyTorch DDP, its all-reduce overlapped with the backward; "local": after the whole backward)
+# Megatron-LM's scripts for Table 1 (examples/sc21/run_table_1.sh and CONFIG.sh, Aug 2021): per row the micro-batch
+# size, --DDP-impl ("torch": PyTorch DDP, its all-reduce overlapped with the backward; "local": after the whole
+# backward) and --num-layers-per-virtual-pipeline-stage (0: the flag is absent, no interleaving). CONFIG.sh passes
+# --fp16 and no --accumulate-allreduce-grads-in-fp32: fp16 gradients, all-reduced in fp16 (megatron/arguments.py
+# turns fp32 accumulation on only for --bf16; megatron/model/distributed.py's buffer takes the parameters' dtype)
 MEGATRON_TABLE1_SCRIPT = read_only({
-    "1.7b": (16, "torch"), "3.6b": (16, "torch"), "7.5b": (16, "torch"), "18.4b": (8, "torch"), "39.1b": (4, "local"),
-    "76.1b": (2, "local"), "145.6b": (2, "local"), "310.1b": (1, "local"), "529.6b": (1, "local"), "1t": (1, "local")})
+    "1.7b": (16, "torch", 0), "3.6b": (16, "torch", 0), "7.5b": (16, "torch", 0), "18.4b": (8, "torch", 0),
+    "39.1b": (4, "local", 0), "76.1b": (2, "local", 5), "145.6b": (2, "local", 5), "310.1b": (1, "local", 3),
+    "529.6b": (1, "local", 1), "1t": (1, "local", 0)})
 
 
 def _megatron_row(key: str) -> dict:
-    """Narayanan et al. 2021 Table 1, row ``key``, with the interleaved schedule of §5.1 and the micro-batch size and
-    data-parallel implementation of Megatron-LM's script for that row (:data:`MEGATRON_TABLE1_SCRIPT`)."""
+    """Narayanan et al. 2021 Table 1, row ``key``, with the micro-batch size, data-parallel implementation and
+    interleaving of Megatron-LM's script for that row (:data:`MEGATRON_TABLE1_SCRIPT`), in fp16 as the script runs it."""
     params, heads, hidden, layers, tp, pp, gpus, batch, tflops, peak = MEGATRON_TABLE1[key]
-    mbs, ddp = MEGATRON_TABLE1_SCRIPT[key]
+    mbs, ddp, chunk_layers = MEGATRON_TABLE1_SCRIPT[key]
     dp = gpus // (tp * pp)
-    v = least_chunks(layers // pp) if pp > 1 else 1
-    chunks = (f"v = {v} chunks (the fewest with whole layers per chunk: the paper says 'interleaved' but not how "
-              f"many)" if v > 1 else "no pipeline, so no interleaving")
-    chunks_zh = (f"每个 rank {v} 个模型块（论文只说用交错调度，没说分几块；取每块层数为整数的最小块数）" if v > 1
-                 else "没有流水线，也就谈不上交错")
+    v = layers // pp // chunk_layers if chunk_layers else 1
+    if v > 1:
+        chunks = f"v = {v} chunks of {chunk_layers} layers (--num-layers-per-virtual-pipeline-stage {chunk_layers})"
+        chunks_zh = f"每个 rank {v} 个模型块，每块 {chunk_layers} 层（--num-layers-per-virtual-pipeline-stage {chunk_layers}）"
+    elif pp > 1:
+        chunks = ("no interleaving: the script sets no --num-layers-per-virtual-pipeline-stage for this row, though "
+                  "§5.1 says every run interleaved (we follow the script)")
+        chunks_zh = ("不交错：脚本没有为这一行设 --num-layers-per-virtual-pipeline-stage，尽管 §5.1 说每次训练都用了交错"
+                     "调度（我们按脚本）")
+    else:
+        chunks, chunks_zh = "no pipeline, so no interleaving", "没有流水线，也就谈不上交错"
     return dict(model=MEGATRON_MODELS[key], gpu="a100-80gb", num_gpus=gpus, global_batch=batch, seq_len=2048,
-                precision="mixed-fp32-grads", count="megatron",
+                precision="mixed", count="megatron",
                 plan=Plan(dp=dp, tp=tp, pp=pp, recompute="full", micro_batch_size=mbs,
                           num_microbatches=batch // (dp * mbs), num_chunks=v, sequence_parallel=False),
                 published_flops=tflops * 1e12, published_mfu=peak / 100,
@@ -168,23 +168,22 @@ def _megatron_row(key: str) -> dict:
                 source_zh=f"Narayanan 等 2021（arXiv 2104.04473）§5.1，表 1（{params} B：TP {tp} × PP {pp}，"
                           f"{gpus} 块 A100，全局批量 {batch}，{tflops} TFLOP/s，峰值的 {peak} %）",
                 options={"ddp_impl_local": True} if ddp == "local" else {},
-                reading=f"micro-batch {mbs} and --DDP-impl {ddp} (the paper gives neither; Megatron-LM's script "
-                        f"for this row, examples/sc21/run_table_1.sh, sets them); {chunks}; full recomputation (eq. 3 "
-                        f"counts it); no sequence parallelism (2021); "
+                reading=f"micro-batch {mbs}, --DDP-impl {ddp} and the interleaving as Megatron-LM's script for this "
+                        f"row sets them (examples/sc21/run_table_1.sh; the paper gives none of them): {chunks}; full "
+                        f"recomputation (eq. 3 counts it); no sequence parallelism (2021); "
                         + ("--DDP-impl local: the gradient all-reduce after the whole backward, exposed "
                            "(megatron/training.py, train_step)" if ddp == "local" else
                            "--DDP-impl torch: PyTorch DDP all-reduces the gradients during the backward")
-                        + "; gradients all-reduced in fp32 (the paper does not say; --accumulate-allreduce-grads-in-fp32 "
-                          "is not a default, fp16 would halve the bytes)",
-                reading_zh=f"微批次大小 {mbs}，--DDP-impl {ddp}（论文都没给；Megatron-LM 为这一行写的脚本 "
-                           f"examples/sc21/run_table_1.sh 这样设）；{chunks_zh}；完全重计算（公式 3 把它算在内）；"
+                        + "; fp16 gradients, all-reduced in fp16 (the script's CONFIG.sh passes --fp16 without "
+                          "--accumulate-allreduce-grads-in-fp32); fp16 timed at the bf16 peak (the same on an A100)",
+                reading_zh=f"微批次大小 {mbs}、--DDP-impl {ddp} 和交错方式都按 Megatron-LM 为这一行写的脚本"
+                           f"（examples/sc21/run_table_1.sh；论文一样也没给）：{chunks_zh}；完全重计算（公式 3 把它算在内）；"
                            f"不用序列并行（2021 年）；"
                            + ("--DDP-impl local：整个反向结束后才 all-reduce 梯度，不被隐藏（megatron/training.py 的 "
                               "train_step）" if ddp == "local" else
                               "--DDP-impl torch：PyTorch DDP 在反向传播过程中 all-reduce 梯度")
-                           + "；梯度按 fp32 做 all-reduce（论文没说；--accumulate-allreduce-grads-in-fp32 不是默认值，"
-                             "fp16 的话字节数减半）")
-
+                           + "；梯度为 fp16，也按 fp16 做 all-reduce（脚本的 CONFIG.sh 传了 --fp16，没有传 "
+                             "--accumulate-allreduce-grads-in-fp32）；fp16 按 bf16 的峰值计时（A100 上两者相同）")
 
 
 # Smith et al. 2022 §2.4: DGX A100 servers → (seconds per iteration, TFLOP/s per GPU as printed)
@@ -218,8 +217,10 @@ def _mtnlg_row(servers: int) -> dict:
                         "parallelism, no ZeRO (the paper names none for this run; ZeRO-1-style sharding would change the step by about "
                         "0.1–0.2 s), "
                         "the gradient all-reduce after the pipeline flush, exposed; gradients all-reduced in fp32 (a "
-                        "reading: bf16 mixed precision, §2.3, and the paper does not say; bf16 would halve the bytes, "
-                        "0.3 s of the step); vocabulary 51,200 (GPT-2's 50,257 padded by Megatron to a multiple of "
+                        "reading: bf16 mixed precision, §2.3, and the paper does not say; Megatron-LM's 2021 "
+                        "megatron/arguments.py turns on fp32 accumulation and all-reduce whenever --bf16 is set, "
+                        "'bfloat16 requires gradient accumulation and all-reduce to be done in fp32'; bf16 would halve "
+                        "the bytes, 0.3 s of the step); vocabulary 51,200 (GPT-2's 50,257 padded by Megatron to a multiple of "
                         "128 · TP), tied embeddings; Selene's 8 × 200 Gb/s HDR InfiniBand per node (§2.3)",
                 reading_zh="微批次大小 1（论文没说；Megatron-LM 的 sc21 脚本跑表 1 的 530B 那一行时用 1，§2.1.1 讲梯度累积的例子"
                            "也按每个微批次一个样本算，但那只是示例；取 2 则气泡加倍）；DeepSpeed 的流水线引擎：1F1B，不交错（它只有这一种调度），阶段之间传递的激活按 8 个"
@@ -227,7 +228,9 @@ def _mtnlg_row(servers: int) -> dict:
                            "Transformer 块完全重计算（§2.1 只保存各块的输入；公布的 TFLOP/s 按公式 3 计，公式 3 把重计算算在"
                            "内：由每步时间算得 125.7 / 120.4 / 113.5）；普通数据并行，不用 ZeRO（论文没有为这次训练提到 "
                            "ZeRO；按 ZeRO-1 的方式分片，每步大约差 0.1–0.2 秒），梯度在流水线排空之后 all-reduce，不被隐藏；梯度按 fp32 做 "
-                           "all-reduce（这是读法：§2.3 只说 bf16 混合精度；按 bf16 字节数减半，每步少 0.3 秒）；词表 51,200"
+                           "all-reduce（这是读法：§2.3 只说 bf16 混合精度；Megatron-LM 2021 年的 megatron/arguments.py "
+                           "只要设了 --bf16 就用 fp32 累加并 all-reduce 梯度，理由是“bf16 要求梯度累加和 all-reduce 用 "
+                           "fp32”；按 bf16 字节数减半，每步少 0.3 秒）；词表 51,200"
                            "（GPT-2 的 50,257 由 Megatron 补齐到 128 · TP 的倍数），输入输出嵌入共享；Selene 每节点 "
                            "8 × 200 Gb/s HDR InfiniBand（§2.3）")
 
@@ -372,7 +375,7 @@ PUBLISHED_RUNS = read_only({
     **{f"megatron-gpt-{k}": _megatron_row(k) for k in MEGATRON_TABLE1},
     "megatron-gpt3-175b": dict(
         model=GPT3_175B_MEGATRON, gpu="a100-80gb", num_gpus=1024, global_batch=1536, seq_len=2048,
-        precision="mixed-fp32-grads", count="megatron",
+        precision="mixed", count="megatron",
         plan=Plan(dp=8, tp=8, pp=16, recompute="full", micro_batch_size=1, num_microbatches=192,
                   sequence_parallel=False),
         published_flops=138e12, printed_step_seconds=32,
@@ -382,12 +385,14 @@ PUBLISHED_RUNS = read_only({
                   "微批次大小 1，全局批量 1536，1024 块 A100，每步约 32 秒，138 TFLOP/s",
         options={"ddp_impl_local": True},
         reading="no interleaving (the script sets none); full recomputation (--checkpoint-activations); fp16 timed "
-                "as bf16; gradients all-reduced in fp32 (a reading: the script sets neither "
-                "--accumulate-allreduce-grads-in-fp32 nor --fp32-allreduce; about 1 % of the step); --DDP-impl "
-                "local (the default): the all-reduce after the pipeline flush",
-        reading_zh="不用交错调度（脚本没有设置）；完全重计算（--checkpoint-activations）；fp16 按 bf16 计时；梯度按 fp32 做 "
-                   "all-reduce（这是读法：脚本既没设 --accumulate-allreduce-grads-in-fp32 也没设 --fp32-allreduce；约占"
-                   "每步 1 %）；--DDP-impl local（默认值）：流水线排空之后才 all-reduce"),
+                "at the bf16 peak (the same on an A100); fp16 gradients, all-reduced in fp16 (the script sets "
+                "neither --accumulate-allreduce-grads-in-fp32 nor --fp32-allreduce, and Megatron-LM's local DDP then "
+                "reduces in the parameters' dtype); --DDP-impl local (the default): the all-reduce after the "
+                "pipeline flush",
+        reading_zh="不用交错调度（脚本没有设置）；完全重计算（--checkpoint-activations）；fp16 按 bf16 的峰值计时（A100 上"
+                   "两者相同）；梯度为 fp16，也按 fp16 做 all-reduce（脚本既没设 --accumulate-allreduce-grads-in-fp32 "
+                   "也没设 --fp32-allreduce，Megatron-LM 的 local DDP 于是按参数的类型归约）；--DDP-impl local（默认值）："
+                   "流水线排空之后才 all-reduce"),
     "bloom-176b": dict(model=BLOOM_176B, gpu=JEAN_ZAY_A100, num_gpus=384, global_batch=2048, seq_len=2048,
                        precision="mixed-fp32-grads", count="megatron",
                        plan=Plan(dp=8, tp=4, pp=12, zero_stage=1, recompute="full", micro_batch_size=2,
