@@ -534,3 +534,192 @@ UNEVALUATED_RUNS = read_only({
                   "“MFU 从 47% 降到 42%”（布局只画在图里）",
         reason="no layout printed for either end", reason_zh="两端都没有印出并行布局"),
 })
+
+
+# ---------------------------------------------------------------- Megatron-Bridge performance summary (NeMo containers)
+# NVIDIA-NeMo/Megatron-Bridge docs/performance-summary.md and docs/performance-summary-archive.md, the dense Llama
+# pre-training rows on DGX-H100, DGX-B200 and DGX-GB200 of the NeMo 25.09, 25.11 and 26.02 containers. Each container
+# runs one Megatron-Bridge release (docs/releases/software-versions.md: 25.09 = 0.1.0rc3, 25.11 = 0.2.0, 26.02 =
+# 0.3.0), whose scripts/performance/ recipe gives the row's settings; the table commit that first printed each
+# container's rows and the release tag's commit:
+MBRIDGE_RELEASES = read_only({
+    "25.09": dict(bridge="0.1.0rc3", tag_commit="bf71eba07bae8d36f08b796c106d1197d46ad541",
+                  table_commit="fa0315ae2684693a666be9d247adf9baf1e30028",
+                  recipes=("scripts/performance/configs/llama3/llama3_{8b,70b}_llm_pretrain.yaml, "
+                           "configs/llama31/llama31_405b_llm_pretrain.yaml, utils/helpers.py, run_script.py")),
+    "25.11": dict(bridge="0.2.0", tag_commit="7af9601c9da746d21481194356295bfe23df3737",
+                  table_commit="5776a6d90b4dd8692902ab2eb581369484e19283",
+                  recipes="scripts/performance/configs/llama3/workload_base_configs.py, "
+                          "configs/llama31/workload_base_configs.py"),
+    "26.02": dict(bridge="0.3.0", tag_commit="21b02e0cfb2f8ff907e0d8baee0c5205876c6812",
+                  table_commit="c0b9a00031b79b731ccefb56d0aba9629b4dd01b",
+                  recipes="scripts/performance/configs/llama/llama3_workload_base_configs.py, "
+                          "llama31_workload_base_configs.py (the _V2 presets)"),
+})
+# DGX-GB200 runs of 128 and 256 GPUs are not whole 72-GPU NVLink domains: read as 64-GPU NVLink partitions of NVL72
+# racks (16 of the 18 compute trays, 4 GPUs each, the recipes' num_gpus_per_node: 4), a reading: the source does not say
+GB200_NVL72_AS_64 = GPUS["gb200-nvl72"].with_(
+    name="gb200-nvl72-64", gpus_per_node=64,
+    source=GPUS["gb200-nvl72"].source + "; read as 64-GPU NVLink partitions (Megatron-Bridge's 128- and 256-GPU runs)")
+_MB_MODELS = read_only({"8b": "llama3-8b", "70b": "llama3-70b", "405b": "llama3.1-405b"})
+_MB_GPUS = read_only({"h100": ("h100-80gb", "DGX-H100"), "b200": ("b200", "DGX-B200"),
+                      "gb200": ("gb200-nvl72", "DGX-GB200")})
+# each printed row: (container, system, model, precision as printed, GPUs, GBS, MBS, FSDP, TP, PP, CP, VP, GA,
+# tokens/s/GPU, model TFLOP/s/GPU); the 25.09 table prints no precision column: its main figures are the recipes'
+# fp8_cs runs and its figures in parentheses the fp8_mx runs (its footnote: "different quantization granularities
+# ... 32×32 for both weights and activations" on GB200 and B200), written here as "(FP8-CS)" and "(FP8-MX)"
+MBRIDGE_TABLE = read_only({
+    "25.09-gb200-8b-fp8cs": ("25.09", "gb200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 31357, 1614),
+    "25.09-gb200-8b-mxfp8": ("25.09", "gb200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29925, 1540),
+    "25.09-gb200-70b-fp8cs": ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 64, 1, 1, 1, 1, 1, 3986, 1791),
+    "25.09-gb200-70b-mxfp8": ("25.09", "gb200", "70b", "(FP8-MX)", 64, 128, 2, 0, 2, 4, 1, 5, 16, 3546, 1593),
+    "25.09-gb200-405b-fp8cs": ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 64, 2, 1, 1, 1, 1, 729, 1840),
+    "25.09-gb200-405b-mxfp8": ("25.09", "gb200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 578, 1458),
+    "25.09-b200-8b-fp8cs": ("25.09", "b200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29994, 1544),
+    "25.09-b200-8b-mxfp8": ("25.09", "b200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29388, 1513),
+    "25.09-b200-405b-fp8cs": ("25.09", "b200", "405b", "(FP8-CS)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 664, 1676),
+    "25.09-b200-405b-mxfp8": ("25.09", "b200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 622, 1569),
+    "25.09-h100-8b-fp8cs": ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 8, 1, 1, 1, None, 16, 14079, 725),
+    "25.09-h100-70b-fp8cs": ("25.09", "h100", "70b", "(FP8-CS)", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1619, 727),
+    "25.09-h100-405b-fp8cs": ("25.09", "h100", "405b", "(FP8-CS)", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 302, 763),
+    "25.11-gb200-8b-fp8cs": ("25.11", "gb200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 31508, 1622),
+    "25.11-gb200-8b-mxfp8": ("25.11", "gb200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29789, 1533),
+    "25.11-gb200-70b-fp8cs": ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 64, 1, 1, 1, 1, 2, 4312, 1937),
+    "25.11-gb200-405b-fp8cs": ("25.11", "gb200", "405b", "FP8-CS", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 813, 2053),
+    "25.11-b200-8b-fp8cs": ("25.11", "b200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 30624, 1576),
+    "25.11-b200-8b-mxfp8": ("25.11", "b200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29521, 1519),
+    "25.11-b200-405b-fp8cs": ("25.11", "b200", "405b", "FP8-CS", 128, 64, 1, 0, 4, 8, 2, 8, 32, 661, 1667),
+    "25.11-b200-405b-mxfp8": ("25.11", "b200", "405b", "FP8-MX", 128, 64, 1, 0, 4, 8, 2, 8, 32, 624, 1576),
+    "25.11-h100-8b-fp8cs": ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 8, 1, 1, 1, None, 16, 14451, 744),
+    "25.11-h100-70b-fp8cs": ("25.11", "h100", "70b", "FP8-CS", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1602, 719),
+    "25.11-h100-405b-fp8cs": ("25.11", "h100", "405b", "FP8-CS", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 292, 737),
+    "26.02-gb200-70b-mxfp8": ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, 32, 3613, 1623),
+    "26.02-gb200-70b-fp8cs": ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, 2, 4040, 1815),
+    "26.02-h100-70b-fp8cs": ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, 128, 1621, 728),
+    "26.02-gb200-405b-mxfp8": ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, 384, 786, 1983),
+    "26.02-gb200-405b-fp8cs": ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 793, 2004),
+    "26.02-h100-405b-fp8cs": ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, 192, 311, 784),
+})
+# what the row's recipe sets beyond the table's cells (read from the release's scripts/performance/): CUDA graphs,
+# activation offloading to the CPU (cpu_offloading_num_layers) and partial full recomputation (recompute_num_layers)
+MBRIDGE_RECIPE_EXTRAS = read_only({
+    "25.09-gb200-8b-fp8cs": "cuda_graphs: true", "25.09-b200-8b-fp8cs": "cuda_graphs: true",
+    "25.09-gb200-70b-fp8cs": "cpu_offloading_num_layers: 40", "25.09-gb200-405b-fp8cs": "cpu_offloading_num_layers: 95",
+    "25.09-h100-8b-fp8cs": "use_megatron_fsdp: true, nccl_ub: true, keep_fp8_transpose_cache_when_using_custom_fsdp",
+    "25.11-gb200-8b-fp8cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
+    "25.11-b200-8b-fp8cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
+    "25.11-gb200-70b-fp8cs": "cpu_offloading_num_layers=40", "25.11-h100-8b-fp8cs": "recompute_num_layers=5",
+    "26.02-gb200-70b-fp8cs": "cpu_offloading_num_layers=40",
+})
+_MB_OFFLOAD = ("the recipe offloads activations to the CPU ({x}: Megatron-Core cpu_offloading of that many layers' "
+               "activations over the Grace-Hopper/Blackwell C2C link), which the planner cannot express (it has no "
+               "activation offloading); without it the layout does not fit its memory model",
+               "配置把激活值卸载到 CPU（{x}：Megatron-Core 的 cpu_offloading，卸载这么多层的激活值，经 Grace 与 GPU 之间的 "
+               "C2C 链路），规划器无法表达（它没有激活值卸载）；不卸载的话，按它的显存模型这个布局放不下")
+_MB_MXFP8 = ("MXFP8 (one E8M0 scale per 32 elements, Blackwell's block-scaled tensor cores): the planner has no "
+             "MXFP8 recipe (distlearn.precision.fp8_recipes); its nearest, te-fp8, keeps per-tensor scales (0 B per "
+             "parameter) where MXFP8 keeps 1/32 B per element in each of the row- and column-wise copies of every "
+             "weight and cached activation, and its GEMM ceiling is that of per-tensor FP8, not of block-scaled MMA "
+             "(unmeasured): neither the same memory nor the same arithmetic. Timed as te-fp8 for display only",
+             "MXFP8（每 32 个元素一个 E8M0 缩放因子，Blackwell 的分块缩放张量核）：规划器没有 MXFP8 方案"
+             "（distlearn.precision.fp8_recipes）；最接近的 te-fp8 按整张量缩放（每个参数 0 字节），而 MXFP8 对每个权重"
+             "和缓存激活的按行、按列两份副本各多存每元素 1/32 字节，它的 GEMM 上限也是整张量 FP8 的，不是分块缩放 MMA 的"
+             "（未实测）：显存和算术都不相同。按 te-fp8 计时，仅供显示")
+_MB_RECOMPUTE5 = ("recompute_num_layers=5 (recompute_granularity 'full', method 'block': 5 of the 32 layers "
+                  "recomputed whole, the other 27 storing everything): the planner recomputes all layers alike or "
+                  "none, so it cannot express this row",
+                  "recompute_num_layers=5（recompute_granularity 为 'full'，method 为 'block'：32 层中只有 5 层整层重计算，"
+                  "其余 27 层全部保存）：规划器只能让所有层同样重计算或都不重计算，表达不了这一行")
+
+
+def _mb_stage_layers(model: str, pp: int, vp: int | None):
+    """Layers per pipeline stage of a Megatron-Bridge Llama recipe: 405B sets account_for_embedding_in_pipeline_split
+    and account_for_loss_in_pipeline_split (the embedding and the loss each count as a layer: 126 + 2 = 128 split
+    evenly over pp · vp chunks, so the first and the last stage hold one layer fewer); 8B and 70B split evenly."""
+    if model != "405b" or pp == 1:
+        return None
+    per = 128 // pp
+    return (per - 1,) + (per,) * (pp - 2) + (per - 1,)
+
+
+def _mbridge_row(key: str) -> dict:
+    """The Megatron-Bridge performance-summary row ``key`` of :data:`MBRIDGE_TABLE`, with the settings of the
+    release's performance recipe (:data:`MBRIDGE_RELEASES`)."""
+    (container, system, size, printed, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps, tflops) = MBRIDGE_TABLE[key]
+    rel = MBRIDGE_RELEASES[container]
+    gpu, dgx = _MB_GPUS[system]
+    if gpu == "gb200-nvl72" and gpus > 72:
+        gpu = GB200_NVL72_AS_64
+    dp = gpus // (tp * pp * cp)
+    chunks = vp if vp else 1
+    fp8 = "MX" not in printed
+    plan = Plan(dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=3 if fsdp else 1, recompute="none", micro_batch_size=mbs,
+                num_microbatches=gbs // (dp * mbs), num_chunks=chunks, sequence_parallel=tp > 1,
+                stage_layers=_mb_stage_layers(size, pp, vp))
+    options = {"attention": "flash", "causal": True, "overlap_grad_reduce": True, "overlap_param_gather": True}
+    if tp > 1:
+        options["tp_comm_overlap"] = True
+    extras = MBRIDGE_RECIPE_EXTRAS.get(key, "")
+    cells = (f"{dgx}, {_MB_MODELS[size]}, {gpus} GPUs, {printed}, GBS {gbs}, MBS {mbs}, seq 8192, FSDP {fsdp}, TP {tp}, "
+             f"PP {pp}, CP {cp}, VP {vp or 'n/a'}, GA {ga}, {tps} tokens/s/GPU, {tflops} model TFLOP/s/GPU")
+    row = dict(model=get_preset(_MB_MODELS[size]), gpu=gpu, num_gpus=gpus, global_batch=gbs, seq_len=8192,
+               precision="te-fp8", count="model-causal", plan=plan, published_tokens_per_gpu=tps,
+               printed_flops=tflops * 1e12, printed_cells=(printed, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps,
+                                                           tflops),
+               options=options,
+               source=f"Megatron-Bridge performance summary, NeMo {container} container (Megatron-Bridge "
+                      f"{rel['bridge']}; docs/performance-summary.md at {rel['table_commit'][:9]}, kept in "
+                      f"docs/performance-summary-archive.md): {cells}; settings from the release's recipe "
+                      f"({rel['recipes']} at tag v{rel['bridge']}, commit {rel['tag_commit'][:9]})"
+                      + (f": {extras}" if extras else ""),
+               source_zh=f"Megatron-Bridge 性能汇总，NeMo {container} 容器（Megatron-Bridge {rel['bridge']}；"
+                         f"docs/performance-summary.md 于 {rel['table_commit'][:9]}，另见 "
+                         f"docs/performance-summary-archive.md）：{cells}；设置取自该版本的性能配置"
+                         f"（{rel['recipes']}，标签 v{rel['bridge']}，提交 {rel['tag_commit'][:9]}）"
+                         + (f"：{extras}" if extras else ""),
+               reading="FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
+                       "BF16: helpers.get_precision_config) timed as the planner's te-fp8 (the same per-tensor FP8 "
+                       "GEMMs); its memory differs: the recipe keeps FP8 primary weights (fp8_param_gather=True) and "
+                       "reduces gradients in BF16 (the yaml's grad_reduce_in_fp32: false), where te-fp8 counts BF16 "
+                       "weights, two FP8 copies and FP32 main_grad and charges the data-parallel collectives FP32 "
+                       "gradients and BF16 weights (twice the bytes; both overlapped here); no recomputation (the "
+                       "recipe sets none); "
+                       + ("Megatron-FSDP, optim_grads_params = ZeRO-3; " if fsdp else
+                          "distributed optimizer = ZeRO-1; ")
+                       + "overlap_grad_reduce and overlap_param_gather (the recipes' DistributedDataParallelConfig)"
+                       + ("; TP communication overlap (userbuffers, the recipe's tp_comm_overlap_cfg) and sequence "
+                          "parallelism (tp > 1)" if tp > 1 else "")
+                       + (f"; v = {vp} interleaved chunks" if vp and vp > 1 else "")
+                       + ("; 128 = 126 layers + embedding + loss split over the pipeline "
+                          "(account_for_embedding/loss_in_pipeline_split): the first and last stage one layer fewer"
+                          if size == "405b" and pp > 1 else "")
+                       + ("; the NVLink domain read as a 64-GPU partition of an NVL72 rack (the source does not say)"
+                          if gpu is GB200_NVL72_AS_64 else "")
+                       + "; a causal attention kernel (cuDNN fused attention skips the masked blocks)"
+                       + ("; CUDA graphs are not modelled (launch gaps are in END_TO_END)" if "cuda_graph" in extras
+                          else ""),
+               reading_zh="FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
+                          "helpers.get_precision_config）按规划器的 te-fp8 计时（同样的整张量 FP8 GEMM）；显存不同："
+                          "配置把主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约（yaml 的 grad_reduce_in_fp32: "
+                          "false），而 te-fp8 计的是 BF16 权重、两份 FP8 副本和 FP32 main_grad，数据并行集合通信也按 FP32 "
+                          "梯度和 BF16 权重计（字节数加倍；这里两者都被重叠）；不重计算（配置没有设）；"
+                          + ("Megatron-FSDP，optim_grads_params 即 ZeRO-3；" if fsdp else "分布式优化器即 ZeRO-1；")
+                          + "overlap_grad_reduce 和 overlap_param_gather（配置的 DistributedDataParallelConfig）"
+                          + ("；TP 通信重叠（userbuffers，配置的 tp_comm_overlap_cfg）和序列并行（tp > 1）"
+                             if tp > 1 else "")
+                          + (f"；每个 rank {vp} 个交错模型块" if vp and vp > 1 else "")
+                          + ("；126 层加嵌入层和损失层共 128 份在流水线上均分（account_for_embedding/loss_in_pipeline_split）："
+                             "首尾两个阶段各少一层" if size == "405b" and pp > 1 else "")
+                          + ("；NVLink 域按 NVL72 机柜中 64 块 GPU 的分区计（原文没说）" if gpu is GB200_NVL72_AS_64 else "")
+                          + "；注意力核按因果掩码计（cuDNN 融合注意力跳过被掩掉的块）"
+                          + ("；CUDA graph 没有建模（启动间隙算在 END_TO_END 里）" if "cuda_graph" in extras else ""))
+    if not fp8:
+        row["not_modelled"], row["not_modelled_zh"] = _MB_MXFP8
+    elif "cpu_offloading" in extras:
+        row["not_modelled"], row["not_modelled_zh"] = (s.format(x=extras) for s in _MB_OFFLOAD)
+    elif "recompute_num_layers" in extras:
+        row["not_modelled"], row["not_modelled_zh"] = _MB_RECOMPUTE5
+    return row
+
+
+PUBLISHED_RUNS = read_only({**PUBLISHED_RUNS, **{f"mbridge-{k}": _mbridge_row(k) for k in MBRIDGE_TABLE}})
