@@ -343,10 +343,11 @@ def test_validation_meets_the_issue_38_thresholds():
     assert set(rep.calibration) == set(C.CALIBRATION_RUNS)
     assert not set(rep.ratios) & set(rep.calibration) and not set(rep.ratios) & set(rep.excluded)
     assert set(rep.ratios) | set(rep.calibration) | set(rep.excluded) == set(RUNS)
-    # issue 38 aims at 90 %; the planner meets 28 of 35 scored runs (80 %), the 7 others named in KNOWN_MISSES
+    # issue 38 aims at 90 %; the planner meets 32 of 50 scored runs (64 %), the 18 others named in KNOWN_MISSES
     # (a floor that holds today, not the target: the report says so). It was 85 % (28 of 32) until the three
-    # Megatron-Turing NLG rows joined out of sample and all three missed (see their KNOWN_MISSES entries)
-    assert len(rep.ratios) >= 16 and rep.share_within >= 0.80
+    # Megatron-Turing NLG rows joined out of sample and all three missed (see their KNOWN_MISSES entries), and 80 %
+    # (28 of 35) until the fifteen scored Megatron-Bridge rows joined, of which 4 met and 11 missed
+    assert len(rep.ratios) >= 16 and rep.share_within >= 0.64
     for name, reason in rep.misses.items():
         assert reason, f"{name} leaves ±10 % ({rep.ratios[name]:.2f}) without a stated reason"
     assert all(rep.outside_wide[n] for n in rep.outside_wide)
@@ -674,3 +675,125 @@ def test_h200_gemm_shares_do_not_single_out_the_small_runs():
     calib = [rows[("llama3.1-405b", n, 8192)] for n in ("qkv", "attention out", "mlp gate+up", "mlp down")]
     assert all(0.63 <= x <= 0.74 for x in calib) and max(x for x in calib + small) < K.GEMM_CEILING["h200"]
     assert abs(sum(small) / len(small) - sum(calib) / len(calib)) < 0.05
+
+
+# ---------------------------------------------------------------- Megatron-Bridge performance summary
+# NVIDIA-NeMo/Megatron-Bridge docs/performance-summary(-archive).md, dense Llama pre-training rows on DGX-H100,
+# DGX-B200 and DGX-GB200, typed from the tables: (container, system, model, precision cell, #-GPUs, GBS, MBS, FSDP,
+# TP, PP, CP, VP, GA, tokens/s/GPU, model TFLOP/s/GPU); 25.09 prints no precision column (main figure: the fp8_cs
+# recipe, in parentheses: fp8_mx); VP "n/a" is None
+MBRIDGE_PRINTED = [
+    ("25.09", "gb200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 31357, 1614),
+    ("25.09", "gb200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29925, 1540),
+    ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 64, 1, 1, 1, 1, 1, 3986, 1791),
+    ("25.09", "gb200", "70b", "(FP8-MX)", 64, 128, 2, 0, 2, 4, 1, 5, 16, 3546, 1593),
+    ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 64, 2, 1, 1, 1, 1, 729, 1840),
+    ("25.09", "gb200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 578, 1458),
+    ("25.09", "b200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29994, 1544),
+    ("25.09", "b200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29388, 1513),
+    ("25.09", "b200", "405b", "(FP8-CS)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 664, 1676),
+    ("25.09", "b200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 622, 1569),
+    ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 8, 1, 1, 1, None, 16, 14079, 725),
+    ("25.09", "h100", "70b", "(FP8-CS)", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1619, 727),
+    ("25.09", "h100", "405b", "(FP8-CS)", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 302, 763),
+    ("25.11", "gb200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 31508, 1622),
+    ("25.11", "gb200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29789, 1533),
+    ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 64, 1, 1, 1, 1, 2, 4312, 1937),
+    ("25.11", "gb200", "405b", "FP8-CS", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 813, 2053),
+    ("25.11", "b200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 30624, 1576),
+    ("25.11", "b200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29521, 1519),
+    ("25.11", "b200", "405b", "FP8-CS", 128, 64, 1, 0, 4, 8, 2, 8, 32, 661, 1667),
+    ("25.11", "b200", "405b", "FP8-MX", 128, 64, 1, 0, 4, 8, 2, 8, 32, 624, 1576),
+    ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 8, 1, 1, 1, None, 16, 14451, 744),
+    ("25.11", "h100", "70b", "FP8-CS", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1602, 719),
+    ("25.11", "h100", "405b", "FP8-CS", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 292, 737),
+    ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, 32, 3613, 1623),
+    ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, 2, 4040, 1815),
+    ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, 128, 1621, 728),
+    ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, 384, 786, 1983),
+    ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 793, 2004),
+    ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, 192, 311, 784),
+]
+
+
+def _mb_name(c, system, size, prec):
+    return f"mbridge-{c.replace('.', '')}-{system}-{size}-{'mx' if 'MX' in prec else 'cs'}"
+
+
+def test_mbridge_rows_are_the_performance_summary():
+    """Each typed row is a run whose printed cells, layout, batch and figure are the table's; a row that drops or
+    changes a cell fails; every run of the family is one of the typed rows; GA = GBS / (DP · MBS) as printed."""
+    names = {_mb_name(*row[:4]) for row in MBRIDGE_PRINTED}
+    assert names == {n for n in RUNS if n.startswith("mbridge")} and len(names) == 30
+    for c, system, size, prec, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps, tflops in MBRIDGE_PRINTED:
+        run = RUNS[_mb_name(c, system, size, prec)]
+        assert run["printed_cells"] == (prec, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps, tflops)
+        p = run["plan"]
+        if (c, system, size, prec) == ("25.09", "gb200", "70b", "(FP8-MX)"):
+            mbs = 1  # one MBS cell (2) for both figures; GA 16 at DP 8 and the recipe's fp8_mx entry give 1
+        assert (run["num_gpus"], run["global_batch"], run["seq_len"]) == (gpus, gbs, 8192)
+        assert (p.tp, p.pp, p.cp, p.micro_batch_size, p.num_chunks) == (tp, pp, cp, mbs, vp or 1)
+        assert p.num_microbatches == ga == gbs // (p.dp * mbs) and p.zero_stage == (3 if fsdp else 1)
+        assert run["published_tokens_per_gpu"] == tps and run["printed_flops"] == tflops * 1e12
+        assert f"{tps} tokens/s/GPU" in run["source"] and f"{tps} tokens/s/GPU" in run["source_zh"]
+        assert run["precision"] == "te-fp8" and run["plan"].recompute == "none"
+        assert "tensorwise" in run["reading"] and "当前缩放" in run["reading_zh"]
+
+
+def test_mbridge_rows_not_modelled_only_where_the_planner_cannot_express_them():
+    """MXFP8 rows (no planner recipe), CPU activation offloading (GB200 70B FP8-CS, GB200 405B 25.09) and 5-of-32
+    block recomputation (H100 8B 25.11) are shown unscored, each with its reason in both languages; the rest scored."""
+    rep = C.validation_report()
+    offload = {"mbridge-2509-gb200-70b-cs", "mbridge-2511-gb200-70b-cs", "mbridge-2602-gb200-70b-cs",
+               "mbridge-2509-gb200-405b-cs"}
+    for c, system, size, prec, *_ in MBRIDGE_PRINTED:
+        name = _mb_name(c, system, size, prec)
+        run = RUNS[name]
+        if "MX" in prec:
+            assert "MXFP8" in run["not_modelled"] and "MXFP8" in run["not_modelled_zh"], name
+        elif name in offload:
+            assert "cpu_offloading" in run["not_modelled"] and "卸载" in run["not_modelled_zh"], name
+        elif name == "mbridge-2511-h100-8b-cs":
+            assert "recompute_num_layers=5" in run["not_modelled"] and "5 层" in run["not_modelled_zh"]
+        else:
+            assert not run.get("not_modelled") and name in rep.ratios, name
+    assert sum(C.family(n) == "mbridge" for n in rep.ratios) == 15
+
+
+def test_mbridge_model_tflops_are_megatrons_causal_count():
+    """Megatron's printed model TFLOP/s/GPU is tokens/s/GPU × the course's FLOPs per token with half the attention
+    scores (causal, no recomputation) to within 0.6 %; counting the full score matrix would overshoot by 3.9–12.6 %
+    (8B: 57.9 against 51.5 GFLOP per token at sequence 8192)."""
+    for c, system, size, prec, *_, tps, tflops in MBRIDGE_PRINTED:
+        run = RUNS[_mb_name(c, system, size, prec)]
+        causal = FL.step_flops(run["model"], 1, 8192, causal_count=True)["model"] / 8192
+        full = FL.step_flops(run["model"], 1, 8192)["model"] / 8192
+        assert tps * causal / 1e12 == pytest.approx(tflops, rel=0.006), (c, system, size, prec)
+        assert tps * full / 1e12 > tflops * 1.035
+    assert round(FL.step_flops(RUNS["mbridge-2509-h100-8b-cs"]["model"], 1, 8192)["model"] / 8192 / 1e9, 1) == 57.9
+
+
+def test_mbridge_miss_reasons_hold_by_numbers():
+    """Each Megatron-Bridge miss quotes its predicted and published step (s), and either the compute seconds and the
+    ratio with every collective exposed (Blackwell: still outside ±10 %, so the gap is on the compute side) or the
+    seconds the overlaps hide and the ratio without them (H100 405B: back inside ±10 %): recomputed here."""
+    rep = C.validation_report()
+    assert {n for n in rep.misses if n.startswith("mbridge")} == set(C.MBRIDGE_MISSES)
+    for name, (kind, numbers) in C.MBRIDGE_MISSES.items():
+        run = RUNS[name]
+        r = C.compare_run(run)
+        off = C.compare_run({**run, "options": {"attention": "flash", "causal": True}})
+        t = r["estimate"].time
+        published = run["global_batch"] * run["seq_len"] / (run["published_tokens_per_gpu"] * run["num_gpus"])
+        assert (round(t["total"], 2), round(published, 2)) == pytest.approx(numbers[:2], abs=0.006), name
+        assert round(off["ratio"], 2) == numbers[3], name
+        en, zh = C.KNOWN_MISSES[name]
+        for x in numbers:
+            assert f"{x}" in en and f"{x}" in zh, (name, x)
+        if kind == "blackwell":
+            assert round(t["compute"], 2) == pytest.approx(numbers[2], abs=0.006)
+            assert off["ratio"] > 1 + C.TOLERANCE and run["gpu"] != "h100-80gb"
+        else:
+            hidden = off["estimate"].time["total"] - t["total"]
+            assert round(hidden, 2) == pytest.approx(numbers[2], abs=0.006), name
+            assert abs(off["ratio"] - 1) <= C.TOLERANCE and run["gpu"] == "h100-80gb"

@@ -569,48 +569,51 @@ _MB_GPUS = read_only({"h100": ("h100-80gb", "DGX-H100"), "b200": ("b200", "DGX-B
 # fp8_cs runs and its figures in parentheses the fp8_mx runs (its footnote: "different quantization granularities
 # ... 32×32 for both weights and activations" on GB200 and B200), written here as "(FP8-CS)" and "(FP8-MX)"
 MBRIDGE_TABLE = read_only({
-    "25.09-gb200-8b-fp8cs": ("25.09", "gb200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 31357, 1614),
-    "25.09-gb200-8b-mxfp8": ("25.09", "gb200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29925, 1540),
-    "25.09-gb200-70b-fp8cs": ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 64, 1, 1, 1, 1, 1, 3986, 1791),
-    "25.09-gb200-70b-mxfp8": ("25.09", "gb200", "70b", "(FP8-MX)", 64, 128, 2, 0, 2, 4, 1, 5, 16, 3546, 1593),
-    "25.09-gb200-405b-fp8cs": ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 64, 2, 1, 1, 1, 1, 729, 1840),
-    "25.09-gb200-405b-mxfp8": ("25.09", "gb200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 578, 1458),
-    "25.09-b200-8b-fp8cs": ("25.09", "b200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29994, 1544),
-    "25.09-b200-8b-mxfp8": ("25.09", "b200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29388, 1513),
-    "25.09-b200-405b-fp8cs": ("25.09", "b200", "405b", "(FP8-CS)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 664, 1676),
-    "25.09-b200-405b-mxfp8": ("25.09", "b200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 622, 1569),
-    "25.09-h100-8b-fp8cs": ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 8, 1, 1, 1, None, 16, 14079, 725),
-    "25.09-h100-70b-fp8cs": ("25.09", "h100", "70b", "(FP8-CS)", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1619, 727),
-    "25.09-h100-405b-fp8cs": ("25.09", "h100", "405b", "(FP8-CS)", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 302, 763),
-    "25.11-gb200-8b-fp8cs": ("25.11", "gb200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 31508, 1622),
-    "25.11-gb200-8b-mxfp8": ("25.11", "gb200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29789, 1533),
-    "25.11-gb200-70b-fp8cs": ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 64, 1, 1, 1, 1, 2, 4312, 1937),
-    "25.11-gb200-405b-fp8cs": ("25.11", "gb200", "405b", "FP8-CS", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 813, 2053),
-    "25.11-b200-8b-fp8cs": ("25.11", "b200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 30624, 1576),
-    "25.11-b200-8b-mxfp8": ("25.11", "b200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29521, 1519),
-    "25.11-b200-405b-fp8cs": ("25.11", "b200", "405b", "FP8-CS", 128, 64, 1, 0, 4, 8, 2, 8, 32, 661, 1667),
-    "25.11-b200-405b-mxfp8": ("25.11", "b200", "405b", "FP8-MX", 128, 64, 1, 0, 4, 8, 2, 8, 32, 624, 1576),
-    "25.11-h100-8b-fp8cs": ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 8, 1, 1, 1, None, 16, 14451, 744),
-    "25.11-h100-70b-fp8cs": ("25.11", "h100", "70b", "FP8-CS", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1602, 719),
-    "25.11-h100-405b-fp8cs": ("25.11", "h100", "405b", "FP8-CS", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 292, 737),
-    "26.02-gb200-70b-mxfp8": ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, 32, 3613, 1623),
-    "26.02-gb200-70b-fp8cs": ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, 2, 4040, 1815),
-    "26.02-h100-70b-fp8cs": ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, 128, 1621, 728),
-    "26.02-gb200-405b-mxfp8": ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, 384, 786, 1983),
-    "26.02-gb200-405b-fp8cs": ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 793, 2004),
-    "26.02-h100-405b-fp8cs": ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, 192, 311, 784),
+    "2509-gb200-8b-cs": ("25.09", "gb200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 31357, 1614),
+    "2509-gb200-8b-mx": ("25.09", "gb200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29925, 1540),
+    "2509-gb200-70b-cs": ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 64, 1, 1, 1, 1, 1, 3986, 1791),
+    "2509-gb200-70b-mx": ("25.09", "gb200", "70b", "(FP8-MX)", 64, 128, 2, 0, 2, 4, 1, 5, 16, 3546, 1593),
+    "2509-gb200-405b-cs": ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 64, 2, 1, 1, 1, 1, 729, 1840),
+    "2509-gb200-405b-mx": ("25.09", "gb200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 578, 1458),
+    "2509-b200-8b-cs": ("25.09", "b200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29994, 1544),
+    "2509-b200-8b-mx": ("25.09", "b200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29388, 1513),
+    "2509-b200-405b-cs": ("25.09", "b200", "405b", "(FP8-CS)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 664, 1676),
+    "2509-b200-405b-mx": ("25.09", "b200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 622, 1569),
+    "2509-h100-8b-cs": ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 8, 1, 1, 1, None, 16, 14079, 725),
+    "2509-h100-70b-cs": ("25.09", "h100", "70b", "(FP8-CS)", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1619, 727),
+    "2509-h100-405b-cs": ("25.09", "h100", "405b", "(FP8-CS)", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 302, 763),
+    "2511-gb200-8b-cs": ("25.11", "gb200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 31508, 1622),
+    "2511-gb200-8b-mx": ("25.11", "gb200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29789, 1533),
+    "2511-gb200-70b-cs": ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 64, 1, 1, 1, 1, 2, 4312, 1937),
+    "2511-gb200-405b-cs": ("25.11", "gb200", "405b", "FP8-CS", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 813, 2053),
+    "2511-b200-8b-cs": ("25.11", "b200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 30624, 1576),
+    "2511-b200-8b-mx": ("25.11", "b200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29521, 1519),
+    "2511-b200-405b-cs": ("25.11", "b200", "405b", "FP8-CS", 128, 64, 1, 0, 4, 8, 2, 8, 32, 661, 1667),
+    "2511-b200-405b-mx": ("25.11", "b200", "405b", "FP8-MX", 128, 64, 1, 0, 4, 8, 2, 8, 32, 624, 1576),
+    "2511-h100-8b-cs": ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 8, 1, 1, 1, None, 16, 14451, 744),
+    "2511-h100-70b-cs": ("25.11", "h100", "70b", "FP8-CS", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1602, 719),
+    "2511-h100-405b-cs": ("25.11", "h100", "405b", "FP8-CS", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 292, 737),
+    "2602-gb200-70b-mx": ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, 32, 3613, 1623),
+    "2602-gb200-70b-cs": ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, 2, 4040, 1815),
+    "2602-h100-70b-cs": ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, 128, 1621, 728),
+    "2602-gb200-405b-mx": ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, 384, 786, 1983),
+    "2602-gb200-405b-cs": ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 793, 2004),
+    "2602-h100-405b-cs": ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, 192, 311, 784),
 })
 # what the row's recipe sets beyond the table's cells (read from the release's scripts/performance/): CUDA graphs,
 # activation offloading to the CPU (cpu_offloading_num_layers) and partial full recomputation (recompute_num_layers)
 MBRIDGE_RECIPE_EXTRAS = read_only({
-    "25.09-gb200-8b-fp8cs": "cuda_graphs: true", "25.09-b200-8b-fp8cs": "cuda_graphs: true",
-    "25.09-gb200-70b-fp8cs": "cpu_offloading_num_layers: 40", "25.09-gb200-405b-fp8cs": "cpu_offloading_num_layers: 95",
-    "25.09-h100-8b-fp8cs": "use_megatron_fsdp: true, nccl_ub: true, keep_fp8_transpose_cache_when_using_custom_fsdp",
-    "25.11-gb200-8b-fp8cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
-    "25.11-b200-8b-fp8cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
-    "25.11-gb200-70b-fp8cs": "cpu_offloading_num_layers=40", "25.11-h100-8b-fp8cs": "recompute_num_layers=5",
-    "26.02-gb200-70b-fp8cs": "cpu_offloading_num_layers=40",
+    "2509-gb200-8b-cs": "cuda_graphs: true", "2509-b200-8b-cs": "cuda_graphs: true",
+    "2509-gb200-70b-cs": "cpu_offloading_num_layers: 40", "2509-gb200-405b-cs": "cpu_offloading_num_layers: 95",
+    "2509-h100-8b-cs": "use_megatron_fsdp: true, nccl_ub: true, keep_fp8_transpose_cache_when_using_custom_fsdp",
+    "2511-gb200-8b-cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
+    "2511-b200-8b-cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
+    "2511-gb200-70b-cs": "cpu_offloading_num_layers=40", "2511-h100-8b-cs": "recompute_num_layers=5",
+    "2602-gb200-70b-cs": "cpu_offloading_num_layers=40",
 })
+# the 25.09 GB200 70B row prints one MBS cell (2) for both figures; its MXFP8 figure's layout in parentheses (TP 2,
+# PP 4, GA 16: DP 8, 128 / (8 · 16) = 1) and the recipe's gb200 fp8_mx entry (mbs: 1) give micro-batch 1
+MBRIDGE_RECIPE_MBS = read_only({"2509-gb200-70b-mx": 1})
 _MB_OFFLOAD = ("the recipe offloads activations to the CPU ({x}: Megatron-Core cpu_offloading of that many layers' "
                "activations over the Grace-Hopper/Blackwell C2C link), which the planner cannot express (it has no "
                "activation offloading); without it the layout does not fit its memory model",
@@ -651,10 +654,11 @@ def _mbridge_row(key: str) -> dict:
     if gpu == "gb200-nvl72" and gpus > 72:
         gpu = GB200_NVL72_AS_64
     dp = gpus // (tp * pp * cp)
+    run_mbs = MBRIDGE_RECIPE_MBS.get(key, mbs)
     chunks = vp if vp else 1
     fp8 = "MX" not in printed
-    plan = Plan(dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=3 if fsdp else 1, recompute="none", micro_batch_size=mbs,
-                num_microbatches=gbs // (dp * mbs), num_chunks=chunks, sequence_parallel=tp > 1,
+    plan = Plan(dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=3 if fsdp else 1, recompute="none", micro_batch_size=run_mbs,
+                num_microbatches=gbs // (dp * run_mbs), num_chunks=chunks, sequence_parallel=tp > 1,
                 stage_layers=_mb_stage_layers(size, pp, vp))
     options = {"attention": "flash", "causal": True, "overlap_grad_reduce": True, "overlap_param_gather": True}
     if tp > 1:
