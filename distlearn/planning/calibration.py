@@ -26,7 +26,7 @@ does not have) are shown with their reason and left out of the score, never fitt
 Caveats: "out of sample" means held-out *rows*, mostly from the calibrators' own sources — nine of Narayanan et al.'s
 Table 1 rows share the 1.7B calibrator's table, software and cluster, and the Llama 3 8K-GPU row shares Table 4 with
 two calibrators — so :class:`ValidationReport` also gives the score per source family (``families``); the families
-with no calibrator (MegaScale, Megatron-Core, Nemotron-4, BLOOM, MT-NLG) are the stricter test (MT-NLG runs the
+with no calibrator (MegaScale, Megatron-Core, Nemotron-4, BLOOM, MT-NLG, Megatron-Bridge) are the stricter test (MT-NLG runs the
 model of Table 1's 529.6B row, but on DeepSpeed's pipeline engine, another software stack). And one calibrator's reading
 contradicts its source: the Llama 3 rows recompute the norms' and SwiGLU's outputs (``norm-act``) where §3.3.2 says
 "without activation checkpointing", because with every tensor stored the layout does not fit the planner's memory

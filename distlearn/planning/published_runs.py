@@ -51,6 +51,12 @@ Sources (each row's ``source`` names its table or section):
   60.1 / 50.2 / 44.4 s per iteration, 126 / 121 / 113 TFLOP/s per GPU (eq. 3 of the iteration time: 125.7 / 120.4 /
   113.5). DeepSpeed's pipeline engine runs 1F1B only (DeepSpeed issue #1110) and splits the activations it sends
   between stages over the tensor-parallel ranks (``deepspeed/runtime/pipe/engine.py``, ``is_pipe_partitioned``).
+- Megatron-Bridge performance summary (NVIDIA-NeMo/Megatron-Bridge ``docs/performance-summary.md`` and
+  ``docs/performance-summary-archive.md``): the dense Llama 3 8B / 70B / 3.1 405B pre-training rows of the NeMo
+  25.09, 25.11 and 26.02 containers on DGX-H100, DGX-B200 and DGX-GB200, tokens/s per GPU at sequence 8192, each
+  read with the settings of its release's ``scripts/performance/`` recipe (:data:`MBRIDGE_RELEASES`); the printed
+  model TFLOP/s are Megatron's causal count (tests/test_published_runs.py). NVFP4 rows and GB300 / B300 systems are
+  left out (no planner recipe or preset).
 """
 from __future__ import annotations
 
