@@ -172,7 +172,8 @@ test-classroom: $(CLASSROOM_STAMP) $(LAB_OVERRIDES)
 
 # The tests kept out of make test's 10 minutes for their time (pytest marker `extended`); .ci/run runs them after it:
 # every chapter's explorers in JupyterLab and Chromium but the two make test opens (tests/test_browser.py, ~2.5 min),
-# the website of two chapters read in Chromium (tests/test_website.py, ~1 min), the whole site's search
+# the website of two chapters read in Chromium (tests/test_website.py, ~1 min), three chapters on a phone and a
+# desktop (tests/test_site_layout.py, ~2 min), the whole site's search
 # (tests/test_site_search.py), every live explorer moved through every setting on the whole site
 # (tests/test_web_explorers.py: ~20 min the first time, its renders then cached in build/web-explorers-cache/), the
 # PDF book (tests/test_book.py, ~5 min), PyTorch's flex-attention context parallelism (torch.compile) and the

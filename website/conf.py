@@ -35,6 +35,7 @@ html_css_files = ["distlearn-site.css",
                   "distlearn-explorer.css"]  # live explorers (authoring/web_explorers.py)
 html_js_files = ["distlearn-file-search.js",  # opened from file://: search results without snippets (no CORS error)
                  "distlearn-zh-search.js",   # the Chinese site: the search summary in Chinese (Sphinx 8.2 lacks it)
+                 "distlearn-outputs.js",     # text outputs: sentences wrap, rows of columns scroll; figures' size
                  "distlearn-explorer.js",    # live explorers over the data of authoring/web_explorers.py
                  "distlearn-search.js"]      # Chinese queries cut into the index's words; snippets at the match
 html_theme = "sphinx_book_theme"
@@ -55,6 +56,10 @@ html_theme_options = {
     "use_download_button": True,
     "launch_buttons": {"binderhub_url": "https://mybinder.org", "notebook_interface": "jupyterlab"},
     "article_header_end": ["lang-toggle.html", "article-header-buttons.html"],
+    # pydata-sphinx-theme 0.16+ puts its own search field in a top bar when this is unset (sphinx-book-theme's
+    # empty default does not count as set): desktop pages showed two search fields, that bar's and the sidebar's.
+    # The sidebar's field (desktop) and the article header's search icon (narrow screens) stay: one at every width.
+    "navbar_persistent": [],
     "home_page_in_toc": True,
     "show_toc_level": 2,
     "navigation_with_keys": False,

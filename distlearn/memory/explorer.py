@@ -123,23 +123,26 @@ def plot_states(results: list[dict], labels: list[str], ax=None, title_en: str =
 
     if ax is None:
         _, ax = plots.new_figure(max(5.5, 1.3 * len(results) + 3), 3.8)
-    bottom = [0.0] * len(results)
+    bottom, bars = [0.0] * len(results), []
     for key, name in (("params", "params"), ("grads", "grads"), ("optimizer", "optim")):
         vals = [r[key] / GB for r in results]
-        ax.bar(labels, vals, bottom=bottom, color=plots.COLORS[key], label=str(T[name]), width=0.6)
+        bars.append(ax.bar(labels, vals, bottom=bottom, color=plots.COLORS[key], label=T[name].render(sep="\n"),
+                           width=0.6))
         bottom = [b + v for b, v in zip(bottom, vals)]
     for x, total in enumerate(bottom):  # the total on top: a 2 GB bar stays readable against an 80 GB GPU
-        ax.annotate(f"{total:.3g} GB", (x, total), xytext=(0, 3), textcoords="offset points", ha="center",
-                    va="bottom", fontsize=9)
+        label = f"{total:,.0f} GB" if total >= 1000 else f"{total:.3g} GB"  # 6,490 GB, not 6.49e+03 GB / 写作 6,490 GB
+        ax.annotate(label, (x, total), xytext=(0, 3), textcoords="offset points", ha="center", va="bottom", fontsize=9)
     cap = results[0]["capacity"] / GB
-    ax.axhline(cap, color="black", linestyle="--", linewidth=1)
-    ax.text(0.01, cap, f"{T['capacity']}: {cap:.1f} GB", va="bottom", ha="left", fontsize=8,
-            transform=ax.get_yaxis_transform())
-    ax.set_ylabel(str(T["ylabel"]))
+    # the GPU's size in the legend: on its line a total near it ran over it / GPU 容量写进图例：写在虚线上会被相近的合计压住
+    line = ax.axhline(cap, color="black", linestyle="--", linewidth=1,
+                      label=bi(f"{T['capacity'].en}: {cap:.1f} GB", f"{T['capacity'].zh}：{cap:.1f} GB", sep="\n"))
+    ax.set_ylabel(T["ylabel"].render(sep="\n"))  # both languages: one line each / 双语时各占一行
     ax.set_ylim(0, max(max(bottom), cap) * 1.15)
     sec = ax.secondary_yaxis("right", functions=(lambda g: g * GB / GiB, lambda g: g * GiB / GB))
-    sec.set_ylabel(str(T["gib"]))
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=3, fontsize=8, frameon=False)
+    sec.set_ylabel(T["gib"].render(sep="\n"))
+    # below the axes, two columns: never over a bar nor wider than the axes / 坐标区下方分两列：不压柱子，不比坐标区宽
+    ax.legend(handles=[*bars, line], loc="upper center", bbox_to_anchor=(0.5, -0.1), ncol=2, fontsize=8,
+              frameon=False)
     plots.title(ax, title_en, title_zh)
     return ax
 

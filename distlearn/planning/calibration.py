@@ -82,8 +82,8 @@ def _mtnlg_miss(predicted: float, published: float, hand: float, slower: int, sl
     A100's 312 TFLOP/s) beside the 42.1 % Megatron-LM reached on the same model and 2,240 A100s with full
     recomputation (Korthikanti et al. 2022, arXiv 2205.05198, abstract)."""
     return (f"predicted too fast ({predicted} s per step against {published} s), and not by the planner's bubble or "
-            f"gradient all-reduce alone: 1F1B's bubble (34 micro-batch times, 6.1 s) and the exposed fp32 all-reduce "
-            f"(0.6 s) are charged. Megatron-LM's own run of this model on the same cluster (Narayanan et al.'s "
+            f"gradient all-reduce alone: 1F1B's bubble (34 micro-batch times, 6.1 s in the planner) and the exposed "
+            f"fp32 all-reduce (0.6 s) are charged. Megatron-LM's own run of this model on the same cluster (Narayanan et al.'s "
             f"529.6B row, which the planner meets at 1.01) does a micro-batch in 0.185 s; at that speed, with the "
             f"same 34 micro-batch times of bubble and the all-reduce, this step would take {hand} s at micro-batch 1 "
             f"(our reading): the published run is then {slower} % slower per micro-batch than Megatron-LM's. The "
@@ -95,7 +95,7 @@ def _mtnlg_miss(predicted: float, published: float, hand: float, slower: int, sl
             f"(Korthikanti et al. 2022, abstract; its batch is not given there), against this run's {mfu} %. The "
             f"planner times Megatron-LM's speed; what made the published run slower is not known; not fitted",
             f"预测偏快（每步 {predicted} 秒，公布 {published} 秒），而且不只是规划器的气泡或梯度 all-reduce 的问题："
-            f"1F1B 的气泡（34 个微批次的时间，6.1 秒）和不被隐藏的 fp32 all-reduce（0.6 秒）都已计入。Megatron-LM "
+            f"1F1B 的气泡（34 个微批次的时间，规划器算得 6.1 秒）和不被隐藏的 fp32 all-reduce（0.6 秒）都已计入。Megatron-LM "
             f"自己在同一集群上训练同一个模型（Narayanan 等的 529.6B 那一行，规划器的比值是 1.01），每个微批次用 "
             f"0.185 秒；按这个速度，加上同样 34 个微批次时间的气泡和 all-reduce，微批次大小取 1（我们的读法）时这一步"
             f"应当用 {hand} 秒，公布的训练每个微批次比 Megatron-LM 慢 {slower} %。论文没有给出微批次大小；取 2 的话"
@@ -163,12 +163,16 @@ KNOWN_MISSES = read_only({
                    "the step is compute alone (0.37 s for 4 micro-batches of 4,096 tokens at hidden 2,048), so no "
                    "overlap reading can explain it. Small GEMMs explain only part: on the H200 "
                    "(distlearn.planning.measured) the nearest shapes (m 4,096, k 1,792–2,048) run at 0.70 of the "
-                   "peak against 0.76–0.78 for the large Llama layers the calibrators resemble, about 8 %, not 23 %. "
-                   "The rest is not known; not fitted",
+                   "peak against 0.76–0.78 for the large Llama layers the calibrators resemble, about 8 %, not 21 %. "
+                   "Nor does the attention kernel: Transformer Engine of mid-2024 ran cuDNN's fused attention on "
+                   "H100, not FlashAttention, and its published speed (FlashAttention-3 paper, Fig. 5) moves the row "
+                   "by 1–4 points. The rest is not known; not fitted",
                    "预测偏快，而且偏在计算上：所有集合通信都被隐藏（tp 1，加上重叠开关），每步只剩计算（4 个 4,096 "
                    "词元的微批次共 0.37 秒，hidden 2,048），所以任何关于重叠的读法都解释不了。小 GEMM 只能解释一部分："
                    "在 H200 上（distlearn.planning.measured）最接近的形状（m 4,096，k 1,792–2,048）只到峰值的 0.70，"
-                   "而与校准运行相近的 Llama 大层是 0.76–0.78，约差 8 %，不是 23 %。其余原因未知；未拟合"),
+                   "而与校准运行相近的 Llama 大层是 0.76–0.78，约差 8 %，不是 21 %。注意力算子也解释不了：2024 年年中的 "
+                   "Transformer Engine 在 H100 上用的是 cuDNN 的融合注意力而不是 FlashAttention，按它公布的速度"
+                   "（FlashAttention-3 论文图 5），这一行只变 1–4 个百分点。其余原因未知；未拟合"),
     "mcore-7.1b": ("as mcore-1.7b, predicted too fast with every collective hidden; the TP overlap credit carries "
                    "only part of it (with every TP all-gather and reduce-scatter exposed the row still reads 1.14); "
                    "its GEMMs per GPU (TP 2: k 2,048–8,192, n 4,096–8,192) are larger than 1.7B's yet it misses as "
@@ -177,11 +181,14 @@ KNOWN_MISSES = read_only({
                    "reduce-scatter 全部暴露时，这一行仍是 1.14）；它每块 GPU 上的 GEMM（TP 2：k 2,048–8,192，"
                    "n 4,096–8,192）比 1.7B 的大，偏差却一样大，所以小 GEMM 也撑不起这个偏差：原因未知；未拟合"),
     "mcore-32b": ("with pp = 1 Megatron-Core reduce-scatters only in the last micro-batch's backward, and "
-                  "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.02 s); "
-                  "whether this README run reduced the gradients in FP32 is a reading (BF16 would halve it)",
+                  "4 micro-batches leave most of 4 B parameters' FP32 gradients exposed (0.31 s of 1.02 s). FP32 is "
+                  "what Megatron-Core r0.8.0 does with --bf16 (megatron/training/arguments.py turns "
+                  "accumulate_allreduce_grads_in_fp32 on; --grad-reduce-in-bf16 came in 2025), so the published run "
+                  "hid more of this traffic than the planner allows: how is not known; not fitted",
                   "pp = 1 时 Megatron-Core 只在最后一个微批次的反向中做 reduce-scatter，4 个微批次让 40 亿参数"
-                  "的 FP32 梯度大多暴露（1.02 秒中的 0.31 秒）；这次 README 的运行是否用 FP32 归约梯度是一种读法"
-                  "（BF16 会减半）"),
+                  "的 FP32 梯度大多暴露（1.02 秒中的 0.31 秒）。用 FP32 正是 Megatron-Core r0.8.0 在 --bf16 下的做法"
+                  "（megatron/training/arguments.py 会打开 accumulate_allreduce_grads_in_fp32；--grad-reduce-in-bf16 "
+                  "2025 年才有），所以公布的训练藏住的通信比规划器允许的多：怎样藏住的，原因未知；未拟合"),
     "nemotron4-340b": ("predicted too fast, on the communication side: the planner credits NeMo's "
                        "--tp-comm-overlap with hiding all of the TP time (0.76 s of an 8.0 s step without it: at "
                        "hidden 18,432 each all-gather and reduce-scatter is shorter than the GEMM it overlaps) and "

@@ -140,7 +140,11 @@ LLAMA3_405B_STAGES = (7,) + (8,) * 14 + (7,)  # Llama 3 §3.3.2: one layer fewer
 # size, --DDP-impl ("torch": PyTorch DDP, its all-reduce overlapped with the backward; "local": after the whole
 # backward) and --num-layers-per-virtual-pipeline-stage (0: the flag is absent, no interleaving). CONFIG.sh passes
 # --fp16 and no --accumulate-allreduce-grads-in-fp32: fp16 gradients, all-reduced in fp16 (megatron/arguments.py
-# turns fp32 accumulation on only for --bf16; megatron/model/distributed.py's buffer takes the parameters' dtype)
+# turns fp32 accumulation on only for --bf16; local DDP without contiguous buffers, which CONFIG.sh does not ask for,
+# coalesces and all-reduces each parameter's fp16 .grad: megatron/model/distributed.py, allreduce_gradients; PyTorch
+# DDP reduces the fp16 .grad too). The optimizer's fp32 copy of the gradients (optimizer.py,
+# _copy_model_grads_to_main_grads, 4 B per parameter) lives from the step to the next zero_grad, after the
+# activations are freed: the "mixed" recipe counts the forward/backward peak, not the step's
 MEGATRON_TABLE1_SCRIPT = read_only({
     "1.7b": (16, "torch", 0), "3.6b": (16, "torch", 0), "7.5b": (16, "torch", 0), "18.4b": (8, "torch", 0),
     "39.1b": (4, "local", 0), "76.1b": (2, "local", 5), "145.6b": (2, "local", 5), "310.1b": (1, "local", 3),
@@ -159,9 +163,13 @@ def _megatron_row(key: str) -> dict:
         chunks_zh = f"每个 rank {v} 个模型块，每块 {chunk_layers} 层（--num-layers-per-virtual-pipeline-stage {chunk_layers}）"
     elif pp > 1:
         chunks = ("no interleaving: the script sets no --num-layers-per-virtual-pipeline-stage for this row, though "
-                  "§5.1 says every run interleaved (we follow the script)")
+                  "§5.1 says every run interleaved (we follow the script)"
+                  + ("; Megatron-LM 2021 refuses interleaving at PP 2 (megatron/arguments.py asserts a pipeline size "
+                     "> 2)" if pp == 2 else ""))
         chunks_zh = ("不交错：脚本没有为这一行设 --num-layers-per-virtual-pipeline-stage，尽管 §5.1 说每次训练都用了交错"
-                     "调度（我们按脚本）")
+                     "调度（我们按脚本）"
+                     + ("；而且 Megatron-LM 2021 不允许 PP 2 交错（megatron/arguments.py 断言流水线并行数 > 2）"
+                        if pp == 2 else ""))
     else:
         chunks, chunks_zh = "no pipeline, so no interleaving", "没有流水线，也就谈不上交错"
     return dict(model=MEGATRON_MODELS[key], gpu="a100-80gb", num_gpus=gpus, global_batch=batch, seq_len=2048,
@@ -181,7 +189,9 @@ def _megatron_row(key: str) -> dict:
                            "(megatron/training.py, train_step)" if ddp == "local" else
                            "--DDP-impl torch: PyTorch DDP all-reduces the gradients during the backward")
                         + "; fp16 gradients, all-reduced in fp16 (the script's CONFIG.sh passes --fp16 without "
-                          "--accumulate-allreduce-grads-in-fp32); fp16 timed at the bf16 peak (the same on an A100)",
+                          "--accumulate-allreduce-grads-in-fp32); the optimizer's fp32 copy of the gradients exists "
+                          "only from the step to the next zero_grad, so it is not counted; fp16 timed at the bf16 "
+                          "peak (the same on an A100)",
                 reading_zh=f"微批次大小 {mbs}、--DDP-impl {ddp} 和交错方式都按 Megatron-LM 为这一行写的脚本"
                            f"（examples/sc21/run_table_1.sh；论文一样也没给）：{chunks_zh}；完全重计算（公式 3 把它算在内）；"
                            f"不用序列并行（2021 年）；"
@@ -189,7 +199,8 @@ def _megatron_row(key: str) -> dict:
                               "train_step）" if ddp == "local" else
                               "--DDP-impl torch：PyTorch DDP 在反向传播过程中 all-reduce 梯度")
                            + "；梯度为 fp16，也按 fp16 做 all-reduce（脚本的 CONFIG.sh 传了 --fp16，没有传 "
-                             "--accumulate-allreduce-grads-in-fp32）；fp16 按 bf16 的峰值计时（A100 上两者相同）")
+                             "--accumulate-allreduce-grads-in-fp32）；优化器把梯度拷成 fp32 的副本只存在于优化器更新到下一次"
+                             " zero_grad 之间，所以不计；fp16 按 bf16 的峰值计时（A100 上两者相同）")
 
 
 # Smith et al. 2022 §2.4: DGX A100 servers → (seconds per iteration, TFLOP/s per GPU as printed)
@@ -223,10 +234,11 @@ def _mtnlg_row(servers: int) -> dict:
                         "parallelism, no ZeRO (the paper names none for this run; ZeRO-1-style sharding would change the step by about "
                         "0.1–0.2 s), "
                         "the gradient all-reduce after the pipeline flush, exposed; gradients all-reduced in fp32 (a "
-                        "reading: bf16 mixed precision, §2.3, and the paper does not say; Megatron-LM's 2021 "
-                        "megatron/arguments.py turns on fp32 accumulation and all-reduce whenever --bf16 is set, "
-                        "'bfloat16 requires gradient accumulation and all-reduce to be done in fp32'; bf16 would halve "
-                        "the bytes, 0.3 s of the step); vocabulary 51,200 (GPT-2's 50,257 padded by Megatron to a multiple of "
+                        "reading without a source: §2.3 says bf16 mixed precision and no more; Megatron-LM's 2021 "
+                        "rule for --bf16 is fp32 accumulation and all-reduce, but MT-NLG's data parallelism ran in "
+                        "DeepSpeed, whose public engine of late 2021 reduced bf16 gradients in bf16 "
+                        "(communication_data_type, DeepSpeed #1487); bf16 would halve the bytes, 0.3 s of the step, "
+                        "and widen the per-micro-batch gap of KNOWN_MISSES by about one percentage point); vocabulary 51,200 (GPT-2's 50,257 padded by Megatron to a multiple of "
                         "128 · TP), tied embeddings; Selene's 8 × 200 Gb/s HDR InfiniBand per node (§2.3)",
                 reading_zh="微批次大小 1（论文没说；Megatron-LM 的 sc21 脚本跑表 1 的 530B 那一行时用 1，§2.1.1 讲梯度累积的例子"
                            "也按每个微批次一个样本算，但那只是示例；取 2 则气泡加倍）；DeepSpeed 的流水线引擎：1F1B，不交错（它只有这一种调度），阶段之间传递的激活按 8 个"
@@ -234,9 +246,10 @@ def _mtnlg_row(servers: int) -> dict:
                            "Transformer 块完全重计算（§2.1 只保存各块的输入；公布的 TFLOP/s 按公式 3 计，公式 3 把重计算算在"
                            "内：由每步时间算得 125.7 / 120.4 / 113.5）；普通数据并行，不用 ZeRO（论文没有为这次训练提到 "
                            "ZeRO；按 ZeRO-1 的方式分片，每步大约差 0.1–0.2 秒），梯度在流水线排空之后 all-reduce，不被隐藏；梯度按 fp32 做 "
-                           "all-reduce（这是读法：§2.3 只说 bf16 混合精度；Megatron-LM 2021 年的 megatron/arguments.py "
-                           "只要设了 --bf16 就用 fp32 累加并 all-reduce 梯度，理由是“bf16 要求梯度累加和 all-reduce 用 "
-                           "fp32”；按 bf16 字节数减半，每步少 0.3 秒）；词表 51,200"
+                           "all-reduce（这是没有出处的读法：§2.3 只说 bf16 混合精度；Megatron-LM 2021 年的规则是设了 --bf16 "
+                           "就用 fp32 累加并 all-reduce 梯度，但 MT-NLG 的数据并行由 DeepSpeed 完成，2021 年底公开版 DeepSpeed "
+                           "对 bf16 梯度按 bf16 归约（communication_data_type，DeepSpeed #1487）；按 bf16 字节数减半，每步少 0.3 秒，"
+                           "KNOWN_MISSES 里每个微批次的差距再大约一个百分点）；词表 51,200"
                            "（GPT-2 的 50,257 由 Megatron 补齐到 128 · TP 的倍数），输入输出嵌入共享；Selene 每节点 "
                            "8 × 200 Gb/s HDR InfiniBand（§2.3）")
 
@@ -317,12 +330,16 @@ def _mcore_row(key: str, recompute: str) -> dict:
                 source_zh=f"Megatron-LM README 的“Performance Benchmarking”表（images/model_table.png，2024 年七月，"
                           f"Megatron-Core r0.8.0）：{key.upper()}，TP {tp} × PP {pp} × DP 48，{gpus} 块 H100，全局批量"
                           f" {batch}，{tflops} TFLOP/s，MFU {mfu} %",
-                reading=f"micro-batch 1, no interleaving; fused flash attention (Transformer Engine); {recompute} "
+                reading=f"micro-batch 1, no interleaving; Transformer Engine's fused attention (cuDNN's on H100), timed as "
+                        f"FlashAttention (kernels.FLASH_SHARE); {recompute} "
                         f"recomputation (the least that fits: the table does not say); sequence parallelism with TP; distributed optimizer = ZeRO-1 "
-                        f"(--overlap-param-gather needs it); GELU MLP of 4h, untied embeddings (the parameter "
-                        f"counts need them)",
-                reading_zh=f"微批次大小 1，不用交错调度；融合的 flash 注意力（Transformer Engine）；重计算取 {recompute}（放得下的最少重计算：表中没说）；TP 时用"
-                           f"序列并行；分布式优化器即 ZeRO-1（--overlap-param-gather 需要它）；MLP 为 4h 的 GELU，"
+                        f"(--overlap-param-gather needs it); FP32 gradients (Megatron-Core r0.8.0 turns "
+                        f"accumulate_allreduce_grads_in_fp32 on with --bf16); GELU MLP of 4h, untied embeddings (the "
+                        f"parameter counts need them)",
+                reading_zh=f"微批次大小 1，不用交错调度；Transformer Engine 的融合注意力（H100 上是 cuDNN 的实现），按 FlashAttention "
+                           f"计时（kernels.FLASH_SHARE）；重计算取 {recompute}（放得下的最少重计算：表中没说）；TP 时用"
+                           f"序列并行；分布式优化器即 ZeRO-1（--overlap-param-gather 需要它）；梯度为 FP32（Megatron-Core r0.8.0 在 --bf16 下打开 "
+                           f"accumulate_allreduce_grads_in_fp32）；MLP 为 4h 的 GELU，"
                            f"输入输出嵌入不共享（表中的参数量要求如此）")
 
 
@@ -393,11 +410,15 @@ PUBLISHED_RUNS = read_only({
         reading="no interleaving (the script sets none); full recomputation (--checkpoint-activations); fp16 timed "
                 "at the bf16 peak (the same on an A100); fp16 gradients, all-reduced in fp16 (the script sets "
                 "neither --accumulate-allreduce-grads-in-fp32 nor --fp32-allreduce, and Megatron-LM's local DDP then "
-                "reduces in the parameters' dtype); --DDP-impl local (the default): the all-reduce after the "
-                "pipeline flush",
+                "reduces in the parameters' dtype); not counted: the fp32 copy of the gradients that Megatron-LM's "
+                "optimizer of January 2021 kept between steps (optimizer.py: zero_grad did not free it until July "
+                "2021), 4 B per parameter, 44.3 GB per GPU instead of 38.5 (it fits either way); --DDP-impl local "
+                "(the default): the all-reduce after the pipeline flush",
         reading_zh="不用交错调度（脚本没有设置）；完全重计算（--checkpoint-activations）；fp16 按 bf16 的峰值计时（A100 上"
                    "两者相同）；梯度为 fp16，也按 fp16 做 all-reduce（脚本既没设 --accumulate-allreduce-grads-in-fp32 "
-                   "也没设 --fp32-allreduce，Megatron-LM 的 local DDP 于是按参数的类型归约）；--DDP-impl local（默认值）："
+                   "也没设 --fp32-allreduce，Megatron-LM 的 local DDP 于是按参数的类型归约）；没有计入：2021 年一月的 "
+                   "Megatron-LM 优化器在两步之间一直留着梯度的 fp32 副本（optimizer.py 的 zero_grad 直到 2021 年七月才释放它），"
+                   "每个参数 4 字节，每块 GPU 是 44.3 GB 而不是 38.5 GB（两种都放得下）；--DDP-impl local（默认值）："
                    "流水线排空之后才 all-reduce"),
     "bloom-176b": dict(model=BLOOM_176B, gpu=JEAN_ZAY_A100, num_gpus=384, global_batch=2048, seq_len=2048,
                        precision="mixed-fp32-grads", count="megatron",

@@ -59,10 +59,11 @@ def render(res: dict) -> None:
     bottom = [0.0] * len(names)
     for part, (en, zh) in PARTS.items():
         vals = [getattr(res["rows"][n], part) / GB for n in names]
-        ax.bar(names, vals, bottom=bottom, color=COLORS[part], label=bi(en, zh))
+        ax.bar(names, vals, bottom=bottom, color=COLORS[part], label=bi(en, zh, sep="\n"))
         bottom = [b + v for b, v in zip(bottom, vals)]
-    ax.set_ylabel(str(T["ylabel"]))
-    ax.legend(fontsize=7)
+    ax.set_ylabel(T["ylabel"].render(sep="\n"))  # both languages: one line each / 双语时各占一行
+    # the legend beside the axes, never over a tall bar; both languages one line each / 图例放在坐标区右侧，不会压住高的柱子；双语时各占一行
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0))
     plots.title(ax, f"{res['model']}, dp = {res['dp']}, ZeRO-{res['zero_stage']}",
                 f"{res['model']}，dp = {res['dp']}，ZeRO-{res['zero_stage']}")
     plt.show()

@@ -142,10 +142,17 @@
 
     function view(o) {  // the output's elements, built once and kept (moving back to a setting is instant)
       if (!nodes[o]) {
+        var fit = window.distlearnOutputs;  // distlearn-outputs.js: sentences wrap, rows keep their columns
         nodes[o] = part(o).map(function (p) {
-          if (p[0] !== "svg") return el("pre", {"class": "distlearn-live-" + p[0]}, p[1]);
-          var fig = el("div", {"class": "distlearn-live-figure"});
+          var pre, fig;
+          if (p[0] !== "svg") {
+            pre = el("pre", {"class": "distlearn-live-" + p[0]}, p[1]);
+            if (fit) fit.wrapLines(pre);
+            return pre;
+          }
+          fig = el("div", {"class": "distlearn-live-figure"});
           fig.innerHTML = p[1];
+          if (fit && fig.querySelector("svg")) fit.boxFigure(fig.querySelector("svg"));  // readable on a phone
           return fig;
         });
       }
