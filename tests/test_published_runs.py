@@ -690,39 +690,40 @@ def test_h200_gemm_shares_do_not_single_out_the_small_runs():
 # ---------------------------------------------------------------- Megatron-Bridge performance summary
 # NVIDIA-NeMo/Megatron-Bridge docs/performance-summary(-archive).md, dense Llama pre-training rows on DGX-H100,
 # DGX-B200 and DGX-GB200, typed from the tables: (container, system, model, precision cell, #-GPUs, GBS, MBS, FSDP,
-# TP, PP, CP, VP, GA, tokens/s/GPU, model TFLOP/s/GPU); 25.09 prints no precision column (main figure: the fp8_cs
-# recipe, in parentheses: fp8_mx); VP "n/a" is None
+# TP, PP, CP, VP, GA, tokens/s/GPU, model TFLOP/s/GPU), each as the container's own table commit prints it (FSDP = 1
+# "use FSDP" in 25.09 / 25.11: the group sizes 64 and 8 are only in the later archive); 25.09 prints no precision
+# column (main figure: the fp8_cs recipe, in parentheses: fp8_mx); VP "n/a" is None; 26.02 prints no GA column (None)
 MBRIDGE_PRINTED = [
     ("25.09", "gb200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 31357, 1614),
     ("25.09", "gb200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29925, 1540),
-    ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 64, 1, 1, 1, 1, 1, 3986, 1791),
+    ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 1, 1, 1, 1, 1, 1, 3986, 1791),
     ("25.09", "gb200", "70b", "(FP8-MX)", 64, 128, 2, 0, 2, 4, 1, 5, 16, 3546, 1593),
-    ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 64, 2, 1, 1, 1, 1, 729, 1840),
+    ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 1, 2, 1, 1, 1, 1, 729, 1840),
     ("25.09", "gb200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 578, 1458),
     ("25.09", "b200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29994, 1544),
     ("25.09", "b200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29388, 1513),
     ("25.09", "b200", "405b", "(FP8-CS)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 664, 1676),
     ("25.09", "b200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 622, 1569),
-    ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 8, 1, 1, 1, None, 16, 14079, 725),
+    ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 1, 1, 1, 1, None, 16, 14079, 725),
     ("25.09", "h100", "70b", "(FP8-CS)", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1619, 727),
     ("25.09", "h100", "405b", "(FP8-CS)", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 302, 763),
     ("25.11", "gb200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 31508, 1622),
     ("25.11", "gb200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29789, 1533),
-    ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 64, 1, 1, 1, 1, 2, 4312, 1937),
+    ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 1, 1, 1, 1, 1, 2, 4312, 1937),
     ("25.11", "gb200", "405b", "FP8-CS", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 813, 2053),
     ("25.11", "b200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 30624, 1576),
     ("25.11", "b200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29521, 1519),
     ("25.11", "b200", "405b", "FP8-CS", 128, 64, 1, 0, 4, 8, 2, 8, 32, 661, 1667),
     ("25.11", "b200", "405b", "FP8-MX", 128, 64, 1, 0, 4, 8, 2, 8, 32, 624, 1576),
-    ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 8, 1, 1, 1, None, 16, 14451, 744),
+    ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 1, 1, 1, 1, None, 16, 14451, 744),
     ("25.11", "h100", "70b", "FP8-CS", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1602, 719),
     ("25.11", "h100", "405b", "FP8-CS", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 292, 737),
-    ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, 32, 3613, 1623),
-    ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, 2, 4040, 1815),
-    ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, 128, 1621, 728),
-    ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, 384, 786, 1983),
-    ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 793, 2004),
-    ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, 192, 311, 784),
+    ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, None, 3613, 1623),
+    ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, None, 4040, 1815),
+    ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, None, 1621, 728),
+    ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, None, 786, 1983),
+    ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, None, 793, 2004),
+    ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, None, 311, 784),
 ]
 
 
@@ -732,7 +733,8 @@ def _mb_name(c, system, size, prec):
 
 def test_mbridge_rows_are_the_performance_summary():
     """Each typed row is a run whose printed cells, layout, batch and figure are the table's; a row that drops or
-    changes a cell fails; every run of the family is one of the typed rows; GA = GBS / (DP · MBS) as printed."""
+    changes a cell fails; every run of the family is one of the typed rows; GA = GBS / (DP · MBS) as printed, and
+    where the table has no GA column (26.02) the source says the value is derived."""
     names = {_mb_name(*row[:4]) for row in MBRIDGE_PRINTED}
     assert names == {n for n in RUNS if n.startswith("mbridge")} and len(names) == 30
     for c, system, size, prec, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps, tflops in MBRIDGE_PRINTED:
@@ -743,7 +745,13 @@ def test_mbridge_rows_are_the_performance_summary():
             mbs = 1  # one MBS cell (2) for both figures; GA 16 at DP 8 and the recipe's fp8_mx entry give 1
         assert (run["num_gpus"], run["global_batch"], run["seq_len"]) == (gpus, gbs, 8192)
         assert (p.tp, p.pp, p.cp, p.micro_batch_size, p.num_chunks) == (tp, pp, cp, mbs, vp or 1)
-        assert p.num_microbatches == ga == gbs // (p.dp * mbs) and p.zero_stage == (3 if fsdp else 1)
+        assert p.num_microbatches == gbs // (p.dp * mbs) and p.zero_stage == (3 if fsdp else 1)
+        assert (ga is None) == (c == "26.02") and fsdp in (0, 1, 64)
+        if ga is None:
+            assert f"no GA column (GBS / (DP × MBS) = {p.num_microbatches}, derived)" in run["source"]
+            assert f"没有 GA 列（GBS / (DP × MBS) = {p.num_microbatches}，推算）" in run["source_zh"]
+        else:
+            assert p.num_microbatches == ga and f"GA {ga}," in run["source"]
         assert run["published_tokens_per_gpu"] == tps and run["printed_flops"] == tflops * 1e12
         assert f"{tps} tokens/s/GPU" in run["source"] and f"{tps} tokens/s/GPU" in run["source_zh"]
         assert run["precision"] == "te-fp8" and run["plan"].recompute == "none"
@@ -807,3 +815,4 @@ def test_mbridge_miss_reasons_hold_by_numbers():
             hidden = off["estimate"].time["total"] - t["total"]
             assert round(hidden, 2) == pytest.approx(numbers[2], abs=0.006), name
             assert abs(off["ratio"] - 1) <= C.TOLERANCE and run["gpu"] == "h100-80gb"
+

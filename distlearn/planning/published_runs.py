@@ -568,18 +568,28 @@ UNEVALUATED_RUNS = read_only({
 # pre-training rows on DGX-H100, DGX-B200 and DGX-GB200 of the NeMo 25.09, 25.11 and 26.02 containers. Each container
 # runs one Megatron-Bridge release (docs/releases/software-versions.md: 25.09 = 0.1.0rc3, 25.11 = 0.2.0, 26.02 =
 # 0.3.0), whose scripts/performance/ recipe gives the row's settings; the table commit that first printed each
-# container's rows and the release tag's commit:
+# container's rows (25.09: #915; 25.11: #1669, whose values #1678's typo fixes leave as they are; 26.02: #2492), the
+# release tag's commit, and where the release sets the FP8 recipe and the gradient-reduction dtype:
 MBRIDGE_RELEASES = read_only({
     "25.09": dict(bridge="0.1.0rc3", tag_commit="bf71eba07bae8d36f08b796c106d1197d46ad541",
-                  table_commit="fa0315ae2684693a666be9d247adf9baf1e30028",
+                  table_commit="ea29906309181eeb508a1dd66dd076e87af1a376",
+                  precision_at="utils/helpers.py get_precision_config",
+                  grad_reduce_at=("the yaml's mixed_precision grad_reduce_in_fp32: false",
+                                  "yaml 的 mixed_precision 中 grad_reduce_in_fp32: false"),
                   recipes=("scripts/performance/configs/llama3/llama3_{8b,70b}_llm_pretrain.yaml, "
                            "configs/llama31/llama31_405b_llm_pretrain.yaml, utils/helpers.py, run_script.py")),
     "25.11": dict(bridge="0.2.0", tag_commit="7af9601c9da746d21481194356295bfe23df3737",
-                  table_commit="5776a6d90b4dd8692902ab2eb581369484e19283",
+                  table_commit="1804c076fee2ff3e7df66f08f855f7b81007b340",
+                  precision_at="utils/helpers.py get_precision_config",
+                  grad_reduce_at=("{fn} in configs/{d}/{d}_llm_pretrain.py: grad_reduce_in_fp32 = False",
+                                  "configs/{d}/{d}_llm_pretrain.py 的 {fn}：grad_reduce_in_fp32 = False"),
                   recipes="scripts/performance/configs/llama3/workload_base_configs.py, "
                           "configs/llama31/workload_base_configs.py"),
     "26.02": dict(bridge="0.3.0", tag_commit="21b02e0cfb2f8ff907e0d8baee0c5205876c6812",
                   table_commit="c0b9a00031b79b731ccefb56d0aba9629b4dd01b",
+                  precision_at="utils/precision.py get_precision_config",
+                  grad_reduce_at=("{fn} in configs/llama/{d}_llm_pretrain.py: grad_reduce_in_fp32 = False",
+                                  "configs/llama/{d}_llm_pretrain.py 的 {fn}：grad_reduce_in_fp32 = False"),
                   recipes="scripts/performance/configs/llama/llama3_workload_base_configs.py, "
                           "llama31_workload_base_configs.py (the _V2 presets)"),
 })
@@ -592,60 +602,103 @@ _MB_MODELS = read_only({"8b": "llama3-8b", "70b": "llama3-70b", "405b": "llama3.
 _MB_GPUS = read_only({"h100": ("h100-80gb", "DGX-H100"), "b200": ("b200", "DGX-B200"),
                       "gb200": ("gb200-nvl72", "DGX-GB200")})
 # each printed row: (container, system, model, precision as printed, GPUs, GBS, MBS, FSDP, TP, PP, CP, VP, GA,
-# tokens/s/GPU, model TFLOP/s/GPU); the 25.09 table prints no precision column: its main figures are the recipes'
+# tokens/s/GPU, model TFLOP/s/GPU), each cell as the release's table commit prints it (FSDP = 1 means "use FSDP":
+# the sharding-group sizes 64 and 8 of five 25.09 / 25.11 rows appear only in the later
+# docs/performance-summary-archive.md, e.g. at 93ae2a0dc; 26.02 prints 64 itself); the 26.02 table has no GA column
+# (None: GBS / (DP · MBS) is derived); the 25.09 table prints no precision column: its main figures are the recipes'
 # fp8_cs runs and its figures in parentheses the fp8_mx runs (its footnote: "different quantization granularities
 # ... 32×32 for both weights and activations" on GB200 and B200), written here as "(FP8-CS)" and "(FP8-MX)"
 MBRIDGE_TABLE = read_only({
     "2509-gb200-8b-cs": ("25.09", "gb200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 31357, 1614),
     "2509-gb200-8b-mx": ("25.09", "gb200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29925, 1540),
-    "2509-gb200-70b-cs": ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 64, 1, 1, 1, 1, 1, 3986, 1791),
+    "2509-gb200-70b-cs": ("25.09", "gb200", "70b", "(FP8-CS)", 64, 128, 2, 1, 1, 1, 1, 1, 1, 3986, 1791),
     "2509-gb200-70b-mx": ("25.09", "gb200", "70b", "(FP8-MX)", 64, 128, 2, 0, 2, 4, 1, 5, 16, 3546, 1593),
-    "2509-gb200-405b-cs": ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 64, 2, 1, 1, 1, 1, 729, 1840),
+    "2509-gb200-405b-cs": ("25.09", "gb200", "405b", "(FP8-CS)", 128, 64, 1, 1, 2, 1, 1, 1, 1, 729, 1840),
     "2509-gb200-405b-mx": ("25.09", "gb200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 578, 1458),
     "2509-b200-8b-cs": ("25.09", "b200", "8b", "(FP8-CS)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29994, 1544),
     "2509-b200-8b-mx": ("25.09", "b200", "8b", "(FP8-MX)", 8, 128, 2, 0, 1, 1, 1, None, 8, 29388, 1513),
     "2509-b200-405b-cs": ("25.09", "b200", "405b", "(FP8-CS)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 664, 1676),
     "2509-b200-405b-mx": ("25.09", "b200", "405b", "(FP8-MX)", 128, 64, 1, 0, 4, 8, 2, 8, 32, 622, 1569),
-    "2509-h100-8b-cs": ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 8, 1, 1, 1, None, 16, 14079, 725),
+    "2509-h100-8b-cs": ("25.09", "h100", "8b", "(FP8-CS)", 8, 128, 1, 1, 1, 1, 1, None, 16, 14079, 725),
     "2509-h100-70b-cs": ("25.09", "h100", "70b", "(FP8-CS)", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1619, 727),
     "2509-h100-405b-cs": ("25.09", "h100", "405b", "(FP8-CS)", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 302, 763),
     "2511-gb200-8b-cs": ("25.11", "gb200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 31508, 1622),
     "2511-gb200-8b-mx": ("25.11", "gb200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29789, 1533),
-    "2511-gb200-70b-cs": ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 64, 1, 1, 1, 1, 2, 4312, 1937),
+    "2511-gb200-70b-cs": ("25.11", "gb200", "70b", "FP8-CS", 64, 256, 2, 1, 1, 1, 1, 1, 2, 4312, 1937),
     "2511-gb200-405b-cs": ("25.11", "gb200", "405b", "FP8-CS", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 813, 2053),
     "2511-b200-8b-cs": ("25.11", "b200", "8b", "FP8-CS", 8, 128, 2, 0, 1, 1, 1, None, 8, 30624, 1576),
     "2511-b200-8b-mx": ("25.11", "b200", "8b", "FP8-MX", 8, 128, 2, 0, 1, 1, 1, None, 8, 29521, 1519),
     "2511-b200-405b-cs": ("25.11", "b200", "405b", "FP8-CS", 128, 64, 1, 0, 4, 8, 2, 8, 32, 661, 1667),
     "2511-b200-405b-mx": ("25.11", "b200", "405b", "FP8-MX", 128, 64, 1, 0, 4, 8, 2, 8, 32, 624, 1576),
-    "2511-h100-8b-cs": ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 8, 1, 1, 1, None, 16, 14451, 744),
+    "2511-h100-8b-cs": ("25.11", "h100", "8b", "FP8-CS", 8, 128, 1, 1, 1, 1, 1, None, 16, 14451, 744),
     "2511-h100-70b-cs": ("25.11", "h100", "70b", "FP8-CS", 64, 128, 1, 0, 4, 8, 1, 5, 64, 1602, 719),
     "2511-h100-405b-cs": ("25.11", "h100", "405b", "FP8-CS", 1024, 512, 1, 0, 8, 8, 2, 8, 64, 292, 737),
-    "2602-gb200-70b-mx": ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, 32, 3613, 1623),
-    "2602-gb200-70b-cs": ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, 2, 4040, 1815),
-    "2602-h100-70b-cs": ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, 128, 1621, 728),
-    "2602-gb200-405b-mx": ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, 384, 786, 1983),
-    "2602-gb200-405b-cs": ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, 384, 793, 2004),
-    "2602-h100-405b-cs": ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, 192, 311, 784),
+    "2602-gb200-70b-mx": ("26.02", "gb200", "70b", "MXFP8", 64, 256, 1, 0, 2, 4, 1, 5, None, 3613, 1623),
+    "2602-gb200-70b-cs": ("26.02", "gb200", "70b", "FP8", 64, 256, 2, 64, 1, 1, 1, None, None, 4040, 1815),
+    "2602-h100-70b-cs": ("26.02", "h100", "70b", "FP8", 64, 256, 1, 0, 4, 8, 1, 5, None, 1621, 728),
+    "2602-gb200-405b-mx": ("26.02", "gb200", "405b", "MXFP8", 256, 1536, 1, 0, 4, 16, 1, 8, None, 786, 1983),
+    "2602-gb200-405b-cs": ("26.02", "gb200", "405b", "FP8", 256, 1536, 1, 0, 4, 16, 1, 4, None, 793, 2004),
+    "2602-h100-405b-cs": ("26.02", "h100", "405b", "FP8", 1024, 1536, 1, 0, 8, 8, 2, 8, None, 311, 784),
 })
 # what the row's recipe sets beyond the table's cells (read from the release's scripts/performance/): CUDA graphs,
 # activation offloading to the CPU (cpu_offloading_num_layers) and partial full recomputation (recompute_num_layers)
 MBRIDGE_RECIPE_EXTRAS = read_only({
     "2509-gb200-8b-cs": "cuda_graphs: true", "2509-b200-8b-cs": "cuda_graphs: true",
     "2509-gb200-70b-cs": "cpu_offloading_num_layers: 40", "2509-gb200-405b-cs": "cpu_offloading_num_layers: 95",
-    "2509-h100-8b-cs": "use_megatron_fsdp: true, nccl_ub: true, keep_fp8_transpose_cache_when_using_custom_fsdp",
+    "2509-h100-8b-cs": "use_megatron_fsdp: true",
     "2511-gb200-8b-cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
     "2511-b200-8b-cs": "cuda_graph_impl='local', cuda_graph_scope='full_iteration'",
     "2511-gb200-70b-cs": "cpu_offloading_num_layers=40", "2511-h100-8b-cs": "recompute_num_layers=5",
     "2602-gb200-70b-cs": "cpu_offloading_num_layers=40",
 })
+# what a row's sources say beyond its cells, where the release's recipe and the table part ways (English, Chinese)
+MBRIDGE_ROW_NOTES = read_only({
+    "2509-h100-8b-cs": (
+        "the yaml's fp8_cs entry also carries nccl_ub: true and keep_fp8_transpose_cache_when_using_custom_fsdp: "
+        "true, but nothing in the release reads those two keys, and helpers.set_megatron_fsdp_overrides sets "
+        "ddp.keep_fp8_transpose_cache=False",
+        "yaml 的 fp8_cs 条目里还有 nccl_ub: true 和 keep_fp8_transpose_cache_when_using_custom_fsdp: true，但该版本"
+        "没有任何代码读这两个键，而 helpers.set_megatron_fsdp_overrides 把 ddp.keep_fp8_transpose_cache 设为 False"),
+    "2511-h100-8b-cs": (
+        "the release's LLAMA3_8B_H100_FP8_CS_BASE_CONFIG never sets use_megatron_fsdp (so the FSDP branch of "
+        "llama3_8b_h100_config does not run and the recipe is the distributed optimizer), while the table prints "
+        "FSDP 1: the two sources disagree, and this row follows the table",
+        "该版本的 LLAMA3_8B_H100_FP8_CS_BASE_CONFIG 从未设置 use_megatron_fsdp（所以 llama3_8b_h100_config 里的 "
+        "FSDP 分支不会执行，配置用的是分布式优化器），而表格印的是 FSDP 1：两个来源互相矛盾，这一行以表格为准"),
+    "2511-gb200-70b-cs": (
+        "the release's own recipe differs from the table: v0.2.0's LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG runs "
+        "GBS 128 (the table prints 256); cited instead is v0.3.0's LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 "
+        "(configs/llama/llama3_workload_base_configs.py: GBS 256, MBS 2, Megatron-FSDP, "
+        "cpu_offloading_num_layers=40), first in commit e940d997d (2026-01-12), a month after the table's "
+        "1804c076f (2025-12-09), which matches every printed cell",
+        "该版本自己的配置与表格不符：v0.2.0 的 LLAMA3_70B_GB200_FP8_CS_BASE_CONFIG 用 GBS 128（表格印的是 256）；"
+        "这里改引 v0.3.0 的 LLAMA3_70B_PRETRAIN_CONFIG_GB200_FP8_CS_V2（configs/llama/llama3_workload_base_configs.py："
+        "GBS 256、MBS 2、Megatron-FSDP、cpu_offloading_num_layers=40），它最早出现在提交 e940d997d（2026-01-12），"
+        "比表格的 1804c076f（2025-12-09）晚一个月，与表格印出的每一格都相符"),
+    "2511-gb200-405b-cs": (
+        "the release's own recipe differs from the table: v0.2.0's LLAMA31_405B_GB200_FP8_CS_BASE_CONFIG runs "
+        "128 GPUs, TP 2, Megatron-FSDP, cpu_offloading_num_layers=92, GBS 64; cited instead is v0.3.0's "
+        "LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V2 (configs/llama/llama31_workload_base_configs.py: 256 GPUs, "
+        "TP 4, PP 16, CP 1, VP 4, GBS 1536, no FSDP, no offloading), first in commit d419154f3 (2026-01-09), a "
+        "month after the table's 1804c076f (2025-12-09), which matches every printed cell",
+        "该版本自己的配置与表格不符：v0.2.0 的 LLAMA31_405B_GB200_FP8_CS_BASE_CONFIG 是 128 块 GPU、TP 2、"
+        "Megatron-FSDP、cpu_offloading_num_layers=92、GBS 64；这里改引 v0.3.0 的 "
+        "LLAMA31_405B_PRETRAIN_CONFIG_GB200_FP8_CS_V2（configs/llama/llama31_workload_base_configs.py：256 块 GPU、"
+        "TP 4、PP 16、CP 1、VP 4、GBS 1536、不用 FSDP、不卸载），它最早出现在提交 d419154f3（2026-01-09），"
+        "比表格的 1804c076f（2025-12-09）晚一个月，与表格印出的每一格都相符"),
+})
+# rows whose release recipe turns overlap_param_gather off: v0.2.0 llama31_llm_pretrain.py llama31_405b_b200_config,
+# for fp8_mx ("keeping this eanbled causes NaN grad norm"); v0.2.0 does the same for 70B GB200 / B200 fp8_mx (no
+# row here) but not for 8B, and v0.1.0rc3 and v0.3.0 do not for Llama pre-training
+MBRIDGE_NO_PARAM_GATHER_OVERLAP = frozenset({"2511-b200-405b-mx"})
 # the 25.09 GB200 70B row prints one MBS cell (2) for both figures; its MXFP8 figure's layout in parentheses (TP 2,
 # PP 4, GA 16: DP 8, 128 / (8 · 16) = 1) and the recipe's gb200 fp8_mx entry (mbs: 1) give micro-batch 1
 MBRIDGE_RECIPE_MBS = read_only({"2509-gb200-70b-mx": 1})
 _MB_OFFLOAD = ("the recipe offloads activations to the CPU ({x}: Megatron-Core cpu_offloading of that many layers' "
-               "activations over the Grace-Hopper/Blackwell C2C link), which the planner cannot express (it has no "
-               "activation offloading); without it the layout does not fit its memory model",
-               "配置把激活值卸载到 CPU（{x}：Megatron-Core 的 cpu_offloading，卸载这么多层的激活值，经 Grace 与 GPU 之间的 "
-               "C2C 链路），规划器无法表达（它没有激活值卸载）；不卸载的话，按它的显存模型这个布局放不下")
+               "activations over the Grace–Blackwell NVLink-C2C link), which the planner cannot express (it has no "
+               "activation offloading)",
+               "配置把激活值卸载到 CPU（{x}：Megatron-Core 的 cpu_offloading，卸载这么多层的激活值，经 Grace 与 "
+               "Blackwell 之间的 NVLink-C2C 链路），规划器无法表达（它没有激活值卸载）")
 _MB_MXFP8 = ("MXFP8 (one E8M0 scale per 32 elements, Blackwell's block-scaled tensor cores): the planner has no "
              "MXFP8 recipe (distlearn.precision.fp8_recipes); its nearest, te-fp8, keeps per-tensor scales (0 B per "
              "parameter) where MXFP8 keeps 1/32 B per element in each of the row- and column-wise copies of every "
@@ -687,12 +740,22 @@ def _mbridge_row(key: str) -> dict:
     plan = Plan(dp=dp, tp=tp, pp=pp, cp=cp, zero_stage=3 if fsdp else 1, recompute="none", micro_batch_size=run_mbs,
                 num_microbatches=gbs // (dp * run_mbs), num_chunks=chunks, sequence_parallel=tp > 1,
                 stage_layers=_mb_stage_layers(size, pp, vp))
-    options = {"attention": "flash", "causal": True, "overlap_grad_reduce": True, "overlap_param_gather": True}
+    param_overlap = key not in MBRIDGE_NO_PARAM_GATHER_OVERLAP
+    options = {"attention": "flash", "causal": True, "overlap_grad_reduce": True,
+               "overlap_param_gather": param_overlap}
     if tp > 1:
         options["tp_comm_overlap"] = True
     extras = MBRIDGE_RECIPE_EXTRAS.get(key, "")
+    note, note_zh = MBRIDGE_ROW_NOTES.get(key, ("", ""))
+    recompute = "recompute_num_layers" in extras
+    d, fn = ("llama31", "set_llama31_common_configs") if size == "405b" else ("llama3", "set_llama3_common_configs")
+    grad_at, grad_at_zh = (t.format(d=d, fn=fn) for t in rel["grad_reduce_at"])
+    derived_ga = gbs // (dp * run_mbs)
+    ga_cell, ga_cell_zh = ((f"GA {ga}", f"GA {ga}") if ga is not None else
+                           (f"no GA column (GBS / (DP × MBS) = {derived_ga}, derived)",
+                            f"没有 GA 列（GBS / (DP × MBS) = {derived_ga}，推算）"))
     cells = (f"{dgx}, {_MB_MODELS[size]}, {gpus} GPUs, {printed}, GBS {gbs}, MBS {mbs}, seq 8192, FSDP {fsdp}, TP {tp}, "
-             f"PP {pp}, CP {cp}, VP {vp or 'n/a'}, GA {ga}, {tps} tokens/s/GPU, {tflops} model TFLOP/s/GPU")
+             f"PP {pp}, CP {cp}, VP {vp or 'n/a'}, {{ga}}, {tps} tokens/s/GPU, {tflops} model TFLOP/s/GPU")
     row = dict(model=get_preset(_MB_MODELS[size]), gpu=gpu, num_gpus=gpus, global_batch=gbs, seq_len=8192,
                precision="te-fp8", count="model-causal", plan=plan, published_tokens_per_gpu=tps,
                printed_flops=tflops * 1e12, printed_cells=(printed, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps,
@@ -700,24 +763,33 @@ def _mbridge_row(key: str) -> dict:
                options=options,
                source=f"Megatron-Bridge performance summary, NeMo {container} container (Megatron-Bridge "
                       f"{rel['bridge']}; docs/performance-summary.md at {rel['table_commit'][:9]}, kept in "
-                      f"docs/performance-summary-archive.md): {cells}; settings from the release's recipe "
-                      f"({rel['recipes']} at tag v{rel['bridge']}, commit {rel['tag_commit'][:9]})"
-                      + (f": {extras}" if extras else ""),
+                      f"docs/performance-summary-archive.md): {cells.format(ga=ga_cell)}; settings from the release's "
+                      f"recipe ({rel['recipes']} at tag v{rel['bridge']}, commit {rel['tag_commit'][:9]})"
+                      + (f": {extras}" if extras else "") + (f"; {note}" if note else ""),
                source_zh=f"Megatron-Bridge 性能汇总，NeMo {container} 容器（Megatron-Bridge {rel['bridge']}；"
                          f"docs/performance-summary.md 于 {rel['table_commit'][:9]}，另见 "
-                         f"docs/performance-summary-archive.md）：{cells}；设置取自该版本的性能配置"
+                         f"docs/performance-summary-archive.md）：{cells.format(ga=ga_cell_zh)}；设置取自该版本的性能配置"
                          f"（{rel['recipes']}，标签 v{rel['bridge']}，提交 {rel['tag_commit'][:9]}）"
-                         + (f"：{extras}" if extras else ""),
-               reading="FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
-                       "BF16: helpers.get_precision_config) timed as the planner's te-fp8 (the same per-tensor FP8 "
+                         + (f"：{extras}" if extras else "") + (f"；{note_zh}" if note_zh else ""),
+               reading=("layout and batch read from v0.3.0's _V2 preset, not from this release's own recipe, which "
+                        "differs (see the source); " if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
+                       + "FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
+                       f"BF16: {rel['precision_at']}) timed as the planner's te-fp8 (the same per-tensor FP8 "
                        "GEMMs); its memory differs: the recipe keeps FP8 primary weights (fp8_param_gather=True) and "
-                       "reduces gradients in BF16 (the yaml's grad_reduce_in_fp32: false), where te-fp8 counts BF16 "
+                       f"reduces gradients in BF16 ({grad_at}), where te-fp8 counts BF16 "
                        "weights, two FP8 copies and FP32 main_grad and charges the data-parallel collectives FP32 "
-                       "gradients and BF16 weights (twice the bytes; both overlapped here); no recomputation (the "
-                       "recipe sets none); "
-                       + ("Megatron-FSDP, optim_grads_params = ZeRO-3; " if fsdp else
+                       "gradients and BF16 weights (twice the bytes; "
+                       + ("both overlapped here); " if param_overlap else "only the gradients overlapped here); ")
+                       + ("timed without recomputation, though the recipe recomputes (recompute_num_layers=5, "
+                          "not modelled); " if recompute else "no recomputation (the recipe sets none); ")
+                       + ("Megatron-FSDP, optim_grads_params = ZeRO-3"
+                          + (" (the table's FSDP cell; the release's recipe sets none)"
+                             if key == "2511-h100-8b-cs" else "") + "; " if fsdp else
                           "distributed optimizer = ZeRO-1; ")
-                       + "overlap_grad_reduce and overlap_param_gather (the recipes' DistributedDataParallelConfig)"
+                       + ("overlap_grad_reduce and overlap_param_gather (the recipes' DistributedDataParallelConfig)"
+                          if param_overlap else
+                          "overlap_grad_reduce only: the recipe turns overlap_param_gather off for fp8_mx (its "
+                          "comment: it \"causes NaN grad norm\")")
                        + ("; TP communication overlap (userbuffers, the recipe's tp_comm_overlap_cfg) and sequence "
                           "parallelism (tp > 1)" if tp > 1 else "")
                        + (f"; v = {vp} interleaved chunks" if vp and vp > 1 else "")
@@ -726,23 +798,34 @@ def _mbridge_row(key: str) -> dict:
                           if size == "405b" and pp > 1 else "")
                        + ("; the NVLink domain read as a 64-GPU partition of an NVL72 rack (the source does not say)"
                           if gpu is GB200_NVL72_AS_64 else "")
-                       + "; a causal attention kernel (cuDNN fused attention skips the masked blocks)"
+                       + "; a causal attention kernel (no recipe sets an attention backend: the planner reads a "
+                         "causal kernel, a reading)"
                        + ("; CUDA graphs are not modelled (launch gaps are in END_TO_END)" if "cuda_graph" in extras
                           else ""),
-               reading_zh="FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
-                          "helpers.get_precision_config）按规划器的 te-fp8 计时（同样的整张量 FP8 GEMM）；显存不同："
-                          "配置把主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约（yaml 的 grad_reduce_in_fp32: "
-                          "false），而 te-fp8 计的是 BF16 权重、两份 FP8 副本和 FP32 main_grad，数据并行集合通信也按 FP32 "
-                          "梯度和 BF16 权重计（字节数加倍；这里两者都被重叠）；不重计算（配置没有设）；"
-                          + ("Megatron-FSDP，optim_grads_params 即 ZeRO-3；" if fsdp else "分布式优化器即 ZeRO-1；")
-                          + "overlap_grad_reduce 和 overlap_param_gather（配置的 DistributedDataParallelConfig）"
+               reading_zh=("布局和批量取自 v0.3.0 的 _V2 预设，而不是该版本自己的配置（两者不同，见出处）；"
+                           if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
+                          + "FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
+                          f"{rel['precision_at']}）按规划器的 te-fp8 计时（同样的整张量 FP8 GEMM）；显存不同："
+                          f"配置把主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约（{grad_at_zh}），"
+                          "而 te-fp8 计的是 BF16 权重、两份 FP8 副本和 FP32 main_grad，数据并行集合通信也按 FP32 "
+                          "梯度和 BF16 权重计（字节数加倍；"
+                          + ("这里两者都被重叠）；" if param_overlap else "这里只有梯度被重叠）；")
+                          + ("按不重计算计时，但配置会重计算（recompute_num_layers=5，未建模）；" if recompute
+                             else "不重计算（配置没有设）；")
+                          + ("Megatron-FSDP，optim_grads_params 即 ZeRO-3"
+                             + ("（依表格的 FSDP 一格；该版本的配置没有设）" if key == "2511-h100-8b-cs" else "")
+                             + "；" if fsdp else "分布式优化器即 ZeRO-1；")
+                          + ("overlap_grad_reduce 和 overlap_param_gather（配置的 DistributedDataParallelConfig）"
+                             if param_overlap else
+                             "只有 overlap_grad_reduce：配置对 fp8_mx 关掉了 overlap_param_gather（注释说开着会"
+                             "“causes NaN grad norm”，即梯度范数出现 NaN）")
                           + ("；TP 通信重叠（userbuffers，配置的 tp_comm_overlap_cfg）和序列并行（tp > 1）"
                              if tp > 1 else "")
                           + (f"；每个 rank {vp} 个交错模型块" if vp and vp > 1 else "")
                           + ("；126 层加嵌入层和损失层共 128 份在流水线上均分（account_for_embedding/loss_in_pipeline_split）："
                              "首尾两个阶段各少一层" if size == "405b" and pp > 1 else "")
                           + ("；NVLink 域按 NVL72 机柜中 64 块 GPU 的分区计（原文没说）" if gpu is GB200_NVL72_AS_64 else "")
-                          + "；注意力核按因果掩码计（cuDNN 融合注意力跳过被掩掉的块）"
+                          + "；注意力核按因果掩码计（配置都没有指定注意力后端：规划器按因果算子计，这是读法）"
                           + ("；CUDA graph 没有建模（启动间隙算在 END_TO_END 里）" if "cuda_graph" in extras else ""))
     if not fp8:
         row["not_modelled"], row["not_modelled_zh"] = _MB_MXFP8
