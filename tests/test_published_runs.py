@@ -816,3 +816,37 @@ def test_mbridge_miss_reasons_hold_by_numbers():
             assert round(hidden, 2) == pytest.approx(numbers[2], abs=0.006), name
             assert abs(off["ratio"] - 1) <= C.TOLERANCE and run["gpu"] == "h100-80gb"
 
+
+def test_mbridge_texts_follow_the_recipes():
+    """Audit of the Megatron-Bridge rows against the releases: the recomputing row does not claim "no recomputation";
+    the fp8_mx row whose recipe turns overlap_param_gather off runs without it; the 25.11 GB200 rows say, in both
+    languages, that the release's recipe differs and cite v0.3.0's _V2 preset; 25.11 / 26.02 readings name the
+    release's own places (no yaml), and no text claims cuDNN skips masked blocks."""
+    for c, system, size, prec, *_ in MBRIDGE_PRINTED:
+        name = _mb_name(c, system, size, prec)
+        run = RUNS[name]
+        text = run["reading"] + run["source"] + run.get("not_modelled", "")
+        zh = run["reading_zh"] + run["source_zh"] + run.get("not_modelled_zh", "")
+        assert "cuDNN" not in text + zh and "Grace-Hopper" not in text and "does not fit" not in text, name
+        off = name == "mbridge-2511-b200-405b-mx"
+        assert run["options"]["overlap_param_gather"] is (not off), name
+        assert ("turns overlap_param_gather off" in run["reading"]) is off, name
+        if name == "mbridge-2511-h100-8b-cs":
+            assert "no recomputation" not in run["reading"] and "不重计算（配置没有设）" not in run["reading_zh"]
+            assert "recompute_num_layers=5" in run["reading"] and "two sources disagree" in run["source"]
+            assert "互相矛盾" in run["source_zh"]
+        else:
+            assert "no recomputation (the recipe sets none)" in run["reading"], name
+        if name in ("mbridge-2511-gb200-70b-cs", "mbridge-2511-gb200-405b-cs"):
+            assert "_FP8_CS_V2" in run["source"] and "_FP8_CS_V2" in run["source_zh"]
+            assert "release's own recipe differs" in run["source"] and "与表格不符" in run["source_zh"]
+            assert "_V2 preset" in run["reading"] and "_V2 预设" in run["reading_zh"]
+        if c == "25.09":
+            assert "the yaml's" in run["reading"] and "utils/helpers.py get_precision_config" in run["reading"]
+        else:
+            assert "yaml" not in run["reading"] + run["reading_zh"], name
+            assert "_common_configs" in run["reading"] and "_common_configs" in run["reading_zh"], name
+            assert ("utils/precision.py" if c == "26.02" else "utils/helpers.py") in run["reading"], name
+    from distlearn.planning.published_runs import MBRIDGE_RECIPE_EXTRAS
+    assert MBRIDGE_RECIPE_EXTRAS["2509-h100-8b-cs"] == "use_megatron_fsdp: true"
+    assert "keep_fp8_transpose_cache=False" in RUNS["mbridge-2509-h100-8b-cs"]["source"]
