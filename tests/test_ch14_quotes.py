@@ -124,9 +124,14 @@ def test_deepseek_quotes(prose):
     assert [s.upper_bound for s in steps].count(True) == 1 and steps[-2].upper_bound  # printed beside the chain
     steady = f"{steps[-1].ratio:.2f}"
     assert steps[-1].ratio < computed[-1].ratio  # the steady state continues the chain, not the bound
+    from distlearn.planning import kernels as K
+    block, tensor = f"{K.FP8_BLOCK_CEILING['h800']:.0%}", f"{K.FP8_GEMM_CEILING['h100']:.0%}"
+    assert computed[2].ratio < computed[3].ratio < 1.01 * computed[2].ratio  # "hardly moves it"
     _check(prose, [f"climbs from {first} to {last}", f"Hiding every all-to-all gives {bound:.2f}, with 1F1B's bubble kept",
-                   f"{steady} instead of {last}"],
-           [f"比值从{first}升到{last}", f"比值是{bound:.2f}。这是一个假设情形", f"是{steady}，而不是{last}"])
+                   f"{steady} instead of {last}", f"DeepGEMM's best shape ({block} of the FP8 peak)",
+                   f"FP8 GEMM on an H100 ({tensor})"],
+           [f"比值从{first}升到{last}", f"比值是{bound:.2f}。这是一个假设情形", f"是{steady}，而不是{last}",
+            f"（FP8峰值的{block}）", f"逐张量FP8GEMM（{tensor}）"])
 
 
 def test_llama3_memory_and_layout_quotes(prose):
@@ -278,8 +283,11 @@ def test_h200_quotes(prose):
     bw = [f"{g.hbm_bw / 1e12:.2f}" for g in (h200, h100)]
     mem = [f"{g.memory_bytes / GB:.0f}" for g in (h200, h100)]
     ceil = planner.GEMM_CEILING["h200"]
-    bf16, fp8 = (f"{measured.peak(k) * ceil / 1e12:,.0f}" for k in ("bf16", "fp8_tensorwise"))
-    best = measured.best_share("bf16")
+    assert measured.ceiling("bf16") == ceil
+    bf16, fp8, block = (f"{measured.peak(k) * measured.ceiling(k) / 1e12:,.0f}"
+                        for k in ("bf16", "fp8_tensorwise", "fp8_blockwise"))
+    fp8_share = f"{measured.ceiling('fp8_tensorwise'):.1%}"
+    best, best8 = measured.best_share("bf16"), measured.best_share("fp8_tensorwise")
     spans = []
     for k in ("bf16", "fp8_tensorwise", "fp8_blockwise"):
         r = [p.ratio for m in measured.MODELS for p in measured.layer_curve(m, k) if p.m >= 4096]
@@ -289,9 +297,41 @@ def test_h200_quotes(prose):
            [f"{mem[0]} GB of HBM3e at {bw[0]} TB/s, against {mem[1]} GB at {bw[1]} TB/s",
             f"{ceil:.1%} of the datasheet peak, {bf16} TFLOP/s in bf16",
             f"{best.timing.tflops:,.0f} TFLOP/s, {best.share:.1%} of the peak", f"ran at {spans[0]} of the planner's",
-            f"only {small.measured_tflops:,.0f} TFLOP/s, {small.ratio:.0%}", f"assumes {fp8} TFLOP/s",
-            f"reached {spans[1]} of that", f"they reached {spans[2]}"],
+            f"only {small.measured_tflops:,.0f} TFLOP/s, {small.ratio:.0%}",
+            f"assumes {fp8} TFLOP/s, {fp8_share} of the FP8 peak",
+            f"fastest ran at {best8.timing.tflops:,.0f} TFLOP/s, {best8.share:.1%}",
+            f"reached {spans[1]} of the planner's speed", f"DeepGEMM's {block} TFLOP/s",
+            f"the layers reached {spans[2]} of that"],
            [f"有{mem[0]}GB的HBM3e，带宽{bw[0]}TB/s；H100是{mem[1]}GB，带宽{bw[1]}TB/s", f"bf16是{bf16}TFLOP/s",
             f"跑到{best.timing.tflops:,.0f}TFLOP/s，是峰值的{best.share:.1%}", f"规划器假设的{spans[0]}",
             f"只跑到{small.measured_tflops:,.0f}TFLOP/s，即{small.ratio:.0%}", f"规划器假设{fp8}TFLOP/s",
-            f"达到这个速度的{spans[1]}", f"只有{spans[2]}"])
+            f"即FP8峰值的{fp8_share}", f"跑到{best8.timing.tflops:,.0f}TFLOP/s，即{best8.share:.1%}",
+            f"达到规划器假设速度的{spans[1]}", f"DeepGEMM的{block}TFLOP/s", f"只有这个速度的{spans[2]}"])
+
+
+def test_constants_table_quotes(prose):
+    """The table 'for your own cluster' quotes the planner's measured GEMM ceilings."""
+    from distlearn.planning import kernels as K
+    g = {k: f"{K.GEMM_CEILING[k]:.1%}" for k in ("a100", "h100", "b200")}
+    f8 = f"{K.FP8_GEMM_CEILING['h100']:.1%}"
+    _check(prose, [f"{g['a100']} of the A100's peak, {g['h100']} of the H100's, {g['b200']} of the B200's; "
+                   f"in FP8 {f8} of the H100's"],
+           [f"A100峰值的{g['a100']}，H100峰值的{g['h100']}，B200峰值的{g['b200']}；FP8为H100峰值的{f8}"])
+
+
+def test_kernel_aside_quotes(prose):
+    """The kernel aside quotes the GEMM ceilings and the Blackwell attention shares the planner uses."""
+    from distlearn.core.hardware import GPUS
+    from distlearn.planning import kernels as K
+    b, gb = (K.FLASH_SHARE[k] for k in ("b200", "gb200"))
+    pct = lambda x: f"{x:.0%}"  # noqa: E731
+    f8 = [f"{K.FP8_GEMM_CEILING[k]:.1%}" for k in ("h100", "h200", "b200", "gb200")]
+    assert GPUS["b200"].peak_flops * K.GEMM_CEILING["b200"] == pytest.approx(1745e12)
+    _check(prose, [f"B200 1,745 of 2,250 = {K.GEMM_CEILING['b200']:.1%}, GB200 1,822 of 2,500 = "
+                   f"{K.GEMM_CEILING['gb200']:.1%}",
+                   f"H100 {f8[0]}, H200 {f8[1]}, B200 {f8[2]}, GB200 {f8[3]}",
+                   f"B200 {pct(b[0])} forward and {pct(b[1])} backward (cuDNN 9.13), GB200 {pct(gb[0])} and "
+                   f"{pct(gb[1])} (cuDNN 9.17)"],
+           [f"B200为2,250中的1,745，即{K.GEMM_CEILING['b200']:.1%}", f"即{K.GEMM_CEILING['gb200']:.1%}",
+            f"H100为{f8[0]}，H200为{f8[1]}，B200为{f8[2]}，GB200为{f8[3]}",
+            f"B200前向{pct(b[0])}、反向{pct(b[1])}（cuDNN9.13），GB200为{pct(gb[0])}和{pct(gb[1])}"])

@@ -520,17 +520,18 @@ def test_llama3_128k_row_depends_on_the_attention_convention(monkeypatch):
 
 # ---------------------------------------------------------------- DeepSeek-V3, step by step
 def test_deepseek_steps_explain_the_miss_by_numbers():
-    """Every step has a number: step 1 (all-to-alls in BF16, no node limit, the plain FP8 ceiling) is the slowest
+    """Every step has a number: step 1 (all-to-alls in BF16, no node limit, the per-tensor FP8 ceiling) is the slowest
     prediction; node-limited routing and FP8 dispatch bytes each make it faster; the fine-grained FP8 GEMM ceiling
-    (DeepGEMM, below the plain one) slower; the last modelled step is the published row as timed; the DualPipe
+    (DeepGEMM's best shape, 72 %, a little above the per-tensor 71 % measured with PyTorch) moves it by under 1 %;
+    the last modelled step is the published row as timed; the DualPipe
     bound (every expert all-to-all hidden) is too fast; the steady-state ratio is the last one divided by 1 + the
     ramp's share of tokens (469B / 14.8T = 3.2 %)."""
     steps = C.deepseek_steps()
     n = len(C.DEEPSEEK_STEPS)
     assert len(steps) == n + 2 and all(isinstance(s.ratio, float) for s in steps)
     r = [s.ratio for s in steps[:n]]
-    assert r[0] < r[1] < r[2] and r[3] < r[2]
-    assert K.FP8_BLOCK_CEILING["h800"] < K.GEMM_CEILING["h800"]
+    assert r[0] < r[1] < r[2] < r[3] < r[2] * 1.01
+    assert K.FP8_GEMM_CEILING["h800"] < K.FP8_BLOCK_CEILING["h800"] < K.GEMM_CEILING["h800"]
     assert r[3] == pytest.approx(P.compare_published("deepseek-v3")["ratio"], rel=1e-12)
     e1, e2 = (C.compare_run({**RUNS["deepseek-v3"], "options": dict(s.options)})["estimate"] for s in steps[:2])
     assert e2.time["ep_comm"] < e1.time["ep_comm"] and e2.time["compute"] == e1.time["compute"]

@@ -514,9 +514,9 @@ class Step:
 _BF16_ALL = {"max_nodes_per_token": None, "fp8_dispatch": False, "fp8_block_ceiling": False}
 DEEPSEEK_STEPS = read_only((
     ("1F1B, every all-to-all exposed and in BF16, routing not node-limited (a token's 8 experts on up to all 8 "
-     "nodes of its EP group), FP8 GEMMs at the plain FP8 ceiling",
+     "nodes of its EP group), FP8 GEMMs at the per-tensor FP8 ceiling",
      "1F1B，AllToAll 全部暴露且为 BF16，路由不限节点（每个词元的 8 个专家最多分布在 EP 组的全部 8 个节点），"
-     "FP8 GEMM 按普通 FP8 上限", _BF16_ALL),
+     "FP8 GEMM 按逐张量 FP8 上限", _BF16_ALL),
     ("node-limited routing: at most 4 nodes per token over InfiniBand (§2.1.2, §3.2.2)",
      "限制节点的路由：每个词元最多经 InfiniBand 发往 4 个节点（§2.1.2、§3.2.2）",
      {**_BF16_ALL, "max_nodes_per_token": 4}),
@@ -524,9 +524,9 @@ DEEPSEEK_STEPS = read_only((
      "分发用 FP8：前向分发与反向中与分发同向的 AllToAll（§3.3.3）",
      {"max_nodes_per_token": 4, "fp8_dispatch": True, "fp8_block_ceiling": False}),
     ("FP8 GEMMs at the fine-grained-scaling ceiling (DeepGEMM's best shape, 72 % of the FP8 peak: an upper bound "
-     "for the kernel V3 ran, §3.3), not the plain FP8 one (80 %)",
+     "for the kernel V3 ran, §3.3), not the per-tensor one (71 %, PyTorch's best shape on an H100)",
      "FP8 GEMM 按细粒度缩放的上限（DeepGEMM 最快的形状，FP8 峰值的 72 %：V3 当时所用内核的上界，§3.3），"
-     "而非普通 FP8 上限（80 %）",
+     "而非逐张量缩放的上限（71 %，PyTorch 在 H100 上最快的形状）",
      {"max_nodes_per_token": 4, "fp8_dispatch": True, "fp8_block_ceiling": True}),
 ))
 DEEPSEEK_RAMP_TOKENS = 469e9      # §4.2: the batch grows from 3072 to 15360 over the first 469B tokens

@@ -42,9 +42,16 @@ ones). The materialised core of Megatron-LM 2021 computes every score and masks 
 full. How MFU *counts* attention FLOPs is a separate convention (:func:`distlearn.planning.flops.step_flops`,
 ``causal_count``).
 
-**FP8 GEMMs** run at the FP8 peak × :data:`GEMM_CEILING` (the bf16 share) for per-tensor-scaled recipes, and at
+**FP8 GEMMs** run at the FP8 peak × :data:`FP8_GEMM_CEILING` for per-tensor-scaled recipes (the same table's FP8
+best shapes: H100 70.9 %, H200 73.4 %, B200 76.3 %, GB200 72.3 %; below the bf16 share on every GPU measured), and at
 :data:`FP8_BLOCK_CEILING` (DeepGEMM's measured 1426 of 1979 TFLOP/s on the H800) for fine-grained scaling
-(:data:`FINE_GRAINED_FP8_RECIPES`).
+(:data:`FINE_GRAINED_FP8_RECIPES`). The course's own H200 measurement (:mod:`distlearn.planning.measured`) found
+its fastest per-tensor FP8 GEMM at 1,409 TFLOP/s, 71.2 % of the peak.
+
+**Blackwell and the MI300X.** The bf16 ceilings are the same table's: B200 77.6 %, GB200 72.9 %, MI300X 51.1 %.
+The flash kernel on the B200 / GB200 is cuDNN's, as NVIDIA's benchmark measured it at 8,192 tokens, causal (B200
+52 % forward, 42 % backward; GB200 63 % and 48 %: see :data:`FLASH_SHARE`); the MI300X keeps the A100's
+FlashAttention-2 shares (an assumption).
 
 **Elementwise, memory-bound work** (:func:`elementwise_ops`): bytes read + written per layer, forward and
 backward, tensor by tensor, at the GPU's HBM bandwidth (``GPU.hbm_bw``, datasheets). GPT as Megatron-LM runs it
@@ -83,15 +90,31 @@ from distlearn.core.guard import read_only
 # Bekman, ml-engineering, compute/accelerator/README.md, "Maximum Achievable Matmul FLOPS comparison table"
 # (bf16, best shape): A100 SXM 267.9/312, H100 SXM 792.1/989. The H200 has the H100's GH100 die, tensor cores and
 # clocks (it differs in memory): we take the H100's share. The V100 is not in the table: the A100's share, an
-# assumption.
+# assumption. Blackwell and the MI300X from the same table as of commit 744d01e (2026-08-22): B200 SXM 1745.0/2250
+# (torch 2.7.1+cu128), GB200 1822.0/2500 (torch 2.10 nightly, cu130), MI300X 668.4 TFLOP/s (ROCm 6.3, TunableOp
+# on; the table divides by 1300, the preset's datasheet peak is 1307.4: 51.1 %).
 GEMM_CEILING = read_only({"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.1 / 989, "v100": 267.9 / 312,
-                "h800": 792.1 / 989})
+                "h800": 792.1 / 989, "b200": 1745.0 / 2250, "gb200": 1822.0 / 2500, "mi300x": 668.4 / 1307.4})
+# The same table's FP8 (float8_e4m3fn, one scale per tensor, torch._scaled_mm) best shapes, share of the dense FP8
+# peak: H100 SXM 1402.6/1979, H200 1453.4/1979, B200 3432.5/4500, GB200 3615.6/5000. The H800 has the H100's compute:
+# the H100's share. Per-tensor-scaled FP8 GEMMs (Transformer Engine's recipes, torchao's float8) run at this share; a
+# GPU not in it (the A100 and V100 have no FP8; the MI300X is not measured) keeps GEMM_CEILING.
+FP8_GEMM_CEILING = read_only({"h100": 1402.6 / 1979, "h200": 1453.4 / 1979, "h800": 1402.6 / 1979,
+                              "b200": 3432.5 / 4500, "gb200": 3615.6 / 5000})
 # share of the 16-bit peak of a FlashAttention kernel, (forward, backward): A100 FlashAttention-2 (Dao 2023 §1),
 # H100 / H200 FlashAttention-3 (Shah et al. 2024: forward 75 %, backward 1.5 × FlashAttention-2's 35 %; see the
 # module docstring for the head-dimension-128 figures). The V100 has no FlashAttention-2 (it needs Ampere or
-# newer): the A100's shares there are an assumption, like its GEMM ceiling.
+# newer): the A100's shares there are an assumption, like its GEMM ceiling. B200 / GB200: cuDNN's fused attention
+# (what Transformer Engine runs), NVIDIA's own benchmark (github.com/NVIDIA/cudnn-frontend,
+# benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_{B200,GB200}.csv), bf16, head
+# dimension 128, 128 query / 8 KV heads, 8,192 tokens, causal, counted as the planner counts (causal: half the
+# scores; backward 2.5 x the forward): B200 cuDNN 9.13.1 (NGC PyTorch 25.09; commit 0b1577c) 1171.3 forward and
+# 942.5 backward of 2250 TFLOP/s; GB200 cuDNN 9.17.0 (NGC 25.11; commit b372d39) 1584 and 1211 of 2500. These are
+# measured at the Llama runs' own sequence length; FlashAttention-4 (arXiv 2603.05451) reports up to 1613 TFLOP/s
+# forward on Blackwell but prints no backward figures. The MI300X: no figure taken, the A100's shares (an assumption).
 FLASH_SHARE = read_only({"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
-               "h800": (0.75, 0.525)})
+               "h800": (0.75, 0.525), "b200": (1171.3 / 2250, 942.5 / 2250), "gb200": (1584 / 2500, 1211 / 2500),
+               "mi300x": (0.73, 0.63)})
 FLASH_BACKWARD_FLOPS = 2.5  # a flash backward recomputes the scores: 5 matmuls against the forward's 2
 # FP8 GEMMs with fine-grained scaling (1 × 128 activation tiles, 128 × 128 weight blocks, promotion to CUDA cores
 # for the accumulation: DeepSeek-V3 §3.3.2), share of the dense FP8 peak (1979 TFLOP/s, H100 / H800 SXM): DeepGEMM's
@@ -459,7 +482,12 @@ class KernelModel:
         ``Overlap.tp_comm`` (:func:`distlearn.planning.step_time.tp_exposed_seconds`)."""
         family = gpu_family(self.gpu)
         e = GEMM_CEILING[family]
-        e_linear = FP8_BLOCK_CEILING.get(family, e) if self.fp8_block_scaled else e
+        if self.fp8_block_scaled:
+            e_linear = FP8_BLOCK_CEILING.get(family, e)
+        elif self.gemm_bytes == 1:  # FP8 inputs with per-tensor scales
+            e_linear = FP8_GEMM_CEILING.get(family, e)
+        else:
+            e_linear = e
         return [_gemm_seconds(g, self.gemm_peak, e_linear, self.gpu.hbm_bw, self.gemm_bytes, self.act_bytes)
                 for g in layer_gemms(self.model, tokens, tp, layer, ep)]
 

@@ -9,8 +9,10 @@ its own date, GPU, torch and CUDA versions (:class:`H200Run`). Two comparisons:
   tokens per GPU, plus square products, timed in bf16 (``torch.mm``) and FP8 E4M3 (``torch._scaled_mm``: one scale
   per tensor, per row, or DeepSeek-V3's 1 × 128 / 128 × 128 blocks). The planner's time for the same shape is
   :func:`distlearn.planning.kernels.gemm_seconds`: the roofline ``max(2mnk / (peak × GEMM_CEILING),
-  bytes / hbm_bw)``, with the H200 preset's datasheet peak (989 TFLOP/s bf16, 1,979 FP8, dense) and the H100
-  family's ceiling 80.1 % (:data:`~distlearn.planning.kernels.GEMM_CEILING`). :func:`gemm_table` gives the ratio
+  bytes / hbm_bw)``, with the H200 preset's datasheet peak (989 TFLOP/s bf16, 1,979 FP8, dense) and the share
+  the planner takes for the kind (:func:`ceiling`): 80.1 % in bf16 (:data:`~distlearn.planning.kernels.GEMM_CEILING`),
+  73.4 % in FP8 with one scale per tensor or row (:data:`~distlearn.planning.kernels.FP8_GEMM_CEILING`, Bekman's
+  H200 measurement) and 72.1 % for 128-blocks (:data:`~distlearn.planning.kernels.FP8_BLOCK_CEILING`, DeepGEMM). :func:`gemm_table` gives the ratio
   measured / predicted per shape; :func:`layer_curve` the TFLOP/s of a whole layer's four GEMMs over m.
 - **Saved bytes.** :class:`distlearn.activation_memory.measure.LlamaBlock` in bf16 on CUDA with PyTorch's
   FlashAttention kernel forced, counted with saved-tensor hooks (one count per storage) and by the allocator.
@@ -182,7 +184,7 @@ def peak(kind: str = "bf16") -> float:
 def predicted_seconds(m: int, n: int, k: int, kind: str = "bf16") -> float:
     """The planner's seconds for one (m × k)·(k × n) product of ``kind`` on the H200:
     :func:`~distlearn.planning.kernels.gemm_seconds` with the preset's peak (bf16, or FP8 for every FP8 kind),
-    the family's :data:`~distlearn.planning.kernels.GEMM_CEILING`, its HBM bandwidth, inputs of 2 (bf16) or 1
+    the share of the peak :func:`ceiling` gives for ``kind``, its HBM bandwidth, inputs of 2 (bf16) or 1
     (FP8) bytes and a bf16 output. Raises DistlearnValueError unless m, n, k are integers in [1, 2**20] and
     ``kind`` one of :data:`GEMM_KINDS`."""
     m, n, k = (check_int(name, v, minimum=1, maximum=1 << 20) for name, v in (("m", m), ("n", n), ("k", k)))
@@ -190,12 +192,28 @@ def predicted_seconds(m: int, n: int, k: int, kind: str = "bf16") -> float:
     return _predicted(m, n, k, kind)
 
 
-def _predicted(m: int, n: int, k: int, kind: str) -> float:
+def ceiling(kind: str = "bf16") -> float:
+    """The share of the peak the planner times ``kind`` with on the H200: :data:`~distlearn.planning.kernels.GEMM_CEILING`
+    for bf16, :data:`~distlearn.planning.kernels.FP8_BLOCK_CEILING` for DeepSeek-V3's 128-blocks and
+    :data:`~distlearn.planning.kernels.FP8_GEMM_CEILING` for the FP8 kinds with one scale per tensor or row (the
+    planner has no row-wise recipe: the per-tensor share is the nearest). Raises DistlearnValueError for an unknown
+    kind."""
+    return _ceiling(check_choice("kind", kind, GEMM_KINDS))
 
+
+def _ceiling(kind: str) -> float:
+    family = kernels.gpu_family(_gpu())
+    if kind == "bf16":
+        return kernels.GEMM_CEILING[family]
+    if kind == "fp8_blockwise":
+        return kernels.FP8_BLOCK_CEILING[family]
+    return kernels.FP8_GEMM_CEILING[family]
+
+
+def _predicted(m: int, n: int, k: int, kind: str) -> float:
     gpu = _gpu()
     peak, in_bytes = _peak_and_bytes(kind)
-    return kernels.gemm_seconds(kernels.Gemm("gemm", m, n, k), peak, kernels.GEMM_CEILING[kernels.gpu_family(gpu)],
-                                gpu.hbm_bw, in_bytes, 2)
+    return kernels.gemm_seconds(kernels.Gemm("gemm", m, n, k), peak, _ceiling(kind), gpu.hbm_bw, in_bytes, 2)
 
 
 @dataclass(frozen=True)
