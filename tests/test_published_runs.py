@@ -348,11 +348,12 @@ def test_validation_meets_the_issue_38_thresholds():
     assert set(rep.calibration) == set(C.CALIBRATION_RUNS)
     assert not set(rep.ratios) & set(rep.calibration) and not set(rep.ratios) & set(rep.excluded)
     assert set(rep.ratios) | set(rep.calibration) | set(rep.excluded) == set(RUNS)
-    # issue 38 aims at 90 %; the planner meets 32 of 50 scored runs (64 %), the 18 others named in KNOWN_MISSES
+    # issue 38 aims at 90 %; the planner meets 36 of 50 scored runs (72 %), the 14 others named in KNOWN_MISSES
     # (a floor that holds today, not the target: the report says so). It was 85 % (28 of 32) until the three
     # Megatron-Turing NLG rows joined out of sample and all three missed (see their KNOWN_MISSES entries), and 80 %
-    # (28 of 35) until the fifteen scored Megatron-Bridge rows joined, of which 4 met and 11 missed
-    assert len(rep.ratios) >= 16 and rep.share_within >= 0.64
+    # (28 of 35) until the fifteen scored Megatron-Bridge rows joined, of which 8 met and 7 missed (with Blackwell's
+    # own measured GEMM and attention shares; 4 met while Blackwell borrowed the A100's)
+    assert len(rep.ratios) >= 16 and rep.share_within >= 0.72
     for name, reason in rep.misses.items():
         assert reason, f"{name} leaves ±10 % ({rep.ratios[name]:.2f}) without a stated reason"
     assert all(rep.outside_wide[n] for n in rep.outside_wide)
@@ -793,9 +794,10 @@ def test_mbridge_model_tflops_are_megatrons_causal_count():
 
 
 def test_mbridge_miss_reasons_hold_by_numbers():
-    """Each Megatron-Bridge miss quotes its predicted and published step (s), and either the compute seconds and the
-    ratio with every collective exposed (Blackwell: still outside ±10 %, so the gap is on the compute side) or the
-    seconds the overlaps hide and the ratio without them (H100 405B: back inside ±10 %): recomputed here."""
+    """Each Megatron-Bridge miss quotes its predicted and published step (s), recomputed here. 405B rows (H100 and
+    B200): the seconds the recipe's overlaps hide and the ratio without them (back inside ±10 %: the gap is on the
+    overlap side). GB200 8B: the ratio with every collective exposed (still outside: compute), the same recipe's B200
+    row (inside ±10 %) and how much faster than it the planner and the publication put the GB200 row."""
     rep = C.validation_report()
     assert {n for n in rep.misses if n.startswith("mbridge")} == set(C.MBRIDGE_MISSES)
     for name, (kind, numbers) in C.MBRIDGE_MISSES.items():
@@ -805,17 +807,25 @@ def test_mbridge_miss_reasons_hold_by_numbers():
         t = r["estimate"].time
         published = run["global_batch"] * run["seq_len"] / (run["published_tokens_per_gpu"] * run["num_gpus"])
         assert (round(t["total"], 2), round(published, 2)) == pytest.approx(numbers[:2], abs=0.006), name
-        assert round(off["ratio"], 2) == numbers[3], name
         en, zh = C.KNOWN_MISSES[name]
         for x in numbers:
-            assert f"{x}" in en and f"{x}" in zh, (name, x)
-        if kind == "blackwell":
-            assert round(t["compute"], 2) == pytest.approx(numbers[2], abs=0.006)
-            assert off["ratio"] > 1 + C.TOLERANCE and run["gpu"] != "h100-80gb"
+            if isinstance(x, str):
+                assert x in en or x in zh, (name, x)
+            else:
+                assert f"{x}" in en and f"{x}" in zh, (name, x)
+        if kind == "gb200":
+            assert round(off["ratio"], 2) == numbers[2] and off["ratio"] > 1 + C.TOLERANCE, name
+            twin = C.compare_run(RUNS[name.replace("gb200", "b200")])
+            assert round(twin["ratio"], 2) == numbers[3] and abs(twin["ratio"] - 1) <= C.TOLERANCE
+            assert round(100 * (twin["estimate"].time["total"] / t["total"] - 1)) == numbers[4]
+            assert round(100 * (r["published_tokens_per_s"] / twin["published_tokens_per_s"] - 1), 1) == numbers[5]
+            assert t["compute"] == pytest.approx(t["total"], rel=0.01) and getattr(run["gpu"], "name", run["gpu"]).startswith("gb200")
         else:
             hidden = off["estimate"].time["total"] - t["total"]
             assert round(hidden, 2) == pytest.approx(numbers[2], abs=0.006), name
-            assert abs(off["ratio"] - 1) <= C.TOLERANCE and run["gpu"] == "h100-80gb"
+            assert round(off["ratio"], 2) == numbers[3], name
+            assert abs(off["ratio"] - 1) <= C.TOLERANCE and run["plan"].tp == numbers[4]
+            assert f"{run['num_gpus']:,}" in numbers[5] and run["model"].name.startswith("llama3.1-405b")
 
 
 def test_mbridge_texts_follow_the_recipes():

@@ -106,54 +106,55 @@ def _mtnlg_miss(predicted: float, published: float, hand: float, slower: int, sl
             f"规划器按 Megatron-LM 的速度计时；公布的训练为什么更慢，原因未知；未拟合")
 
 
-def _mbridge_blackwell_miss(predicted: float, published: float, compute: float, off: float) -> tuple[str, str]:
-    """The stated reason (en, zh) of a Megatron-Bridge B200 / GB200 row's miss: its step predicted and published
-    (seconds, from the printed tokens/s), the predicted compute alone, and the row's ratio with none of the recipe's
-    overlaps (every collective exposed); tests/test_published_runs.py recomputes each number."""
-    return (f"predicted too fast on the compute side: {predicted} s per step against {published} s, of which "
-            f"{compute} s is compute, and with every collective exposed (none of the recipe's overlaps) the row "
-            f"still reads {off}, so no overlap reading carries it. The planner times Blackwell's FP8 GEMMs with "
-            f"the GEMM ceiling and flash-attention shares measured on Hopper (kernels.GEMM_CEILING, FLASH_SHARE) "
-            f"and END_TO_END fitted on A100 and H100 runs; the per-tensor current-scaling casts (an amax pass over "
-            f"every FP8 input, memory-bound) are not modelled, and on a GPU whose FP8 peak doubles the H100's they "
-            f"weigh twice as much; the te-fp8 reading (FP8 GEMMs, BF16 attention) is the recipe's. No Blackwell "
-            f"GEMM was measured here: not known; not fitted",
-            f"预测偏快，偏在计算上：每步预测 {predicted} 秒，公布 {published} 秒，其中计算 {compute} 秒；把所有集合通信"
-            f"都算作暴露（不用配置里的任何重叠）时这一行仍是 {off}，所以任何关于重叠的读法都撑不起这个偏差。规划器给 "
-            f"Blackwell 的 FP8 GEMM 计时用的是在 Hopper 上测得的 GEMM 上限和 flash 注意力占比（kernels.GEMM_CEILING、"
-            f"FLASH_SHARE），END_TO_END 也是在 A100 和 H100 的训练上拟合的；整张量当前缩放的类型转换（对每个 FP8 输入先"
-            f"求 amax，受显存带宽限制）没有建模，而 FP8 峰值是 H100 两倍的 GPU 上它们的分量也加倍；te-fp8 的读法（FP8 "
-            f"GEMM、BF16 注意力）与配置一致。这里没有实测过 Blackwell 的 GEMM：原因未知；未拟合")
+def _mbridge_gb200_miss(predicted: float, published: float, off: float, b200: float, faster: int,
+                        faster_published: float) -> tuple[str, str]:
+    """The stated reason (en, zh) of a Megatron-Bridge GB200 8B row's miss: its step predicted and published (s, from
+    the printed tokens/s), its ratio with every collective exposed, the ratio of the same recipe on 8 B200 of the same
+    container, and how much faster than that B200 row the planner times the GB200 row and the publication prints it
+    (per cent); tests/test_published_runs.py recomputes each number."""
+    return (f"predicted too fast, on the compute side: {predicted} s per step against {published} s, all of it compute "
+            f"(with every collective exposed it still reads {off}). The same recipe on 8 B200 of the same container "
+            f"reads {b200}: the planner times the GB200 {faster} % faster than the B200, the publication {faster_published} % "
+            f"faster. The planner's GB200 is faster by its measured GEMM (1,822 against 1,745 TFLOP/s bf16, 3,616 against "
+            f"3,433 FP8) and more by attention: NVIDIA's cuDNN benchmark for the GB200 ran cuDNN 9.17, the B200's "
+            f"cuDNN 9.13 (1,584 / 1,211 against 1,171 / 943 TFLOP/s forward / backward at 8K), so part of that is a "
+            f"library version, not the GPU. The per-tensor current-scaling casts (an amax pass over each FP8 input) are "
+            f"not modelled either. Not known; not fitted",
+            f"预测偏快，偏在计算上：每步预测 {predicted} 秒，公布 {published} 秒，全部是计算（所有集合通信都算作暴露时仍是 "
+            f"{off}）。同一容器、同一配置在 8 块 B200 上是 {b200}：规划器算出 GB200 比 B200 快 {faster} %，公布的只快 "
+            f"{faster_published} %。规划器里的 GB200 更快，一部分来自实测的 GEMM（bf16 为 1,822 对 1,745 TFLOP/s，FP8 为 "
+            f"3,616 对 3,433），更多来自注意力：NVIDIA 的 cuDNN 基准在 GB200 上用的是 cuDNN 9.17，在 B200 上是 9.13"
+            f"（8K 时前向 / 反向 1,584 / 1,211 对 1,171 / 943 TFLOP/s），所以其中一部分是库的版本，不是 GPU 本身。整张量"
+            f"当前缩放的类型转换（对每个 FP8 输入先求 amax）也没有建模。原因未知；未拟合")
 
 
-def _mbridge_overlap_miss(predicted: float, published: float, hidden: float, off: float) -> tuple[str, str]:
-    """The stated reason (en, zh) of a Megatron-Bridge H100 405B row's miss: its step predicted and published, the
-    seconds the recipe's overlaps hide in the planner, and the row's ratio with none of them."""
+def _mbridge_overlap_miss(predicted: float, published: float, hidden: float, off: float, tp: int, gpus: str,
+                          gpus_zh: str) -> tuple[str, str]:
+    """The stated reason (en, zh) of a Megatron-Bridge 405B row's miss on the overlap side: its step predicted and
+    published, the seconds the recipe's overlaps hide in the planner, the row's ratio with none of them, its TP degree
+    and its GPUs (en, zh)."""
     return (f"predicted too fast, on the communication side: {predicted} s per step against {published} s; the "
-            f"planner credits the recipe's overlaps (TP userbuffers at TP 8, overlap_grad_reduce, "
+            f"planner credits the recipe's overlaps (TP userbuffers at TP {tp}, overlap_grad_reduce, "
             f"overlap_param_gather) with hiding {hidden} s, and with none of them the row reads {off}, so a partial "
-            f"overlap would meet it. The flags are the recipe's; how much each hides on 1,024 H100 is not printed: "
+            f"overlap would meet it. The flags are the recipe's; how much each hides on {gpus} is not printed: "
             f"a reading; not fitted",
-            f"预测偏快，偏在通信上：每步预测 {predicted} 秒，公布 {published} 秒；规划器认为配置里的重叠（TP 8 的 "
+            f"预测偏快，偏在通信上：每步预测 {predicted} 秒，公布 {published} 秒；规划器认为配置里的重叠（TP {tp} 的 "
             f"userbuffers、overlap_grad_reduce、overlap_param_gather）藏住了 {hidden} 秒，一个都不重叠时这一行是 "
-            f"{off}，所以部分重叠就能吻合。开关来自配置；在 1,024 块 H100 上各自藏住多少没有公布：这是读法；未拟合")
+            f"{off}，所以部分重叠就能吻合。开关来自配置；在{gpus_zh}上各自藏住多少没有公布：这是读法；未拟合")
 
 
 # the numbers of each Megatron-Bridge miss (tests/test_published_runs.py recomputes them from the rows)
+_H100S, _B200S = ("1,024 H100", " 1,024 块 H100 "), ("128 B200", " 128 块 B200 ")
 MBRIDGE_MISSES = read_only({
-    "mbridge-2509-gb200-8b-cs": ("blackwell", (3.21, 4.18, 3.21, 1.30)),
-    "mbridge-2511-gb200-8b-cs": ("blackwell", (3.21, 4.16, 3.21, 1.29)),
-    "mbridge-2509-b200-8b-cs": ("blackwell", (3.50, 4.37, 3.50, 1.24)),
-    "mbridge-2511-b200-8b-cs": ("blackwell", (3.50, 4.28, 3.50, 1.22)),
-    "mbridge-2509-b200-405b-cs": ("blackwell", (4.79, 6.17, 4.01, 1.13)),
-    "mbridge-2511-b200-405b-cs": ("blackwell", (4.79, 6.20, 4.01, 1.14)),
-    "mbridge-2511-gb200-405b-cs": ("blackwell", (48.9, 60.46, 44.29, 1.10)),
-    "mbridge-2602-gb200-405b-cs": ("blackwell", (48.9, 61.98, 44.29, 1.13)),
-    "mbridge-2509-h100-405b-cs": ("overlap", (11.19, 13.56, 2.49, 0.99)),
-    "mbridge-2511-h100-405b-cs": ("overlap", (11.19, 14.03, 2.49, 1.03)),
-    "mbridge-2602-h100-405b-cs": ("overlap", (32.18, 39.51, 7.09, 1.01)),
+    "mbridge-2509-gb200-8b-cs": ("gb200", (3.76, 4.18, 1.11, 1.05, 11, 4.5)),
+    "mbridge-2511-gb200-8b-cs": ("gb200", (3.76, 4.16, 1.1, 1.02, 11, 2.9)),
+    "mbridge-2509-b200-405b-cs": ("overlap", (5.4, 6.17, 0.68, 1.01, 4) + _B200S),
+    "mbridge-2511-b200-405b-cs": ("overlap", (5.4, 6.2, 0.68, 1.02, 4) + _B200S),
+    "mbridge-2509-h100-405b-cs": ("overlap", (12.11, 13.56, 2.57, 0.92, 8) + _H100S),
+    "mbridge-2511-h100-405b-cs": ("overlap", (12.11, 14.03, 2.57, 0.96, 8) + _H100S),
+    "mbridge-2602-h100-405b-cs": ("overlap", (34.96, 39.51, 7.3, 0.94, 8) + _H100S),
 })
-_MBRIDGE_REASONS = {"blackwell": _mbridge_blackwell_miss, "overlap": _mbridge_overlap_miss}
+_MBRIDGE_REASONS = {"gb200": _mbridge_gb200_miss, "overlap": _mbridge_overlap_miss}
 
 
 # Out-of-sample runs outside ±TOLERANCE, each with its reason (the tests keep these misses honest: a model change that
