@@ -149,3 +149,22 @@ def test_a_gpu_with_changes_takes_part_of_a_node_like_a_preset(tmp_path):
         P.compare_run(run_files.run_from_json({**small, "num_gpus": 12, "global_batch": 12, "plan": {"dp": 12, "tp": 1, "pp": 1},
                                                "gpu": {"preset": "h100-80gb"}}))
     assert info.value.param == "num_gpus"
+
+
+def test_compare_builds_one_setting_per_run(capsys, monkeypatch):
+    """`python -m distlearn compare` builds each run's Setting once: compare_run keeps the one it timed with, and the
+    options that change nothing are read from that same Setting (it used to build a second one)."""
+    from distlearn.planning import calibration as C
+    real, calls = C.make_setting, []
+
+    def counting(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(C, "make_setting", counting)
+    path = str(EXAMPLE)
+    assert main(["compare", path]) == 0
+    runs = run_files.load_runs(path)
+    assert len(calls) == len(runs) >= 2
+    r = C.compare_run(next(iter(runs.values())))
+    assert r["setting"].B == next(iter(runs.values()))["global_batch"]

@@ -47,7 +47,7 @@ from distlearn.core.models import ModelConfig
 from distlearn.core.validate import (DistlearnValueError, check_choice, check_int, check_number, check_record,
                                      check_array, check_text)
 from distlearn.planning import kernels
-from distlearn.planning.evaluation import evaluate
+from distlearn.planning.evaluation import estimate, validate_plan_fields, validate_plan_layout
 from distlearn.planning.flops import PLANNER_PRECISIONS, megatron_flops, step_flops
 from distlearn.planning.published_runs import PUBLISHED_RUNS
 from distlearn.planning.setting import Overlap, Plan, Setting, make_setting
@@ -343,9 +343,11 @@ def _compare(run: dict) -> dict:
     """:func:`compare_run` of a checked run, at the current END_TO_END: the run's options passed to
     :func:`evaluate` (its overlaps as an :class:`~distlearn.planning.setting.Overlap`, ``max_nodes_per_token`` into
     the model) and its count to :func:`step_flops` (``"model-causal"``: ``causal_count=True``)."""
-    model, opts = run_model(run), run_options(run)
-    est = evaluate(model, run["plan"], global_batch=run["global_batch"], seq_len=run["seq_len"],
-                   cluster=_cluster(run), precision=run["precision"], **opts)
+    model, cluster = run_model(run), _cluster(run)
+    validate_plan_fields(run["plan"])
+    st = make_setting(model, cluster, run["global_batch"], run["seq_len"], run["precision"], **run_options(run))
+    validate_plan_layout(model, cluster, run["plan"], run["global_batch"], run["seq_len"])
+    est = estimate(st, run["plan"])  # evaluate()'s steps, keeping the one Setting for the caller
     count = run["count"]
     tokens = run["global_batch"] * run["seq_len"]
     if count == "megatron":
@@ -362,7 +364,7 @@ def _compare(run: dict) -> dict:
         published = per_step / (run["published_step_seconds"] * n)
     predicted = per_step / (est.time["total"] * n)
     ratio = predicted / published
-    return {"estimate": est, "fits": est.fits, "published_flops": published, "predicted_flops": predicted,
+    return {"estimate": est, "setting": st, "fits": est.fits, "published_flops": published, "predicted_flops": predicted,
             "ratio": ratio, "published_tokens_per_s": published * n / per_step * tokens,
             "predicted_tokens_per_s": est.tokens_per_s, "source": run.get("source", ""),
             "reading": run.get("reading", ""), "source_zh": run.get("source_zh", ""),
@@ -375,7 +377,7 @@ def compare_run(run: dict, *, end_to_end: float | None = None) -> dict:
     """The planner's estimate of ``run`` (a dict in the published format, :mod:`distlearn.planning.published_runs`;
     a private run the same way) beside its published figure.
 
-    Returns ``{"estimate", "fits", "published_flops", "predicted_flops", "ratio", "published_tokens_per_s",
+    Returns ``{"estimate", "setting", "fits", "published_flops", "predicted_flops", "ratio", "published_tokens_per_s",
     "predicted_tokens_per_s", "source", "reading", "source_zh", "reading_zh", "count", "not_modelled",
     "not_modelled_zh", "tolerance", "within"}``: FLOP/s per GPU counted the run's ``count`` way (a figure published
     as tokens/s or seconds per step is converted with the same count, so ``ratio = predicted / published`` is the

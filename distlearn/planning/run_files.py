@@ -36,7 +36,7 @@ from distlearn.core.i18n import bi
 from distlearn.core.models import MLA, MOE_PRESETS, PRESETS, ModelConfig
 from distlearn.core.validate import DistlearnValueError, check_text, each, record
 from distlearn.planning.calibration import (FIGURES, OVERLAP_OPTIONS, TOLERANCE, WIDE, check_run, compare_run,
-                                          median_error, run_setting)
+                                          median_error)
 from distlearn.planning.setting import Plan
 from distlearn.planning.step_time import TIME_PARTS, IneffectiveOption, ineffective_options
 
@@ -240,7 +240,7 @@ def cli(argv: list[str]) -> int:
                 # the same name in two files: both kept, each named by its file
                 runs[name if name not in runs else f"{os.path.basename(path)}: {name}"] = run
         results = {name: compare_run(run) for name, run in runs.items()}
-        ineffective = {name: ineffective_options(run_setting(run), run["plan"]) for name, run in runs.items()}
+        ineffective = {name: ineffective_options(results[name]["setting"], run["plan"]) for name, run in runs.items()}
     except DistlearnValueError as exc:
         print(translate("%(prog)s: error: %(message)s\n") % {"prog": "python -m distlearn compare", "message": exc},
               file=sys.stderr, end="")
