@@ -1780,3 +1780,14 @@ def test_blackwell_flash_shares_are_nvidias_cudnn_benchmark():
     core = FL.attention_core_flops(m, 8192) / 8 * K.causal_fraction(8192)
     assert ls.attention_forward == pytest.approx(core / 1171.3e12, rel=1e-9)
     assert ls.attention_backward == pytest.approx(2.5 * core / 942.5e12, rel=1e-9)
+
+
+def test_block_scaled_fp8_without_a_block_ceiling_falls_back_to_the_fp8_share():
+    """DeepGEMM's ceiling exists only for Hopper; a block-scaled FP8 GEMM on a B200 runs at the B200's measured
+    per-tensor FP8 share (3432.5 TFLOP/s), never at the bf16 share (which would make it faster than per-tensor FP8)."""
+    b200, m = GPUS["b200"], PRESETS["llama3-70b"]
+    flops = 2 * 8192 * FL.matmul_params_per_layer(m) / 8
+    ls = K.layer_seconds(m, b200, micro_batch=1, seq_len=8192, tp=8, attention="flash", peak=b200.peak_flops,
+                         gemm_peak=b200.peak_fp8_flops, gemm_bytes=1, fp8_block_scaled=True)
+    assert "b200" not in K.FP8_BLOCK_CEILING
+    assert ls.gemm_forward == pytest.approx(flops / 3432.5e12, rel=1e-12)

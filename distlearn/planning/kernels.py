@@ -13,9 +13,11 @@ to them (balanced routing), timed as a roofline::
 
 e_gemm (:data:`GEMM_CEILING`) is the best share of the dense bf16 peak a single large matmul reaches, measured by
 S. Bekman, *Machine Learning Engineering*, "Maximum Achievable Matmul FLOPS comparison table"
-(compute/accelerator/README.md, the table of Aug 2024 – Sep 2025, CUDA 12.1): A100 SXM 267.9 of 312 TFLOP/s =
+(compute/accelerator/README.md; the A100 and H100 rows as first measured, CUDA 12.1): A100 SXM 267.9 of 312 TFLOP/s =
 85.9 %, H100 SXM 792.1 of 989 = 80.1 % (the table's later re-measurement with torch 2.6 / 2.7 reads 271.2 = 86.9 %
-and 794.5 = 80.3 %: within about 1 %).
+and 794.5 = 80.3 %: within about 1 %). The Blackwell, MI300X and FP8 rows are the table's at commit 744d01e
+(2026-08-22), measured with torch 2.7–2.10 and CUDA 12.6–13.0: each GPU's own software, so differences of a point
+or two between GPUs may be software, not silicon.
 Both backward GEMMs of a linear layer (dX = dY·Wᵀ and dW = Xᵀ·dY) have the forward's FLOPs and move the same
 three matrices' bytes, so the backward costs twice the forward. No tile or wave quantisation is modelled.
 
@@ -43,7 +45,8 @@ full. How MFU *counts* attention FLOPs is a separate convention (:func:`distlear
 ``causal_count``).
 
 **FP8 GEMMs** run at the FP8 peak × :data:`FP8_GEMM_CEILING` for per-tensor-scaled recipes (the same table's FP8
-best shapes: H100 70.9 %, H200 73.4 %, B200 76.3 %, GB200 72.3 %; below the bf16 share on every GPU measured), and at
+best shapes: H100 70.9 %, H200 73.4 %, B200 76.3 %, GB200 72.3 %; below the bf16 share on every NVIDIA GPU in the
+table, by 1–9 points), and at
 :data:`FP8_BLOCK_CEILING` (DeepGEMM's measured 1426 of 1979 TFLOP/s on the H800) for fine-grained scaling
 (:data:`FINE_GRAINED_FP8_RECIPES`). The course's own H200 measurement (:mod:`distlearn.planning.measured`) found
 its fastest per-tensor FP8 GEMM at 1,409 TFLOP/s, 71.2 % of the peak.
@@ -98,20 +101,27 @@ GEMM_CEILING = read_only({"a100": 267.9 / 312, "h100": 792.1 / 989, "h200": 792.
 # The same table's FP8 (float8_e4m3fn, one scale per tensor, torch._scaled_mm) best shapes, share of the dense FP8
 # peak: H100 SXM 1402.6/1979, H200 1453.4/1979, B200 3432.5/4500, GB200 3615.6/5000. The H800 has the H100's compute:
 # the H100's share. Per-tensor-scaled FP8 GEMMs (Transformer Engine's recipes, torchao's float8) run at this share; a
-# GPU not in it (the A100 and V100 have no FP8; the MI300X is not measured) keeps GEMM_CEILING.
+# GPU not in it (the A100 and V100 have no FP8; the MI300X is not measured: its FP8 GEMMs at its bf16 share of the
+# FP8 peak, an assumption) keeps GEMM_CEILING. The H200 takes its own FP8 row but the H100's bf16 one (the same die;
+# the table's H200 bf16 row is "the same" as the H100's): the 2.5-point FP8 gap between them is software or
+# measurement, not silicon.
 FP8_GEMM_CEILING = read_only({"h100": 1402.6 / 1979, "h200": 1453.4 / 1979, "h800": 1402.6 / 1979,
                               "b200": 3432.5 / 4500, "gb200": 3615.6 / 5000})
 # share of the 16-bit peak of a FlashAttention kernel, (forward, backward): A100 FlashAttention-2 (Dao 2023 §1),
 # H100 / H200 FlashAttention-3 (Shah et al. 2024: forward 75 %, backward 1.5 × FlashAttention-2's 35 %; see the
 # module docstring for the head-dimension-128 figures). The V100 has no FlashAttention-2 (it needs Ampere or
 # newer): the A100's shares there are an assumption, like its GEMM ceiling. B200 / GB200: cuDNN's fused attention
-# (what Transformer Engine runs), NVIDIA's own benchmark (github.com/NVIDIA/cudnn-frontend,
+# (what Transformer Engine runs by default on Hopper and newer when both backends are available: TE 2.2+ turns
+# FlashAttention off "to give FusedAttention preference"), NVIDIA's own benchmark (github.com/NVIDIA/cudnn-frontend,
 # benchmark/sdpa_benchmark_training/artifacts/sdpa_bf16_benchmark_results_NVIDIA_{B200,GB200}.csv), bf16, head
-# dimension 128, 128 query / 8 KV heads, 8,192 tokens, causal, counted as the planner counts (causal: half the
-# scores; backward 2.5 x the forward): B200 cuDNN 9.13.1 (NGC PyTorch 25.09; commit 0b1577c) 1171.3 forward and
+# dimension 128, 128 query / 8 KV heads (Llama 3 405B's; other models' head counts are not measured), 8,192 tokens,
+# causal, the benchmark crediting half the scores (the GB200 harness s(s + 1)/2) and 2.5 x the forward for the
+# backward; the planner charges causal_fraction (0.508 at 8K) of them at these shares, so it times the kernel about
+# 1.6 % slower than measured: B200 cuDNN 9.13.1 (NGC PyTorch 25.09; commit 0b1577c) 1171.3 forward and
 # 942.5 backward of 2250 TFLOP/s; GB200 cuDNN 9.17.0 (NGC 25.11; commit b372d39) 1584 and 1211 of 2500. These are
 # measured at the Llama runs' own sequence length; FlashAttention-4 (arXiv 2603.05451) reports up to 1613 TFLOP/s
-# forward on Blackwell but prints no backward figures. The MI300X: no figure taken, the A100's shares (an assumption).
+# forward on Blackwell but prints no backward figures. The two figures differ in cuDNN version and harness (B200:
+# PyTorch SDPA over cuDNN 9.13.1; GB200: the cuDNN frontend, 9.17.0), not only in the GPU. The MI300X: no figure taken, the A100's shares (an assumption).
 FLASH_SHARE = read_only({"a100": (0.73, 0.63), "h100": (0.75, 0.525), "h200": (0.75, 0.525), "v100": (0.73, 0.63),
                "h800": (0.75, 0.525), "b200": (1171.3 / 2250, 942.5 / 2250), "gb200": (1584 / 2500, 1211 / 2500),
                "mi300x": (0.73, 0.63)})
@@ -121,13 +131,14 @@ FLASH_BACKWARD_FLOPS = 2.5  # a flash backward recomputes the scores: 5 matmuls 
 # README (github.com/deepseek-ai/DeepGEMM, "Normal GEMMs for dense models", commit 55ab91f of 2025-03-25, H800 SXM5,
 # NVCC 12.8), its best shape M = 4096, N = 7168, K = 16384 at 1426 TFLOP/s (the table's M = 4096 rows: 751–1426;
 # 1.3 x the CUTLASS 3.6 kernel DeepSeek ran before it); the README's later headline "up to 1550 TFLOPS on H800"
-# (2025-04-18) is 78 %. Hopper only (DeepGEMM supports nothing else): other GPUs keep GEMM_CEILING.
+# (2025-04-18) is 78 %. Hopper only (DeepGEMM supports nothing else): other GPUs keep the per-tensor
+# FP8_GEMM_CEILING (or GEMM_CEILING where no FP8 share is measured).
 # A post-hoc, best-shape UPPER BOUND for DeepSeek-V3's pre-training (finished 2024, before DeepGEMM): V3's own MoE
 # shapes read 1214–1346 (grouped) in the same README, and the kernel V3 ran was 1.3 x slower; at 1426 / 1.3 ≈ 1100
-# TFLOP/s the DeepSeek-V3 row reads 0.84 instead of 0.89 (steady state 0.81 instead of 0.87)
+# TFLOP/s the DeepSeek-V3 row reads 0.83 instead of 0.89 (steady state 0.80 instead of 0.86)
 FP8_BLOCK_CEILING = read_only({"h100": 1426 / 1979, "h200": 1426 / 1979, "h800": 1426 / 1979})
 # recipes whose linear layers run such fine-grained-scaled FP8 GEMMs (distlearn.precision.fp8_recipes keys); the
-# Transformer Engine recipes (per-tensor scales) keep the bf16 share GEMM_CEILING, an assumption
+# per-tensor recipes (Transformer Engine's, torchao's) run at FP8_GEMM_CEILING
 FINE_GRAINED_FP8_RECIPES = ("deepseek-v3",)
 # FlashAttention's tile of keys and queries (FlashAttention-2/3 forward kernels: 128 query rows; Dao 2023 §3.1):
 # with a causal mask the kernel skips every tile above the diagonal and computes the diagonal tiles whole
@@ -483,7 +494,7 @@ class KernelModel:
         family = gpu_family(self.gpu)
         e = GEMM_CEILING[family]
         if self.fp8_block_scaled:
-            e_linear = FP8_BLOCK_CEILING.get(family, e)
+            e_linear = FP8_BLOCK_CEILING.get(family, FP8_GEMM_CEILING.get(family, e))
         elif self.gemm_bytes == 1:  # FP8 inputs with per-tensor scales
             e_linear = FP8_GEMM_CEILING.get(family, e)
         else:

@@ -74,8 +74,8 @@ class Overlap:
     - ``fp8_dispatch``: the FP8 recipe's all-to-all bytes of :data:`distlearn.precision.fp8_recipes.COMMUNICATION`
       (``False``: every all-to-all in the activation dtype, for DeepSeek-V3's step-by-step account).
     - ``fp8_block_ceiling``: the fine-grained FP8 GEMM ceiling of :data:`distlearn.planning.kernels.FP8_BLOCK_CEILING`
-      for the recipes of :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` (``False``: the plain FP8
-      ceiling).
+      for the recipes of :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` (``False``: the per-tensor FP8
+      ceiling, :data:`~distlearn.planning.kernels.FP8_GEMM_CEILING`).
     - ``grad_reduce_exposed``: Megatron-LM 2021's default ``--DDP-impl local`` (``megatron/training.py``,
       ``train_step``: ``model.allreduce_gradients()`` runs after ``forward_backward_func`` has finished the whole
       backward): the step's gradient all-reduce is exposed even when ``pp = 1`` (off: hidden behind the last
