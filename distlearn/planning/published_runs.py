@@ -697,8 +697,8 @@ MBRIDGE_RECIPE_MBS = read_only({"2509-gb200-70b-mx": 1})
 _MB_OFFLOAD = ("the recipe offloads activations to the CPU ({x}: Megatron-Core cpu_offloading of that many layers' "
                "activations over the Grace–Blackwell NVLink-C2C link), which the planner cannot express (it has no "
                "activation offloading)",
-               "配置把激活值卸载到 CPU（{x}：Megatron-Core 的 cpu_offloading，卸载这么多层的激活值，经 Grace 与 "
-               "Blackwell 之间的 NVLink-C2C 链路），规划器无法表达（它没有激活值卸载）")
+               "配置用 Megatron-Core 的 cpu_offloading 把激活值卸载到 CPU，经 Grace 与 Blackwell 之间的 NVLink-C2C "
+               "链路，卸载的层数见 {x}。规划器无法表达这一点，它没有激活值卸载")
 _MB_MXFP8 = ("MXFP8 (one E8M0 scale per 32 elements, Blackwell's block-scaled tensor cores): the planner has no "
              "MXFP8 recipe (distlearn.precision.fp8_recipes); its nearest, te-fp8, keeps per-tensor scales (0 B per "
              "parameter) where MXFP8 keeps 1/32 B per element in each of the row- and column-wise copies of every "
