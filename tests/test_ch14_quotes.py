@@ -97,13 +97,17 @@ def test_calibration_and_validation_quotes(prose):
     pub = sorted(b for _, b in nums)
     assert len(faster) == 1
     fits = sum(planner.compare_run(planner.PUBLISHED_RUNS[n])["fits"] for n in mb_rows)
-    assert fits == 0 and len(mb_rows) == 30 and len(mb_scored) == 15
+    assert len(mb_rows) == 30 and len(mb_scored) == 15
     # with FP8 weights (the parameters and their transposed copy, 1 byte each, against te-fp8's bf16 weights and two
-    # FP8 copies: half the "params" bytes) and bf16 gradients (half of te-fp8's fp32 main_grad), how many still do not fit
-    still = 0
+    # FP8 copies: half the "params" bytes) and bf16 gradients (half of te-fp8's fp32 main_grad), how many still do not
+    # fit, and how many of those offload activations (not modelled)
+    still, offload = 0, 0
     for n in mb_rows:
         e = planner.compare_run(planner.PUBLISHED_RUNS[n])["estimate"]
-        still += e.memory["total"] - (e.memory["params"] + e.memory["grads"]) / 2 > e.capacity
+        over = e.memory["total"] - (e.memory["params"] + e.memory["grads"]) / 2 > e.capacity
+        still += over
+        offload += over and "offloads activations" in planner.PUBLISHED_RUNS[n].get("not_modelled", "")
+    assert 0 < fits < len(mb_rows)
     same = {calibration.MBRIDGE_MISSES[n][1][6] for n in calibration.MBRIDGE_MISSES if "gb200-8b" in n}
     assert len(same) == 1
     same = same.pop()
@@ -111,12 +115,13 @@ def test_calibration_and_validation_quotes(prose):
     _check(prose, [f"its {len(mb_rows)} dense Llama 3 rows", f"{WORDS[len(mb_scored)][0]} are scored, and {mb_in} of "
                    f"them are within ±10%", f"come out {span(big)} too fast", f"of 8B come out {span(gb, 1)} too fast",
                    f"makes a GB200 {faster.pop()}% faster", f"only {pub[0]:g}–{pub[-1]:g}% faster",
-                   f"none of the {len(mb_rows)} layouts fits", f"{still} of the {len(mb_rows)} would still not fit",
+                   f"only {fits} of the {len(mb_rows)} layouts fit", f"all but {still} of the {len(mb_rows)} would fit",
+                   f"{WORDS[offload][0].capitalize()} of those {still} move activations to the CPU",
                    f"the planner would make the GB200 only {same}% faster"],
            [f"稠密Llama3的{len(mb_rows)}行", f"其中{len(mb_scored)}行计分，{mb_in}行在±10%以内",
             f"预测都快了{span(big)}", f"8B在GB200上的两行预测快了{span(gb, 1)}",
-            f"GB200比B200快{nums[0][0]}%", f"只快{pub[0]:g}–{pub[-1]:g}%", f"这{len(mb_rows)}个布局一个都放不下",
-            f"{len(mb_rows)}个布局中仍有{still}个放不下", f"GB200只快{same}%"])
+            f"GB200比B200快{nums[0][0]}%", f"只快{pub[0]:g}–{pub[-1]:g}%", f"{len(mb_rows)}个布局中也只有{fits}个放得下",
+            f"{len(mb_rows)}个布局中只有{still}个还放不下", f"这{still}个里有{offload}个把激活值卸载到CPU", f"GB200只快{same}%"])
     # MT-NLG: the planner too fast by 20–25 %, the published runs 17–22 % slower per micro-batch than Megatron-LM's
     # own run of the same model (by hand, tests/test_published_runs.py), which the planner meets at 1.01; the
     # 2,240-GPU run's MFU (model FLOPs over 312 TFLOP/s) beside Korthikanti et al.'s 42.1 % on as many A100s

@@ -125,21 +125,23 @@ def test_zero_paper_table2_max_model_sizes(mp):
 # ---------------------------------------------------------------- published runs (2021–2024)
 # Each run's figures, the calibration of END_TO_END and the out-of-sample score: tests/test_published_runs.py.
 def test_every_published_layout_fits_and_llama3_needs_norm_act():
-    """Every published run the planner can express fits on its own layout (and DeepSeek-V3). Llama 3 405B and
-    DeepSeek-V3 fit only because their reading recomputes the norms' and the activation's outputs (norm-act;
-    DeepSeek-V3 §3.2.3 and §3.3.3): with every tensor stored they are over the 80 GB (the chapter says so); with
-    full recomputation Llama 3 fits but reaches 14 % less MFU (with §3.3.2's FP32 gradients)."""
+    """Every published run the planner can express fits on its own layout (and DeepSeek-V3). Llama 3 405B fits
+    only because its reading recomputes the norms' and the activation's outputs (norm-act): with every tensor stored
+    it is over the 80 GB (the chapter says so); with full recomputation it fits but reaches 14 % less MFU (with
+    §3.3.2's FP32 gradients). DeepSeek-V3 recomputes them because its report says so (§3.2.3, §3.3.3), and under its
+    FP8 recipe (linear inputs cached in FP8, fp8_activation_table) it would fit with every tensor stored too."""
     from dataclasses import replace
     for name in P.PUBLISHED_RUNS:
         if P.PUBLISHED_RUNS[name].get("not_modelled") and name != "deepseek-v3":
             continue
         r = P.compare_published(name)
         if name.startswith("mbridge"):
-            # Megatron-Bridge's FP8-CS recipes keep FP8 primary weights and BF16 gradients and cache FP8 linear
-            # inputs; the planner's te-fp8 reading counts BF16 weights + two FP8 copies + FP32 main_grad and BF16
-            # activations, so none of these layouts (run by NVIDIA, no recomputation) fits its memory model: an open
-            # gap of the memory model, kept visible here (8B on B200/GB200: 193 GB against 180/186 GB)
-            assert not r["fits"], (name, "now fits: fold it back into the rule above")
+            # Megatron-Bridge's FP8-CS recipes keep FP8 primary weights and BF16 gradients; the planner's te-fp8
+            # reading counts BF16 weights + two FP8 copies + FP32 main_grad (its activations are cached as TE does:
+            # linear inputs in FP8, SwiGLU fused as the recipes), so of these layouts (run by NVIDIA, no
+            # recomputation) only the 8B ones on B200 / GB200 fit its memory model (169 GB against 180 / 186): an
+            # open gap of the memory model, kept visible here
+            assert r["fits"] is ("-8b-" in name and "h100" not in name), (name, r["estimate"].memory["total"])
             continue
         assert r["fits"], (name, r["estimate"].memory)
         run = P.PUBLISHED_RUNS[name]
@@ -149,7 +151,8 @@ def test_every_published_layout_fits_and_llama3_needs_norm_act():
                                 global_batch=run["global_batch"], seq_len=run["seq_len"],
                                 cluster=P.published.run_cluster(run), precision=run["precision"],
                                 **P.published.run_options(run))
-            assert not stored.fits and stored.memory["total"] < 1.4 * stored.capacity, name
+            assert stored.fits is (name == "deepseek-v3"), name
+            assert stored.memory["total"] < 1.4 * stored.capacity, name
             assert stored.time["total"] < r["estimate"].time["total"] < 1.01 * stored.time["total"]  # 0.6 % slower
     run = P.PUBLISHED_RUNS["llama3-405b-8k-gpus"]
     e = P.evaluate(run["model"], replace(run["plan"], recompute="full"), global_batch=run["global_batch"],
@@ -1221,7 +1224,8 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     91 GB of activations before the weights at 8,192 GPUs; norm-act takes a Llama 3 layer from 15.9 to 10.6 units
     of s·b·h/t 16-bit values for 0.2 % of the step; fused SwiGLU saves 14–15 GB and still nothing fits (≤ 0.45 /
     0.49 GB per layer against 0.53), norm-act keeps 0.36 GB: 68 and 62 GB; full recomputation 14 % less MFU;
-    ZB-H1 about halves GPT-3 175B's bubble; on DeepSeek-V3 it reads 0.61 with 63 GB instead of 60; with §3.3.2's
+    ZB-H1 about halves GPT-3 175B's bubble; on DeepSeek-V3 it holds 53 GB instead of 51 (54 with every tensor
+    stored: its FP8 recipe caches the linear inputs in FP8); with §3.3.2's
     FP32 gradients the planner's best on 16,384 GPUs is the published layout with ZeRO-1 (42.6 % against 41 %), on
     8,192 TP 8 × PP 32 (44.4 % against 41.5 %), both ahead of full recomputation (36 %). These figures change
     with issue 38 (FP32 gradients, END_TO_END refitted to 0.80): chapter 14's prose must follow. The 141 is Megatron's interleaved warm-up of the
@@ -1285,8 +1289,8 @@ def test_chapter_14_figures_of_the_memory_readings_and_zb_h1():
     assert zb.time["total"] == pytest.approx(own_t["total"] - own_t["bubble"] + zb.time["bubble"], rel=1e-9)
     from distlearn.planning.calibration import deepseek_steps
     assert r["ratio"] < r["ratio"] * own_t["total"] / zb.time["total"] < deepseek_steps()[-2].ratio
-    assert (round(zb.memory["total"] / 1e9), round(r["estimate"].memory["total"] / 1e9)) == (63, 60)
-    assert round(P.evaluate(P.published.run_model(run), replace(run["plan"], recompute="none"), **ds).memory["total"] / 1e9) == 86
+    assert (round(zb.memory["total"] / 1e9), round(r["estimate"].memory["total"] / 1e9)) == (53, 51)
+    assert round(P.evaluate(P.published.run_model(run), replace(run["plan"], recompute="none"), **ds).memory["total"] / 1e9) == 54
     llama = P.PUBLISHED_RUNS["llama3-405b-16k-gpus"]
     kw16 = dict(global_batch=llama["global_batch"], seq_len=llama["seq_len"], gpu="h100-80gb",
                 precision=llama["precision"], **P.published.run_options(llama))

@@ -566,11 +566,15 @@ def test_published_table_shows_the_sets_apart_and_the_error_distribution():
     ratio = {x.split()[0]: float(x.split()[-3]) for x in rows}
     excl = [ratio[n] for n in rep.excluded]
     every = sorted(abs(ratio[n] - 1) for n in [*rep.ratios, *rep.excluded])
-    n_out, within = sum(abs(r - 1) > C.TOLERANCE for r in excl), sum(e <= C.TOLERANCE for e in every)
-    exact = sorted(abs(r - 1) for r in [*rep.ratios.values(), *(x[0] for x in rep.excluded.values())])
+    exact_of = {**rep.ratios, **{n: x[0] for n, x in rep.excluded.items()}}
+    assert all(abs(ratio[n] - x) <= 0.005 for n, x in exact_of.items())  # each line prints its ratio
+    # counted from the exact ratios (a printed 1.10 may be 1.096, inside, or 1.104, outside)
+    n_out = sum(abs(x[0] - 1) > C.TOLERANCE for x in rep.excluded.values())
+    within = sum(abs(x - 1) <= C.TOLERANCE for x in exact_of.values())
+    exact = sorted(abs(r - 1) for r in exact_of.values())
     median = (exact[(len(exact) - 1) // 2] + exact[len(exact) // 2]) / 2
     assert abs(median - (every[(len(every) - 1) // 2] + every[len(every) // 2]) / 2) < 0.005  # the rows agree
-    assert f"{n_out} of {len(excl)} miss ±10%" in text and f"{within} of {len(every)} runs are within ±10%" in text
+    assert f"{n_out} of {len(excl)} miss ±10%" in text and f"{within} of {len(exact)} runs are within ±10%" in text
     assert f"median |ratio - 1| = {median:.1%}" in text and median > rep.median_error  # it does flatter
 
 
@@ -804,7 +808,9 @@ def test_mbridge_miss_reasons_hold_by_numbers():
     for name, (kind, numbers) in C.MBRIDGE_MISSES.items():
         run = RUNS[name]
         r = C.compare_run(run)
-        off = C.compare_run({**run, "options": {"attention": "flash", "causal": True}})
+        off = C.compare_run({**run, "options": {k: v for k, v in run["options"].items()
+                                                if k not in ("tp_comm_overlap", "overlap_grad_reduce",
+                                                             "overlap_param_gather")}})
         t = r["estimate"].time
         published = run["global_batch"] * run["seq_len"] / (run["published_tokens_per_gpu"] * run["num_gpus"])
         assert (round(t["total"], 2), round(published, 2)) == pytest.approx(numbers[:2], abs=0.006), name

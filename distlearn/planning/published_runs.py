@@ -450,14 +450,17 @@ PUBLISHED_RUNS = read_only({
                                   "这是整个训练的平均值（前 469B 个词元里批量从 3072 增加到 15360，§4.2）",
                         reading="micro-batch 1, 1F1B instead of DualPipe, all-to-all exposed; RMSNorm outputs "
                                 "recomputed (§3.2.3) and the MoE SwiGLU output recomputed from its cached input "
-                                "(§3.3.3) = norm-act, its inputs stored in 16 bits, not FP8 (MLA's up-projection "
+                                "(§3.3.3) = norm-act; the linear layers' inputs and the SwiGLU input cached in FP8 with "
+                                "1×128 tiles, the attention output in E5M6 (§3.3.3, "
+                                "distlearn.precision.fp8_recipes.fp8_activation_table; MLA's up-projection "
                                 "recomputation is not modelled); each token's experts on at most 4 nodes (§3.2.2); "
                                 "the TFLOP/s shown count 281 GFLOP per token (attention without the causal mask, "
                                 "the MTP module included): display only, the ratio of token rates does not depend "
                                 "on it",
                         reading_zh="微批次大小 1，用 1F1B 代替 DualPipe，AllToAll 全部算作未被隐藏的通信；RMSNorm 的输出"
-                                   "在反向时重计算（§3.2.3），MoE 中 SwiGLU 的输出由缓存的输入重计算（§3.3.3），即 norm-act，"
-                                   "这些输入按 16 位而不是 FP8 保存（MLA 上投影的重计算没有建模）；每个词元的专家最多分布在"
+                                   "在反向时重计算（§3.2.3），MoE 中 SwiGLU 的输出由缓存的输入重计算（§3.3.3），即 norm-act；"
+                                   "线性层的输入和 SwiGLU 的输入按 1×128 分块以 FP8 缓存，注意力输出用 E5M6（§3.3.3，"
+                                   "distlearn.precision.fp8_recipes.fp8_activation_table；MLA 上投影的重计算没有建模）；每个词元的专家最多分布在"
                                    " 4 个节点上（§3.2.2）；显示的 TFLOP/s 按每个词元 281 GFLOP 计（注意力不加因果掩码，"
                                    "含 MTP 模块）：只用于显示，词元速率之比与它无关",
                         options={"max_nodes_per_token": 4},
@@ -741,7 +744,7 @@ def _mbridge_row(key: str) -> dict:
                 num_microbatches=gbs // (dp * run_mbs), num_chunks=chunks, sequence_parallel=tp > 1,
                 stage_layers=_mb_stage_layers(size, pp, vp))
     param_overlap = key not in MBRIDGE_NO_PARAM_GATHER_OVERLAP
-    options = {"attention": "flash", "causal": True, "overlap_grad_reduce": True,
+    options = {"attention": "flash", "causal": True, "swiglu": "fused", "overlap_grad_reduce": True,
                "overlap_param_gather": param_overlap}
     if tp > 1:
         options["tp_comm_overlap"] = True
@@ -800,6 +803,9 @@ def _mbridge_row(key: str) -> dict:
                           if gpu is GB200_NVL72_AS_64 else "")
                        + "; a causal attention kernel (no recipe sets an attention backend: the planner reads a "
                          "causal kernel, a reading)"
+                       + f"; SwiGLU fused (models/llama/llama_provider.py at the tag: LlamaModelProvider sets "
+                         f"bias_activation_fusion = True, so Megatron-Core's MLP runs bias_swiglu_impl, which keeps "
+                         f"only its input for backward: megatron/core/fusions/fused_bias_swiglu.py)"
                        + ("; CUDA graphs are not modelled (launch gaps are in END_TO_END)" if "cuda_graph" in extras
                           else ""),
                reading_zh=("布局和批量取自 v0.3.0 的 _V2 预设，而不是该版本自己的配置（两者不同，见出处）；"
@@ -826,6 +832,9 @@ def _mbridge_row(key: str) -> dict:
                              "首尾两个阶段各少一层" if size == "405b" and pp > 1 else "")
                           + ("；NVLink 域按 NVL72 机柜中 64 块 GPU 的分区计（原文没说）" if gpu is GB200_NVL72_AS_64 else "")
                           + "；注意力核按因果掩码计（配置都没有指定注意力后端：规划器按因果算子计，这是读法）"
+                          + "；SwiGLU 按融合算子计（该标签下 models/llama/llama_provider.py 的 LlamaModelProvider 设 "
+                            "bias_activation_fusion = True，于是 Megatron-Core 的 MLP 调用 bias_swiglu_impl，反向只保存"
+                            "它的输入：megatron/core/fusions/fused_bias_swiglu.py）"
                           + ("；CUDA graph 没有建模（启动间隙算在 END_TO_END 里）" if "cuda_graph" in extras else ""))
     if not fp8:
         row["not_modelled"], row["not_modelled_zh"] = _MB_MXFP8

@@ -30,7 +30,8 @@ from distlearn.memory.formulas import ModelStateBytes, bytes_per_param, model_st
 from distlearn.pipeline_parallel.schedules import partition_layers
 from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
                                       model_counts)
-from distlearn.precision.fp8_recipes import bytes_per_param as recipe_bytes_per_param, recipe_state_bytes
+from distlearn.precision.fp8_recipes import (bytes_per_param as recipe_bytes_per_param, config_layer_fp8_bytes,
+                                            recipe_state_bytes)
 from distlearn.zero_fsdp.traffic import Collective, step_collectives
 from distlearn.core.guard import read_only
 
@@ -278,15 +279,25 @@ class Setting:
 
     def act(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """Bytes of one layer's activations per GPU: :func:`~distlearn.activation_memory.formulas.config_layer_bytes`
-        for this model, sequence and recipe; with context parallelism the layer of ``seq_len / cp`` tokens with
+        for this model, sequence and recipe (under an FP8 recipe the linear layers' inputs cached in FP8,
+        :func:`~distlearn.precision.fp8_recipes.config_layer_fp8_bytes`); with context parallelism the layer of ``seq_len / cp`` tokens with
         flash-style attention (:func:`distlearn.context_parallel.simulation.cp_layer_activation_table` is the same
         table)."""
         hit = self.memo.get(("act", b, tp, sp, recompute, cp))
         if hit is not None:
             return hit
-        return self.cached(("act", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
-            self.model, seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else self.attention, swiglu=self.swiglu))
+        return self.cached(("act", b, tp, sp, recompute, cp), lambda: self._layer_bytes(
+            self.model, b, tp, sp, recompute, cp))
+
+    def _layer_bytes(self, model: ModelConfig, b: int, tp: int, sp: bool, recompute: str, cp: int) -> float:
+        """One layer of ``model`` per GPU, bytes: :func:`~distlearn.activation_memory.formulas.config_layer_bytes`,
+        or under an FP8 recipe :func:`~distlearn.precision.fp8_recipes.config_layer_fp8_bytes` (the linear inputs
+        cached in FP8, as Transformer Engine and DeepSeek-V3 do)."""
+        kw = dict(seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
+                  activation_bytes=self.act_bytes, attention="flash" if cp > 1 else self.attention, swiglu=self.swiglu)
+        if self.fp8:
+            return config_layer_fp8_bytes(model, self.precision, **kw)
+        return config_layer_bytes(model, **kw)
 
     def act_moe(self, b: int, tp: int, sp: bool, recompute: str, cp: int = 1) -> float:
         """Activation bytes of one MoE layer per GPU: :meth:`act` of the same layer with a dense MLP as wide as the
@@ -300,9 +311,8 @@ class Setting:
             num_experts=0, experts_per_token=0, num_shared_experts=0, expert_ffn_hidden_size=None,
             first_dense_layers=0, num_mtp_modules=0,
             ffn_hidden_size=(m.experts_per_token + m.num_shared_experts) * m.expert_ffn))
-        return self.cached(("act_moe", b, tp, sp, recompute, cp), lambda: config_layer_bytes(
-            dense(), seq_len=self.s // cp, micro_batch_size=b, tp=tp, sequence_parallel=sp, recompute=recompute,
-            activation_bytes=self.act_bytes, attention="flash" if cp > 1 else self.attention, swiglu=self.swiglu))
+        return self.cached(("act_moe", b, tp, sp, recompute, cp), lambda: self._layer_bytes(
+            dense(), b, tp, sp, recompute, cp))
 
     def stage_sums(self, start: int, n: int) -> StageSums:
         """:meth:`~distlearn.planning.flops.ModelCounts.stage_sums` of the ``n`` layers from layer ``start``,

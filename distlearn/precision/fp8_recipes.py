@@ -52,7 +52,7 @@ from __future__ import annotations
 import functools
 from dataclasses import dataclass
 
-from distlearn.activation_memory.formulas import layer_activation_table
+from distlearn.activation_memory.formulas import default_attention, layer_activation_table, layer_shape
 from distlearn.core.i18n import bi
 from distlearn.precision.formats import FORMATS, FloatFormat
 from distlearn.core.validate import DistlearnValueError, check_choice, check_int
@@ -250,6 +250,10 @@ def recipe_state_bytes(recipe: str, num_params: int, *, dp: int = 1, zero_stage:
 
 # ---------------------------------------------------------------- activations
 ACTIVATION_RECIPES = ("bf16-mixed", "te-fp8", "torchao-fsdp2-float8", "deepseek-v3")
+# the activation rules each recipe of RECIPES follows: te-fp32-params runs the same Transformer Engine linear layers as
+# te-fp8 (fp32 parameters change the weights, not what a layer caches for backward)
+ACTIVATION_RULES = read_only({"bf16-mixed": "bf16-mixed", "te-fp8": "te-fp8", "te-fp32-params": "te-fp8",
+                              "deepseek-v3": "deepseek-v3", "torchao-fsdp2-float8": "torchao-fsdp2-float8"})
 LINEAR_INPUTS = ("qkv_input", "mlp_input", "down_proj_input", "fc2_input")   # inputs only a linear layer keeps
 TILE = 128   # DeepSeek-V3's 1×128 activation tiles: one fp32 scale per 128 elements
 
@@ -318,6 +322,23 @@ def fp8_activation_table(recipe: str, *, seq_len: int, micro_batch_size: int, hi
             fp8 = t.elements * per
         out.append(FP8ActivationTerm(t.name, t.nbytes, fp8, en, zh))
     return out
+
+
+def config_layer_fp8_bytes(config, recipe: str, *, seq_len: int, micro_batch_size: int, tp: int = 1,
+                           sequence_parallel: bool = False, recompute: str = "none", attention: str | None = None,
+                           activation_bytes: int = 2, swiglu: str = "unfused") -> float:
+    """Bytes per GPU one layer of ``config`` (a :class:`~distlearn.core.models.ModelConfig`) keeps for backward under
+    the FP8 recipe ``recipe`` (a key of :data:`RECIPES`, its rules from :data:`ACTIVATION_RULES`): the sum of
+    :func:`fp8_activation_table`'s ``fp8_bytes``, with the keyword arguments of
+    :func:`distlearn.activation_memory.formulas.config_layer_bytes` (``attention`` defaults to the model's). The
+    planner's activations under an FP8 recipe (chapter 14): Transformer Engine caches each linear layer's input in
+    FP8, so a te-fp8 layer keeps fewer bytes than the same layer in bf16. Raises DistlearnValueError for an unknown
+    recipe or a bad shape."""
+    rules = ACTIVATION_RULES[check_choice("recipe", recipe, tuple(ACTIVATION_RULES))]
+    return sum(t.fp8_bytes for t in fp8_activation_table(
+        rules, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp, sequence_parallel=sequence_parallel,
+        recompute=recompute, attention=attention or default_attention(config), activation_bytes=activation_bytes,
+        swiglu=swiglu, **layer_shape(config)))
 
 
 # ---------------------------------------------------------------- communication
