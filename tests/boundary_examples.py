@@ -507,6 +507,8 @@ CALLS = {
     "distlearn.precision.fp8_recipes.fp8_activation_table": lambda: {"recipe": _recipe_key(), "seq_len": 2048,
                                                                      "micro_batch_size": 1, "hidden_size": 1024,
                                                                      "num_heads": 16},
+    "distlearn.precision.fp8_recipes.config_layer_fp8_bytes": lambda: {"config": _model(), "recipe": _recipe_key(),
+                                                                       "seq_len": 2048, "micro_batch_size": 1},
     **{f"distlearn.precision.block_scaled.{name}": (lambda: {"x": _rng().standard_normal((2, 32))}) for name in (
         "quantize_mx", "quantize_nvfp4", "error_vs_block_size")},
     **{f"distlearn.precision.block_scaled.{name}": (lambda: {"x": _rng().standard_normal(32)}) for name in (

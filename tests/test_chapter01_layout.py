@@ -62,19 +62,19 @@ def test_fp8_recipe_explorer_leaves_room_for_every_label(lang, monkeypatch):
     test below."""
     settings = _fp8_settings((1, 8, 512), (0, 3))
     drawn, problems = _grid_problems(monkeypatch, lang, _fp8_render, settings)
-    assert drawn == len(settings) == 72 and problems == []
+    assert drawn == len(settings) == 90 and problems == []  # 5 recipes × 3 models × 3 dp × 2 stages
 
 
 @pytest.mark.extended
 @pytest.mark.parametrize("lang", LANGS)
 def test_fp8_recipe_explorer_whole_grid(lang, monkeypatch):
-    """All 480 settings the controls reach (4 recipes × 3 models × 10 dp × 4 ZeRO stages); about 45 s a language."""
+    """All 600 settings the controls reach (5 recipes × 3 models × 10 dp × 4 ZeRO stages); about 55 s a language."""
     from distlearn.precision import explorer_fp8 as E
 
     c = E.controls()
     settings = _fp8_settings(c["dp"].options, range(c["zero_stage"].min, c["zero_stage"].max + 1))
     drawn, problems = _grid_problems(monkeypatch, lang, _fp8_render, settings)
-    assert drawn == len(settings) == 480 and problems == []
+    assert drawn == len(settings) == 600 and problems == []
 
 
 # ------------------------------------------------------------------------------------------- the memory explorer

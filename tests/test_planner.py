@@ -136,12 +136,16 @@ def test_every_published_layout_fits_and_llama3_needs_norm_act():
             continue
         r = P.compare_published(name)
         if name.startswith("mbridge"):
-            # Megatron-Bridge's FP8-CS recipes keep FP8 primary weights and BF16 gradients; the planner's te-fp8
-            # reading counts BF16 weights + two FP8 copies + FP32 main_grad (its activations are cached as TE does:
-            # linear inputs in FP8, SwiGLU fused as the recipes), so of these layouts (run by NVIDIA, no
-            # recomputation) only the 8B ones on B200 / GB200 fit its memory model (169 GB against 180 / 186): an
-            # open gap of the memory model, kept visible here
-            assert r["fits"] is ("-8b-" in name and "h100" not in name), (name, r["estimate"].memory["total"])
+            # Megatron-Bridge's FP8 recipes (megatron-fp8-cs: FP8 primary weights, BF16 gradients, linear inputs
+            # cached in FP8, SwiGLU fused) fit, run by NVIDIA with no recomputation, except the rows that move
+            # activations to the CPU (not modelled) and the GB200 405B rows of PP 16 (v0.3.0's layout; interleaved
+            # 1F1B's warm-up keeps 130–142 GB of activations on the first stage in the planner): an open gap of the
+            # memory model, kept visible here
+            run = P.PUBLISHED_RUNS[name]
+            offload = "offloads activations" in (run.get("not_modelled") or "")
+            big = "gb200-405b" in name and run["plan"].pp == 16
+            assert r["fits"] is not (offload or big), (name, r["estimate"].memory["total"])
+            assert run["precision"] == "megatron-fp8-cs"
             continue
         assert r["fits"], (name, r["estimate"].memory)
         run = P.PUBLISHED_RUNS[name]

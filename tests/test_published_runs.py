@@ -761,7 +761,7 @@ def test_mbridge_rows_are_the_performance_summary():
             assert p.num_microbatches == ga and f"GA {ga}," in run["source"]
         assert run["published_tokens_per_gpu"] == tps and run["printed_flops"] == tflops * 1e12
         assert f"{tps} tokens/s/GPU" in run["source"] and f"{tps} tokens/s/GPU" in run["source_zh"]
-        assert run["precision"] == "te-fp8" and run["plan"].recompute == "none"
+        assert run["precision"] == "megatron-fp8-cs" and run["plan"].recompute == "none"
         assert "tensorwise" in run["reading"] and "当前缩放" in run["reading_zh"]
 
 

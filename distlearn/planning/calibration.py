@@ -149,13 +149,13 @@ def _mbridge_overlap_miss(predicted: float, published: float, hidden: float, off
 # the numbers of each Megatron-Bridge miss (tests/test_published_runs.py recomputes them from the rows)
 _H100S, _B200S = ("1,024 H100", " 1,024 块 H100 "), ("128 B200", " 128 块 B200 ")
 MBRIDGE_MISSES = read_only({
-    "mbridge-2509-gb200-8b-cs": ("gb200", (3.67, 4.18, 1.13, 1.07, 11, 4.5, 2.9)),
+    "mbridge-2509-gb200-8b-cs": ("gb200", (3.67, 4.18, 1.14, 1.07, 11, 4.5, 2.9)),
     "mbridge-2511-gb200-8b-cs": ("gb200", (3.67, 4.16, 1.13, 1.05, 11, 2.9, 2.9)),
-    "mbridge-2509-b200-405b-cs": ("overlap", (5.36, 6.17, 0.68, 1.02, 4) + _B200S),
-    "mbridge-2511-b200-405b-cs": ("overlap", (5.36, 6.2, 0.68, 1.03, 4) + _B200S),
-    "mbridge-2509-h100-405b-cs": ("overlap", (12.01, 13.56, 2.57, 0.93, 8) + _H100S),
-    "mbridge-2511-h100-405b-cs": ("overlap", (12.01, 14.03, 2.57, 0.96, 8) + _H100S),
-    "mbridge-2602-h100-405b-cs": ("overlap", (34.66, 39.51, 7.3, 0.94, 8) + _H100S),
+    "mbridge-2509-b200-405b-cs": ("overlap", (5.15, 6.17, 0.68, 1.06, 4) + _B200S),
+    "mbridge-2511-b200-405b-cs": ("overlap", (5.15, 6.2, 0.68, 1.06, 4) + _B200S),
+    "mbridge-2509-h100-405b-cs": ("overlap", (11.66, 13.56, 2.57, 0.95, 8) + _H100S),
+    "mbridge-2511-h100-405b-cs": ("overlap", (11.66, 14.03, 2.57, 0.99, 8) + _H100S),
+    "mbridge-2602-h100-405b-cs": ("overlap", (34.3, 39.51, 7.3, 0.95, 8) + _H100S),
 })
 _MBRIDGE_REASONS = {"gb200": _mbridge_gb200_miss, "overlap": _mbridge_overlap_miss}
 

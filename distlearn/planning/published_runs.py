@@ -703,14 +703,14 @@ _MB_OFFLOAD = ("the recipe offloads activations to the CPU ({x}: Megatron-Core c
                "配置用 Megatron-Core 的 cpu_offloading 把激活值卸载到 CPU，经 Grace 与 Blackwell 之间的 NVLink-C2C "
                "链路，卸载的层数见 {x}。规划器无法表达这一点，它没有激活值卸载")
 _MB_MXFP8 = ("MXFP8 (one E8M0 scale per 32 elements, Blackwell's block-scaled tensor cores): the planner has no "
-             "MXFP8 recipe (distlearn.precision.fp8_recipes); its nearest, te-fp8, keeps per-tensor scales (0 B per "
+             "MXFP8 recipe (distlearn.precision.fp8_recipes); its nearest, megatron-fp8-cs, keeps per-tensor scales (0 B per "
              "parameter) where MXFP8 keeps 1/32 B per element in each of the row- and column-wise copies of every "
              "weight and cached activation, and its GEMM ceiling is that of per-tensor FP8, not of block-scaled MMA "
-             "(unmeasured): neither the same memory nor the same arithmetic. Timed as te-fp8 for display only",
+             "(unmeasured): neither the same memory nor the same arithmetic. Timed as megatron-fp8-cs for display only",
              "MXFP8（每 32 个元素一个 E8M0 缩放因子，Blackwell 的分块缩放张量核）：规划器没有 MXFP8 方案"
-             "（distlearn.precision.fp8_recipes）；最接近的 te-fp8 按整张量缩放（每个参数 0 字节），而 MXFP8 对每个权重"
+             "（distlearn.precision.fp8_recipes）；最接近的 megatron-fp8-cs 按整张量缩放（每个参数 0 字节），而 MXFP8 对每个权重"
              "和缓存激活的按行、按列两份副本各多存每元素 1/32 字节，它的 GEMM 上限也是整张量 FP8 的，不是分块缩放 MMA 的"
-             "（未实测）：显存和算术都不相同。按 te-fp8 计时，仅供显示")
+             "（未实测）：显存和算术都不相同。按 megatron-fp8-cs 计时，仅供显示")
 _MB_RECOMPUTE5 = ("recompute_num_layers=5 (recompute_granularity 'full', method 'block': 5 of the 32 layers "
                   "recomputed whole, the other 27 storing everything): the planner recomputes all layers alike or "
                   "none, so it cannot express this row",
@@ -760,7 +760,7 @@ def _mbridge_row(key: str) -> dict:
     cells = (f"{dgx}, {_MB_MODELS[size]}, {gpus} GPUs, {printed}, GBS {gbs}, MBS {mbs}, seq 8192, FSDP {fsdp}, TP {tp}, "
              f"PP {pp}, CP {cp}, VP {vp or 'n/a'}, {{ga}}, {tps} tokens/s/GPU, {tflops} model TFLOP/s/GPU")
     row = dict(model=get_preset(_MB_MODELS[size]), gpu=gpu, num_gpus=gpus, global_batch=gbs, seq_len=8192,
-               precision="te-fp8", count="model-causal", plan=plan, published_tokens_per_gpu=tps,
+               precision="megatron-fp8-cs", count="model-causal", plan=plan, published_tokens_per_gpu=tps,
                printed_flops=tflops * 1e12, printed_cells=(printed, gpus, gbs, mbs, fsdp, tp, pp, cp, vp, ga, tps,
                                                            tflops),
                options=options,
@@ -777,11 +777,10 @@ def _mbridge_row(key: str) -> dict:
                reading=("layout and batch read from v0.3.0's _V2 preset, not from this release's own recipe, which "
                         "differs (see the source); " if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
                        + "FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
-                       f"BF16: {rel['precision_at']}) timed as the planner's te-fp8 (the same per-tensor FP8 "
-                       "GEMMs); its memory differs: the recipe keeps FP8 primary weights (fp8_param_gather=True) and "
-                       f"reduces gradients in BF16 ({grad_at}), where te-fp8 counts BF16 "
-                       "weights, two FP8 copies and FP32 main_grad and charges the data-parallel collectives FP32 "
-                       "gradients and BF16 weights (twice the bytes; "
+                       f"BF16: {rel['precision_at']}) with FP8 primary weights (fp8_param_gather=True) and "
+                       f"gradients reduced in BF16 ({grad_at}): the planner's megatron-fp8-cs recipe (per-tensor "
+                       "FP8 GEMMs, 16 B per parameter, the data-parallel all-gather in FP8 and the reduce-scatter in "
+                       "BF16; "
                        + ("both overlapped here); " if param_overlap else "only the gradients overlapped here); ")
                        + ("timed without recomputation, though the recipe recomputes (recompute_num_layers=5, "
                           "not modelled); " if recompute else "no recomputation (the recipe sets none); ")
@@ -811,10 +810,9 @@ def _mbridge_row(key: str) -> dict:
                reading_zh=("布局和批量取自 v0.3.0 的 _V2 预设，而不是该版本自己的配置（两者不同，见出处）；"
                            if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
                           + "FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
-                          f"{rel['precision_at']}）按规划器的 te-fp8 计时（同样的整张量 FP8 GEMM）；显存不同："
-                          f"配置把主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约（{grad_at_zh}），"
-                          "而 te-fp8 计的是 BF16 权重、两份 FP8 副本和 FP32 main_grad，数据并行集合通信也按 FP32 "
-                          "梯度和 BF16 权重计（字节数加倍；"
+                          f"{rel['precision_at']}），主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约"
+                          f"（{grad_at_zh}）：即规划器的 megatron-fp8-cs 方案（整张量 FP8 GEMM，每个参数 16 字节，"
+                          "数据并行的 AllGather 用 FP8，ReduceScatter 用 BF16；"
                           + ("这里两者都被重叠）；" if param_overlap else "这里只有梯度被重叠）；")
                           + ("按不重计算计时，但配置会重计算（recompute_num_layers=5，未建模）；" if recompute
                              else "不重计算（配置没有设）；")

@@ -20,6 +20,13 @@ Recipes (:data:`RECIPES`) and their sources, quoted:
 - ``te-fp32-params`` — TE modules with fp32 parameters (TE's default ``params_dtype``), the row the Ultra-Scale
   Playbook tabulates ("Transformer engine | FP8 | n/a | n/a | FP32 | FP32 | FP32 + FP32 | 4 + 4 + 4 + 4 = 16
   bytes"); the Playbook leaves out the two cached FP8 copies, which are counted here.
+- ``megatron-fp8-cs`` — Megatron-Core's FP8 recipe of 2025–26 (Megatron-Bridge's FP8 current-scaling performance
+  recipes): ``--fp8-param-gather`` keeps the parameters themselves in FP8 ("Keep the compute param in fp8 (do not
+  use any other intermediate dtype) and perform the param all-gather in fp8", Megatron-LM ``arguments.py``), 1 B,
+  plus TE's transposed copy for Dgrad, 1 B; ``grad_reduce_in_fp32 = False`` keeps and reduces the gradients in
+  bf16, 2 B (``param_and_grad_buffer.py``: "torch.float if grad_reduce_in_fp32, else param.dtype"); the distributed
+  optimizer's fp32 master weights and Adam moments, 12 B: 16 B per parameter. The data-parallel collectives move
+  those bytes: the all-gather 1 B and the reduce-scatter 2 B per parameter.
 - ``deepseek-v3`` — DeepSeek-V3 technical report §3.3: "We adopt the BF16 data format instead of FP32 to track
   the first and second moments in the AdamW (Loshchilov and Hutter, 2017) optimizer, without incurring
   observable performance degradation. However, the master weights (stored by the optimizer) and gradients (used
@@ -55,7 +62,8 @@ from dataclasses import dataclass
 from distlearn.activation_memory.formulas import default_attention, layer_activation_table, layer_shape
 from distlearn.core.i18n import bi
 from distlearn.precision.formats import FORMATS, FloatFormat
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int
+from distlearn.core.models import ModelConfig
+from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_record
 from distlearn.core.guard import read_only
 
 E5M6 = FloatFormat("e5m6", 5, 6, storage_bits=12,
@@ -139,6 +147,13 @@ _DS_W = "DeepSeek-V3 §3.3.2: 'for weights, we group and scale elements on a 128
 _TT = ("torchtitan docs/float8.md: 'We cast high precision weights (1/N on each rank) into float8, and perform "
        "float8 all-gather to save bandwidth'")
 _PB = "Ultra-Scale Playbook, FP8 pretraining table"
+_FP8_PG = ("Megatron-LM arguments.py, --fp8-param-gather: 'Keep the compute param in fp8 (do not use any other "
+           "intermediate dtype) and perform the param all-gather in fp8'; megatron/core/distributed/"
+           "param_and_grad_buffer.py group_params_for_buffers: 'param_dtype: storage dtype (torch.uint8 for FP8 ... "
+           "parameters)'")
+_BF16_GRAD = ("megatron/core/distributed/param_and_grad_buffer.py group_params_for_buffers: 'grad_dtype: gradient "
+              "reduction dtype (torch.float if grad_reduce_in_fp32, else param.dtype)'; Megatron-Bridge's FP8-CS "
+              "performance recipes set grad_reduce_in_fp32 = False (the parameters' nominal dtype is bf16)")
 
 
 def _baseline(weights_dtype: str = "bf16", master: bool = True, pb_bf16_grads: bool = True) -> list[KeptTensor]:
@@ -173,6 +188,17 @@ RECIPES: dict[str, Recipe] = read_only({r.key: r for r in [
                   KeptTensor("Adam first moment", "Adam 一阶矩", "optimizer", "fp32", _PB),
                   KeptTensor("Adam second moment", "Adam 二阶矩", "optimizer", "fp32", _PB)] + _FP8_COPIES),
            playbook_total=16),
+    Recipe("megatron-fp8-cs", "Megatron-Core FP8, FP8 primary weights, bf16 gradients",
+           "Megatron-Core FP8：FP8 主权重，bf16 梯度", "fp8",
+           (KeptTensor("FP8 weights: the parameters themselves (row-wise)", "FP8 权重：参数本身（按行）", "params",
+                       "e4m3", _FP8_PG, in_playbook=False),
+            KeptTensor("FP8 weights, transposed (Dgrad)", "FP8 权重，转置（Dgrad）", "fp8_weights", "e4m3", _TE_T,
+                       in_playbook=False),
+            KeptTensor("bf16 gradients (main_grad)", "bf16 梯度（main_grad）", "grads", "bf16", _BF16_GRAD,
+                       in_playbook=False),
+            KeptTensor("fp32 master weights", "fp32 主权重", "optimizer", "fp32", _MEG, in_playbook=False),
+            KeptTensor("Adam first moment", "Adam 一阶矩", "optimizer", "fp32", _MEG, in_playbook=False),
+            KeptTensor("Adam second moment", "Adam 二阶矩", "optimizer", "fp32", _MEG, in_playbook=False))),
     Recipe("deepseek-v3", "DeepSeek-V3 FP8 (report §3.3)", "DeepSeek-V3 FP8（技术报告 §3.3）", "fp8",
            (KeptTensor("fp32 master weights", "fp32 主权重", "optimizer", "fp32", _DS_FP32),
             KeptTensor("fp32 gradients (accumulation)", "fp32 梯度（累加）", "grads", "fp32", _DS_FP32),
@@ -207,7 +233,8 @@ def get_recipe(key: str) -> Recipe:
 def bytes_per_param(recipe: str) -> dict[str, float]:
     """Unsharded bytes per parameter of a recipe: ``{"params", "grads", "optimizer", "fp8_weights", "total"}``.
 
-    For the planner (chapter 14): bf16-mixed 18, te-fp8 20, te-fp32-params 18, deepseek-v3 13.000244
+    For the planner (chapter 14): bf16-mixed 18, te-fp8 20, te-fp32-params 18, megatron-fp8-cs 16 (1 + 1 + 2 + 12),
+    deepseek-v3 13.000244
     (4 + 4 + 2 + 2 + 1 + 4/16384), torchao-fsdp2-float8 16. Raises DistlearnValueError for an unknown recipe.
     """
     return dict(_recipe_bytes(get_recipe(recipe).key))  # a copy: the caller may change it
@@ -250,9 +277,10 @@ def recipe_state_bytes(recipe: str, num_params: int, *, dp: int = 1, zero_stage:
 
 # ---------------------------------------------------------------- activations
 ACTIVATION_RECIPES = ("bf16-mixed", "te-fp8", "torchao-fsdp2-float8", "deepseek-v3")
-# the activation rules each recipe of RECIPES follows: te-fp32-params runs the same Transformer Engine linear layers as
-# te-fp8 (fp32 parameters change the weights, not what a layer caches for backward)
+# the activation rules each recipe of RECIPES follows: te-fp32-params and megatron-fp8-cs run the same Transformer Engine
+# linear layers as te-fp8 (the weights' dtype changes the weights, not what a layer caches for backward)
 ACTIVATION_RULES = read_only({"bf16-mixed": "bf16-mixed", "te-fp8": "te-fp8", "te-fp32-params": "te-fp8",
+                              "megatron-fp8-cs": "te-fp8",
                               "deepseek-v3": "deepseek-v3", "torchao-fsdp2-float8": "torchao-fsdp2-float8"})
 LINEAR_INPUTS = ("qkv_input", "mlp_input", "down_proj_input", "fc2_input")   # inputs only a linear layer keeps
 TILE = 128   # DeepSeek-V3's 1×128 activation tiles: one fp32 scale per 128 elements
@@ -324,7 +352,7 @@ def fp8_activation_table(recipe: str, *, seq_len: int, micro_batch_size: int, hi
     return out
 
 
-def config_layer_fp8_bytes(config, recipe: str, *, seq_len: int, micro_batch_size: int, tp: int = 1,
+def config_layer_fp8_bytes(config: ModelConfig, recipe: str, *, seq_len: int, micro_batch_size: int, tp: int = 1,
                            sequence_parallel: bool = False, recompute: str = "none", attention: str | None = None,
                            activation_bytes: int = 2, swiglu: str = "unfused") -> float:
     """Bytes per GPU one layer of ``config`` (a :class:`~distlearn.core.models.ModelConfig`) keeps for backward under
@@ -333,7 +361,8 @@ def config_layer_fp8_bytes(config, recipe: str, *, seq_len: int, micro_batch_siz
     :func:`distlearn.activation_memory.formulas.config_layer_bytes` (``attention`` defaults to the model's). The
     planner's activations under an FP8 recipe (chapter 14): Transformer Engine caches each linear layer's input in
     FP8, so a te-fp8 layer keeps fewer bytes than the same layer in bf16. Raises DistlearnValueError for an unknown
-    recipe or a bad shape."""
+    recipe, a ``config`` that is not a ModelConfig or a bad shape."""
+    check_record("config", config, ModelConfig, "get_preset('llama3-8b')")
     rules = ACTIVATION_RULES[check_choice("recipe", recipe, tuple(ACTIVATION_RULES))]
     return sum(t.fp8_bytes for t in fp8_activation_table(
         rules, seq_len=seq_len, micro_batch_size=micro_batch_size, tp=tp, sequence_parallel=sequence_parallel,

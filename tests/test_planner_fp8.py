@@ -1,12 +1,14 @@
-"""The planner's activations under an FP8 recipe (issue 38): each layer as fp8_activation_table counts it (linear
+"""The planner under an FP8 recipe (issue 38). Activations: each layer as fp8_activation_table counts it (linear
 inputs cached in FP8, Transformer Engine and DeepSeek-V3 §3.3.3), so chapter 08's table and chapter 14's planner
-agree, and checked here against a closed form written from the TE rules, not from the table."""
+agree, checked against a closed form written from the TE rules, not from the table. Model states and traffic of
+megatron-fp8-cs (FP8 primary weights, bf16 gradients: Megatron-Bridge's FP8 recipes of 2025–26)."""
 import pytest
 
 from distlearn.activation_memory.formulas import config_layer_bytes
 from distlearn.core.hardware import make_cluster
 from distlearn.core.models import get_preset
-from distlearn.planning.setting import make_setting
+from distlearn.planning.setting import Plan, make_setting
+from distlearn.planning.step_time import dp_seconds
 from distlearn.precision import fp8_recipes as R
 
 
@@ -47,8 +49,33 @@ def test_every_recipe_follows_its_activation_rules():
     assert R.config_layer_fp8_bytes(m, "torchao-fsdp2-float8", **kw) == R.config_layer_fp8_bytes(m, "bf16-mixed", **kw)
     assert R.config_layer_fp8_bytes(m, "bf16-mixed", **kw) == pytest.approx(base, rel=1e-12)
     assert R.config_layer_fp8_bytes(m, "deepseek-v3", **kw) < R.config_layer_fp8_bytes(m, "te-fp8", **kw)
-    for recipe in ("te-fp8", "te-fp32-params", "deepseek-v3", "torchao-fsdp2-float8"):
+    assert R.config_layer_fp8_bytes(m, "megatron-fp8-cs", **kw) == R.config_layer_fp8_bytes(m, "te-fp8", **kw)
+    for recipe in ("te-fp8", "te-fp32-params", "megatron-fp8-cs", "deepseek-v3", "torchao-fsdp2-float8"):
         assert _setting(recipe).act(1, 8, True, "none") == R.config_layer_fp8_bytes(m, recipe, **kw)
     from distlearn.core.validate import DistlearnValueError
     with pytest.raises(DistlearnValueError, match="recipe"):
         R.config_layer_fp8_bytes(m, "fp8-everything", **kw)
+
+
+def test_megatron_fp8_cs_keeps_and_moves_its_own_bytes():
+    """megatron-fp8-cs: the FP8 parameter (E4M3, 1 B) and TE's transposed copy (1 B), bf16 gradients (2 B), fp32
+    master weights and Adam moments (3 × 4 B) = 16 B per parameter, from the formats' bits; the planner's
+    data-parallel collectives move 1 B per parameter in the all-gather and 2 B in the reduce-scatter, so with every
+    collective exposed (pp = 2, after the flush) a step's data-parallel seconds are half te-fp8's (2 B and 4 B), plus
+    the same per-message latency."""
+    from distlearn.precision.formats import FORMATS
+    e4m3, bf16, fp32 = (FORMATS[k].nbytes for k in ("e4m3", "bf16", "fp32"))
+    assert R.bytes_per_param("megatron-fp8-cs") == {"params": e4m3, "fp8_weights": e4m3, "grads": bf16,
+                                                    "optimizer": 3 * fp32, "total": 16}
+    assert R.get_recipe("megatron-fp8-cs").gemm == "fp8"
+
+    def setting(precision):
+        return make_setting(get_preset("llama3-70b"), make_cluster("h100-80gb", 512), 512, 8192, precision,
+                            attention="flash")
+    cs, te = setting("megatron-fp8-cs"), setting("te-fp8")
+    assert (cs.per["params"], cs.per["grads"]) == (1, 2) and (te.per["params"], te.per["grads"]) == (2, 4)
+    plan = Plan(dp=32, tp=8, pp=2, zero_stage=1, micro_batch_size=1, num_microbatches=16, sequence_parallel=True)
+    assert 0.5 < dp_seconds(cs, plan) / dp_seconds(te, plan) < 0.53
+    psi = 10 ** 9
+    states = R.recipe_state_bytes("megatron-fp8-cs", psi, dp=64, zero_stage=1)
+    assert (states.params, states.fp8_weights, states.grads, states.optimizer) == (psi, psi, 2 * psi, 12 * psi / 64)
