@@ -181,6 +181,23 @@ class NotebookResult:
         return "\n".join(lines)
 
 
+def in_ci() -> bool:
+    """Whether the tests run under CI (environment variable ``CI`` = 1, true or yes, any case), where a missing tool
+    is a failure, not a skip."""
+    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
+
+
+def require(ok: bool, how: str) -> None:
+    """Go on when ``ok``; otherwise fail under CI (:func:`in_ci`) and skip elsewhere, saying ``how`` to get what is
+    missing (Chromium, the .[site] extra, ...). Every test that needs an optional tool calls this one gate."""
+    import pytest  # the harness also runs as a script, without pytest
+
+    if not ok:
+        if in_ci():
+            pytest.fail(how)
+        pytest.skip(how)
+
+
 def _env_flag(name: str) -> bool:
     """Whether environment variable ``name`` is set to anything but empty or "0"."""
     return os.environ.get(name, "") not in ("", "0")

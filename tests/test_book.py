@@ -31,11 +31,6 @@ OUT = bh.ROOT / "build" / "book-test"
 PAGE_RANGE = (220, 480)
 
 
-def _require(ok: bool, how: str) -> None:
-    if not ok:
-        (pytest.fail if os.environ.get("CI", "").lower() in ("1", "true", "yes") else pytest.skip)(how)
-
-
 # ---------------------------------------------------------------- reading a PDF
 def _fonts(page) -> dict:
     """``{resource name: (kind, Type 3 code → glyph name, embedded, name)}`` of one page's fonts."""
@@ -192,7 +187,7 @@ def test_title_check_reports_a_missing_chapter():
 def test_radical_equivalents_read_from_the_chinese_font():
     """The font's own map says which radical shares a glyph with which ideograph (⼀ with 一, ⾏ with 行, ⻔ with 门)."""
     faces = book.font_faces()
-    _require(bool(faces) and book.has_cjk_font(), book.HOW_TO_GET_CJK)
+    bh.require(bool(faces) and book.has_cjk_font(), book.HOW_TO_GET_CJK)
     eq = book.radical_equivalents(*faces[0])
     assert eq[0x2F00] == ord("一") and eq[0x2F8F] == ord("行") and eq[0x2ED4] == ord("门"), faces[0]
     assert all(0x2E80 <= r <= 0x2FDF and not 0x2E80 <= i <= 0x2FDF for r, i in eq.items())
@@ -224,9 +219,9 @@ def test_glyph_check_fails_without_a_chinese_font(tmp_path):
     """The same Chinese page printed twice: with the machine's fonts, no glyph is missing; with every font that
     covers Chinese hidden from fontconfig, each Chinese character is drawn as glyph 0 and the check says so."""
     chromium = book.find_chromium()
-    _require(chromium is not None, book.HOW_TO_GET_CHROMIUM)
-    _require(importlib.util.find_spec("pypdf") is not None, "pypdf (the .[test] extra) is not installed")
-    _require(book.has_cjk_font(), book.HOW_TO_GET_CJK)
+    bh.require(chromium is not None, book.HOW_TO_GET_CHROMIUM)
+    bh.require(importlib.util.find_spec("pypdf") is not None, "pypdf (the .[test] extra) is not installed")
+    bh.require(book.has_cjk_font(), book.HOW_TO_GET_CJK)
     (tmp_path / "p.html").write_text('<html lang="zh-CN"><head><meta charset="utf-8"></head><body>'
                                      "<h1>专家并行 expert parallelism</h1><p>数据并行：∑ → ✓ ✗ “引号”</p></body></html>",
                                      encoding="utf-8")
@@ -242,10 +237,10 @@ def test_glyph_check_fails_without_a_chinese_font(tmp_path):
 
 @pytest.fixture(scope="module")
 def books():
-    _require(importlib.util.find_spec("sphinx") is not None, "the book needs the .[site] extra (make site)")
-    _require(importlib.util.find_spec("pypdf") is not None, "pypdf (the .[test] extra) is not installed")
-    _require(book.find_chromium() is not None, book.HOW_TO_GET_CHROMIUM)
-    _require(book.has_cjk_font(), book.HOW_TO_GET_CJK)
+    bh.require(importlib.util.find_spec("sphinx") is not None, "the book needs the .[site] extra (make site)")
+    bh.require(importlib.util.find_spec("pypdf") is not None, "pypdf (the .[test] extra) is not installed")
+    bh.require(book.find_chromium() is not None, book.HOW_TO_GET_CHROMIUM)
+    bh.require(book.has_cjk_font(), book.HOW_TO_GET_CJK)
     res = book.build(OUT, log=lambda *a: None)
     print(f"book: {res.pages} pages in {res.seconds:.0f} s")
     return res

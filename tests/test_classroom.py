@@ -48,17 +48,6 @@ HOW_TO_GET_HUB = ("JupyterHub not found: .venv/bin/pip install -e '.[classroom]'
 CORRECT = "2 * (world_size - 1) / world_size * nbytes"
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def _require(ok: bool, why: str) -> None:
-    if not ok:
-        if _in_ci():
-            pytest.fail(why)
-        pytest.skip(why)
-
-
 def answer(name: str, token: str) -> str:
     """The exercise cell a student types: an answer of their own (bob's is wrong), marked with their tag."""
     body = CORRECT if name != "bob" else "nbytes"
@@ -264,7 +253,7 @@ def hub(tmp_path_factory):
         import jupyterhub  # noqa: F401
         import configurable_http_proxy  # noqa: F401
     except ImportError:
-        _require(False, HOW_TO_GET_HUB)
+        bh.require(False, HOW_TO_GET_HUB)
     folder = tmp_path_factory.mktemp("classroom")
     port = C.free_port()
     config = C.prepare(folder, STUDENTS, ip="127.0.0.1", port=port, limits=LIMITS,
@@ -330,7 +319,7 @@ def _text(x) -> str:
 @pytest.mark.classroom
 def test_three_students_at_once_each_in_their_own_server_copy_and_kernel(hub):
     chromium = bh.find_chromium()
-    _require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
+    bh.require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     t0 = time.monotonic()

@@ -221,3 +221,59 @@ def test_plan_command_notes_an_option_that_changes_none_of_the_plans_shown(capsy
     assert ("3 plans shown" in notes[0]) if lang == "en" else ("显示的 3 个方案" in notes[0])
     assert [line for line in again.splitlines() if line.startswith("--")] == notes
     assert not _zh_readable(out, lang)
+
+
+# ---------------------------------------------------------------- the kernel options: swiglu, attention, causal
+# each flipped alone from its default (they act on the layer's kernels and saved bytes, apart from the overlaps):
+# a Llama and a GPT model on the kernel model and on the flat one, an MoE model under DeepSeek-V3's FP8 recipe, every
+# recomputation mode, a sequence of 1,024 tokens and one of a single flash tile
+KERNEL_CASES = {"llama": ("llama3-8b", "mixed", None), "llama-flat": ("llama3-8b", "mixed", 0.5),
+                "gpt": ("gpt2-small", "mixed", None), "gpt-flat": ("gpt2-small", "mixed", 0.5),
+                "moe-fp8": ("mixtral-8x7b", "deepseek-v3", None)}
+
+
+def _flipped(model, option):
+    """The non-default value of a kernel option for ``model``."""
+    from distlearn.activation_memory.formulas import default_attention
+    return {"swiglu": "fused", "causal": False,
+            "attention": "materialised" if default_attention(model) == "flash" else "flash"}[option]
+
+
+def kernel_problems(fn) -> list[str]:
+    """What is wrong with ``fn`` as ineffective_options on the kernel options (the same rules as :func:`problems`)."""
+    bad, changes, named_somewhere = [], set(), set()
+    for case, (name, precision, efficiency) in KERNEL_CASES.items():
+        model = {**MOE_PRESETS}.get(name) or get_preset(name)
+        for seq, recompute in itertools.product((1024, 128), ("none", "selective", "norm-act", "full")):
+            for p in _plans(model):
+                p = dataclasses.replace(p, recompute=recompute)
+                cluster = make_cluster("h100-80gb", p.world_size)
+                base = make_setting(model, cluster, GLOBAL_BATCH, seq, precision, efficiency=efficiency)
+                t0, m0 = plan_time(base, p), plan_memory(base, p)
+                for option in ("swiglu", "attention", "causal"):
+                    st = make_setting(model, cluster, GLOBAL_BATCH, seq, precision, efficiency=efficiency,
+                                      **{option: _flipped(model, option)})
+                    same = plan_time(st, p) == t0 and plan_memory(st, p) == m0
+                    named = {r.option for r in fn(st, p)}
+                    named_somewhere |= named
+                    if option in named and not same:
+                        bad.append(f"{case}: {option} called ineffective but changes {p.describe()} at s = {seq}")
+                    elif option not in named and same:
+                        bad.append(f"{case}: {option} changes nothing on {p.describe()} at s = {seq} but is not named")
+                    changes |= {option} if not same and option not in named else set()
+                    bad += [f"{case}: {o} named but not set" for o in named if o != option]
+    bad += [f"{o}: never called ineffective" for o in ("swiglu", "attention", "causal") if o not in named_somewhere]
+    bad += [f"{o}: never called effective where it changes the prediction" for o in ("swiglu", "attention", "causal")
+            if o not in changes]
+    return bad
+
+
+def test_the_kernel_options_called_ineffective_change_nothing_and_change_something_elsewhere():
+    assert kernel_problems(ineffective_options) == []
+
+
+def test_the_kernel_check_fails_a_rule_that_forgets_the_flat_model():
+    """causal called effective on the flat time model (a deliberate break): caught."""
+    def broken(st, p):
+        return [r for r in ineffective_options(st, p) if not (r.option == "causal" and not st.kernel_model)]
+    assert any("causal changes nothing" in line for line in kernel_problems(broken))

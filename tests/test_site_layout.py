@@ -28,7 +28,6 @@ tests/test_web_explorers.py would render anyway), serve them on 127.0.0.1 and re
 from __future__ import annotations
 
 import importlib.util
-import os
 import re
 
 import pytest
@@ -88,14 +87,24 @@ def test_the_page_script_rule_is_the_documented_one(line, row):
 
 
 # ---------------------------------------------------------------- the built site in Chromium (extended)
-def _require(ok: bool, how: str) -> None:
-    if not ok:
-        (pytest.fail if os.environ.get("CI", "").lower() in ("1", "true", "yes") else pytest.skip)(how)
+def test_the_one_gate_fails_under_ci_and_skips_elsewhere(monkeypatch):
+    """browser_harness.require, the gate every optional-tool test uses (site, Chromium, nbgrader ...): CI = 1 / true
+    / yes (any case) fails, anything else skips, and an available tool passes."""
+    for value, outcome in (("1", pytest.fail.Exception), ("TRUE", pytest.fail.Exception),
+                           ("yes", pytest.fail.Exception), ("", pytest.skip.Exception),
+                           ("0", pytest.skip.Exception), ("false", pytest.skip.Exception)):
+        monkeypatch.setenv("CI", value)
+        with pytest.raises(outcome, match="install it"):
+            bh.require(False, "install it")
+        bh.require(True, "install it")
+    monkeypatch.delenv("CI")
+    with pytest.raises(pytest.skip.Exception):
+        bh.require(False, "install it")
 
 
 @pytest.fixture(scope="module")
 def site():
-    _require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
+    bh.require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
              "the website needs the .[site] extra (make site)")
     res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None)  # with live explorers
     assert not any(res.warnings.values()), res.warnings
@@ -111,7 +120,7 @@ def base(site):
 @pytest.fixture(scope="module")
 def browser():
     chromium = bh.find_chromium()
-    _require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
+    bh.require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

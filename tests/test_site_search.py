@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import functools
 import importlib.util
-import os
 import re
 from pathlib import Path
 
@@ -190,8 +189,8 @@ def test_chinese_index_holds_the_compounds_whole():
 # ---------------------------------------------------------------- the whole site, searched in Chromium
 @pytest.fixture(scope="module")
 def site():
-    if importlib.util.find_spec("sphinx") is None or importlib.util.find_spec("myst_nb") is None:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)("the website needs the .[site] extra (make site)")
+    bh.require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
+               "the website needs the .[site] extra (make site)")
     res = website.build(OUT, jobs=1, log=lambda *a: None, explorers=False)  # search needs no live explorer
     assert not any(res.warnings.values()), res.warnings
     return res
@@ -206,8 +205,7 @@ def base_url(site):
 @pytest.fixture(scope="module")
 def page(base_url):
     chromium = bh.find_chromium()
-    if chromium is None:
-        (pytest.fail if os.environ.get("CI") else pytest.skip)(bh.HOW_TO_GET_CHROMIUM)
+    bh.require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     with sync_playwright() as pw:

@@ -48,17 +48,6 @@ HOW_TO_GET_SPHINX = ("The website needs Sphinx and MyST-NB: run `make site` once
                      "`.venv/bin/pip install -e '.[site]'`。")
 
 
-def _in_ci() -> bool:
-    return os.environ.get("CI", "").strip().lower() in ("1", "true", "yes")
-
-
-def _require(ok: bool, how: str) -> None:
-    if not ok:
-        if _in_ci():
-            pytest.fail(how)
-        pytest.skip(how)
-
-
 # ---------------------------------------------------------------- what the source says each page must show
 def source_headings(stem: str, lang: str) -> list[str]:
     """The headings of ``notebooks/<stem>.ipynb``'s ``lang`` prose cells, as plain text (markdown marks removed)."""
@@ -374,7 +363,7 @@ def test_furniture_check_catches_the_other_language():
 # ---------------------------------------------------------------- the real site in a real browser
 @pytest.fixture(scope="module")
 def built():
-    _require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
+    bh.require(importlib.util.find_spec("sphinx") is not None and importlib.util.find_spec("myst_nb") is not None,
              HOW_TO_GET_SPHINX)
     res = website.build(OUT, chapters=CHAPTERS, jobs=1, log=lambda *a: None, explorers=False)  # live: test_web_explorers
     print(f"site build ({len(res.pages)} pages x {len(res.languages)} languages): {res.seconds:.1f} s")
@@ -390,7 +379,7 @@ def server(built):
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory):
     chromium = bh.find_chromium()
-    _require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
+    bh.require(chromium is not None, bh.HOW_TO_GET_CHROMIUM)
     from playwright.sync_api import sync_playwright
 
     env = dict(os.environ)

@@ -66,7 +66,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from distlearn.activation_memory.formulas import RECOMPUTE_MODES
+from distlearn.activation_memory.formulas import RECOMPUTE_MODES, default_attention
 from distlearn.core.guard import read_only
 from distlearn.context_parallel.simulation import cp_comm_bytes
 from distlearn.core.validate import check_choice, check_int, check_number, checks, each, mapping, record, whole
@@ -783,8 +783,8 @@ def dp_seconds(st: Setting, p: Plan) -> float:
 @dataclass(frozen=True)
 class IneffectiveOption:
     """A run option of the setting that changes neither the plan's predicted step time nor its memory
-    (:func:`ineffective_options`): ``option`` names a field of :class:`~distlearn.planning.setting.Overlap` or
-    ``"grad_sync"``, ``value`` is the setting's (not the default), ``why_en`` / ``why_zh`` say why in one clause."""
+    (:func:`ineffective_options`): ``option`` names a field of :class:`~distlearn.planning.setting.Overlap`,
+    ``"grad_sync"``, ``"swiglu"``, ``"attention"`` or ``"causal"``, ``value`` is the setting's (not the default), ``why_en`` / ``why_zh`` say why in one clause."""
 
     option: str
     value: object
@@ -795,7 +795,8 @@ class IneffectiveOption:
 def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
     """The options of setting ``st`` set away from :func:`~distlearn.planning.setting.make_setting`'s default
     (``grad_sync`` other than ``"per_step"``, a field of ``st.overlap`` other than
-    :data:`~distlearn.planning.setting.NO_OVERLAP`'s) that leave :func:`plan_time` and
+    :data:`~distlearn.planning.setting.NO_OVERLAP`'s, ``swiglu`` other than ``"unfused"``, ``attention`` other than
+    the model's :func:`~distlearn.activation_memory.formulas.default_attention`, ``causal`` off) that leave :func:`plan_time` and
     :func:`distlearn.planning.memory.plan_memory` of plan ``p`` exactly as they are without them, each with the
     reason, read off the code that uses the option:
 
@@ -813,6 +814,13 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
       pp > 1 without ``grad_reduce`` (exposed already);
     - ``fp8_dispatch`` (:func:`all_to_all_bytes`): no effect without expert parallelism (a dense model, ep = 1) or
       when the recipe sends no FP8 all-to-all (:data:`distlearn.precision.fp8_recipes.COMMUNICATION`);
+    - ``swiglu`` (``"fused"``): no effect on a model without SwiGLU (GPT's GELU MLP), or on the flat time model
+      with norm-act recomputation (both kernels keep the activation's input then; with full recomputation the
+      recomputed layer's working set still differs);
+    - ``attention`` (the model's non-default kernel): no effect with cp > 1 (flash everywhere), or on the flat time
+      model with selective recomputation (neither kernel's internals are stored);
+    - ``causal`` (``False``): no effect on the flat time model, with a materialised attention core at cp = 1, or
+      when the whole sequence is one :data:`~distlearn.planning.kernels.FLASH_TILE`;
     - ``fp8_block_ceiling`` (:func:`kernel_model`): no effect with the flat time model, a recipe outside
       :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` or a GPU without a
       :data:`~distlearn.planning.kernels.FP8_BLOCK_CEILING`.
@@ -880,6 +888,33 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
         elif not any(c.recipe == st.precision and c.collective == "all_to_all" for c in COMMUNICATION):
             add("fp8_dispatch", False, (f"the recipe {st.precision} sends no FP8 all-to-all",
                                         f"精度方案 {st.precision} 没有 FP8 的 AllToAll"))
+    # the kernel options of make_setting: the SwiGLU kernel, the attention kernel, the causal flash kernel
+    if st.swiglu != "unfused":
+        if st.model.arch != "llama":
+            add("swiglu", st.swiglu, ("the model's MLP has no SwiGLU (it uses GELU)", "模型的 MLP 没有 SwiGLU（用的是 GELU）"))
+        elif not st.kernel_model and p.recompute == "norm-act":
+            add("swiglu", st.swiglu, ("the flat time model has no elementwise kernels, and with norm-act "
+                                      "recomputation both SwiGLU kernels keep the same bytes (the activation's input)",
+                                      "平坦时间模型不计逐元素算子，而 norm-act 重计算时两种 SwiGLU 算子保存的字节数相同"
+                                      "（都只存激活函数的输入）"))
+    if st.attention != default_attention(st.model):
+        if p.cp > 1:
+            add("attention", st.attention, ("with context parallelism (cp > 1) every layer runs a flash kernel",
+                                            "上下文并行（cp > 1）时每一层都用 flash 算子"))
+        elif not st.kernel_model and p.recompute == "selective":
+            add("attention", st.attention, ("the flat time model counts the same FLOPs for both kernels, and selective "
+                                            "recomputation stores neither kernel's internals",
+                                            "平坦时间模型对两种算子计相同的 FLOPs，而选择性重计算不保存任何一种算子的中间结果"))
+    if not st.causal:
+        if not st.kernel_model:
+            add("causal", False, ("the flat time model does not time the attention kernel",
+                                  "平坦时间模型不单独计注意力算子的时间"))
+        elif st.attention != "flash" and p.cp == 1:
+            add("causal", False, ("a materialised attention core computes every score anyway",
+                                  "显式计算注意力分数时，每个分数本来都要算"))
+        elif st.s <= kernels.FLASH_TILE:
+            add("causal", False, (f"the sequence fits in one {kernels.FLASH_TILE}-token tile, which the kernel "
+                                  f"computes whole", f"整个序列只占一个 {kernels.FLASH_TILE} 词元的分块，算子总是整块计算"))
     if not o.fp8_block_ceiling:
         if not st.kernel_model:
             add("fp8_block_ceiling", False, ("the flat time model (efficiency given) has no GEMM ceiling",
