@@ -15,7 +15,9 @@ Recipes (:data:`RECIPES`) and their sources, quoted:
   ``is_first_microbatch``: "during FP8 training, it allows caching of the FP8 versions of the weights". It keeps
   two: the row-wise copy for the forward GEMM and a column-wise (transposed) copy for Dgrad, because "FP8 GEMM on
   Hopper only supports TN layout" and "Weight with column-wise usage is needed for dgrad GEMM" (TE
-  ``pytorch/module/linear.py``). Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
+  ``pytorch/module/linear.py``). Blackwell's FP8 GEMMs take either layout and TE keeps one buffer there ("no
+  separate transpose is materialized", ``pytorch/tensor/float8_tensor.py``): the course counts Hopper's two copies
+  on every GPU, 1 B per parameter too many on a B200 or GB200. Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
   are a few kilobytes per layer: 0 per parameter here.
 - ``te-fp32-params`` — TE modules with fp32 parameters (TE's default ``params_dtype``), the row the Ultra-Scale
   Playbook tabulates ("Transformer engine | FP8 | n/a | n/a | FP32 | FP32 | FP32 + FP32 | 4 + 4 + 4 + 4 = 16
