@@ -151,10 +151,11 @@ _TT = ("torchtitan docs/float8.md: 'We cast high precision weights (1/N on each 
 _PB = "Ultra-Scale Playbook, FP8 pretraining table"
 _FP8_PG = ("Megatron-LM arguments.py, --fp8-param-gather: 'Keep the compute param in fp8 (do not use any other "
            "intermediate dtype) and perform the param all-gather in fp8'; megatron/core/distributed/"
-           "param_and_grad_buffer.py group_params_for_buffers: 'param_dtype: storage dtype (torch.uint8 for FP8 ... "
-           "parameters)'")
-_BF16_GRAD = ("megatron/core/distributed/param_and_grad_buffer.py group_params_for_buffers: 'grad_dtype: gradient "
-              "reduction dtype (torch.float if grad_reduce_in_fp32, else param.dtype)'; Megatron-Bridge's FP8-CS "
+           "param_and_grad_buffer.py group_params_for_buffers (Megatron-LM of 2026; distributed_data_parallel.py at "
+           "the commits Megatron-Bridge's tags pin): 'param_dtype: storage dtype (torch.uint8 for FP8 ... "
+           "parameters)'; on Blackwell TE keeps no separate transpose (one buffer, 15 B per parameter in all)")
+_BF16_GRAD = ("megatron/core/distributed/param_and_grad_buffer.py group_params_for_buffers (distributed_data_parallel.py "
+              "at the commits the tags pin): 'grad_dtype: gradient reduction dtype (torch.float if grad_reduce_in_fp32, else param.dtype)'; Megatron-Bridge's FP8-CS "
               "performance recipes set grad_reduce_in_fp32 = False (the parameters' nominal dtype is bf16)")
 
 
