@@ -104,12 +104,11 @@ def test_calibration_and_validation_quotes(prose):
     fits = sum(e.fits for e in estimates.values())
     left = [n for n, e in estimates.items() if not e.fits]
     still = len(left)
-    offload = sum("offloads activations" in (planner.PUBLISHED_RUNS[n].get("not_modelled") or "") for n in left)
-    rest = sorted(estimates[n].memory["activations"] / 1e9 for n in left
-                  if "offloads activations" not in (planner.PUBLISHED_RUNS[n].get("not_modelled") or ""))
+    offloading = {n for n in left if "offloads activations" in (planner.PUBLISHED_RUNS[n].get("not_modelled") or "")}
+    offload = len(offloading)
+    rest = sorted(estimates[n].memory["activations"] / 1e9 for n in left if n not in offloading)
     assert len(mb_rows) == 30 and len(mb_scored) == 15 and 0 < fits < len(mb_rows)
-    assert all("gb200-405b" in n and planner.PUBLISHED_RUNS[n]["plan"].pp == 16 for n in left
-               if "offloads activations" not in (planner.PUBLISHED_RUNS[n].get("not_modelled") or ""))
+    assert all("gb200-405b" in n and planner.PUBLISHED_RUNS[n]["plan"].pp == 16 for n in left if n not in offloading)
     acts = f"{rest[0]:.0f}–{rest[-1]:.0f} GB"
     assert {planner.PUBLISHED_RUNS[n]["precision"] for n in mb_rows} == {"megatron-fp8-cs"}
     same = {calibration.MBRIDGE_MISSES[n][1][6] for n in calibration.MBRIDGE_MISSES if "gb200-8b" in n}

@@ -58,6 +58,7 @@ modules, normalization operators, and attention operators").
 """
 from __future__ import annotations
 
+import dataclasses
 import functools
 from dataclasses import dataclass
 
@@ -195,13 +196,10 @@ RECIPES: dict[str, Recipe] = read_only({r.key: r for r in [
            "Megatron-Core FP8：FP8 主权重，bf16 梯度", "fp8",
            (KeptTensor("FP8 weights: the parameters themselves (row-wise)", "FP8 权重：参数本身（按行）", "params",
                        "e4m3", _FP8_PG, in_playbook=False),
-            KeptTensor("FP8 weights, transposed (Dgrad)", "FP8 权重，转置（Dgrad）", "fp8_weights", "e4m3", _TE_T,
-                       in_playbook=False),
+            _FP8_COPIES[1],  # TE's transposed copy for Dgrad
             KeptTensor("bf16 gradients (main_grad)", "bf16 梯度（main_grad）", "grads", "bf16", _BF16_GRAD,
-                       in_playbook=False),
-            KeptTensor("fp32 master weights", "fp32 主权重", "optimizer", "fp32", _MEG, in_playbook=False),
-            KeptTensor("Adam first moment", "Adam 一阶矩", "optimizer", "fp32", _MEG, in_playbook=False),
-            KeptTensor("Adam second moment", "Adam 二阶矩", "optimizer", "fp32", _MEG, in_playbook=False))),
+                       in_playbook=False))
+           + tuple(dataclasses.replace(t, in_playbook=False) for t in _baseline() if t.role == "optimizer")),
     Recipe("deepseek-v3", "DeepSeek-V3 FP8 (report §3.3)", "DeepSeek-V3 FP8（技术报告 §3.3）", "fp8",
            (KeptTensor("fp32 master weights", "fp32 主权重", "optimizer", "fp32", _DS_FP32),
             KeptTensor("fp32 gradients (accumulation)", "fp32 梯度（累加）", "grads", "fp32", _DS_FP32),
@@ -282,9 +280,8 @@ def recipe_state_bytes(recipe: str, num_params: int, *, dp: int = 1, zero_stage:
 ACTIVATION_RECIPES = ("bf16-mixed", "te-fp8", "torchao-fsdp2-float8", "deepseek-v3")
 # the activation rules each recipe of RECIPES follows: te-fp32-params and megatron-fp8-cs run the same Transformer Engine
 # linear layers as te-fp8 (the weights' dtype changes the weights, not what a layer caches for backward)
-ACTIVATION_RULES = read_only({"bf16-mixed": "bf16-mixed", "te-fp8": "te-fp8", "te-fp32-params": "te-fp8",
-                              "megatron-fp8-cs": "te-fp8",
-                              "deepseek-v3": "deepseek-v3", "torchao-fsdp2-float8": "torchao-fsdp2-float8"})
+ACTIVATION_RULES = read_only({**{k: k for k in ACTIVATION_RECIPES}, "te-fp32-params": "te-fp8",
+                              "megatron-fp8-cs": "te-fp8"})
 LINEAR_INPUTS = ("qkv_input", "mlp_input", "down_proj_input", "fc2_input")   # inputs only a linear layer keeps
 TILE = 128   # DeepSeek-V3's 1×128 activation tiles: one fp32 scale per 128 elements
 
