@@ -503,6 +503,7 @@ CALLS = {
     "distlearn.precision.fp8_recipes.dtype_bytes": lambda: {"dtype": "bf16"},
     "distlearn.precision.fp8_recipes.get_recipe": lambda: {"key": _recipe_key()},
     "distlearn.precision.fp8_recipes.bytes_per_param": lambda: {"recipe": _recipe_key()},
+    "distlearn.precision.fp8_recipes.fp8_transpose_kept": lambda: {"gpu_name": "b200"},
     "distlearn.precision.fp8_recipes.recipe_state_bytes": lambda: {"recipe": _recipe_key(), "num_params": 1_000_000},
     "distlearn.precision.fp8_recipes.fp8_activation_table": lambda: {"recipe": _recipe_key(), "seq_len": 2048,
                                                                      "micro_batch_size": 1, "hidden_size": 1024,

@@ -277,3 +277,47 @@ def test_the_kernel_check_fails_a_rule_that_forgets_the_flat_model():
     def broken(st, p):
         return [r for r in ineffective_options(st, p) if not (r.option == "causal" and not st.kernel_model)]
     assert any("causal changes nothing" in line for line in kernel_problems(broken))
+
+
+# ---------------------------------------------------------------- the model's node-limited routing
+def _routing_rows():
+    """(plan, named, same): every small MoE layout (dp, tp, ep ∈ {1, 2, 4}) on GPUs in NVLink domains of 2, so an
+    ep group of 4 spans two domains; ``named``: max_nodes_per_token = 1 called ineffective; ``same``: time and
+    memory identical (==) with the limit and without it."""
+    base = MOE_PRESETS["mixtral-8x7b"]
+    limited = dataclasses.replace(base, max_nodes_per_token=1)
+    gpu = make_cluster("h100-80gb", 8).gpu.with_(gpus_per_node=2)
+    for dp, tp, ep in itertools.product((1, 2, 4), (1, 2), (1, 2, 4)):
+        if ep > dp:
+            continue
+        p = Plan(dp=dp, tp=tp, pp=1, ep=ep, zero_stage=1, recompute="selective", micro_batch_size=1,
+                 num_microbatches=GLOBAL_BATCH // dp)
+        cluster = make_cluster(gpu, p.world_size)
+        st0, st1 = (make_setting(m, cluster, GLOBAL_BATCH, SEQ) for m in (base, limited))
+        named = {r.option for r in ineffective_options(st1, p)}
+        assert "max_nodes_per_token" not in {r.option for r in ineffective_options(st0, p)}
+        same = plan_time(st0, p) == plan_time(st1, p) and plan_memory(st0, p) == plan_memory(st1, p)
+        yield p, "max_nodes_per_token" in named, same
+
+
+def test_max_nodes_per_token_is_named_exactly_where_it_changes_nothing():
+    """Named without expert parallelism or with the ep group inside one NVLink domain (the direct all-to-all);
+    not named, and changing the time, when the group spans domains (ep 4 over domains of 2)."""
+    rows = list(_routing_rows())
+    assert [p.describe() for p, named, same in rows if named != same] == []
+    assert any(named for _, named, _ in rows) and any(not same for _, _, same in rows)
+
+
+def test_node_limited_dispatch_never_reaches_more_domains_than_experts():
+    """A token with k routed experts reaches at most k domains: top-1 routing over two domains sends each token over
+    the network at most once, (d − 1)/d of its bytes on average, whatever max_domains allows; with k = 8 and
+    DeepSeek-V3's M = 4 the limit M binds."""
+    from distlearn.core.topology import dispatch_cost, make_topology
+
+    topo = make_topology("h100-80gb")
+    nbytes = 1e9
+    one = dispatch_cost(topo, nbytes, 1, 16, 8, 4)
+    assert one.seconds == pytest.approx(15 * topo.alpha_network + max(0, (1 / 2) * nbytes / topo.network_bw))
+    eight = dispatch_cost(topo, nbytes, 8, 32, 8, 4)
+    assert eight.seconds == pytest.approx(31 * topo.alpha_network
+                                          + max(8 * 7 / 8 * nbytes / topo.intra_bw, 4 * 3 / 4 * nbytes / topo.network_bw))

@@ -79,3 +79,38 @@ def test_megatron_fp8_cs_keeps_and_moves_its_own_bytes():
     psi = 10 ** 9
     states = R.recipe_state_bytes("megatron-fp8-cs", psi, dp=64, zero_stage=1)
     assert (states.params, states.fp8_weights, states.grads, states.optimizer) == (psi, psi, 2 * psi, 12 * psi / 64)
+
+
+def test_blackwell_keeps_one_fp8_buffer_per_weight():
+    """Transformer Engine keeps a transposed FP8 copy of each weight only where FP8 GEMMs take the TN layout alone
+    (Hopper); on a B200 or GB200 one buffer serves both layouts (TE utils.py is_non_tn_fp8_gemm_supported: compute
+    capability 10.x). The recipes lose exactly that byte there, and the planner's per-GPU model states follow the
+    GPU: the same plan on a B200 keeps one byte less per parameter of the stage than on an H200 (both 141 GB-class
+    presets differ in nothing the states read). Fails if the planner counts Hopper's copy on every GPU."""
+    from distlearn.precision.formats import FORMATS
+    e4m3 = FORMATS["e4m3"].nbytes
+    for recipe in ("te-fp8", "te-fp32-params", "megatron-fp8-cs"):
+        hopper, blackwell = R.bytes_per_param(recipe), R.bytes_per_param(recipe, fp8_transpose=False)
+        assert hopper["fp8_weights"] - blackwell["fp8_weights"] == e4m3
+        assert hopper["total"] - blackwell["total"] == e4m3
+        assert {k: v for k, v in hopper.items() if k not in ("fp8_weights", "total")} == \
+            {k: v for k, v in blackwell.items() if k not in ("fp8_weights", "total")}
+    for recipe in ("bf16-mixed", "deepseek-v3", "torchao-fsdp2-float8"):  # no TE transposed copy to drop
+        assert R.bytes_per_param(recipe) == R.bytes_per_param(recipe, fp8_transpose=False)
+    assert R.bytes_per_param("megatron-fp8-cs", fp8_transpose=False)["total"] == 15
+    assert [R.fp8_transpose_kept(g) for g in ("h100-80gb", "h200", "h800", "a100-80gb", "b200", "gb200-nvl72",
+                                               "GB200-NVL72-64")] == [True] * 4 + [False] * 3
+    with pytest.raises(Exception, match="gpu_name"):
+        R.fp8_transpose_kept(None)
+    with pytest.raises(Exception, match="fp8_transpose"):
+        R.bytes_per_param("te-fp8", fp8_transpose="no")
+
+    model = get_preset("llama3-70b")
+    plan = Plan(dp=8, tp=8, pp=2, zero_stage=1, micro_batch_size=1, num_microbatches=16, sequence_parallel=True)
+    for recipe in ("te-fp8", "megatron-fp8-cs"):
+        st = {g: make_setting(model, make_cluster(g, 128), 128, 8192, recipe, attention="flash")
+              for g in ("h100-80gb", "b200")}
+        stage_params = st["b200"].stage_sums(0, 40).dense_params / 8  # a 40-layer stage's dense weights per GPU
+        hopper, blackwell = (st[g].states(stage_params, 8, 1) for g in ("h100-80gb", "b200"))
+        assert hopper.params - blackwell.params == pytest.approx(stage_params * e4m3)
+        assert (hopper.grads, hopper.optimizer) == (blackwell.grads, blackwell.optimizer)

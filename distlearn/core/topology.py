@@ -340,7 +340,8 @@ def dispatch_cost(topo: Topology, nbytes: float, copies: int, group: int, per_do
       ``copies × nbytes`` bytes (k − 1 of g − 1 peers on NVLink);
     - ``max_domains=M`` (node-limited routing, DeepSeek-V3 §2.1.2: each token's experts on at most M = 4 nodes;
       §3.2.2: a token crosses InfiniBand once per target node, to the GPU of the same local index, which forwards
-      it over NVLink to the GPUs of its experts there): per token, M' = min(M, d) target domains of which
+      it over NVLink to the GPUs of its experts there): per token, M' = min(M, d, ``copies``) target domains (a
+      token with k experts reaches at most k domains) of which
       M'·(d − 1)/d are remote (the targets uniform over the d domains) cross the network once each, and each of
       the ``copies`` travels over NVLink once unless it lands on the GPU it arrived at (1 in ``per_domain``):
       network bytes M'·(d − 1)/d·``nbytes``, NVLink bytes copies·(k − 1)/k·``nbytes``, time
@@ -370,7 +371,7 @@ def _dispatch_cost(topo: Topology, nbytes: float, copies: int, g: int, k: int, m
     d = g // k
     if g == 1:
         return CollectiveCost("all_to_all", "node-limited", g, k, nbytes, ())
-    across = min(m, d) * (d - 1) / d * nbytes
+    across = min(m, d, copies) * (d - 1) / d * nbytes
     inside = copies * (k - 1) / k * nbytes
     alpha = topo.alpha_network if d > 1 else topo.alpha_intra
     seconds = (g - 1) * alpha + max(inside / topo.intra_bw, across / topo.network_bw)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 import unicodedata
 
@@ -224,8 +225,9 @@ def _ineffective_notes(args, plans) -> str | None:
                       args.precision, efficiency=args.efficiency, grad_sync=args.grad_sync, overlap=args.overlap)
     found = [{x.option: x for x in ineffective_options(st, e.plan)} for e in plans]
     en, zh, n = [], [], len(plans)
+    flags = {"grad_sync"} | {f.name for f in dataclasses.fields(Overlap)}  # what the command's options set
     for option in found[0]:
-        if not all(option in f for f in found):
+        if option not in flags or not all(option in f for f in found):  # a model's own field is not a flag
             continue
         label = f"--grad-sync {args.grad_sync}" if option == "grad_sync" else f"--overlap {option}"
         why_en = "; ".join(dict.fromkeys(f[option].why_en for f in found))

@@ -779,9 +779,10 @@ def _mbridge_row(key: str) -> dict:
                        + "FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
                        f"BF16: {rel['precision_at']}) with FP8 primary weights (fp8_param_gather=True) and "
                        f"gradients reduced in BF16 ({grad_at}): the planner's megatron-fp8-cs recipe (per-tensor "
-                       "FP8 GEMMs, 16 B per parameter"
-                       + (" as on Hopper: on Blackwell TE keeps one FP8 buffer for both layouts, 15 B" if system != "h100"
-                          else "") + ", the data-parallel all-gather in FP8 and the reduce-scatter in BF16; "
+                       "FP8 GEMMs, "
+                       + ("15 B per parameter: on Blackwell TE keeps one FP8 buffer for both layouts, no transposed "
+                          "copy" if system != "h100" else "16 B per parameter with TE's transposed FP8 copy")
+                       + ", the data-parallel all-gather in FP8 and the reduce-scatter in BF16; "
                        + ("both overlapped here); " if param_overlap else "only the gradients overlapped here); ")
                        + ("timed without recomputation, though the recipe recomputes (recompute_num_layers=5, "
                           "not modelled); " if recompute else "no recomputation (the recipe sets none); ")
@@ -812,9 +813,9 @@ def _mbridge_row(key: str) -> dict:
                            if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
                           + "FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
                           f"{rel['precision_at']}），主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约"
-                          f"（{grad_at_zh}）：即规划器的 megatron-fp8-cs 方案（整张量 FP8 GEMM，每个参数 16 字节"
-                          + ("，按 Hopper 计：Blackwell 上 TE 对两种布局只存一份 FP8 缓冲区，实为 15 字节" if system != "h100"
-                             else "") + "，"
+                          f"（{grad_at_zh}）：即规划器的 megatron-fp8-cs 方案（整张量 FP8 GEMM，"
+                          + ("每个参数 15 字节：Blackwell 上 TE 对两种布局只存一份 FP8 缓冲区，不另存转置副本"
+                             if system != "h100" else "每个参数 16 字节，含 TE 的 FP8 转置副本") + "，"
                           "数据并行的 AllGather 用 FP8，ReduceScatter 用 BF16；"
                           + ("这里两者都被重叠）；" if param_overlap else "这里只有梯度被重叠）；")
                           + ("按不重计算计时，但配置会重计算（recompute_num_layers=5，未建模）；" if recompute

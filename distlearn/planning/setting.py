@@ -31,6 +31,7 @@ from distlearn.pipeline_parallel.schedules import partition_layers
 from distlearn.planning.flops import (FP8_PRECISIONS, PLANNER_PRECISIONS, ModelCounts, Peaks, StageSums,
                                       model_counts)
 from distlearn.precision.fp8_recipes import (bytes_per_param as recipe_bytes_per_param, config_layer_fp8_bytes,
+                                            fp8_transpose_kept,
                                             recipe_state_bytes)
 from distlearn.zero_fsdp.traffic import Collective, step_collectives
 from distlearn.core.guard import read_only
@@ -235,8 +236,11 @@ class Setting:
         # layers run in FP8)
         self.gemm_peak, self.peak = Peaks.of(cluster.gpu, precision)
         self.fp8 = precision in FP8_PRECISIONS
+        self.fp8_transpose = True
         if self.fp8:  # the recipe's own bytes per parameter (its optimizer is part of the recipe)
-            self.per = recipe_bytes_per_param(precision)
+            # TE keeps a transposed FP8 weight copy on Hopper, none on Blackwell (fp8_recipes.fp8_transpose_kept)
+            self.fp8_transpose = fp8_transpose_kept(cluster.gpu.name)
+            self.per = recipe_bytes_per_param(precision, fp8_transpose=self.fp8_transpose)
         else:
             self.per = bytes_per_param(precision, optimizer)
         self.act_bytes = 4 if precision == "fp32" else 2  # activations in the dtype the layers compute in
@@ -328,7 +332,7 @@ class Setting:
             if not self.fp8:
                 return model_state_bytes(psi, dp=dp, zero_stage=zero_stage, precision=self.precision,
                                          optimizer=self.optimizer)
-            r = recipe_state_bytes(self.precision, psi, dp=dp, zero_stage=zero_stage)
+            r = recipe_state_bytes(self.precision, psi, dp=dp, zero_stage=zero_stage, fp8_transpose=self.fp8_transpose)
             return ModelStateBytes(r.params + r.fp8_weights, r.grads, r.optimizer)
         return self.cached(("states", psi, dp, zero_stage), make)
 
@@ -353,18 +357,27 @@ class Setting:
         return self.cached(key, lambda: best_collective.unchecked(
             topo, operation, nbytes, group, group_per_domain.unchecked(topo, group, stride)).seconds)
 
+    def topology_per_domain(self, group: int, stride: int) -> int:
+        """Members of a group of ``group`` ranks spaced ``stride`` apart in each NVLink domain
+        (:func:`distlearn.core.topology.per_domain` on this setting's topology)."""
+        return group_per_domain.unchecked(self.topology, group, stride)
+
     def dispatch_seconds(self, nbytes: float, copies: int, group: int, stride: int) -> float:
         """Seconds of one expert-parallel all-to-all of a GPU's ``nbytes`` bytes of tokens, each to ``copies``
         experts, over ``group`` ranks spaced ``stride`` apart: :func:`distlearn.core.topology.dispatch_cost` with the
-        model's ``max_nodes_per_token`` (node-limited routing) as ``max_domains``, memoized."""
+        model's ``max_nodes_per_token`` (node-limited routing) as ``max_domains`` when the group spans more than one
+        NVLink domain; inside one domain no token crosses the network and the all-to-all is the direct one, memoized."""
         key = ("dispatch", nbytes, copies, group, stride)
         hit = self.memo.get(key)
         if hit is not None:
             return hit
         topo = self.topology
-        return self.cached(key, lambda: dispatch_cost.unchecked(
-            topo, nbytes, copies, group, group_per_domain.unchecked(topo, group, stride),
-            self.model.max_nodes_per_token).seconds)
+
+        def make():
+            k = self.topology_per_domain(group, stride)
+            limit = self.model.max_nodes_per_token if k < group else None
+            return dispatch_cost.unchecked(topo, nbytes, copies, group, k, limit).seconds
+        return self.cached(key, make)
 
     def per_step_sync(self, pp: int, zero_stage: int) -> bool:
         """Whether ZeRO ``zero_stage`` under ``pp`` stages reduces the gradients once per step and holds them

@@ -784,7 +784,8 @@ def dp_seconds(st: Setting, p: Plan) -> float:
 class IneffectiveOption:
     """A run option of the setting that changes neither the plan's predicted step time nor its memory
     (:func:`ineffective_options`): ``option`` names a field of :class:`~distlearn.planning.setting.Overlap`,
-    ``"grad_sync"``, ``"swiglu"``, ``"attention"`` or ``"causal"``, ``value`` is the setting's (not the default), ``why_en`` / ``why_zh`` say why in one clause."""
+    ``"grad_sync"``, ``"swiglu"``, ``"attention"``, ``"causal"`` or the model's ``"max_nodes_per_token"``,
+    ``value`` is the setting's (not the default), ``why_en`` / ``why_zh`` say why in one clause."""
 
     option: str
     value: object
@@ -796,7 +797,8 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
     """The options of setting ``st`` set away from :func:`~distlearn.planning.setting.make_setting`'s default
     (``grad_sync`` other than ``"per_step"``, a field of ``st.overlap`` other than
     :data:`~distlearn.planning.setting.NO_OVERLAP`'s, ``swiglu`` other than ``"unfused"``, ``attention`` other than
-    the model's :func:`~distlearn.activation_memory.formulas.default_attention`, ``causal`` off) that leave :func:`plan_time` and
+    the model's :func:`~distlearn.activation_memory.formulas.default_attention`, ``causal`` off, the model's
+    ``max_nodes_per_token`` set) that leave :func:`plan_time` and
     :func:`distlearn.planning.memory.plan_memory` of plan ``p`` exactly as they are without them, each with the
     reason, read off the code that uses the option:
 
@@ -821,6 +823,9 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
       model with selective recomputation (neither kernel's internals are stored);
     - ``causal`` (``False``): no effect on the flat time model, with a materialised attention core at cp = 1, or
       when the whole sequence is one :data:`~distlearn.planning.kernels.FLASH_TILE`;
+    - ``max_nodes_per_token`` (the model's node-limited routing, :func:`ep_seconds`): no effect without expert
+      parallelism (a dense model, ep = 1) or when the ep group sits in one NVLink domain (the direct all-to-all,
+      :meth:`~distlearn.planning.setting.Setting.dispatch_seconds`);
     - ``fp8_block_ceiling`` (:func:`kernel_model`): no effect with the flat time model, a recipe outside
       :data:`~distlearn.planning.kernels.FINE_GRAINED_FP8_RECIPES` or a GPU without a
       :data:`~distlearn.planning.kernels.FP8_BLOCK_CEILING`.
@@ -888,6 +893,14 @@ def ineffective_options(st: Setting, p: Plan) -> list[IneffectiveOption]:
         elif not any(c.recipe == st.precision and c.collective == "all_to_all" for c in COMMUNICATION):
             add("fp8_dispatch", False, (f"the recipe {st.precision} sends no FP8 all-to-all",
                                         f"精度方案 {st.precision} 没有 FP8 的 AllToAll"))
+    limit = st.model.max_nodes_per_token  # a model field (DeepSeek-V3's node-limited routing), read by ep_seconds
+    if limit is not None:
+        if not st.model.is_moe or p.ep == 1:
+            add("max_nodes_per_token", limit, ("there is no expert parallelism (a dense model or ep = 1)",
+                                               "没有专家并行（稠密模型，或 ep = 1）"))
+        elif st.topology_per_domain(p.ep, p.tp) == p.ep:
+            add("max_nodes_per_token", limit, ("the expert-parallel group sits in one NVLink domain, so no token "
+                                               "crosses the network", "专家并行组都在一个 NVLink 域内，没有词元经过网络"))
     # the kernel options of make_setting: the SwiGLU kernel, the attention kernel, the causal flash kernel
     if st.swiglu != "unfused":
         if st.model.arch != "llama":

@@ -16,8 +16,9 @@ Recipes (:data:`RECIPES`) and their sources, quoted:
   two: the row-wise copy for the forward GEMM and a column-wise (transposed) copy for Dgrad, because "FP8 GEMM on
   Hopper only supports TN layout" and "Weight with column-wise usage is needed for dgrad GEMM" (TE
   ``pytorch/module/linear.py``). Blackwell's FP8 GEMMs take either layout and TE keeps one buffer there ("no
-  separate transpose is materialized", ``pytorch/tensor/float8_tensor.py``): the course counts Hopper's two copies
-  on every GPU, 1 B per parameter too many on a B200 or GB200. Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
+  separate transpose is materialized", ``pytorch/tensor/float8_tensor.py``): the tables count Hopper's two
+  copies, and the planner leaves the transposed one out on a B200 or GB200 (:func:`fp8_transpose_kept`), 1 B per
+  parameter less. Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
   are a few kilobytes per layer: 0 per parameter here.
 - ``te-fp32-params`` — TE modules with fp32 parameters (TE's default ``params_dtype``), the row the Ultra-Scale
   Playbook tabulates ("Transformer engine | FP8 | n/a | n/a | FP32 | FP32 | FP32 + FP32 | 4 + 4 + 4 + 4 = 16
@@ -66,7 +67,7 @@ from distlearn.activation_memory.formulas import default_attention, layer_activa
 from distlearn.core.i18n import bi
 from distlearn.precision.formats import FORMATS, FloatFormat
 from distlearn.core.models import ModelConfig
-from distlearn.core.validate import DistlearnValueError, check_choice, check_int, check_record
+from distlearn.core.validate import DistlearnValueError, check_bool, check_choice, check_int, check_record
 from distlearn.core.guard import read_only
 
 E5M6 = FloatFormat("e5m6", 5, 6, storage_bits=12,
@@ -89,7 +90,9 @@ class KeptTensor:
     divided by dp). ``dtype``: a format name; ``scale_block``: elements per fp32 scale (128 × 128 for DeepSeek's
     weight blocks), None when the scales are per tensor (0 bytes per parameter). ``kept``: the recipe's source
     says it is there for the step (counted in the total); ``in_playbook``: the Ultra-Scale Playbook's table
-    counts it. ``source``: the quoted sentence or file.
+    counts it. ``source``: the quoted sentence or file. ``tn_only``: the tensor exists only on a GPU whose FP8
+    GEMMs take the TN layout alone (Hopper): TE's transposed weight copy, dropped on Blackwell
+    (:data:`NON_TN_FP8_GPUS`).
     """
 
     name_en: str
@@ -100,6 +103,7 @@ class KeptTensor:
     kept: bool = True
     in_playbook: bool = True
     scale_block: int | None = None
+    tn_only: bool = False   # kept only where FP8 GEMMs take the TN layout alone (Hopper): see NON_TN_FP8_GPUS
 
     @property
     def bytes_per_param(self) -> float:
@@ -126,9 +130,11 @@ class Recipe:
     def title(self) -> str:
         return bi(self.title_en, self.title_zh)
 
-    def bytes_per_param(self) -> dict[str, float]:
-        """``{role: bytes per parameter, ..., "total": ...}`` over the kept tensors (unsharded)."""
-        out = {r: sum(t.bytes_per_param for t in self.tensors if t.kept and t.role == r) for r in ROLES}
+    def bytes_per_param(self, fp8_transpose: bool = True) -> dict[str, float]:
+        """``{role: bytes per parameter, ..., "total": ...}`` over the kept tensors (unsharded); without
+        ``fp8_transpose`` (Blackwell) the ``tn_only`` tensors are left out."""
+        kept = [t for t in self.tensors if t.kept and (fp8_transpose or not t.tn_only)]
+        out = {r: sum(t.bytes_per_param for t in kept if t.role == r) for r in ROLES}
         out["total"] = sum(out[r] for r in ROLES)
         return out
 
@@ -177,7 +183,7 @@ def _baseline(weights_dtype: str = "bf16", master: bool = True, pb_bf16_grads: b
 _FP8_COPIES = [KeptTensor("FP8 weights, row-wise (forward)", "FP8 权重，按行（前向）", "fp8_weights", "e4m3", _TE_CACHE,
                           in_playbook=False),
                KeptTensor("FP8 weights, transposed (Dgrad)", "FP8 权重，转置（Dgrad）", "fp8_weights", "e4m3", _TE_T,
-                          in_playbook=False)]
+                          in_playbook=False, tn_only=True)]
 
 RECIPES: dict[str, Recipe] = read_only({r.key: r for r in [
     Recipe("bf16-mixed", "bf16 mixed precision (Megatron-LM)", "bf16 混合精度（Megatron-LM）", "bf16",
@@ -231,21 +237,41 @@ def get_recipe(key: str) -> Recipe:
     return RECIPES[check_choice("recipe", key, tuple(RECIPES))]
 
 
-def bytes_per_param(recipe: str) -> dict[str, float]:
+# GPUs whose FP8 GEMMs take every layout, so Transformer Engine keeps one FP8 buffer per weight and no transposed
+# copy: TE pytorch/utils.py is_non_tn_fp8_gemm_supported (v2.7 onwards): "(10, 0) <= device_capability < (12, 0) or
+# device_capability >= (13, 0)", and csrc/quantizer.cpp: "with_transpose = columnwise_usage &&
+# !is_non_tn_fp8_gemm_supported". The B200 and GB200 are compute capability 10.0; Hopper (9.0) keeps the copy.
+NON_TN_FP8_GPUS = ("b200", "gb200")
+
+
+def fp8_transpose_kept(gpu_name: str) -> bool:
+    """Whether Transformer Engine keeps a separate transposed FP8 copy of each weight on the GPU called
+    ``gpu_name`` (a preset name of :mod:`distlearn.core.hardware`, e.g. ``"h100-80gb"``): False for the GPUs of
+    :data:`NON_TN_FP8_GPUS` (name prefix, any case), True otherwise (Hopper's FP8 GEMMs "only support TN layout").
+    Raises DistlearnValueError unless ``gpu_name`` is a string."""
+    if not isinstance(gpu_name, str):
+        raise DistlearnValueError("gpu_name", f"gpu_name must be a GPU's name (a string), got {gpu_name!r}.",
+                                  f"gpu_name 必须是 GPU 的名称（字符串），收到 {gpu_name!r}。")
+    return not gpu_name.lower().startswith(NON_TN_FP8_GPUS)
+
+
+def bytes_per_param(recipe: str, *, fp8_transpose: bool = True) -> dict[str, float]:
     """Unsharded bytes per parameter of a recipe: ``{"params", "grads", "optimizer", "fp8_weights", "total"}``.
 
-    For the planner (chapter 14): bf16-mixed 18, te-fp8 20, te-fp32-params 18, megatron-fp8-cs 16 (1 + 1 + 2 + 12),
-    deepseek-v3 13.000244
-    (4 + 4 + 2 + 2 + 1 + 4/16384), torchao-fsdp2-float8 16. Raises DistlearnValueError for an unknown recipe.
+    For the planner (chapter 14), on Hopper: bf16-mixed 18, te-fp8 20, te-fp32-params 18, megatron-fp8-cs 16
+    (1 + 1 + 2 + 12), deepseek-v3 13.000244 (4 + 4 + 2 + 2 + 1 + 4/16384), torchao-fsdp2-float8 16. With
+    ``fp8_transpose=False`` (Blackwell, :func:`fp8_transpose_kept`) TE's transposed copy is left out: te-fp8 19,
+    te-fp32-params 17, megatron-fp8-cs 15. Raises DistlearnValueError for an unknown recipe or a non-bool
+    ``fp8_transpose``.
     """
-    return dict(_recipe_bytes(get_recipe(recipe).key))  # a copy: the caller may change it
+    return dict(_recipe_bytes(get_recipe(recipe).key, check_bool("fp8_transpose", fp8_transpose)))  # a copy
 
 
 @functools.lru_cache(maxsize=None)
-def _recipe_bytes(key: str) -> tuple[tuple[str, float], ...]:
-    """``RECIPES[key].bytes_per_param()`` as items, computed once per recipe (the recipes are read-only; the
-    planner asks for them thousands of times per search)."""
-    return tuple(RECIPES[key].bytes_per_param().items())
+def _recipe_bytes(key: str, fp8_transpose: bool = True) -> tuple[tuple[str, float], ...]:
+    """``RECIPES[key].bytes_per_param(fp8_transpose)`` as items, computed once per recipe and layout rule (the
+    recipes are read-only; the planner asks for them thousands of times per search)."""
+    return tuple(RECIPES[key].bytes_per_param(fp8_transpose).items())
 
 
 @dataclass(frozen=True)
@@ -262,13 +288,15 @@ class RecipeStateBytes:
         return self.params + self.grads + self.optimizer + self.fp8_weights
 
 
-def recipe_state_bytes(recipe: str, num_params: int, *, dp: int = 1, zero_stage: int = 0) -> RecipeStateBytes:
+def recipe_state_bytes(recipe: str, num_params: int, *, dp: int = 1, zero_stage: int = 0,
+                       fp8_transpose: bool = True) -> RecipeStateBytes:
     """Bytes per GPU of ``recipe``'s model states for ``num_params`` parameters (this GPU's tensor/pipeline shard)
     under ZeRO stage ``zero_stage`` over ``dp`` data-parallel ranks: stage ≥ 1 divides the optimizer state (master
     weights and moments) by dp, ≥ 2 also the gradients, 3 also the parameters, as in
     :func:`distlearn.memory.formulas.model_state_bytes`. The FP8 weight copies are made from the (all-gathered) weights of
-    each replica and are never divided by dp. Raises DistlearnValueError."""
-    per = bytes_per_param(recipe)
+    each replica and are never divided by dp; ``fp8_transpose`` as in :func:`bytes_per_param` (False on Blackwell).
+    Raises DistlearnValueError."""
+    per = bytes_per_param(recipe, fp8_transpose=fp8_transpose)
     n = check_int("num_params", num_params, minimum=1, whole_float=True)
     d = check_int("dp", dp)
     z = check_int("zero_stage", zero_stage, minimum=0, maximum=3)
