@@ -114,19 +114,23 @@ def test_calibration_and_validation_quotes(prose):
     same = {calibration.MBRIDGE_MISSES[n][1][6] for n in calibration.MBRIDGE_MISSES if "gb200-8b" in n}
     assert len(same) == 1
     same = same.pop()
+    from distlearn.precision.fp8_recipes import bytes_per_param  # the recipe's own totals, on each GPU generation
+    hopper, blackwell = (bytes_per_param("megatron-fp8-cs", fp8_transpose=t)["total"] for t in (True, False))
     span = lambda xs, d=0: f"{100 * (xs[0] - 1):.{d}f}–{100 * (xs[-1] - 1):.{d}f}%"  # noqa: E731
     _check(prose, [f"its {len(mb_rows)} dense Llama 3 rows", f"{WORDS[len(mb_scored)][0]} are scored, and {mb_in} of "
                    f"them are within ±10%", f"come out {span(big)} too fast", f"of 8B come out {span(gb, 1)} too fast",
                    f"makes a GB200 {faster.pop()}% faster", f"only {pub[0]:g}–{pub[-1]:g}% faster",
                    f"Then {fits} of the {len(mb_rows)} layouts fit", f"Of the {still} left, {WORDS[offload][0]} move "
                    f"activations to the CPU", f"The other {WORDS[len(rest)][0]} are GB200 405B rows on 16 pipeline "
-                   f"stages", f"keeps {acts} of activations", "(16 bytes per parameter, chapter 01)",
+                   f"stages", f"keeps {acts} of activations", f"({hopper:g} bytes per parameter on Hopper, {blackwell:g} on Blackwell, "
+                   "chapter 01)",
                    f"the planner would make the GB200 only {same}% faster"],
            [f"稠密Llama3的{len(mb_rows)}行", f"其中{len(mb_scored)}行计分，{mb_in}行在±10%以内",
             f"预测都快了{span(big)}", f"8B在GB200上的两行预测快了{span(gb, 1)}",
             f"GB200比B200快{nums[0][0]}%", f"只快{pub[0]:g}–{pub[-1]:g}%", f"{len(mb_rows)}个布局中有{fits}个放得下",
             f"剩下的{still}个里，有{offload}个把激活值卸载到CPU", f"另外{len(rest)}个是GB200上分16个流水线阶段的405B",
-            f"要保存{acts.replace(' ', '')}激活值", f"GB200只快{same}%"])
+            f"要保存{acts.replace(' ', '')}激活值", f"GB200只快{same}%",
+            f"在Hopper上{hopper:g}字节，在Blackwell上{blackwell:g}字节"])
     # MT-NLG: the planner too fast by 20–25 %, the published runs 17–22 % slower per micro-batch than Megatron-LM's
     # own run of the same model (by hand, tests/test_published_runs.py), which the planner meets at 1.01; the
     # 2,240-GPU run's MFU (model FLOPs over 312 TFLOP/s) beside Korthikanti et al.'s 42.1 % on as many A100s

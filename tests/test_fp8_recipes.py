@@ -20,7 +20,8 @@ QUOTES = {
                     "for weights, we group and scale elements on a 128x128 block basis",
                     "4 + 4 + 1 + 2 + 2 + 2 = 15"],
     "te-fp8": ["during FP8 training, it allows caching of the FP8 versions of the weights",
-               "FP8 GEMM on Hopper only supports TN layout", "Weight with column-wise usage is needed for dgrad GEMM"],
+               "Hopper only supports TN GEMMs for FP8", "Weight with column-wise usage is needed for dgrad GEMM",
+               "with_transpose = columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()"],
     "te-fp32-params": ["FP32 | FP32 | FP32 + FP32 | 4 + 4 + 4 + 4 = 16 bytes"],
     "torchao-fsdp2-float8": ["We cast high precision weights (1/N on each rank) into float8, and perform float8 "
                              "all-gather to save bandwidth", "preventing unsharded fp8 weights from being saved for "

@@ -371,13 +371,14 @@ def _dispatch_cost(topo: Topology, nbytes: float, copies: int, g: int, k: int, m
     d = g // k
     if g == 1:
         return CollectiveCost("all_to_all", "node-limited", g, k, nbytes, ())
-    across = min(m, d, copies) * (d - 1) / d * nbytes
+    reach = min(m, d, copies)  # target domains per token: the limit, the domains there are, its experts
+    across = reach * (d - 1) / d * nbytes
     inside = copies * (k - 1) / k * nbytes
     alpha = topo.alpha_network if d > 1 else topo.alpha_intra
     seconds = (g - 1) * alpha + max(inside / topo.intra_bw, across / topo.network_bw)
     levels = [Level("dispatch inside (NVLink forwarding)", "intra", k, inside, seconds)]
     if d > 1:   # runs at the same time as the NVLink part: its time is in the max above
-        levels.append(Level(f"dispatch across (at most {min(m, d)} domains per token)", "network", d, across, 0.0))
+        levels.append(Level(f"dispatch across (at most {reach} domains per token)", "network", d, across, 0.0))
     return CollectiveCost("all_to_all", "node-limited", g, k, nbytes, tuple(levels))
 
 

@@ -776,12 +776,20 @@ def _mbridge_row(key: str) -> dict:
                          + (f"：{extras}" if extras else "") + (f"；{note_zh}" if note_zh else ""),
                reading=("layout and batch read from v0.3.0's _V2 preset, not from this release's own recipe, which "
                         "differs (see the source); " if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
-                       + "FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
-                       f"BF16: {rel['precision_at']}) with FP8 primary weights (fp8_param_gather=True) and "
-                       f"gradients reduced in BF16 ({grad_at}): the planner's megatron-fp8-cs recipe (per-tensor "
-                       "FP8 GEMMs, "
+                       + ("FP8 current scaling (fp8 'hybrid', recipe 'tensorwise', first and last layers not kept in "
+                          f"BF16: {rel['precision_at']})" if fp8 else
+                          f"MXFP8 (recipe 'mxfp8': {rel['precision_at']}, bf16_with_mxfp8_mixed)")
+                       + f" with FP8 primary weights (fp8_param_gather=True) and "
+                       f"gradients reduced in BF16 ({grad_at}): "
+                       + ("" if fp8 else "not scored; timed with its nearest recipe, ")
+                       + "the planner's megatron-fp8-cs recipe (per-tensor FP8 GEMMs, "
                        + ("15 B per parameter: on Blackwell TE keeps one FP8 buffer for both layouts, no transposed "
                           "copy" if system != "h100" else "16 B per parameter with TE's transposed FP8 copy")
+                       + ("" if fp8 else "; MXFP8 itself keeps a row-wise and a column-wise FP8 copy of each weight, "
+                          "each with one scale per 32 values")
+                       + ("; under Megatron-FSDP the recipe frees each unit's transposed copy after use "
+                          "(keep_fp8_transpose_cache off), so the planner's 1 B per parameter for it is an overcount"
+                          if fsdp and system == "h100" else "")
                        + ", the data-parallel all-gather in FP8 and the reduce-scatter in BF16; "
                        + ("both overlapped here); " if param_overlap else "only the gradients overlapped here); ")
                        + ("timed without recomputation, though the recipe recomputes (recompute_num_layers=5, "
@@ -811,11 +819,18 @@ def _mbridge_row(key: str) -> dict:
                           else ""),
                reading_zh=("布局和批量取自 v0.3.0 的 _V2 预设，而不是该版本自己的配置（两者不同，见出处）；"
                            if key in ("2511-gb200-70b-cs", "2511-gb200-405b-cs") else "")
-                          + "FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
-                          f"{rel['precision_at']}），主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约"
-                          f"（{grad_at_zh}）：即规划器的 megatron-fp8-cs 方案（整张量 FP8 GEMM，"
+                          + (f"FP8 当前缩放（fp8 为 'hybrid'，recipe 为 'tensorwise'，首尾两层不保留 BF16："
+                             f"{rel['precision_at']}）" if fp8 else
+                             f"MXFP8（recipe 为 'mxfp8'：{rel['precision_at']}，bf16_with_mxfp8_mixed）")
+                          + f"，主权重存为 FP8（fp8_param_gather=True），梯度按 BF16 归约"
+                          f"（{grad_at_zh}）："
+                          + ("即" if fp8 else "不计分；按最接近的方案计时，即")
+                          + "规划器的 megatron-fp8-cs 方案（整张量 FP8 GEMM，"
                           + ("每个参数 15 字节：Blackwell 上 TE 对两种布局只存一份 FP8 缓冲区，不另存转置副本"
-                             if system != "h100" else "每个参数 16 字节，含 TE 的 FP8 转置副本") + "，"
+                             if system != "h100" else "每个参数 16 字节，含 TE 的 FP8 转置副本")
+                          + ("" if fp8 else "；MXFP8 本身对每个权重存按行、按列两份 FP8，每 32 个值一个缩放因子")
+                          + ("；用 Megatron-FSDP 时，配置在每个单元用完转置副本后就释放（keep_fp8_transpose_cache 关闭），"
+                             "所以规划器为它计的每个参数 1 字节是多算的" if fsdp and system == "h100" else "") + "，"
                           "数据并行的 AllGather 用 FP8，ReduceScatter 用 BF16；"
                           + ("这里两者都被重叠）；" if param_overlap else "这里只有梯度被重叠）；")
                           + ("按不重计算计时，但配置会重计算（recompute_num_layers=5，未建模）；" if recompute

@@ -13,12 +13,15 @@ Recipes (:data:`RECIPES`) and their sources, quoted:
 - ``te-fp8`` — Transformer Engine's FP8 linear layers in that setup (bf16 parameters, fp32 master in the
   optimizer). TE keeps the FP8 cast of each weight for the whole step: ``Linear.forward``'s docstring,
   ``is_first_microbatch``: "during FP8 training, it allows caching of the FP8 versions of the weights". It keeps
-  two: the row-wise copy for the forward GEMM and a column-wise (transposed) copy for Dgrad, because "FP8 GEMM on
-  Hopper only supports TN layout" and "Weight with column-wise usage is needed for dgrad GEMM" (TE
-  ``pytorch/module/linear.py``). Blackwell's FP8 GEMMs take either layout and TE keeps one buffer there ("no
-  separate transpose is materialized", ``pytorch/tensor/float8_tensor.py``): the tables count Hopper's two
-  copies, and the planner leaves the transposed one out on a B200 or GB200 (:func:`fp8_transpose_kept`), 1 B per
-  parameter less. Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
+  two: the row-wise copy for the forward GEMM and a column-wise (transposed) copy for Dgrad: "Weight with
+  column-wise usage is needed for dgrad GEMM" (TE v2.7 ``pytorch/module/linear.py``), because "Hopper only
+  supports TN GEMMs for FP8. 'Column-wise data' is transpose of data" (``common/gemm/cublaslt_gemm.cu``).
+  Blackwell's FP8 GEMMs take either layout, and there TE allocates no transpose: "with_transpose =
+  columnwise_usage && !nvte_is_non_tn_fp8_gemm_supported()" (``pytorch/csrc/quantizer.cpp``), one buffer serving
+  both usages. The tables count Hopper's two copies; the planner leaves the transposed one out on a B200 or GB200
+  (:func:`fp8_transpose_kept`), 1 B per parameter less. This is TE's per-tensor scaling (delayed or current), the
+  recipe the planner times; its MXFP8 recipe (TE's default on Blackwell) keeps separate row-wise and column-wise
+  buffers, each with one scale per 32 values, and is not one of these recipes. Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
   are a few kilobytes per layer: 0 per parameter here.
 - ``te-fp32-params`` — TE modules with fp32 parameters (TE's default ``params_dtype``), the row the Ultra-Scale
   Playbook tabulates ("Transformer engine | FP8 | n/a | n/a | FP32 | FP32 | FP32 + FP32 | 4 + 4 + 4 + 4 = 16
@@ -146,8 +149,10 @@ class Recipe:
 _MEG = "Megatron Core, Distributed Optimizer docs: 'bf16 param, fp32 grads' → 18 B/param (6 + 12/d)"
 _TE_CACHE = ("TE Linear.forward(is_first_microbatch): 'during FP8 training, it allows caching of the FP8 versions "
              "of the weights'")
-_TE_T = ("TE pytorch/module/linear.py: 'FP8 GEMM on Hopper only supports TN layout'; 'Weight with column-wise usage "
-         "is needed for dgrad GEMM'")
+_TE_T = ("TE v2.7 pytorch/module/linear.py: 'Weight with column-wise usage is needed for dgrad GEMM'; "
+         "common/gemm/cublaslt_gemm.cu: 'Hopper only supports TN GEMMs for FP8. \"Column-wise data\" is transpose of "
+         "data'; pytorch/csrc/quantizer.cpp: 'with_transpose = columnwise_usage && "
+         "!nvte_is_non_tn_fp8_gemm_supported()' (none on Blackwell)")
 _DS_OPT = ("DeepSeek-V3 §3.3.3: 'We adopt the BF16 data format instead of FP32 to track the first and second "
            "moments in the AdamW ... optimizer'")
 _DS_FP32 = ("DeepSeek-V3 §3.3.3: 'the master weights (stored by the optimizer) and gradients (used for batch size "
