@@ -122,8 +122,8 @@ def test_calibration_and_validation_quotes(prose):
                    f"makes a GB200 {faster.pop()}% faster", f"only {pub[0]:g}–{pub[-1]:g}% faster",
                    f"Then {fits} of the {len(mb_rows)} layouts fit", f"Of the {still} left, {WORDS[offload][0]} move "
                    f"activations to the CPU", f"The other {WORDS[len(rest)][0]} are GB200 405B rows on 16 pipeline "
-                   f"stages", f"keeps {acts} of activations", f"({hopper:g} bytes per parameter on Hopper, {blackwell:g} on Blackwell, "
-                   "chapter 01)",
+                   f"stages", f"keeps {acts} of activations",
+                   f"({hopper:g} bytes per parameter on Hopper, {blackwell:g} on Blackwell, chapter 01)",
                    f"the planner would make the GB200 only {same}% faster"],
            [f"稠密Llama3的{len(mb_rows)}行", f"其中{len(mb_scored)}行计分，{mb_in}行在±10%以内",
             f"预测都快了{span(big)}", f"8B在GB200上的两行预测快了{span(gb, 1)}",

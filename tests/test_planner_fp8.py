@@ -85,8 +85,8 @@ def test_blackwell_keeps_one_fp8_buffer_per_weight():
     """Transformer Engine keeps a transposed FP8 copy of each weight only where FP8 GEMMs take the TN layout alone
     (Hopper); on a B200 or GB200 one buffer serves both layouts (TE utils.py is_non_tn_fp8_gemm_supported: compute
     capability 10.x). The recipes lose exactly that byte there, and the planner's per-GPU model states follow the
-    GPU: the same plan on a B200 keeps one byte less per parameter of the stage than on an H200 (both 141 GB-class
-    presets differ in nothing the states read). Fails if the planner counts Hopper's copy on every GPU."""
+    GPU: the same plan on a B200 keeps one byte less per parameter of the stage than on an H100 (the two presets
+    differ in nothing else the states read). Fails if the planner counts Hopper's copy on every GPU."""
     from distlearn.precision.formats import FORMATS
     e4m3 = FORMATS["e4m3"].nbytes
     for recipe in ("te-fp8", "te-fp32-params", "megatron-fp8-cs"):

@@ -236,10 +236,9 @@ class Setting:
         # layers run in FP8)
         self.gemm_peak, self.peak = Peaks.of(cluster.gpu, precision)
         self.fp8 = precision in FP8_PRECISIONS
-        self.fp8_transpose = True
+        # TE keeps a transposed FP8 weight copy on Hopper, none on Blackwell (fp8_recipes.fp8_transpose_kept)
+        self.fp8_transpose = fp8_transpose_kept(cluster.gpu.name)
         if self.fp8:  # the recipe's own bytes per parameter (its optimizer is part of the recipe)
-            # TE keeps a transposed FP8 weight copy on Hopper, none on Blackwell (fp8_recipes.fp8_transpose_kept)
-            self.fp8_transpose = fp8_transpose_kept(cluster.gpu.name)
             self.per = recipe_bytes_per_param(precision, fp8_transpose=self.fp8_transpose)
         else:
             self.per = bytes_per_param(precision, optimizer)
@@ -355,7 +354,7 @@ class Setting:
             return hit
         topo = self.topology
         return self.cached(key, lambda: best_collective.unchecked(
-            topo, operation, nbytes, group, group_per_domain.unchecked(topo, group, stride)).seconds)
+            topo, operation, nbytes, group, self.topology_per_domain(group, stride)).seconds)
 
     def topology_per_domain(self, group: int, stride: int) -> int:
         """Members of a group of ``group`` ranks spaced ``stride`` apart in each NVLink domain

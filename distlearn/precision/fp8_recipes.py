@@ -21,7 +21,8 @@ Recipes (:data:`RECIPES`) and their sources, quoted:
   both usages. The tables count Hopper's two copies; the planner leaves the transposed one out on a B200 or GB200
   (:func:`fp8_transpose_kept`), 1 B per parameter less. This is TE's per-tensor scaling (delayed or current), the
   recipe the planner times; its MXFP8 recipe (TE's default on Blackwell) keeps separate row-wise and column-wise
-  buffers, each with one scale per 32 values, and is not one of these recipes. Per-tensor scales and TE's amax history (1024 fp32 values per quantised tensor)
+  buffers, each with one scale per 32 values, and is not one of these recipes. Per-tensor scales and TE's amax
+  history (1024 fp32 values per quantised tensor)
   are a few kilobytes per layer: 0 per parameter here.
 - ``te-fp32-params`` — TE modules with fp32 parameters (TE's default ``params_dtype``), the row the Ultra-Scale
   Playbook tabulates ("Transformer engine | FP8 | n/a | n/a | FP32 | FP32 | FP32 + FP32 | 4 + 4 + 4 + 4 = 16
@@ -252,7 +253,7 @@ NON_TN_FP8_GPUS = ("b200", "gb200")
 def fp8_transpose_kept(gpu_name: str) -> bool:
     """Whether Transformer Engine keeps a separate transposed FP8 copy of each weight on the GPU called
     ``gpu_name`` (a preset name of :mod:`distlearn.core.hardware`, e.g. ``"h100-80gb"``): False for the GPUs of
-    :data:`NON_TN_FP8_GPUS` (name prefix, any case), True otherwise (Hopper's FP8 GEMMs "only support TN layout").
+    :data:`NON_TN_FP8_GPUS` (name prefix, any case), True otherwise ("Hopper only supports TN GEMMs for FP8", TE's cublaslt_gemm.cu).
     Raises DistlearnValueError unless ``gpu_name`` is a string."""
     if not isinstance(gpu_name, str):
         raise DistlearnValueError("gpu_name", f"gpu_name must be a GPU's name (a string), got {gpu_name!r}.",
